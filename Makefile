@@ -1,0 +1,66 @@
+# agentic-host — the two commands a new machine needs are `make demo` and
+# `make test`; everything else is for working on the project.
+
+GO        ?= go
+BIN       := bin/agentic-host
+DEMO_DIR  := .demo
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH_COUNT ?= 5
+PKGS      := ./...
+
+.PHONY: all build demo test test-short bench examples lint fuzz check clean
+
+all: build
+
+## build: compile the agentic-host binary into bin/
+build:
+	$(GO) build -o $(BIN) ./cmd/agentic-host
+
+## demo: an offline chat (fake model, file storage) where the agent uses a tool, then its transcript
+demo: build
+	@rm -rf $(DEMO_DIR)
+	@echo '$$ agentic-host chat --offline --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."'
+	@$(BIN) chat --offline --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."
+	@echo
+	@echo '$$ agentic-host transcript --storage file:$(DEMO_DIR) demo'
+	@$(BIN) transcript --storage file:$(DEMO_DIR) demo
+
+## test: install what the tests need when missing, then vet and run every test with the race detector
+test:
+	./scripts/test-deps.sh
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## test-short: the fast tests only
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+## bench: run the benchmarks BENCH_COUNT times and print medians (benchstat)
+bench:
+	@mkdir -p bin
+	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) $(PKGS) | tee bin/bench.txt
+	@echo
+	@echo "Medians of $(BENCH_COUNT) runs:"
+	$(GO) run $(BENCHSTAT) bin/bench.txt
+
+## examples: run every Example function (they are tests with checked output)
+examples:
+	$(GO) test -count=1 -run='^Example' $(PKGS)
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: a short run of every native fuzzer
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=20s ./host/ledger/
+	$(GO) test -run='^$$' -fuzz='^FuzzStream$$' -fuzztime=20s ./host/provider/
+	$(GO) test -run='^$$' -fuzz='^FuzzFileRecovery$$' -fuzztime=20s ./storage/file/
+
+## check: lint, and go.mod tidy
+check: lint
+	$(GO) mod tidy -diff
+
+clean:
+	rm -rf bin $(DEMO_DIR)

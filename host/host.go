@@ -1,0 +1,268 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Model streams one model pass. *provider.Client implements it; wrappers
+// that add telemetry or metering implement it around another Model.
+type Model interface {
+	Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error)
+}
+
+// Agent is the configuration an agent runs with: model, instructions, tools
+// and bounds. It is a value; the host copies it at the start of each run.
+type Agent struct {
+	// Name identifies the agent in the ledger. Default: "default".
+	Name string
+	// Model is the model id sent to the provider. Required.
+	Model string
+	// System is the system prompt. Default: none.
+	System string
+	// Tools the model may call. Names must be unique. Default: none.
+	Tools []Tool
+	// MaxSteps bounds the model passes of one run; a run that still asks
+	// for tools at the bound ends failed. Default: 0, which means 16.
+	MaxSteps int
+	// MaxTokens bounds each pass's output. Default: 0, the provider's own.
+	MaxTokens int
+}
+
+// DefaultMaxSteps is the bound on model passes per run when Agent.MaxSteps
+// is 0.
+const DefaultMaxSteps = 16
+
+// Options configures a [Host]. The zero value of every field but Storage
+// and Agent.Model is a usable default.
+type Options struct {
+	// Storage keeps the ledgers. Required.
+	Storage storage.Storage
+	// Model streams model passes. Default: nil, which means a
+	// provider.Client built from Provider.
+	Model Model
+	// Provider configures the default model client when Model is nil.
+	// Default: the zero Config (OpenRouter, key from OPENROUTER_API_KEY).
+	Provider provider.Config
+	// Agent is the agent sessions run unless a send names another.
+	// Agent.Model is required.
+	Agent Agent
+	// ToolTimeout bounds a tool call whose spec sets no Timeout. Default:
+	// 0, which means 60s; -1 disables the bound.
+	ToolTimeout time.Duration
+	// Logger receives the host's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultToolTimeout is the tool call bound when Options.ToolTimeout is 0.
+const DefaultToolTimeout = 60 * time.Second
+
+var (
+	// ErrInvalidInput is returned by Send for a message that cannot be
+	// accepted (empty, or with malformed parts); nothing was appended.
+	ErrInvalidInput = errors.New("host: invalid input")
+	// ErrClosed is returned by a Host used after Close.
+	ErrClosed = errors.New("host: closed")
+)
+
+// Host runs agents over durable session ledgers. It is safe for concurrent
+// use; different sessions run independently, and runs of one session never
+// overlap.
+type Host struct {
+	store       storage.Storage
+	model       Model
+	agent       Agent
+	toolTimeout time.Duration
+	log         *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*sessionState
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New validates opts and returns a Host. All configuration problems are
+// reported together.
+func New(opts Options) (*Host, error) {
+	var errs []error
+	if opts.Storage == nil {
+		errs = append(errs, errors.New("host: Options.Storage is required"))
+	}
+	agent, err := normalizeAgent(opts.Agent)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if opts.ToolTimeout < -1 {
+		errs = append(errs, fmt.Errorf("host: Options.ToolTimeout %s is negative (use -1 to disable)", opts.ToolTimeout))
+	}
+	model := opts.Model
+	if model == nil {
+		c, err := provider.New(opts.Provider)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			model = c
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	h := &Host{
+		store:       opts.Storage,
+		model:       model,
+		agent:       agent,
+		toolTimeout: opts.ToolTimeout,
+		log:         opts.Logger,
+		sessions:    map[string]*sessionState{},
+	}
+	switch h.toolTimeout {
+	case 0:
+		h.toolTimeout = DefaultToolTimeout
+	case -1:
+		h.toolTimeout = 0
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	return h, nil
+}
+
+// normalizeAgent fills an agent's defaults and checks it.
+func normalizeAgent(a Agent) (Agent, error) {
+	var errs []error
+	if a.Name == "" {
+		a.Name = "default"
+	}
+	if a.Model == "" {
+		errs = append(errs, errors.New("host: Agent.Model is required"))
+	}
+	if a.MaxSteps == 0 {
+		a.MaxSteps = DefaultMaxSteps
+	}
+	if a.MaxSteps < 0 {
+		errs = append(errs, fmt.Errorf("host: Agent.MaxSteps %d is negative", a.MaxSteps))
+	}
+	seen := map[string]bool{}
+	for i, t := range a.Tools {
+		if t == nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d] is nil", i))
+			continue
+		}
+		name := t.Spec().Name
+		switch {
+		case !validToolName(name):
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: invalid tool name %q", i, name))
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: duplicate tool name %q", i, name))
+		}
+		seen[name] = true
+	}
+	a.Tools = append([]Tool(nil), a.Tools...)
+	return a, errors.Join(errs...)
+}
+
+// Close waits for the runs in flight to end. It does not close the storage.
+// Runs end when their callers' contexts do; Close does not cancel them.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.wg.Wait()
+	return nil
+}
+
+// Session returns a handle on the session id. It does no I/O; the session
+// exists once a message is sent to it.
+func (h *Host) Session(id string) *Session {
+	return &Session{h: h, id: id}
+}
+
+// IsRunning reports whether a run of the session is in flight in this host.
+func (h *Host) IsRunning(sessionID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.sessions[sessionID]
+	return st != nil && st.live != nil
+}
+
+// sessionState is the in-process state of one session: a lock that makes
+// its runs sequential, and the live run, if any.
+type sessionState struct {
+	lock chan struct{} // holds a token while a run owns the session
+	refs int           // handles waiting for or holding the lock
+
+	// live is the run in flight, guarded by Host.mu.
+	live *liveRun
+}
+
+// liveRun is what the transcript shows of a run in flight: the events
+// appended so far (the run holds the whole ledger) and the pass streaming.
+type liveRun struct {
+	events     []ledger.Event
+	runID      string
+	responseID string
+	text       []byte
+	reasoning  []byte
+}
+
+// acquire takes the session's lock, waiting while another run holds it.
+func (h *Host) acquire(ctx context.Context, id string) (*sessionState, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	st := h.sessions[id]
+	if st == nil {
+		st = &sessionState{lock: make(chan struct{}, 1)}
+		h.sessions[id] = st
+	}
+	st.refs++
+	h.wg.Add(1)
+	h.mu.Unlock()
+	select {
+	case st.lock <- struct{}{}:
+		return st, nil
+	case <-ctx.Done():
+		h.release(id, st, false)
+		return nil, ctx.Err()
+	}
+}
+
+// release gives the lock back (when held) and forgets the session's state
+// when no one else needs it.
+func (h *Host) release(id string, st *sessionState, held bool) {
+	if held {
+		<-st.lock
+	}
+	h.mu.Lock()
+	st.refs--
+	if st.refs == 0 {
+		delete(h.sessions, id)
+	}
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// snapshotLive returns a consistent copy of the live run of a session, if
+// any: its events and the pass streaming.
+func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.sessions[id]
+	if st == nil || st.live == nil {
+		return nil, ledger.Live{}, false
+	}
+	l := st.live
+	// The ledger is append-only: the slice up to its length never changes.
+	return l.events[:len(l.events):len(l.events)],
+		ledger.Live{RunID: l.runID, ResponseID: l.responseID, Text: string(l.text), Reasoning: string(l.reasoning)}, true
+}

@@ -1,0 +1,72 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// instantModel answers every pass at once, in process: with it, a benchmark
+// measures the host's own cost per step (ledger appends, replay, progress).
+type instantModel struct{}
+
+func (instantModel) Stream(_ context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+	for _, d := range []string{"Hello", ", ", "world."} {
+		onDelta(provider.Delta{Kind: provider.DeltaText, Text: d})
+	}
+	return provider.Result{Text: "Hello, world.", FinishReason: "stop", Model: req.Model,
+		Usage: ledger.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15}}, nil
+}
+
+// BenchmarkLoopStep measures one Send of a one-pass run (a model pass, four
+// ledger events) on a memory store:
+//
+//   - host: the harness's own cost, against an in-process model;
+//   - fake-model-only: one streamed pass through openai-go to the fake
+//     model over loopback HTTP, without the host;
+//   - host+fake-model: both; the difference to fake-model-only is the host.
+func BenchmarkLoopStep(b *testing.B) {
+	srv, err := fakemodel.Start(fakemodel.Options{Script: nil})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	client, err := provider.New(provider.Config{BaseURL: srv.URL(), APIKey: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newHost := func(m host.Model) *host.Host {
+		h, err := host.New(host.Options{Storage: memory.New(), Model: m, Agent: host.Agent{Model: "fake/echo"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	ctx := context.Background()
+	send := func(b *testing.B, h *host.Host) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			res, err := h.Session(fmt.Sprintf("b%d", i)).Send(ctx, "hello", host.SendOptions{OnProgress: func(host.Progress) {}})
+			if err != nil || res.Status != ledger.RunCompleted {
+				b.Fatalf("%+v %v", res, err)
+			}
+		}
+	}
+	b.Run("host", func(b *testing.B) { send(b, newHost(instantModel{})) })
+	b.Run("fake-model-only", func(b *testing.B) {
+		b.ReportAllocs()
+		req := provider.Request{Model: "fake/echo", Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("hello")}}}}
+		for b.Loop() {
+			if _, err := client.Stream(ctx, req, func(provider.Delta) {}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("host+fake-model", func(b *testing.B) { send(b, newHost(client)) })
+}

@@ -1,0 +1,424 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// SchemaVersion is the version of the event encoding that [Encode] writes
+// and [Decode] reads. Decoding an event of any other version fails with
+// [ErrVersion]: a ledger is never misread.
+const SchemaVersion = 1
+
+var (
+	// ErrVersion is returned (wrapped in a *DecodeError) for an event whose
+	// schema version this codec does not speak.
+	ErrVersion = errors.New("ledger: unsupported schema version")
+	// ErrInvalid is returned (wrapped in a *DecodeError) for an event that
+	// is well-formed JSON but breaks the schema: a missing required field,
+	// an unknown kind, a body that does not match the kind.
+	ErrInvalid = errors.New("ledger: invalid event")
+)
+
+// DecodeError reports which event and which field of it could not be
+// encoded or decoded.
+type DecodeError struct {
+	// EventID is the event's id, when it could be read.
+	EventID string
+	// Kind is the event's kind, when it could be read.
+	Kind Kind
+	// Field is the JSON path of the offending field (e.g.
+	// "step.usage.prompt_tokens"), when known.
+	Field string
+	// Err is the cause; errors.Is reports ErrVersion and ErrInvalid.
+	Err error
+}
+
+func (e *DecodeError) Error() string {
+	var b strings.Builder
+	b.WriteString("ledger: event")
+	if e.EventID != "" {
+		fmt.Fprintf(&b, " %q", e.EventID)
+	}
+	if e.Kind != "" {
+		fmt.Fprintf(&b, " (%s)", e.Kind)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(e.Err.Error(), "ledger: "))
+	return b.String()
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// wireEvent is the encoded form: the schema version, then the event.
+type wireEvent struct {
+	V int `json:"v"`
+	Event
+}
+
+// header is read first, leniently, so that errors can name the event and a
+// foreign version is reported as such rather than as unknown fields.
+type header struct {
+	V    *int   `json:"v"`
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+}
+
+// Encode returns the event as one line of JSON (without a trailing newline)
+// carrying [SchemaVersion]. It validates the event first, so an event that
+// Encode accepts, Decode accepts too, and decodes to an equal value. Binary
+// data in parts round-trips byte for byte.
+func Encode(e Event) ([]byte, error) {
+	if err := Validate(e); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(wireEvent{V: SchemaVersion, Event: e}); err != nil {
+		return nil, &DecodeError{EventID: e.ID, Kind: e.Kind, Err: err}
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil // drop the Encoder's newline
+}
+
+// Decode parses one encoded event. Errors are *DecodeError values that name
+// the event and the field at fault; errors.Is(err, ErrVersion) reports an
+// event of another schema version.
+func Decode(data []byte) (Event, error) {
+	var h header
+	hdec := json.NewDecoder(bytes.NewReader(data))
+	if err := hdec.Decode(&h); err != nil {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
+	}
+	if rest := bytes.TrimSpace(data[hdec.InputOffset():]); len(rest) > 0 {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Err: fmt.Errorf("%w: trailing data after the event", ErrInvalid)}
+	}
+	if h.V == nil {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v", Err: fmt.Errorf("%w: missing", ErrVersion)}
+	}
+	if *h.V != SchemaVersion {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
+			Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, *h.V, SchemaVersion)}
+	}
+	if _, known := bodyField[h.Kind]; !known && h.Kind != "" {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "kind", Err: fmt.Errorf("%w: unknown kind %q", ErrInvalid, h.Kind)}
+	}
+	var w wireEvent
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
+	}
+	e := w.Event
+	normalize(&e)
+	if err := Validate(e); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// normalize brings a decoded event to the form Encode writes, so that
+// Decode(Encode(Decode(b))) equals Decode(b): times in UTC, empty lists and
+// byte slices as nil, raw JSON compacted.
+func normalize(e *Event) {
+	e.Time = e.Time.UTC()
+	if in := e.Input; in != nil {
+		for i := range in.Parts {
+			if len(in.Parts[i].Data) == 0 {
+				in.Parts[i].Data = nil
+			}
+		}
+	}
+	if s := e.Step; s != nil {
+		if len(s.ToolCalls) == 0 {
+			s.ToolCalls = nil
+		}
+		s.Raw = compactJSON(s.Raw)
+	}
+	if a := e.ApprovalRequest; a != nil {
+		a.Input = compactJSON(a.Input)
+	}
+	if r := e.RunStart; r != nil && len(r.Inputs) == 0 {
+		r.Inputs = nil
+	}
+}
+
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw // Validate reports it
+	}
+	return buf.Bytes()
+}
+
+// jsonField extracts the offending field's path from an encoding/json error.
+func jsonField(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return strings.TrimPrefix(te.Field, "Event.")
+	}
+	const unknown = `json: unknown field "`
+	if s := err.Error(); strings.HasPrefix(s, unknown) {
+		return strings.TrimSuffix(strings.TrimPrefix(s, unknown), `"`)
+	}
+	return ""
+}
+
+// Validate checks an event against the schema: the envelope, that exactly
+// the body named by Kind is set, and the body's required fields. Errors are
+// *DecodeError values wrapping [ErrInvalid].
+func Validate(e Event) error {
+	bad := func(field, format string, args ...any) error {
+		return &DecodeError{EventID: e.ID, Kind: e.Kind, Field: field,
+			Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}
+	}
+	if e.ID == "" {
+		return bad("id", "missing")
+	}
+	if e.Time.IsZero() {
+		return bad("time", "missing")
+	}
+	if y := e.Time.UTC().Year(); y < 1 || y > 9999 {
+		return bad("time", "year %d is outside 1..9999", y)
+	}
+	field, ok := bodyField[e.Kind]
+	if !ok {
+		if e.Kind == "" {
+			return bad("kind", "missing")
+		}
+		return bad("kind", "unknown kind %q", e.Kind)
+	}
+	if !e.hasBody(e.Kind) {
+		return bad(field, "missing body for kind %q", e.Kind)
+	}
+	if e.bodyCount() != 1 {
+		for _, k := range Kinds() {
+			if k != e.Kind && e.hasBody(k) {
+				return bad(bodyField[k], "body does not match kind %q", e.Kind)
+			}
+		}
+	}
+	if e.Kind != KindInput && e.RunID == "" {
+		return bad("run_id", "missing")
+	}
+	if field := invalidText(&e); field != "" {
+		return bad(field, "not valid UTF-8 (JSON cannot carry it verbatim)")
+	}
+	switch e.Kind {
+	case KindInput:
+		in := e.Input
+		if in.MessageID == "" {
+			return bad("input.message_id", "missing")
+		}
+		if len(in.Parts) == 0 {
+			return bad("input.parts", "no content")
+		}
+		for i, p := range in.Parts {
+			if err := validatePart(p); err != "" {
+				return bad(fmt.Sprintf("input.parts[%d]", i), "%s", err)
+			}
+		}
+	case KindRunStart:
+		if len(e.RunStart.Inputs) == 0 {
+			return bad("run_start.inputs", "no inputs")
+		}
+		if e.RunStart.ResponseID == "" {
+			return bad("run_start.response_id", "missing")
+		}
+	case KindStep:
+		s := e.Step
+		if s.ResponseID == "" {
+			return bad("step.response_id", "missing")
+		}
+		if s.Index < 0 {
+			return bad("step.index", "negative")
+		}
+		for i, c := range s.ToolCalls {
+			if c.ID == "" {
+				return bad(fmt.Sprintf("step.tool_calls[%d].id", i), "missing")
+			}
+			if c.Name == "" {
+				return bad(fmt.Sprintf("step.tool_calls[%d].name", i), "missing")
+			}
+		}
+		if len(s.Raw) > 0 && !json.Valid(s.Raw) {
+			return bad("step.raw", "not valid JSON")
+		}
+	case KindToolStart:
+		if e.ToolStart.CallID == "" {
+			return bad("tool_start.call_id", "missing")
+		}
+		if e.ToolStart.Name == "" {
+			return bad("tool_start.name", "missing")
+		}
+	case KindToolResult:
+		if e.ToolResult.CallID == "" {
+			return bad("tool_result.call_id", "missing")
+		}
+	case KindApprovalRequest:
+		if e.ApprovalRequest.ApprovalID == "" {
+			return bad("approval_request.approval_id", "missing")
+		}
+		if e.ApprovalRequest.CallID == "" {
+			return bad("approval_request.call_id", "missing")
+		}
+		if in := e.ApprovalRequest.Input; len(in) > 0 && !json.Valid(in) {
+			return bad("approval_request.input", "not valid JSON")
+		}
+	case KindApprovalDecision:
+		if e.ApprovalDecision.ApprovalID == "" {
+			return bad("approval_decision.approval_id", "missing")
+		}
+		if d := e.ApprovalDecision.Decision; d != "approve" && d != "deny" {
+			return bad("approval_decision.decision", "%q is neither \"approve\" nor \"deny\"", d)
+		}
+	case KindCompaction:
+		if e.Compaction.Summary == "" {
+			return bad("compaction.summary", "missing")
+		}
+		if e.Compaction.Through == "" {
+			return bad("compaction.through", "missing")
+		}
+	case KindPoke:
+		if e.Poke.Text == "" {
+			return bad("poke.text", "missing")
+		}
+	case KindRunEnd:
+		switch e.RunEnd.Status {
+		case RunCompleted, RunCancelled, RunFailed, RunTimedOut, RunInterrupted:
+		default:
+			return bad("run_end.status", "unknown status %q", e.RunEnd.Status)
+		}
+	case KindResumeAttempt:
+		if e.ResumeAttempt.Attempt < 1 {
+			return bad("resume_attempt.attempt", "must be at least 1")
+		}
+	}
+	return nil
+}
+
+// invalidText returns the path of the first text field of e that is not
+// valid UTF-8, or "". JSON would silently replace such bytes, breaking the
+// verbatim round-trip; binary content belongs in a Part's Data.
+func invalidText(e *Event) string {
+	check := func(pairs ...string) string {
+		for i := 0; i < len(pairs); i += 2 {
+			if !utf8.ValidString(pairs[i+1]) {
+				return pairs[i]
+			}
+		}
+		return ""
+	}
+	switch {
+	case e.Input != nil:
+		for i, p := range e.Input.Parts {
+			if f := check("text", p.Text, "name", p.Name, "mime", p.MIME, "url", p.URL); f != "" {
+				return fmt.Sprintf("input.parts[%d].%s", i, f)
+			}
+		}
+		return check("input.request_id", e.Input.RequestID)
+	case e.Step != nil:
+		for i, c := range e.Step.ToolCalls {
+			if f := check("id", c.ID, "name", c.Name, "arguments", c.Arguments); f != "" {
+				return fmt.Sprintf("step.tool_calls[%d].%s", i, f)
+			}
+		}
+		return check("step.text", e.Step.Text, "step.reasoning", e.Step.Reasoning, "step.model", e.Step.Model)
+	case e.ToolResult != nil:
+		return check("tool_result.output", e.ToolResult.Output, "tool_result.name", e.ToolResult.Name)
+	case e.Poke != nil:
+		return check("poke.text", e.Poke.Text)
+	case e.Compaction != nil:
+		return check("compaction.summary", e.Compaction.Summary)
+	case e.RunEnd != nil:
+		return check("run_end.reason", e.RunEnd.Reason)
+	case e.ApprovalRequest != nil:
+		return check("approval_request.summary", e.ApprovalRequest.Summary)
+	case e.ApprovalDecision != nil:
+		return check("approval_decision.reason", e.ApprovalDecision.Reason)
+	}
+	return ""
+}
+
+func validatePart(p Part) string {
+	switch p.Type {
+	case PartText:
+		return ""
+	case PartImage, PartAudio, PartFile:
+		if len(p.Data) == 0 && p.URL == "" {
+			return fmt.Sprintf("%s part has neither data nor url", p.Type)
+		}
+		if len(p.Data) > 0 && p.MIME == "" {
+			return fmt.Sprintf("%s part has data but no mime type", p.Type)
+		}
+		return ""
+	case "":
+		return "missing type"
+	default:
+		return fmt.Sprintf("unknown part type %q", p.Type)
+	}
+}
+
+// bodyField maps each kind to the JSON name of its body.
+var bodyField = map[Kind]string{
+	KindInput:            "input",
+	KindRunStart:         "run_start",
+	KindStep:             "step",
+	KindToolStart:        "tool_start",
+	KindToolResult:       "tool_result",
+	KindApprovalRequest:  "approval_request",
+	KindApprovalDecision: "approval_decision",
+	KindCompaction:       "compaction",
+	KindPoke:             "poke",
+	KindRunEnd:           "run_end",
+	KindResumeAttempt:    "resume_attempt",
+}
+
+func (e *Event) hasBody(k Kind) bool {
+	switch k {
+	case KindInput:
+		return e.Input != nil
+	case KindRunStart:
+		return e.RunStart != nil
+	case KindStep:
+		return e.Step != nil
+	case KindToolStart:
+		return e.ToolStart != nil
+	case KindToolResult:
+		return e.ToolResult != nil
+	case KindApprovalRequest:
+		return e.ApprovalRequest != nil
+	case KindApprovalDecision:
+		return e.ApprovalDecision != nil
+	case KindCompaction:
+		return e.Compaction != nil
+	case KindPoke:
+		return e.Poke != nil
+	case KindRunEnd:
+		return e.RunEnd != nil
+	case KindResumeAttempt:
+		return e.ResumeAttempt != nil
+	}
+	return false
+}
+
+func (e *Event) bodyCount() int {
+	n := 0
+	for _, k := range Kinds() {
+		if e.hasBody(k) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,313 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Kind names what an [Event] records. The kind decides which body field of
+// the event is set.
+type Kind string
+
+// The event kinds. Each names one body field of [Event].
+const (
+	KindInput            Kind = "input"             // a user message, sent or queued (Input)
+	KindRunStart         Kind = "run-start"         // a run begins answering inputs (RunStart)
+	KindStep             Kind = "step"              // one model pass finished (Step)
+	KindToolStart        Kind = "tool-start"        // intent to run an external tool (ToolStart)
+	KindToolResult       Kind = "tool-result"       // a tool call's result (ToolResult)
+	KindApprovalRequest  Kind = "approval-request"  // a tool call waits for approval (ApprovalRequest)
+	KindApprovalDecision Kind = "approval-decision" // a decision on an approval request (ApprovalDecision)
+	KindCompaction       Kind = "compaction"        // older turns summarised (Compaction)
+	KindPoke             Kind = "poke"              // the host nudged the model (Poke)
+	KindRunEnd           Kind = "run-end"           // a run ended (RunEnd)
+	KindResumeAttempt    Kind = "resume-attempt"    // a host tries to resume an interrupted run (ResumeAttempt)
+)
+
+// Kinds lists every event kind this version of the codec knows, in a fixed
+// order.
+func Kinds() []Kind {
+	return []Kind{
+		KindInput, KindRunStart, KindStep, KindToolStart, KindToolResult,
+		KindApprovalRequest, KindApprovalDecision, KindCompaction, KindPoke,
+		KindRunEnd, KindResumeAttempt,
+	}
+}
+
+// Event is one entry of a session's append-only ledger. The envelope fields
+// (ID, Kind, Time, RunID) are common to every kind; exactly one body field,
+// the one named by Kind, is set.
+//
+// Events are values: every id and time in them is minted once, by the host,
+// before the append, and never changes afterwards.
+type Event struct {
+	// ID identifies the event within its session. Required.
+	ID string `json:"id"`
+	// Kind names the body that is set. Required.
+	Kind Kind `json:"kind"`
+	// Time is when the host minted the event, in UTC. Required.
+	Time time.Time `json:"time"`
+	// RunID is the run the event belongs to; empty for an input that no
+	// run has picked up yet when it was appended.
+	RunID string `json:"run_id,omitempty"`
+
+	Input            *Input            `json:"input,omitempty"`
+	RunStart         *RunStart         `json:"run_start,omitempty"`
+	Step             *Step             `json:"step,omitempty"`
+	ToolStart        *ToolStart        `json:"tool_start,omitempty"`
+	ToolResult       *ToolResult       `json:"tool_result,omitempty"`
+	ApprovalRequest  *ApprovalRequest  `json:"approval_request,omitempty"`
+	ApprovalDecision *ApprovalDecision `json:"approval_decision,omitempty"`
+	Compaction       *Compaction       `json:"compaction,omitempty"`
+	Poke             *Poke             `json:"poke,omitempty"`
+	RunEnd           *RunEnd           `json:"run_end,omitempty"`
+	ResumeAttempt    *ResumeAttempt    `json:"resume_attempt,omitempty"`
+}
+
+// Role is the author of a [Message].
+type Role string
+
+// The roles of a conversation.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// PartType names what a [Part] carries.
+type PartType string
+
+// The content part types.
+const (
+	PartText  PartType = "text"  // Text
+	PartImage PartType = "image" // Data and MIME, or URL
+	PartAudio PartType = "audio" // Data and MIME
+	PartFile  PartType = "file"  // Data and MIME, or URL; Name optional
+)
+
+// Part is one piece of a message's content. Binary data round-trips through
+// the codec byte for byte.
+type Part struct {
+	Type PartType `json:"type"`
+	Text string   `json:"text,omitempty"`
+	// MIME is the media type of Data, e.g. "image/png" or "audio/wav".
+	MIME string `json:"mime,omitempty"`
+	// Data holds inline bytes (base64 in JSON).
+	Data []byte `json:"data,omitempty"`
+	// URL points at the content instead of carrying it inline.
+	URL string `json:"url,omitempty"`
+	// Name is a file name, for PartFile.
+	Name string `json:"name,omitempty"`
+}
+
+// TextPart returns a text [Part].
+func TextPart(s string) Part { return Part{Type: PartText, Text: s} }
+
+// Input is a user message. It is appended before anything answers it, so a
+// crash never loses it.
+type Input struct {
+	// MessageID is the durable id of the message. Required.
+	MessageID string `json:"message_id"`
+	// RequestID is the caller's id for the send, used to deduplicate a
+	// retried send; empty when the caller gave none.
+	RequestID string `json:"request_id,omitempty"`
+	// Parts is the content; at least one part. Required.
+	Parts []Part `json:"parts"`
+}
+
+// RunStart opens a run: the agent loop working to answer one or more inputs.
+type RunStart struct {
+	// Inputs are the message ids the run answers. Required.
+	Inputs []string `json:"inputs"`
+	// ResponseID is the id of the run's first response item, minted here
+	// so that the item is durable before the model streams into it.
+	// Required.
+	ResponseID string `json:"response_id"`
+	// Agent names the agent configuration that runs.
+	Agent string `json:"agent,omitempty"`
+	// Model is the model the run starts with.
+	Model string `json:"model,omitempty"`
+	// MaxSteps bounds the number of model passes of the run.
+	MaxSteps int `json:"max_steps,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	// ID is the provider's call id; it pairs the call with its result.
+	ID string `json:"id"`
+	// Name is the tool's name.
+	Name string `json:"name"`
+	// Arguments is the JSON the model produced, verbatim (it may be
+	// malformed: the tool reports that back to the model).
+	Arguments string `json:"arguments"`
+}
+
+// Usage is what the provider reported for one model pass, as it reported it.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+	CachedTokens     int64 `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
+	// Cost is the provider's `cost` field: what it charged the account.
+	Cost float64 `json:"cost,omitempty"`
+	// IsBYOK is the provider's `is_byok` flag; nil when absent.
+	IsBYOK *bool `json:"is_byok,omitempty"`
+	// UpstreamCost is `cost_details.upstream_inference_cost`.
+	UpstreamCost float64 `json:"upstream_cost,omitempty"`
+}
+
+// Billed is the spend of the pass: Cost, plus UpstreamCost when the call was
+// made with the user's own key (IsBYOK true). When IsBYOK is false or
+// absent the upstream cost is already part of Cost (credits) or unknown, and
+// is never added.
+func (u Usage) Billed() float64 {
+	if u.IsBYOK != nil && *u.IsBYOK {
+		return u.Cost + u.UpstreamCost
+	}
+	return u.Cost
+}
+
+// Add returns the sum of two usages. The sum's IsBYOK is nil: a total mixes
+// calls; use [Usage.Billed] per pass and add the results.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		TotalTokens:      u.TotalTokens + v.TotalTokens,
+		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
+		Cost:             u.Cost + v.Cost,
+		UpstreamCost:     u.UpstreamCost + v.UpstreamCost,
+	}
+}
+
+// Step is one finished model pass: what the model said and asked for.
+type Step struct {
+	// ResponseID is the response item this pass streamed into. Required.
+	ResponseID string `json:"response_id"`
+	// NextResponseID is minted for the run's next pass, so that its item
+	// is durable before it streams. Empty on a run's last pass.
+	NextResponseID string `json:"next_response_id,omitempty"`
+	// Index is the pass's number within its run, from 0.
+	Index int `json:"index"`
+	// Text is the assistant text of the pass.
+	Text string `json:"text,omitempty"`
+	// Reasoning is the reasoning text the provider streamed, if any.
+	Reasoning string `json:"reasoning,omitempty"`
+	// ToolCalls are the tools the model asked to run, in its order.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// FinishReason is the provider's finish reason ("stop", "tool_calls",
+	// "length", …).
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Model is the model that answered, as the provider named it.
+	Model string `json:"model,omitempty"`
+	// GenerationID is the provider's id of the generation.
+	GenerationID string `json:"generation_id,omitempty"`
+	// Usage is the provider-reported usage and cost.
+	Usage Usage `json:"usage"`
+	// Partial marks a pass cut short by cancellation: Text is what had
+	// streamed, and ToolCalls holds only calls that were complete.
+	Partial bool `json:"partial,omitempty"`
+	// Raw is provider-specific payload kept for replay (e.g. reasoning
+	// details). Transcripts for clients drop it.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// ToolStart records the intent to run a tool with an external effect,
+// before it runs. A tool-start without a tool-result means the outcome is
+// unknown.
+type ToolStart struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Effect is the tool's declared effect ("read", "write", "external").
+	Effect string `json:"effect,omitempty"`
+	// Idempotent tells that the tool may safely run again with the same
+	// call id.
+	Idempotent bool `json:"idempotent,omitempty"`
+}
+
+// ToolResult is the outcome of one tool call.
+type ToolResult struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Output is what the model sees: the tool's output, or the error
+	// message when IsError.
+	Output string `json:"output"`
+	// IsError tells that the call failed; Output explains why.
+	IsError bool `json:"is_error,omitempty"`
+	// Source identifies the code that produced the result, e.g. a Wasm
+	// module's "sha256:…" digest.
+	Source string `json:"source,omitempty"`
+	// DurationMS is how long the call ran, in milliseconds.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Synthetic marks a result the host made up because the tool never
+	// produced one (an interruption, an unknown outcome).
+	Synthetic bool `json:"synthetic,omitempty"`
+}
+
+// ApprovalRequest records that a tool call waits for a decision.
+type ApprovalRequest struct {
+	ApprovalID string          `json:"approval_id"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Summary    string          `json:"summary,omitempty"`
+}
+
+// ApprovalDecision records the decision on an [ApprovalRequest].
+type ApprovalDecision struct {
+	ApprovalID string `json:"approval_id"`
+	// Decision is "approve" or "deny".
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	By       string `json:"by,omitempty"`
+}
+
+// Compaction replaces the turns before it, for the model, with a summary.
+// Transcripts never show it.
+type Compaction struct {
+	// Summary is the hand-off message that stands for the older turns.
+	Summary string `json:"summary"`
+	// Through is the id of the last event the summary covers.
+	Through string `json:"through"`
+	// PromptTokens is the prompt size that triggered the compaction.
+	PromptTokens int64 `json:"prompt_tokens,omitempty"`
+	Usage        Usage `json:"usage"`
+}
+
+// Poke is a host message that nudges the model (e.g. to finish a task).
+// Transcripts never show it; the model sees it as a user message.
+type Poke struct {
+	Text string `json:"text"`
+}
+
+// RunStatus is how a run ended.
+type RunStatus string
+
+// The terminal run statuses.
+const (
+	RunCompleted   RunStatus = "completed"
+	RunCancelled   RunStatus = "cancelled"
+	RunFailed      RunStatus = "failed"
+	RunTimedOut    RunStatus = "timed_out"
+	RunInterrupted RunStatus = "interrupted"
+)
+
+// RunEnd closes a run.
+type RunEnd struct {
+	Status RunStatus `json:"status"`
+	// Reason explains a status other than completed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResumeAttempt records that a host set out to resume an interrupted run,
+// so that a run which crashes the process on every resume is given up after
+// a bounded number of attempts.
+type ResumeAttempt struct {
+	Attempt int    `json:"attempt"`
+	Host    string `json:"host,omitempty"`
+}

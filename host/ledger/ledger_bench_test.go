@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// benchSession builds a realistic session of about n events: runs of
+// input → run-start → step with two tool calls → tool-start → two
+// tool-results → final step → run-end, with texts of a few hundred bytes.
+func benchSession(n int) []Event {
+	para := strings.Repeat("The quick brown fox jumps over the lazy dog; ", 8) // ~360 bytes
+	b := newBuilder()
+	for r := 0; len(b.events) < n; r++ {
+		run, msg := fmt.Sprintf("run_%05d", r), fmt.Sprintf("msg_%05d", r)
+		r1, r2 := fmt.Sprintf("resp_%05d_a", r), fmt.Sprintf("resp_%05d_b", r)
+		c1, c2 := fmt.Sprintf("call_%05d_1", r), fmt.Sprintf("call_%05d_2", r)
+		b.input(msg, "", "Question "+msg+": "+para[:200]).
+			runStart(run, r1, msg).
+			step(run, Step{ResponseID: r1, NextResponseID: r2, Text: para[:120], Reasoning: para[:240],
+				ToolCalls:    []ToolCall{call(c1, "read_file", `{"path":"src/main.go","lines":[1,200]}`), call(c2, "grep", `{"pattern":"func main"`)},
+				FinishReason: "tool_calls", Model: "openai/gpt-5", GenerationID: "gen-" + r1,
+				Usage: Usage{PromptTokens: 4000, CompletionTokens: 150, TotalTokens: 4150, CachedTokens: 3000, Cost: 0.004, IsBYOK: ptr(r%2 == 0), UpstreamCost: 0.01},
+				Raw:   []byte(`{"reasoning_details":[{"type":"reasoning.encrypted","data":"QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo="}]}`)}).
+			toolStart(run, c1, "read_file").
+			result(run, c1, "read_file", para).
+			errResult(run, c2, "grep", "invalid arguments: unexpected end of JSON input").
+			step(run, Step{ResponseID: r2, Index: 1, Text: para, FinishReason: "stop", Model: "openai/gpt-5",
+				Usage: Usage{PromptTokens: 4500, CompletionTokens: 300, TotalTokens: 4800, Cost: 0.005}}).
+			runEnd(run, RunCompleted, "")
+	}
+	return b.events[:n]
+}
+
+func BenchmarkProjectSession10k(b *testing.B) {
+	events := benchSession(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		t := ProjectSession("sess", events)
+		if len(t.Items) == 0 {
+			b.Fatal("no items")
+		}
+	}
+}
+
+func BenchmarkReplayMessages10k(b *testing.B) {
+	events := benchSession(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(ReplayMessages(events)) == 0 {
+			b.Fatal("no messages")
+		}
+	}
+}
+
+// benchStep is a typical step event: text, reasoning, two tool calls,
+// usage and a raw payload.
+func benchStep() Event {
+	return benchSession(3)[2]
+}
+
+func BenchmarkEncode(b *testing.B) {
+	e := benchStep()
+	line, _ := Encode(e)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	line, err := Encode(benchStep())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The benchmark session is itself a sane session.
+func TestBenchSession(t *testing.T) {
+	events := benchSession(10_000)
+	if len(events) != 10_000 {
+		t.Fatalf("%d events", len(events))
+	}
+	for _, e := range events {
+		if err := Validate(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkConversation(t, ReplayMessages(events))
+	checkUniqueIDs(t, ProjectSession("s", events).Items)
+	if s := benchStep(); s.Kind != KindStep || len(s.Step.ToolCalls) != 2 {
+		t.Fatalf("benchStep = %+v", s)
+	}
+}

@@ -1,0 +1,508 @@
+package ledger
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ItemKind tells a transcript item's author.
+type ItemKind string
+
+// The transcript item kinds.
+const (
+	ItemUser     ItemKind = "user"
+	ItemResponse ItemKind = "response"
+)
+
+// ItemStatus is the state of a response item.
+type ItemStatus string
+
+// The response item statuses.
+const (
+	// StatusStreaming: the model is streaming into the item right now.
+	StatusStreaming ItemStatus = "streaming"
+	// StatusCompleted: the model pass finished and is durable.
+	StatusCompleted ItemStatus = "completed"
+	// StatusCancelled: the run was cancelled; Text holds what had streamed.
+	StatusCancelled ItemStatus = "cancelled"
+	// StatusFailed: the run failed (or timed out); Reason tells why.
+	StatusFailed ItemStatus = "failed"
+	// StatusInterrupted: the process running the pass died; the run waits
+	// to be resumed.
+	StatusInterrupted ItemStatus = "interrupted"
+)
+
+// ToolStatus is the state of a tool call shown in a transcript.
+type ToolStatus string
+
+// The tool call statuses.
+const (
+	ToolRunning     ToolStatus = "running"     // no result yet, and the run is live
+	ToolDone        ToolStatus = "done"        // the tool returned
+	ToolError       ToolStatus = "error"       // the tool failed; Output says why
+	ToolInterrupted ToolStatus = "interrupted" // no result, and the run is not live
+)
+
+// Transcript is what a user sees of a session: user turns and response
+// items in display order.
+type Transcript struct {
+	SessionID string `json:"session_id"`
+	// Items are in causal display order: array order is display order.
+	Items []Item `json:"items"`
+}
+
+// Item is one entry of a [Transcript]: a user turn, or one model pass of a
+// run (a response).
+type Item struct {
+	// ID is durable: a user message's id, or the response id minted before
+	// the pass streamed.
+	ID   string   `json:"id"`
+	Kind ItemKind `json:"kind"`
+	// RunID is the run that answered (user) or produced (response) the
+	// item; empty for a user message no run has picked up yet.
+	RunID string `json:"run_id,omitempty"`
+	// Text is the item's text: a user message's text parts joined, or what
+	// the model streamed.
+	Text string `json:"text"`
+	// Status is set on responses only.
+	Status ItemStatus `json:"status,omitempty"`
+	// Reason explains a failed, cancelled or interrupted response.
+	Reason string `json:"reason,omitempty"`
+	// Parts is a user message's content when it has more than text.
+	Parts []Part `json:"parts,omitempty"`
+	// Reasoning is what the model streamed as reasoning.
+	Reasoning string `json:"reasoning,omitempty"`
+	// ToolCalls are the tools the response asked for, with their results.
+	ToolCalls []ItemToolCall `json:"tool_calls,omitempty"`
+	// Model is the model that answered.
+	Model string `json:"model,omitempty"`
+	// Usage is the provider-reported usage of the pass.
+	Usage *Usage `json:"usage,omitempty"`
+	// Cost is the billed cost of the pass (see [Usage.Billed]).
+	Cost float64 `json:"cost,omitempty"`
+	// Time is when the item became durable (zero for an item in flight).
+	Time time.Time `json:"time,omitzero"`
+	// Raw is the provider's raw payload of the pass. [WireTranscript]
+	// drops it.
+	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// ItemToolCall is a tool call shown in a response item.
+type ItemToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is the call's arguments: the JSON the model produced or, when
+	// that was not valid JSON, a JSON string holding it.
+	Input  json.RawMessage `json:"input"`
+	Status ToolStatus      `json:"status"`
+	// Output is the tool's result, or the error message.
+	Output string `json:"output,omitempty"`
+	// Source identifies the code that produced the result.
+	Source string `json:"source,omitempty"`
+}
+
+// Live describes a run in flight in this process, which the events alone
+// cannot show: the pass streaming right now and its partial text.
+type Live struct {
+	RunID      string
+	ResponseID string
+	Text       string
+	Reasoning  string
+}
+
+// runState follows one run through the events.
+type runState struct {
+	pending  string // response id minted for the next pass, not yet stepped
+	created  bool   // the pending pass's item is in the transcript
+	waiting  int    // tool calls of the last step still without a result
+	lastItem int    // index of the run's last response item, -1 if none
+	ended    bool
+}
+
+// ProjectSession builds the transcript of a session from its events. It is a
+// pure function of its arguments.
+//
+// Items are in causal display order. A response item takes its place when
+// its pass starts streaming: at the run-start for a run's first pass, and
+// once every tool call of the previous pass has its result for the others.
+// A user message appended with its run (the usual send) shows where it was
+// appended; one queued while another run worked (no run id when appended)
+// shows where a run picks it up, or at the end while none has.
+//
+// A run that has no run-end is either live (listed in live) or interrupted.
+// The pass it was streaming when it stopped shows as an item of status
+// "streaming" with the live partial text, or "interrupted". Pokes and
+// compactions never show.
+func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
+	t := Transcript{SessionID: sessionID, Items: []Item{}}
+	userIdx := map[string]int{}    // message id → item index
+	respIdx := map[string]int{}    // response id → item index
+	callIdx := map[string][2]int{} // call id → item, tool call index
+	answered := map[string]bool{}  // call ids with a result
+	runs := map[string]*runState{}
+	var order []string // run ids in start order
+	liveRun := map[string]Live{}
+	for _, l := range live {
+		liveRun[l.RunID] = l
+	}
+	queued := map[string]Item{} // inputs no run has picked up yet
+	var queueOrder []string
+	addUser := func(it Item) {
+		userIdx[it.ID] = len(t.Items)
+		t.Items = append(t.Items, it)
+	}
+
+	// open puts the pending pass's item in place, still unfilled (no
+	// status): a step fills it, or the run's end or the end of the events
+	// closes it.
+	open := func(runID string, r *runState) {
+		if r.pending == "" || r.created {
+			return
+		}
+		r.created = true
+		if _, ok := respIdx[r.pending]; ok {
+			return
+		}
+		respIdx[r.pending] = len(t.Items)
+		t.Items = append(t.Items, Item{ID: r.pending, Kind: ItemResponse, RunID: runID})
+	}
+	// finish gives the pending pass's item, if unfilled, its final status.
+	finish := func(runID string, r *runState, status ItemStatus, reason string) bool {
+		if r.pending == "" {
+			return false
+		}
+		open(runID, r)
+		it := &t.Items[respIdx[r.pending]]
+		if it.Status != "" {
+			return false
+		}
+		it.Status, it.Reason = status, reason
+		if l, ok := liveRun[runID]; ok && status == StatusStreaming && (l.ResponseID == it.ID || l.ResponseID == "") {
+			it.Text, it.Reasoning = l.Text, l.Reasoning
+		}
+		r.lastItem = respIdx[r.pending]
+		return true
+	}
+
+	for _, e := range events {
+		switch e.Kind {
+		case KindInput:
+			it := Item{ID: e.Input.MessageID, Kind: ItemUser, RunID: e.RunID,
+				Text: TextOf(e.Input.Parts), Time: e.Time}
+			if hasMedia(e.Input.Parts) {
+				it.Parts = e.Input.Parts
+			}
+			if i, dup := userIdx[it.ID]; dup {
+				t.Items[i] = it
+				continue
+			}
+			if e.RunID == "" { // queued: it shows where a run picks it up
+				if _, dup := queued[it.ID]; !dup {
+					queueOrder = append(queueOrder, it.ID)
+				}
+				queued[it.ID] = it
+				continue
+			}
+			addUser(it)
+		case KindRunStart:
+			if runs[e.RunID] != nil {
+				continue
+			}
+			r := &runState{pending: e.RunStart.ResponseID, lastItem: -1}
+			runs[e.RunID] = r
+			order = append(order, e.RunID)
+			for _, id := range e.RunStart.Inputs {
+				if it, ok := queued[id]; ok {
+					delete(queued, id)
+					it.RunID = e.RunID
+					addUser(it)
+				}
+			}
+			open(e.RunID, r)
+		case KindStep:
+			s := e.Step
+			it := Item{ID: s.ResponseID, Kind: ItemResponse, RunID: e.RunID, Text: s.Text,
+				Status: StatusCompleted, Reasoning: s.Reasoning, Model: s.Model, Time: e.Time, Raw: s.Raw}
+			if s.Partial {
+				it.Status = StatusCancelled
+			}
+			u := s.Usage
+			it.Usage, it.Cost = &u, u.Billed()
+			waiting := 0
+			for _, c := range s.ToolCalls {
+				tc := ItemToolCall{ID: c.ID, Name: c.Name, Input: argumentsJSON(c.Arguments), Status: ToolInterrupted}
+				if !answered[c.ID] {
+					waiting++
+				}
+				it.ToolCalls = append(it.ToolCalls, tc)
+			}
+			i, seen := respIdx[s.ResponseID]
+			if seen {
+				prev := t.Items[i]
+				for j, c := range it.ToolCalls { // keep results already projected
+					for _, pc := range prev.ToolCalls {
+						if pc.ID == c.ID && pc.Status != ToolInterrupted {
+							it.ToolCalls[j] = pc
+						}
+					}
+				}
+				t.Items[i] = it
+			} else {
+				i = len(t.Items)
+				respIdx[s.ResponseID] = i
+				t.Items = append(t.Items, it)
+			}
+			for j, c := range s.ToolCalls {
+				callIdx[c.ID] = [2]int{i, j}
+			}
+			if r := runs[e.RunID]; r != nil {
+				r.lastItem = i
+				if s.NextResponseID != "" && s.NextResponseID != r.pending {
+					r.pending, r.created, r.waiting = s.NextResponseID, false, waiting
+					if waiting == 0 {
+						open(e.RunID, r)
+					}
+				} else if s.ResponseID == r.pending {
+					r.pending, r.created = "", false
+				}
+			}
+		case KindToolResult:
+			res := e.ToolResult
+			if answered[res.CallID] {
+				continue
+			}
+			answered[res.CallID] = true
+			if at, ok := callIdx[res.CallID]; ok {
+				c := &t.Items[at[0]].ToolCalls[at[1]]
+				c.Output, c.Source, c.Status = res.Output, res.Source, ToolDone
+				if res.IsError {
+					c.Status = ToolError
+				}
+			}
+			if r := runs[e.RunID]; r != nil && r.pending != "" && !r.created {
+				if r.waiting--; r.waiting <= 0 {
+					open(e.RunID, r)
+				}
+			}
+		case KindRunEnd:
+			r := runs[e.RunID]
+			if r == nil || r.ended {
+				continue
+			}
+			r.ended = true
+			status := itemStatus(e.RunEnd.Status)
+			if status == StatusCompleted {
+				continue
+			}
+			if !finish(e.RunID, r, status, e.RunEnd.Reason) && r.lastItem >= 0 {
+				it := &t.Items[r.lastItem]
+				if it.Status == StatusCompleted {
+					it.Status = status
+				}
+				if it.Reason == "" {
+					it.Reason = e.RunEnd.Reason
+				}
+			}
+		}
+	}
+	for _, id := range order {
+		r := runs[id]
+		if r.ended {
+			continue
+		}
+		_, isLive := liveRun[id]
+		status, tool := StatusInterrupted, ToolInterrupted
+		if isLive {
+			status, tool = StatusStreaming, ToolRunning
+		}
+		if !finish(id, r, status, "") && !isLive && r.lastItem >= 0 {
+			t.Items[r.lastItem].Reason = "the run was interrupted before it ended"
+		}
+		if isLive {
+			for i := range t.Items {
+				if t.Items[i].RunID != id {
+					continue
+				}
+				for j := range t.Items[i].ToolCalls {
+					if c := &t.Items[i].ToolCalls[j]; c.Status == ToolInterrupted {
+						c.Status = tool
+					}
+				}
+			}
+		}
+	}
+	// Inputs still queued wait at the end, in the order they were sent.
+	for _, id := range queueOrder {
+		if it, ok := queued[id]; ok {
+			addUser(it)
+		}
+	}
+	// Drop the items of passes that never happened (a completed run whose
+	// last step minted an id it did not use).
+	kept := t.Items[:0]
+	for _, it := range t.Items {
+		if it.Kind == ItemResponse && it.Status == "" {
+			continue
+		}
+		kept = append(kept, it)
+	}
+	t.Items = kept
+	return t
+}
+
+func itemStatus(s RunStatus) ItemStatus {
+	switch s {
+	case RunCompleted:
+		return StatusCompleted
+	case RunCancelled:
+		return StatusCancelled
+	case RunInterrupted:
+		return StatusInterrupted
+	default: // failed, timed_out
+		return StatusFailed
+	}
+}
+
+// WireTranscript returns a copy of t for clients: raw provider payloads are
+// dropped, leaving JSON a client renders.
+func WireTranscript(t Transcript) Transcript {
+	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items))}
+	for i, it := range t.Items {
+		it.Raw = nil
+		out.Items[i] = it
+	}
+	return out
+}
+
+// TextOf joins the text parts of a message's content.
+func TextOf(parts []Part) string {
+	if len(parts) == 1 && parts[0].Type == PartText {
+		return parts[0].Text
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+func hasMedia(parts []Part) bool {
+	for _, p := range parts {
+		if p.Type != PartText {
+			return true
+		}
+	}
+	return false
+}
+
+// argumentsJSON returns a model's tool arguments as JSON: verbatim when they
+// are valid JSON, else as a JSON string.
+func argumentsJSON(args string) json.RawMessage {
+	if args == "" {
+		return json.RawMessage(`{}`)
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	b, _ := json.Marshal(args)
+	return b
+}
+
+// Run is the projection of one run.
+type Run struct {
+	ID string
+	// Inputs are the message ids the run answers.
+	Inputs []string
+	// Ended tells whether the run has a run-end; Status and Reason are set
+	// only then.
+	Ended  bool
+	Status RunStatus
+	Reason string
+	// Steps are the run's model passes, in order.
+	Steps []Step
+	// Results are the run's tool results, in order.
+	Results []ToolResult
+	// Text is the answer of the run: the text of its last pass.
+	Text string
+	// ResponseID is the id of the run's last response item (or of the
+	// pass minted and not yet stepped).
+	ResponseID string
+	// Usage sums the usage of the run's passes; Cost sums their billed
+	// cost.
+	Usage Usage
+	Cost  float64
+	// ResumeAttempts counts the resume-attempt events of the run.
+	ResumeAttempts int
+	// Started and Ended times.
+	StartedAt, EndedAt time.Time
+}
+
+// ProjectRun builds the view of one run from a session's events. ok is
+// false when the events hold no run-start for runID.
+func ProjectRun(events []Event, runID string) (run Run, ok bool) {
+	run.ID = runID
+	for _, e := range events {
+		if e.RunID != runID {
+			continue
+		}
+		switch e.Kind {
+		case KindRunStart:
+			ok = true
+			run.Inputs = append([]string(nil), e.RunStart.Inputs...)
+			run.ResponseID = e.RunStart.ResponseID
+			run.StartedAt = e.Time
+		case KindStep:
+			s := *e.Step
+			replaced := false
+			for i := range run.Steps {
+				if run.Steps[i].ResponseID == s.ResponseID {
+					run.Steps[i], replaced = s, true
+				}
+			}
+			if !replaced {
+				run.Steps = append(run.Steps, s)
+			}
+			run.Text = s.Text
+			run.ResponseID = s.ResponseID
+			if s.NextResponseID != "" {
+				run.ResponseID = s.NextResponseID
+			}
+		case KindToolResult:
+			run.Results = append(run.Results, *e.ToolResult)
+		case KindResumeAttempt:
+			run.ResumeAttempts++
+		case KindRunEnd:
+			if !run.Ended {
+				run.Ended = true
+				run.Status, run.Reason = e.RunEnd.Status, e.RunEnd.Reason
+				run.EndedAt = e.Time
+			}
+		}
+	}
+	for _, s := range run.Steps {
+		run.Usage = run.Usage.Add(s.Usage)
+		run.Cost += s.Usage.Billed()
+	}
+	return run, ok
+}
+
+// OpenRuns returns the ids of runs that started and have no run-end, in the
+// order they started.
+func OpenRuns(events []Event) []string {
+	var open []string
+	ended := map[string]bool{}
+	for _, e := range events {
+		if e.Kind == KindRunEnd {
+			ended[e.RunID] = true
+		}
+	}
+	for _, e := range events {
+		if e.Kind == KindRunStart && !ended[e.RunID] {
+			open = append(open, e.RunID)
+		}
+	}
+	return open
+}

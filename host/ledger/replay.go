@@ -1,0 +1,159 @@
+package ledger
+
+// Message is one message of the conversation as the model sees it.
+type Message struct {
+	Role Role `json:"role"`
+	// Parts is the content (user, assistant, tool and system messages).
+	Parts []Part `json:"parts,omitempty"`
+	// ToolCalls are an assistant message's tool calls.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID pairs a tool message with the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Name is the tool's name on a tool message.
+	Name string `json:"name,omitempty"`
+}
+
+// Text joins the message's text parts.
+func (m Message) Text() string { return TextOf(m.Parts) }
+
+// MissingResult is the tool output that replay gives a tool call which has
+// no recorded result (its run was interrupted or cancelled), so that every
+// call the model made is answered and the conversation replays safely.
+const MissingResult = "error: this tool call was interrupted before it produced a result; its outcome is unknown"
+
+// ReplayMessages builds the messages to send to the model from a session's
+// events (the system prompt, which is configuration, not history, is not
+// among them). It is a pure function of the events:
+//
+//   - an input or a poke is a user message; an input queued while another
+//     run worked (appended without a run id) is placed where a run picks
+//     it up, or last while none has;
+//   - a step is an assistant message with its text and tool calls;
+//   - a tool result is a tool message;
+//   - a tool call with no result is answered with [MissingResult] right
+//     after the step's other results;
+//   - a user message that arrived while a step's tool calls ran follows
+//     their results (a tool group is never split);
+//   - a step replayed twice (same response id) counts once;
+//   - the last compaction stands, as a user message holding its summary, for
+//     every event up to the one it names in Through.
+func ReplayMessages(events []Event) []Message {
+	start := 0
+	var msgs []Message
+	for i := len(events) - 1; i >= 0; i-- {
+		if c := events[i].Compaction; c != nil {
+			through := -1
+			for j := i - 1; j >= 0; j-- {
+				if events[j].ID == c.Through {
+					through = j
+					break
+				}
+			}
+			msgs = append(msgs, Message{Role: RoleUser, Parts: []Part{TextPart(c.Summary)}})
+			start = through + 1
+			events = append(events[:i:i], events[i+1:]...)
+			break
+		}
+	}
+
+	var open []ToolCall    // calls of the last step
+	var deferred []Message // user messages that arrived while calls ran
+	answered := map[string]bool{}
+	known := map[string]bool{} // calls made by replayed steps
+	stepped := map[string]bool{}
+	queued := map[string]Message{} // inputs no run has picked up yet
+	var queueOrder []string
+	unanswered := func() int {
+		n := 0
+		for _, c := range open {
+			if !answered[c.ID] {
+				n++
+			}
+		}
+		return n
+	}
+	flush := func() {
+		msgs = append(msgs, deferred...)
+		deferred = nil
+	}
+	// closeOpen answers the open calls that have no result, then lets the
+	// user messages that waited for them through.
+	closeOpen := func() {
+		for _, c := range open {
+			if !answered[c.ID] {
+				answered[c.ID] = true
+				msgs = append(msgs, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name,
+					Parts: []Part{TextPart(MissingResult)}})
+			}
+		}
+		open = nil
+		flush()
+	}
+	user := func(m Message) {
+		if unanswered() > 0 {
+			deferred = append(deferred, m) // never split a tool group
+			return
+		}
+		msgs = append(msgs, m)
+	}
+	for _, e := range events[start:] {
+		switch e.Kind {
+		case KindInput:
+			m := Message{Role: RoleUser, Parts: e.Input.Parts}
+			if e.RunID == "" { // queued: the model sees it when a run picks it up
+				if _, dup := queued[e.Input.MessageID]; !dup {
+					queueOrder = append(queueOrder, e.Input.MessageID)
+				}
+				queued[e.Input.MessageID] = m
+				continue
+			}
+			user(m)
+		case KindRunStart:
+			for _, id := range e.RunStart.Inputs {
+				if m, ok := queued[id]; ok {
+					delete(queued, id)
+					user(m)
+				}
+			}
+		case KindPoke:
+			user(Message{Role: RoleUser, Parts: []Part{TextPart(e.Poke.Text)}})
+		case KindStep:
+			s := e.Step
+			if stepped[s.ResponseID] {
+				continue // a duplicate of a pass already replayed
+			}
+			stepped[s.ResponseID] = true
+			closeOpen()
+			if s.Text == "" && len(s.ToolCalls) == 0 {
+				continue // an empty pass says nothing to replay
+			}
+			m := Message{Role: RoleAssistant, ToolCalls: s.ToolCalls}
+			if s.Text != "" {
+				m.Parts = []Part{TextPart(s.Text)}
+			}
+			msgs = append(msgs, m)
+			open = s.ToolCalls
+			for _, c := range s.ToolCalls {
+				known[c.ID] = true
+			}
+		case KindToolResult:
+			r := e.ToolResult
+			if answered[r.CallID] || !known[r.CallID] {
+				continue // a duplicate, or a result whose call was compacted away
+			}
+			answered[r.CallID] = true
+			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: r.CallID, Name: r.Name,
+				Parts: []Part{TextPart(r.Output)}})
+			if unanswered() == 0 {
+				flush()
+			}
+		}
+	}
+	closeOpen()
+	for _, id := range queueOrder {
+		if m, ok := queued[id]; ok {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
+}

@@ -1,0 +1,292 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+)
+
+// appendTimeout bounds one ledger append of a run. Appends run detached from
+// the caller's context: work that finished (a paid-for model pass, a tool
+// that ran) is recorded even when the caller has just cancelled.
+const appendTimeout = 30 * time.Second
+
+// run is one execution of the agent loop over a session's ledger. The loop is
+// a function of the ledger: every pass replays the events appended so far.
+type run struct {
+	h          *Host
+	st         *sessionState
+	sessionID  string
+	agent      Agent
+	onProgress func(Progress)
+
+	events     []ledger.Event // the whole ledger, as appended
+	runID      string
+	responseID string // the item the next pass streams into
+	step       int    // index of the next pass
+
+	tools map[string]Tool
+	specs []provider.ToolSpec
+}
+
+// startEvent mints the run-start event, and with it the first response id.
+func (r *run) startEvent(inputs []string, now time.Time) ledger.Event {
+	r.responseID = ledger.NewID("resp")
+	return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: r.runID,
+		RunStart: &ledger.RunStart{Inputs: inputs, ResponseID: r.responseID, Agent: r.agent.Name,
+			Model: r.agent.Model, MaxSteps: r.agent.MaxSteps}}
+}
+
+func (r *run) newEvent(kind ledger.Kind) ledger.Event {
+	return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: time.Now().UTC(), RunID: r.runID}
+}
+
+// append makes events durable, then adds them to the run's view of the
+// ledger (and to the live view transcripts read).
+func (r *run) append(ctx context.Context, evs ...ledger.Event) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	if err := r.h.store.Append(ctx, r.sessionID, evs...); err != nil {
+		return err
+	}
+	r.h.mu.Lock()
+	r.events = append(r.events, evs...)
+	if r.st.live != nil {
+		r.st.live.events = r.events
+	}
+	r.h.mu.Unlock()
+	return nil
+}
+
+func (r *run) emit(p Progress) {
+	if r.onProgress == nil {
+		return
+	}
+	p.SessionID, p.RunID = r.sessionID, r.runID
+	if p.ResponseID == "" {
+		p.ResponseID = r.responseID
+	}
+	r.onProgress(p)
+}
+
+// loop runs model passes and tools until the model stops, the step bound is
+// reached, the context is done or something fails, and records the end.
+func (r *run) loop(ctx context.Context) (RunResult, error) {
+	r.tools = make(map[string]Tool, len(r.agent.Tools))
+	for _, t := range r.agent.Tools {
+		spec := t.Spec()
+		r.tools[spec.Name] = t
+		schema := spec.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		r.specs = append(r.specs, provider.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
+	}
+	r.h.mu.Lock()
+	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID}
+	r.h.mu.Unlock()
+	defer func() {
+		r.h.mu.Lock()
+		r.st.live = nil
+		r.h.mu.Unlock()
+	}()
+
+	for {
+		stop, status, reason, err := r.pass(ctx)
+		if err != nil {
+			return r.end(ctx, ledger.RunInterrupted, "", err)
+		}
+		if stop {
+			return r.end(ctx, status, reason, nil)
+		}
+	}
+}
+
+// pass runs one model pass and its tools. It returns stop when the run must
+// end with status and reason, and a non-nil error only when the ledger could
+// not be written.
+func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, reason string, err error) {
+	r.emit(Progress{Type: ProgressResponseStart})
+	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
+		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+	var textRunes, reasoningRunes int
+	res, merr := r.h.model.Stream(ctx, req, func(d provider.Delta) {
+		switch d.Kind {
+		case provider.DeltaText:
+			r.h.mu.Lock()
+			r.st.live.text = append(r.st.live.text, d.Text...)
+			r.h.mu.Unlock()
+			r.emit(Progress{Type: ProgressText, Delta: d.Text, Offset: textRunes})
+			textRunes += utf8.RuneCountInString(d.Text)
+		case provider.DeltaReasoning:
+			r.h.mu.Lock()
+			r.st.live.reasoning = append(r.st.live.reasoning, d.Text...)
+			r.h.mu.Unlock()
+			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: reasoningRunes})
+			reasoningRunes += utf8.RuneCountInString(d.Text)
+		}
+	})
+	if merr != nil {
+		if ctx.Err() == nil {
+			return true, ledger.RunFailed, fmt.Sprintf("model: %v", merr), nil
+		}
+		// Cancelled or timed out mid-pass: keep what streamed.
+		status, reason := doneStatus(ctx)
+		if res.Text != "" || res.Reasoning != "" {
+			step := r.stepEvent(res, "")
+			step.Step.Partial = true
+			step.Step.ToolCalls = nil // a cut-short pass asked for nothing
+			if err := r.append(ctx, step); err != nil {
+				return true, status, reason, err
+			}
+		}
+		return true, status, reason, nil
+	}
+
+	next := ""
+	if len(res.ToolCalls) > 0 && r.step+1 < r.agent.MaxSteps {
+		next = ledger.NewID("resp")
+	}
+	step := r.stepEvent(res, next)
+	if err := r.append(ctx, step); err != nil {
+		return true, "", "", err
+	}
+	if len(res.ToolCalls) == 0 {
+		return true, ledger.RunCompleted, "", nil
+	}
+	if err := r.runTools(ctx, res.ToolCalls); err != nil {
+		return true, "", "", err
+	}
+	if ctx.Err() != nil {
+		status, reason := doneStatus(ctx)
+		return true, status, reason, nil
+	}
+	if next == "" {
+		return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil
+	}
+	r.step++
+	r.responseID = next
+	r.h.mu.Lock()
+	r.st.live.responseID, r.st.live.text, r.st.live.reasoning = next, nil, nil
+	r.h.mu.Unlock()
+	return false, "", "", nil
+}
+
+func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
+	e := r.newEvent(ledger.KindStep)
+	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Text: res.Text,
+		Reasoning: res.Reasoning, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Model: res.Model,
+		GenerationID: res.GenerationID, Usage: res.Usage, Raw: res.Raw}
+	return e
+}
+
+// doneStatus maps a done context to the run status it ends with.
+func doneStatus(ctx context.Context) (ledger.RunStatus, string) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ledger.RunTimedOut, "the run's deadline passed"
+	}
+	reason := "cancelled by the caller"
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
+	}
+	return ledger.RunCancelled, reason
+}
+
+// runTools runs a pass's tool calls in order, persisting each result as it
+// finishes. Once ctx is done, the calls not yet run get a synthetic result
+// saying so, so that every call the model made is answered. The error is
+// non-nil only when the ledger could not be written.
+func (r *run) runTools(ctx context.Context, calls []ledger.ToolCall) error {
+	for _, c := range calls {
+		if ctx.Err() != nil {
+			e := r.newEvent(ledger.KindToolResult)
+			e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true,
+				Output: "error: the run was cancelled before this tool call ran"}
+			if err := r.append(ctx, e); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.runTool(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
+	input := json.RawMessage(c.Arguments)
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	progressInput := input
+	if !json.Valid(input) {
+		progressInput, _ = json.Marshal(c.Arguments)
+	}
+	r.emit(Progress{Type: ProgressToolStart, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput}})
+
+	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name}
+	started := time.Now()
+	tool, known := r.tools[c.Name]
+	switch {
+	case !known:
+		result.IsError, result.Output = true, fmt.Sprintf("error: there is no tool named %q", c.Name)
+	case !json.Valid(input):
+		result.IsError, result.Output = true, fmt.Sprintf("error: the arguments are not valid JSON: %s", c.Arguments)
+	default:
+		spec := tool.Spec()
+		if spec.Effect == EffectExternal {
+			e := r.newEvent(ledger.KindToolStart)
+			e.ToolStart = &ledger.ToolStart{CallID: c.ID, Name: c.Name, Effect: string(spec.Effect), Idempotent: spec.Idempotent}
+			if err := r.append(ctx, e); err != nil {
+				return err
+			}
+		}
+		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
+		result.Source = out.Source
+		if err != nil {
+			result.IsError, result.Output = true, "error: "+err.Error()
+		} else {
+			result.Output = out.Output
+		}
+	}
+	result.DurationMS = time.Since(started).Milliseconds()
+	e := r.newEvent(ledger.KindToolResult)
+	e.ToolResult = result
+	if err := r.append(ctx, e); err != nil {
+		return err
+	}
+	r.emit(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,
+		Output: result.Output, IsError: result.IsError}})
+	return nil
+}
+
+// end records the run's end and builds its result. storeErr is the ledger
+// write that failed, if one did: then the end cannot be recorded either, and
+// the run stays open in the ledger (interrupted, resumable).
+func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, storeErr error) (RunResult, error) {
+	if storeErr == nil {
+		e := r.newEvent(ledger.KindRunEnd)
+		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason}
+		storeErr = r.append(ctx, e)
+	}
+	if storeErr != nil {
+		status, reason = ledger.RunInterrupted, fmt.Sprintf("storage: %v", storeErr)
+		r.h.log.Error("run interrupted: the ledger could not be written",
+			"session", r.sessionID, "run", r.runID, "err", storeErr)
+	}
+	view, _ := ledger.ProjectRun(r.events, r.runID)
+	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.runID,
+		ResponseID: r.responseID, Usage: view.Usage, Cost: view.Cost}
+	r.emit(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
+	if storeErr != nil {
+		return res, fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.runID, storeErr)
+	}
+	return res, nil
+}

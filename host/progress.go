@@ -1,0 +1,73 @@
+package host
+
+import (
+	"encoding/json"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// ProgressType names a [Progress] event.
+type ProgressType string
+
+// The progress event types, in the order a run emits them.
+const (
+	// ProgressResponseStart: a model pass starts streaming into the
+	// response item ResponseID.
+	ProgressResponseStart ProgressType = "response-start"
+	// ProgressText: Delta is appended to the item's text at Offset.
+	ProgressText ProgressType = "text"
+	// ProgressReasoning: Delta is appended to the item's reasoning at
+	// Offset.
+	ProgressReasoning ProgressType = "reasoning"
+	// ProgressToolStart: the tool call Tool starts, with its parsed input.
+	ProgressToolStart ProgressType = "tool-start"
+	// ProgressToolEnd: the tool call Tool ended, with its output.
+	ProgressToolEnd ProgressType = "tool-end"
+	// ProgressRetry: a model pass failed and will be retried.
+	ProgressRetry ProgressType = "retry"
+	// ProgressRunEnd: the run ended with Status.
+	ProgressRunEnd ProgressType = "run-end"
+)
+
+// Progress is one live event of a run, for UIs. It is JSON-safe: marshal it
+// as it is to stream it to a client. Each event carries the id of the
+// transcript item it streams into, so a client can merge the stream into a
+// transcript it loaded earlier.
+type Progress struct {
+	Type       ProgressType `json:"type"`
+	SessionID  string       `json:"sessionId"`
+	RunID      string       `json:"runId"`
+	ResponseID string       `json:"responseId"`
+	// Delta is the new text of a text or reasoning event.
+	Delta string `json:"delta,omitempty"`
+	// Offset is where Delta starts in the item's text (or reasoning),
+	// counted in Unicode code points.
+	Offset int `json:"offset"`
+	// Tool describes the call of a tool-start or tool-end event.
+	Tool *ToolInfo `json:"tool,omitempty"`
+	// Retry describes a retry event.
+	Retry *RetryInfo `json:"retry,omitempty"`
+	// Status and Reason describe how the run ended, on run-end.
+	Status ledger.RunStatus `json:"status,omitempty"`
+	Reason string           `json:"reason,omitempty"`
+}
+
+// ToolInfo describes a tool call in a [Progress] event.
+type ToolInfo struct {
+	CallID string `json:"callId"`
+	Name   string `json:"name"`
+	// Input is the call's parsed arguments (a JSON string holding them
+	// when the model produced invalid JSON).
+	Input json.RawMessage `json:"input,omitempty"`
+	// Output and IsError are set on tool-end.
+	Output  string `json:"output,omitempty"`
+	IsError bool   `json:"isError,omitempty"`
+}
+
+// RetryInfo describes a retry in a [Progress] event.
+type RetryInfo struct {
+	Reason  string `json:"reason"`
+	Attempt int    `json:"attempt"`
+	// DelayMS is the wait before the next attempt, in milliseconds.
+	DelayMS int64 `json:"delayMs"`
+}

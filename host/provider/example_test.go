@@ -1,0 +1,66 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/fixtures"
+)
+
+func ExampleClient_Stream() {
+	// A stand-in for OpenRouter that replays a recorded stream.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(fixtures.Bytes("stream_text.sse"))
+	}))
+	defer srv.Close()
+
+	c, err := provider.New(provider.Config{BaseURL: srv.URL + "/api/v1", APIKey: "sk-or-example"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	req := provider.Request{
+		Model:    "openai/gpt-4o-mini",
+		System:   "Be brief.",
+		Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("Greet the world.")}}},
+	}
+	res, err := c.Stream(context.Background(), req, func(d provider.Delta) {
+		fmt.Printf("%s %q\n", d.Kind, d.Text)
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Text)
+	fmt.Println(res.FinishReason, res.Model, res.GenerationID)
+	fmt.Printf("%d tokens, billed $%.6f\n", res.Usage.TotalTokens, res.Usage.Billed())
+	// Output:
+	// text "Hello"
+	// text ", world"
+	// text "!"
+	// Hello, world!
+	// stop openai/gpt-4o-mini gen-1767225600-Qx7TfakeStreamText01
+	// 33 tokens, billed $0.000009
+}
+
+func ExampleClient_ContextWindow() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(fixtures.Bytes("models_list.json"))
+	}))
+	defer srv.Close()
+
+	c, err := provider.New(provider.Config{BaseURL: srv.URL + "/api/v1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, err := c.ContextWindow(context.Background(), "mistralai/mistral-7b-instruct")
+	fmt.Println(n, err)
+	// Output: 8192 <nil>
+}

@@ -1,0 +1,570 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+)
+
+// DeltaKind names what a [Delta] carries.
+type DeltaKind string
+
+// The delta kinds.
+const (
+	// DeltaText is a fragment of the answer's text.
+	DeltaText DeltaKind = "text"
+	// DeltaReasoning is a fragment of the model's reasoning.
+	DeltaReasoning DeltaKind = "reasoning"
+	// DeltaToolCall is progress on a tool call: its id or name just became
+	// known, or a fragment of its arguments (in Text) arrived.
+	DeltaToolCall DeltaKind = "tool-call"
+)
+
+// Delta is one increment of a streaming pass, reported as it arrives.
+type Delta struct {
+	Kind DeltaKind
+	// Text is the text or reasoning fragment, or for DeltaToolCall the
+	// arguments fragment (possibly empty when only the name became known).
+	Text string
+	// ToolIndex is the tool call's position in Result.ToolCalls
+	// (DeltaToolCall only).
+	ToolIndex int
+	// ToolCallID and ToolName are the call's id and name as far as known
+	// (DeltaToolCall only).
+	ToolCallID, ToolName string
+}
+
+// Result is a streamed model pass.
+type Result struct {
+	// Text is the answer's text (and the refusal text, if the model
+	// refused): the concatenation of the DeltaText fragments.
+	Text string
+	// Reasoning is the reasoning text the provider streamed, if any.
+	Reasoning string
+	// ToolCalls are the calls the model made, in index order. When the
+	// stream broke off they are the calls known to be complete: every call
+	// but the last, unless a finish reason other than "error" arrived.
+	ToolCalls []ledger.ToolCall
+	// FinishReason is the provider's finish reason: "stop", "tool_calls",
+	// "length", "content_filter", "error", …; empty when none arrived.
+	FinishReason string
+	// Model is the model that answered, as the provider named it; the
+	// requested model when the stream named none.
+	Model string
+	// GenerationID is the provider's id of the generation: the chunks'
+	// id, else the X-Generation-Id response header.
+	GenerationID string
+	// Usage is the usage the final usage chunk reported, with OpenRouter's
+	// cost fields; zero when none arrived.
+	Usage ledger.Usage
+	// Raw holds provider-specific data worth keeping for replay, as a
+	// JSON object: {"reasoning_details": […]} when OpenRouter streamed
+	// reasoning details. Nil when there is none.
+	Raw json.RawMessage
+}
+
+// Stream sends req, streams the answer, calling onDelta (which may be nil)
+// for every text, reasoning and tool-call fragment in order, and returns
+// the assembled pass.
+//
+// The request is sent exactly once. On any error Stream also returns the
+// partial result: what had streamed so far, with the tool calls that were
+// complete. When ctx is done the error is ctx.Err(). Otherwise it is an
+// [*Error] (HTTP error status, or an error chunk or finish_reason "error"
+// mid-stream), [ErrIncompleteStream], [ErrStalled], [ErrMalformedStream],
+// [ErrInvalidRequest] (nothing was sent), or a transport error.
+//
+// onDelta runs on the caller's goroutine, between reads of the stream.
+func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (Result, error) {
+	params, err := c.buildParams(req)
+	if err != nil {
+		return Result{}, err
+	}
+	if onDelta == nil {
+		onDelta = func(Delta) {}
+	}
+
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var httpRes *http.Response
+	opts := []option.RequestOption{option.WithResponseInto(&httpRes)}
+	if c.idleTimeout > 0 {
+		wd := &watchdog{d: c.idleTimeout, fire: func() { cancel(ErrStalled) }}
+		defer wd.stop()
+		opts = append(opts, option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			res, err := next(r)
+			if err == nil && res != nil && res.Body != nil {
+				res.Body = &watchedBody{ReadCloser: res.Body, wd: wd}
+				wd.start()
+			}
+			return res, err
+		}))
+	}
+
+	st := newStreamState(req.Model, onDelta)
+	stream := c.chat.NewStreaming(sctx, params, opts...)
+	defer stream.Close()
+
+	var serr error
+	if stream.Err() == nil && httpRes != nil {
+		serr = c.checkResponse(httpRes)
+	}
+	if serr == nil {
+		for stream.Next() {
+			if serr = st.add(stream.Current()); serr != nil {
+				break
+			}
+		}
+		if serr == nil {
+			serr = stream.Err()
+		}
+	}
+	if httpRes != nil && st.id == "" {
+		st.id = httpRes.Header.Get("X-Generation-Id")
+	}
+	res := st.result()
+
+	switch {
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case serr == nil:
+	case errors.Is(context.Cause(sctx), ErrStalled):
+		return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
+	default:
+		return res, c.classify(serr, httpRes)
+	}
+	switch res.FinishReason {
+	case "":
+		return res, ErrIncompleteStream
+	case "error":
+		msg := `the provider ended the stream with finish_reason "error" and sent no error details`
+		if st.nativeFinish != "" && st.nativeFinish != "error" {
+			msg += fmt.Sprintf(" (native finish reason %q)", st.nativeFinish)
+		}
+		return res, &Error{MidStream: true, Message: msg}
+	}
+	return res, nil
+}
+
+// checkResponse rejects a 2xx response that is not an event stream. A JSON
+// body with an "error" member becomes an [*Error].
+func (c *Client) checkResponse(res *http.Response) error {
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		return httpError(res, body, nil, time.Now())
+	}
+	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return nil // text/event-stream, or a server that labels it loosely
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	e := &Error{Header: res.Header.Clone(), Body: body}
+	if e.fill(body) {
+		if n, err := strconv.Atoi(e.Code); err == nil && n >= 100 && n <= 599 {
+			e.StatusCode = n
+		}
+		e.RetryAfter = retryAfter(res.Header, time.Now())
+		if e.RetryAfter == 0 {
+			e.RetryAfter = metadataRetryAfter(e.Metadata)
+		}
+		if e.Message == "" {
+			e.Message = "the provider answered with an error object"
+		}
+		return e
+	}
+	return fmt.Errorf("%w: expected an event stream, got %s: %s", ErrMalformedStream, mt, truncate(string(body), 200))
+}
+
+// classify turns the error that ended a stream into the package's errors.
+func (c *Client) classify(err error, httpRes *http.Response) error {
+	var se *ssestream.StreamError
+	var apiErr *openai.Error
+	var pe *Error
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.As(err, &se):
+		return streamError(se)
+	case errors.As(err, &apiErr):
+		return fromAPIError(apiErr, time.Now())
+	case errors.Is(err, ErrMalformedStream):
+		return err
+	case httpRes != nil && httpRes.StatusCode >= 400:
+		// openai-go could not parse the error body (not JSON); it has put
+		// the body back.
+		var body []byte
+		if httpRes.Body != nil {
+			body, _ = io.ReadAll(io.LimitReader(httpRes.Body, 1<<20))
+		}
+		return httpError(httpRes, body, err, time.Now())
+	case errors.As(err, &syn), errors.As(err, &typ):
+		return fmt.Errorf("%w: %v", ErrMalformedStream, err)
+	case httpRes != nil:
+		return fmt.Errorf("provider: reading the stream: %w", err)
+	default:
+		return fmt.Errorf("provider: sending the request: %w", err)
+	}
+}
+
+// streamState assembles a stream's chunks.
+type streamState struct {
+	onDelta func(Delta)
+	acc     *openai.ChatCompletionAccumulator
+
+	id, model    string
+	nativeFinish string
+	text         strings.Builder
+	reasoning    strings.Builder
+	details      []map[string]json.RawMessage // merged reasoning_details
+	usage        ledger.Usage
+
+	calls []callState   // by our dense index
+	remap map[int64]int // provider index → our index
+}
+
+type callState struct{ id, name string }
+
+func newStreamState(model string, onDelta func(Delta)) *streamState {
+	return &streamState{onDelta: onDelta, acc: &openai.ChatCompletionAccumulator{}, model: model,
+		remap: map[int64]int{}}
+}
+
+// add folds one chunk into the state and reports its deltas.
+func (s *streamState) add(ch openai.ChatCompletionChunk) error {
+	if s.id == "" {
+		s.id = ch.ID
+	}
+	// openai-go's accumulator refuses a chunk whose id differs from the
+	// first one's; some servers mint an id per chunk.
+	ch.ID = s.id
+	if ch.Model != "" {
+		s.model = ch.Model
+	}
+	if ch.JSON.Usage.Valid() {
+		s.usage = parseUsage(ch.JSON.Usage.Raw())
+	}
+
+	var deltas []Delta
+	kept := make([]openai.ChatCompletionChunkChoice, 0, 1)
+	for _, choice := range ch.Choices {
+		if choice.Index != 0 {
+			continue // only one choice is asked for
+		}
+		d := &choice.Delta
+		if nf := jsonText(json.RawMessage(choice.JSON.ExtraFields["native_finish_reason"].Raw())); nf != "" {
+			s.nativeFinish = nf
+		}
+		if r := reasoningText(d); r != "" {
+			deltas = append(deltas, Delta{Kind: DeltaReasoning, Text: r})
+		}
+		s.addDetails(d.JSON.ExtraFields["reasoning_details"].Raw())
+		if d.Content != "" {
+			deltas = append(deltas, Delta{Kind: DeltaText, Text: d.Content})
+		}
+		if d.Refusal != "" {
+			deltas = append(deltas, Delta{Kind: DeltaText, Text: d.Refusal})
+		}
+		if len(d.ToolCalls) > 0 {
+			calls := make([]openai.ChatCompletionChunkChoiceDeltaToolCall, len(d.ToolCalls))
+			copy(calls, d.ToolCalls)
+			for j := range calls {
+				if td, ok := s.toolDelta(&calls[j]); ok {
+					deltas = append(deltas, td)
+				}
+			}
+			d.ToolCalls = calls
+		}
+		kept = append(kept, choice)
+	}
+	ch.Choices = kept
+	if !s.acc.AddChunk(ch) {
+		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", ErrMalformedStream, truncate(ch.RawJSON(), 200))
+	}
+	for _, d := range deltas {
+		switch d.Kind {
+		case DeltaText:
+			s.text.WriteString(d.Text)
+		case DeltaReasoning:
+			s.reasoning.WriteString(d.Text)
+		}
+		s.onDelta(d)
+	}
+	return nil
+}
+
+// toolDelta maps a tool-call fragment's index to a dense one, in order of
+// first appearance, and returns the delta to report. A fragment with a new
+// id at an index already used by another call starts a new call (some
+// servers send every call at index 0). A name repeated on every fragment
+// is sent to the accumulator once, which would otherwise concatenate it.
+func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCall) (Delta, bool) {
+	raw := tc.Index
+	if raw == -1 {
+		raw = 0 // AWS Bedrock's single call
+	}
+	i, ok := s.remap[raw]
+	if ok && tc.ID != "" && s.calls[i].id != "" && s.calls[i].id != tc.ID {
+		ok = false
+	}
+	if !ok {
+		i = len(s.calls)
+		s.calls = append(s.calls, callState{})
+		s.remap[raw] = i
+	}
+	tc.Index = int64(i)
+	c := &s.calls[i]
+	news := false
+	if tc.ID != "" && c.id == "" {
+		c.id, news = tc.ID, true
+	}
+	switch name := tc.Function.Name; {
+	case name == "":
+	case c.name == "":
+		c.name, news = name, true
+	case name == c.name:
+		tc.Function.Name = "" // a repeat, not a fragment
+	default:
+		c.name += name
+		news = true
+	}
+	if !news && tc.Function.Arguments == "" {
+		return Delta{}, false
+	}
+	return Delta{Kind: DeltaToolCall, Text: tc.Function.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
+}
+
+// reasoningText returns a delta's reasoning fragment: OpenRouter's
+// "reasoning", else "reasoning_content" (DeepSeek, vLLM, …).
+func reasoningText(d *openai.ChatCompletionChunkChoiceDelta) string {
+	for _, key := range []string{"reasoning", "reasoning_content"} {
+		if f, ok := d.JSON.ExtraFields[key]; ok {
+			var s string
+			if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+				return s
+			}
+			if f.Valid() {
+				return ""
+			}
+		}
+	}
+	return ""
+}
+
+// addDetails merges streamed reasoning_details entries: consecutive
+// fragments of the same index and type are joined (text, summary and data
+// concatenated, other fields taking the latest value).
+func (s *streamState) addDetails(raw string) {
+	if raw == "" || raw == "null" {
+		return
+	}
+	var entries []map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &entries) != nil {
+		return
+	}
+	for _, e := range entries {
+		if e == nil {
+			continue
+		}
+		if n := len(s.details); n > 0 {
+			last := s.details[n-1]
+			idx, hasIdx := e["index"]
+			if hasIdx && string(idx) == string(last["index"]) && string(e["type"]) == string(last["type"]) {
+				for k, v := range e {
+					switch k {
+					case "text", "summary", "data":
+						a, b := jsonText(last[k]), jsonText(v)
+						joined, _ := json.Marshal(a + b)
+						last[k] = joined
+					default:
+						if jsonText(v) != "" {
+							last[k] = v
+						}
+					}
+				}
+				continue
+			}
+		}
+		s.details = append(s.details, e)
+	}
+}
+
+// result assembles the pass. When no finish reason arrived, or the
+// finish reason is "error", the last tool call is left out: its arguments
+// may be cut.
+func (s *streamState) result() Result {
+	r := Result{Text: s.text.String(), Reasoning: s.reasoning.String(), Model: s.model, GenerationID: s.id, Usage: s.usage}
+	if len(s.details) > 0 {
+		r.Raw, _ = json.Marshal(map[string]any{"reasoning_details": s.details})
+	}
+	if len(s.acc.Choices) == 0 {
+		return r
+	}
+	choice := s.acc.Choices[0]
+	r.FinishReason = choice.FinishReason
+	n := len(choice.Message.ToolCalls)
+	if (r.FinishReason == "" || r.FinishReason == "error") && n > 0 {
+		n--
+	}
+	for i := 0; i < n; i++ {
+		tc := choice.Message.ToolCalls[i]
+		id := tc.ID
+		if id == "" {
+			// Some servers send no ids; the host pairs results by id.
+			id = fmt.Sprintf("call_%d_%s", i, s.id)
+		}
+		r.ToolCalls = append(r.ToolCalls, ledger.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return r
+}
+
+// parseUsage reads a usage object leniently: a field of an unexpected
+// type is skipped, not fatal. is_byok is taken only when it is a JSON
+// boolean.
+func parseUsage(raw string) ledger.Usage {
+	var u struct {
+		Prompt     json.RawMessage `json:"prompt_tokens"`
+		Completion json.RawMessage `json:"completion_tokens"`
+		Total      json.RawMessage `json:"total_tokens"`
+		Cost       json.RawMessage `json:"cost"`
+		IsBYOK     json.RawMessage `json:"is_byok"`
+		PromptDet  struct {
+			Cached     json.RawMessage `json:"cached_tokens"`
+			CacheWrite json.RawMessage `json:"cache_write_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionDet struct {
+			Reasoning json.RawMessage `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+		CostDet struct {
+			Upstream json.RawMessage `json:"upstream_inference_cost"`
+		} `json:"cost_details"`
+	}
+	var out ledger.Usage
+	// Decode field by field so that one odd field spoils nothing else.
+	var top map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &top) != nil {
+		return out
+	}
+	set := func(key string, dst any) {
+		if v, ok := top[key]; ok {
+			_ = json.Unmarshal(v, dst)
+		}
+	}
+	set("prompt_tokens", &u.Prompt)
+	set("completion_tokens", &u.Completion)
+	set("total_tokens", &u.Total)
+	set("cost", &u.Cost)
+	set("is_byok", &u.IsBYOK)
+	set("prompt_tokens_details", &u.PromptDet)
+	set("completion_tokens_details", &u.CompletionDet)
+	set("cost_details", &u.CostDet)
+
+	out.PromptTokens = intOf(u.Prompt)
+	out.CompletionTokens = intOf(u.Completion)
+	out.TotalTokens = intOf(u.Total)
+	out.CachedTokens = intOf(u.PromptDet.Cached)
+	out.CacheWriteTokens = intOf(u.PromptDet.CacheWrite)
+	out.ReasoningTokens = intOf(u.CompletionDet.Reasoning)
+	out.Cost = floatOf(u.Cost)
+	out.UpstreamCost = floatOf(u.CostDet.Upstream)
+	switch strings.TrimSpace(string(u.IsBYOK)) {
+	case "true":
+		t := true
+		out.IsBYOK = &t
+	case "false":
+		f := false
+		out.IsBYOK = &f
+	}
+	return out
+}
+
+// floatOf reads a JSON number; anything else is 0.
+func floatOf(raw json.RawMessage) float64 {
+	var f float64
+	if json.Unmarshal(raw, &f) != nil {
+		return 0
+	}
+	return f
+}
+
+// intOf reads a JSON number as an integer (truncating a fraction); anything
+// else is 0.
+func intOf(raw json.RawMessage) int64 {
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		return 0
+	}
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	if f, err := n.Float64(); err == nil && f > -9.2e18 && f < 9.2e18 {
+		return int64(f)
+	}
+	return 0
+}
+
+// watchdog fires when it is not kicked for d after start.
+type watchdog struct {
+	d    time.Duration
+	fire func()
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+func (w *watchdog) start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t == nil && !w.stopped {
+		w.t = time.AfterFunc(w.d, w.fire)
+	}
+}
+
+func (w *watchdog) kick() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t != nil && !w.stopped {
+		w.t.Reset(w.d)
+	}
+}
+
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.t != nil {
+		w.t.Stop()
+	}
+}
+
+// watchedBody kicks its watchdog on every read that returns data.
+type watchedBody struct {
+	io.ReadCloser
+	wd *watchdog
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.wd.kick()
+	}
+	return n, err
+}

@@ -1,0 +1,136 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Effect is what a tool does to the world. It decides how the host treats a
+// call that started and has no recorded result after a crash, and (later)
+// which calls need approval.
+type Effect string
+
+// The tool effects.
+const (
+	// EffectRead: the tool only reads; running it again is harmless.
+	EffectRead Effect = "read"
+	// EffectWrite: the tool changes state the host owns (e.g. the
+	// session's key-value store).
+	EffectWrite Effect = "write"
+	// EffectExternal: the tool changes the world outside the host (sends
+	// mail, publishes, pays). The host records its intent before it runs.
+	EffectExternal Effect = "external"
+)
+
+// ToolSpec describes a tool to the model and to the host.
+type ToolSpec struct {
+	// Name is what the model calls the tool by: 1 to 64 characters of
+	// [A-Za-z0-9_-]. Required.
+	Name string
+	// Description tells the model what the tool does and when to use it.
+	Description string
+	// InputSchema is the JSON Schema (an object schema) of the tool's
+	// input. Default: {"type":"object"}.
+	InputSchema json.RawMessage
+	// Effect is the tool's effect on the world. Default: EffectRead.
+	Effect Effect
+	// Idempotent declares that running the tool again with the same call
+	// id has no further effect (the call id is its idempotency key).
+	// Default: false.
+	Idempotent bool
+	// Timeout bounds one call. Default: 0, which means the host's
+	// Options.ToolTimeout.
+	Timeout time.Duration
+}
+
+// ToolCall is one call of a tool by the model.
+type ToolCall struct {
+	// ID is the call's id, unique in the session: an idempotency key for
+	// tools that declare themselves idempotent.
+	ID string
+	// SessionID is the session the call belongs to.
+	SessionID string
+	// Name is the tool's name.
+	Name string
+	// Input is the model's arguments, valid JSON.
+	Input json.RawMessage
+}
+
+// ToolResult is what a tool returns to the model.
+type ToolResult struct {
+	// Output is what the model sees: text, or JSON.
+	Output string
+	// Source identifies the code that produced the output, e.g. a Wasm
+	// module's "sha256:…" digest; recorded in the ledger. Optional.
+	Source string
+}
+
+// Tool is a capability the model can call. Wasm plugins implement it; so can
+// Go code, with [NewTool].
+//
+// Call may be invoked concurrently for different sessions. A returned error
+// becomes an error result the model sees (it may fix its input and call
+// again); it never fails the run. A panic is recovered and treated as an
+// error.
+type Tool interface {
+	Spec() ToolSpec
+	Call(ctx context.Context, call ToolCall) (ToolResult, error)
+}
+
+// NewTool returns a [Tool] made of a spec and a Go function.
+func NewTool(spec ToolSpec, fn func(ctx context.Context, call ToolCall) (ToolResult, error)) Tool {
+	return funcTool{spec: spec, fn: fn}
+}
+
+type funcTool struct {
+	spec ToolSpec
+	fn   func(context.Context, ToolCall) (ToolResult, error)
+}
+
+func (t funcTool) Spec() ToolSpec { return t.spec }
+func (t funcTool) Call(ctx context.Context, c ToolCall) (ToolResult, error) {
+	return t.fn(ctx, c)
+}
+
+var _ Tool = funcTool{}
+
+// validToolName reports whether name is acceptable to OpenAI-compatible
+// providers.
+func validToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// callTool runs one tool call with its timeout, turning errors and panics
+// into an error string for the model.
+func callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall, timeout time.Duration) (res ToolResult, err error) {
+	if spec.Timeout > 0 {
+		timeout = spec.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
+		}
+	}()
+	res, err = tool.Call(ctx, call)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		err = fmt.Errorf("tool %s timed out after %s", spec.Name, timeout)
+	}
+	return res, err
+}

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/demotools"
+	"github.com/agentichost/agentic/internal/fakemodel"
+)
+
+// DefaultModel is the model chat uses when neither --model nor AGENTIC_MODEL
+// names one.
+const DefaultModel = "openai/gpt-4o-mini"
+
+// modelFlags are the flags every command that runs an agent shares.
+type modelFlags struct {
+	session  string
+	storage  string
+	model    string
+	system   string
+	baseURL  string
+	offline  bool
+	maxSteps int
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
+	fs.StringVar(&m.session, "session", "cli", "session `ID`")
+	fs.StringVar(&m.storage, "storage", DefaultStorage, "storage `URL`: memory:, file:DIR[?fsync=1]")
+	model := env.Getenv("AGENTIC_MODEL")
+	if model == "" {
+		model = DefaultModel
+	}
+	fs.StringVar(&m.model, "model", model, "model `ID` (default from AGENTIC_MODEL)")
+	fs.StringVar(&m.system, "system", "", "system prompt")
+	base := env.Getenv("OPENROUTER_BASE_URL")
+	if base == "" {
+		base = provider.DefaultBaseURL
+	}
+	fs.StringVar(&m.baseURL, "base-url", base, "OpenAI-compatible base `URL` (default from OPENROUTER_BASE_URL); the key comes from OPENROUTER_API_KEY")
+	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
+	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
+}
+
+// setup opens storage, starts the fake model when offline, and builds the
+// host. The returned cleanup releases all of it.
+func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
+	store, closeStore, err := openStorage(m.storage)
+	if err != nil {
+		return nil, nil, fail(2, "%v", err)
+	}
+	cleanup := func() { closeStore() }
+	pcfg := provider.Config{BaseURL: m.baseURL, APIKey: env.Getenv("OPENROUTER_API_KEY")}
+	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps}
+	if m.offline {
+		srv, err := fakemodel.Start(fakemodel.Options{})
+		if err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("start the fake model: %w", err)
+		}
+		cleanup = func() { srv.Close(); closeStore() }
+		pcfg.BaseURL, pcfg.APIKey = srv.URL(), "offline"
+		agent.Tools = append(agent.Tools, demotools.GetAccount())
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := host.New(host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger})
+	if err != nil {
+		cleanup()
+		return nil, nil, fail(2, "%v", err)
+	}
+	return h, func() { h.Close(); cleanup() }, nil
+}
+
+func chat(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("chat", env)
+	var m modelFlags
+	m.register(fs, env)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host chat [flags] [MESSAGE]\n\nWith MESSAGE, send it and stream the reply; without, chat interactively.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	h, cleanup, err := m.setup(env)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	sess := h.Session(m.session)
+
+	// Ctrl-C (or SIGTERM) cancels the run in flight, durably; at the
+	// interactive prompt it quits.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var mu sync.Mutex
+	var cancelRun context.CancelCauseFunc
+	quit := make(chan struct{})
+	go func() {
+		for range sigs {
+			mu.Lock()
+			c := cancelRun
+			mu.Unlock()
+			if c == nil {
+				close(quit)
+				return
+			}
+			c(fmt.Errorf("interrupted (Ctrl-C)"))
+		}
+	}()
+	send := func(text string) (host.RunResult, error) {
+		rctx, cancel := context.WithCancelCause(ctx)
+		mu.Lock()
+		cancelRun = cancel
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			cancelRun = nil
+			mu.Unlock()
+			cancel(nil)
+		}()
+		p := &printer{w: env.Stdout}
+		res, err := sess.Send(rctx, text, host.SendOptions{OnProgress: p.progress})
+		p.finish()
+		return res, err
+	}
+
+	if fs.NArg() > 0 {
+		res, err := send(strings.Join(fs.Args(), " "))
+		return outcome(res, err)
+	}
+
+	fmt.Fprintf(env.Stderr, "Chatting in session %q (%s). Ctrl-D or /quit to leave.\n", m.session, m.storage)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(env.Stdin)
+		sc.Buffer(make([]byte, 64*1024), 16<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	for {
+		fmt.Fprint(env.Stdout, "> ")
+		var line string
+		var ok bool
+		select {
+		case line, ok = <-lines:
+		case <-quit:
+			ok = false
+		case <-ctx.Done():
+			ok = false
+		}
+		if !ok {
+			fmt.Fprintln(env.Stdout)
+			return nil
+		}
+		line = strings.TrimSpace(line)
+		switch line {
+		case "":
+			continue
+		case "/quit", "/exit":
+			return nil
+		}
+		res, err := send(line)
+		if err := outcome(res, err); err != nil {
+			fmt.Fprintf(env.Stderr, "%v\n", err)
+		}
+	}
+}
+
+// outcome turns a run's result into the command's exit status.
+func outcome(res host.RunResult, err error) error {
+	if err != nil {
+		return err
+	}
+	switch res.Status {
+	case ledger.RunCompleted:
+		return nil
+	case ledger.RunCancelled:
+		return fail(130, "run %s cancelled: %s", res.RunID, res.Reason)
+	default:
+		return fail(1, "run %s %s: %s", res.RunID, res.Status, res.Reason)
+	}
+}
+
+// printer renders a run's progress for a terminal: the reply's text as it
+// streams, and a line per tool call.
+type printer struct {
+	w       io.Writer
+	midLine bool // the last write did not end a line
+}
+
+func (p *printer) write(s string) {
+	if s == "" {
+		return
+	}
+	io.WriteString(p.w, s)
+	p.midLine = !strings.HasSuffix(s, "\n")
+}
+
+func (p *printer) newline() {
+	if p.midLine {
+		p.write("\n")
+	}
+}
+
+func (p *printer) progress(ev host.Progress) {
+	switch ev.Type {
+	case host.ProgressText:
+		p.write(ev.Delta)
+	case host.ProgressToolStart:
+		p.newline()
+		p.write(fmt.Sprintf("[tool %s %s]\n", ev.Tool.Name, ev.Tool.Input))
+	case host.ProgressToolEnd:
+		status := "ok"
+		if ev.Tool.IsError {
+			status = "error"
+		}
+		p.write(fmt.Sprintf("[tool %s %s: %s]\n", ev.Tool.Name, status, oneLine(ev.Tool.Output, 200)))
+	case host.ProgressRetry:
+		p.newline()
+		p.write(fmt.Sprintf("[retrying in %dms (attempt %d): %s]\n", ev.Retry.DelayMS, ev.Retry.Attempt, ev.Retry.Reason))
+	}
+}
+
+func (p *printer) finish() { p.newline() }
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentichost/agentic/internal/fakemodel"
+)
+
+func fakeProvider(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("fake-provider", env)
+	addr := fs.String("addr", "127.0.0.1:8089", "listen `HOST:PORT`")
+	latency := fs.Duration("latency", 0, "pause between streamed chunks")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host fake-provider [flags]\n\nRun the fake OpenAI-compatible model server used by tests and the offline demo.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	srv, err := fakemodel.Start(fakemodel.Options{Addr: *addr, Latency: *latency})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(env.Stdout, "fake model listening; base URL %s\n", srv.URL())
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// DefaultStorage is the storage URL of the embedded default: JSONL files
+// under .agentic in the working directory.
+const DefaultStorage = "file:.agentic"
+
+// openStorage opens the store a storage URL names:
+//
+//	memory:          in-process, gone at exit
+//	file:DIR         JSONL files under DIR (file:.agentic by default)
+//	file:DIR?fsync=1 the same, fsynced after every append
+func openStorage(url string) (storage.Storage, func() error, error) {
+	scheme, rest, ok := strings.Cut(url, ":")
+	if !ok {
+		return nil, nil, fmt.Errorf("storage %q: want memory: or file:DIR", url)
+	}
+	switch scheme {
+	case "memory":
+		if rest != "" {
+			return nil, nil, fmt.Errorf("storage %q: memory: takes no path", url)
+		}
+		s := memory.New()
+		return s, s.Close, nil
+	case "file":
+		dir, query, _ := strings.Cut(rest, "?")
+		dir = strings.TrimPrefix(dir, "//")
+		if dir == "" {
+			return nil, nil, fmt.Errorf("storage %q: file: needs a directory, e.g. file:.agentic", url)
+		}
+		var opts file.Options
+		switch query {
+		case "":
+		case "fsync=1", "fsync=true":
+			opts.Fsync = true
+		default:
+			return nil, nil, fmt.Errorf("storage %q: unknown option %q (known: fsync=1)", url, query)
+		}
+		s, err := file.Open(dir, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
+	default:
+		return nil, nil, fmt.Errorf("storage %q: unknown scheme %q (known: memory:, file:DIR)", url, scheme)
+	}
+}

@@ -1,0 +1,46 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+func transcript(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("transcript", env)
+	storageURL := fs.String("storage", DefaultStorage, "storage `URL`: memory:, file:DIR")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fail(2, "want exactly one SESSION, got %d arguments", fs.NArg())
+	}
+	id := fs.Arg(0)
+	if !storage.ValidSessionID(id) {
+		return fail(2, "invalid session id %q", id)
+	}
+	store, closeStore, err := openStorage(*storageURL)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeStore()
+	events, err := store.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	// No run of this process is live: an open run in the ledger shows as
+	// interrupted.
+	t := ledger.WireTranscript(ledger.ProjectSession(id, events))
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(t)
+}

@@ -1,0 +1,671 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// ext is the extension of session files: session id's events are in
+// <dir>/<id>.jsonl.
+const ext = ".jsonl"
+
+var (
+	// ErrCorrupt is matched (errors.Is) by every [*CorruptError].
+	ErrCorrupt = errors.New("file: corrupt session file")
+)
+
+// CorruptError reports a record that does not decode in the middle of a
+// session file: not the torn tail a crash leaves, which Load drops, but
+// damage followed by intact records, which Load refuses to skip. See the
+// package documentation.
+type CorruptError struct {
+	// Path is the session file.
+	Path string
+	// Line is the record's line number, from 1.
+	Line int
+	// Offset is the byte offset of the line in the file.
+	Offset int64
+	// Err is why the record does not decode: a *ledger.DecodeError.
+	Err error
+}
+
+// Error returns "file: <path>:<line>: corrupt record at byte <offset>: "
+// followed by the cause.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("file: %s:%d: corrupt record at byte %d: %v", e.Path, e.Line, e.Offset, e.Err)
+}
+
+// Unwrap returns the *ledger.DecodeError.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrCorrupt].
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Options configures a [Store]. The zero value is the default.
+type Options struct {
+	// Fsync makes every Append fsync the session file before it returns
+	// (and the directory, once per session and Store), so that appended
+	// events survive a power loss, at the price of a disk flush per
+	// Append. Without it they survive a crash of the process only; see
+	// the package documentation. Default false.
+	Fsync bool
+	// Logger receives a warning for every torn tail that Load drops or
+	// Append truncates, and an error when a failed Append cannot be
+	// rolled back. Default slog.Default(), as it is when Open is called.
+	Logger *slog.Logger
+}
+
+// Store keeps session ledgers in JSON Lines files in one directory. It is
+// safe for concurrent use. The zero value is not usable; call [Open].
+type Store struct {
+	dir   string
+	fsync bool
+	log   *slog.Logger
+
+	mu       sync.Mutex // guards closed and the map (not the sessions)
+	closed   bool
+	sessions map[string]*session
+}
+
+// session is the Store's state for one session file. Its fields are
+// guarded by mu, which Append holds while it writes.
+type session struct {
+	mu     sync.Mutex
+	closed bool
+	// known tells that size was measured: the file was read since the
+	// Store was opened, or found missing.
+	known bool
+	// size is the length of the file's committed records: the file's
+	// bytes beyond it are a torn tail or an Append in progress.
+	size int64
+	// f is the file, opened for appending; nil until the first Append.
+	f *os.File
+	// dirSynced tells that the directory was fsynced since f was opened.
+	dirSynced bool
+	// broken, once set, fails every later Append: a failed Append could
+	// not be rolled back, and the file's end is unknown.
+	broken error
+}
+
+// Open returns a Store over the session files in dir, creating dir (mode
+// 0700) and its missing parents when it does not exist (with Fsync, their
+// creation is made durable too). It reads no file: sessions are read when
+// they are first used.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("file: open: empty directory name")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	// The directories MkdirAll is about to create, deepest first.
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("file: open: %w", err)
+	}
+	if opts.Fsync {
+		// Make the new directories' entries durable, as Append does
+		// for the files it creates.
+		for _, d := range created {
+			if err := syncDir(filepath.Dir(d)); err != nil {
+				return nil, fmt.Errorf("file: open: %w", err)
+			}
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: open: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("file: open: %s is not a directory", dir)
+	}
+	return &Store{
+		dir:      dir,
+		fsync:    opts.Fsync,
+		log:      opts.Logger,
+		sessions: make(map[string]*session),
+	}, nil
+}
+
+// path returns the name of the file that holds the session's events.
+func (st *Store) path(sessionID string) string {
+	return filepath.Join(st.dir, sessionID+ext)
+}
+
+// Append writes the events as one record at the end of the session's file.
+// An event the codec refuses fails the call with the codec's error, and
+// nothing is written. See the package documentation for what a nil error
+// guarantees.
+func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID(sessionID); err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		if st.isClosed() {
+			return storage.ErrClosed
+		}
+		return nil // nothing to write, and no file to create
+	}
+	rec, err := encodeRecord(events)
+	if err != nil {
+		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
+	}
+	s, err := st.session(sessionID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return storage.ErrClosed
+	case s.broken != nil:
+		return s.broken
+	}
+	if err := ctx.Err(); err != nil { // done while we waited for the session
+		return err
+	}
+	if s.f == nil {
+		if err := st.openForAppend(s, sessionID); err != nil {
+			return err
+		}
+	}
+	if st.fsync && !s.dirSynced {
+		if err := syncDir(st.dir); err != nil {
+			return fmt.Errorf("file: append to session %q: %w", sessionID, err)
+		}
+		s.dirSynced = true
+	}
+	_, err = s.f.Write(rec) // one write(2): os.File splits only writes of 1 GiB or more
+	if err == nil && st.fsync {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		st.rollback(s, sessionID, err)
+		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
+	}
+	s.size += int64(len(rec))
+	return nil
+}
+
+// openForAppend opens the session's file for appending, creating it if
+// needed; it measures the committed records if no Load did, and truncates
+// a torn tail. s.mu is held.
+func (st *Store) openForAppend(s *session, id string) error {
+	path := st.path(id)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("file: append to session %q: %w", id, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("file: append to session %q: %w", id, err)
+	}
+	if !s.known {
+		data := make([]byte, fi.Size())
+		if len(data) > 0 {
+			if _, err := f.ReadAt(data, 0); err != nil {
+				f.Close()
+				return fmt.Errorf("file: append to session %q: %w", id, err)
+			}
+		}
+		_, good, _, err := parse(path, data, false)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		s.known, s.size = true, good
+	}
+	switch {
+	case fi.Size() < s.size:
+		f.Close()
+		s.known = false
+		return fmt.Errorf("file: append to session %q: %s has %d bytes, fewer than its %d bytes of records: it was changed outside the store",
+			id, path, fi.Size(), s.size)
+	case fi.Size() > s.size:
+		st.log.Warn("file: truncating the torn tail of a session file before appending",
+			"session", id, "path", path, "offset", s.size, "bytes", fi.Size()-s.size)
+		err := f.Truncate(s.size)
+		if err == nil && st.fsync {
+			err = f.Sync()
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("file: append to session %q: truncating the torn tail: %w", id, err)
+		}
+	}
+	s.f, s.dirSynced = f, false
+	return nil
+}
+
+// rollback removes what a failed Append may have written. s.mu is held.
+func (st *Store) rollback(s *session, id string, cause error) {
+	err := s.f.Truncate(s.size)
+	if err == nil && st.fsync {
+		err = s.f.Sync()
+	}
+	if err != nil {
+		s.broken = fmt.Errorf("file: session %q: a failed append (%v) could not be rolled back (%v): the session takes no more appends until the store is reopened",
+			id, cause, err)
+		st.log.Error("file: a failed append could not be rolled back", "session", id, "path", st.path(id),
+			"offset", s.size, "append_error", cause, "error", err)
+	}
+}
+
+// Load returns the session's events in append order; an empty slice when
+// the session has no file. It drops a torn tail with a warning and fails
+// with a [*CorruptError] on damage in the middle of the file.
+func (st *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkID(sessionID); err != nil {
+		return nil, err
+	}
+	s, err := st.session(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	path := st.path(sessionID)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, storage.ErrClosed
+	}
+	if s.known {
+		// The committed records never change: read them without
+		// holding up appends.
+		size := s.size
+		s.mu.Unlock()
+		return loadPrefix(path, size)
+	}
+	defer s.mu.Unlock()
+	data, err := readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.known, s.size = true, 0
+		return []ledger.Event{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: load session %q: %w", sessionID, err)
+	}
+	events, good, torn, err := parse(path, data, false)
+	if err != nil {
+		return nil, err
+	}
+	if torn != nil {
+		st.log.Warn("file: dropping the torn tail of a session file",
+			"session", sessionID, "path", path, "offset", good, "bytes", int64(len(data))-good, "reason", torn)
+	}
+	s.known, s.size = true, good
+	return events, nil
+}
+
+// readFile returns the contents of a file, reading as many bytes as the
+// file had when opened (so a device or a file that keeps growing is read
+// once, not forever).
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// loadPrefix decodes the first size bytes of the file, which hold
+// committed records only.
+func loadPrefix(path string, size int64) ([]ledger.Event, error) {
+	if size == 0 {
+		return []ledger.Event{}, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("file: load: %w", err)
+	}
+	defer f.Close()
+	data := make([]byte, size)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("file: load: %s holds fewer than its %d bytes of records (changed outside the store?): %w", path, size, err)
+	}
+	events, _, _, err := parse(path, data, true)
+	return events, err
+}
+
+// ListSessions returns the ids of the sessions whose file holds at least
+// one record, and of those whose file cannot be read or is corrupt (so that
+// Load reports why).
+func (st *Store) ListSessions(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if st.isClosed() {
+		return nil, storage.ErrClosed
+	}
+	entries, err := os.ReadDir(st.dir)
+	if err != nil {
+		return nil, fmt.Errorf("file: list sessions: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ext)
+		if !ok || !storage.ValidSessionID(id) {
+			continue
+		}
+		if e.Type()&fs.ModeSymlink != 0 { // follow it
+			if fi, err := os.Stat(st.path(id)); err == nil && fi.Mode().IsRegular() {
+				e = fs.FileInfoToDirEntry(fi)
+			}
+		}
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if hasEvents(st.path(id)) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// hasEvents tells whether a session file holds an event, or cannot be
+// read, or is corrupt. It reads the first line only, unless that line is
+// bad.
+func hasEvents(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	defer f.Close()
+	first, err := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
+	switch {
+	case err == io.EOF:
+		return false // empty, or a torn first record
+	case err != nil:
+		return true
+	}
+	if _, err := decodeRecord(nil, first[:len(first)-1]); err == nil {
+		return true
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return true
+	}
+	events, _, _, err := parse(path, data, false)
+	return len(events) > 0 || err != nil
+}
+
+// Close closes the session files, waiting for Appends in progress. After
+// it every method returns [storage.ErrClosed]; Close itself may be called
+// again and then returns nil.
+func (st *Store) Close() error {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return nil
+	}
+	st.closed = true
+	sessions := st.sessions
+	st.sessions = nil
+	st.mu.Unlock()
+
+	var errs []error
+	for _, s := range sessions {
+		s.mu.Lock()
+		s.closed = true
+		if s.f != nil {
+			if err := s.f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("file: close: %w", err))
+			}
+			s.f = nil
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (st *Store) isClosed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.closed
+}
+
+// session returns the state of the session named id, creating it.
+func (st *Store) session(id string) (*session, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil, storage.ErrClosed
+	}
+	s := st.sessions[id]
+	if s == nil {
+		s = &session{}
+		st.sessions[id] = s
+	}
+	return s, nil
+}
+
+func checkID(id string) error {
+	if !storage.ValidSessionID(id) {
+		return fmt.Errorf("file: session %q: %w", id, storage.ErrInvalidSessionID)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory, making the creation of its entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// encodeRecord returns the record, newline included, that holds a batch:
+// the event's encoding for one event, an array of encodings for several.
+func encodeRecord(events []ledger.Event) ([]byte, error) {
+	if len(events) == 1 {
+		b, err := encodeEvent(events[0])
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '\n'), nil // Encode's buffer has room for it
+	}
+	var rec []byte
+	for i, e := range events {
+		b, err := encodeEvent(e)
+		if err != nil {
+			return nil, fmt.Errorf("event %d of %d: %w", i+1, len(events), err)
+		}
+		if i == 0 {
+			rec = make([]byte, 0, len(events)*(len(b)+1)+2)
+			rec = append(rec, '[')
+		} else {
+			rec = append(rec, ',')
+		}
+		rec = append(rec, b...)
+	}
+	return append(rec, ']', '\n'), nil
+}
+
+// encodeEvent encodes one event, and checks that it is one line.
+func encodeEvent(e ledger.Event) ([]byte, error) {
+	b, err := ledger.Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.IndexByte(b, '\n') >= 0 {
+		return nil, fmt.Errorf("file: the ledger codec encoded event %q with a newline inside", e.ID)
+	}
+	return b, nil
+}
+
+// decodeRecord appends the events of one record (its line without the
+// newline) to events. On error, events is returned unchanged.
+func decodeRecord(events []ledger.Event, rec []byte) ([]ledger.Event, error) {
+	if len(rec) == 0 || rec[0] != '[' {
+		e, err := ledger.Decode(rec)
+		if err != nil {
+			return events, err
+		}
+		return append(events, e), nil
+	}
+	n := len(events)
+	elems, err := splitArray(rec)
+	if err != nil {
+		return events, &ledger.DecodeError{Err: fmt.Errorf("%w: batch: %v", ledger.ErrInvalid, err)}
+	}
+	for _, raw := range elems {
+		e, err := ledger.Decode(raw)
+		if err != nil {
+			return events[:n], err
+		}
+		events = append(events, e)
+	}
+	return events, nil
+}
+
+// splitArray returns the elements of a JSON array without decoding them:
+// it finds the commas outside strings, objects and arrays. It checks the
+// brackets and that there is at least one element; the elements' own
+// syntax is left to ledger.Decode, which validates each in full (so that
+// an array is accepted only when it is valid JSON). It is several times
+// faster than json.Unmarshal into []json.RawMessage, which scans and copies.
+func splitArray(data []byte) ([][]byte, error) {
+	if len(data) < 2 || data[0] != '[' {
+		return nil, errors.New("not an array")
+	}
+	var (
+		elems    [][]byte
+		start    = 1
+		depth    = 0
+		inString = false
+	)
+	for i := 1; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // skip the escaped byte
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}':
+			depth--
+		case ']':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			if len(bytes.TrimSpace(data[i+1:])) > 0 {
+				return nil, errors.New("data after the array")
+			}
+			elems = append(elems, data[start:i])
+			if len(elems) == 1 && len(bytes.TrimSpace(elems[0])) == 0 {
+				return nil, errors.New("empty array")
+			}
+			return elems, nil
+		case ',':
+			if depth == 0 {
+				elems = append(elems, data[start:i])
+				start = i + 1
+			}
+		}
+		if depth < 0 {
+			return nil, errors.New("unbalanced brackets")
+		}
+	}
+	return nil, errors.New("unterminated array")
+}
+
+// parse decodes the records of a session file. A torn tail (see the
+// package documentation) is returned as the reason it is torn, with good,
+// the length of the records before it; strict makes it a *CorruptError
+// too, for data that must hold committed records only.
+func parse(path string, data []byte, strict bool) (events []ledger.Event, good int64, torn error, err error) {
+	events = make([]ledger.Event, 0, bytes.Count(data, []byte{'\n'}))
+	line := 0
+	for off := 0; off < len(data); {
+		line++
+		i := bytes.IndexByte(data[off:], '\n')
+		var derr error
+		if i < 0 {
+			derr = &ledger.DecodeError{Err: fmt.Errorf("%w: the last record has no newline", ledger.ErrInvalid)}
+		} else {
+			events, derr = decodeRecord(events, data[off:off+i])
+		}
+		if derr != nil {
+			if strict || (i >= 0 && anyRecord(data[off+i+1:])) {
+				return nil, 0, nil, &CorruptError{Path: path, Line: line, Offset: int64(off), Err: derr}
+			}
+			return events, int64(off), derr, nil
+		}
+		off += i + 1
+		good = int64(off)
+	}
+	return events, good, nil, nil
+}
+
+// anyRecord tells whether any complete line of data decodes.
+func anyRecord(data []byte) bool {
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return false
+		}
+		if _, err := decodeRecord(nil, data[:i]); err == nil {
+			return true
+		}
+		data = data[i+1:]
+	}
+	return false
+}
+
+var (
+	_ storage.Storage = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Closer  = (*Store)(nil)
+)

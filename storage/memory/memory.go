@@ -1,0 +1,166 @@
+// Package memory is a [storage.Storage] that keeps session ledgers in the
+// process's memory, for tests, demos and hosts that need no durability.
+//
+// Events are durable for the life of the [Store] (until Close or the end of
+// the process). Each event is kept in its ledger encoding, so what Load
+// returns is a fresh copy, equal to what was appended, that shares nothing
+// with the appended values or with other loads. The store implements
+// [storage.Lister] and [storage.Closer].
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Store keeps session ledgers in memory. It is safe for concurrent use:
+// appends to different sessions proceed in parallel, and appends to one
+// session are serialised. The zero value is not usable; call [New].
+type Store struct {
+	mu       sync.RWMutex // guards closed and the sessions map (not the sessions)
+	closed   bool
+	sessions map[string]*session
+}
+
+// session is one ledger: its events in their encoding, in append order.
+type session struct {
+	mu     sync.Mutex
+	events [][]byte // never modified in place: Load may hold a prefix
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{sessions: make(map[string]*session)}
+}
+
+// Append adds the events to the session, atomically: it encodes them all
+// first, and an event the codec refuses fails the whole call with the
+// codec's error, leaving the session as it was.
+func (s *Store) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID(sessionID); err != nil {
+		return err
+	}
+	encoded := make([][]byte, len(events))
+	for i, e := range events {
+		b, err := ledger.Encode(e)
+		if err != nil {
+			return fmt.Errorf("memory: append to session %q: event %d of %d: %w", sessionID, i+1, len(events), err)
+		}
+		encoded[i] = b
+	}
+	if len(events) == 0 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		if s.closed {
+			return storage.ErrClosed
+		}
+		return nil // nothing to add, and no session to create
+	}
+	sess, err := s.session(sessionID, true)
+	if err != nil {
+		return err
+	}
+	sess.mu.Lock()
+	sess.events = append(sess.events, encoded...)
+	sess.mu.Unlock()
+	return nil
+}
+
+// Load returns the session's events in append order, decoded afresh; an
+// empty slice for a session with none.
+func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkID(sessionID); err != nil {
+		return nil, err
+	}
+	sess, err := s.session(sessionID, false)
+	if err != nil || sess == nil {
+		return []ledger.Event{}, err
+	}
+	sess.mu.Lock()
+	encoded := sess.events[:len(sess.events):len(sess.events)]
+	sess.mu.Unlock()
+	events := make([]ledger.Event, len(encoded))
+	for i, b := range encoded {
+		e, err := ledger.Decode(b)
+		if err != nil {
+			// Only a codec that cannot read what it wrote gets here.
+			return nil, fmt.Errorf("memory: load session %q: event %d: %w", sessionID, i+1, err)
+		}
+		events[i] = e
+	}
+	return events, nil
+}
+
+// ListSessions returns the ids of the sessions that have events.
+func (s *Store) ListSessions(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, storage.ErrClosed
+	}
+	ids := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		ids = append(ids, id) // a session exists only once it has events
+	}
+	return ids, nil
+}
+
+// Close drops every session. Afterwards every method returns
+// [storage.ErrClosed]; Close itself may be called again, and returns nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.sessions = nil
+	return nil
+}
+
+// session returns the session named id, creating it when create is set; a
+// nil session (and no error) when it does not exist and create is not set.
+func (s *Store) session(id string, create bool) (*session, error) {
+	s.mu.RLock()
+	sess, closed := s.sessions[id], s.closed
+	s.mu.RUnlock()
+	if closed {
+		return nil, storage.ErrClosed
+	}
+	if sess != nil || !create {
+		return sess, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, storage.ErrClosed
+	}
+	if sess = s.sessions[id]; sess == nil {
+		sess = &session{}
+		s.sessions[id] = sess
+	}
+	return sess, nil
+}
+
+func checkID(id string) error {
+	if !storage.ValidSessionID(id) {
+		return fmt.Errorf("memory: session %q: %w", id, storage.ErrInvalidSessionID)
+	}
+	return nil
+}
+
+var (
+	_ storage.Storage = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Closer  = (*Store)(nil)
+)

@@ -1,0 +1,104 @@
+// Package storage defines the contract between the host and the stores that
+// keep session ledgers: a small required interface, [Storage], and optional
+// ones found by type assertion, each with a documented fallback.
+//
+// The host owns everything above the contract (ids, ordering of its own
+// appends, retries, projections); a store only keeps events. Adapters live
+// in subpackages: storage/memory, storage/file, and later storage/redis.
+// Every adapter must pass the conformance suite in storage/storagetest.
+//
+// # The contract
+//
+// A session is an ordered, append-only sequence of [ledger.Event] values
+// named by a session id. Implementations of [Storage] must guarantee:
+//
+//   - Durability. When Append returns nil, the events are durable to the
+//     adapter's documented degree (memory: for the life of the process;
+//     file: across a crash of the process, and across power loss when
+//     fsync is on; redis: as durable as the server's persistence). The host
+//     acknowledges a user only after Append returned nil.
+//   - Atomic batches. The events of one Append call become visible
+//     together, in the order given, or not at all. A failed Append (non-nil
+//     error) may be retried by the host; an adapter must not leave a partial
+//     batch visible, and a torn batch found after a crash is dropped whole.
+//   - Read-your-writes. Load issued after an Append returned nil sees the
+//     appended events, from any goroutine of the same process (and, for a
+//     shared store, from any process).
+//   - Order. Load returns a session's events in append order. Events of
+//     one session never reorder; sessions are independent of one another.
+//   - Verbatim round-trip. Load returns events equal to those appended:
+//     the same ids, times, texts and binary bytes. Stores keep events in
+//     the [ledger] codec's encoding (ledger.Encode / ledger.Decode).
+//   - One writer per session. The host appends to a session from one
+//     goroutine at a time; a store need not serialise concurrent appends to
+//     the same session, but must allow concurrent appends to different
+//     sessions. Across processes, stores that support several hosts
+//     enforce this with a lease (an optional interface, see the redis
+//     adapter).
+//
+// Load of a session that has no events returns an empty slice and a nil
+// error: a missing session is a value, not a failure. Both methods honour
+// ctx: when it is done before the operation happened, they return ctx.Err()
+// and the operation did not happen.
+package storage
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Storage keeps session ledgers. See the package documentation for the
+// guarantees every implementation gives.
+type Storage interface {
+	// Append adds events to the end of the session's ledger, atomically
+	// and in order. It validates nothing beyond what encoding requires:
+	// the host appends only events that ledger.Validate accepts.
+	Append(ctx context.Context, sessionID string, events ...ledger.Event) error
+	// Load returns all events of the session in append order; an empty
+	// slice when the session has none.
+	Load(ctx context.Context, sessionID string) ([]ledger.Event, error)
+}
+
+// Lister is implemented by stores that can enumerate their sessions. The host
+// uses it to find interrupted runs at boot; without it, only sessions named
+// explicitly can be resumed.
+type Lister interface {
+	// ListSessions returns the ids of every session that has at least one
+	// event, in no particular order.
+	ListSessions(ctx context.Context) ([]string, error)
+}
+
+// Closer is implemented by stores that hold resources. The host does not
+// close a store it was given; the code that opened it does.
+type Closer interface {
+	Close() error
+}
+
+var (
+	// ErrInvalidSessionID is returned for a session id the store cannot
+	// keep (empty, too long, or with characters the adapter refuses).
+	ErrInvalidSessionID = errors.New("storage: invalid session id")
+	// ErrClosed is returned by a store used after Close.
+	ErrClosed = errors.New("storage: store is closed")
+)
+
+// ValidSessionID reports whether id is acceptable to every built-in adapter:
+// 1 to 128 characters from [A-Za-z0-9._:-], not starting with a dot. Ids
+// that pass can name a file, a Redis key and a URL path segment unescaped.
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,219 @@
+package storagetest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/memory"
+	"github.com/agentichost/agentic/storage/storagetest"
+)
+
+func TestEveryKind(t *testing.T) {
+	evs := storagetest.EveryKind("run-1")
+	kinds := ledger.Kinds()
+	if len(evs) != len(kinds) {
+		t.Fatalf("EveryKind returned %d events, want one per kind (%d)", len(evs), len(kinds))
+	}
+	ids := map[string]bool{}
+	for i, e := range evs {
+		if e.Kind != kinds[i] {
+			t.Errorf("event %d has kind %s, want %s", i, e.Kind, kinds[i])
+		}
+		if err := ledger.Validate(e); err != nil {
+			t.Errorf("event %d is invalid: %v", i, err)
+		}
+		if ids[e.ID] {
+			t.Errorf("event %d repeats id %q", i, e.ID)
+		}
+		ids[e.ID] = true
+		if e.Time.Location() != time.UTC || e.Time.Nanosecond()%1000 == 0 {
+			t.Errorf("event %d: time %v is not UTC with nanoseconds", i, e.Time)
+		}
+		if i > 0 && !e.Time.After(evs[i-1].Time) {
+			t.Errorf("event %d: time does not increase", i)
+		}
+		// The codec itself must round-trip the generator's events, or
+		// the suite would blame stores for the codec's faults.
+		b, err := ledger.Encode(e)
+		if err != nil {
+			t.Errorf("event %d: Encode: %v", i, err)
+			continue
+		}
+		d, err := ledger.Decode(b)
+		if err != nil {
+			t.Errorf("event %d: Decode: %v", i, err)
+		} else if !reflect.DeepEqual(d, e) {
+			t.Errorf("event %d (%s) does not round-trip through the ledger codec", i, e.Kind)
+		}
+	}
+	in := evs[0].Input
+	var binary int
+	for _, p := range in.Parts {
+		if len(p.Data) == 0 {
+			continue
+		}
+		binary++
+		if !bytes.Contains(p.Data, []byte{0}) || utf8.Valid(p.Data) {
+			t.Errorf("%s part data has no NUL or is valid UTF-8", p.Type)
+		}
+	}
+	if binary < 3 {
+		t.Errorf("the input has %d binary parts, want image, audio and file", binary)
+	}
+	if again := storagetest.EveryKind("run-1"); !reflect.DeepEqual(again, evs) {
+		t.Error("EveryKind is not deterministic")
+	}
+	if other := storagetest.EveryKind("run-2"); reflect.DeepEqual(other[0].Input.Parts[1].Data, in.Parts[1].Data) {
+		t.Error("EveryKind gives the same binary data for two run ids")
+	}
+	// Fresh values: modifying one result leaves the next alone.
+	evs[0].Input.Parts[1].Data[0] = 42
+	if storagetest.EveryKind("run-1")[0].Input.Parts[1].Data[0] == 42 {
+		t.Error("EveryKind results share memory")
+	}
+}
+
+// broken wraps a correct store and breaks one rule of the contract.
+type broken struct {
+	*memory.Store
+	mode    string
+	mu      sync.Mutex
+	aliased map[string][]ledger.Event
+	appends int
+}
+
+func (b *broken) Append(ctx context.Context, id string, events ...ledger.Event) error {
+	switch b.mode {
+	case "partial-batch":
+		for _, e := range events {
+			if err := b.Store.Append(ctx, id, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "ignore-ctx":
+		ctx = context.Background()
+	case "accept-any-id":
+		if !storage.ValidSessionID(id) {
+			return nil
+		}
+	case "round-time":
+		events = slices.Clone(events)
+		for i := range events {
+			events[i].Time = events[i].Time.Round(time.Microsecond)
+		}
+	case "alias":
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.aliased[id] = append(b.aliased[id], events...)
+		return nil
+	case "lose-some":
+		b.mu.Lock()
+		b.appends++
+		lose := b.appends%17 == 0
+		b.mu.Unlock()
+		if lose {
+			return nil
+		}
+	}
+	return b.Store.Append(ctx, id, events...)
+}
+
+func (b *broken) Load(ctx context.Context, id string) ([]ledger.Event, error) {
+	switch b.mode {
+	case "reorder":
+		evs, err := b.Store.Load(ctx, id)
+		slices.Reverse(evs)
+		return evs, err
+	case "missing-is-error":
+		evs, err := b.Store.Load(ctx, id)
+		if err == nil && len(evs) == 0 {
+			return nil, errors.New("no such session")
+		}
+		return evs, err
+	case "alias":
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.aliased[id], nil
+	case "ignore-ctx":
+		ctx = context.Background()
+	}
+	return b.Store.Load(ctx, id)
+}
+
+func (b *broken) ListSessions(ctx context.Context) ([]string, error) {
+	ids, err := b.Store.ListSessions(ctx)
+	if b.mode == "list-extra" && len(ids) > 0 {
+		ids = append(ids, "ghost", ids[0]) // one with no events, one twice
+	}
+	return ids, err
+}
+
+func (b *broken) Close() error {
+	if b.mode == "close-noop" {
+		return nil
+	}
+	return b.Store.Close()
+}
+
+// TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
+func TestBrokenStore(t *testing.T) {
+	mode := os.Getenv("STORAGETEST_BROKEN")
+	if mode == "" {
+		t.Skip("run by TestSuiteCatchesBrokenStores")
+	}
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		return &broken{Store: memory.New(), mode: mode, aliased: map[string][]ledger.Event{}}
+	})
+}
+
+// TestSuiteCatchesBrokenStores checks that the suite reports each broken
+// rule, in the subtest about it, with a message that says what is wrong.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary again")
+	}
+	for _, tc := range []struct {
+		mode, subtest, want string
+	}{
+		{"reorder", "Order", "differs: event.ID"},
+		{"partial-batch", "AtomicBatch", "must leave nothing visible"},
+		{"round-time", "RoundTripEveryKind", "event.Time ="},
+		{"ignore-ctx", "DoneContext", "want context canceled"},
+		{"accept-any-id", "InvalidSessionID", "want an error matching storage.ErrInvalidSessionID"},
+		{"alias", "NoAliasing", "after the caller modified"},
+		{"lose-some", "ConcurrentSessions", "events, want"},
+		{"missing-is-error", "EmptySession", "a missing session is a value"},
+		{"list-extra", "ListSessions", `lists "ghost", which has no events`},
+		{"list-extra", "ListSessions", "times, want once"},
+		{"close-noop", "Close", "want storage.ErrClosed"},
+	} {
+		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$/^"+tc.subtest+"$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "STORAGETEST_BROKEN="+tc.mode)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a store broken by %s:\n%s", tc.mode, out)
+			}
+			if !strings.Contains(string(out), "--- FAIL: TestBrokenStore/"+tc.subtest) {
+				t.Errorf("subtest %s did not fail:\n%s", tc.subtest, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("output does not say %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
