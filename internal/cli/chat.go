@@ -33,16 +33,22 @@ type modelFlags struct {
 	baseURL  string
 	offline  bool
 	maxSteps int
+	modelSet bool // --model or AGENTIC_MODEL named the model
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.session, "session", "cli", "session `ID`")
 	fs.StringVar(&m.storage, "storage", DefaultStorage, "storage `URL`: memory:, file:DIR[?fsync=1]")
 	model := env.Getenv("AGENTIC_MODEL")
+	m.modelSet = model != ""
 	if model == "" {
 		model = DefaultModel
 	}
-	fs.StringVar(&m.model, "model", model, "model `ID` (default from AGENTIC_MODEL)")
+	fs.Func("model", "model `ID` (default $AGENTIC_MODEL, else "+DefaultModel+"; with --offline, "+fakemodel.DefaultModel+")", func(v string) error {
+		m.model, m.modelSet = v, true
+		return nil
+	})
+	m.model = model
 	fs.StringVar(&m.system, "system", "", "system prompt")
 	base := env.Getenv("OPENROUTER_BASE_URL")
 	if base == "" {
@@ -64,6 +70,9 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	pcfg := provider.Config{BaseURL: m.baseURL, APIKey: env.Getenv("OPENROUTER_API_KEY")}
 	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps}
 	if m.offline {
+		if !m.modelSet {
+			agent.Model = fakemodel.DefaultModel
+		}
 		srv, err := fakemodel.Start(fakemodel.Options{})
 		if err != nil {
 			cleanup()

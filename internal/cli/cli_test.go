@@ -1,0 +1,237 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/cli"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/storage/file"
+)
+
+// run runs the command in process and returns its exit code and output.
+func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := cli.Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
+		Getenv: func(string) string { return "" }}
+	code = cli.Main(context.Background(), args, env)
+	return code, out.String(), errOut.String()
+}
+
+type wireTranscript struct {
+	SessionID string `json:"session_id"`
+	Items     []struct {
+		ID     string `json:"id"`
+		Kind   string `json:"kind"`
+		Text   string `json:"text"`
+		Status string `json:"status"`
+		RunID  string `json:"run_id"`
+		Raw    any    `json:"raw"`
+	} `json:"items"`
+}
+
+func transcriptOf(t *testing.T, storageURL, session string) wireTranscript {
+	t.Helper()
+	code, out, errOut := run(t, "", "transcript", "--storage", storageURL, session)
+	if code != 0 {
+		t.Fatalf("transcript exit %d: %s", code, errOut)
+	}
+	var tr wireTranscript
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatalf("transcript is not JSON: %v\n%s", err, out)
+	}
+	return tr
+}
+
+func TestChatOfflineUsesTool(t *testing.T) {
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "chat", "--offline", "--storage", store, "--session", "demo",
+		"get_account account_id=7 please")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`[tool get_account {"account_id":"7"}]`, "[tool get_account ok:", "The get_account tool returned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	tr := transcriptOf(t, store, "demo")
+	if tr.SessionID != "demo" || len(tr.Items) != 3 {
+		t.Fatalf("transcript = %+v", tr)
+	}
+	for _, it := range tr.Items {
+		if it.ID == "" || it.RunID == "" || it.Raw != nil {
+			t.Errorf("item %+v: want id and run_id, no raw payload", it)
+		}
+		if it.Kind == "response" && it.Status != "completed" {
+			t.Errorf("item %+v not completed", it)
+		}
+	}
+}
+
+func TestChatExitCodes(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Script: []fakemodel.Reply{
+		{Fault: &fakemodel.Fault{Kind: fakemodel.FaultNoCredits}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	code, _, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--storage", "memory:", "hi")
+	if code != 1 || !strings.Contains(errOut, "failed") || !strings.Contains(errOut, "402") {
+		t.Errorf("402: exit %d, stderr %q; want 1 and the reason", code, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"unknown command", []string{"nope"}, 2},
+		{"bad flag", []string{"chat", "--nope"}, 2},
+		{"bad storage", []string{"chat", "--storage", "ftp://x", "hi"}, 2},
+		{"transcript without session", []string{"transcript"}, 2},
+		{"transcript bad session", []string{"transcript", "--storage", "memory:", "../x"}, 2},
+		{"help", []string{"help"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code, _, errOut := run(t, "", tc.args...); code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, errOut)
+			}
+		})
+	}
+}
+
+func TestChatInteractive(t *testing.T) {
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "first\n\nsecond\n/quit\nnot sent\n", "chat", "--offline", "--storage", store)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "You said: first") || !strings.Contains(out, "You said: second") || strings.Contains(out, "not sent") {
+		t.Errorf("output:\n%s", out)
+	}
+	if tr := transcriptOf(t, store, "cli"); len(tr.Items) != 4 {
+		t.Errorf("transcript has %d items, want 4", len(tr.Items))
+	}
+}
+
+// buildBinary compiles agentic-host once per test binary.
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "agentic-host-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "agentic-host")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/agentichost/agentic/cmd/agentic-host").CombinedOutput()
+	if err != nil {
+		return "", &exec.ExitError{Stderr: out}
+	}
+	return bin, nil
+})
+
+// TestSIGKILLMidStream kills a real agentic-host chat process while the
+// reply streams, then chats again in the same session: the ledger loads,
+// the killed response shows as interrupted, and nothing is duplicated.
+func TestSIGKILLMidStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	long := strings.TrimSpace(strings.Repeat("lorem ipsum dolor sit amet ", 100))
+	srv, err := fakemodel.Start(fakemodel.Options{Latency: 10 * time.Millisecond, ChunkSize: 1,
+		Script: []fakemodel.Reply{{Text: long}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	store := "file:" + dir
+	common := []string{"chat", "--base-url", srv.URL(), "--storage", store, "--session", "k"}
+
+	cmd := exec.Command(bin, append(common, "tell me a long story")...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the reply is visibly streaming, then kill without warning.
+	r := bufio.NewReader(stdout)
+	seen := make([]byte, 0, 64)
+	for len(seen) < 40 {
+		b, err := r.ReadByte()
+		if err != nil {
+			t.Fatalf("read the child's output: %v (got %q)", err, seen)
+		}
+		seen = append(seen, b)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the child was not killed by SIGKILL: %v", err)
+	}
+	if !strings.HasPrefix(long, string(seen)) {
+		t.Fatalf("streamed %q, not a prefix of the reply", seen)
+	}
+
+	// The ledger loads, with the run open.
+	fs, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := fs.Load(context.Background(), "k")
+	fs.Close()
+	if err != nil {
+		t.Fatalf("the ledger does not load after SIGKILL: %v", err)
+	}
+	if open := ledger.OpenRuns(evs); len(open) != 1 {
+		t.Fatalf("open runs after SIGKILL = %v, want 1", open)
+	}
+
+	// Chat again in the session: the new message is answered.
+	out, err := exec.Command(bin, append(common, "are you there?")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("second chat: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "You said: are you there?") {
+		t.Errorf("second chat output = %q", out)
+	}
+
+	tr := transcriptOf(t, store, "k")
+	var got []string
+	ids := map[string]bool{}
+	for _, it := range tr.Items {
+		got = append(got, it.Kind+":"+it.Status)
+		if ids[it.ID] {
+			t.Errorf("item id %s appears twice", it.ID)
+		}
+		ids[it.ID] = true
+	}
+	if want := "user: response:interrupted user: response:completed"; strings.Join(got, " ") != want {
+		t.Fatalf("transcript = %q, want %q", strings.Join(got, " "), want)
+	}
+	if tr.Items[0].Text != "tell me a long story" || tr.Items[2].Text != "are you there?" {
+		t.Errorf("user turns = %q, %q", tr.Items[0].Text, tr.Items[2].Text)
+	}
+	if tr.Items[3].Text != "You said: are you there?" {
+		t.Errorf("second answer = %q", tr.Items[3].Text)
+	}
+}
