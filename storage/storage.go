@@ -37,9 +37,15 @@
 //     adapter).
 //
 // Load of a session that has no events returns an empty slice and a nil
-// error: a missing session is a value, not a failure. Both methods honour
-// ctx: when it is done before the operation happened, they return ctx.Err()
-// and the operation did not happen.
+// error: a missing session is a value, not a failure. An Append of no events
+// is a no-op that returns nil and creates no session. Both methods return
+// [ErrInvalidSessionID] for an id the store cannot keep, and honour ctx:
+// when it is done before the operation happened, they return ctx.Err() and
+// the operation did not happen (so does ListSessions).
+//
+// Ownership: Append keeps no reference to the caller's events or their
+// slices, and the events Load returns belong to the caller. Close is
+// idempotent.
 package storage
 
 import (
@@ -86,7 +92,9 @@ var (
 
 // ValidSessionID reports whether id is acceptable to every built-in adapter:
 // 1 to 128 characters from [A-Za-z0-9._:-], not starting with a dot. Ids
-// that pass can name a file, a Redis key and a URL path segment unescaped.
+// that pass can name a Redis key, a URL path segment unescaped, and a file
+// on a case-sensitive POSIX file system (the file adapter's target; on a
+// case-insensitive one, ids differing only in case would share a file).
 func ValidSessionID(id string) bool {
 	if id == "" || len(id) > 128 || id[0] == '.' {
 		return false

@@ -73,8 +73,10 @@ type header struct {
 
 // Encode returns the event as one line of JSON (without a trailing newline)
 // carrying [SchemaVersion]. It validates the event first, so an event that
-// Encode accepts, Decode accepts too, and decodes to an equal value. Binary
-// data in parts round-trips byte for byte.
+// Encode accepts, Decode accepts too. Decode returns the event in canonical
+// form — times in UTC, empty slices as nil, raw JSON compacted — so an
+// event already in that form (as every event the host mints is) decodes to
+// an equal value. Binary data in parts round-trips byte for byte.
 func Encode(e Event) ([]byte, error) {
 	if err := Validate(e); err != nil {
 		return nil, err
@@ -93,10 +95,25 @@ func Encode(e Event) ([]byte, error) {
 // the event and the field at fault; errors.Is(err, ErrVersion) reports an
 // event of another schema version.
 func Decode(data []byte) (Event, error) {
+	// The strict decode comes first: it is the common case, and it reads
+	// the version too. Only a failure pays for the lenient header read
+	// that names the event in the error.
+	var w wireEvent
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&w)
+	if err == nil && len(bytes.TrimSpace(data[dec.InputOffset():])) == 0 && w.V == SchemaVersion {
+		e := w.Event
+		normalize(&e)
+		if err := Validate(e); err != nil {
+			return Event{}, err
+		}
+		return e, nil
+	}
 	var h header
 	hdec := json.NewDecoder(bytes.NewReader(data))
-	if err := hdec.Decode(&h); err != nil {
-		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
+	if herr := hdec.Decode(&h); herr != nil {
+		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(herr), Err: herr}
 	}
 	if rest := bytes.TrimSpace(data[hdec.InputOffset():]); len(rest) > 0 {
 		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Err: fmt.Errorf("%w: trailing data after the event", ErrInvalid)}
@@ -111,18 +128,7 @@ func Decode(data []byte) (Event, error) {
 	if _, known := bodyField[h.Kind]; !known && h.Kind != "" {
 		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "kind", Err: fmt.Errorf("%w: unknown kind %q", ErrInvalid, h.Kind)}
 	}
-	var w wireEvent
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
-	}
-	e := w.Event
-	normalize(&e)
-	if err := Validate(e); err != nil {
-		return Event{}, err
-	}
-	return e, nil
+	return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
 }
 
 // normalize brings a decoded event to the form Encode writes, so that
@@ -320,6 +326,9 @@ func invalidText(e *Event) string {
 		}
 		return ""
 	}
+	if f := check("id", e.ID, "run_id", e.RunID); f != "" {
+		return f
+	}
 	switch {
 	case e.Input != nil:
 		for i, p := range e.Input.Parts {
@@ -334,19 +343,38 @@ func invalidText(e *Event) string {
 				return fmt.Sprintf("step.tool_calls[%d].%s", i, f)
 			}
 		}
-		return check("step.text", e.Step.Text, "step.reasoning", e.Step.Reasoning, "step.model", e.Step.Model)
+		return check("step.text", e.Step.Text, "step.reasoning", e.Step.Reasoning, "step.model", e.Step.Model,
+			"step.response_id", e.Step.ResponseID, "step.next_response_id", e.Step.NextResponseID,
+			"step.finish_reason", e.Step.FinishReason, "step.generation_id", e.Step.GenerationID)
+	case e.RunStart != nil:
+		for i, id := range e.RunStart.Inputs {
+			if !utf8.ValidString(id) {
+				return fmt.Sprintf("run_start.inputs[%d]", i)
+			}
+		}
+		return check("run_start.response_id", e.RunStart.ResponseID, "run_start.agent", e.RunStart.Agent,
+			"run_start.model", e.RunStart.Model)
+	case e.ToolStart != nil:
+		return check("tool_start.call_id", e.ToolStart.CallID, "tool_start.name", e.ToolStart.Name,
+			"tool_start.effect", e.ToolStart.Effect)
 	case e.ToolResult != nil:
-		return check("tool_result.output", e.ToolResult.Output, "tool_result.name", e.ToolResult.Name)
+		return check("tool_result.output", e.ToolResult.Output, "tool_result.name", e.ToolResult.Name,
+			"tool_result.call_id", e.ToolResult.CallID, "tool_result.source", e.ToolResult.Source)
+	case e.ResumeAttempt != nil:
+		return check("resume_attempt.host", e.ResumeAttempt.Host)
 	case e.Poke != nil:
 		return check("poke.text", e.Poke.Text)
 	case e.Compaction != nil:
-		return check("compaction.summary", e.Compaction.Summary)
+		return check("compaction.summary", e.Compaction.Summary, "compaction.through", e.Compaction.Through)
 	case e.RunEnd != nil:
 		return check("run_end.reason", e.RunEnd.Reason)
 	case e.ApprovalRequest != nil:
-		return check("approval_request.summary", e.ApprovalRequest.Summary)
+		return check("approval_request.summary", e.ApprovalRequest.Summary, "approval_request.approval_id",
+			e.ApprovalRequest.ApprovalID, "approval_request.call_id", e.ApprovalRequest.CallID,
+			"approval_request.name", e.ApprovalRequest.Name)
 	case e.ApprovalDecision != nil:
-		return check("approval_decision.reason", e.ApprovalDecision.Reason)
+		return check("approval_decision.reason", e.ApprovalDecision.Reason, "approval_decision.approval_id",
+			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By)
 	}
 	return ""
 }
