@@ -496,3 +496,35 @@ func listModels(t *testing.T, s *Server) (*pagination.Page[openai.Model], error)
 	c := client(s)
 	return c.Models.List(ctx(t))
 }
+
+// TestConcurrentRequests: parallel clients, random faults and a shared
+// scripted reply with tool calls, under the race detector.
+func TestConcurrentRequests(t *testing.T) {
+	reply := Reply{Text: "x y z", ToolCalls: []ToolCall{{Name: "t"}}}
+	s := start(t, Options{FaultRate: 0.3, FaultKinds: []FaultKind{FaultSever, FaultServerError}, Seed: 3,
+		Respond: func(Request) Reply { return reply }})
+	c := client(s)
+	done := make(chan string, 16)
+	for range 16 {
+		go func() {
+			r := stream(t, c, userParams("hi"))
+			if r.err != nil {
+				done <- "fault"
+				return
+			}
+			done <- r.acc.Choices[0].Message.ToolCalls[0].ID
+		}()
+	}
+	ids := map[string]bool{}
+	for range 16 {
+		if id := <-done; id != "fault" {
+			if ids[id] {
+				t.Errorf("tool call id %s served twice", id)
+			}
+			ids[id] = true
+		}
+	}
+	if s.RequestCount() != 16 || reply.ToolCalls[0].ID != "" {
+		t.Errorf("requests %d, reply mutated: %+v", s.RequestCount(), reply.ToolCalls)
+	}
+}

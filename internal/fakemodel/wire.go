@@ -43,6 +43,9 @@ func (c *call) serve() {
 	c.genID = newGenID()
 	c.created = time.Now().Unix()
 	c.w.Header().Set("X-Generation-Id", c.genID)
+	// The slice may be shared with the script (and other requests): copy it
+	// before filling in ids.
+	c.reply.ToolCalls = append([]ToolCall(nil), c.reply.ToolCalls...)
 	for i := range c.reply.ToolCalls {
 		tc := &c.reply.ToolCalls[i]
 		if tc.ID == "" {

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/internal/fixtures"
@@ -383,4 +384,79 @@ func TestSplitWords(t *testing.T) {
 			t.Errorf("fragment %q splits a rune", f)
 		}
 	}
+}
+
+func TestStreamOptions(t *testing.T) {
+	tests := []struct {
+		name          string
+		opts          Options
+		wantComment   bool
+		contentChunks int
+		minDuration   time.Duration
+	}{
+		{"defaults", Options{}, true, 3, 0}, // 7 words, 3 a chunk
+		{"one word a chunk, no comment", Options{ChunkSize: 1, NoKeepAliveComment: true}, false, 7, 0},
+		{"latency", Options{Latency: 5 * time.Millisecond, Provider: "Slow"}, true, 3, 30 * time.Millisecond}, // 8 data events
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Script = []Reply{{Text: "one two three four five six seven"}}
+			ts := httptest.NewServer(New(tt.opts))
+			defer ts.Close()
+			t0 := time.Now()
+			_, body := post(t, ts.URL+"/v1/chat/completions", streamBody)
+			if d := time.Since(t0); d < tt.minDuration {
+				t.Errorf("took %v, want at least %v", d, tt.minDuration)
+			}
+			comments, data := sseEvents(t, body)
+			if (len(comments) > 0) != tt.wantComment {
+				t.Errorf("comments %q", comments)
+			}
+			n := 0
+			for _, d := range data {
+				var m map[string]any
+				if json.Unmarshal([]byte(d), &m) == nil && chunkKind(m) == "content" {
+					n++
+					if tt.opts.Provider != "" && m["provider"] != tt.opts.Provider {
+						t.Errorf("provider %v", m["provider"])
+					}
+				}
+			}
+			if n != tt.contentChunks {
+				t.Errorf("%d content chunks, want %d", n, tt.contentChunks)
+			}
+		})
+	}
+}
+
+// TestCloseReleasesStall: Server.Close ends stalled streams, so an
+// httptest.Server wrapping it can close.
+func TestCloseReleasesStall(t *testing.T) {
+	s := New(Options{Script: []Reply{{Text: "a b c d", Fault: &Fault{Kind: FaultStall}}}})
+	ts := httptest.NewServer(s)
+	got := make(chan error, 1)
+	go func() {
+		res, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(streamBody))
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		got <- err
+	}()
+	for s.RequestCount() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err == nil {
+			t.Error("stalled stream ended cleanly, want an unexpected EOF")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("stall not released by Close")
+	}
+	ts.Close()
 }
