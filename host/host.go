@@ -30,6 +30,12 @@ type Agent struct {
 	System string
 	// Tools the model may call. Names must be unique. Default: none.
 	Tools []Tool
+	// Toolsets provide tools that may change while the host runs, such as
+	// hot-reloaded plugins. They are asked for their tools at the start of
+	// every model pass; a pass and its tool calls use that snapshot. A
+	// toolset tool whose name is taken by an earlier tool is skipped with
+	// a warning. Default: none.
+	Toolsets []Toolset
 	// MaxSteps bounds the model passes of one run; a run that still asks
 	// for tools at the bound ends failed. Default: 0, which means 16.
 	MaxSteps int
@@ -165,7 +171,13 @@ func normalizeAgent(a Agent) (Agent, error) {
 		}
 		seen[name] = true
 	}
+	for i, ts := range a.Toolsets {
+		if ts == nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Toolsets[%d] is nil", i))
+		}
+	}
 	a.Tools = append([]Tool(nil), a.Tools...)
+	a.Toolsets = append([]Toolset(nil), a.Toolsets...)
 	return a, errors.Join(errs...)
 }
 

@@ -509,3 +509,46 @@ func TestSessionsHammer(t *testing.T) {
 		}
 	}
 }
+
+// swappingToolset offers a different "lookup" tool after each call of
+// Tools: a stand-in for a plugin directory reloaded between passes.
+type swappingToolset struct {
+	mu      sync.Mutex
+	version int
+}
+
+func (s *swappingToolset) Tools() []host.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version++
+	v := s.version
+	return []host.Tool{host.NewTool(host.ToolSpec{Name: "lookup"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: fmt.Sprintf("v%d", v), Source: fmt.Sprintf("set:v%d", v)}, nil
+	})}
+}
+
+func TestToolsetsAreSnapshotPerPass(t *testing.T) {
+	var calls atomic.Int32
+	set := &swappingToolset{}
+	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{
+		{ToolCalls: []fakemodel.ToolCall{{Name: "lookup", Arguments: `{}`}}},
+		{ToolCalls: []fakemodel.ToolCall{{Name: "lookup", Arguments: `{}`}}},
+		{Text: "done"},
+	}}, host.Agent{Toolsets: []host.Toolset{set}, Tools: []host.Tool{counterTool("static", &calls)}})
+	if _, err := hs.host.Session("ts").Send(context.Background(), "go", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, e := range hs.events("ts") {
+		if e.ToolResult != nil {
+			sources = append(sources, e.ToolResult.Source)
+		}
+	}
+	if got := strings.Join(sources, " "); got != "set:v1 set:v2" {
+		t.Errorf("tool sources = %q, want each pass on the toolset's snapshot of that pass", got)
+	}
+	reqs := hs.model.Requests()
+	if len(reqs) != 3 || len(reqs[0].Tools) != 2 {
+		t.Fatalf("requests = %d, tools offered = %+v", len(reqs), reqs[0].Tools)
+	}
+}

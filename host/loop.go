@@ -78,16 +78,6 @@ func (r *run) emit(p Progress) {
 // loop runs model passes and tools until the model stops, the step bound is
 // reached, the context is done or something fails, and records the end.
 func (r *run) loop(ctx context.Context) (RunResult, error) {
-	r.tools = make(map[string]Tool, len(r.agent.Tools))
-	for _, t := range r.agent.Tools {
-		spec := t.Spec()
-		r.tools[spec.Name] = t
-		schema := spec.InputSchema
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object"}`)
-		}
-		r.specs = append(r.specs, provider.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
-	}
 	r.h.mu.Lock()
 	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID}
 	r.h.mu.Unlock()
@@ -112,6 +102,7 @@ func (r *run) loop(ctx context.Context) (RunResult, error) {
 // end with status and reason, and a non-nil error only when the ledger could
 // not be written.
 func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, reason string, err error) {
+	r.snapshotTools()
 	r.emit(Progress{Type: ProgressResponseStart})
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
@@ -176,6 +167,38 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	r.st.live.responseID, r.st.live.text, r.st.live.reasoning = next, nil, nil
 	r.h.mu.Unlock()
 	return false, "", "", nil
+}
+
+// snapshotTools fixes the tools of the next pass: the agent's own, then
+// those its toolsets offer now.
+func (r *run) snapshotTools() {
+	r.tools = make(map[string]Tool, len(r.agent.Tools))
+	r.specs = r.specs[:0]
+	add := func(t Tool, fromSet bool) {
+		spec := t.Spec()
+		if _, dup := r.tools[spec.Name]; dup || !validToolName(spec.Name) {
+			if fromSet {
+				r.h.log.Warn("tool skipped: its name is invalid or taken", "session", r.sessionID, "tool", spec.Name)
+			}
+			return
+		}
+		r.tools[spec.Name] = t
+		schema := spec.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		r.specs = append(r.specs, provider.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
+	}
+	for _, t := range r.agent.Tools {
+		add(t, false)
+	}
+	for _, ts := range r.agent.Toolsets {
+		for _, t := range ts.Tools() {
+			if t != nil {
+				add(t, true)
+			}
+		}
+	}
 }
 
 func (r *run) stepEvent(res provider.Result, next string) ledger.Event {

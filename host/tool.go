@@ -80,6 +80,14 @@ type Tool interface {
 	Call(ctx context.Context, call ToolCall) (ToolResult, error)
 }
 
+// Toolset is a source of tools that may change over time, such as a
+// directory of hot-reloaded plugins. Tools returns the current tools; it
+// is called at the start of every model pass and must be cheap and safe for
+// concurrent use.
+type Toolset interface {
+	Tools() []Tool
+}
+
 // NewTool returns a [Tool] made of a spec and a Go function.
 func NewTool(spec ToolSpec, fn func(ctx context.Context, call ToolCall) (ToolResult, error)) Tool {
 	return funcTool{spec: spec, fn: fn}
