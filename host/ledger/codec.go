@@ -310,6 +310,16 @@ func Validate(e Event) error {
 		if e.ResumeAttempt.Attempt < 1 {
 			return bad("resume_attempt.attempt", "must be at least 1")
 		}
+	case KindRetry:
+		if e.Retry.ResponseID == "" {
+			return bad("retry.response_id", "missing")
+		}
+		if e.Retry.Attempt < 1 {
+			return bad("retry.attempt", "must be at least 1")
+		}
+		if e.Retry.DelayMS < 0 {
+			return bad("retry.delay_ms", "negative")
+		}
 	}
 	return nil
 }
@@ -367,7 +377,9 @@ func invalidText(e *Event) string {
 	case e.Compaction != nil:
 		return check("compaction.summary", e.Compaction.Summary, "compaction.through", e.Compaction.Through)
 	case e.RunEnd != nil:
-		return check("run_end.reason", e.RunEnd.Reason)
+		return check("run_end.reason", e.RunEnd.Reason, "run_end.restarted_by", e.RunEnd.RestartedBy)
+	case e.Retry != nil:
+		return check("retry.response_id", e.Retry.ResponseID, "retry.reason", e.Retry.Reason)
 	case e.ApprovalRequest != nil:
 		return check("approval_request.summary", e.ApprovalRequest.Summary, "approval_request.approval_id",
 			e.ApprovalRequest.ApprovalID, "approval_request.call_id", e.ApprovalRequest.CallID,
@@ -411,6 +423,7 @@ var bodyField = map[Kind]string{
 	KindPoke:             "poke",
 	KindRunEnd:           "run_end",
 	KindResumeAttempt:    "resume_attempt",
+	KindRetry:            "retry",
 }
 
 func (e *Event) hasBody(k Kind) bool {
@@ -437,6 +450,8 @@ func (e *Event) hasBody(k Kind) bool {
 		return e.RunEnd != nil
 	case KindResumeAttempt:
 		return e.ResumeAttempt != nil
+	case KindRetry:
+		return e.Retry != nil
 	}
 	return false
 }

@@ -63,12 +63,15 @@ func fullEvents() []Event {
 	po.Poke = &Poke{Text: "please finish the task"}
 
 	re := ev("ev_re", KindRunEnd, "run_1")
-	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502"}
+	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", RestartedBy: "run_2"}
 
 	ra := ev("ev_ra", KindResumeAttempt, "run_1")
 	ra.ResumeAttempt = &ResumeAttempt{Attempt: 2, Host: "host-b"}
 
-	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra}
+	rt := ev("ev_rt", KindRetry, "run_1")
+	rt.Retry = &Retry{ResponseID: "resp_1", Attempt: 1, Reason: "HTTP 429: rate limited", DelayMS: 2000}
+
+	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt}
 }
 
 // checkFull reports zero fields in v (a struct, through pointers and

@@ -22,6 +22,7 @@ const (
 	KindPoke             Kind = "poke"              // the host nudged the model (Poke)
 	KindRunEnd           Kind = "run-end"           // a run ended (RunEnd)
 	KindResumeAttempt    Kind = "resume-attempt"    // a host tries to resume an interrupted run (ResumeAttempt)
+	KindRetry            Kind = "retry"             // a failed model pass will be retried (Retry)
 )
 
 // Kinds lists every event kind this version of the codec knows, in a fixed
@@ -30,7 +31,7 @@ func Kinds() []Kind {
 	return []Kind{
 		KindInput, KindRunStart, KindStep, KindToolStart, KindToolResult,
 		KindApprovalRequest, KindApprovalDecision, KindCompaction, KindPoke,
-		KindRunEnd, KindResumeAttempt,
+		KindRunEnd, KindResumeAttempt, KindRetry,
 	}
 }
 
@@ -62,6 +63,7 @@ type Event struct {
 	Poke             *Poke             `json:"poke,omitempty"`
 	RunEnd           *RunEnd           `json:"run_end,omitempty"`
 	ResumeAttempt    *ResumeAttempt    `json:"resume_attempt,omitempty"`
+	Retry            *Retry            `json:"retry,omitempty"`
 }
 
 // Role is the author of a [Message].
@@ -302,6 +304,10 @@ type RunEnd struct {
 	Status RunStatus `json:"status"`
 	// Reason explains a status other than completed.
 	Reason string `json:"reason,omitempty"`
+	// RestartedBy names the run that re-runs this run's inputs from
+	// scratch. The model no longer sees this run's passes and tool
+	// results; the transcript still shows them, as failed.
+	RestartedBy string `json:"restarted_by,omitempty"`
 }
 
 // ResumeAttempt records that a host set out to resume an interrupted run,
@@ -310,4 +316,18 @@ type RunEnd struct {
 type ResumeAttempt struct {
 	Attempt int    `json:"attempt"`
 	Host    string `json:"host,omitempty"`
+}
+
+// Retry records that a model pass failed with a transient error and will be
+// tried again. The retried pass streams into the same response item, from
+// its start: nothing of the failed attempt was persisted.
+type Retry struct {
+	// ResponseID is the item the failed attempt streamed into.
+	ResponseID string `json:"response_id"`
+	// Attempt is the number of the attempt that failed, from 1.
+	Attempt int `json:"attempt"`
+	// Reason is the failure, as classified.
+	Reason string `json:"reason"`
+	// DelayMS is the wait before the next attempt, in milliseconds.
+	DelayMS int64 `json:"delay_ms"`
 }

@@ -35,6 +35,8 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 //   - a user message that arrived while a step's tool calls ran follows
 //     their results (a tool group is never split);
 //   - a step replayed twice (same response id) counts once;
+//   - the passes, tool results and pokes of a run restarted from scratch
+//     (its run-end names RestartedBy) are left out;
 //   - the last compaction stands, as a user message holding its summary, for
 //     every event up to the one it names in Through.
 func ReplayMessages(events []Event) []Message {
@@ -96,7 +98,16 @@ func ReplayMessages(events []Event) []Message {
 		}
 		msgs = append(msgs, m)
 	}
+	restarted := map[string]bool{} // runs whose passes a restart discarded
 	for _, e := range events[start:] {
+		if e.RunEnd != nil && e.RunEnd.RestartedBy != "" {
+			restarted[e.RunID] = true
+		}
+	}
+	for _, e := range events[start:] {
+		if restarted[e.RunID] && (e.Kind == KindStep || e.Kind == KindToolResult || e.Kind == KindPoke) {
+			continue
+		}
 		switch e.Kind {
 		case KindInput:
 			m := Message{Role: RoleUser, Parts: e.Input.Parts}

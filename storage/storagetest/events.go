@@ -138,9 +138,11 @@ func EveryKind(runID string) []ledger.Event {
 		case ledger.KindPoke:
 			e.Poke = &ledger.Poke{Text: "Please finish the task."}
 		case ledger.KindRunEnd:
-			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times"}
+			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times", RestartedBy: runID + "-next"}
 		case ledger.KindResumeAttempt:
 			e.ResumeAttempt = &ledger.ResumeAttempt{Attempt: 2, Host: "host-a:8080"}
+		case ledger.KindRetry:
+			e.Retry = &ledger.Retry{ResponseID: runID + "-resp-1", Attempt: 1, Reason: "HTTP 429 (rate limited): «slow down»", DelayMS: 2000}
 		default:
 			// A kind this generator does not know yet: fail loudly in
 			// the suite rather than silently skip it.
