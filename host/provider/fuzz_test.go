@@ -38,11 +38,16 @@ func FuzzStream(f *testing.F) {
 		_, _ = w.Write(b.([]byte))
 	})
 
+	// One transport for all inputs: a client per input would leave its idle
+	// connections open and exhaust the ports.
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	f.Cleanup(hc.CloseIdleConnections)
+
 	f.Fuzz(func(t *testing.T, body []byte) {
 		id := strconv.FormatInt(next.Add(1), 10)
 		bodies.Store(id, body)
 		defer bodies.Delete(id)
-		c, err := New(Config{BaseURL: srv.URL + "/" + id, APIKey: "k", IdleTimeout: 2 * time.Second})
+		c, err := New(Config{BaseURL: srv.URL + "/" + id, APIKey: "k", IdleTimeout: 2 * time.Second, HTTPClient: hc})
 		if err != nil {
 			t.Fatal(err)
 		}

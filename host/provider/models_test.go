@@ -21,8 +21,8 @@ func TestContextWindow(t *testing.T) {
 	}{
 		{"anthropic/claude-sonnet-4.6", 1000000, nil},
 		{"anthropic/claude-4.6-sonnet-20260217", 1000000, nil}, // canonical slug
-		{"mistralai/mistral-7b-instruct", 8192, nil},            // top_provider's window, smaller than context_length
-		{"openrouter/auto", 2000000, nil},                       // top_provider null: context_length
+		{"mistralai/mistral-7b-instruct", 8192, nil},           // top_provider's window, smaller than context_length
+		{"openrouter/auto", 2000000, nil},                      // top_provider null: context_length
 		{"no/such-model", 0, ErrUnknownModel},
 	}
 	for _, tt := range tests {

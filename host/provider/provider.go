@@ -62,7 +62,7 @@ type Config struct {
 	// are long, and [Config.IdleTimeout] bounds a silent one. Default: a
 	// client whose transport bounds dialling (30s), the TLS handshake
 	// (10s) and the wait for response headers (10m), with no overall
-	// timeout.
+	// timeout; each Client gets its own, so build one Client and share it.
 	HTTPClient *http.Client
 	// UsageAccounting says whether requests carry OpenRouter's
 	// `usage: {include: true}`; stream_options.include_usage is always

@@ -82,7 +82,8 @@ type Result struct {
 //
 // The request is sent exactly once. On any error Stream also returns the
 // partial result: what had streamed so far, with the tool calls that were
-// complete. When ctx is done the error is ctx.Err(). Otherwise it is an
+// complete. When ctx is done before the pass finished, the error is
+// ctx.Err() (context.Canceled or context.DeadlineExceeded). Otherwise it is an
 // [*Error] (HTTP error status, or an error chunk or finish_reason "error"
 // mid-stream), [ErrIncompleteStream], [ErrStalled], [ErrMalformedStream],
 // [ErrInvalidRequest] (nothing was sent), or a transport error.
@@ -137,17 +138,26 @@ func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	}
 	res := st.result()
 
-	switch {
-	case ctx.Err() != nil:
-		return res, ctx.Err()
-	case serr == nil:
-	case errors.Is(context.Cause(sctx), ErrStalled):
-		return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
-	default:
-		return res, c.classify(serr, httpRes)
+	if serr != nil {
+		switch {
+		case ctx.Err() != nil:
+			return res, ctx.Err()
+		case errors.Is(context.Cause(sctx), ErrStalled):
+			return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
+		default:
+			return res, c.classify(serr, httpRes)
+		}
 	}
+	// The stream ended cleanly; a pass that finished is returned even if
+	// ctx is done by now.
 	switch res.FinishReason {
 	case "":
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		if errors.Is(context.Cause(sctx), ErrStalled) {
+			return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
+		}
 		return res, ErrIncompleteStream
 	case "error":
 		msg := `the provider ended the stream with finish_reason "error" and sent no error details`
@@ -258,11 +268,9 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 	if ch.Model != "" {
 		s.model = ch.Model
 	}
-	if ch.JSON.Usage.Valid() {
-		s.usage = parseUsage(ch.JSON.Usage.Raw())
-	}
 
 	var deltas []Delta
+	var details []string
 	kept := make([]openai.ChatCompletionChunkChoice, 0, 1)
 	for _, choice := range ch.Choices {
 		if choice.Index != 0 {
@@ -275,7 +283,9 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 		if r := reasoningText(d); r != "" {
 			deltas = append(deltas, Delta{Kind: DeltaReasoning, Text: r})
 		}
-		s.addDetails(d.JSON.ExtraFields["reasoning_details"].Raw())
+		if f, ok := d.JSON.ExtraFields["reasoning_details"]; ok {
+			details = append(details, f.Raw())
+		}
 		if d.Content != "" {
 			deltas = append(deltas, Delta{Kind: DeltaText, Text: d.Content})
 		}
@@ -297,6 +307,12 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 	ch.Choices = kept
 	if !s.acc.AddChunk(ch) {
 		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", ErrMalformedStream, truncate(ch.RawJSON(), 200))
+	}
+	if ch.JSON.Usage.Valid() {
+		s.usage = parseUsage(ch.JSON.Usage.Raw())
+	}
+	for _, raw := range details {
+		s.addDetails(raw)
 	}
 	for _, d := range deltas {
 		switch d.Kind {

@@ -299,6 +299,7 @@ func TestStreamRequestsOnce(t *testing.T) {
 		{"429 Retry-After 0", reply{status: 429, header: http.Header{"Retry-After": {"0"}}, body: fixtures.Bytes("error_429_free_daily.json")}},
 		{"502 HTML", reply{status: 502, header: http.Header{"Content-Type": {"text/html"}}, body: []byte("<html>Bad gateway</html>\n")}},
 		{"408 empty", reply{status: 408}},
+		{"404 without an error member", reply{status: 404, body: []byte(`{"detail":"Not Found"}`)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
