@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -66,6 +67,17 @@ type Options struct {
 	ToolTimeout time.Duration
 	// Logger receives the host's logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Retry bounds and paces the retries of a model pass that failed
+	// with a transient error. Default: the zero provider.RetryPolicy (6
+	// attempts, 500ms doubling to 30s, Retry-After honoured up to 2m).
+	Retry provider.RetryPolicy
+	// AutoResume, when set, makes the host re-drive interrupted runs at
+	// boot (see [AutoResume]). Default: nil, off; [Host.Resume] still
+	// resumes a session on demand.
+	AutoResume *AutoResume
+	// HostID names this host in the ledger's resume-attempt events.
+	// Default: "<hostname>-<pid>".
+	HostID string
 }
 
 // DefaultToolTimeout is the tool call bound when Options.ToolTimeout is 0.
@@ -88,6 +100,14 @@ type Host struct {
 	agent       Agent
 	toolTimeout time.Duration
 	log         *slog.Logger
+	retry       provider.RetryPolicy
+	hostID      string
+	auto        *AutoResume
+
+	bg       context.Context // the host's own work (the boot sweep); cancelled by Close
+	stopBg   context.CancelFunc
+	sweep    chan struct{} // closed when the boot sweep is over
+	sweepRep SweepReport
 
 	mu       sync.Mutex
 	sessions map[string]*sessionState
@@ -118,6 +138,14 @@ func New(opts Options) (*Host, error) {
 			model = c
 		}
 	}
+	var auto *AutoResume
+	if opts.AutoResume != nil {
+		a, err := opts.AutoResume.normalized()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		auto = &a
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -127,8 +155,17 @@ func New(opts Options) (*Host, error) {
 		agent:       agent,
 		toolTimeout: opts.ToolTimeout,
 		log:         opts.Logger,
+		retry:       opts.Retry,
+		hostID:      opts.HostID,
+		auto:        auto,
 		sessions:    map[string]*sessionState{},
+		sweep:       make(chan struct{}),
 	}
+	if h.hostID == "" {
+		name, _ := os.Hostname()
+		h.hostID = fmt.Sprintf("%s-%d", name, os.Getpid())
+	}
+	h.bg, h.stopBg = context.WithCancel(context.Background())
 	switch h.toolTimeout {
 	case 0:
 		h.toolTimeout = DefaultToolTimeout
@@ -137,6 +174,22 @@ func New(opts Options) (*Host, error) {
 	}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if h.auto != nil {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			defer close(h.sweep)
+			rep, err := h.Sweep(h.bg)
+			if err != nil {
+				h.log.Error("auto-resume: the boot sweep failed", "err", err)
+			}
+			h.mu.Lock()
+			h.sweepRep = rep
+			h.mu.Unlock()
+		}()
+	} else {
+		close(h.sweep)
 	}
 	return h, nil
 }
@@ -181,12 +234,15 @@ func normalizeAgent(a Agent) (Agent, error) {
 	return a, errors.Join(errs...)
 }
 
-// Close waits for the runs in flight to end. It does not close the storage.
-// Runs end when their callers' contexts do; Close does not cancel them.
+// Close stops the boot sweep from starting more resumes and waits for the
+// runs in flight to end. Runs end when their callers' contexts do (resumed
+// runs: when they end, or are cancelled with [Host.Cancel]); Close does not
+// cancel them. It does not close the storage.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
+	h.stopBg()
 	h.wg.Wait()
 	return nil
 }
@@ -196,6 +252,33 @@ func (h *Host) Close() error {
 func (h *Host) Session(id string) *Session {
 	return &Session{h: h, id: id}
 }
+
+// Cancel asks the run in flight of the session to stop, with reason. It
+// returns true only when this call newly requested the cancellation: false
+// when no run of the session is in flight in this host, or one was already
+// asked to stop. The run ends cancelled, durably (see [Session.Send]).
+func (h *Host) Cancel(sessionID, reason string) bool {
+	h.mu.Lock()
+	st := h.sessions[sessionID]
+	if st == nil || st.live == nil || st.live.cancelRequested || st.live.cancel == nil {
+		h.mu.Unlock()
+		return false
+	}
+	st.live.cancelRequested = true
+	cancel := st.live.cancel
+	h.mu.Unlock()
+	if reason == "" {
+		reason = "cancelled"
+	}
+	cancel(&CancelledError{Reason: reason})
+	return true
+}
+
+// CancelledError is the cause of a run's context when [Host.Cancel] stopped
+// it.
+type CancelledError struct{ Reason string }
+
+func (e *CancelledError) Error() string { return e.Reason }
 
 // IsRunning reports whether a run of the session is in flight in this host.
 func (h *Host) IsRunning(sessionID string) bool {
@@ -218,11 +301,13 @@ type sessionState struct {
 // liveRun is what the transcript shows of a run in flight: the events
 // appended so far (the run holds the whole ledger) and the pass streaming.
 type liveRun struct {
-	events     []ledger.Event
-	runID      string
-	responseID string
-	text       []byte
-	reasoning  []byte
+	events          []ledger.Event
+	cancel          context.CancelCauseFunc
+	cancelRequested bool
+	runID           string
+	responseID      string
+	text            []byte
+	reasoning       []byte
 }
 
 // acquire takes the session's lock, waiting while another run holds it.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,8 @@ func newHarness(t *testing.T, fopts fakemodel.Options, agent host.Agent, mutate 
 		agent.Model = "fake/echo"
 	}
 	store := memory.New()
-	opts := host.Options{Storage: store, Provider: provider.Config{BaseURL: srv.URL(), APIKey: "test"}, Agent: agent}
+	opts := host.Options{Storage: store, Provider: provider.Config{BaseURL: srv.URL(), APIKey: "test"}, Agent: agent,
+		Logger: slog.New(slog.DiscardHandler)}
 	for _, m := range mutate {
 		m(&opts)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -75,18 +76,24 @@ func (r *run) emit(p Progress) {
 	r.onProgress(p)
 }
 
-// loop runs model passes and tools until the model stops, the step bound is
-// reached, the context is done or something fails, and records the end.
-func (r *run) loop(ctx context.Context) (RunResult, error) {
+// goLive registers the run as the session's run in flight, with a context
+// that [Host.Cancel] can cancel. The returned function unregisters it.
+func (r *run) goLive(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	r.h.mu.Lock()
-	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID}
+	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
 	r.h.mu.Unlock()
-	defer func() {
+	return ctx, func() {
 		r.h.mu.Lock()
 		r.st.live = nil
 		r.h.mu.Unlock()
-	}()
+		cancel(nil)
+	}
+}
 
+// loop runs model passes and tools until the model stops, the step bound is
+// reached, the context is done or something fails, and records the end.
+func (r *run) loop(ctx context.Context) (RunResult, error) {
 	for {
 		stop, status, reason, err := r.pass(ctx)
 		if err != nil {
@@ -107,7 +114,7 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
 	var textRunes, reasoningRunes int
-	res, merr := r.h.model.Stream(ctx, req, func(d provider.Delta) {
+	onDelta := func(d provider.Delta) {
 		switch d.Kind {
 		case provider.DeltaText:
 			r.h.mu.Lock()
@@ -122,10 +129,50 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: reasoningRunes})
 			reasoningRunes += utf8.RuneCountInString(d.Text)
 		}
+	}
+	attempts, retried := 0, 0
+	var ledgerErr error
+	res, merr := provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
+		attempts = attempt
+		return r.h.model.Stream(ctx, req, onDelta)
+	}, func(ri provider.RetryInfo) error {
+		retried = ri.Attempt
+		// The failed attempt's text is dropped: the retry streams into
+		// the same item from its start, and the progress event tells
+		// clients to reset it.
+		reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
+		e := r.newEvent(ledger.KindRetry)
+		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
+		if err := r.append(ctx, e); err != nil {
+			ledgerErr = err
+			return err
+		}
+		r.h.mu.Lock()
+		r.st.live.text, r.st.live.reasoning = nil, nil
+		r.h.mu.Unlock()
+		textRunes, reasoningRunes = 0, 0
+		r.emit(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
+			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
+		return nil
 	})
+	if ledgerErr != nil {
+		return true, "", "", ledgerErr
+	}
+	if retried == attempts {
+		// Cancelled while waiting to retry: what the failed attempt
+		// streamed was declared void; there is nothing to keep.
+		res = provider.Result{}
+	}
 	if merr != nil {
 		if ctx.Err() == nil {
-			return true, ledger.RunFailed, fmt.Sprintf("model: %v", merr), nil
+			c := provider.Classify(merr)
+			reason := fmt.Sprintf("model: %v", merr)
+			if attempts > 1 {
+				reason = fmt.Sprintf("model: %v (%s; gave up after %d attempts)", merr, c.Reason, attempts)
+			} else if c.Kind != provider.Transient {
+				reason = fmt.Sprintf("model: %v (%s, not retried)", merr, c.Kind)
+			}
+			return true, ledger.RunFailed, reason, nil
 		}
 		// Cancelled or timed out mid-pass: keep what streamed.
 		status, reason := doneStatus(ctx)
@@ -211,14 +258,28 @@ func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
 
 // doneStatus maps a done context to the run status it ends with.
 func doneStatus(ctx context.Context) (ledger.RunStatus, string) {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	cause := context.Cause(ctx)
+	var ce *CancelledError
+	switch {
+	case errors.As(cause, &ce):
+		return ledger.RunCancelled, ce.Reason
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ledger.RunTimedOut, "the run's deadline passed"
+	case cause != nil && !errors.Is(cause, context.Canceled):
+		return ledger.RunCancelled, cause.Error()
 	}
-	reason := "cancelled by the caller"
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		reason = cause.Error()
+	return ledger.RunCancelled, "cancelled by the caller"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return ledger.RunCancelled, reason
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // runTools runs a pass's tool calls in order, persisting each result as it
@@ -228,10 +289,7 @@ func doneStatus(ctx context.Context) (ledger.RunStatus, string) {
 func (r *run) runTools(ctx context.Context, calls []ledger.ToolCall) error {
 	for _, c := range calls {
 		if ctx.Err() != nil {
-			e := r.newEvent(ledger.KindToolResult)
-			e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true,
-				Output: "error: the run was cancelled before this tool call ran"}
-			if err := r.append(ctx, e); err != nil {
+			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
 				return err
 			}
 			continue
@@ -272,11 +330,13 @@ func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
 			}
 		}
 		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
-		result.Source = out.Source
+		// The ledger carries text as UTF-8: invalid bytes from a tool
+		// become U+FFFD here rather than fail the append.
+		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
 		if err != nil {
-			result.IsError, result.Output = true, "error: "+err.Error()
+			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
 		} else {
-			result.Output = out.Output
+			result.Output = strings.ToValidUTF8(out.Output, "\uFFFD")
 		}
 	}
 	result.DurationMS = time.Since(started).Milliseconds()

@@ -23,7 +23,12 @@ const (
 	ProgressToolStart ProgressType = "tool-start"
 	// ProgressToolEnd: the tool call Tool ended, with its output.
 	ProgressToolEnd ProgressType = "tool-end"
-	// ProgressRetry: a model pass failed and will be retried.
+	// ProgressRetry: a model pass failed and will be retried after
+	// Retry.DelayMS. When Retry.Reset is set, the text and reasoning the
+	// failed attempt streamed into ResponseID are void: the retry streams
+	// into the same item again from offset 0, so a client truncates the
+	// item and appends what follows. Nothing of a failed attempt is ever
+	// persisted, so a transcript never shows it twice.
 	ProgressRetry ProgressType = "retry"
 	// ProgressRunEnd: the run ended with Status.
 	ProgressRunEnd ProgressType = "run-end"
@@ -70,4 +75,7 @@ type RetryInfo struct {
 	Attempt int    `json:"attempt"`
 	// DelayMS is the wait before the next attempt, in milliseconds.
 	DelayMS int64 `json:"delayMs"`
+	// Reset tells that the item's text streamed so far is void (see
+	// ProgressRetry).
+	Reset bool `json:"reset"`
 }

@@ -125,6 +125,8 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 	if opts.OnAccepted != nil {
 		opts.OnAccepted(Accepted{MessageID: input.Input.MessageID, RunID: r.runID})
 	}
+	ctx, done := r.goLive(ctx)
+	defer done()
 	res, err := r.loop(ctx)
 	res.MessageID = input.Input.MessageID
 	return res, err

@@ -1,0 +1,519 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// ErrNothingToResume is returned by Resume for a session whose ledger holds
+// no interrupted run.
+var ErrNothingToResume = errors.New("host: no interrupted run to resume")
+
+// ResumeAction is what to do with an interrupted run.
+type ResumeAction string
+
+// The resume actions.
+const (
+	// ActionResume continues the run where the ledger says it stopped.
+	ActionResume ResumeAction = "resume"
+	// ActionRestart ends the dead run as failed (its passes stay in the
+	// transcript, but the model no longer sees them) and runs its inputs
+	// again from scratch in a new run.
+	ActionRestart ResumeAction = "restart"
+	// ActionFail ends the run as failed, without running anything.
+	ActionFail ResumeAction = "fail"
+)
+
+// Interrupted describes an interrupted run to [AutoResume.OnInterrupted].
+type Interrupted struct {
+	SessionID string
+	RunID     string
+	// Inputs are the message ids the run answers.
+	Inputs []string
+	// Attempts counts the resume attempts the ledger records for the run.
+	Attempts int
+	// StartedAt is when the run started.
+	StartedAt time.Time
+}
+
+// AutoResume configures the host's boot sweep: on [New], the host lists the
+// sessions of its storage (which must implement storage.Lister) and
+// re-drives every run that was interrupted (a run-start without a run-end).
+type AutoResume struct {
+	// AgentFor returns the agent that resumes a session. Default: nil,
+	// which means Options.Agent.
+	AgentFor func(ctx context.Context, sessionID string) (Agent, error)
+	// MaxAttempts bounds the resume attempts of one run, counted in the
+	// ledger, so that a run that crashes the process on every resume
+	// cannot wedge the boot in a loop: past the bound, the sweep leaves
+	// the run interrupted (its input kept) for a manual [Host.Resume].
+	// Default: 0, which means 3.
+	MaxAttempts int
+	// MaxConcurrent bounds the runs resumed at once. Default: 0, which
+	// means 4.
+	MaxConcurrent int
+	// Stagger is the pause between starting two resumes, to spread the
+	// load on the provider after a restart. Default: 0, none.
+	Stagger time.Duration
+	// OnInterrupted chooses what to do with each interrupted run. An
+	// error, a panic or an unknown action falls back to ActionResume.
+	// Default: nil, which means ActionResume.
+	OnInterrupted func(ctx context.Context, run Interrupted) (ResumeAction, error)
+	// OnResumed is told how each resumed run ended (res.Status, or err
+	// when the ledger could not be written). Default: nil.
+	OnResumed func(sessionID string, res RunResult, err error)
+}
+
+// The defaults of [AutoResume].
+const (
+	DefaultResumeAttempts = 3
+	DefaultMaxConcurrent  = 4
+)
+
+func (a AutoResume) normalized() (AutoResume, error) {
+	var errs []error
+	if a.MaxAttempts == 0 {
+		a.MaxAttempts = DefaultResumeAttempts
+	}
+	if a.MaxConcurrent == 0 {
+		a.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if a.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.MaxAttempts %d is negative", a.MaxAttempts))
+	}
+	if a.MaxConcurrent < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.MaxConcurrent %d is negative", a.MaxConcurrent))
+	}
+	if a.Stagger < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.Stagger %s is negative", a.Stagger))
+	}
+	return a, errors.Join(errs...)
+}
+
+// SweepReport tells what a sweep found and did.
+type SweepReport struct {
+	// Sessions is the number of sessions listed.
+	Sessions int
+	// Interrupted is the number of interrupted runs found.
+	Interrupted int
+	// Resumed, Restarted and Failed count the runs given each action.
+	Resumed, Restarted, Failed int
+	// Reconciled counts runs whose cancellation had been recorded but not
+	// their end: they were closed as cancelled, never re-driven.
+	Reconciled int
+	// GaveUp counts runs left interrupted because their resume attempts
+	// reached AutoResume.MaxAttempts.
+	GaveUp int
+	// Skipped counts sessions already running in this host.
+	Skipped int
+	// Errors counts sessions that could not be loaded or resumed.
+	Errors int
+}
+
+// SweepDone is closed when the boot sweep of [Options.AutoResume] has
+// finished starting and running its resumes (at once when AutoResume is
+// off). [Host.LastSweep] then reports what it did.
+func (h *Host) SweepDone() <-chan struct{} { return h.sweep }
+
+// LastSweep reports the boot sweep, once [Host.SweepDone] is closed.
+func (h *Host) LastSweep() SweepReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sweepRep
+}
+
+// Sweep finds the interrupted runs of every session in storage and re-drives
+// them as Options.AutoResume says, at most MaxConcurrent at once; it returns
+// when all of them have ended. The host runs it at boot when AutoResume is
+// set; call it yourself for a sweep on demand (it then needs AutoResume
+// too). The storage must implement storage.Lister.
+func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	if h.auto == nil {
+		return rep, errors.New("host: Sweep needs Options.AutoResume")
+	}
+	lister, ok := h.store.(storage.Lister)
+	if !ok {
+		return rep, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
+	}
+	ids, err := lister.ListSessions(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("host: list sessions: %w", err)
+	}
+	rep.Sessions = len(ids)
+	var mu sync.Mutex
+	count := func(f func(*SweepReport)) {
+		mu.Lock()
+		f(&rep)
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, h.auto.MaxConcurrent)
+	var wg sync.WaitGroup
+	first := true
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		events, err := h.store.Load(ctx, id)
+		if err != nil {
+			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
+			count(func(r *SweepReport) { r.Errors++ })
+			continue
+		}
+		open := ledger.OpenRuns(events)
+		if len(open) == 0 {
+			continue
+		}
+		count(func(r *SweepReport) { r.Interrupted++ })
+		if h.IsRunning(id) {
+			count(func(r *SweepReport) { r.Skipped++ })
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !first && h.auto.Stagger > 0 {
+			t := time.NewTimer(h.auto.Stagger)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		first = false
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out, res, err := h.autoResume(ctx, id)
+			count(func(r *SweepReport) {
+				switch out {
+				case ActionResume:
+					r.Resumed++
+				case ActionRestart:
+					r.Restarted++
+				case ActionFail:
+					r.Failed++
+				case outcomeReconciled:
+					r.Reconciled++
+				case outcomeGaveUp:
+					r.GaveUp++
+				case outcomeSkipped:
+					r.Skipped++
+				default:
+					r.Errors++
+				}
+			})
+			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
+				h.auto.OnResumed(id, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return rep, ctx.Err()
+}
+
+// Outcomes of autoResume besides the actions.
+const (
+	outcomeReconciled ResumeAction = "reconciled"
+	outcomeGaveUp     ResumeAction = "gave-up"
+	outcomeSkipped    ResumeAction = "skipped"
+	outcomeError      ResumeAction = "error"
+)
+
+// autoResume re-drives one session's interrupted run under the sweep's
+// rules.
+func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResult, error) {
+	agent := h.agent
+	if h.auto.AgentFor != nil {
+		a, err := h.auto.AgentFor(ctx, id)
+		if err == nil {
+			a, err = normalizeAgent(a)
+		}
+		if err != nil {
+			h.log.Error("auto-resume: no agent for session", "session", id, "err", err)
+			return outcomeError, RunResult{}, err
+		}
+		agent = a
+	}
+	var out ResumeAction
+	res, err := h.resume(ctx, id, agent, nil, func(ir Interrupted) ResumeAction {
+		if ir.Attempts >= h.auto.MaxAttempts {
+			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
+				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
+			out = outcomeGaveUp
+			return outcomeGaveUp
+		}
+		out = h.chooseAction(ctx, ir)
+		return out
+	})
+	switch {
+	case errors.Is(err, ErrNothingToResume):
+		return outcomeSkipped, res, nil
+	case errors.Is(err, errReconciled):
+		return outcomeReconciled, res, nil
+	case out == "" && err != nil:
+		return outcomeError, res, err
+	}
+	return out, res, err
+}
+
+// chooseAction asks the OnInterrupted hook, falling back to resume when it
+// errs, panics or answers nonsense.
+func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
+	if h.auto == nil || h.auto.OnInterrupted == nil {
+		return ActionResume
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("auto-resume: OnInterrupted panicked; resuming", "session", ir.SessionID, "panic", p)
+			action = ActionResume
+		}
+	}()
+	a, err := h.auto.OnInterrupted(ctx, ir)
+	if err != nil {
+		h.log.Error("auto-resume: OnInterrupted failed; resuming", "session", ir.SessionID, "err", err)
+		return ActionResume
+	}
+	switch a {
+	case ActionResume, ActionRestart, ActionFail:
+		return a
+	}
+	h.log.Error("auto-resume: OnInterrupted returned an unknown action; resuming", "session", ir.SessionID, "action", a)
+	return ActionResume
+}
+
+// ResumeOptions tunes one [Session.Resume]. The zero value is usable.
+type ResumeOptions struct {
+	// Agent resumes the run instead of the host's Options.Agent. Default:
+	// nil.
+	Agent *Agent
+	// Action is what to do with the interrupted run. Default: "", which
+	// means ActionResume.
+	Action ResumeAction
+	// OnProgress receives the resumed run's live events. Default: nil.
+	OnProgress func(Progress)
+}
+
+// Resume continues the session's interrupted run, as [Session.Resume] with
+// default options does.
+func (h *Host) Resume(ctx context.Context, sessionID string) (RunResult, error) {
+	return h.Session(sessionID).Resume(ctx, ResumeOptions{})
+}
+
+// Resume continues the session's interrupted run: a run whose process died
+// (a run-start without a run-end). It returns [ErrNothingToResume] when
+// there is none. A manual resume is not bounded by AutoResume.MaxAttempts.
+//
+// The run continues where the ledger says it stopped. A tool call of its
+// last pass that has no result is run again, except a tool with an
+// external effect that had started (its tool-start is recorded): that one
+// runs again only when it declared itself idempotent (its call id is the
+// idempotency key); otherwise the model gets an "outcome unknown" result. A
+// run whose cancellation was recorded (a partial pass) but not its end is
+// closed as cancelled, never re-driven.
+func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, error) {
+	agent := s.h.agent
+	if opts.Agent != nil {
+		a, err := normalizeAgent(*opts.Agent)
+		if err != nil {
+			return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		agent = a
+	}
+	action := opts.Action
+	if action == "" {
+		action = ActionResume
+	}
+	res, err := s.h.resume(ctx, s.id, agent, opts.OnProgress, func(Interrupted) ResumeAction { return action })
+	if errors.Is(err, errReconciled) {
+		err = nil
+	}
+	return res, err
+}
+
+// errReconciled tells that the run had been cancelled before the crash and
+// was closed as such.
+var errReconciled = errors.New("host: interrupted run reconciled as cancelled")
+
+// resume takes the session's lock and re-drives its interrupted run with the
+// action decide picks.
+func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress func(Progress), decide func(Interrupted) ResumeAction) (RunResult, error) {
+	if !storage.ValidSessionID(id) {
+		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
+	}
+	st, err := h.acquire(ctx, id)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer h.release(id, st, true)
+	events, err := h.store.Load(ctx, id)
+	if err != nil {
+		return RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
+	}
+	open := ledger.OpenRuns(events)
+	if len(open) == 0 {
+		return RunResult{}, ErrNothingToResume
+	}
+	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events}
+	// Runs never overlap: an older open run is the leftover of an earlier
+	// crash, superseded since; close it.
+	for _, old := range open[:len(open)-1] {
+		r.runID = old
+		e := r.newEvent(ledger.KindRunEnd)
+		e.RunEnd = &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by a later run"}
+		if err := r.append(ctx, e); err != nil {
+			return RunResult{}, err
+		}
+	}
+	r.runID = open[len(open)-1]
+	view, _ := ledger.ProjectRun(r.events, r.runID)
+	messageID := ""
+	if n := len(view.Inputs); n > 0 {
+		messageID = view.Inputs[n-1]
+	}
+	var last *ledger.Step
+	if n := len(view.Steps); n > 0 {
+		last = &view.Steps[n-1]
+	}
+
+	// A cancellation whose end was not recorded stays a cancellation.
+	if last != nil && last.Partial {
+		r.responseID = last.ResponseID
+		res, err := r.end(ctx, ledger.RunCancelled, "cancelled (its end was recorded after a restart)", nil)
+		res.MessageID = messageID
+		if err != nil {
+			return res, err
+		}
+		return res, errReconciled
+	}
+
+	ir := Interrupted{SessionID: id, RunID: r.runID, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt}
+	action := decide(ir)
+	switch action {
+	case outcomeGaveUp:
+		return RunResult{RunID: r.runID, MessageID: messageID, Status: ledger.RunInterrupted,
+			Reason: fmt.Sprintf("not resumed: %d resume attempts already failed", view.ResumeAttempts)}, nil
+	case ActionFail:
+		r.responseID = view.ResponseID
+		res, err := r.end(ctx, ledger.RunFailed, "interrupted, and not resumed by policy", nil)
+		res.MessageID = messageID
+		return res, err
+	case ActionRestart:
+		dead := r.runID
+		r.runID = ledger.NewID("run")
+		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
+			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.runID, RestartedBy: r.runID}}
+		start := r.startEvent(view.Inputs, time.Now().UTC())
+		if err := r.append(ctx, end, start); err != nil {
+			return RunResult{}, err
+		}
+		ctx, done := r.goLive(ctx)
+		defer done()
+		res, err := r.loop(ctx)
+		res.MessageID = messageID
+		return res, err
+	}
+
+	// Resume: count the attempt first, so that a resume that crashes the
+	// process is counted too.
+	attempt := r.newEvent(ledger.KindResumeAttempt)
+	attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
+	if err := r.append(ctx, attempt); err != nil {
+		return RunResult{}, err
+	}
+	r.step = len(view.Steps)
+	r.responseID = view.ResponseID
+	ctx, done := r.goLive(ctx)
+	defer done()
+	res, err := r.continueRun(ctx, last, view)
+	res.MessageID = messageID
+	return res, err
+}
+
+// continueRun finishes what the run's last pass asked for, then goes on
+// with the loop.
+func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Run) (RunResult, error) {
+	if last == nil {
+		return r.loop(ctx) // died in its first pass
+	}
+	if len(last.ToolCalls) == 0 {
+		// The final pass was recorded; only the end was not.
+		return r.end(ctx, ledger.RunCompleted, "", nil)
+	}
+	answered := map[string]bool{}
+	for _, res := range view.Results {
+		answered[res.CallID] = true
+	}
+	started := map[string]*ledger.ToolStart{}
+	for _, e := range r.events {
+		if e.ToolStart != nil && e.RunID == r.runID {
+			started[e.ToolStart.CallID] = e.ToolStart
+		}
+	}
+	r.snapshotTools()
+	for _, c := range last.ToolCalls {
+		if answered[c.ID] {
+			continue
+		}
+		if ctx.Err() != nil {
+			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
+				return r.end(ctx, ledger.RunInterrupted, "", err)
+			}
+			continue
+		}
+		if ts := started[c.ID]; ts != nil && !ts.Idempotent {
+			msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
+			if err := r.appendResult(ctx, c, msg, true); err != nil {
+				return r.end(ctx, ledger.RunInterrupted, "", err)
+			}
+			continue
+		}
+		if err := r.runTool(ctx, c); err != nil {
+			return r.end(ctx, ledger.RunInterrupted, "", err)
+		}
+	}
+	if ctx.Err() != nil {
+		status, reason := doneStatus(ctx)
+		return r.end(ctx, status, reason, nil)
+	}
+	if last.NextResponseID == "" {
+		return r.end(ctx, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil)
+	}
+	r.step = last.Index + 1
+	r.responseID = last.NextResponseID
+	r.h.mu.Lock()
+	r.st.live.responseID = r.responseID
+	r.h.mu.Unlock()
+	return r.loop(ctx)
+}
+
+// appendResult records a synthetic tool result the host made up.
+func (r *run) appendResult(ctx context.Context, c ledger.ToolCall, output string, isError bool) error {
+	e := r.newEvent(ledger.KindToolResult)
+	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true}
+	if err := r.append(ctx, e); err != nil {
+		return err
+	}
+	r.emit(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: json.RawMessage(argsOrEmpty(c.Arguments)),
+		Output: output, IsError: isError}})
+	return nil
+}
+
+func argsOrEmpty(args string) string {
+	if args == "" || !json.Valid([]byte(args)) {
+		return "{}"
+	}
+	return args
+}
