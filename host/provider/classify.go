@@ -77,19 +77,25 @@ var notOverflow = regexp.MustCompile(`(?i)can only afford|requires more credits`
 //   - transient: HTTP 408, 409, 425, 429 and 5xx; an error chunk or
 //     finish_reason "error" mid-stream (unless it carries 401, 402 or
 //     403); a stream that stalled, was severed, ended without a finish
-//     reason or was malformed; a connection refused, reset or dropped;
+//     reason or was malformed; a connection refused, reset or dropped; a
+//     timeout (context.DeadlineExceeded included: a caller must check its
+//     own context first, as [WithRetries] does);
 //   - fatal: everything else, notably 400, 401, 402, 403 and 404, an
-//     invalid request, and the caller's own cancellation.
+//     invalid request, and cancellation (context.Canceled).
 //
 // Retry-After, when the server sent it, is in the class.
 func Classify(err error) Class {
 	if err == nil {
 		return Class{Kind: Fatal, Reason: "no error"}
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// The caller's own context: the provider's idle timeout is
-		// ErrStalled, never a context error.
+	if errors.Is(err, context.Canceled) {
 		return Class{Kind: Fatal, Reason: "cancelled"}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A transport timeout (e.g. awaiting response headers) reads as
+		// a deadline too. Whether the caller's own deadline passed is
+		// the caller's to check (WithRetries checks ctx first).
+		return Class{Kind: Transient, Reason: "timeout"}
 	}
 	var pe *Error
 	if errors.As(err, &pe) {

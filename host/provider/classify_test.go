@@ -121,7 +121,7 @@ func TestClassifyPlainErrors(t *testing.T) {
 		want provider.ClassKind
 	}{
 		{context.Canceled, provider.Fatal},
-		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), provider.Fatal},
+		{fmt.Errorf("wrapped: %w", context.DeadlineExceeded), provider.Transient},
 		{provider.ErrStalled, provider.Transient},
 		{provider.ErrIncompleteStream, provider.Transient},
 		{provider.ErrInvalidRequest, provider.Fatal},
@@ -205,4 +205,30 @@ func TestWithRetries(t *testing.T) {
 			t.Errorf("err = %v after %s", err, time.Since(start))
 		}
 	})
+}
+
+// TestHeaderTimeoutIsTransient: a server that accepts the request and never
+// answers fails within HeaderTimeout, as a transient error.
+func TestHeaderTimeoutIsTransient(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	c, err := provider.New(provider.Config{BaseURL: srv.URL, HeaderTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, serr := c.Stream(context.Background(), hello(), nil)
+	if serr == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("err %v after %s", serr, time.Since(start))
+	}
+	if got := provider.Classify(serr); got.Kind != provider.Transient {
+		t.Errorf("Classify(%v) = %+v, want transient", serr, got)
+	}
 }

@@ -61,7 +61,7 @@ type Config struct {
 	// HTTPClient sends the requests. Its Timeout should be zero: streams
 	// are long, and [Config.IdleTimeout] bounds a silent one. Default: a
 	// client whose transport bounds dialling (30s), the TLS handshake
-	// (10s) and the wait for response headers (10m), with no overall
+	// (10s) and the wait for response headers (HeaderTimeout), with no overall
 	// timeout; each Client gets its own, so build one Client and share it.
 	HTTPClient *http.Client
 	// UsageAccounting says whether requests carry OpenRouter's
@@ -76,7 +76,17 @@ type Config struct {
 	// fails with [ErrStalled]. Default: 0, which means
 	// [DefaultIdleTimeout]; -1 disables the bound.
 	IdleTimeout time.Duration
+	// HeaderTimeout bounds the wait for the response headers after the
+	// request was sent; a hung connection fails as a transient network
+	// error. It applies to the default HTTPClient only. Default: 0, which
+	// means [DefaultHeaderTimeout]; -1 disables the bound.
+	HeaderTimeout time.Duration
 }
+
+// DefaultHeaderTimeout bounds the wait for response headers when
+// Config.HeaderTimeout is 0. Some providers send headers only with the
+// first token, which a reasoning model may think long about.
+const DefaultHeaderTimeout = 5 * time.Minute
 
 // Client streams model passes. It is safe for concurrent use.
 type Client struct {
@@ -137,6 +147,14 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	switch {
+	case cfg.HeaderTimeout == 0:
+		cfg.HeaderTimeout = DefaultHeaderTimeout
+	case cfg.HeaderTimeout == -1:
+		cfg.HeaderTimeout = 0
+	case cfg.HeaderTimeout < 0:
+		errs = append(errs, fmt.Errorf("provider: Config.HeaderTimeout %s is negative (use -1 to disable)", cfg.HeaderTimeout))
+	}
+	switch {
 	case cfg.IdleTimeout == 0:
 		cfg.IdleTimeout = DefaultIdleTimeout
 	case cfg.IdleTimeout == -1:
@@ -149,7 +167,7 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = defaultHTTPClient()
+		cfg.HTTPClient = defaultHTTPClient(cfg.HeaderTimeout)
 	}
 	c := &Client{
 		baseURL:     strings.TrimSuffix(cfg.BaseURL, "/"),
@@ -187,7 +205,7 @@ func (c *Client) BaseURL() string { return c.baseURL }
 
 // defaultHTTPClient returns a client with transport-level timeouts and no
 // overall timeout, which would cut long streams.
-func defaultHTTPClient() *http.Client {
+func defaultHTTPClient(headerTimeout time.Duration) *http.Client {
 	var t *http.Transport
 	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 		t = dt.Clone()
@@ -196,7 +214,7 @@ func defaultHTTPClient() *http.Client {
 	}
 	t.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = 10 * time.Second
-	t.ResponseHeaderTimeout = 10 * time.Minute
+	t.ResponseHeaderTimeout = headerTimeout
 	t.ExpectContinueTimeout = time.Second
 	t.IdleConnTimeout = 90 * time.Second
 	return &http.Client{Transport: t}

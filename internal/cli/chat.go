@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
@@ -33,6 +35,7 @@ type modelFlags struct {
 	baseURL  string
 	offline  bool
 	maxSteps int
+	idle     time.Duration
 	modelSet bool // --model or AGENTIC_MODEL named the model
 }
 
@@ -57,6 +60,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.baseURL, "base-url", base, "OpenAI-compatible base `URL` (default from OPENROUTER_BASE_URL); the key comes from OPENROUTER_API_KEY")
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
+	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
 }
 
 // setup opens storage, starts the fake model when offline, and builds the
@@ -67,7 +71,10 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(2, "%v", err)
 	}
 	cleanup := func() { closeStore() }
-	pcfg := provider.Config{BaseURL: m.baseURL, APIKey: env.Getenv("OPENROUTER_API_KEY")}
+	if m.idle <= 0 {
+		return nil, nil, fail(2, "--idle-timeout must be positive, got %s", m.idle)
+	}
+	pcfg := provider.Config{BaseURL: m.baseURL, APIKey: env.Getenv("OPENROUTER_API_KEY"), IdleTimeout: m.idle}
 	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps}
 	if m.offline {
 		if !m.modelSet {
@@ -126,10 +133,11 @@ func chat(ctx context.Context, args []string, env Env) error {
 				close(quit)
 				return
 			}
-			c(fmt.Errorf("interrupted (Ctrl-C)"))
+			c(errors.New(ctrlC))
 		}
 	}()
-	send := func(text string) (host.RunResult, error) {
+	// runOne runs fn with a context that Ctrl-C cancels.
+	runOne := func(fn func(ctx context.Context, p *printer) (host.RunResult, error)) (host.RunResult, error) {
 		rctx, cancel := context.WithCancelCause(ctx)
 		mu.Lock()
 		cancelRun = cancel
@@ -141,9 +149,32 @@ func chat(ctx context.Context, args []string, env Env) error {
 			cancel(nil)
 		}()
 		p := &printer{w: env.Stdout}
-		res, err := sess.Send(rctx, text, host.SendOptions{OnProgress: p.progress})
+		res, err := fn(rctx, p)
 		p.finish()
 		return res, err
+	}
+	send := func(text string) (host.RunResult, error) {
+		// A run this session left interrupted (the process died) is
+		// finished first, so that the conversation stays in order.
+		res, err := runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
+			return sess.Resume(ctx, host.ResumeOptions{OnProgress: func(ev host.Progress) {
+				if ev.Type == host.ProgressResponseStart && !p.resumed {
+					p.resumed = true
+					p.write("[resuming an interrupted run]\n")
+				}
+				p.progress(ev)
+			}})
+		})
+		switch {
+		case errors.Is(err, host.ErrNothingToResume):
+		case err != nil:
+			return res, err
+		case res.Status == ledger.RunCancelled && strings.Contains(res.Reason, ctrlC):
+			return res, outcome(res, nil) // Ctrl-C during the resume: send nothing
+		}
+		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
+			return sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
+		})
 	}
 
 	if fs.NArg() > 0 {
@@ -190,6 +221,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 	}
 }
 
+// ctrlC is the cancellation reason of a run stopped with Ctrl-C.
+const ctrlC = "interrupted (Ctrl-C)"
+
 // outcome turns a run's result into the command's exit status.
 func outcome(res host.RunResult, err error) error {
 	if err != nil {
@@ -210,6 +244,7 @@ func outcome(res host.RunResult, err error) error {
 type printer struct {
 	w       io.Writer
 	midLine bool // the last write did not end a line
+	resumed bool // the resume notice was printed
 }
 
 func (p *printer) write(s string) {
@@ -240,8 +275,11 @@ func (p *printer) progress(ev host.Progress) {
 		}
 		p.write(fmt.Sprintf("[tool %s %s: %s]\n", ev.Tool.Name, status, oneLine(ev.Tool.Output, 200)))
 	case host.ProgressRetry:
+		// The failed attempt's text stays on screen; the retry streams
+		// the answer again below this line.
 		p.newline()
-		p.write(fmt.Sprintf("[retrying in %dms (attempt %d): %s]\n", ev.Retry.DelayMS, ev.Retry.Attempt, ev.Retry.Reason))
+		delay := time.Duration(ev.Retry.DelayMS) * time.Millisecond
+		p.write(fmt.Sprintf("[retrying in %s after attempt %d failed: %s]\n", delay, ev.Retry.Attempt, oneLine(ev.Retry.Reason, 300)))
 	}
 }
 

@@ -142,8 +142,9 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 })
 
 // TestSIGKILLMidStream kills a real agentic-host chat process while the
-// reply streams, then chats again in the same session: the ledger loads,
-// the killed response shows as interrupted, and nothing is duplicated.
+// reply streams: the ledger loads and the killed response shows as
+// interrupted. Chatting again in the session resumes it into the same item,
+// then answers the new message; nothing is duplicated.
 func TestSIGKILLMidStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -206,16 +207,27 @@ func TestSIGKILLMidStream(t *testing.T) {
 		t.Fatalf("open runs after SIGKILL = %v, want 1", open)
 	}
 
-	// Chat again in the session: the new message is answered.
+	// The transcript shows the killed response as interrupted, under the
+	// id minted before it streamed.
+	tr := transcriptOf(t, store, "k")
+	if len(tr.Items) != 2 || tr.Items[1].Status != "interrupted" || tr.Items[1].ID == "" {
+		t.Fatalf("transcript after SIGKILL = %+v", tr.Items)
+	}
+	killedID := tr.Items[1].ID
+
+	// Chat again in the session: the interrupted run is resumed first
+	// (into the same item), then the new message is answered.
 	out, err := exec.Command(bin, append(common, "are you there?")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("second chat: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "You said: are you there?") {
-		t.Errorf("second chat output = %q", out)
+	for _, want := range []string{"[resuming an interrupted run]", "You said: tell me a long story", "You said: are you there?"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("second chat output lacks %q:\n%s", want, out)
+		}
 	}
 
-	tr := transcriptOf(t, store, "k")
+	tr = transcriptOf(t, store, "k")
 	var got []string
 	ids := map[string]bool{}
 	for _, it := range tr.Items {
@@ -225,13 +237,36 @@ func TestSIGKILLMidStream(t *testing.T) {
 		}
 		ids[it.ID] = true
 	}
-	if want := "user: response:interrupted user: response:completed"; strings.Join(got, " ") != want {
+	if want := "user: response:completed user: response:completed"; strings.Join(got, " ") != want {
 		t.Fatalf("transcript = %q, want %q", strings.Join(got, " "), want)
 	}
 	if tr.Items[0].Text != "tell me a long story" || tr.Items[2].Text != "are you there?" {
 		t.Errorf("user turns = %q, %q", tr.Items[0].Text, tr.Items[2].Text)
 	}
+	if tr.Items[1].ID != killedID || tr.Items[1].Text != "You said: tell me a long story" {
+		t.Errorf("resumed item = %+v, want id %s with the resumed answer", tr.Items[1], killedID)
+	}
 	if tr.Items[3].Text != "You said: are you there?" {
 		t.Errorf("second answer = %q", tr.Items[3].Text)
+	}
+}
+
+func TestChatShowsRetries(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Script: []fakemodel.Reply{
+		{Text: "finally", Fault: &fakemodel.Fault{Kind: fakemodel.FaultBadGateway}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	code, out, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--storage", "memory:", "hi")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "[retrying in ") || !strings.Contains(out, "HTTP 502") || !strings.HasSuffix(out, "finally\n") {
+		t.Errorf("output:\n%s", out)
+	}
+	if code, _, errOut := run(t, "", "fake-provider", "--faults", "rate=2"); code != 2 || !strings.Contains(errOut, "--faults") {
+		t.Errorf("bad --faults: exit %d, %q", code, errOut)
 	}
 }

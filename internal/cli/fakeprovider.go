@@ -14,6 +14,7 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("fake-provider", env)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen `HOST:PORT`")
 	latency := fs.Duration("latency", 0, "pause between streamed chunks")
+	faults := fs.String("faults", "", "inject faults at random: `SPEC` such as rate=0.3,kinds=429+500+sever+stall,seed=7 (kinds: 429 500 502 503 401 402 overflow drop sever stall errorchunk nofinish finisherror, or all)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host fake-provider [flags]\n\nRun the fake OpenAI-compatible model server used by tests and the offline demo.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -21,7 +22,15 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	srv, err := fakemodel.Start(fakemodel.Options{Addr: *addr, Latency: *latency})
+	opts := fakemodel.Options{Addr: *addr, Latency: *latency}
+	if *faults != "" {
+		spec, err := fakemodel.ParseFaults(*faults)
+		if err != nil {
+			return fail(2, "--faults: %v", err)
+		}
+		spec.Apply(&opts)
+	}
+	srv, err := fakemodel.Start(opts)
 	if err != nil {
 		return err
 	}
