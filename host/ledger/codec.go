@@ -147,6 +147,9 @@ func normalize(e *Event) {
 		if len(s.ToolCalls) == 0 {
 			s.ToolCalls = nil
 		}
+		if len(s.Inputs) == 0 {
+			s.Inputs = nil
+		}
 		s.Raw = compactJSON(s.Raw)
 	}
 	if a := e.ApprovalRequest; a != nil {
@@ -348,6 +351,11 @@ func invalidText(e *Event) string {
 		}
 		return check("input.request_id", e.Input.RequestID)
 	case e.Step != nil:
+		for i, id := range e.Step.Inputs {
+			if !utf8.ValidString(id) {
+				return fmt.Sprintf("step.inputs[%d]", i)
+			}
+		}
 		for i, c := range e.Step.ToolCalls {
 			if f := check("id", c.ID, "name", c.Name, "arguments", c.Arguments); f != "" {
 				return fmt.Sprintf("step.tool_calls[%d].%s", i, f)

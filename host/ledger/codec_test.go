@@ -35,7 +35,7 @@ func fullEvents() []Event {
 		Model: "openai/gpt-5", MaxSteps: 25}
 
 	st := ev("ev_st", KindStep, "run_1")
-	st.Step = &Step{ResponseID: "resp_1", NextResponseID: "resp_2", Index: 3, Text: "Let me check <that> & more.",
+	st.Step = &Step{ResponseID: "resp_1", NextResponseID: "resp_2", Index: 3, Inputs: []string{"msg_q1"}, Text: "Let me check <that> & more.",
 		Reasoning: "thinking…", ToolCalls: []ToolCall{
 			{ID: "call_1", Name: "read_file", Arguments: `{"path":"a<b>.go"}`},
 			{ID: "call_2", Name: "shell", Arguments: `{"cmd": "ls`},

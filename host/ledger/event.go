@@ -196,6 +196,9 @@ type Step struct {
 	NextResponseID string `json:"next_response_id,omitempty"`
 	// Index is the pass's number within its run, from 0.
 	Index int `json:"index"`
+	// Inputs are the ids of queued messages (appended while the run
+	// worked) that this pass folded in: the model saw them first.
+	Inputs []string `json:"inputs,omitempty"`
 	// Text is the assistant text of the pass.
 	Text string `json:"text,omitempty"`
 	// Reasoning is the reasoning text the provider streamed, if any.

@@ -127,8 +127,9 @@ type runState struct {
 // its pass starts streaming: at the run-start for a run's first pass, and
 // once every tool call of the previous pass has its result for the others.
 // A user message appended with its run (the usual send) shows where it was
-// appended; one queued while another run worked (no run id when appended)
-// shows where a run picks it up, or at the end while none has.
+// appended; one queued while a run worked (no run id when appended) shows
+// where a run picks it up — before the pass that folded it in, or at the
+// run-start that lists it — or at the end while none has.
 //
 // A run that has no run-end is either live (listed in live) or interrupted.
 // The pass it was streaming when it stopped shows as an item of status
@@ -151,6 +152,33 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 	addUser := func(it Item) {
 		userIdx[it.ID] = len(t.Items)
 		t.Items = append(t.Items, it)
+	}
+
+	// reindex rebuilds the index maps after items were inserted.
+	reindex := func() {
+		for i, it := range t.Items {
+			switch it.Kind {
+			case ItemUser:
+				userIdx[it.ID] = i
+			case ItemResponse:
+				respIdx[it.ID] = i
+				for j, c := range it.ToolCalls {
+					callIdx[c.ID] = [2]int{i, j}
+				}
+			}
+		}
+		for _, r := range runs {
+			if r.lastItem >= 0 {
+				r.lastItem = -1 // recomputed below
+			}
+		}
+		for i, it := range t.Items {
+			if it.Kind == ItemResponse && it.Status != "" {
+				if r := runs[it.RunID]; r != nil {
+					r.lastItem = i
+				}
+			}
+		}
 	}
 
 	// open puts the pending pass's item in place, still unfilled (no
@@ -222,6 +250,25 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			open(e.RunID, r)
 		case KindStep:
 			s := e.Step
+			// Queued messages this pass folded in show before it.
+			var folded []Item
+			for _, id := range s.Inputs {
+				if it, ok := queued[id]; ok {
+					delete(queued, id)
+					it.RunID = e.RunID
+					folded = append(folded, it)
+				}
+			}
+			if len(folded) > 0 {
+				if i, ok := respIdx[s.ResponseID]; ok {
+					t.Items = append(t.Items[:i], append(folded, t.Items[i:]...)...)
+					reindex()
+				} else {
+					for _, it := range folded {
+						addUser(it)
+					}
+				}
+			}
 			it := Item{ID: s.ResponseID, Kind: ItemResponse, RunID: e.RunID, Text: s.Text,
 				Status: StatusCompleted, Reasoning: s.Reasoning, Model: s.Model, Time: e.Time, Raw: s.Raw}
 			if s.Partial {
@@ -487,6 +534,36 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 		run.Cost += s.Usage.Billed()
 	}
 	return run, ok
+}
+
+// PendingInputs returns the ids of queued messages (appended without a run
+// id, while another run worked) that no run has picked up yet — neither a
+// run-start nor a step lists them — in the order they were sent. The host
+// folds them into the live run at its next step boundary, or starts a run
+// for them.
+func PendingInputs(events []Event) []string {
+	picked := map[string]bool{}
+	for _, e := range events {
+		switch {
+		case e.RunStart != nil:
+			for _, id := range e.RunStart.Inputs {
+				picked[id] = true
+			}
+		case e.Step != nil:
+			for _, id := range e.Step.Inputs {
+				picked[id] = true
+			}
+		}
+	}
+	var pending []string
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.Input != nil && e.RunID == "" && !picked[e.Input.MessageID] && !seen[e.Input.MessageID] {
+			seen[e.Input.MessageID] = true
+			pending = append(pending, e.Input.MessageID)
+		}
+	}
+	return pending
 }
 
 // OpenRuns returns the ids of runs that started and have no run-end, in the

@@ -25,9 +25,10 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 // events (the system prompt, which is configuration, not history, is not
 // among them). It is a pure function of the events:
 //
-//   - an input or a poke is a user message; an input queued while another
-//     run worked (appended without a run id) is placed where a run picks
-//     it up, or last while none has;
+//   - an input or a poke is a user message; an input queued while a run
+//     worked (appended without a run id) is placed where a run picks it
+//     up — before the pass that folded it in, or at the run-start that
+//     lists it — or last while none has;
 //   - a step is an assistant message with its text and tool calls;
 //   - a tool result is a tool message;
 //   - a tool call with no result is answered with [MissingResult] right
@@ -135,6 +136,12 @@ func ReplayMessages(events []Event) []Message {
 			}
 			stepped[s.ResponseID] = true
 			closeOpen()
+			for _, id := range s.Inputs { // queued messages this pass saw first
+				if m, ok := queued[id]; ok {
+					delete(queued, id)
+					msgs = append(msgs, m)
+				}
+			}
 			if s.Text == "" && len(s.ToolCalls) == 0 {
 				continue // an empty pass says nothing to replay
 			}

@@ -78,6 +78,7 @@ func EveryKind(runID string) []ledger.Event {
 				ResponseID:     runID + "-resp0",
 				NextResponseID: runID + "-resp1",
 				Index:          3,
+				Inputs:         []string{runID + "-queued"},
 				Text:           "Let me look that up. 日本語 — ünïcödé",
 				Reasoning:      "The user wants the file; call read_file.",
 				ToolCalls: []ledger.ToolCall{
