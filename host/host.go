@@ -288,18 +288,24 @@ func (h *Host) IsRunning(sessionID string) bool {
 	return st != nil && st.live != nil
 }
 
-// sessionState is the in-process state of one session: a lock that makes
-// its runs sequential, and the live run, if any.
+// sessionState is the in-process state of one session.
 type sessionState struct {
-	lock chan struct{} // holds a token while a run owns the session
-	refs int           // handles waiting for or holding the lock
+	// lock holds a token while a run (or a resume setting one up) owns
+	// the session: runs of a session never overlap.
+	lock chan struct{}
+	// appendMu serialises the session's appends, and the decisions that
+	// must not interleave with them: whether a send queues into the live
+	// run, whether the live run may end.
+	appendMu sync.Mutex
 
-	// live is the run in flight, guarded by Host.mu.
-	live *liveRun
+	// Guarded by Host.mu:
+	refs    int           // handles using the state
+	live    *liveRun      // the run in flight, if any
+	changed chan struct{} // closed (and replaced) when live or lock changes
 }
 
-// liveRun is what the transcript shows of a run in flight: the events
-// appended so far (the run holds the whole ledger) and the pass streaming.
+// liveRun is the run in flight: the events appended so far (the run holds
+// the whole ledger), the pass streaming, and the senders waiting for it.
 type liveRun struct {
 	events          []ledger.Event
 	cancel          context.CancelCauseFunc
@@ -308,38 +314,46 @@ type liveRun struct {
 	responseID      string
 	text            []byte
 	reasoning       []byte
+	// ending is set once the run decided to end: sends no longer queue
+	// into it.
+	ending  bool
+	waiters []*waiter
 }
 
-// acquire takes the session's lock, waiting while another run holds it.
-func (h *Host) acquire(ctx context.Context, id string) (*sessionState, error) {
+// waiter is a send whose message was queued into a run in flight.
+type waiter struct {
+	messageID string
+	ch        chan waitResult
+}
+
+// waitResult is what a waiter learns when the run ends: the run's result
+// when it answered the message, else again: the message is still pending
+// and needs a successor run.
+type waitResult struct {
+	res   RunResult
+	err   error
+	again bool
+}
+
+// ref returns the session's state, creating it, and counts the user.
+func (h *Host) ref(id string) (*sessionState, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.closed {
-		h.mu.Unlock()
 		return nil, ErrClosed
 	}
 	st := h.sessions[id]
 	if st == nil {
-		st = &sessionState{lock: make(chan struct{}, 1)}
+		st = &sessionState{lock: make(chan struct{}, 1), changed: make(chan struct{})}
 		h.sessions[id] = st
 	}
 	st.refs++
 	h.wg.Add(1)
-	h.mu.Unlock()
-	select {
-	case st.lock <- struct{}{}:
-		return st, nil
-	case <-ctx.Done():
-		h.release(id, st, false)
-		return nil, ctx.Err()
-	}
+	return st, nil
 }
 
-// release gives the lock back (when held) and forgets the session's state
-// when no one else needs it.
-func (h *Host) release(id string, st *sessionState, held bool) {
-	if held {
-		<-st.lock
-	}
+// unref forgets the session's state when no one uses it any more.
+func (h *Host) unref(id string, st *sessionState) {
 	h.mu.Lock()
 	st.refs--
 	if st.refs == 0 {
@@ -347,6 +361,48 @@ func (h *Host) release(id string, st *sessionState, held bool) {
 	}
 	h.mu.Unlock()
 	h.wg.Done()
+}
+
+// notifyLocked wakes the goroutines waiting for the session to change.
+// h.mu must be held.
+func (st *sessionState) notifyLocked() {
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// tryLock takes the session's run token if it is free.
+func (st *sessionState) tryLock() bool {
+	select {
+	case st.lock <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// acquire takes the session's run token, waiting while a run holds it.
+func (h *Host) acquire(ctx context.Context, st *sessionState) error {
+	select {
+	case st.lock <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release gives the run token back and wakes the waiting senders.
+func (h *Host) release(st *sessionState) {
+	<-st.lock
+	h.mu.Lock()
+	st.notifyLocked()
+	h.mu.Unlock()
+}
+
+// changedCh returns the channel closed at the session's next change.
+func (h *Host) changedCh(st *sessionState) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return st.changed
 }
 
 // snapshotLive returns a consistent copy of the live run of a session, if

@@ -474,12 +474,14 @@ func TestStorageFailureMidRun(t *testing.T) {
 }
 
 // TestSessionsHammer sends concurrently to several sessions, several senders
-// per session: every message is answered, and runs of one session never
-// interleave in its ledger.
+// per session: every message is answered exactly once, by a run whose
+// result its sender gets, and runs of one session never overlap.
 func TestSessionsHammer(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
 	const sessions, senders, sends = 6, 3, 4
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	results := map[string]host.RunResult{} // message id → result
 	for s := range sessions {
 		for w := range senders {
 			wg.Add(1)
@@ -488,9 +490,13 @@ func TestSessionsHammer(t *testing.T) {
 				for i := range sends {
 					msg := fmt.Sprintf("m%d-%d", w, i)
 					res, err := hs.host.Session(fmt.Sprintf("h%d", s)).Send(context.Background(), msg, host.SendOptions{})
-					if err != nil || res.Text != "You said: "+msg {
+					if err != nil || res.Status != ledger.RunCompleted || !strings.HasPrefix(res.Text, "You said: m") {
 						t.Errorf("%s: %+v %v", msg, res, err)
+						continue
 					}
+					mu.Lock()
+					results[res.MessageID] = res
+					mu.Unlock()
 				}
 			}()
 		}
@@ -498,16 +504,39 @@ func TestSessionsHammer(t *testing.T) {
 	wg.Wait()
 	for s := range sessions {
 		evs := hs.events(fmt.Sprintf("h%d", s))
-		if len(evs) != senders*sends*4 {
-			t.Errorf("session h%d has %d events, want %d", s, len(evs), senders*sends*4)
-		}
-		for i := 0; i+3 < len(evs); i += 4 {
-			run := evs[i].RunID
-			for _, e := range evs[i : i+4] {
-				if e.RunID != run {
-					t.Fatalf("session h%d: runs interleave at event %d", s, i)
+		inputs, open := 0, ""
+		answeredBy := map[string]string{}
+		for i, e := range evs {
+			switch e.Kind {
+			case ledger.KindInput:
+				inputs++
+			case ledger.KindRunStart:
+				if open != "" {
+					t.Fatalf("session h%d: run %s starts at event %d while %s is open", s, e.RunID, i, open)
 				}
+				open = e.RunID
+				for _, id := range e.RunStart.Inputs {
+					answeredBy[id] = e.RunID
+				}
+			case ledger.KindStep:
+				for _, id := range e.Step.Inputs {
+					answeredBy[id] = e.RunID
+				}
+			case ledger.KindRunEnd:
+				open = ""
 			}
+		}
+		if inputs != senders*sends {
+			t.Errorf("session h%d has %d inputs, want %d", s, inputs, senders*sends)
+		}
+		for id, run := range answeredBy {
+			res, ok := results[id]
+			if !ok || res.RunID != run {
+				t.Errorf("session h%d: message %s answered by %s, its sender got %+v", s, id, run, res)
+			}
+		}
+		if len(answeredBy) != senders*sends || len(ledger.PendingInputs(evs)) != 0 {
+			t.Errorf("session h%d: %d messages answered, pending %v", s, len(answeredBy), ledger.PendingInputs(evs))
 		}
 	}
 }

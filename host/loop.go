@@ -29,8 +29,9 @@ type run struct {
 
 	events     []ledger.Event // the whole ledger, as appended
 	runID      string
-	responseID string // the item the next pass streams into
-	step       int    // index of the next pass
+	responseID string   // the item the next pass streams into
+	step       int      // index of the next pass
+	folding    []string // queued messages the current pass folded in
 
 	tools map[string]Tool
 	specs []provider.ToolSpec
@@ -49,20 +50,40 @@ func (r *run) newEvent(kind ledger.Kind) ledger.Event {
 }
 
 // append makes events durable, then adds them to the run's view of the
-// ledger (and to the live view transcripts read).
+// ledger (and to the live view transcripts and queued sends read).
 func (r *run) append(ctx context.Context, evs ...ledger.Event) error {
+	r.st.appendMu.Lock()
+	defer r.st.appendMu.Unlock()
+	return r.appendLocked(ctx, evs...)
+}
+
+// appendLocked is append with the session's appendMu held.
+func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
 	if err := r.h.store.Append(ctx, r.sessionID, evs...); err != nil {
 		return err
 	}
 	r.h.mu.Lock()
-	r.events = append(r.events, evs...)
-	if r.st.live != nil {
-		r.st.live.events = r.events
+	if l := r.st.live; l != nil && l.runID == r.runID {
+		// Queued sends append to the live view too: it is the one truth.
+		l.events = append(l.events, evs...)
+		r.events = l.events
+	} else {
+		r.events = append(r.events, evs...)
 	}
 	r.h.mu.Unlock()
 	return nil
+}
+
+// sync refreshes the run's view of the ledger from the live view, which
+// queued sends append to.
+func (r *run) sync() {
+	r.h.mu.Lock()
+	if l := r.st.live; l != nil && l.runID == r.runID {
+		r.events = l.events
+	}
+	r.h.mu.Unlock()
 }
 
 func (r *run) emit(p Progress) {
@@ -77,15 +98,18 @@ func (r *run) emit(p Progress) {
 }
 
 // goLive registers the run as the session's run in flight, with a context
-// that [Host.Cancel] can cancel. The returned function unregisters it.
+// that [Host.Cancel] can cancel; sends queue into it from then on. The
+// returned function unregisters it.
 func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	r.h.mu.Lock()
 	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
+	r.st.notifyLocked()
 	r.h.mu.Unlock()
 	return ctx, func() {
 		r.h.mu.Lock()
 		r.st.live = nil
+		r.st.notifyLocked()
 		r.h.mu.Unlock()
 		cancel(nil)
 	}
@@ -110,6 +134,9 @@ func (r *run) loop(ctx context.Context) (RunResult, error) {
 // not be written.
 func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, reason string, err error) {
 	r.snapshotTools()
+	// Messages queued while the run worked join this pass.
+	r.sync()
+	r.folding = ledger.PendingInputs(r.events)
 	r.emit(Progress{Type: ProgressResponseStart})
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
@@ -187,16 +214,40 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		return true, status, reason, nil
 	}
 
+	if len(res.ToolCalls) == 0 {
+		// The model is done — unless messages were queued meanwhile:
+		// then the run goes on to answer them. The check and the step's
+		// append are one decision under appendMu, so that no send can
+		// queue into a run that has decided to end.
+		r.st.appendMu.Lock()
+		r.h.mu.Lock()
+		pending := len(ledger.PendingInputs(r.st.live.events)) - len(r.folding)
+		more := pending > 0 && r.step+1 < r.agent.MaxSteps
+		if !more {
+			r.st.live.ending = true
+		}
+		r.h.mu.Unlock()
+		next := ""
+		if more {
+			next = ledger.NewID("resp")
+		}
+		err := r.appendLocked(ctx, r.stepEvent(res, next))
+		r.st.appendMu.Unlock()
+		if err != nil {
+			return true, "", "", err
+		}
+		if !more {
+			return true, ledger.RunCompleted, "", nil
+		}
+		r.advance(next)
+		return false, "", "", nil
+	}
 	next := ""
-	if len(res.ToolCalls) > 0 && r.step+1 < r.agent.MaxSteps {
+	if r.step+1 < r.agent.MaxSteps {
 		next = ledger.NewID("resp")
 	}
-	step := r.stepEvent(res, next)
-	if err := r.append(ctx, step); err != nil {
+	if err := r.append(ctx, r.stepEvent(res, next)); err != nil {
 		return true, "", "", err
-	}
-	if len(res.ToolCalls) == 0 {
-		return true, ledger.RunCompleted, "", nil
 	}
 	if err := r.runTools(ctx, res.ToolCalls); err != nil {
 		return true, "", "", err
@@ -208,12 +259,18 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	if next == "" {
 		return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil
 	}
+	r.advance(next)
+	return false, "", "", nil
+}
+
+// advance moves the run to its next pass, streaming into the item next.
+func (r *run) advance(next string) {
 	r.step++
 	r.responseID = next
+	r.folding = nil
 	r.h.mu.Lock()
 	r.st.live.responseID, r.st.live.text, r.st.live.reasoning = next, nil, nil
 	r.h.mu.Unlock()
-	return false, "", "", nil
 }
 
 // snapshotTools fixes the tools of the next pass: the agent's own, then
@@ -250,7 +307,7 @@ func (r *run) snapshotTools() {
 
 func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
 	e := r.newEvent(ledger.KindStep)
-	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Text: res.Text,
+	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Inputs: r.folding, Text: res.Text,
 		Reasoning: res.Reasoning, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Model: res.Model,
 		GenerationID: res.GenerationID, Usage: res.Usage, Raw: res.Raw}
 	return e
@@ -354,11 +411,30 @@ func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
 // write that failed, if one did: then the end cannot be recorded either, and
 // the run stays open in the ledger (interrupted, resumable).
 func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, storeErr error) (RunResult, error) {
+	r.st.appendMu.Lock()
+	r.h.mu.Lock()
+	l := r.st.live
+	if l != nil && l.runID == r.runID {
+		l.ending = true // no send queues into the run from now on
+	} else {
+		l = nil
+	}
+	r.h.mu.Unlock()
 	if storeErr == nil {
 		e := r.newEvent(ledger.KindRunEnd)
-		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason}
-		storeErr = r.append(ctx, e)
+		// Messages the last pass had folded in, if it left no step,
+		// are answered by this end.
+		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Inputs: r.unrecordedFolds()}
+		storeErr = r.appendLocked(ctx, e)
 	}
+	var waiters []*waiter
+	if l != nil {
+		r.h.mu.Lock()
+		waiters, l.waiters = l.waiters, nil
+		r.h.mu.Unlock()
+	}
+	r.st.appendMu.Unlock()
+
 	if storeErr != nil {
 		status, reason = ledger.RunInterrupted, fmt.Sprintf("storage: %v", storeErr)
 		r.h.log.Error("run interrupted: the ledger could not be written",
@@ -368,8 +444,60 @@ func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, s
 	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.runID,
 		ResponseID: r.responseID, Usage: view.Usage, Cost: view.Cost}
 	r.emit(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
+	var err error
 	if storeErr != nil {
-		return res, fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.runID, storeErr)
+		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.runID, storeErr)
 	}
-	return res, nil
+	// Senders whose messages the run answered get its result; the others
+	// (queued after its last pass began) go on to a successor run.
+	answered := r.answered()
+	for _, w := range waiters {
+		if answered[w.messageID] {
+			wr := res
+			wr.MessageID = w.messageID
+			w.ch <- waitResult{res: wr, err: err}
+		} else {
+			w.ch <- waitResult{again: true}
+		}
+	}
+	return res, err
+}
+
+// unrecordedFolds returns the messages the current pass folded in when no
+// step of the run records them.
+func (r *run) unrecordedFolds() []string {
+	if len(r.folding) == 0 {
+		return nil
+	}
+	recorded := r.answered()
+	var out []string
+	for _, id := range r.folding {
+		if !recorded[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// answered returns the messages this run picked up, per its events.
+func (r *run) answered() map[string]bool {
+	picked := map[string]bool{}
+	for _, e := range r.events {
+		if e.RunID != r.runID {
+			continue
+		}
+		var ids []string
+		switch {
+		case e.RunStart != nil:
+			ids = e.RunStart.Inputs
+		case e.Step != nil:
+			ids = e.Step.Inputs
+		case e.RunEnd != nil:
+			ids = e.RunEnd.Inputs
+		}
+		for _, id := range ids {
+			picked[id] = true
+		}
+	}
+	return picked
 }

@@ -101,7 +101,8 @@ func (a AutoResume) normalized() (AutoResume, error) {
 type SweepReport struct {
 	// Sessions is the number of sessions listed.
 	Sessions int
-	// Interrupted is the number of interrupted runs found.
+	// Interrupted is the number of sessions found with an interrupted run
+	// or queued messages no run picked up.
 	Interrupted int
 	// Resumed, Restarted and Failed count the runs given each action.
 	Resumed, Restarted, Failed int
@@ -167,8 +168,7 @@ func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
 			count(func(r *SweepReport) { r.Errors++ })
 			continue
 		}
-		open := ledger.OpenRuns(events)
-		if len(open) == 0 {
+		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
 			continue
 		}
 		count(func(r *SweepReport) { r.Interrupted++ })
@@ -265,6 +265,8 @@ func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResu
 		return outcomeReconciled, res, nil
 	case out == "" && err != nil:
 		return outcomeError, res, err
+	case out == "":
+		out = ActionResume // only queued messages were pending: a run answered them
 	}
 	return out, res, err
 }
@@ -353,19 +355,55 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	if !storage.ValidSessionID(id) {
 		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
 	}
-	st, err := h.acquire(ctx, id)
+	st, err := h.ref(id)
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer h.release(id, st, true)
+	defer h.unref(id, st)
+	if err := h.acquire(ctx, st); err != nil {
+		return RunResult{}, err
+	}
+	defer h.release(st)
 	events, err := h.store.Load(ctx, id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
 	}
 	open := ledger.OpenRuns(events)
-	if len(open) == 0 {
+	if len(open) == 0 && len(ledger.PendingInputs(events)) == 0 {
 		return RunResult{}, ErrNothingToResume
 	}
+	var res RunResult
+	if len(open) > 0 {
+		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, decide, events, open)
+		if err != nil && !errors.Is(err, errReconciled) {
+			return res, err
+		}
+		if events, err = h.store.Load(ctx, id); err != nil {
+			return res, fmt.Errorf("host: load session %s: %w", id, err)
+		}
+	}
+	// Messages queued before the crash that no run picked up get a run of
+	// their own, batched into its first pass.
+	if pending := ledger.PendingInputs(events); len(pending) > 0 && ledger.OpenRuns(events) == nil {
+		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run")}
+		if err := r.append(ctx, r.startEvent(pending, time.Now().UTC())); err != nil {
+			return res, err
+		}
+		ctx, done := r.goLive(ctx)
+		defer done()
+		res, err = r.loop(ctx)
+		res.MessageID = pending[len(pending)-1]
+		return res, err
+	}
+	if len(open) > 0 && err != nil {
+		return res, err // errReconciled
+	}
+	return res, nil
+}
+
+// resumeOpen re-drives the session's open run (closing older ones).
+func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agent Agent, onProgress func(Progress),
+	decide func(Interrupted) ResumeAction, events []ledger.Event, open []string) (RunResult, error) {
 	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events}
 	// Runs never overlap: an older open run is the leftover of an earlier
 	// crash, superseded since; close it.

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -98,38 +99,211 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 		agent = a
 	}
 
-	st, err := s.h.acquire(ctx, s.id)
+	h := s.h
+	st, err := h.ref(s.id)
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer s.h.release(s.id, st, true)
+	defer h.unref(s.id, st)
 
-	events, err := s.h.store.Load(ctx, s.id)
+	newInput := func(runID string) (ledger.Event, error) {
+		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
+			Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
+		if err := ledger.Validate(e); err != nil {
+			return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		return e, nil
+	}
+	accepted := func(msgID, runID string) {
+		if opts.OnAccepted != nil {
+			opts.OnAccepted(Accepted{MessageID: msgID, RunID: runID})
+		}
+	}
+
+	msgID := ""    // set once the message is durable
+	queued := false // the message was just queued: tell OnAccepted
+	for {
+		st.appendMu.Lock()
+		h.mu.Lock()
+		l := st.live
+		queue := l != nil && !l.ending
+		var events []ledger.Event
+		if queue {
+			events = l.events
+		}
+		h.mu.Unlock()
+
+		if queue {
+			// A run is in flight: the message joins it at its next step
+			// boundary.
+			if msgID == "" {
+				if id, res, done := requestSeen(events, opts.RequestID); id != "" {
+					if done {
+						st.appendMu.Unlock()
+						return res, nil
+					}
+					msgID = id
+				} else {
+					input, err := newInput("")
+					if err != nil {
+						st.appendMu.Unlock()
+						return RunResult{}, err
+					}
+					if err := h.store.Append(ctx, s.id, input); err != nil {
+						st.appendMu.Unlock()
+						return RunResult{}, fmt.Errorf("host: append message: %w", err)
+					}
+					h.mu.Lock()
+					l.events = append(l.events, input)
+					h.mu.Unlock()
+					msgID = input.Input.MessageID
+					queued = true
+				}
+			}
+			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
+			h.mu.Lock()
+			l.waiters = append(l.waiters, w)
+			h.mu.Unlock()
+			st.appendMu.Unlock()
+			if queued {
+				queued = false
+				accepted(msgID, l.runID)
+			}
+			select {
+			case wr := <-w.ch:
+				if wr.again {
+					continue // the run ended without it: a successor answers
+				}
+				return wr.res, wr.err
+			case <-ctx.Done():
+				return RunResult{MessageID: msgID}, ctx.Err()
+			}
+		}
+
+		if !st.tryLock() {
+			// A run is ending, or a resume is setting one up: wait for
+			// the session to change, then look again.
+			ch := h.changedCh(st)
+			st.appendMu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return RunResult{MessageID: msgID}, ctx.Err()
+			}
+		}
+
+		// This send owns the session: it starts a run for its message and
+		// for every message still pending.
+		return s.startRun(ctx, st, agent, opts, &msgID, newInput)
+	}
+}
+
+// startRun runs with the session's token held and appendMu locked (it
+// unlocks it): it appends the message (unless *msgID names one already
+// durable) and a run-start for every pending message, then runs the loop.
+func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, opts SendOptions, msgID *string,
+	newInput func(runID string) (ledger.Event, error)) (RunResult, error) {
+	h := s.h
+	defer h.release(st)
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			st.appendMu.Unlock()
+		}
+	}
+	defer unlock()
+	events, err := h.store.Load(ctx, s.id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", s.id, err)
 	}
-	now := time.Now().UTC()
-	input := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now,
-		Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
-	if err := ledger.Validate(input); err != nil {
-		return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	if *msgID == "" {
+		if id, res, done := requestSeen(events, opts.RequestID); id != "" {
+			if done {
+				return res, nil
+			}
+			*msgID = id
+		}
 	}
-	r := &run{h: s.h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress,
-		events: events, runID: ledger.NewID("run")}
-	input.RunID = r.runID
-	start := r.startEvent([]string{input.Input.MessageID}, now)
-	if err := s.h.store.Append(ctx, s.id, input, start); err != nil {
+	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events, runID: ledger.NewID("run")}
+	inputs := ledger.PendingInputs(events)
+	var batch []ledger.Event
+	fresh := *msgID == ""
+	if fresh {
+		input, err := newInput(r.runID)
+		if err != nil {
+			return RunResult{}, err
+		}
+		batch = append(batch, input)
+		inputs = append(inputs, input.Input.MessageID)
+		*msgID = input.Input.MessageID
+	} else if !slices.Contains(inputs, *msgID) {
+		// Another run answered the message meanwhile.
+		if res, ok := resultFor(events, *msgID); ok {
+			return res, nil
+		}
+		return RunResult{MessageID: *msgID}, fmt.Errorf("host: message %s is neither pending nor answered", *msgID)
+	}
+	start := r.startEvent(inputs, time.Now().UTC())
+	batch = append(batch, start)
+	if err := h.store.Append(ctx, s.id, batch...); err != nil {
+		if fresh {
+			*msgID = ""
+		}
 		return RunResult{}, fmt.Errorf("host: append message: %w", err)
 	}
-	r.events = append(r.events, input, start)
-	if opts.OnAccepted != nil {
-		opts.OnAccepted(Accepted{MessageID: input.Input.MessageID, RunID: r.runID})
-	}
+	r.events = append(r.events, batch...)
 	ctx, done := r.goLive(ctx)
 	defer done()
+	unlock()
+	if fresh && opts.OnAccepted != nil {
+		opts.OnAccepted(Accepted{MessageID: *msgID, RunID: r.runID})
+	}
 	res, err := r.loop(ctx)
-	res.MessageID = input.Input.MessageID
+	res.MessageID = *msgID
 	return res, err
+}
+
+// requestSeen looks for a message sent before with the same request id:
+// its id, and, when a run that answered it has ended, that run's result.
+func requestSeen(events []ledger.Event, requestID string) (msgID string, res RunResult, done bool) {
+	if requestID == "" {
+		return "", RunResult{}, false
+	}
+	for _, e := range events {
+		if e.Input != nil && e.Input.RequestID == requestID {
+			msgID = e.Input.MessageID
+			break
+		}
+	}
+	if msgID == "" {
+		return "", RunResult{}, false
+	}
+	res, done = resultFor(events, msgID)
+	return msgID, res, done
+}
+
+// resultFor returns the result of the ended run that answered msgID.
+func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
+	runID := ""
+	for _, e := range events {
+		switch {
+		case e.RunStart != nil && slices.Contains(e.RunStart.Inputs, msgID):
+			runID = e.RunID
+		case e.Step != nil && slices.Contains(e.Step.Inputs, msgID):
+			runID = e.RunID
+		}
+	}
+	if runID == "" {
+		return RunResult{}, false
+	}
+	v, ok := ledger.ProjectRun(events, runID)
+	if !ok || !v.Ended {
+		return RunResult{}, false
+	}
+	return RunResult{Status: v.Status, Reason: v.Reason, Text: v.Text, MessageID: msgID, RunID: runID,
+		ResponseID: v.ResponseID, Usage: v.Usage, Cost: v.Cost}, true
 }
 
 // Events returns the session's ledger.

@@ -158,6 +158,9 @@ func normalize(e *Event) {
 	if r := e.RunStart; r != nil && len(r.Inputs) == 0 {
 		r.Inputs = nil
 	}
+	if r := e.RunEnd; r != nil && len(r.Inputs) == 0 {
+		r.Inputs = nil
+	}
 }
 
 func compactJSON(raw json.RawMessage) json.RawMessage {
@@ -385,6 +388,11 @@ func invalidText(e *Event) string {
 	case e.Compaction != nil:
 		return check("compaction.summary", e.Compaction.Summary, "compaction.through", e.Compaction.Through)
 	case e.RunEnd != nil:
+		for i, id := range e.RunEnd.Inputs {
+			if !utf8.ValidString(id) {
+				return fmt.Sprintf("run_end.inputs[%d]", i)
+			}
+		}
 		return check("run_end.reason", e.RunEnd.Reason, "run_end.restarted_by", e.RunEnd.RestartedBy)
 	case e.Retry != nil:
 		return check("retry.response_id", e.Retry.ResponseID, "retry.reason", e.Retry.Reason)

@@ -63,7 +63,7 @@ func fullEvents() []Event {
 	po.Poke = &Poke{Text: "please finish the task"}
 
 	re := ev("ev_re", KindRunEnd, "run_1")
-	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", RestartedBy: "run_2"}
+	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", Inputs: []string{"msg_q2"}, RestartedBy: "run_2"}
 
 	ra := ev("ev_ra", KindResumeAttempt, "run_1")
 	ra.ResumeAttempt = &ResumeAttempt{Attempt: 2, Host: "host-b"}

@@ -307,6 +307,11 @@ type RunEnd struct {
 	Status RunStatus `json:"status"`
 	// Reason explains a status other than completed.
 	Reason string `json:"reason,omitempty"`
+	// Inputs are the ids of queued messages that the run's last pass had
+	// folded in when the run ended without recording that pass (it failed
+	// or was cancelled before streaming): the run answered them with its
+	// end.
+	Inputs []string `json:"inputs,omitempty"`
 	// RestartedBy names the run that re-runs this run's inputs from
 	// scratch. The model no longer sees this run's passes and tool
 	// results; the transcript still shows them, as failed.

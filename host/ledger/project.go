@@ -181,6 +181,30 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 		}
 	}
 
+	// fold shows queued messages a run picked up before the item
+	// beforeID, when it is in place, else at the end.
+	fold := func(ids []string, runID, beforeID string) {
+		var folded []Item
+		for _, id := range ids {
+			if it, ok := queued[id]; ok {
+				delete(queued, id)
+				it.RunID = runID
+				folded = append(folded, it)
+			}
+		}
+		if len(folded) == 0 {
+			return
+		}
+		if i, ok := respIdx[beforeID]; ok && beforeID != "" {
+			t.Items = append(t.Items[:i], append(folded, t.Items[i:]...)...)
+			reindex()
+			return
+		}
+		for _, it := range folded {
+			addUser(it)
+		}
+	}
+
 	// open puts the pending pass's item in place, still unfilled (no
 	// status): a step fills it, or the run's end or the end of the events
 	// closes it.
@@ -250,25 +274,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			open(e.RunID, r)
 		case KindStep:
 			s := e.Step
-			// Queued messages this pass folded in show before it.
-			var folded []Item
-			for _, id := range s.Inputs {
-				if it, ok := queued[id]; ok {
-					delete(queued, id)
-					it.RunID = e.RunID
-					folded = append(folded, it)
-				}
-			}
-			if len(folded) > 0 {
-				if i, ok := respIdx[s.ResponseID]; ok {
-					t.Items = append(t.Items[:i], append(folded, t.Items[i:]...)...)
-					reindex()
-				} else {
-					for _, it := range folded {
-						addUser(it)
-					}
-				}
-			}
+			fold(s.Inputs, e.RunID, s.ResponseID) // queued messages it saw first
 			it := Item{ID: s.ResponseID, Kind: ItemResponse, RunID: e.RunID, Text: s.Text,
 				Status: StatusCompleted, Reasoning: s.Reasoning, Model: s.Model, Time: e.Time, Raw: s.Raw}
 			if s.Partial {
@@ -337,6 +343,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			if r == nil || r.ended {
 				continue
 			}
+			fold(e.RunEnd.Inputs, e.RunID, r.pending)
 			r.ended = true
 			status := itemStatus(e.RunEnd.Status)
 			if status == StatusCompleted {
@@ -551,6 +558,10 @@ func PendingInputs(events []Event) []string {
 			}
 		case e.Step != nil:
 			for _, id := range e.Step.Inputs {
+				picked[id] = true
+			}
+		case e.RunEnd != nil:
+			for _, id := range e.RunEnd.Inputs {
 				picked[id] = true
 			}
 		}

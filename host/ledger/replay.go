@@ -120,6 +120,13 @@ func ReplayMessages(events []Event) []Message {
 				continue
 			}
 			user(m)
+		case KindRunEnd:
+			for _, id := range e.RunEnd.Inputs {
+				if m, ok := queued[id]; ok {
+					delete(queued, id)
+					user(m)
+				}
+			}
 		case KindRunStart:
 			for _, id := range e.RunStart.Inputs {
 				if m, ok := queued[id]; ok {

@@ -139,7 +139,7 @@ func EveryKind(runID string) []ledger.Event {
 		case ledger.KindPoke:
 			e.Poke = &ledger.Poke{Text: "Please finish the task."}
 		case ledger.KindRunEnd:
-			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times", RestartedBy: runID + "-next"}
+			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times", Inputs: []string{runID + "-queued2"}, RestartedBy: runID + "-next"}
 		case ledger.KindResumeAttempt:
 			e.ResumeAttempt = &ledger.ResumeAttempt{Attempt: 2, Host: "host-a:8080"}
 		case ledger.KindRetry:
