@@ -120,7 +120,7 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 		}
 	}
 
-	msgID := ""    // set once the message is durable
+	msgID := ""     // set once the message is durable
 	queued := false // the message was just queued: tell OnAccepted
 	for {
 		st.appendMu.Lock()
