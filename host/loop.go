@@ -35,6 +35,7 @@ type run struct {
 
 	tools map[string]Tool
 	specs []provider.ToolSpec
+	hooks *runHooks
 }
 
 // startEvent mints the run-start event, and with it the first response id.
@@ -215,14 +216,20 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 
 	if len(res.ToolCalls) == 0 {
-		// The model is done — unless messages were queued meanwhile:
-		// then the run goes on to answer them. The check and the step's
-		// append are one decision under appendMu, so that no send can
-		// queue into a run that has decided to end.
+		// The model ended its turn. A hook may poke it to go on, or fail
+		// the run.
+		var poke, failReason string
+		if r.hooks != nil && r.hooks.turnEnd != nil {
+			poke, failReason = r.hooks.turnEnd()
+		}
+		// Otherwise the run is done — unless messages were queued
+		// meanwhile: then it goes on to answer them. The check and the
+		// step's append are one decision under appendMu, so that no send
+		// can queue into a run that has decided to end.
 		r.st.appendMu.Lock()
 		r.h.mu.Lock()
 		pending := len(ledger.PendingInputs(r.st.live.events)) - len(r.folding)
-		more := pending > 0 && r.step+1 < r.agent.MaxSteps
+		more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps
 		if !more {
 			r.st.live.ending = true
 		}
@@ -231,12 +238,22 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		if more {
 			next = ledger.NewID("resp")
 		}
-		err := r.appendLocked(ctx, r.stepEvent(res, next))
-		r.st.appendMu.Unlock()
-		if err != nil {
-			return true, "", "", err
+		evs := []ledger.Event{r.stepEvent(res, next)}
+		if more && poke != "" {
+			p := r.newEvent(ledger.KindPoke)
+			p.Poke = &ledger.Poke{Text: poke}
+			evs = append(evs, p)
 		}
-		if !more {
+		err := r.appendLocked(ctx, evs...)
+		r.st.appendMu.Unlock()
+		switch {
+		case err != nil:
+			return true, "", "", err
+		case failReason != "":
+			return true, ledger.RunFailed, failReason, nil
+		case !more && poke != "":
+			return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes before the model finished", r.agent.MaxSteps), nil
+		case !more:
 			return true, ledger.RunCompleted, "", nil
 		}
 		r.advance(next)
@@ -256,11 +273,29 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		status, reason := doneStatus(ctx)
 		return true, status, reason, nil
 	}
+	if r.hooks != nil && r.hooks.afterTools != nil {
+		if stop, status, reason := r.hooks.afterTools(); stop {
+			return true, status, reason, nil
+		}
+	}
 	if next == "" {
 		return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil
 	}
 	r.advance(next)
 	return false, "", "", nil
+}
+
+// runHooks let a caller of the loop steer a run (tasks use them). Both are
+// called from the run's goroutine.
+type runHooks struct {
+	// afterTools is called once a pass's tool results are durable; stop
+	// ends the run with status and reason.
+	afterTools func() (stop bool, status ledger.RunStatus, reason string)
+	// turnEnd is called when the model ends its turn (a pass without tool
+	// calls). A non-empty poke is sent to the model as a user message,
+	// and the run goes on; a non-empty fail ends the run failed with that
+	// reason; both empty let the run complete.
+	turnEnd func() (poke, fail string)
 }
 
 // advance moves the run to its next pass, streaming into the item next.

@@ -79,6 +79,13 @@ type RunResult struct {
 // outcome, including a model that fails and a cancelled ctx, is reported in
 // RunResult.Status with nil error.
 func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunResult, error) {
+	return s.send(ctx, text, opts, nil)
+}
+
+// send is Send with hooks that steer the run the message starts (when it
+// starts one; a message queued into a run in flight joins that run as it
+// is).
+func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks *runHooks) (RunResult, error) {
 	if !storage.ValidSessionID(s.id) {
 		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
 	}
@@ -195,7 +202,7 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 
 		// This send owns the session: it starts a run for its message and
 		// for every message still pending.
-		return s.startRun(ctx, st, agent, opts, &msgID, newInput)
+		return s.startRun(ctx, st, agent, opts, &msgID, newInput, hooks)
 	}
 }
 
@@ -203,7 +210,7 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 // unlocks it): it appends the message (unless *msgID names one already
 // durable) and a run-start for every pending message, then runs the loop.
 func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, opts SendOptions, msgID *string,
-	newInput func(runID string) (ledger.Event, error)) (RunResult, error) {
+	newInput func(runID string) (ledger.Event, error), hooks *runHooks) (RunResult, error) {
 	h := s.h
 	defer h.release(st)
 	unlocked := false
@@ -226,7 +233,8 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 			*msgID = id
 		}
 	}
-	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events, runID: ledger.NewID("run")}
+	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events,
+		runID: ledger.NewID("run"), hooks: hooks}
 	inputs := ledger.PendingInputs(events)
 	var batch []ledger.Event
 	fresh := *msgID == ""
