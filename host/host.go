@@ -75,6 +75,10 @@ type Options struct {
 	// boot (see [AutoResume]). Default: nil, off; [Host.Resume] still
 	// resumes a session on demand.
 	AutoResume *AutoResume
+	// Compaction keeps sessions within the model's context window (see
+	// [Compaction]). Default: nil, which compacts only when the provider
+	// reports a context overflow (then with the Compaction defaults).
+	Compaction *Compaction
 	// HostID names this host in the ledger's resume-attempt events.
 	// Default: "<hostname>-<pid>".
 	HostID string
@@ -103,6 +107,7 @@ type Host struct {
 	retry       provider.RetryPolicy
 	hostID      string
 	auto        *AutoResume
+	compaction  *Compaction
 
 	bg       context.Context // the host's own work (the boot sweep); cancelled by Close
 	stopBg   context.CancelFunc
@@ -146,10 +151,19 @@ func New(opts Options) (*Host, error) {
 		}
 		auto = &a
 	}
+	var compaction *Compaction
+	if opts.Compaction != nil {
+		c, err := opts.Compaction.normalized()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		compaction = &c
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	h := &Host{
+		compaction:  compaction,
 		store:       opts.Storage,
 		model:       model,
 		agent:       agent,

@@ -139,6 +139,13 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	r.sync()
 	r.folding = ledger.PendingInputs(r.events)
 	r.emit(Progress{Type: ProgressResponseStart})
+	if r.needsCompaction(ctx) {
+		if _, err := r.compact(ctx); err != nil {
+			// The pass goes on uncompacted; an overflow, should it come,
+			// compacts again.
+			r.h.log.Warn("compaction failed", "session", r.sessionID, "run", r.runID, "err", err)
+		}
+	}
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
 	var textRunes, reasoningRunes int
@@ -160,32 +167,27 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 	attempts, retried := 0, 0
 	var ledgerErr error
-	res, merr := provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
-		attempts = attempt
-		return r.h.model.Stream(ctx, req, onDelta)
-	}, func(ri provider.RetryInfo) error {
-		retried = ri.Attempt
-		// The failed attempt's text is dropped: the retry streams into
-		// the same item from its start, and the progress event tells
-		// clients to reset it.
-		reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
-		e := r.newEvent(ledger.KindRetry)
-		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
-		if err := r.append(ctx, e); err != nil {
-			ledgerErr = err
-			return err
+	var res provider.Result
+	var merr error
+	for overflowed := false; ; overflowed = true {
+		res, merr = r.stream(ctx, req, onDelta, &attempts, &retried, &ledgerErr, func() { textRunes, reasoningRunes = 0, 0 })
+		if merr == nil || ctx.Err() != nil || ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
+			break
 		}
-		r.h.mu.Lock()
-		r.st.live.text, r.st.live.reasoning = nil, nil
-		r.h.mu.Unlock()
-		textRunes, reasoningRunes = 0, 0
-		r.emit(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
-			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
-		return nil
-	})
+		// The prompt no longer fits: compact, and try once more.
+		ok, cerr := r.compact(ctx)
+		if cerr != nil || !ok {
+			if cerr != nil {
+				r.h.log.Warn("compaction after a context overflow failed", "session", r.sessionID, "err", cerr)
+			}
+			break
+		}
+		req.Messages = ledger.ReplayMessages(r.events)
+	}
 	if ledgerErr != nil {
 		return true, "", "", ledgerErr
 	}
+
 	if retried == attempts {
 		// Cancelled while waiting to retry: what the failed attempt
 		// streamed was declared void; there is nothing to keep.
@@ -283,6 +285,36 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 	r.advance(next)
 	return false, "", "", nil
+}
+
+
+// stream runs one model pass with retries of transient failures, recording
+// each retry in the ledger and telling clients to reset the item.
+func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta),
+	attempts, retried *int, ledgerErr *error, resetOffsets func()) (provider.Result, error) {
+	return provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
+		*attempts = attempt
+		return r.h.model.Stream(ctx, req, onDelta)
+	}, func(ri provider.RetryInfo) error {
+		*retried = ri.Attempt
+		// The failed attempt's text is dropped: the retry streams into
+		// the same item from its start, and the progress event tells
+		// clients to reset it.
+		reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
+		e := r.newEvent(ledger.KindRetry)
+		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
+		if err := r.append(ctx, e); err != nil {
+			*ledgerErr = err
+			return err
+		}
+		r.h.mu.Lock()
+		r.st.live.text, r.st.live.reasoning = nil, nil
+		r.h.mu.Unlock()
+		resetOffsets()
+		r.emit(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
+			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
+		return nil
+	})
 }
 
 // runHooks let a caller of the loop steer a run (tasks use them). Both are

@@ -1,0 +1,243 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+)
+
+// Compaction configures how the host keeps a session within the model's
+// context window: when the prompt of a pass reaches Limit of the window, the
+// older turns are summarised, by the model, into a hand-off note that stands
+// for them from then on. The transcript never shows the note; the model's
+// replay does.
+type Compaction struct {
+	// Limit is the fraction of the context window at which to compact,
+	// measured on the provider-reported prompt and completion tokens of
+	// the last pass. Default: 0, which means 0.8.
+	Limit float64
+	// KeepRecent is the number of most recent user messages and model
+	// passes kept verbatim after a compaction. Default: 0, which means 4.
+	KeepRecent int
+	// ContextWindow is the window, in tokens, of models the provider's
+	// model list does not name. Default: 0, which means none: compaction
+	// then happens only when the provider reports a context overflow.
+	ContextWindow int
+	// Instructions tell the model how to write the hand-off note.
+	// Default: [DefaultCompactionInstructions].
+	Instructions string
+}
+
+// DefaultCompactionInstructions ask the model for a hand-off note.
+const DefaultCompactionInstructions = `Your conversation is about to be compacted: everything above this message will be replaced by the note you write now, and you will continue from it.
+Write a hand-off note to yourself. Keep every fact the user gave (names, numbers, codes, dates, preferences), every decision made, what was done with which tools and their key results, the task in progress and what remains to do. Describe images, audio and files that matter in words. Write only the note.`
+
+// The defaults of [Compaction].
+const (
+	DefaultCompactionLimit = 0.8
+	DefaultKeepRecent      = 4
+)
+
+// compactionMarker starts the system prompt of a compaction request, so
+// that a model (or a test's fake one) can tell it from a turn.
+const compactionMarker = "[compaction] "
+
+func (c Compaction) normalized() (Compaction, error) {
+	if c.Limit == 0 {
+		c.Limit = DefaultCompactionLimit
+	}
+	if c.KeepRecent == 0 {
+		c.KeepRecent = DefaultKeepRecent
+	}
+	if c.Instructions == "" {
+		c.Instructions = DefaultCompactionInstructions
+	}
+	var errs []error
+	if c.Limit <= 0 || c.Limit > 1 {
+		errs = append(errs, fmt.Errorf("host: Compaction.Limit %v is not in (0, 1]", c.Limit))
+	}
+	if c.KeepRecent < 0 {
+		errs = append(errs, fmt.Errorf("host: Compaction.KeepRecent %d is negative", c.KeepRecent))
+	}
+	if c.ContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("host: Compaction.ContextWindow %d is negative", c.ContextWindow))
+	}
+	return c, errors.Join(errs...)
+}
+
+// contextWindower is implemented by models that know their context window
+// (provider.Client does, from the provider's model list).
+type contextWindower interface {
+	ContextWindow(ctx context.Context, model string) (int, error)
+}
+
+// window returns the context window of the agent's model, 0 when unknown.
+func (r *run) window(ctx context.Context) int {
+	if cw, ok := r.h.model.(contextWindower); ok {
+		if w, err := cw.ContextWindow(ctx, r.agent.Model); err == nil && w > 0 {
+			return w
+		}
+	}
+	return r.h.compaction.ContextWindow
+}
+
+// needsCompaction reports whether the last pass's tokens reached the limit.
+func (r *run) needsCompaction(ctx context.Context) bool {
+	if r.h.compaction == nil {
+		return false
+	}
+	var last *ledger.Usage
+	for i := len(r.events) - 1; i >= 0; i-- {
+		e := r.events[i]
+		if e.Compaction != nil {
+			return false // nothing measured since the last compaction
+		}
+		if e.Step != nil && e.Step.Usage.PromptTokens > 0 {
+			last = &e.Step.Usage
+			break
+		}
+	}
+	if last == nil {
+		return false
+	}
+	w := r.window(ctx)
+	if w <= 0 {
+		return false
+	}
+	return float64(last.PromptTokens+last.CompletionTokens) >= r.h.compaction.Limit*float64(w)
+}
+
+// compact summarises the events before the last KeepRecent user messages
+// and passes (at a boundary where no tool call is open) and appends the
+// compaction event. It returns false, with no error, when there is nothing
+// old enough to compact.
+func (r *run) compact(ctx context.Context) (bool, error) {
+	cfg := r.h.compaction
+	if cfg == nil {
+		c, _ := Compaction{}.normalized()
+		cfg = &c
+	}
+	cut := compactionCut(r.events, cfg.KeepRecent)
+	if cut <= 0 {
+		return false, nil
+	}
+	// Nothing new since the last compaction: compacting again would only
+	// summarise the summary.
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if c := r.events[i].Compaction; c != nil {
+			for j := cut - 1; j >= 0; j-- {
+				if r.events[j].ID == c.Through {
+					return false, nil
+				}
+				if r.events[j].Input != nil || r.events[j].Step != nil {
+					break // a message or pass after the last note
+				}
+			}
+			break
+		}
+	}
+	older := ledger.ReplayMessages(r.events[:cut])
+	if len(older) == 0 {
+		return false, nil
+	}
+	// The request to summarise may itself overflow the window (it holds
+	// most of what overflowed): then its oldest messages are dropped,
+	// half at a time, at a user message so no tool result loses its call.
+	// The first message (a previous note, or the opening message) stays.
+	var res provider.Result
+	var err error
+	for dropped := 0; ; {
+		msgs := append(append([]ledger.Message(nil), older...),
+			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
+		req := provider.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
+		res, err = provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (provider.Result, error) {
+			return r.h.model.Stream(ctx, req, nil)
+		}, nil)
+		if err == nil || provider.Classify(err).Kind != provider.ContextOverflow || dropped >= 4 {
+			break
+		}
+		trimmed, ok := dropOldest(older)
+		if !ok {
+			break
+		}
+		older, dropped = trimmed, dropped+1
+		r.h.log.Warn("compaction: the summary request overflowed too; dropping its oldest half", "session", r.sessionID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("compaction: %w", err)
+	}
+	summary := strings.TrimSpace(res.Text)
+	if summary == "" {
+		return false, errors.New("compaction: the model wrote an empty note")
+	}
+	var prompt int64
+	for i := len(r.events) - 1; i >= 0; i-- {
+		if s := r.events[i].Step; s != nil {
+			prompt = s.Usage.PromptTokens
+			break
+		}
+	}
+	e := r.newEvent(ledger.KindCompaction)
+	e.Compaction = &ledger.Compaction{Summary: summary, Through: r.events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
+	if err := r.append(ctx, e); err != nil {
+		return false, err
+	}
+	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.runID, "prompt_tokens", prompt,
+		"through", e.Compaction.Through)
+	return true, nil
+}
+
+// compactionCut returns the index of the first event kept verbatim: the
+// latest boundary (before an input or a step, with every earlier tool call
+// answered) that leaves at least keep user messages and passes after it.
+// It returns 0 when there is none.
+func compactionCut(events []ledger.Event, keep int) int {
+	open := map[string]bool{}
+	boundary := make([]bool, len(events)+1)
+	for i, e := range events {
+		if (e.Input != nil || e.Step != nil) && len(open) == 0 {
+			boundary[i] = true
+		}
+		switch {
+		case e.Step != nil:
+			for _, c := range e.Step.ToolCalls {
+				open[c.ID] = true
+			}
+		case e.ToolResult != nil:
+			delete(open, e.ToolResult.CallID)
+		case e.Input != nil && len(open) > 0:
+			// A queued message amid tool calls: not a boundary.
+		}
+	}
+	kept := 0
+	for i := len(events) - 1; i > 0; i-- {
+		if events[i].Input != nil || events[i].Step != nil {
+			kept++
+		}
+		if kept >= keep && boundary[i] {
+			return i
+		}
+	}
+	return 0
+}
+
+// dropOldest removes about the older half of msgs, cutting at a user
+// message, and keeps the first message when it is a user's: the previous
+// note, or the message that opened the conversation. ok is false when
+// nothing can be dropped.
+func dropOldest(msgs []ledger.Message) ([]ledger.Message, bool) {
+	keepFirst := 0
+	if len(msgs) > 0 && msgs[0].Role == ledger.RoleUser {
+		keepFirst = 1 // the previous note (or the first message) stays
+	}
+	for i := max(len(msgs)/2, keepFirst+1); i < len(msgs); i++ {
+		if msgs[i].Role == ledger.RoleUser {
+			return append(append([]ledger.Message(nil), msgs[:keepFirst]...), msgs[i:]...), true
+		}
+	}
+	return msgs, false
+}

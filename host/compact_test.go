@@ -1,0 +1,129 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/fakemodel"
+)
+
+var secretRE = regexp.MustCompile(`secret code is (\w+)`)
+
+// rememberingModel reads its whole prompt, as a real model would: it
+// answers a question about the secret code from anything in the prompt,
+// and writes compaction notes that keep the facts it sees.
+func rememberingModel(req fakemodel.Request) fakemodel.Reply {
+	var all strings.Builder
+	for _, m := range req.Messages {
+		all.WriteString(m.Text + "\n")
+	}
+	code := ""
+	if m := secretRE.FindStringSubmatch(all.String()); m != nil {
+		code = m[1]
+	}
+	if len(req.Messages) > 0 && req.Messages[0].Role == "system" && strings.HasPrefix(req.Messages[0].Text, "[compaction]") {
+		note := "NOTE: the user chatted about filler."
+		if code != "" {
+			note += " The user's secret code is " + code + "."
+		}
+		return fakemodel.Reply{Text: note}
+	}
+	last := req.Messages[len(req.Messages)-1].Text
+	if strings.Contains(last, "what is my secret code") {
+		if code == "" {
+			return fakemodel.Reply{Text: "I do not know your code."}
+		}
+		return fakemodel.Reply{Text: "Your code is " + code + "."}
+	}
+	return fakemodel.Reply{Text: "Noted."}
+}
+
+func filler(i int) string {
+	return fmt.Sprintf("Filler message %d. ", i) + strings.Repeat("lorem ipsum dolor sit amet ", 30)
+}
+
+func TestChatSurvivesTwoCompactions(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+		host.Agent{Model: "fake/small"}, func(o *host.Options) {
+			o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+		})
+	sess := hs.host.Session("long")
+	ctx := context.Background()
+	send := func(text string) host.RunResult {
+		t.Helper()
+		res, err := sess.Send(ctx, text, host.SendOptions{})
+		if err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("%q: %+v %v", text[:20], res, err)
+		}
+		return res
+	}
+	send("Remember this: my secret code is ZEBRA42. " + filler(0))
+	for i := 1; i <= 8; i++ {
+		send(filler(i))
+	}
+	res := send("Tell me: what is my secret code?")
+	if res.Text != "Your code is ZEBRA42." {
+		t.Errorf("answer = %q", res.Text)
+	}
+	evs := hs.events("long")
+	compactions := 0
+	for _, e := range evs {
+		if e.Compaction != nil {
+			compactions++
+		}
+	}
+	if compactions < 2 {
+		t.Fatalf("%d compactions, want at least 2", compactions)
+	}
+	tr, _ := sess.Transcript(ctx)
+	if len(tr.Items) != 20 {
+		t.Errorf("transcript has %d items, want 20 (10 turns; compactions never show)", len(tr.Items))
+	}
+	for _, it := range tr.Items {
+		if strings.Contains(it.Text, "NOTE:") {
+			t.Errorf("a compaction note shows in the transcript: %+v", it)
+		}
+	}
+	// The model's last prompt no longer holds the first message: only the
+	// note carries the code.
+	reqs := hs.model.Requests()
+	for _, m := range reqs[len(reqs)-1].Messages {
+		if strings.Contains(m.Text, "Remember this") {
+			t.Error("the last prompt still holds the first message")
+		}
+	}
+}
+
+func TestOverflowCompactsAndRetriesOnce(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/tiny": 700}, Respond: rememberingModel},
+		host.Agent{Model: "fake/tiny"}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
+	sess := hs.host.Session("ovf")
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		res, err := sess.Send(ctx, filler(i), host.SendOptions{})
+		if err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+	}
+	res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{})
+	if err != nil || res.Text != "Your code is OTTER7." {
+		t.Fatalf("%+v %v", res, err)
+	}
+	compactions := 0
+	for _, e := range hs.events("ovf") {
+		if e.Compaction != nil {
+			compactions++
+		}
+	}
+	if compactions == 0 {
+		t.Error("no compaction after the overflow")
+	}
+}
