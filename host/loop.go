@@ -287,7 +287,6 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	return false, "", "", nil
 }
 
-
 // stream runs one model pass with retries of transient failures, recording
 // each retry in the ledger and telling clients to reset the item.
 func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta),
