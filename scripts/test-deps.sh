@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and the machine lacks. Idempotent: it
 # changes nothing on a machine that already has everything.
+#
+# Needs: Go; redis-server, redis-cli and redis-benchmark (the storage/redis
+# tests start their own servers on free ports; they never use a system
+# Redis). Missing Redis tools are installed with apt-get when we are root
+# on a Debian-like machine; otherwise the script says what to install and
+# fails only when AGENTIC_REQUIRE_REDIS=1 (without the tools, those tests
+# skip).
 set -euo pipefail
 
 need_go() {
@@ -10,5 +17,55 @@ need_go() {
 	fi
 }
 
+apt_updated=0
+apt_install() {
+	if [ "$apt_updated" = 0 ]; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		apt_updated=1
+	fi
+	# policy-rc.d keeps the packages from starting the system service: the
+	# tests start their own servers.
+	local policy=/usr/sbin/policy-rc.d created_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		created_policy=1
+	fi
+	local rc=0
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" || rc=$?
+	if [ "$created_policy" = 1 ]; then
+		rm -f "$policy"
+	fi
+	return "$rc"
+}
+
+need_redis() {
+	local missing=()
+	for tool in redis-server redis-cli redis-benchmark; do
+		command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+	done
+	if [ "${#missing[@]}" = 0 ]; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing redis-server and redis-tools (missing: ${missing[*]})"
+		apt_install redis-server redis-tools
+		# Debian may start the service anyway (systemd ignores
+		# policy-rc.d on some setups): stop it, the tests do not use it.
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+			systemctl stop redis-server || true
+		fi
+		return
+	fi
+	echo "test-deps: missing ${missing[*]}: install the Debian packages redis-server and redis-tools" \
+		"(apt-get install redis-server redis-tools) or your system's equivalent" >&2
+	if [ "${AGENTIC_REQUIRE_REDIS:-}" = 1 ]; then
+		echo "test-deps: AGENTIC_REQUIRE_REDIS=1 requires them" >&2
+		exit 1
+	fi
+	echo "test-deps: the tests that need Redis will be skipped" >&2
+}
+
 need_go
+need_redis
 echo "test-deps: everything the tests need is present"

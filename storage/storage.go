@@ -51,6 +51,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 )
@@ -82,12 +83,75 @@ type Closer interface {
 	Close() error
 }
 
+// Leaser is implemented by stores that several hosts share: a lease makes
+// one host the only writer of a session, and its fenced Append refuses the
+// events of a host whose lease has expired or been taken, so that a host
+// that stalled past its lease (a long GC pause, a partition) cannot append
+// behind its successor's back. Without it, the host falls back to its
+// in-process lock, which is correct only while one host uses the store.
+type Leaser interface {
+	// AcquireLease takes the session's lease for ttl on behalf of owner
+	// (a random token per host), or fails with [ErrLeaseHeld] while
+	// another owner holds it. An owner that already holds the lease gets
+	// it again, extended to ttl from now. The session need not have
+	// events. A ttl the store cannot keep (zero, negative, or below its
+	// resolution) is an error.
+	AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error)
+}
+
+// Lease is one owner's hold on a session, from [Leaser.AcquireLease]. The
+// store, not the holder's clock, decides when it expires: the holder must
+// Renew it well within its ttl, and learns that it lost it from
+// [ErrLeaseLost]. A Lease is safe for concurrent use.
+type Lease interface {
+	// Renew extends the lease to its ttl from now. It fails with
+	// [ErrLeaseLost] when the lease expired or was taken by another
+	// owner (who may have appended since): the holder must stop writing
+	// and reload the session before it acquires the lease again.
+	Renew(ctx context.Context) error
+	// Release gives the lease up if this owner still holds it, so that
+	// another owner may acquire it at once. It returns nil when the lease
+	// was already lost.
+	Release(ctx context.Context) error
+	// Append is [Storage.Append] fenced by the lease: it appends the
+	// events atomically, in order, only while the lease is held by this
+	// owner, checked in the same atomic step as the write. Otherwise it
+	// fails with [ErrLeaseLost] and nothing was appended.
+	Append(ctx context.Context, events ...ledger.Event) error
+}
+
+// Watcher is implemented by stores that can wake a host when a session
+// receives events from any host (or any handle on the same backend), so
+// that a host serving a session's readers learns of appends it did not
+// make. Without it, the host sees only the appends it made itself.
+type Watcher interface {
+	// Watch reports appends to the session made after Watch returned: the
+	// channel receives a value after each, coalesced (several appends
+	// may yield one value; sends never block the store), and it is closed
+	// when ctx ends or the store is closed. A value carries no events: the
+	// receiver loads the session to see what changed. A value may also
+	// come without a new append (for instance after the store reconnected
+	// to its backend), so receivers must tolerate a load that finds
+	// nothing new.
+	Watch(ctx context.Context, sessionID string) (<-chan struct{}, error)
+}
+
 var (
 	// ErrInvalidSessionID is returned for a session id the store cannot
 	// keep (empty, too long, or with characters the adapter refuses).
 	ErrInvalidSessionID = errors.New("storage: invalid session id")
 	// ErrClosed is returned by a store used after Close.
 	ErrClosed = errors.New("storage: store is closed")
+	// ErrLeaseHeld is returned by [Leaser.AcquireLease] while another
+	// owner holds the session's lease (and, by adapters that document it,
+	// by an unfenced [Storage.Append] to a session under a lease). It is
+	// transient: the lease may be acquired once its holder releases it or
+	// lets it expire.
+	ErrLeaseHeld = errors.New("storage: session lease is held by another owner")
+	// ErrLeaseLost is returned by a [Lease] whose owner no longer holds
+	// it: it expired, or another owner took it. A fenced Append that
+	// fails with it appended nothing.
+	ErrLeaseLost = errors.New("storage: session lease was lost")
 )
 
 // ValidSessionID reports whether id is acceptable to every built-in adapter:

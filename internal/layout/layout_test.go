@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"storage/memory":      {"storage", "host/ledger"},
 	"storage/file":        {"storage", "host/ledger"},
 	"storage/storagetest": {"storage", "host/ledger"},
+	"storage/redis":       {"storage", "host/ledger"},
 	"host":                {"host/ledger", "host/provider", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
 }

@@ -4,6 +4,9 @@
 // Run reports every way in which the store breaks the contract documented
 // in package storage, each as its own t.Errorf under a named subtest.
 //
+// Stores that several hosts share also call [RunShared], with a function
+// that opens two handles on one backend.
+//
 // The package also exports [EveryKind], a generator of one valid event of
 // each ledger kind with every field set, for anyone who needs realistic
 // events in a test.
@@ -59,7 +62,21 @@ import (
 //   - [storage.Lister]: ListSessions returns exactly the sessions that have
 //     events, once each;
 //   - [storage.Closer]: after Close, every method fails with
-//     [storage.ErrClosed].
+//     [storage.ErrClosed];
+//   - [storage.Leaser]: a lease is exclusive between two owners (and
+//     re-entrant for its owner), renewals keep it, it expires after its
+//     ttl so that another owner acquires it, a fenced Append by an owner
+//     whose lease expired or was released fails with
+//     [storage.ErrLeaseLost] and appends nothing, and Release frees it at
+//     once;
+//   - [storage.Watcher]: a watch fires after an append made after it
+//     started, coalesces without blocking appends, and its channel is
+//     closed when its ctx ends (and, for a [storage.Closer], when the
+//     store is closed).
+//
+// The checks that need two handles on one backend (what one appends, the
+// other loads; leases exclude across handles; a watch on one fires for an
+// append by the other) are in [RunShared].
 func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 	t.Helper()
 	tests := []struct {
@@ -82,6 +99,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"InvalidSessionID", testInvalidSessionID},
 		{"ListSessions", testListSessions},
 		{"Close", testClose},
+		{"Leaser", func(t *testing.T, s storage.Storage) { runLeaser(t, s, s) }},
+		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,114 @@
+package redistest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func TestStartKillRestart(t *testing.T) {
+	t.Parallel()
+	s := Start(t, Options{AppendOnly: true, AppendFsync: "always"})
+	if !strings.HasPrefix(s.URL(), "redis://127.0.0.1:") || !strings.HasSuffix(s.URL(), "/0") {
+		t.Errorf("URL() = %q", s.URL())
+	}
+	if got, err := s.Do("SET", "k", "v"); err != nil || got != "+OK" {
+		t.Fatalf("SET = %q, %v", got, err)
+	}
+	if got, _ := s.Do("CONFIG", "GET", "save"); got != "*2" {
+		t.Errorf("CONFIG GET save = %q", got)
+	}
+	s.Kill()
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("the server answers after Kill")
+	}
+	s.Restart()
+	if got, err := s.Do("GET", "k"); err != nil || got != "$1" {
+		t.Errorf("GET after a restart from the append-only file = %q, %v; want the value", got, err)
+	}
+	s.Stop()
+	s.Restart()
+	if got, err := s.Do("PING"); err != nil || got != "+PONG" {
+		t.Errorf("PING after Stop and Restart = %q, %v", got, err)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	s := Start(t, Options{})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	if err := c.Ping(t.Context()).Err(); err == nil {
+		t.Error("a paused server answered")
+	}
+	s.Resume()
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Errorf("PING after Resume: %v", err)
+	}
+	s.Pause() // the cleanup must stop a paused server too
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	for _, fromGo := range []bool{false, true} {
+		name := "redis-cli"
+		if fromGo {
+			name = "go"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := startCluster(t, 3, fromGo)
+			cl := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
+			defer cl.Close()
+			ctx := t.Context()
+			// Keys in every slot range work.
+			for i := range 30 {
+				k := "key-" + string(rune('a'+i%26)) + string(rune('0'+i/26))
+				if err := cl.Set(ctx, k, i, 0).Err(); err != nil {
+					t.Fatalf("SET %s: %v", k, err)
+				}
+			}
+			var masters atomic.Int32
+			err := cl.ForEachMaster(ctx, func(ctx context.Context, m *goredis.Client) error {
+				masters.Add(1)
+				return nil
+			})
+			if err != nil || masters.Load() != 3 {
+				t.Errorf("ForEachMaster: %d masters, %v; want 3", masters.Load(), err)
+			}
+		})
+	}
+}
+
+// TestMissingRedis runs a test that needs Redis with an empty PATH: it is
+// skipped, or fails under AGENTIC_REQUIRE_REDIS=1, saying why.
+func TestMissingRedis(t *testing.T) {
+	if os.Getenv("PATH") == "" {
+		t.Skip("in the subprocess")
+	}
+	for _, require := range []string{"", "1"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPauseResume$", "-test.count=1", "-test.v")
+		cmd.Env = []string{"PATH=", RequireEnv + "=" + require}
+		out, err := cmd.CombinedOutput()
+		want, wantErr := "--- SKIP: TestPauseResume", false
+		if require == "1" {
+			want, wantErr = "--- FAIL: TestPauseResume", true
+		}
+		if (err != nil) != wantErr || !strings.Contains(string(out), want) ||
+			!strings.Contains(string(out), "redis-server is not on PATH") {
+			t.Errorf("%s=%q without redis-server: %v, want %q and the reason:\n%s", RequireEnv, require, err, want, out)
+		}
+	}
+}

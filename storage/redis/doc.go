@@ -1,0 +1,136 @@
+// Package redis is a [storage.Storage] that keeps each session's ledger in
+// a Redis stream, for hosts that share their sessions: several hosts on one
+// Redis (a single server, with or without replicas behind Sentinel, or a
+// Redis Cluster) see the same ledgers. Besides [storage.Lister] and
+// [storage.Closer], it implements [storage.Leaser], so that one host at a
+// time writes a session and a host that lost its lease cannot append, and
+// [storage.Watcher], so that a host learns of appends made by another.
+//
+// It is built on github.com/redis/go-redis/v9 and needs Redis 6.2 or later
+// (exclusive XRANGE bounds). [Open] takes a URL; [New] wraps a go-redis
+// client the caller configured.
+//
+// # Key layout
+//
+// With [Options.Prefix] p (default "agentic") and [Options.Tenant] t
+// (default "default"), session s has two keys:
+//
+//	p:{t:s}:events   a stream: one entry per event, in append order
+//	p:{t:s}:lease    a string: the lease holder's owner token, with a TTL
+//
+// and the tenant has one index:
+//
+//	p:{t}:sessions   a sorted set: member s, score the time of its last
+//	                 append (Unix milliseconds, the appending host's clock)
+//
+// The braces are Redis Cluster hash tags: a session's stream and lease live
+// in one slot, so a script may use both. Prefixes may not contain braces,
+// and tenants are at most 64 characters of [A-Za-z0-9._-] (no colon, so
+// that no tenant and session pair names another's keys).
+//
+// A stream entry has a field e, the event's encoding by [ledger.Encode],
+// and the last entry of each Append has a second field b, a token unique to
+// that Append call (see Retries below). Entry ids are Redis's own (the
+// server's time and a sequence), increasing; they are not the events' ids.
+// Streams are never trimmed and keys never expire, except leases.
+//
+// # Appending
+//
+// Append encodes the whole batch first (an event the codec refuses fails
+// the call, and Redis is not asked), then runs one Lua script that XADDs
+// the events in order: Redis runs a script atomically, so the batch becomes
+// visible whole, and its effects reach replicas and the append-only file
+// wrapped in MULTI/EXEC, so that a replica or a restart from a torn
+// append-only file (aof-load-truncated) also sees the batch whole or not at
+// all.
+//
+// The same script first checks the session's lease: an unfenced Append
+// fails with an error matching [storage.ErrLeaseHeld] while any owner holds
+// the lease (a session under a lease takes appends only through its
+// [storage.Lease], so a host that does not use leases cannot write behind a
+// leaseholder's back), and a fenced one (Lease.Append) fails with
+// [storage.ErrLeaseLost] unless its owner holds the lease.
+//
+// # Retries
+//
+// go-redis retries a command after a network error or a timeout, which may
+// strike after Redis ran the script but before its reply arrived. So that a
+// retried Append is not appended twice, the script is idempotent: when the
+// stream's last entry carries the call's token, the batch is already there
+// and the script does nothing. (The host appends to a session from one
+// place at a time, so a retry finds its own batch last.) An Append that
+// returns an error may nevertheless have happened, when Redis ran it and
+// the connection then failed on every try: what a network makes ambiguous,
+// no client can decide. The host reconciles on its next Load.
+//
+// # The session index and clusters
+//
+// ListSessions reads the index, not the keyspace: SCAN over a large
+// keyspace (every node of a cluster) is slow, and the index is cheap. In
+// a cluster, the index lives in another slot than most sessions (it is per
+// tenant, and sessions spread over every node), so the append script cannot
+// update it: Redis refuses scripts whose keys span slots. There, Append
+// adds the session to the index with a ZADD before it runs the script, and
+// ListSessions lists only the members whose stream exists. So a session
+// with events is always listed (its ZADD preceded its first event, even if
+// the process died in between), and a session whose first Append failed
+// after its ZADD is not (it stays in the index, unseen). On a single server
+// (a go-redis *Client, Sentinel included) the script updates the index
+// itself, in the same atomic step; ListSessions filters the same way, which
+// also hides sessions whose stream an operator deleted. Neither way lags:
+// when Append returns nil, ListSessions lists the session.
+//
+// # Loading
+//
+// Load reads the stream with XRANGE in pages of [Options.PageSize] entries
+// (each page starting after the last entry read), so that a long session
+// does not block Redis; because batches are added atomically, the pages
+// together hold whole batches. An entry that does not decode fails the Load
+// with a [*CorruptError] naming the stream and the entry id.
+//
+// # Leases and fencing
+//
+// [Store.AcquireLease] sets the lease key to the owner's token with SET NX
+// PX semantics (in a script that also lets the current owner acquire again:
+// go-redis may retry an acquisition whose reply was lost). Renew and
+// Release are compare-and-set scripts on the token: Renew extends the TTL
+// only if the key still holds the owner's token, Release deletes it only
+// then. A fenced Append runs the append script with the owner's token, and
+// the script appends only when the lease key holds that token and has a
+// TTL left, in the same atomic step as the XADDs. Expiry is Redis's: a
+// holder that paused past its TTL finds, on its next Append, that it lost
+// the lease, and nothing it sends after that is appended, however its own
+// clock disagrees. The guarantee is the primary's: Redis replicates
+// asynchronously, so a failover may promote a replica that had not yet
+// received a lease (or the last appends) the old primary acknowledged, and
+// another owner may then acquire the lease. min-replicas-to-write narrows
+// that window; it cannot close it.
+//
+// # Watching
+//
+// [Store.Watch] resolves the stream's last entry id, then runs a goroutine
+// that waits on XREAD BLOCK for entries after it (at most
+// [Options.WatchBlock] at a time, then again) and signals the channel after
+// each wake-up with a non-blocking send into a buffer of one. On an error
+// it reconnects with a backoff from 50 ms to 5 s, resuming from the last id
+// it saw, so no append is missed across a reconnection. Each watch holds
+// one connection of the client's pool while it waits: size the pool (the
+// pool_size URL parameter, or the client given to [New]) for the watches
+// a host keeps open.
+//
+// # Durability and failures
+//
+// When Append returns nil, the events are in Redis's memory, and as durable
+// as the server's persistence makes them: with appendonly yes and
+// appendfsync always, they survive a crash of the server; with everysec,
+// up to a second of them may be lost; without persistence, a restart loses
+// everything. A dead or unreachable server makes calls fail promptly with
+// errors naming the operation and the session ("storage/redis: append
+// session "s": …"): connections are dialled within [Options.DialTimeout],
+// replies awaited within [Options.ReadTimeout], and tried at most
+// [Options.MaxRetries] more times; a ctx deadline shortens all of them.
+// With the defaults, a call to a server that refuses connections fails in
+// about a second and a half (go-redis also redials a few times within each
+// try), and one to a server that hangs in about ten seconds. The client
+// reconnects by itself when the server is back.
+package redis

@@ -1,0 +1,659 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// The defaults of [Options].
+const (
+	DefaultPrefix      = "agentic"
+	DefaultTenant      = "default"
+	DefaultPageSize    = 1000
+	DefaultDialTimeout = 2 * time.Second
+	DefaultReadTimeout = 3 * time.Second
+	DefaultMaxRetries  = 2
+	DefaultWatchBlock  = 2 * time.Second
+)
+
+const (
+	maxTenantLen = 64
+	maxPrefixLen = 128
+)
+
+var (
+	// ErrCorrupt is matched (errors.Is) by every [*CorruptError].
+	ErrCorrupt = errors.New("storage/redis: corrupt stream entry")
+)
+
+// CorruptError reports a stream entry that Load cannot turn into an event:
+// it has no field e, or the field does not decode. Load refuses to skip it,
+// since that would silently drop an event.
+type CorruptError struct {
+	// Key is the session's stream.
+	Key string
+	// EntryID is the stream entry's id, e.g. "1717243200000-0".
+	EntryID string
+	// Err is the cause: a *ledger.DecodeError, or an error saying the
+	// field is missing.
+	Err error
+}
+
+// Error returns "storage/redis: stream <key> entry <id>: " followed by the
+// cause.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("storage/redis: stream %s entry %s: %v", e.Key, e.EntryID, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrCorrupt].
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Options configures a [Store]. The zero value is the default; a field
+// left zero takes the default its documentation ends with, and -1 turns a
+// limit off where it says so.
+type Options struct {
+	// Prefix starts every key of the store (see the package
+	// documentation for the layout). It may not contain braces. Default
+	// "agentic".
+	Prefix string
+	// Tenant separates the sessions of several tenants on one Redis: each
+	// has its own keys and index, and sessions of one tenant are invisible
+	// to a Store of another. At most 64 characters of [A-Za-z0-9._-].
+	// Default "default".
+	Tenant string
+	// PageSize is how many stream entries one XRANGE of Load reads, and
+	// how many index members one ZSCAN of ListSessions asks for. Default
+	// 1000.
+	PageSize int
+	// DialTimeout bounds the opening of a connection. [Open] only (a
+	// client given to [New] keeps its own settings); it overrides the
+	// URL's dial_timeout. Default 2s.
+	DialTimeout time.Duration
+	// ReadTimeout bounds the wait for a reply (a watch's blocking XREAD
+	// is bounded by WatchBlock instead). -1 waits as long as ctx allows.
+	// [Open] only; it overrides the URL's read_timeout. Default 3s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the sending of a command. -1 waits as long as
+	// ctx allows. [Open] only; it overrides the URL's write_timeout.
+	// Default ReadTimeout.
+	WriteTimeout time.Duration
+	// MaxRetries is how many times a command that failed on the network
+	// (or timed out) is tried again, on another connection, after a short
+	// backoff; Appends stay idempotent across retries (see the package
+	// documentation). -1 tries once. [Open] only; it overrides the URL's
+	// max_retries. Default 2.
+	MaxRetries int
+	// WatchBlock is the longest a watch's XREAD BLOCK waits before it is
+	// issued again; a watch whose ctx ended releases its connection
+	// within it. Default 2s.
+	WatchBlock time.Duration
+}
+
+// normalize applies the defaults and reports every invalid field.
+func (o *Options) normalize() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("storage/redis: options: "+format, args...))
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") || len(o.Prefix) > maxPrefixLen || strings.ContainsFunc(o.Prefix, isControl) {
+		bad("prefix %q: want at most %d characters, no braces nor control characters", o.Prefix, maxPrefixLen)
+	}
+	if o.Tenant == "" {
+		o.Tenant = DefaultTenant
+	}
+	if !validTenant(o.Tenant) {
+		bad("tenant %q: want 1 to %d characters of [A-Za-z0-9._-]", o.Tenant, maxTenantLen)
+	}
+	switch {
+	case o.PageSize == 0:
+		o.PageSize = DefaultPageSize
+	case o.PageSize < 0:
+		bad("page size %d is negative", o.PageSize)
+	}
+	switch {
+	case o.DialTimeout == 0:
+		o.DialTimeout = DefaultDialTimeout
+	case o.DialTimeout < 0:
+		bad("dial timeout %v is negative", o.DialTimeout)
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"read", &o.ReadTimeout}, {"write", &o.WriteTimeout}} {
+		if *d.v < 0 && *d.v != -1 {
+			bad("%s timeout %v: want a positive duration, 0 for the default or -1 for none", d.name, *d.v)
+		}
+	}
+	if o.MaxRetries < -1 {
+		bad("max retries %d: want a count, 0 for the default or -1 for none", o.MaxRetries)
+	}
+	switch {
+	case o.WatchBlock == 0:
+		o.WatchBlock = DefaultWatchBlock
+	case o.WatchBlock < time.Millisecond:
+		bad("watch block %v: want at least 1ms", o.WatchBlock)
+	}
+	return errors.Join(errs...)
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func validTenant(t string) bool {
+	if t == "" || len(t) > maxTenantLen {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Store keeps session ledgers in Redis streams. It is safe for concurrent
+// use, by goroutines of one process and by other Stores (in this process
+// or others) on the same Redis, prefix and tenant. The zero value is not
+// usable; call [Open] or [New].
+type Store struct {
+	client   goredis.UniversalClient
+	owned    bool // Close closes client
+	prefix   string
+	tenant   string
+	pageSize int
+	block    time.Duration
+	// indexInScript tells that every key lives on one server, so the
+	// append script may update the index too.
+	indexInScript bool
+
+	tokenBase string        // random, unique to this Store
+	tokenSeq  atomic.Uint64 // makes each Append's token unique
+
+	closed atomic.Bool
+	mu     sync.Mutex // guards watchers' Add against Close's Wait
+	stop   context.CancelFunc
+	done   context.Context // ends at Close: watches end with it
+	wg     sync.WaitGroup  // the watches' goroutines
+}
+
+// Open connects to the Redis a URL names and returns a Store over it. The
+// Store owns the client: Close closes it. URLs:
+//
+//	redis://[user:password@]host[:port][/db][?param=value&…]
+//	rediss://…                               the same over TLS
+//	redis+cluster://[user:password@]host1:port1[,host2:port2…][?…]
+//	rediss+cluster://…                       a cluster over TLS
+//
+// A cluster URL lists seed nodes, comma-separated (more may be given as
+// addr=host:port parameters); the client discovers the rest. A host without
+// a port has port 6379. The parameters are go-redis's (pool_size,
+// read_timeout, client_name, protocol, …; see redis.ParseURL and
+// redis.ParseClusterURL); the connection fields of opts, when set,
+// override them.
+//
+// Open pings the server (for a cluster, one seed that answers is enough)
+// and fails when it does not answer within ctx and the dial and read
+// timeouts. It also refuses a redis:// URL that names a node of a cluster,
+// whose keys would be spread over other nodes: use redis+cluster:// there.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	var client goredis.UniversalClient
+	scheme, _, _ := strings.Cut(rawURL, "://")
+	switch scheme {
+	case "redis", "rediss":
+		o, err := goredis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("storage/redis: open %s: %w", redact(rawURL), err)
+		}
+		o.DialTimeout = pick(opts.DialTimeout, o.DialTimeout, DefaultDialTimeout)
+		o.ReadTimeout = pick(opts.ReadTimeout, o.ReadTimeout, DefaultReadTimeout)
+		o.WriteTimeout = pick(opts.WriteTimeout, o.WriteTimeout, o.ReadTimeout)
+		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
+		o.ContextTimeoutEnabled = true
+		client = goredis.NewClient(o)
+	case "redis+cluster", "rediss+cluster":
+		o, err := parseClusterURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("storage/redis: open %s: %w", redact(rawURL), err)
+		}
+		o.DialTimeout = pick(opts.DialTimeout, o.DialTimeout, DefaultDialTimeout)
+		o.ReadTimeout = pick(opts.ReadTimeout, o.ReadTimeout, DefaultReadTimeout)
+		o.WriteTimeout = pick(opts.WriteTimeout, o.WriteTimeout, o.ReadTimeout)
+		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
+		o.ContextTimeoutEnabled = true
+		client = goredis.NewClusterClient(o)
+	default:
+		return nil, fmt.Errorf("storage/redis: open %s: unknown scheme %q (want redis, rediss, redis+cluster or rediss+cluster)", redact(rawURL), scheme)
+	}
+	s, err := newStore(client, true, opts)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("storage/redis: open %s: %w", redact(rawURL), err)
+	}
+	if s.indexInScript {
+		// A server that does not answer INFO (a managed service that
+		// renamed it) is taken as what the URL says.
+		info, err := client.Info(ctx, "cluster").Result()
+		if err == nil && strings.Contains(info, "cluster_enabled:1") {
+			client.Close()
+			return nil, fmt.Errorf("storage/redis: open %s: the server is a node of a Redis Cluster: use a redis+cluster:// URL", redact(rawURL))
+		}
+	}
+	return s, nil
+}
+
+// pick returns the first of opt (the caller's option) and url (what the
+// URL said) that is set, else def.
+func pick[T comparable](opt, url, def T) T {
+	var zero T
+	switch {
+	case opt != zero:
+		return opt
+	case url != zero:
+		return url
+	}
+	return def
+}
+
+// New returns a Store over a client the caller configured (a *Client, a
+// *ClusterClient, a Sentinel failover client, …). The caller keeps the
+// client: Close does not close it. The connection fields of opts are
+// ignored. Configure the client with bounded timeouts, and with
+// ContextTimeoutEnabled so that ctx deadlines bound each call.
+func New(client goredis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("storage/redis: new: nil client")
+	}
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	return newStore(client, false, opts)
+}
+
+func newStore(client goredis.UniversalClient, owned bool, opts Options) (*Store, error) {
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("storage/redis: %w", err)
+	}
+	_, single := client.(*goredis.Client)
+	done, stop := context.WithCancel(context.Background())
+	return &Store{
+		client:        client,
+		owned:         owned,
+		prefix:        opts.Prefix,
+		tenant:        opts.Tenant,
+		pageSize:      opts.PageSize,
+		block:         opts.WatchBlock,
+		indexInScript: single,
+		tokenBase:     hex.EncodeToString(seed[:]) + ":",
+		done:          done,
+		stop:          stop,
+	}, nil
+}
+
+// parseClusterURL turns redis+cluster://[u:p@]h1,h2[/0][?q] into
+// go-redis's cluster options.
+func parseClusterURL(raw string) (*goredis.ClusterOptions, error) {
+	scheme, rest, _ := strings.Cut(raw, "://")
+	base := strings.TrimSuffix(scheme, "+cluster")
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	userinfo, hosts := "", authority
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		userinfo, hosts = authority[:i+1], authority[i+1:]
+	}
+	var addrs []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), "6379")
+		}
+		addrs = append(addrs, h)
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("no host")
+	}
+	path, query, _ := strings.Cut(tail, "?")
+	if strings.Contains(query, "#") || strings.Contains(path, "#") {
+		return nil, errors.New("a fragment is not allowed")
+	}
+	switch path {
+	case "", "/", "/0":
+	default:
+		return nil, fmt.Errorf("path %q: a cluster has database 0 only", path)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	u := base + "://" + userinfo + addrs[0]
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return goredis.ParseClusterURL(u)
+}
+
+// redact returns the URL without its password, for error messages.
+func redact(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return strconv.Quote(raw)
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	return strconv.Quote(scheme + "://" + rest)
+}
+
+// eventsKey returns the key of the session's stream.
+func (s *Store) eventsKey(sessionID string) string {
+	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:events"
+}
+
+// leaseKey returns the key of the session's lease.
+func (s *Store) leaseKey(sessionID string) string {
+	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:lease"
+}
+
+// indexKey returns the key of the tenant's session index.
+func (s *Store) indexKey() string {
+	return s.prefix + ":{" + s.tenant + "}:sessions"
+}
+
+// Script error codes: the first word of the error replies the scripts
+// return.
+const (
+	codeLeaseHeld = "AGENTIC_LEASE_HELD"
+	codeLeaseLost = "AGENTIC_LEASE_LOST"
+)
+
+// appendScript appends a batch, atomically and idempotently, after the
+// lease check. KEYS: the stream, the lease, and (on a single server) the
+// index. ARGV: the owner ("" for an unfenced append), the call's token,
+// the time in ms, the session id, then the encoded events.
+var appendScript = goredis.NewScript(`
+local holder = redis.call('GET', KEYS[2])
+if ARGV[1] ~= '' then
+  if holder ~= ARGV[1] or redis.call('PTTL', KEYS[2]) <= 0 then
+    return redis.error_reply('` + codeLeaseLost + ` the lease is not held by this owner')
+  end
+elseif holder then
+  return redis.error_reply('` + codeLeaseHeld + ` the session is under a lease: append through it')
+end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if last then
+  local f = last[2]
+  for i = 1, #f - 1, 2 do
+    if f[i] == 'b' and f[i + 1] == ARGV[2] then
+      return 0
+    end
+  end
+end
+local n = #ARGV
+for i = 5, n - 1 do
+  redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+end
+redis.call('XADD', KEYS[1], '*', 'e', ARGV[n], 'b', ARGV[2])
+if KEYS[3] then
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+end
+return n - 4
+`)
+
+// lastIDScript returns the id of the stream's last entry, or "0-0", without
+// sending the entry.
+var lastIDScript = goredis.NewScript(`
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if last then
+  return last[1]
+end
+return '0-0'
+`)
+
+// Append adds the events to the end of the session's stream, atomically
+// and in order, in one script. An event the codec refuses fails the call,
+// and Redis is not asked. It fails with an error matching
+// [storage.ErrLeaseHeld] while an owner holds the session's lease: use the
+// [storage.Lease] then.
+func (s *Store) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
+	return s.append(ctx, sessionID, "", events)
+}
+
+// append is Append, fenced by owner's lease when owner is not empty.
+func (s *Store) append(ctx context.Context, sessionID, owner string, events []ledger.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID(sessionID); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return storage.ErrClosed
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	args := make([]any, 4, 4+len(events))
+	args[0] = owner
+	args[1] = s.tokenBase + strconv.FormatUint(s.tokenSeq.Add(1), 36)
+	now := time.Now().UnixMilli()
+	args[2] = now
+	args[3] = sessionID
+	for i, e := range events {
+		b, err := ledger.Encode(e)
+		if err != nil {
+			return fmt.Errorf("storage/redis: append session %q: event %d of %d: %w", sessionID, i+1, len(events), err)
+		}
+		args = append(args, b)
+	}
+	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID)}
+	if s.indexInScript {
+		keys = append(keys, s.indexKey())
+	} else if err := s.client.ZAdd(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
+		// The index first: a session with events is always listed.
+		return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
+	}
+	err := appendScript.Run(ctx, s.client, keys, args...).Err()
+	if err != nil {
+		return s.fail(ctx, fmt.Sprintf("append session %q", sessionID), err)
+	}
+	return nil
+}
+
+// fail wraps the error of a Redis call made for what (an operation and its
+// session), mapping the scripts' error replies to the storage sentinels.
+func (s *Store) fail(ctx context.Context, what string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, codeLeaseLost):
+		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrLeaseLost)
+	case strings.HasPrefix(msg, codeLeaseHeld):
+		return fmt.Errorf("storage/redis: %s: %w (append through the lease)", what, storage.ErrLeaseHeld)
+	case s.closed.Load():
+		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrClosed)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("storage/redis: %s: %w (%v)", what, cerr, err)
+	}
+	return fmt.Errorf("storage/redis: %s: %w", what, err)
+}
+
+// Load returns the session's events in append order, reading the stream
+// in pages of [Options.PageSize]; an empty slice when it has none. An entry
+// that does not decode fails it with a [*CorruptError].
+func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkID(sessionID); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	key := s.eventsKey(sessionID)
+	events := []ledger.Event{}
+	start := "-"
+	for {
+		msgs, err := s.client.XRangeN(ctx, key, start, "+", int64(s.pageSize)).Result()
+		if err != nil {
+			return nil, s.fail(ctx, fmt.Sprintf("load session %q", sessionID), err)
+		}
+		for _, m := range msgs {
+			e, err := decodeEntry(key, m)
+			if err != nil {
+				return nil, fmt.Errorf("storage/redis: load session %q: %w", sessionID, err)
+			}
+			events = append(events, e)
+		}
+		if len(msgs) < s.pageSize {
+			return events, nil
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+}
+
+// decodeEntry returns the event of one stream entry.
+func decodeEntry(key string, m goredis.XMessage) (ledger.Event, error) {
+	v, ok := m.Values["e"].(string)
+	if !ok {
+		return ledger.Event{}, &CorruptError{Key: key, EntryID: m.ID, Err: errors.New(`no field "e"`)}
+	}
+	e, err := ledger.Decode([]byte(v))
+	if err != nil {
+		return ledger.Event{}, &CorruptError{Key: key, EntryID: m.ID, Err: err}
+	}
+	return e, nil
+}
+
+// ListSessions returns the sessions of the tenant that have events: the
+// members of its index whose stream exists, read with ZSCAN.
+func (s *Store) ListSessions(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, storage.ErrClosed
+	}
+	seen := map[string]bool{}
+	ids := []string{}
+	var cursor uint64
+	for {
+		page, next, err := s.client.ZScan(ctx, s.indexKey(), cursor, "", int64(s.pageSize)).Result()
+		if err != nil {
+			return nil, s.fail(ctx, "list sessions", err)
+		}
+		// ZSCAN returns member, score, member, score…; a member may come
+		// twice across pages.
+		var fresh []string
+		for i := 0; i < len(page); i += 2 {
+			if id := page[i]; !seen[id] && storage.ValidSessionID(id) {
+				seen[id] = true
+				fresh = append(fresh, id)
+			}
+		}
+		if len(fresh) > 0 {
+			exists := make([]*goredis.IntCmd, len(fresh))
+			_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, id := range fresh {
+					exists[i] = p.Exists(ctx, s.eventsKey(id))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, s.fail(ctx, "list sessions", err)
+			}
+			for i, id := range fresh {
+				if exists[i].Val() > 0 {
+					ids = append(ids, id)
+				}
+			}
+		}
+		if next == 0 {
+			return ids, nil
+		}
+		cursor = next
+	}
+}
+
+// Close stops the store's watches and, when the Store was opened by
+// [Open], closes its client; it returns when the watches' goroutines have
+// ended (over a client given to [New], which it leaves open, that may take
+// up to [Options.WatchBlock]). After it every method returns
+// [storage.ErrClosed]; Close itself may be called again and then returns
+// nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if !s.closed.CompareAndSwap(false, true) {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stop()
+	s.mu.Unlock()
+	var err error
+	if s.owned {
+		if cerr := s.client.Close(); cerr != nil {
+			err = fmt.Errorf("storage/redis: close: %w", cerr)
+		}
+	}
+	s.wg.Wait()
+	return err
+}
+
+func checkID(id string) error {
+	if !storage.ValidSessionID(id) {
+		return fmt.Errorf("storage/redis: session %q: %w", id, storage.ErrInvalidSessionID)
+	}
+	return nil
+}
+
+var (
+	_ storage.Storage = (*Store)(nil)
+	_ storage.Lister  = (*Store)(nil)
+	_ storage.Closer  = (*Store)(nil)
+	_ storage.Leaser  = (*Store)(nil)
+	_ storage.Watcher = (*Store)(nil)
+)

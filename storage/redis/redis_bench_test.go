@@ -1,0 +1,191 @@
+package redis_test
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage/redis"
+	"github.com/agentichost/agentic/storage/storagetest"
+)
+
+// typicalStep is a step event like the host writes after a model pass
+// that asked for tools: a few hundred bytes encoded (the one the file
+// adapter's benchmarks append).
+func typicalStep() ledger.Event {
+	for _, e := range storagetest.EveryKind("run-bench") {
+		if e.Kind == ledger.KindStep {
+			e.Step.Raw = nil
+			e.Step.Reasoning = ""
+			return e
+		}
+	}
+	panic("no step in storagetest.EveryKind")
+}
+
+// latencies collects per-operation timings and reports their percentiles.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B, prefix string) {
+	if len(l) == 0 {
+		return
+	}
+	slices.Sort(l)
+	pct := func(p int) float64 {
+		return float64(l[min(len(l)-1, len(l)*p/100)].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(pct(50), prefix+"p50-us")
+	b.ReportMetric(pct(99), prefix+"p99-us")
+}
+
+// BenchmarkAppend appends one typical step event per operation to a
+// redis-server without persistence (--appendonly no), on one connection at
+// a time, and reports the percentiles of the per-operation latency beside
+// ns/op and allocations:
+//
+//   - store: Store.Append (encode, EVALSHA of the append script: lease
+//     check, idempotence check, XADD, ZADD of the index);
+//   - xadd: a bare XADD of the same encoded event through go-redis, the
+//     floor of any append over this client;
+//
+// and, when redis-benchmark is on PATH, what redis-benchmark measures on
+// the same server for XADD of the same payload with one client
+// (redis-benchmark-p50-us, redis-benchmark-p99-us): the floor without Go.
+func BenchmarkAppend(b *testing.B) {
+	srv := redistest.Start(b, redistest.Options{})
+	step := typicalStep()
+	enc, err := ledger.Encode(step)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("store", func(b *testing.B) {
+		st := open(b, srv.URL(), redis.Options{Prefix: freshPrefix()})
+		ctx := b.Context()
+		if err := st.Append(ctx, "bench", step); err != nil { // loads the script
+			b.Fatal(err)
+		}
+		lat := make(latencies, 0, 1<<16)
+		b.SetBytes(int64(len(enc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			t0 := time.Now()
+			if err := st.Append(ctx, "bench", step); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		lat.report(b, "")
+		redisBenchmark(b, srv, enc)
+	})
+	b.Run("xadd", func(b *testing.B) {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		ctx := b.Context()
+		lat := make(latencies, 0, 1<<16)
+		args := &goredis.XAddArgs{Stream: "bench:xadd", Values: []any{"e", enc}}
+		b.SetBytes(int64(len(enc)))
+		b.ReportAllocs()
+		for b.Loop() {
+			t0 := time.Now()
+			if err := c.XAdd(ctx, args).Err(); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		lat.report(b, "")
+	})
+}
+
+// redisBenchmark runs redis-benchmark on the server, one client, XADD of
+// payload, and reports its p50 and p99. It does nothing when
+// redis-benchmark is not on PATH.
+func redisBenchmark(b *testing.B, srv *redistest.Server, payload []byte) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		b.Log("redis-benchmark is not on PATH: no comparison")
+		return
+	}
+	out, err := exec.CommandContext(b.Context(), bin, "-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()),
+		"-n", "20000", "-c", "1", "--csv", "XADD", "bench:redis-benchmark", "*", "e", string(payload)).Output()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	p50, p99, err := parseRedisBenchmarkCSV(out)
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	b.ReportMetric(p50*1e3, "redis-benchmark-p50-us")
+	b.ReportMetric(p99*1e3, "redis-benchmark-p99-us")
+}
+
+// parseRedisBenchmarkCSV returns the p50 and p99 latencies, in ms, of the
+// last test of redis-benchmark --csv output. The test's name (the command)
+// is not escaped, so fields are counted from the end of the line:
+// …,"p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+func parseRedisBenchmarkCSV(out []byte) (p50, p99 float64, err error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[0], "p99_latency_ms") {
+		return 0, 0, fmt.Errorf("unexpected output")
+	}
+	f := strings.Split(lines[len(lines)-1], ",")
+	if len(f) < 7 {
+		return 0, 0, fmt.Errorf("unexpected line %q", lines[len(lines)-1])
+	}
+	num := func(s string) (float64, error) { return strconv.ParseFloat(strings.Trim(s, `"`), 64) }
+	if p50, err = num(f[len(f)-4]); err == nil {
+		p99, err = num(f[len(f)-2])
+	}
+	return p50, p99, err
+}
+
+// BenchmarkLoad10k loads a session of 10,000 events (steps, tool results
+// and tool starts, appended one at a time and in batches of three), read
+// in pages of 1000 entries.
+func BenchmarkLoad10k(b *testing.B) {
+	srv := redistest.Start(b, redistest.Options{})
+	st := open(b, srv.URL(), redis.Options{})
+	ctx := b.Context()
+	var pick []ledger.Event
+	for _, e := range storagetest.EveryKind("run-bench") {
+		switch e.Kind {
+		case ledger.KindStep, ledger.KindToolStart, ledger.KindToolResult:
+			if e.Step != nil {
+				s := *e.Step
+				s.Raw, s.Reasoning = nil, ""
+				e.Step = &s
+			}
+			pick = append(pick, e)
+		}
+	}
+	const n = 10_000
+	for i := 0; i < n; {
+		size := min(1+2*(i%2), n-i) // 1, 3, 1, 3, …
+		batch := make([]ledger.Event, size)
+		for j := range batch {
+			batch[j] = pick[(i+j)%len(pick)]
+			batch[j].ID = fmt.Sprintf("evt-%05d", i+j)
+		}
+		if err := st.Append(ctx, "big", batch...); err != nil {
+			b.Fatal(err)
+		}
+		i += size
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		events, err := st.Load(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(events) != n {
+			b.Fatalf("loaded %d events, want %d", len(events), n)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package redis_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/redis"
+	"github.com/agentichost/agentic/storage/storagetest"
+)
+
+// prefixes numbers the prefixes of the stores a test opens on one server,
+// so that each starts empty.
+var prefixes atomic.Int64
+
+func freshPrefix() string { return fmt.Sprintf("t%d", prefixes.Add(1)) }
+
+// open opens a Store on url, closed when the test ends.
+func open(t testing.TB, url string, opts redis.Options) *redis.Store {
+	t.Helper()
+	s, err := redis.Open(t.Context(), url, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", url, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// clusterURL returns the redis+cluster URL of a cluster.
+func clusterURL(c *redistest.Cluster) string {
+	return "redis+cluster://" + strings.Join(c.Addrs(), ",")
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		return open(t, srv.URL(), redis.Options{Prefix: freshPrefix()})
+	})
+}
+
+func TestConformanceShared(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	storagetest.RunShared(t, func(t *testing.T) (storage.Storage, storage.Storage) {
+		opts := redis.Options{Prefix: freshPrefix()}
+		return open(t, srv.URL(), opts), open(t, srv.URL(), opts)
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	url := clusterURL(c)
+	t.Run("Run", func(t *testing.T) {
+		storagetest.Run(t, func(t *testing.T) storage.Storage {
+			return open(t, url, redis.Options{Prefix: freshPrefix()})
+		})
+	})
+	t.Run("SingleNodeURL", func(t *testing.T) {
+		_, err := redis.Open(t.Context(), c.Nodes[0].URL(), redis.Options{})
+		if err == nil || !strings.Contains(err.Error(), "redis+cluster://") {
+			t.Errorf("Open of a redis:// URL naming a cluster node = %v, want an error pointing to redis+cluster://", err)
+		}
+	})
+	t.Run("RunShared", func(t *testing.T) {
+		storagetest.RunShared(t, func(t *testing.T) (storage.Storage, storage.Storage) {
+			opts := redis.Options{Prefix: freshPrefix()}
+			return open(t, url, opts), open(t, url, opts)
+		})
+	})
+}

@@ -1,0 +1,86 @@
+package storagetest
+
+import (
+	"testing"
+
+	"github.com/agentichost/agentic/storage"
+)
+
+// RunShared runs the checks that need two handles on one backend, for
+// stores that several hosts share (a Redis, a database): open returns two
+// stores, as two hosts would open them, over one fresh backend that holds
+// no sessions (for instance two Stores with their own connections to one
+// Redis database, prefix and tenant). Like [Run], each check is a subtest
+// that calls open once, and open registers the cleanup of both stores.
+//
+// RunShared checks that:
+//
+//   - what one handle appends, the other loads (read-your-writes across
+//     handles), in order, batches whole; and, for a [storage.Lister], that
+//     the other lists it;
+//   - [storage.Leaser]: every check of Run's Leaser subtest, with owner A
+//     on the first handle and owner B on the second, so that exclusion,
+//     expiry and fencing hold across hosts;
+//   - [storage.Watcher]: every check of Run's Watcher subtest, watching on
+//     the first handle and appending through the second, so that a host
+//     learns of another's appends.
+//
+// Both handles must implement the same optional interfaces. Stores that
+// only one process may open (storage/file) have nothing to check here.
+func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, a, b storage.Storage)
+	}{
+		{"Visibility", testSharedVisibility},
+		{"Leaser", runLeaser},
+		{"Watcher", runWatcher},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := open(t)
+			if a == nil || b == nil {
+				t.Fatal("open returned a nil store")
+			}
+			tc.fn(t, a, b)
+		})
+	}
+}
+
+func testSharedVisibility(t *testing.T, a, b storage.Storage) {
+	ctx := t.Context()
+	const id = "shared"
+	want := EveryKind("run-shared")
+	appendOK(t, a, ctx, id, want[:3]...)
+	got, err := b.Load(ctx, id)
+	if err != nil {
+		t.Fatalf("Load by the other handle: %v", err)
+	}
+	diffEvents(t, "events appended by one handle, loaded by the other", got, want[:3])
+
+	// Alternate writers (in turn, as hosts passing a session on do).
+	for i, e := range want[3:] {
+		w := a
+		if i%2 == 0 {
+			w = b
+		}
+		appendOK(t, w, ctx, id, e)
+	}
+	for name, s := range map[string]storage.Storage{"first": a, "second": b} {
+		got, err := s.Load(ctx, id)
+		if err != nil {
+			t.Errorf("Load by the %s handle: %v", name, err)
+			continue
+		}
+		diffEvents(t, "events appended by both handles in turn, loaded by the "+name, got, want)
+	}
+	if l, ok := b.(storage.Lister); ok {
+		appendOK(t, a, ctx, "shared-2", seqEvent("shared-2", 0))
+		ids, err := l.ListSessions(ctx)
+		if err != nil {
+			t.Fatalf("ListSessions: %v", err)
+		}
+		checkIDs(t, "ListSessions by the other handle", ids, []string{id, "shared-2"})
+	}
+}
