@@ -36,6 +36,7 @@ type modelFlags struct {
 	offline  bool
 	maxSteps int
 	idle     time.Duration
+	compact  float64
 	modelSet bool // --model or AGENTIC_MODEL named the model
 }
 
@@ -61,6 +62,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
 	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
+	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
 }
 
 // setup opens storage, starts the fake model when offline, and builds the
@@ -90,7 +92,12 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		agent.Tools = append(agent.Tools, demotools.GetAccount())
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := host.New(host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger})
+	if m.compact <= 0 || m.compact > 1 {
+		cleanup()
+		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)
+	}
+	h, err := host.New(host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
+		Compaction: &host.Compaction{Limit: m.compact}})
 	if err != nil {
 		cleanup()
 		return nil, nil, fail(2, "%v", err)

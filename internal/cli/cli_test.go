@@ -102,6 +102,8 @@ func TestChatExitCodes(t *testing.T) {
 		{"bad flag", []string{"chat", "--nope"}, 2},
 		{"bad storage", []string{"chat", "--storage", "ftp://x", "hi"}, 2},
 		{"transcript without session", []string{"transcript"}, 2},
+		{"bad compaction limit", []string{"chat", "--storage", "memory:", "--compaction-limit", "1.5", "hi"}, 2},
+		{"bad idle timeout", []string{"chat", "--storage", "memory:", "--idle-timeout", "0s", "hi"}, 2},
 		{"transcript bad session", []string{"transcript", "--storage", "memory:", "../x"}, 2},
 		{"help", []string{"help"}, 0},
 	} {
