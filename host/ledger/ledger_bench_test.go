@@ -103,3 +103,44 @@ func TestBenchSession(t *testing.T) {
 		t.Fatalf("benchStep = %+v", s)
 	}
 }
+
+// compactedSession is benchSession(n) with a compaction after every 50
+// runs, as a long chat that survived many compactions has.
+func compactedSession(n int) []Event {
+	var out []Event
+	runs := 0
+	for _, e := range benchSession(n) {
+		out = append(out, e)
+		if e.Kind == KindRunEnd {
+			if runs++; runs%50 == 25 { // so that runs follow the last note
+				out = append(out, Event{ID: fmt.Sprintf("cmp-%d", runs), Kind: KindCompaction, Time: e.Time, RunID: e.RunID,
+					Compaction: &Compaction{Summary: strings.Repeat("The story so far. ", 100), Through: e.ID, PromptTokens: 120000}})
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkProjectSessionCompacted10k projects a 10,000-event session that
+// holds a compaction every 50 runs (the transcript skips the notes).
+func BenchmarkProjectSessionCompacted10k(b *testing.B) {
+	events := compactedSession(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(ProjectSession("sess", events).Items) == 0 {
+			b.Fatal("no items")
+		}
+	}
+}
+
+// BenchmarkReplayMessagesCompacted10k builds the model's messages of the
+// same session: the last note, then only what follows it.
+func BenchmarkReplayMessagesCompacted10k(b *testing.B) {
+	events := compactedSession(10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(ReplayMessages(events)) == 0 {
+			b.Fatal("no messages")
+		}
+	}
+}
