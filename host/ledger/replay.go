@@ -54,7 +54,6 @@ func ReplayMessages(events []Event) []Message {
 			}
 			msgs = append(msgs, Message{Role: RoleUser, Parts: []Part{TextPart(c.Summary)}})
 			start = through + 1
-			events = append(events[:i:i], events[i+1:]...)
 			break
 		}
 	}
