@@ -48,7 +48,9 @@
 // fails with an error matching [storage.ErrLeaseHeld] while any owner holds
 // the lease (a session under a lease takes appends only through its
 // [storage.Lease], so a host that does not use leases cannot write behind a
-// leaseholder's back), and a fenced one (Lease.Append) fails with
+// leaseholder's back) — except a batch of queued messages only (inputs
+// without a run id), which any host may add for the leaseholder's run to
+// fold in — and a fenced one (Lease.Append) fails with
 // [storage.ErrLeaseLost] unless its owner holds the lease.
 //
 // # Retries

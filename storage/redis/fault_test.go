@@ -186,12 +186,22 @@ func TestFencing(t *testing.T) {
 	if !strings.Contains(err.Error(), `storage/redis: append session "fenced"`) {
 		t.Errorf("error %q does not name the operation and session", err)
 	}
-	// Nor may anyone append without the lease while B holds it.
+	// Nor may anyone append without the lease while B holds it...
 	if err := hostA.Append(ctx, id, poke("a", 9)); !errors.Is(err, storage.ErrLeaseHeld) {
 		t.Errorf("unfenced Append to a session under B's lease = %v, want ErrLeaseHeld", err)
 	}
 	if err := leaseB.Append(ctx, bEvents[1:]...); err != nil {
 		t.Fatal(err)
+	}
+	// ...but queued messages: any host may queue one into B's run.
+	queued := ledger.Event{ID: "q1", Kind: ledger.KindInput, Time: time.Now().UTC(),
+		Input: &ledger.Input{MessageID: "mq1", Parts: []ledger.Part{ledger.TextPart("also this")}}}
+	if err := hostA.Append(ctx, id, queued); err != nil {
+		t.Errorf("queued message under B's lease: %v", err)
+	}
+	bEvents = append(bEvents, queued)
+	if _, err := hostA.AcquireLease(ctx, id, "!queue", time.Second); err == nil {
+		t.Error("AcquireLease accepted an owner starting with '!'")
 	}
 
 	// The stream, read raw: B's events only.

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -63,6 +64,8 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 	switch {
 	case owner == "":
 		return nil, fmt.Errorf("storage/redis: acquire lease of session %q: empty owner", sessionID)
+	case strings.HasPrefix(owner, "!"):
+		return nil, fmt.Errorf("storage/redis: acquire lease of session %q: owner %q starts with '!', which is reserved", sessionID, owner)
 	case ttl < time.Millisecond:
 		return nil, fmt.Errorf("storage/redis: acquire lease of session %q: ttl %v is below Redis's resolution of 1ms", sessionID, ttl)
 	}

@@ -410,17 +410,23 @@ const (
 	codeLeaseLost = "AGENTIC_LEASE_LOST"
 )
 
+// queueOwner stands for the owner of an unfenced append that carries only
+// queued messages, which a lease does not refuse. Owners never start with
+// '!' (AcquireLease refuses them).
+const queueOwner = "!queue"
+
 // appendScript appends a batch, atomically and idempotently, after the
 // lease check. KEYS: the stream, the lease, and (on a single server) the
-// index. ARGV: the owner ("" for an unfenced append), the call's token,
-// the time in ms, the session id, then the encoded events.
+// index. ARGV: the owner ("" for an unfenced append, queueOwner for one of
+// queued messages only), the call's token, the time in ms, the session id,
+// then the encoded events.
 var appendScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[2])
-if ARGV[1] ~= '' then
+if ARGV[1] ~= '' and ARGV[1] ~= '` + queueOwner + `' then
   if holder ~= ARGV[1] or redis.call('PTTL', KEYS[2]) <= 0 then
     return redis.error_reply('` + codeLeaseLost + ` the lease is not held by this owner')
   end
-elseif holder then
+elseif holder and ARGV[1] ~= '` + queueOwner + `' then
   return redis.error_reply('` + codeLeaseHeld + ` the session is under a lease: append through it')
 end
 local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
@@ -455,11 +461,20 @@ return '0-0'
 
 // Append adds the events to the end of the session's stream, atomically
 // and in order, in one script. An event the codec refuses fails the call,
-// and Redis is not asked. It fails with an error matching
-// [storage.ErrLeaseHeld] while an owner holds the session's lease: use the
-// [storage.Lease] then.
+// and Redis is not asked. While an owner holds the session's lease it
+// fails with an error matching [storage.ErrLeaseHeld] — use the
+// [storage.Lease] then — unless every event is a queued message (an input
+// without a run id): any host may queue a message into the run another
+// host is leading, which folds it in at its next step boundary.
 func (s *Store) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
-	return s.append(ctx, sessionID, "", events)
+	owner := queueOwner
+	for _, e := range events {
+		if e.Kind != ledger.KindInput || e.RunID != "" {
+			owner = ""
+			break
+		}
+	}
+	return s.append(ctx, sessionID, owner, events)
 }
 
 // append is Append, fenced by owner's lease when owner is not empty.
@@ -477,7 +492,7 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		return nil
 	}
 	args := make([]any, 4, 4+len(events))
-	args[0] = owner
+	args[0] = owner // "" or queueOwner: unfenced
 	args[1] = s.tokenBase + strconv.FormatUint(s.tokenSeq.Add(1), 36)
 	now := time.Now().UnixMilli()
 	args[2] = now
