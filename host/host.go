@@ -79,6 +79,11 @@ type Options struct {
 	// [Compaction]). Default: nil, which compacts only when the provider
 	// reports a context overflow (then with the Compaction defaults).
 	Compaction *Compaction
+	// LeaseTTL is the time to live of a session's lease, when the storage
+	// has leases (storage.Leaser): how long a dead host's session stays
+	// locked before another host may resume it. The lease is renewed
+	// every third of it. Default: 0, which means 15s.
+	LeaseTTL time.Duration
 	// HostID names this host in the ledger's resume-attempt events.
 	// Default: "<hostname>-<pid>".
 	HostID string
@@ -108,6 +113,10 @@ type Host struct {
 	hostID      string
 	auto        *AutoResume
 	compaction  *Compaction
+	leaser      storage.Leaser  // nil: one host per store
+	watcher     storage.Watcher // nil: no cross-host wake-ups
+	leaseTTL    time.Duration
+	leaseOwner  string // this host's lease token
 
 	bg       context.Context // the host's own work (the boot sweep); cancelled by Close
 	stopBg   context.CancelFunc
@@ -130,6 +139,9 @@ func New(opts Options) (*Host, error) {
 	agent, err := normalizeAgent(opts.Agent)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if opts.LeaseTTL < 0 || (opts.LeaseTTL > 0 && opts.LeaseTTL < 30*time.Millisecond) {
+		errs = append(errs, fmt.Errorf("host: Options.LeaseTTL %s is below 30ms", opts.LeaseTTL))
 	}
 	if opts.ToolTimeout < -1 {
 		errs = append(errs, fmt.Errorf("host: Options.ToolTimeout %s is negative (use -1 to disable)", opts.ToolTimeout))
@@ -179,6 +191,13 @@ func New(opts Options) (*Host, error) {
 		name, _ := os.Hostname()
 		h.hostID = fmt.Sprintf("%s-%d", name, os.Getpid())
 	}
+	h.leaser, _ = opts.Storage.(storage.Leaser)
+	h.watcher, _ = opts.Storage.(storage.Watcher)
+	h.leaseTTL = opts.LeaseTTL
+	if h.leaseTTL == 0 {
+		h.leaseTTL = DefaultLeaseTTL
+	}
+	h.leaseOwner = ledger.NewID(h.hostID)
 	h.bg, h.stopBg = context.WithCancel(context.Background())
 	switch h.toolTimeout {
 	case 0:
@@ -193,14 +212,33 @@ func New(opts Options) (*Host, error) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			defer close(h.sweep)
 			rep, err := h.Sweep(h.bg)
-			if err != nil {
+			if err != nil && h.bg.Err() == nil {
 				h.log.Error("auto-resume: the boot sweep failed", "err", err)
 			}
 			h.mu.Lock()
 			h.sweepRep = rep
 			h.mu.Unlock()
+			close(h.sweep)
+			every := h.auto.Interval
+			if every == 0 && h.leaser != nil {
+				every = h.leaseTTL
+			}
+			if every <= 0 {
+				return
+			}
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-h.bg.Done():
+					return
+				case <-t.C:
+				}
+				if _, err := h.Sweep(h.bg); err != nil && h.bg.Err() == nil {
+					h.log.Error("auto-resume: a sweep failed", "err", err)
+				}
+			}
 		}()
 	} else {
 		close(h.sweep)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/storage"
 )
 
 // appendTimeout bounds one ledger append of a run. Appends run detached from
@@ -36,6 +38,9 @@ type run struct {
 	tools map[string]Tool
 	specs []provider.ToolSpec
 	hooks *runHooks
+
+	lease storage.Lease // the session's lease, when the store has leases
+	stale atomic.Bool   // another host may have appended to the session
 }
 
 // startEvent mints the run-start event, and with it the first response id.
@@ -62,7 +67,13 @@ func (r *run) append(ctx context.Context, evs ...ledger.Event) error {
 func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	if err := r.h.store.Append(ctx, r.sessionID, evs...); err != nil {
+	var err error
+	if r.lease != nil {
+		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
+	} else {
+		err = r.h.store.Append(ctx, r.sessionID, evs...)
+	}
+	if err != nil {
 		return err
 	}
 	r.h.mu.Lock()
@@ -78,8 +89,14 @@ func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 }
 
 // sync refreshes the run's view of the ledger from the live view, which
-// queued sends append to.
-func (r *run) sync() {
+// queued sends of this host append to, after reloading it from storage when
+// another host may have queued a message.
+func (r *run) sync(ctx context.Context) {
+	r.st.appendMu.Lock()
+	if err := r.reloadIfStale(ctx); err != nil {
+		r.h.log.Warn("cannot reload the session; going on with what this host saw", "session", r.sessionID, "err", err)
+	}
+	r.st.appendMu.Unlock()
 	r.h.mu.Lock()
 	if l := r.st.live; l != nil && l.runID == r.runID {
 		r.events = l.events
@@ -107,11 +124,16 @@ func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
 	r.st.notifyLocked()
 	r.h.mu.Unlock()
+	stopLease := r.holdLease(cancel)
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	r.watchRemote(wctx)
 	return ctx, func() {
+		stopWatch()
 		r.h.mu.Lock()
 		r.st.live = nil
 		r.st.notifyLocked()
 		r.h.mu.Unlock()
+		stopLease()
 		cancel(nil)
 	}
 }
@@ -136,7 +158,7 @@ func (r *run) loop(ctx context.Context) (RunResult, error) {
 func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, reason string, err error) {
 	r.snapshotTools()
 	// Messages queued while the run worked join this pass.
-	r.sync()
+	r.sync(ctx)
 	r.folding = ledger.PendingInputs(r.events)
 	r.emit(Progress{Type: ProgressResponseStart})
 	if r.needsCompaction(ctx) {
@@ -229,6 +251,9 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		// step's append are one decision under appendMu, so that no send
 		// can queue into a run that has decided to end.
 		r.st.appendMu.Lock()
+		if err := r.reloadIfStale(ctx); err != nil {
+			r.h.log.Warn("cannot reload the session before ending the run", "session", r.sessionID, "err", err)
+		}
 		r.h.mu.Lock()
 		pending := len(ledger.PendingInputs(r.st.live.events)) - len(r.folding)
 		more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps

@@ -69,6 +69,11 @@ type AutoResume struct {
 	// OnResumed is told how each resumed run ended (res.Status, or err
 	// when the ledger could not be written). Default: nil.
 	OnResumed func(sessionID string, res RunResult, err error)
+	// Interval repeats the sweep while the host lives, so that the runs
+	// of a host that died are resumed by the others once its leases
+	// lapse. Default: 0, which means Options.LeaseTTL when the storage has
+	// leases (several hosts share it), else no repeat; -1 disables it.
+	Interval time.Duration
 }
 
 // The defaults of [AutoResume].
@@ -90,6 +95,9 @@ func (a AutoResume) normalized() (AutoResume, error) {
 	}
 	if a.MaxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("host: AutoResume.MaxConcurrent %d is negative", a.MaxConcurrent))
+	}
+	if a.Interval < -1 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.Interval %s is negative (use -1 to disable)", a.Interval))
 	}
 	if a.Stagger < 0 {
 		errs = append(errs, fmt.Errorf("host: AutoResume.Stagger %s is negative", a.Stagger))
@@ -259,7 +267,7 @@ func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResu
 		return out
 	})
 	switch {
-	case errors.Is(err, ErrNothingToResume):
+	case errors.Is(err, ErrNothingToResume), errors.Is(err, ErrLeadElsewhere):
 		return outcomeSkipped, res, nil
 	case errors.Is(err, errReconciled):
 		return outcomeReconciled, res, nil
@@ -364,6 +372,15 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 		return RunResult{}, err
 	}
 	defer h.release(st)
+	// Another host may lead the session (or be resuming it right now):
+	// only the lease holder resumes.
+	lease, err := h.takeLease(ctx, id)
+	if err != nil {
+		return RunResult{}, err
+	}
+	if lease != nil {
+		defer lease.Release(context.WithoutCancel(ctx)) // a no-op once a run released it
+	}
 	events, err := h.store.Load(ctx, id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
@@ -374,8 +391,8 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	}
 	var res RunResult
 	if len(open) > 0 {
-		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, decide, events, open)
-		if err != nil && !errors.Is(err, errReconciled) {
+		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, decide, events, open, lease)
+		if err != nil && !errors.Is(err, errReconciled) && !errors.Is(err, ErrNothingToResume) {
 			return res, err
 		}
 		if events, err = h.store.Load(ctx, id); err != nil {
@@ -385,7 +402,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	// Messages queued before the crash that no run picked up get a run of
 	// their own, batched into its first pass.
 	if pending := ledger.PendingInputs(events); len(pending) > 0 && ledger.OpenRuns(events) == nil {
-		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run")}
+		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run"), lease: lease}
 		if err := r.append(ctx, r.startEvent(pending, time.Now().UTC())); err != nil {
 			return res, err
 		}
@@ -396,17 +413,26 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 		return res, err
 	}
 	if len(open) > 0 && err != nil {
-		return res, err // errReconciled
+		return res, err // errReconciled, or ErrNothingToResume (all superseded)
 	}
 	return res, nil
 }
 
 // resumeOpen re-drives the session's open run (closing older ones).
 func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agent Agent, onProgress func(Progress),
-	decide func(Interrupted) ResumeAction, events []ledger.Event, open []string) (RunResult, error) {
-	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events}
-	// Runs never overlap: an older open run is the leftover of an earlier
-	// crash, superseded since; close it.
+	decide func(Interrupted) ResumeAction, events []ledger.Event, open []string, lease storage.Lease) (RunResult, error) {
+	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, lease: lease}
+	// Runs never overlap: an open run that a later run followed is the
+	// leftover of an earlier crash, superseded since; close it.
+	lastStart := ""
+	for _, e := range events {
+		if e.RunStart != nil {
+			lastStart = e.RunID
+		}
+	}
+	if open[len(open)-1] != lastStart {
+		open = append(open, "") // every open run is superseded: none to resume
+	}
 	for _, old := range open[:len(open)-1] {
 		r.runID = old
 		e := r.newEvent(ledger.KindRunEnd)
@@ -416,6 +442,9 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 		}
 	}
 	r.runID = open[len(open)-1]
+	if r.runID == "" {
+		return RunResult{}, ErrNothingToResume
+	}
 	view, _ := ledger.ProjectRun(r.events, r.runID)
 	messageID := ""
 	if n := len(view.Inputs); n > 0 {
@@ -454,7 +483,11 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
 			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.runID, RestartedBy: r.runID}}
 		start := r.startEvent(view.Inputs, time.Now().UTC())
-		if err := r.append(ctx, end, start); err != nil {
+		// The restart counts as an attempt of the new run, so that a run
+		// that crashes the process on every restart is bounded too.
+		attempt := r.newEvent(ledger.KindResumeAttempt)
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
+		if err := r.append(ctx, end, start, attempt); err != nil {
 			return RunResult{}, err
 		}
 		ctx, done := r.goLive(ctx)

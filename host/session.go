@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -202,7 +203,26 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 
 		// This send owns the session: it starts a run for its message and
 		// for every message still pending.
-		return s.startRun(ctx, st, agent, opts, &msgID, newInput, hooks)
+		res, err := s.startRun(ctx, st, agent, opts, &msgID, newInput, hooks)
+		if !errors.Is(err, ErrLeadElsewhere) {
+			return res, err
+		}
+		// Another host leads the session's run: queue the message for it
+		// to fold in, and learn the outcome from the ledger.
+		if msgID == "" {
+			input, err := newInput("")
+			if err != nil {
+				return RunResult{}, err
+			}
+			if err := h.queueRemote(ctx, s.id, input); err != nil {
+				return RunResult{}, err
+			}
+			msgID = input.Input.MessageID
+			accepted(msgID, "")
+		}
+		if err := h.waitRemote(ctx, s.id); err != nil {
+			return RunResult{MessageID: msgID}, err
+		}
 	}
 }
 
@@ -221,6 +241,18 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 		}
 	}
 	defer unlock()
+	// With several hosts on the store, lead the session only under its
+	// lease; the ledger loaded after taking it is the whole truth.
+	lease, err := h.takeLease(ctx, s.id)
+	if err != nil {
+		return RunResult{}, err
+	}
+	leased := lease != nil
+	defer func() {
+		if leased { // not handed to a run
+			lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	events, err := h.store.Load(ctx, s.id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", s.id, err)
@@ -234,9 +266,16 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 		}
 	}
 	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events,
-		runID: ledger.NewID("run"), hooks: hooks}
+		runID: ledger.NewID("run"), hooks: hooks, lease: lease}
 	inputs := ledger.PendingInputs(events)
 	var batch []ledger.Event
+	// A run left open by a process that died (and not resumed yet) is
+	// superseded: the new run's model sees its passes, and no resume will
+	// re-run it after this one.
+	for _, open := range ledger.OpenRuns(events) {
+		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
+			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + r.runID}})
+	}
 	fresh := *msgID == ""
 	if fresh {
 		input, err := newInput(r.runID)
@@ -255,13 +294,20 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 	}
 	start := r.startEvent(inputs, time.Now().UTC())
 	batch = append(batch, start)
-	if err := h.store.Append(ctx, s.id, batch...); err != nil {
+	var aerr error
+	if lease != nil {
+		aerr = lease.Append(ctx, batch...)
+	} else {
+		aerr = h.store.Append(ctx, s.id, batch...)
+	}
+	if err := aerr; err != nil {
 		if fresh {
 			*msgID = ""
 		}
 		return RunResult{}, fmt.Errorf("host: append message: %w", err)
 	}
 	r.events = append(r.events, batch...)
+	leased = false // the run holds, renews and releases it now
 	ctx, done := r.goLive(ctx)
 	defer done()
 	unlock()

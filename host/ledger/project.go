@@ -488,7 +488,9 @@ type Run struct {
 	// cost.
 	Usage Usage
 	Cost  float64
-	// ResumeAttempts counts the resume-attempt events of the run.
+	// ResumeAttempts is the highest attempt number among the run's
+	// resume-attempt events (a restarted run carries on the count of the
+	// run it replaces).
 	ResumeAttempts int
 	// Started and Ended times.
 	StartedAt, EndedAt time.Time
@@ -527,7 +529,7 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 		case KindToolResult:
 			run.Results = append(run.Results, *e.ToolResult)
 		case KindResumeAttempt:
-			run.ResumeAttempts++
+			run.ResumeAttempts = max(run.ResumeAttempts, e.ResumeAttempt.Attempt)
 		case KindRunEnd:
 			if !run.Ended {
 				run.Ended = true

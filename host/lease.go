@@ -1,0 +1,175 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Several hosts on one store.
+//
+// When the storage implements storage.Leaser, a host leads a session's run
+// only while it holds the session's lease: it takes the lease before the
+// run's first append, renews it every third of Options.LeaseTTL while the
+// run lives, appends through it (the store refuses, atomically, an append
+// from a host whose lease has lapsed), and gives it back when the run ends.
+// A host that dies releases nothing: its lease lapses, and another host's
+// sweep resumes the run. A host that loses its lease (it was paused past
+// the ttl) stops the run at once, writing nothing more.
+//
+// A send that reaches a host while another host leads the session's run is
+// appended as a queued message (stores let anyone add those under a lease)
+// and waits: the leader folds it into its run, woken through
+// storage.Watcher; the sender learns the outcome from the ledger.
+
+// DefaultLeaseTTL is the session lease's time to live when
+// Options.LeaseTTL is 0.
+const DefaultLeaseTTL = 15 * time.Second
+
+
+var ErrLeadElsewhere = errors.New("host: another host leads the session")
+
+// pollInterval paces a sender waiting on another host's run when the store
+// cannot watch sessions.
+const pollInterval = 250 * time.Millisecond
+
+// takeLease acquires the session's lease for a run, when the store has
+// leases. It returns ErrLeadElsewhere when another host holds it.
+func (h *Host) takeLease(ctx context.Context, id string) (storage.Lease, error) {
+	if h.leaser == nil {
+		return nil, nil
+	}
+	l, err := h.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
+	if errors.Is(err, storage.ErrLeaseHeld) {
+		return nil, fmt.Errorf("%w: %v", ErrLeadElsewhere, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: take the lease of session %s: %w", id, err)
+	}
+	return l, nil
+}
+
+// holdLease renews the run's lease until stop is called; when a renewal
+// finds the lease lost, it cancels the run (lost) at once.
+func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
+	if r.lease == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(r.h.leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), r.h.leaseTTL/3)
+			err := r.lease.Renew(ctx)
+			cancel()
+			if errors.Is(err, storage.ErrLeaseLost) {
+				r.h.log.Error("lease lost: another host may lead the session; stopping the run",
+					"session", r.sessionID, "run", r.runID)
+				lost(&CancelledError{Reason: "the session's lease was lost to another host"})
+				return
+			}
+			if err != nil {
+				r.h.log.Warn("lease renewal failed; retrying", "session", r.sessionID, "err", err)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.lease.Release(ctx); err != nil {
+			r.h.log.Warn("lease release failed; it will lapse", "session", r.sessionID, "err", err)
+		}
+	}
+}
+
+// watchRemote marks the run's view of the ledger stale whenever the session
+// receives appends (from any host), until ctx ends.
+func (r *run) watchRemote(ctx context.Context) {
+	if r.h.watcher == nil || r.h.leaser == nil {
+		return // one host: every append goes through this process
+	}
+	ch, err := r.h.watcher.Watch(ctx, r.sessionID)
+	if err != nil {
+		r.h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
+			"session", r.sessionID, "err", err)
+		return
+	}
+	go func() {
+		for range ch {
+			r.stale.Store(true)
+		}
+	}()
+}
+
+// reloadIfStale replaces the live view of the ledger with storage's when
+// another host may have appended to it. appendMu must be held.
+func (r *run) reloadIfStale(ctx context.Context) error {
+	if !r.stale.Swap(false) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
+	events, err := r.h.store.Load(ctx, r.sessionID)
+	if err != nil {
+		r.stale.Store(true)
+		return err
+	}
+	r.h.mu.Lock()
+	if l := r.st.live; l != nil && l.runID == r.runID && len(events) >= len(l.events) {
+		l.events = events
+		r.events = events
+	}
+	r.h.mu.Unlock()
+	return nil
+}
+
+// waitRemote waits for a change to the session that another host makes:
+// through the store's watch, or by polling.
+func (h *Host) waitRemote(ctx context.Context, id string) error {
+	wctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
+	defer cancel()
+	if h.watcher != nil {
+		ch, err := h.watcher.Watch(wctx, id)
+		if err == nil {
+			select {
+			case <-ch:
+				return nil
+			case <-wctx.Done():
+				return ctx.Err() // a timeout just means: look again
+			}
+		}
+	}
+	t := time.NewTimer(pollInterval)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// queueRemote appends a message to a session another host leads, as a
+// queued message that the leader folds in.
+func (h *Host) queueRemote(ctx context.Context, id string, input ledger.Event) error {
+	input.RunID = ""
+	if err := h.store.Append(ctx, id, input); err != nil {
+		return fmt.Errorf("host: append message: %w", err)
+	}
+	return nil
+}
+
