@@ -30,7 +30,6 @@ import (
 // Options.LeaseTTL is 0.
 const DefaultLeaseTTL = 15 * time.Second
 
-
 var ErrLeadElsewhere = errors.New("host: another host leads the session")
 
 // pollInterval paces a sender waiting on another host's run when the store
@@ -172,4 +171,3 @@ func (h *Host) queueRemote(ctx context.Context, id string, input ledger.Event) e
 	}
 	return nil
 }
-
