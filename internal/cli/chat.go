@@ -37,12 +37,14 @@ type modelFlags struct {
 	maxSteps int
 	idle     time.Duration
 	compact  float64
+	resume   bool
+	leaseTTL time.Duration
 	modelSet bool // --model or AGENTIC_MODEL named the model
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.session, "session", "cli", "session `ID`")
-	fs.StringVar(&m.storage, "storage", DefaultStorage, "storage `URL`: memory:, file:DIR[?fsync=1]")
+	fs.StringVar(&m.storage, "storage", DefaultStorage, "storage `URL`: memory:, file:DIR[?fsync=1], redis://HOST:PORT/DB")
 	model := env.Getenv("AGENTIC_MODEL")
 	m.modelSet = model != ""
 	if model == "" {
@@ -62,6 +64,8 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
 	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
+	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
+	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
 }
 
@@ -96,8 +100,12 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)
 	}
-	h, err := host.New(host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
-		Compaction: &host.Compaction{Limit: m.compact}})
+	opts := host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
+		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL}
+	if m.resume {
+		opts.AutoResume = &host.AutoResume{}
+	}
+	h, err := host.New(opts)
 	if err != nil {
 		cleanup()
 		return nil, nil, fail(2, "%v", err)

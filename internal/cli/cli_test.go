@@ -17,6 +17,7 @@ import (
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/cli"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -270,5 +271,18 @@ func TestChatShowsRetries(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "", "fake-provider", "--faults", "rate=2"); code != 2 || !strings.Contains(errOut, "--faults") {
 		t.Errorf("bad --faults: exit %d, %q", code, errOut)
+	}
+}
+
+func TestChatOnRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	store := srv.URL()
+	code, out, errOut := run(t, "", "chat", "--offline", "--storage", store, "--session", "r1", "get_account account_id=9")
+	if code != 0 || !strings.Contains(out, "The get_account tool returned") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	tr := transcriptOf(t, store, "r1")
+	if len(tr.Items) != 3 || tr.Items[2].Status != "completed" {
+		t.Errorf("transcript = %+v", tr.Items)
 	}
 }

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 	"github.com/agentichost/agentic/storage/memory"
+	"github.com/agentichost/agentic/storage/redis"
 )
 
 // DefaultStorage is the storage URL of the embedded default: JSONL files
@@ -18,12 +21,22 @@ const DefaultStorage = "file:.agentic"
 //	memory:          in-process, gone at exit
 //	file:DIR         JSONL files under DIR (file:.agentic by default)
 //	file:DIR?fsync=1 the same, fsynced after every append
+//	redis://HOST:PORT/DB, rediss://…, redis+cluster://H1:P1,H2:P2
+//	                 Redis Streams, shared by several hosts
 func openStorage(url string) (storage.Storage, func() error, error) {
 	scheme, rest, ok := strings.Cut(url, ":")
 	if !ok {
-		return nil, nil, fmt.Errorf("storage %q: want memory: or file:DIR", url)
+		return nil, nil, fmt.Errorf("storage %q: want memory:, file:DIR or redis://HOST:PORT", url)
 	}
 	switch scheme {
+	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := redis.Open(ctx, url, redis.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Close, nil
 	case "memory":
 		if rest != "" {
 			return nil, nil, fmt.Errorf("storage %q: memory: takes no path", url)
@@ -50,6 +63,6 @@ func openStorage(url string) (storage.Storage, func() error, error) {
 		}
 		return s, s.Close, nil
 	default:
-		return nil, nil, fmt.Errorf("storage %q: unknown scheme %q (known: memory:, file:DIR)", url, scheme)
+		return nil, nil, fmt.Errorf("storage %q: unknown scheme %q (known: memory:, file:DIR, redis://, rediss://, redis+cluster://)", url, scheme)
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 func transcript(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("transcript", env)
-	storageURL := fs.String("storage", DefaultStorage, "storage `URL`: memory:, file:DIR")
+	storageURL := fs.String("storage", DefaultStorage, "storage `URL`: memory:, file:DIR, redis://HOST:PORT/DB")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON.\n\nFlags:\n")
 		fs.PrintDefaults()
