@@ -71,14 +71,22 @@ type RunResult struct {
 }
 
 // Send appends a user message to the session and runs the agent until it
-// answers. It returns once the run has ended.
+// answers. It returns once the run that answered the message has ended.
+//
+// When a run of the session is already working (in this host, or in
+// another host sharing the storage), the message is appended as a queued
+// message and that run folds it in at its next step boundary; Send then
+// returns that run's result. A message sent with the RequestID of an
+// earlier one is not appended again: Send returns the earlier message's
+// id and run.
 //
 // The error is non-nil only when the message could not be accepted (nothing
-// was appended: see [ErrInvalidInput]), or when the outcome of an accepted
-// run could not be recorded because storage failed; in that case the
-// ledger shows the run as interrupted and it can be resumed. Every other
-// outcome, including a model that fails and a cancelled ctx, is reported in
-// RunResult.Status with nil error.
+// was appended: see [ErrInvalidInput]); when the outcome of an accepted
+// run could not be recorded because storage failed (the ledger then shows
+// the run as interrupted, and it can be resumed); or when ctx ended while
+// the message waited queued (it stays queued, and will be answered). Every
+// other outcome, including a model that fails and a cancelled ctx during
+// the run, is reported in RunResult.Status with nil error.
 func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunResult, error) {
 	return s.send(ctx, text, opts, nil)
 }
