@@ -127,3 +127,49 @@ func TestOverflowCompactsAndRetriesOnce(t *testing.T) {
 		t.Error("no compaction after the overflow")
 	}
 }
+
+// TestCompactionTurnsOldMediaIntoText: an image older than KeepRecent
+// reaches the summariser, and after the compaction the model sees only the
+// note's words for it.
+func TestCompactionTurnsOldMediaIntoText(t *testing.T) {
+	png := []byte{0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d}
+	sawImage := false
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: func(req fakemodel.Request) fakemodel.Reply {
+		if strings.HasPrefix(req.Messages[0].Text, "[compaction]") {
+			for _, m := range req.Messages {
+				for _, p := range m.Parts {
+					if p.Type == "image_url" {
+						sawImage = true
+					}
+				}
+			}
+			return fakemodel.Reply{Text: "NOTE: the user showed a PNG of a red square."}
+		}
+		return fakemodel.Reply{Text: "Noted."}
+	}}, host.Agent{Model: "fake/small"}, func(o *host.Options) { o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2} })
+	sess := hs.host.Session("media")
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "Look at this picture.", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Data: png}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		if _, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !sawImage {
+		t.Fatal("the summariser never saw the image")
+	}
+	reqs := hs.model.Requests()
+	for _, m := range reqs[len(reqs)-1].Messages {
+		for _, p := range m.Parts {
+			if p.Type == "image_url" {
+				t.Error("the image is still in the prompt after the compaction")
+			}
+		}
+	}
+	tr, _ := sess.Transcript(ctx)
+	if p := tr.Items[0].Parts; len(p) != 2 || p[1].Type != ledger.PartImage || string(p[1].Data) != string(png) {
+		t.Errorf("the transcript lost the image: %+v", tr.Items[0])
+	}
+}

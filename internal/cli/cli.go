@@ -34,7 +34,9 @@ const usage = `agentic-host runs LLM agents durably.
 
 Usage:
   agentic-host chat [flags] [MESSAGE]        chat with an agent (interactive without MESSAGE)
-  agentic-host transcript [flags] SESSION    print a session's transcript as JSON
+  agentic-host task --prompt TEXT --schema FILE.json [flags]
+                                             run a task until the model submits a valid deliverable
+  agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
 
 Run "agentic-host COMMAND -h" for a command's flags.
@@ -54,6 +56,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 	switch args[0] {
 	case "chat":
 		err = chat(ctx, args[1:], env)
+	case "task":
+		err = task(ctx, args[1:], env)
 	case "transcript":
 		err = transcript(ctx, args[1:], env)
 	case "fake-provider":

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -12,8 +13,9 @@ import (
 func transcript(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("transcript", env)
 	storageURL := fs.String("storage", DefaultStorage, "storage `URL`: memory:, file:DIR, redis://HOST:PORT/DB")
+	usageOnly := fs.Bool("usage", false, "print the session's usage instead: tokens and billed cost (USD), per run and in total")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON (with --usage, its usage and cost).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args); err != nil {
@@ -36,11 +38,14 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	// No run of this process is live: an open run in the ledger shows as
-	// interrupted.
-	t := ledger.WireTranscript(ledger.ProjectSession(id, events))
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
+	if *usageOnly {
+		return enc.Encode(host.UsageOf(events))
+	}
+	// No run of this process is live: an open run in the ledger shows as
+	// interrupted.
+	t := ledger.WireTranscript(ledger.ProjectSession(id, events))
 	return enc.Encode(t)
 }

@@ -1,0 +1,509 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Tasks.
+//
+// A task is a send whose run must end with a typed result. The model gets
+// two extra tools: submit_deliverable, whose parameters are the
+// deliverable's JSON Schema, and cancel_task, its way out. A submission is
+// validated inside the tool call; the problems go back to the model as the
+// tool's error result, and it may fix them and submit again. The first
+// valid submission ends the run (completed) and the task (submitted). A
+// model that ends its turn without calling either tool is poked (a poke
+// event, which the model sees as a user message and the transcript does not
+// show) up to TaskSpec.MaxPokes times, then the task fails.
+
+// The names of the tools a task adds to its agent. An agent whose own tools
+// use one of them cannot run a task.
+const (
+	SubmitToolName = "submit_deliverable"
+	CancelToolName = "cancel_task"
+)
+
+// DefaultMaxPokes is the number of pokes of a task when TaskSpec.MaxPokes
+// is 0.
+const DefaultMaxPokes = 3
+
+// taskPoke is the text of the poke sent to a model that ended its turn
+// without submitting.
+const taskPoke = "You have not finished the task: call submit_deliverable with the deliverable, or cancel_task if it cannot be done."
+
+// Deliverable describes what a task must produce.
+type Deliverable struct {
+	// Name names the deliverable to the model, e.g. "invoice". Default:
+	// "deliverable".
+	Name string
+	// Description tells the model what the deliverable is and what makes
+	// a good one. Default: none.
+	Description string
+	// Schema is the JSON Schema of the deliverable's value, the parameters
+	// of the submit_deliverable tool. Providers want an object schema
+	// there: when the root's "type" is not "object" (an array, a string,
+	// a boolean schema, a "type" list…), the tool's parameters are
+	// {"type":"object","properties":{"value":<Schema>},"required":["value"]}
+	// (with Schema's "$defs" and "definitions" moved to the root, so that
+	// its "#/$defs/…" references still resolve), and the deliverable is
+	// the "value" argument; problems then point under "/value". Required,
+	// unless TaskSpec.Validator is set; then the default is {}, any JSON
+	// value.
+	Schema json.RawMessage
+}
+
+// TaskSpec is one task for [Host.Task].
+type TaskSpec struct {
+	// Agent runs the task. Default: nil, the host's Options.Agent. Its
+	// tools must not be named submit_deliverable or cancel_task.
+	Agent *Agent
+	// Prompt is the user message that states the task. Required.
+	Prompt string
+	// Deliverable is what the task must produce.
+	Deliverable Deliverable
+	// Durable keeps the task's session in the host's storage, where it
+	// can be read (and its usage counted) like any other. When false, the
+	// session lives in a private in-memory store that is dropped when
+	// Task returns: nothing is written to the host's storage. Default:
+	// false.
+	Durable bool
+	// SessionID is the session the task runs in. A durable task may name
+	// an existing session: the model then sees the conversation so far.
+	// Default: a new id, "task-<id>".
+	SessionID string
+	// MaxPokes bounds the pokes sent to a model that ends its turn
+	// without submitting; the turn end after the last one fails the task.
+	// Default: 0, which means 3; -1 disables pokes (the first such turn
+	// end fails the task).
+	MaxPokes int
+	// Validator checks submissions. Default: nil, which means
+	// [SchemaValidator] of Deliverable.Schema.
+	Validator Validator
+}
+
+// OutcomeStatus is how a task ended.
+type OutcomeStatus string
+
+// The task outcomes.
+const (
+	// OutcomeSubmitted: the model submitted a deliverable the validator
+	// accepted; Outcome.Value holds it.
+	OutcomeSubmitted OutcomeStatus = "submitted"
+	// OutcomeCancelled: the model called cancel_task (Outcome.Reason is
+	// its reason), or the task's context was done, or [Host.Cancel]
+	// stopped its run.
+	OutcomeCancelled OutcomeStatus = "cancelled"
+	// OutcomeFailed: the spec was invalid, the model kept stopping
+	// without submitting, the model failed (retries exhausted, a fatal
+	// error such as 402), the run reached its step bound, or storage
+	// failed. Outcome.Reason says which.
+	OutcomeFailed OutcomeStatus = "failed"
+)
+
+// Outcome is the result of [Host.Task].
+type Outcome struct {
+	// Status is how the task ended.
+	Status OutcomeStatus
+	// Value is the validated deliverable (as the validator returned it),
+	// when Status is submitted; for a wrapped schema, the "value"
+	// argument.
+	Value json.RawMessage
+	// Reason explains a status other than submitted.
+	Reason string
+	// SessionID is the task's session (for a task that is not durable,
+	// one that no longer exists).
+	SessionID string
+	// RunID is the task's run, empty when none started.
+	RunID string
+	// Usage sums the provider-reported usage of the run's passes.
+	Usage ledger.Usage
+	// Cost sums the billed cost of the run's passes, in USD (see
+	// [ledger.Usage.Billed]).
+	Cost float64
+}
+
+// Task runs a task: it sends spec.Prompt to a session with the
+// submit_deliverable and cancel_task tools added to the agent (and a line
+// of instructions added to its system prompt), and runs it until the model
+// submits a valid deliverable, cancels, or the task fails.
+//
+// Task never panics and reports everything, model misbehaviour included,
+// in the Outcome: a spec that is invalid (a schema that does not compile, a
+// tool name taken) fails before any model call; a done ctx cancels it.
+//
+// A task's run is steered by hooks that live in this call only: a durable
+// task whose run was interrupted (the process died) is resumed by
+// [Host.Resume] as an ordinary run, without the task's tools.
+func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("task panicked", "session", out.SessionID, "panic", p, "stack", string(debug.Stack()))
+			out.Status, out.Value, out.Reason = OutcomeFailed, nil, fmt.Sprintf("task: panic: %v", p)
+		}
+	}()
+	t, agent, err := h.prepareTask(spec)
+	out.SessionID = t.sessionID
+	if err != nil {
+		return t.fail(out, err.Error())
+	}
+	target := h
+	if spec.Durable {
+		if h.IsRunning(t.sessionID) {
+			return t.fail(out, fmt.Sprintf("task: session %s has a run in flight; a task needs a run of its own", t.sessionID))
+		}
+	} else {
+		h.mu.Lock()
+		closed := h.closed
+		if !closed {
+			h.wg.Add(1)
+		}
+		h.mu.Unlock()
+		if closed {
+			return t.fail(out, ErrClosed.Error())
+		}
+		defer h.wg.Done()
+		eh, err := h.ephemeral()
+		if err != nil {
+			return t.fail(out, fmt.Sprintf("task: %v", err))
+		}
+		defer eh.Close()
+		target = eh
+	}
+	hooks := &runHooks{afterTools: t.afterTools, turnEnd: t.turnEnd}
+	res, err := target.Session(t.sessionID).send(ctx, spec.Prompt, SendOptions{Agent: &agent}, hooks)
+	out.RunID, out.Usage, out.Cost = res.RunID, res.Usage, res.Cost
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		_, reason := doneStatus(ctx)
+		out.Status, out.Reason = OutcomeCancelled, reason
+	case err != nil:
+		out.Status, out.Reason = OutcomeFailed, err.Error()
+	case t.submitted:
+		out.Status, out.Value = OutcomeSubmitted, t.value
+	case t.cancelled:
+		out.Status, out.Reason = OutcomeCancelled, t.reason
+	case res.Status == ledger.RunCancelled || res.Status == ledger.RunTimedOut:
+		out.Status, out.Reason = OutcomeCancelled, res.Reason
+	case res.Status == ledger.RunCompleted:
+		// Only a run the task's hooks did not steer ends so: the message
+		// joined a run already in flight.
+		out.Status, out.Reason = OutcomeFailed, "task: the run ended without a deliverable"
+	default:
+		out.Status, out.Reason = OutcomeFailed, res.Reason
+	}
+	return out
+}
+
+// ephemeral returns a host like h over a private in-memory store, for a
+// task that is not durable.
+func (h *Host) ephemeral() (*Host, error) {
+	tt := h.toolTimeout
+	if tt == 0 {
+		tt = -1 // h holds 0 for "no bound"; Options says -1
+	}
+	opts := Options{Storage: newMemStore(), Model: h.model, Agent: h.agent, ToolTimeout: tt, Logger: h.log,
+		Retry: h.retry, HostID: h.hostID}
+	if h.compaction != nil {
+		c := *h.compaction
+		opts.Compaction = &c
+	}
+	return New(opts)
+}
+
+// taskState is one task's progress, shared by its tools and hooks.
+type taskState struct {
+	sessionID string
+	validator Validator
+	wrapped   bool // the deliverable is the "value" argument
+	maxPokes  int  // 0: none
+
+	mu        sync.Mutex
+	done      bool // submitted or cancelled
+	submitted bool
+	value     json.RawMessage
+	cancelled bool
+	reason    string
+	stops     int // turn ends without a terminal tool
+	pokes     int
+}
+
+func (t *taskState) fail(out Outcome, reason string) Outcome {
+	out.Status, out.Reason = OutcomeFailed, reason
+	return out
+}
+
+// prepareTask checks the spec, fills its defaults and builds the agent that
+// runs it. The state is returned (with the session id) even on error.
+func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
+	t := &taskState{sessionID: spec.SessionID}
+	if t.sessionID == "" {
+		t.sessionID = "task-" + ledger.NewID("")
+	}
+	var errs []error
+	if strings.TrimSpace(spec.Prompt) == "" {
+		errs = append(errs, errors.New("task: TaskSpec.Prompt is required"))
+	}
+	if !storage.ValidSessionID(t.sessionID) {
+		errs = append(errs, fmt.Errorf("task: TaskSpec.SessionID %q is not a valid session id", t.sessionID))
+	}
+	switch {
+	case spec.MaxPokes == 0:
+		t.maxPokes = DefaultMaxPokes
+	case spec.MaxPokes == -1:
+		t.maxPokes = 0
+	case spec.MaxPokes < -1:
+		errs = append(errs, fmt.Errorf("task: TaskSpec.MaxPokes %d is negative (use -1 to disable pokes)", spec.MaxPokes))
+	default:
+		t.maxPokes = spec.MaxPokes
+	}
+	agent := h.agent
+	if spec.Agent != nil {
+		a, err := normalizeAgent(*spec.Agent)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("task: TaskSpec.Agent: %w", err))
+		}
+		agent = a
+	}
+	for _, tool := range agent.Tools {
+		if tool == nil {
+			continue
+		}
+		if name := tool.Spec().Name; name == SubmitToolName || name == CancelToolName {
+			errs = append(errs, fmt.Errorf("task: the agent has a tool named %s, which the task needs for itself", name))
+		}
+	}
+	schema := spec.Deliverable.Schema
+	if len(schema) == 0 && spec.Validator != nil {
+		schema = json.RawMessage(`{}`)
+	}
+	var params json.RawMessage
+	switch {
+	case len(schema) == 0:
+		errs = append(errs, errors.New("task: Deliverable.Schema is required"))
+	case !json.Valid(schema):
+		errs = append(errs, errors.New("task: Deliverable.Schema is not valid JSON"))
+	default:
+		t.validator = spec.Validator
+		if t.validator == nil {
+			v, err := SchemaValidator(schema)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("task: %w", err))
+			}
+			t.validator = v
+		}
+		var err error
+		params, t.wrapped, err = submitParameters(schema)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("task: Deliverable.Schema: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return t, agent, err
+	}
+
+	name := spec.Deliverable.Name
+	if name == "" {
+		name = "deliverable"
+	}
+	what := name
+	if d := strings.TrimSpace(spec.Deliverable.Description); d != "" {
+		what += " (" + d + ")"
+	}
+	argument := "Its arguments are the " + name + " itself."
+	if t.wrapped {
+		argument = `Its "value" argument is the ` + name + "."
+	}
+	submit := NewTool(ToolSpec{
+		Name: SubmitToolName,
+		Description: "Submit the task's result, the " + what + ", and end the task. " + argument +
+			" It is validated: an error result lists the problems (\"path: message\", paths are JSON Pointers); fix them and call again.",
+		InputSchema: params,
+	}, t.submit)
+	cancel := NewTool(ToolSpec{
+		Name:        CancelToolName,
+		Description: "Give up the task because it cannot be done, and say why. Use it only when no valid " + name + " can be produced.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string","description":"Why the task cannot be done."}},"required":["reason"]}`),
+	}, t.cancel)
+	agent.Tools = append(slices.Clone(agent.Tools), submit, cancel)
+	note := "You are working on a task that ends only through a tool call. When it is done, call " + SubmitToolName +
+		" with the " + what + "; if it is rejected, fix the problems reported and call it again. If the task cannot be done, call " +
+		CancelToolName + " with the reason."
+	if agent.System != "" {
+		agent.System += "\n\n" + note
+	} else {
+		agent.System = note
+	}
+	return t, agent, nil
+}
+
+// submitParameters returns the submit_deliverable tool's parameters for a
+// deliverable schema, and whether the schema had to be wrapped.
+func submitParameters(schema json.RawMessage) (json.RawMessage, bool, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &obj); err == nil && obj != nil {
+		var typ string
+		if json.Unmarshal(obj["type"], &typ) == nil && typ == "object" {
+			return schema, false, nil
+		}
+	}
+	root := map[string]any{"type": "object", "required": []string{"value"}}
+	inner := schema
+	if obj != nil {
+		// The root keeps the definitions, so that "#/$defs/…" still
+		// points at them.
+		moved := false
+		for _, k := range []string{"$defs", "definitions"} {
+			if d, ok := obj[k]; ok {
+				root[k] = d
+				delete(obj, k)
+				moved = true
+			}
+		}
+		if moved {
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return nil, false, err
+			}
+			inner = b
+		}
+	}
+	root["properties"] = map[string]json.RawMessage{"value": inner}
+	b, err := json.Marshal(root)
+	return b, true, err
+}
+
+// submit is the submit_deliverable tool.
+func (t *taskState) submit(ctx context.Context, call ToolCall) (ToolResult, error) {
+	t.mu.Lock()
+	done := t.done
+	t.mu.Unlock()
+	if done {
+		return ToolResult{}, errors.New("the task is already finished; nothing more can be submitted")
+	}
+	deliverable := call.Input
+	if t.wrapped {
+		var args map[string]json.RawMessage
+		if json.Unmarshal(call.Input, &args) != nil || args["value"] == nil {
+			return ToolResult{}, rejected([]string{`/value: missing: pass the deliverable as {"value": ...}`})
+		}
+		deliverable = args["value"]
+	}
+	value, problems, err := t.validate(ctx, deliverable)
+	switch {
+	case err != nil:
+		return ToolResult{}, fmt.Errorf("the deliverable could not be validated (%v); it was neither accepted nor rejected: call %s again", err, SubmitToolName)
+	case len(problems) > 0:
+		if t.wrapped {
+			under := make([]string, len(problems))
+			for i, p := range problems {
+				switch {
+				case strings.HasPrefix(p, "/: "):
+					under[i] = "/value" + p[1:]
+				case strings.HasPrefix(p, "/"):
+					under[i] = "/value" + p
+				default:
+					under[i] = p
+				}
+			}
+			problems = under
+		}
+		return ToolResult{}, rejected(problems)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ToolResult{}, errors.New("the task is already finished; nothing more can be submitted")
+	}
+	t.done, t.submitted, t.value = true, true, value
+	return ToolResult{Output: "The deliverable was accepted; the task is complete."}, nil
+}
+
+// rejected is the error result of a submission with problems.
+func rejected(problems []string) error {
+	return fmt.Errorf("the deliverable is invalid; fix these problems and call %s again:\n%s", SubmitToolName, strings.Join(problems, "\n"))
+}
+
+// validate runs the validator, turning a panic into an error and checking
+// what it returns.
+func (t *taskState) validate(ctx context.Context, deliverable json.RawMessage) (value json.RawMessage, problems []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			value, problems, err = nil, nil, fmt.Errorf("the validator panicked: %v", p)
+		}
+	}()
+	value, problems, err = t.validator.Validate(ctx, deliverable)
+	if err != nil || len(problems) > 0 {
+		return nil, problems, err
+	}
+	if value == nil {
+		value = deliverable
+	}
+	if !json.Valid(value) {
+		return nil, nil, errors.New("the validator returned a value that is not valid JSON")
+	}
+	return value, nil, nil
+}
+
+// cancel is the cancel_task tool.
+func (t *taskState) cancel(_ context.Context, call ToolCall) (ToolResult, error) {
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal(call.Input, &in); err != nil {
+		return ToolResult{}, fmt.Errorf(`the arguments must be {"reason": "<why the task cannot be done>"}: %v`, err)
+	}
+	reason := strings.TrimSpace(in.Reason)
+	if reason == "" {
+		return ToolResult{}, errors.New(`give the reason the task cannot be done: {"reason": "..."}`)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ToolResult{}, errors.New("the task is already finished; it can no longer be cancelled")
+	}
+	t.done, t.cancelled, t.reason = true, true, reason
+	return ToolResult{Output: "The task is cancelled."}, nil
+}
+
+// afterTools ends the run once a terminal tool call succeeded.
+func (t *taskState) afterTools() (bool, ledger.RunStatus, string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.submitted:
+		return true, ledger.RunCompleted, ""
+	case t.cancelled:
+		return true, ledger.RunCancelled, CancelToolName + ": " + t.reason
+	}
+	return false, "", ""
+}
+
+// turnEnd pokes a model that stopped without submitting, while pokes are
+// left, then fails the run.
+func (t *taskState) turnEnd() (poke, fail string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stops++
+	if t.pokes < t.maxPokes {
+		t.pokes++
+		return taskPoke, ""
+	}
+	times := "times"
+	if t.stops == 1 {
+		times = "time"
+	}
+	return "", fmt.Sprintf("the model stopped %d %s without submitting", t.stops, times)
+}

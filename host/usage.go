@@ -1,0 +1,99 @@
+package host
+
+import (
+	"context"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// SessionUsage is what a session's model calls consumed and cost, from its
+// ledger (see [Session.Usage]).
+type SessionUsage struct {
+	// Total sums the provider-reported usage of every model call of the
+	// session. Its IsBYOK is nil: it mixes calls.
+	Total ledger.Usage `json:"total"`
+	// Cost sums the billed cost of every call, in USD: each call's
+	// [ledger.Usage.Billed], so that the upstream cost of a call billed to
+	// the user's own key counts, and that of a call paid with credits is
+	// never counted twice.
+	Cost float64 `json:"cost"`
+	// Runs are the session's runs, in the order they started.
+	Runs []RunUsage `json:"runs"`
+}
+
+// RunUsage is what one run's model calls consumed and cost.
+type RunUsage struct {
+	// RunID is the run's id.
+	RunID string `json:"run_id"`
+	// Usage sums the usage of the run's model calls: its passes and the
+	// compactions it made.
+	Usage ledger.Usage `json:"usage"`
+	// Cost sums their billed cost, in USD.
+	Cost float64 `json:"cost"`
+	// Steps is the number of the run's model passes (compactions not
+	// counted).
+	Steps int `json:"steps"`
+}
+
+// Usage returns the session's usage and billed cost, per run and in total,
+// computed from its ledger (including the events a run in flight in this
+// host has appended so far). A session with no events has a zero usage.
+func (s *Session) Usage(ctx context.Context) (SessionUsage, error) {
+	if events, _, ok := s.h.snapshotLive(s.id); ok {
+		return UsageOf(events), nil
+	}
+	events, err := s.h.store.Load(ctx, s.id)
+	if err != nil {
+		return SessionUsage{}, err
+	}
+	return UsageOf(events), nil
+}
+
+// UsageOf computes a session's usage from its events, as [Session.Usage]
+// does: every model pass (step event) and every compaction counts, each
+// billed by [ledger.Usage.Billed]. Events of no run (a compaction without a
+// run id) count in the total only.
+func UsageOf(events []ledger.Event) SessionUsage {
+	var su SessionUsage
+	index := map[string]int{}
+	run := func(id string) *RunUsage {
+		if id == "" {
+			return nil
+		}
+		i, ok := index[id]
+		if !ok {
+			i = len(su.Runs)
+			index[id] = i
+			su.Runs = append(su.Runs, RunUsage{RunID: id})
+		}
+		return &su.Runs[i]
+	}
+	for _, e := range events {
+		var u *ledger.Usage
+		switch {
+		case e.Step != nil:
+			u = &e.Step.Usage
+		case e.Compaction != nil:
+			u = &e.Compaction.Usage
+		case e.RunStart != nil:
+			run(e.RunID) // a run with no pass still shows
+			continue
+		default:
+			continue
+		}
+		billed := u.Billed()
+		su.Total = su.Total.Add(*u)
+		su.Cost += billed
+		if r := run(e.RunID); r != nil {
+			r.Usage = r.Usage.Add(*u)
+			r.Cost += billed
+			if e.Step != nil {
+				r.Steps++
+			}
+		}
+	}
+	if su.Runs == nil {
+		su.Runs = []RunUsage{}
+	}
+	return su
+}
