@@ -409,7 +409,7 @@ func hasEvents(path string) bool {
 		return !errors.Is(err, fs.ErrNotExist)
 	}
 	defer f.Close()
-	first, err := bufio.NewReaderSize(f, 64<<10).ReadBytes('\n')
+	first, err := bufio.NewReaderSize(f, 4<<10).ReadBytes('\n')
 	switch {
 	case err == io.EOF:
 		return false // empty, or a torn first record
