@@ -368,8 +368,22 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 		return RunResult{}, err
 	}
 	defer h.unref(id, st)
-	if err := h.acquire(ctx, st); err != nil {
-		return RunResult{}, err
+	// A run of the session already working in this host leaves nothing to
+	// resume: waiting for its end would hold back a message that the
+	// caller means to send right after (it would queue into that run).
+	for !st.tryLock() {
+		h.mu.Lock()
+		live := st.live != nil && !st.live.ending
+		ch := st.changed
+		h.mu.Unlock()
+		if live {
+			return RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return RunResult{}, ctx.Err()
+		}
 	}
 	defer h.release(st)
 	// Another host may lead the session (or be resuming it right now):

@@ -188,7 +188,13 @@ func chat(ctx context.Context, args []string, env Env) error {
 			return res, outcome(res, nil) // Ctrl-C during the resume: send nothing
 		}
 		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
-			return sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
+			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
+			if !p.streamed && res.Text != "" {
+				// The message joined a run already working (a resumed
+				// one): its progress went to that run's caller.
+				p.write(res.Text)
+			}
+			return res, err
 		})
 	}
 
@@ -257,9 +263,10 @@ func outcome(res host.RunResult, err error) error {
 // printer renders a run's progress for a terminal: the reply's text as it
 // streams, and a line per tool call.
 type printer struct {
-	w       io.Writer
-	midLine bool // the last write did not end a line
-	resumed bool // the resume notice was printed
+	w        io.Writer
+	midLine  bool // the last write did not end a line
+	resumed  bool // the resume notice was printed
+	streamed bool // some text streamed
 }
 
 func (p *printer) write(s string) {
@@ -279,6 +286,7 @@ func (p *printer) newline() {
 func (p *printer) progress(ev host.Progress) {
 	switch ev.Type {
 	case host.ProgressText:
+		p.streamed = true
 		p.write(ev.Delta)
 	case host.ProgressToolStart:
 		p.newline()
