@@ -45,6 +45,7 @@ bench:
 
 ## examples: run every Example function (they are tests with checked output)
 examples:
+	./scripts/build-plugins.sh
 	$(GO) test -count=1 -run='^Example' $(PKGS)
 
 ## lint: gofmt and go vet

@@ -66,6 +66,16 @@ need_redis() {
 	echo "test-deps: the tests that need Redis will be skipped" >&2
 }
 
+# --- Plugin toolchains (plugins/, pdk/, examples/plugins) ---------------------
+# The plugin tests build Wasm plugins from source with Go (wasip1), Debian
+# clang + lld + wasi-libc, and AssemblyScript (npm packages of
+# pdk/assemblyscript). scripts/plugin-toolchains.sh installs what is missing
+# (AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1 makes a missing one an error).
+need_plugin_toolchains() {
+	"$(dirname "$0")/plugin-toolchains.sh"
+}
+
 need_go
 need_redis
+need_plugin_toolchains
 echo "test-deps: everything the tests need is present"

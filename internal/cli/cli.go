@@ -37,6 +37,7 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
+  agentic-host plugin describe|call FILE.wasm …  inspect or call a Wasm plugin
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
 
 Run "agentic-host COMMAND -h" for a command's flags.
@@ -60,6 +61,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = task(ctx, args[1:], env)
 	case "transcript":
 		err = transcript(ctx, args[1:], env)
+	case "plugin":
+		err = pluginCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"storage/redis":       {"storage", "host/ledger"},
 	"host":                {"host/ledger", "host/provider", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
+	"plugins":             {"host", "host/ledger", "host/provider", "storage"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

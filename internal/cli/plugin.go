@@ -1,0 +1,387 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+)
+
+const pluginUsage = `Usage:
+  agentic-host plugin describe [flags] FILE.wasm          what the plugin offers, as JSON
+  agentic-host plugin call [flags] FILE.wasm NAME [JSON]  call a tool (or validator, policy, or a
+                                                          plain module's export) and print its output
+
+A plain Extism module (no describe export) is described by its sidecar
+manifest FILE.json, if there is one; without it, "call" runs an export by
+name with JSON (or any text) as its raw input. JSON "-" reads stdin;
+omitted, it is {}.
+
+Run "agentic-host plugin describe -h" for the sandbox flags.
+`
+
+// pluginCmd implements "agentic-host plugin": describe a plugin module,
+// or call one of its tools (validators, policies, exports) once, in the
+// sandbox the flags describe.
+func pluginCmd(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, pluginUsage)
+		return fail(2, "")
+	}
+	switch args[0] {
+	case "describe":
+		return pluginDescribe(ctx, args[1:], env)
+	case "call":
+		return pluginCall(ctx, args[1:], env)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(env.Stdout, pluginUsage)
+		return nil
+	}
+	fmt.Fprint(env.Stderr, pluginUsage)
+	return fail(2, "unknown subcommand %q", args[0])
+}
+
+// pluginFlags are the sandbox and runtime flags of both subcommands.
+type pluginFlags struct {
+	tenant       string
+	timeout      time.Duration
+	memoryPages  uint
+	maxOutput    int
+	allowHosts   pluginList
+	allowPrivate bool
+	kv           bool
+	config       pluginList
+	cacheDir     string
+	logLevel     string
+	verbose      bool
+}
+
+// pluginList is a repeatable string flag.
+type pluginList []string
+
+func (l *pluginList) String() string     { return strings.Join(*l, ",") }
+func (l *pluginList) Set(s string) error { *l = append(*l, s); return nil }
+
+func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
+	fs.StringVar(&f.tenant, "tenant", "cli", "the `TENANT` the plugin runs for (its key-value scope)")
+	fs.DurationVar(&f.timeout, "timeout", plugins.DefaultCallTimeout, "bound on one call (busy loops are interrupted)")
+	fs.UintVar(&f.memoryPages, "memory-pages", plugins.DefaultMemoryPages, "memory limit in 64 KiB `PAGES`")
+	fs.IntVar(&f.maxOutput, "max-output", plugins.DefaultMaxOutputBytes, "bound on a call's output, in `BYTES`")
+	fs.Var(&f.allowHosts, "allow-host", "allow HTTP to `HOST` (host, host:port or *.domain; repeatable; default: no HTTP)")
+	fs.BoolVar(&f.allowPrivate, "allow-private", false, "allow HTTP to loopback and private addresses")
+	fs.BoolVar(&f.kv, "kv", false, "enable the key-value store (in memory, for this process)")
+	fs.Var(&f.config, "config", "plugin configuration `KEY=VALUE` (repeatable)")
+	fs.StringVar(&f.cacheDir, "cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "the plugin's log lines shown on stderr from `LEVEL`: debug, info, warn, error")
+	fs.BoolVar(&f.verbose, "v", false, "also print the module hash and timings on stderr")
+}
+
+// pluginDefaultCacheDir is $AGENTIC_WASM_CACHE, else the user cache
+// directory's agentic-host/wasm.
+func pluginDefaultCacheDir(env Env) string {
+	if d := env.Getenv("AGENTIC_WASM_CACHE"); d != "" {
+		return d
+	}
+	base := env.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home := env.Getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "agentic-host", "wasm")
+}
+
+// pluginParse parses flags placed before, between or after the
+// positional arguments, and returns the positional ones.
+func pluginParse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (f *pluginFlags) limits() (plugins.Limits, error) {
+	if f.memoryPages > 65536 {
+		return plugins.Limits{}, fmt.Errorf("--memory-pages %d is above 65536", f.memoryPages)
+	}
+	return plugins.Limits{
+		MemoryPages:         uint32(f.memoryPages),
+		CallTimeout:         f.timeout,
+		MaxOutputBytes:      f.maxOutput,
+		Instances:           1,
+		KV:                  f.kv,
+		AllowedHosts:        f.allowHosts,
+		AllowPrivateNetwork: f.allowPrivate,
+	}, nil
+}
+
+// load reads FILE.wasm (and its sidecar) and loads it in a new runtime.
+func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.Module, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, nil, fail(2, "--log-level %q: want debug, info, warn or error", f.logLevel)
+	}
+	limits, err := f.limits()
+	if err != nil {
+		return nil, nil, fail(2, "%v", err)
+	}
+	cfg := map[string]string{}
+	for _, kv := range f.config {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, nil, fail(2, "--config %q: want KEY=VALUE", kv)
+		}
+		cfg[k] = v
+	}
+	if f.cacheDir != "" {
+		if err := os.MkdirAll(f.cacheDir, 0o755); err != nil {
+			f.cacheDir = "" // a cache is an optimisation: run without one
+		}
+	}
+	rt, err := plugins.NewRuntime(plugins.Options{
+		CacheDir: f.cacheDir,
+		Logger:   slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
+	})
+	if err != nil {
+		return nil, nil, fail(1, "%v", err)
+	}
+	closeRT := func() { _ = rt.Close(context.Background()) }
+	src, err := plugins.ReadSource(path)
+	if err != nil {
+		closeRT()
+		return nil, nil, fail(1, "%v", err)
+	}
+	src.Tenant, src.Limits, src.Config = f.tenant, limits, cfg
+	start := time.Now()
+	m, err := rt.Load(ctx, src)
+	if err != nil {
+		closeRT()
+		return nil, nil, fail(1, "%v", err)
+	}
+	if f.verbose {
+		fmt.Fprintf(env.Stderr, "loaded %s (%s) in %s\n", m.Name(), m.Hash(), time.Since(start).Round(time.Millisecond))
+	}
+	return m, closeRT, nil
+}
+
+func pluginDescribe(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin describe", env)
+	var f pluginFlags
+	f.register(fs, env)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin describe [flags] FILE.wasm\n\nPrint what the plugin offers as JSON: its tools, validators and policies\n(or, for a plain module without a sidecar manifest, its exports).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := pluginParse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(2, "want exactly one FILE.wasm, got %d arguments", len(pos))
+	}
+	m, done, err := f.load(ctx, pos[0], env)
+	if err != nil {
+		return err
+	}
+	defer done()
+	out := struct {
+		Module     string                         `json:"module"`
+		Hash       string                         `json:"hash"`
+		Described  bool                           `json:"described"`
+		ABI        string                         `json:"abi,omitempty"`
+		Tools      []plugins.ToolDescription      `json:"tools,omitempty"`
+		Validators []plugins.ValidatorDescription `json:"validators,omitempty"`
+		Policies   []plugins.PolicyDescription    `json:"policies,omitempty"`
+		Exports    []string                       `json:"exports"`
+	}{Module: m.Name(), Hash: m.Hash(), Described: m.Described(), Exports: m.Exports()}
+	if m.Described() {
+		d := m.Description()
+		out.ABI, out.Tools, out.Validators, out.Policies = d.ABI, d.Tools, d.Validators, d.Policies
+	}
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+func pluginCall(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin call", env)
+	var f pluginFlags
+	f.register(fs, env)
+	callID := fs.String("call-id", "cli-call", "the call `ID` (a tool's idempotency key)")
+	session := fs.String("session", "cli", "the `SESSION` id the call reports")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin call [flags] FILE.wasm NAME [JSON]\n\n"+
+			"Call the tool NAME with JSON as its input and print its output. NAME may\n"+
+			"also be a validator (JSON is the deliverable), a policy (JSON is\n"+
+			"{\"tool\":…,\"effect\":…,\"input\":…}), or an export of the module (JSON is its raw\n"+
+			"input). JSON \"-\" reads stdin; omitted, it is {}.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := pluginParse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 || len(pos) > 3 {
+		fs.Usage()
+		return fail(2, "want FILE.wasm NAME [JSON], got %d arguments", len(pos))
+	}
+	input := []byte("{}")
+	if len(pos) == 3 {
+		input = []byte(pos[2])
+		if pos[2] == "-" {
+			if input, err = io.ReadAll(env.Stdin); err != nil {
+				return fail(1, "reading stdin: %v", err)
+			}
+		}
+	}
+	m, done, err := f.load(ctx, pos[0], env)
+	if err != nil {
+		return err
+	}
+	defer done()
+	name := pos[1]
+	start := time.Now()
+	defer func() {
+		if f.verbose {
+			fmt.Fprintf(env.Stderr, "called %s in %s\n", name, time.Since(start).Round(time.Microsecond))
+		}
+	}()
+	needJSON := func(what string) error {
+		if !json.Valid(input) {
+			return fail(2, "the %s input is not valid JSON: %s", what, pluginSnippet(input))
+		}
+		return nil
+	}
+
+	if tool, ok := m.Tool(name); ok {
+		if err := needJSON("tool"); err != nil {
+			return err
+		}
+		res, err := tool.Call(ctx, host.ToolCall{ID: *callID, SessionID: *session, Name: name, Input: input})
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		fmt.Fprintln(env.Stdout, res.Output)
+		return nil
+	}
+	if v, ok := m.Validator(name); ok {
+		if err := needJSON("deliverable"); err != nil {
+			return err
+		}
+		res, err := v.Validate(ctx, input)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if err := pluginPrintJSON(env, map[string]any{"ok": res.OK, "value": res.Value, "errors": res.Errors}); err != nil {
+			return err
+		}
+		if !res.OK {
+			return fail(1, "invalid deliverable")
+		}
+		return nil
+	}
+	if p, ok := m.Policy(name); ok {
+		if err := needJSON("policy"); err != nil {
+			return err
+		}
+		var req struct {
+			Tool   string          `json:"tool"`
+			Effect host.Effect     `json:"effect"`
+			Input  json.RawMessage `json:"input"`
+			Agent  string          `json:"agent"`
+		}
+		if err := json.Unmarshal(input, &req); err != nil {
+			return fail(2, "the policy input: %v (want {\"tool\":…,\"effect\":…,\"input\":…})", err)
+		}
+		d, err := p.Decide(ctx, plugins.PolicyRequest{Tool: req.Tool, Effect: req.Effect, Input: req.Input, SessionID: *session, Agent: req.Agent})
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		return pluginPrintJSON(env, map[string]any{"decision": d.Verdict, "reason": d.Reason, "summary": d.Summary})
+	}
+	for _, e := range m.Exports() {
+		if e == name {
+			out, err := m.CallExport(ctx, name, input)
+			if err != nil {
+				return fail(1, "%v", err)
+			}
+			env.Stdout.Write(out)
+			if len(out) > 0 && out[len(out)-1] != '\n' {
+				fmt.Fprintln(env.Stdout)
+			}
+			return nil
+		}
+	}
+	return fail(1, "%s offers no tool, validator, policy or export %q (%s)", m.Name(), name, pluginOffers(m))
+}
+
+// pluginOffers lists what a module offers, for an error message.
+func pluginOffers(m *plugins.Module) string {
+	var names []string
+	for _, t := range m.Tools() {
+		names = append(names, "tool "+t.Spec().Name)
+	}
+	d := m.Description()
+	for _, v := range d.Validators {
+		names = append(names, "validator "+v.Name)
+	}
+	for _, p := range d.Policies {
+		names = append(names, "policy "+p.Name)
+	}
+	if len(names) == 0 {
+		for _, e := range m.Exports() {
+			if !strings.HasPrefix(e, "_") {
+				names = append(names, "export "+e)
+			}
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "it offers nothing"
+	}
+	return "it offers: " + strings.Join(names, ", ")
+}
+
+func pluginPrintJSON(env Env, v any) error {
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return errors.Join(fail(1, "encoding the answer"), err)
+	}
+	return nil
+}
+
+func pluginSnippet(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "?")
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinels. A *PluginError wraps one of them (test with errors.Is); their
+// messages are prefixed with the package name.
+var (
+	// ErrTimeout: a call ran past its time and was interrupted. It also
+	// matches context.DeadlineExceeded.
+	ErrTimeout = errors.New("plugins: call timed out")
+	// ErrTrap: the plugin trapped (unreachable, out-of-bounds access, a
+	// Go runtime panic that escaped, an abort).
+	ErrTrap = errors.New("plugins: plugin trapped")
+	// ErrOutOfMemory: the plugin hit its memory limit.
+	ErrOutOfMemory = errors.New("plugins: plugin ran out of memory")
+	// ErrExited: the plugin called exit with a non-zero code.
+	ErrExited = errors.New("plugins: plugin exited")
+	// ErrOutputTooLarge: the plugin's output exceeded Limits.MaxOutputBytes.
+	ErrOutputTooLarge = errors.New("plugins: output too large")
+	// ErrInputTooLarge: the input exceeded Limits.MaxInputBytes; the
+	// plugin did not run.
+	ErrInputTooLarge = errors.New("plugins: input too large")
+	// ErrMalformedOutput: the plugin's output is not the JSON the ABI asks
+	// for.
+	ErrMalformedOutput = errors.New("plugins: malformed output")
+	// ErrToolFailed: the plugin answered {"error": …}. The message is the
+	// plugin's own.
+	ErrToolFailed = errors.New("plugins: plugin reported an error")
+	// ErrInvalidInput: the input does not match the tool's input schema;
+	// the plugin did not run.
+	ErrInvalidInput = errors.New("plugins: input does not match the schema")
+	// ErrInvalidModule: the bytes are not a module this runtime can
+	// compile and instantiate.
+	ErrInvalidModule = errors.New("plugins: invalid module")
+	// ErrABIVersion: describe reports an ABI major version the host does
+	// not speak, or none.
+	ErrABIVersion = errors.New("plugins: unsupported ABI version")
+	// ErrInvalidDescription: describe (or a sidecar manifest) is malformed
+	// or inconsistent: bad names, schemas that do not compile, missing
+	// exports.
+	ErrInvalidDescription = errors.New("plugins: invalid description")
+	// ErrNoDescription: the module exports no describe and has no sidecar
+	// manifest, so it offers nothing the registry can use.
+	ErrNoDescription = errors.New("plugins: module has no describe export and no sidecar manifest")
+	// ErrConflict: a name the module offers is taken by another module of
+	// the tenant.
+	ErrConflict = errors.New("plugins: name already taken")
+	// ErrClosed: the module or runtime is closed (or the tool's module was
+	// unloaded). The plugin did not run.
+	ErrClosed = errors.New("plugins: closed")
+	// ErrNotFound: no such tool, validator, policy, export or module.
+	ErrNotFound = errors.New("plugins: not found")
+	// ErrDenied: the sandbox refused a host function (HTTP to a host or
+	// address not allowed, the key-value store when disabled). Plugins see
+	// it as an error answer of the host function, not as a failed call.
+	ErrDenied = errors.New("plugins: denied by the sandbox")
+	// ErrInvalidLimits: a Limits or Options field is out of range.
+	ErrInvalidLimits = errors.New("plugins: invalid limits")
+)
+
+// PluginError is the error of an operation on a plugin: loading it, or
+// calling one of its exports. Err wraps one of the package's sentinels.
+type PluginError struct {
+	// Plugin is the module's name (its file name without .wasm).
+	Plugin string
+	// Export is what was running: "compile", "describe", "call",
+	// "validate", "decide", or a plain module's export.
+	Export string
+	// Name is the tool, validator or policy concerned, if any.
+	Name string
+	// Err is the cause.
+	Err error
+}
+
+// Error renders "plugin NAME: EXPORT [ITEM]: cause".
+func (e *PluginError) Error() string {
+	var b strings.Builder
+	b.WriteString("plugin ")
+	b.WriteString(e.Plugin)
+	b.WriteString(": ")
+	b.WriteString(e.Export)
+	if e.Name != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Name)
+	}
+	b.WriteString(": ")
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause, for errors.Is and errors.As.
+func (e *PluginError) Unwrap() error { return e.Err }
+
+// Retryable reports whether the operation may be retried as is: only when
+// the plugin surely did not run (its module was closed or unloaded before
+// the call started, or no instance became free in time). A timeout, trap or
+// error result is not retryable: the call may have had effects.
+func (e *PluginError) Retryable() bool {
+	var b *busyError
+	return errors.Is(e.Err, ErrClosed) || errors.As(e.Err, &b)
+}
+
+// remoteError is an {"error": …} answer: its message is the plugin's own.
+type remoteError struct{ msg string }
+
+func (e *remoteError) Error() string        { return e.msg }
+func (e *remoteError) Is(target error) bool { return target == ErrToolFailed }
+
+// timeoutError is a call interrupted at its deadline.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string { return e.msg }
+func (e *timeoutError) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+// busyError: no instance became free before the call's deadline (or
+// cancellation); the plugin did not run.
+type busyError struct {
+	instances int
+	cause     error
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("not run: all %d instances stayed busy: %v", e.instances, e.cause)
+}
+func (e *busyError) Unwrap() error { return e.cause }
+
+// detailed wraps a sentinel with details, keeping errors.Is working.
+func detailed(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,426 @@
+package plugins_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// The example plugins of examples/plugins, built from source.
+
+func textStatsWasm(t testing.TB) []byte {
+	return plugintest.AssemblyScriptPlugin(t, "../examples/plugins/text_stats", "text_stats.ts",
+		"../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"})
+}
+
+func cExampleWasm(t testing.TB, name string) []byte {
+	return plugintest.CPlugin(t, "../examples/plugins/"+name, []string{name + ".c", cKit + "/agentic.c"}, []string{cKit}, nil)
+}
+
+func TestExampleGetAccount(t *testing.T) {
+	rt, logs := newRuntime(t)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	defer reg.Close(context.Background())
+	wasm := getAccountWasm(t)
+	if _, err := reg.Load(context.Background(), "acme", plugins.Source{Name: "get_account", Wasm: wasm}); err != nil {
+		t.Fatal(err)
+	}
+	tools := reg.Toolset("acme").Tools()
+	if len(tools) != 1 {
+		t.Fatalf("%d tools", len(tools))
+	}
+	var tool host.Tool = tools[0]
+	spec := tool.Spec()
+	if spec.Name != "get_account" || spec.Effect != host.EffectRead || !spec.Idempotent || !strings.Contains(string(spec.InputSchema), "account_id") {
+		t.Fatalf("spec %+v", spec)
+	}
+	res, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "get_account", Input: json.RawMessage(`{"account_id":"42"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same answer as the demo's Go tool (internal/demotools).
+	want := `{"account_id":"42","owner":"Katherine Johnson","plan":"team","balance_usd":350.11}`
+	if res.Output != want || res.Source != hashOf(wasm) {
+		t.Fatalf("got %s from %s", res.Output, res.Source)
+	}
+	if _, err := tool.Call(context.Background(), host.ToolCall{Input: json.RawMessage(`{"account_id":""}`)}); !errors.Is(err, plugins.ErrInvalidInput) {
+		t.Fatalf("empty id: %v", err)
+	}
+	if !strings.Contains(logs.String(), `msg="looking up account 42" plugin=get_account tenant=acme`) {
+		t.Errorf("the plugin's log line is missing or untagged:\n%s", logs.String())
+	}
+}
+
+func TestExamplePublishPost(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		posts []string
+		keys  []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method != "POST" || r.URL.Path != "/api/posts" || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		posts = append(posts, string(body))
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(map[string]string{"id": "post-" + string(rune('0'+len(posts))), "url": "https://blog.example/p/" + string(rune('0'+len(posts)))})
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+
+	rt, _ := newRuntime(t)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Limits: func(tenant string) plugins.Limits {
+			// The test server listens on loopback: allowed explicitly.
+			return plugins.Limits{KV: true, AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}
+		},
+		Config: func(tenant, module string) map[string]string {
+			return map[string]string{"endpoint": srv.URL + "/api/posts"}
+		},
+	})
+	defer reg.Close(context.Background())
+	if _, err := reg.Load(context.Background(), "acme", plugins.Source{Name: "publish_post", Wasm: publishPostWasm(t)}); err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := reg.Tool("acme", "publish_post")
+	if s := tool.Spec(); s.Effect != host.EffectExternal || !s.Idempotent {
+		t.Fatalf("spec %+v", s)
+	}
+	call := func(id string) map[string]any {
+		t.Helper()
+		res, err := tool.Call(context.Background(), host.ToolCall{ID: id, Input: json.RawMessage(`{"title":"Hello","body":"First post."}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal([]byte(res.Output), &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := call("call-1")
+	if first["status"] != "published" || first["post_id"] != "post-1" || first["replayed"] != nil {
+		t.Fatalf("first: %v", first)
+	}
+	// The host re-runs the call after a crash: no second post.
+	again := call("call-1")
+	if again["post_id"] != "post-1" || again["replayed"] != true {
+		t.Fatalf("re-run: %v", again)
+	}
+	second := call("call-2")
+	if second["post_id"] != "post-2" {
+		t.Fatalf("second: %v", second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 2 || keys[0] != "call-1" || keys[1] != "call-2" || !strings.Contains(posts[0], `"title":"Hello"`) {
+		t.Fatalf("server saw %q with keys %q", posts, keys)
+	}
+}
+
+func TestExamplePublishPostDenied(t *testing.T) {
+	rt, _ := newRuntime(t)
+	// No endpoint configured.
+	m := plugintestLoad(t, rt, "publish_post", publishPostWasm(t), "acme", plugins.Limits{KV: true})
+	// An endpoint, but no allowed hosts.
+	m2, err := rt.Load(context.Background(), plugins.Source{Name: "publish_post", Wasm: publishPostWasm(t), Tenant: "acme",
+		Limits: plugins.Limits{KV: true}, Config: map[string]string{"endpoint": "https://blog.example.com/api/posts"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close(context.Background())
+	_, err = callTool(t, m, "publish_post", `{"title":"t","body":"b"}`)
+	if !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "not configured") {
+		t.Fatalf("without an endpoint: %v", err)
+	}
+	_, err = callTool(t, m2, "publish_post", `{"title":"t","body":"b"}`)
+	if !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "HTTP is not allowed") {
+		t.Fatalf("without allowed hosts: %v", err)
+	}
+}
+
+func TestExampleTextStats(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "text_stats", textStatsWasm(t), plugins.Limits{})
+	res, err := callTool(t, m, "text_stats", `{"text":"Héllo wörld. This is 🎉 fun!\nSecond line?"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"characters":40,"bytes":45,"words":8,"lines":2,"sentences":3,"first_words":"Héllo wörld. This is 🎉"}`
+	if res.Output != want {
+		t.Fatalf("got  %s\nwant %s", res.Output, want)
+	}
+	if _, err := callTool(t, m, "text_stats", `{"text":7}`); !errors.Is(err, plugins.ErrInvalidInput) {
+		t.Fatalf("non-string text: %v", err)
+	}
+}
+
+func TestExampleReleaseNotes(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "release_notes", cExampleWasm(t, "release_notes"), plugins.Limits{})
+	v, ok := m.Validator("release_notes")
+	if !ok {
+		t.Fatal("no validator")
+	}
+	tests := []struct {
+		deliverable string
+		ok          bool
+		value       string
+		errors      []string
+	}{
+		{`{"version":"1.4.0","title":"  Faster search ","changes":["Index rebuilt","New filters"]}`, true,
+			`{"version":"1.4.0","title":"Faster search","changes":["Index rebuilt","New filters"]}`, nil},
+		{`{"version":"1.04","title":"Done.","changes":["TODO: write this","a","a"]}`, false, "", []string{
+			"/version: must be a semantic version MAJOR.MINOR.PATCH, e.g. 1.4.0",
+			"/title: must not end with a period",
+			"/changes/0: is a leftover TODO",
+			"/changes/2: repeats an earlier change"}},
+		// The schema is checked by the host before the plugin runs.
+		{`{"version":"1.0.0","title":"x","changes":[]}`, false, "", []string{"/changes: minItems: got 0, want 1"}},
+		{`{"version":"1.0.0"}`, false, "", []string{"(root): missing properties 'title', 'changes'"}},
+	}
+	for _, tt := range tests {
+		res, err := v.Validate(context.Background(), json.RawMessage(tt.deliverable))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.deliverable, err)
+		}
+		if res.OK != tt.ok || string(res.Value) != tt.value || strings.Join(res.Errors, "|") != strings.Join(tt.errors, "|") || res.Source != m.Hash() {
+			t.Errorf("%s:\n got %+v\nwant ok=%v value=%s errors=%q", tt.deliverable, res, tt.ok, tt.value, tt.errors)
+		}
+	}
+}
+
+func TestExampleSideEffects(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "side_effects", cExampleWasm(t, "side_effects"), plugins.Limits{})
+	p, ok := m.Policy("side_effects")
+	if !ok {
+		t.Fatal("no policy")
+	}
+	tests := []struct {
+		effect  host.Effect
+		verdict plugins.Verdict
+		summary string
+	}{
+		{host.EffectRead, plugins.Allow, ""},
+		{host.EffectWrite, plugins.Allow, ""},
+		{host.EffectExternal, plugins.RequireApproval, `publish_post with {"title":"Hello"}`},
+		{"teleport", plugins.Deny, ""},
+	}
+	for _, tt := range tests {
+		d, err := p.Decide(context.Background(), plugins.PolicyRequest{Tool: "publish_post", Effect: tt.effect, Input: json.RawMessage(`{"title":"Hello"}`), SessionID: "s1", Agent: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Verdict != tt.verdict || d.Summary != tt.summary || d.Reason == "" || d.Source != m.Hash() {
+			t.Errorf("%s: %+v", tt.effect, d)
+		}
+	}
+}
+
+// TestSidecar: a plain Extism module (no describe) becomes tools through
+// a sidecar manifest.
+func TestSidecar(t *testing.T) {
+	rt, _ := newRuntime(t)
+	wasm := plainWasm(t)
+	side, err := plugins.ParseSidecar([]byte(`{"tools":[
+		{"name":"count_vowels","description":"Count vowels.","input_schema":{"type":"object","properties":{"text":{"type":"string"}}},"export":"count_vowels","effect":"read","idempotent":true},
+		{"name":"shout","description":"Fails.","export":"shout","effect":"external"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.Load(context.Background(), plugins.Source{Name: "plain", Wasm: wasm, Sidecar: side})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	res, err := callTool(t, m, "count_vowels", `{"text":"Hello, plugins"}`)
+	if err != nil || res.Output != `{"count":5}` /* the export sees the whole input JSON */ || res.Source != hashOf(wasm) {
+		t.Fatalf("count_vowels: %+v %v", res, err)
+	}
+	if _, err := callTool(t, m, "shout", `{}`); !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "shout: no") {
+		t.Fatalf("shout: %v", err)
+	}
+	if s, _ := m.Tool("shout"); s.Spec().Effect != host.EffectExternal {
+		t.Fatalf("shout spec %+v", s.Spec())
+	}
+
+	// Without a sidecar the module loads bare: raw exports only, and the
+	// registry refuses it.
+	bare, err := rt.Load(context.Background(), plugins.Source{Name: "plain", Wasm: wasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close(context.Background())
+	if bare.Described() || len(bare.Tools()) != 0 {
+		t.Fatal("a bare module offers tools")
+	}
+	out, err := bare.CallExport(context.Background(), "count_vowels", []byte("aeiou"))
+	if err != nil || string(out) != `{"count":5}` {
+		t.Fatalf("CallExport: %s %v", out, err)
+	}
+	if _, err := bare.CallExport(context.Background(), "nope", nil); !errors.Is(err, plugins.ErrNotFound) {
+		t.Fatalf("unknown export: %v", err)
+	}
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	defer reg.Close(context.Background())
+	if _, err := reg.Load(context.Background(), "acme", plugins.Source{Name: "plain", Wasm: wasm}); !errors.Is(err, plugins.ErrNoDescription) {
+		t.Fatalf("registry, bare module: %v", err)
+	}
+
+	// Sidecar mistakes are caught.
+	for _, bad := range []string{
+		`{"name":"x","export":"missing","effect":"read"}`,
+		`{"name":"x","export":"count_vowels"}`,
+		`{"name":"x","export":"count_vowels","effect":"read","typo":1}`,
+	} {
+		side, err := plugins.ParseSidecar([]byte(bad))
+		if err == nil {
+			_, err = rt.Load(context.Background(), plugins.Source{Name: "plain", Wasm: wasm, Sidecar: side})
+		}
+		if !errors.Is(err, plugins.ErrInvalidDescription) {
+			t.Errorf("sidecar %s: %v", bad, err)
+		}
+	}
+}
+
+// TestExampleCountVowels: the plain Extism example and its sidecar, loaded
+// from a watched directory; changing the sidecar alone reloads the tool.
+func TestExampleCountVowels(t *testing.T) {
+	wasm := plugintest.CPlugin(t, "../examples/plugins/count_vowels", []string{"count_vowels.c"}, nil, nil)
+	side, err := os.ReadFile("../examples/plugins/count_vowels/count_vowels.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "count_vowels.wasm"), wasm, 0o644)
+	os.WriteFile(filepath.Join(dir, "count_vowels.json"), side, 0o644)
+	rt, _ := newRuntime(t)
+	ch := newChanges()
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{OnChange: ch.observe})
+	defer reg.Close(context.Background())
+	w, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{Debounce: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tool, ok := reg.Tool("acme", "count_vowels")
+	if !ok {
+		t.Fatalf("no tool; changes %+v", ch.all)
+	}
+	res, err := tool.Call(context.Background(), host.ToolCall{ID: "c", Input: json.RawMessage(`{"text":"Hello, plugins"}`)})
+	if err != nil || res.Output != `{"count":4,"total":14,"vowels":"aeiouAEIOU"}` || res.Source != hashOf(wasm) {
+		t.Fatalf("count_vowels: %+v %v", res, err)
+	}
+	if s := tool.Spec(); s.Timeout != time.Second || !s.Idempotent || s.Effect != host.EffectRead {
+		t.Fatalf("spec %+v", s)
+	}
+	if _, err := tool.Call(context.Background(), host.ToolCall{Input: json.RawMessage(`{}`)}); !errors.Is(err, plugins.ErrInvalidInput) {
+		t.Fatalf("no text: %v", err)
+	}
+
+	renamed := strings.Replace(string(side), `"name": "count_vowels"`, `"name": "vowels"`, 1)
+	os.WriteFile(filepath.Join(dir, "count_vowels.json"), []byte(renamed), 0o644)
+	ch.wait(t, "the sidecar's reload", func(c plugins.Change) bool { return c.Kind == plugins.Replaced })
+	if _, ok := reg.Tool("acme", "vowels"); !ok {
+		t.Fatal("the renamed tool is missing")
+	}
+	if _, ok := reg.Tool("acme", "count_vowels"); ok {
+		t.Fatal("the old name is still served")
+	}
+}
+
+// TestAssemblyScriptKit runs every part of the AssemblyScript kit.
+func TestAssemblyScriptKit(t *testing.T) {
+	wasm := plugintest.AssemblyScriptPlugin(t, "testdata/as", "kit.ts", "../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"})
+	rt, logs := newRuntime(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("pong")) }))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	m := load(t, rt, "kit", wasm, plugins.Limits{KV: true, AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true})
+
+	res, err := callTool(t, m, "remember", `{"note":"héllo \"quoted\"","url":"`+srv.URL+`"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Found, Missing, Deleted bool
+		Value                   string
+		Fetched                 struct {
+			Status int
+			Body   string
+		}
+	}
+	if err := json.Unmarshal([]byte(res.Output), &out); err != nil {
+		t.Fatalf("%s: %v", res.Output, err)
+	}
+	if !out.Found || out.Value != `héllo "quoted"` || out.Missing || !out.Deleted || out.Fetched.Status != 200 || out.Fetched.Body != "pong" {
+		t.Fatalf("remember: %s", res.Output)
+	}
+	if !strings.Contains(logs.String(), `msg="remembering for acme in call call-1"`) {
+		t.Errorf("log line missing:\n%s", logs.String())
+	}
+	if _, err := callTool(t, m, "crash", `{"items":[1]}`); !errors.Is(err, plugins.ErrTrap) {
+		t.Fatalf("crash: %v", err)
+	}
+	if !strings.Contains(logs.String(), "abort: ") {
+		t.Errorf("the abort message was not logged:\n%s", logs.String())
+	}
+
+	v, _ := m.Validator("even")
+	for deliverable, want := range map[string]string{
+		`{"count":4}`:  `ok {"count":4,"half":2}`,
+		`{"count":3}`:  `invalid [/count: must be even]`,
+		`{"count":-1}`: `error`,
+		`{}`:           `invalid [(root): missing property 'count']`,
+	} {
+		res, err := v.Validate(context.Background(), json.RawMessage(deliverable))
+		got := ""
+		switch {
+		case err != nil:
+			got = "error"
+		case res.OK:
+			got = "ok " + string(res.Value)
+		default:
+			got = fmt.Sprintf("invalid %v", res.Errors)
+		}
+		if got != want {
+			t.Errorf("validate %s: %s (%v), want %s", deliverable, got, err, want)
+		}
+	}
+
+	p, _ := m.Policy("by_agent")
+	for _, tt := range []struct {
+		agent   string
+		effect  host.Effect
+		verdict plugins.Verdict
+	}{{"intern", host.EffectRead, plugins.Deny}, {"lead", host.EffectExternal, plugins.RequireApproval}, {"lead", host.EffectRead, plugins.Allow}} {
+		d, err := p.Decide(context.Background(), plugins.PolicyRequest{Tool: "publish", Effect: tt.effect, Agent: tt.agent, Input: json.RawMessage(`{"x":1}`)})
+		if err != nil || d.Verdict != tt.verdict {
+			t.Errorf("%s/%s: %+v %v", tt.agent, tt.effect, d, err)
+		}
+		if tt.verdict == plugins.RequireApproval && d.Summary != `publish {"x":1}` {
+			t.Errorf("summary %q", d.Summary)
+		}
+	}
+}

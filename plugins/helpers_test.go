@@ -1,0 +1,82 @@
+package plugins_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// The test plugins, built from source by the real toolchains (cached by
+// source hash under plugintest.CacheDir).
+
+func hostileWasm(t testing.TB) []byte { return plugintest.GoPlugin(t, "testdata/hostile") }
+
+func getAccountWasm(t testing.TB) []byte {
+	return plugintest.GoPlugin(t, "../examples/plugins/get_account")
+}
+
+func publishPostWasm(t testing.TB) []byte {
+	return plugintest.GoPlugin(t, "../examples/plugins/publish_post")
+}
+
+// cKit is the C kit's directory, relative to testdata/c.
+const cKit = "../../../pdk/c"
+
+// liarWasm builds a variant of testdata/c/liar.c.
+func liarWasm(t testing.TB, variant string) []byte {
+	return plugintest.CPlugin(t, "testdata/c", []string{"liar.c"}, []string{cKit}, []string{"-DLIE_" + variant})
+}
+
+// versionWasm builds testdata/c/version.c reporting version v.
+func versionWasm(t testing.TB, v string) []byte {
+	return plugintest.CPlugin(t, "testdata/c", []string{"version.c", cKit + "/agentic.c"}, []string{cKit}, []string{`-DVERSION="` + v + `"`})
+}
+
+func plainWasm(t testing.TB) []byte {
+	return plugintest.CPlugin(t, "testdata/c", []string{"plain.c"}, []string{cKit}, nil)
+}
+
+// logBuffer collects a runtime's log output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newRuntime(t testing.TB) (*plugins.Runtime, *logBuffer) {
+	logs := &logBuffer{}
+	rt := plugintest.Runtime(t, plugins.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return rt, logs
+}
+
+func load(t testing.TB, rt *plugins.Runtime, name string, wasm []byte, limits plugins.Limits) *plugins.Module {
+	t.Helper()
+	return plugintest.Load(t, rt, plugins.Source{Name: name, Wasm: wasm, Tenant: "acme", Limits: limits})
+}
+
+func callTool(t testing.TB, m *plugins.Module, name, input string) (host.ToolResult, error) {
+	t.Helper()
+	tool, ok := m.Tool(name)
+	if !ok {
+		t.Fatalf("no tool %s", name)
+	}
+	return tool.Call(context.Background(), host.ToolCall{ID: "call-1", SessionID: "s1", Name: name, Input: json.RawMessage(input)})
+}

@@ -1,0 +1,222 @@
+package plugins
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"unicode/utf8"
+
+	extism "github.com/extism/go-sdk"
+)
+
+// The host functions every plugin may import, in Extism's user namespace
+// ("extism:host/user"). Arguments and results are offsets of Extism memory
+// blocks, like Extism's own functions:
+//
+//	log(level i32, msg i64)              level 0 debug, 1 info, 2 warn, 3 error
+//	kv_get(key i64) -> i64               a block: status byte (0 missing, 1 found, 2 error) + value or message
+//	kv_set(key i64, value i64) -> i64    0, or a block with an error message
+//	kv_delete(key i64) -> i64            0, or a block with an error message
+//	http_request(req i64) -> i64         a block with the JSON answer
+//
+// Error messages of refusals start with "denied:". The functions act for
+// the call in progress: they find it in the context (callEnv); outside a
+// call (which cannot happen through Extism) they deny everything.
+
+// envKey is the context key of the call in progress.
+type envKey struct{}
+
+// callEnv is what host functions know of the call in progress.
+type callEnv struct {
+	mod          *Module
+	export       string
+	name         string
+	callID       string
+	logBytes     int
+	logDropped   bool
+	httpRequests int
+}
+
+func envFrom(ctx context.Context) *callEnv {
+	env, _ := ctx.Value(envKey{}).(*callEnv)
+	return env
+}
+
+const (
+	kvMissing = 0
+	kvFound   = 1
+	kvError   = 2
+)
+
+func hostFunctions() []extism.HostFunction {
+	i32, i64 := extism.ValueTypeI32, extism.ValueTypeI64
+	return []extism.HostFunction{
+		extism.NewHostFunctionWithStack("log", hostLog, []extism.ValueType{i32, i64}, nil),
+		extism.NewHostFunctionWithStack("kv_get", hostKVGet, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("kv_set", hostKVSet, []extism.ValueType{i64, i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("kv_delete", hostKVDelete, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("http_request", hostHTTP, []extism.ValueType{i64}, []extism.ValueType{i64}),
+	}
+}
+
+// read returns the block at off, refusing blocks longer than max.
+func read(p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
+	if off == 0 {
+		return nil, nil
+	}
+	n, err := p.Length(off)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(max) {
+		return nil, fmt.Errorf("argument of %d bytes exceeds %d", n, max)
+	}
+	return p.ReadBytes(off)
+}
+
+// write copies b into a new block and returns its offset. A failure (the
+// plugin's memory is exhausted) traps the call.
+func write(p *extism.CurrentPlugin, fn string, b []byte) uint64 {
+	off, err := p.WriteBytes(b)
+	if err != nil {
+		panic(fmt.Sprintf("host function %s: writing the answer: %v", fn, err))
+	}
+	return off
+}
+
+var slogLevels = map[int32]slog.Level{0: slog.LevelDebug, 1: slog.LevelInfo, 2: slog.LevelWarn, 3: slog.LevelError}
+
+func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	if env == nil || env.mod.limits.MaxLogBytes < 0 {
+		return
+	}
+	level := int32(uint32(stack[0]))
+	msg, err := read(p, stack[1], env.mod.limits.MaxLogBytes)
+	if err != nil {
+		msg = []byte("(log line dropped: " + err.Error() + ")")
+	}
+	if env.logBytes += len(msg); env.logBytes > env.mod.limits.MaxLogBytes {
+		if !env.logDropped {
+			env.logDropped = true
+			env.mod.log.Warn("plugin log budget of the call exhausted; dropping its further lines",
+				"export", env.export, "name", env.name, "limit", env.mod.limits.MaxLogBytes)
+		}
+		return
+	}
+	if !utf8.Valid(msg) {
+		msg = []byte(fmt.Sprintf("%q", msg))
+	}
+	lv, ok := slogLevels[level]
+	if !ok {
+		lv = slog.LevelInfo
+	}
+	attrs := []any{"export", env.export}
+	if env.name != "" {
+		attrs = append(attrs, "name", env.name)
+	}
+	if env.callID != "" {
+		attrs = append(attrs, "call_id", env.callID)
+	}
+	env.mod.log.Log(ctx, lv, string(msg), attrs...)
+}
+
+func kvDenied(env *callEnv) string {
+	if env == nil {
+		return "denied: no call in progress"
+	}
+	if !env.mod.limits.KV || env.mod.rt.kv == nil {
+		return "denied: the key-value store is not enabled for this tenant"
+	}
+	return ""
+}
+
+func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	fail := func(msg string) { stack[0] = write(p, "kv_get", append([]byte{kvError}, msg...)) }
+	if d := kvDenied(env); d != "" {
+		fail(d)
+		return
+	}
+	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
+	if err != nil || len(key) == 0 {
+		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+		return
+	}
+	v, ok, err := env.mod.rt.kv.Get(ctx, env.mod.tenant, string(key))
+	switch {
+	case err != nil:
+		fail(err.Error())
+	case !ok:
+		stack[0] = write(p, "kv_get", []byte{kvMissing})
+	default:
+		stack[0] = write(p, "kv_get", append([]byte{kvFound}, v...))
+	}
+}
+
+func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	fail := func(msg string) { stack[0] = write(p, "kv_set", []byte(msg)) }
+	if d := kvDenied(env); d != "" {
+		fail(d)
+		return
+	}
+	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
+	if err != nil || len(key) == 0 {
+		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+		return
+	}
+	value, err := read(p, stack[1], env.mod.limits.MaxKVValueBytes)
+	if err != nil {
+		fail("denied: bad value: " + err.Error())
+		return
+	}
+	if err := env.mod.rt.kv.Set(ctx, env.mod.tenant, string(key), value); err != nil {
+		fail(err.Error())
+		return
+	}
+	stack[0] = 0
+}
+
+func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	fail := func(msg string) { stack[0] = write(p, "kv_delete", []byte(msg)) }
+	if d := kvDenied(env); d != "" {
+		fail(d)
+		return
+	}
+	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
+	if err != nil || len(key) == 0 {
+		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+		return
+	}
+	if err := env.mod.rt.kv.Delete(ctx, env.mod.tenant, string(key)); err != nil {
+		fail(err.Error())
+		return
+	}
+	stack[0] = 0
+}
+
+// maxHTTPRequestBytes bounds the JSON of one http_request (body included).
+const maxHTTPRequestBytes = 8 << 20
+
+func hostHTTP(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	if env == nil {
+		stack[0] = write(p, "http_request", wireError(denied("no call in progress")))
+		return
+	}
+	raw, err := read(p, stack[0], maxHTTPRequestBytes)
+	if err != nil {
+		stack[0] = write(p, "http_request", wireError(denied("bad request: %v", err)))
+		return
+	}
+	stack[0] = write(p, "http_request", env.mod.guard.do(ctx, env, raw))
+}
+
+func errOr(err error, s string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return s
+}

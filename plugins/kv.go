@@ -1,0 +1,71 @@
+package plugins
+
+import (
+	"context"
+	"sync"
+)
+
+// KV is the key-value store behind the kv_get, kv_set and kv_delete host
+// functions. Every operation is scoped to a tenant: a plugin sees only its
+// tenant's keys (all plugins of a tenant share them). Implementations must
+// be safe for concurrent use. A missing key is a value (ok false), not an
+// error. The host's durable storage may implement it; [MemoryKV] keeps
+// values in memory.
+type KV interface {
+	// Get returns the value under key; ok is false when there is none.
+	Get(ctx context.Context, tenant, key string) (value []byte, ok bool, err error)
+	// Set stores value under key, replacing any previous value.
+	Set(ctx context.Context, tenant, key string, value []byte) error
+	// Delete removes key; removing a missing key is not an error.
+	Delete(ctx context.Context, tenant, key string) error
+}
+
+// MemoryKV is a [KV] kept in memory, for the life of the process.
+type MemoryKV struct {
+	mu   sync.RWMutex
+	data map[string]map[string][]byte
+}
+
+// NewMemoryKV returns an empty MemoryKV.
+func NewMemoryKV() *MemoryKV { return &MemoryKV{data: map[string]map[string][]byte{}} }
+
+// Get implements [KV].
+func (m *MemoryKV) Get(_ context.Context, tenant, key string) ([]byte, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v, ok := m.data[tenant][key]
+	if !ok {
+		return nil, false, nil
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+// Set implements [KV].
+func (m *MemoryKV) Set(_ context.Context, tenant, key string, value []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.data[tenant]
+	if t == nil {
+		t = map[string][]byte{}
+		m.data[tenant] = t
+	}
+	t[key] = append([]byte{}, value...)
+	return nil
+}
+
+// Delete implements [KV].
+func (m *MemoryKV) Delete(_ context.Context, tenant, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.data[tenant], key)
+	return nil
+}
+
+// Len returns the number of keys a tenant has.
+func (m *MemoryKV) Len(tenant string) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.data[tenant])
+}
+
+var _ KV = (*MemoryKV)(nil)

@@ -1,0 +1,221 @@
+package plugins
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	extism "github.com/extism/go-sdk"
+)
+
+// Limits is the sandbox of a tenant's plugins. Every field is explicit and
+// deny-by-default: the zero Limits gives a plugin memory, time and output
+// bounds and nothing else (no HTTP, no key-value store, no Extism vars).
+// Plugins never get a filesystem or environment variables; there is no
+// field to grant them.
+//
+// Each field documents its default and the field of Extism's Manifest it
+// sets, if any (see [Limits.Manifest]).
+type Limits struct {
+	// MemoryPages caps each instance's linear memory, in 64 KiB Wasm
+	// pages. A plugin that needs more traps with ErrOutOfMemory. Manifest:
+	// Memory.MaxPages. Default: 0, which means 512 pages (32 MiB).
+	MemoryPages uint32
+	// CallTimeout bounds one call of an export, initialisation included.
+	// The call is interrupted even in a busy loop (close-on-context-done is
+	// always on). A tool's own timeout can only shorten it. Manifest:
+	// Timeout. Default: 0, which means 5s.
+	CallTimeout time.Duration
+	// Instances bounds the live instances of one module (the pool): at
+	// most this many calls of the module run at once; more wait for a free
+	// instance within their deadline. Default: 0, which means 4.
+	Instances int
+	// MaxInputBytes bounds the JSON sent to one call. Default: 0, which
+	// means 1 MiB.
+	MaxInputBytes int
+	// MaxOutputBytes bounds the output of one call. Default: 0, which
+	// means 1 MiB.
+	MaxOutputBytes int
+	// MaxVarBytes bounds Extism vars (per-instance scratch state).
+	// Manifest: Memory.MaxVarBytes. Default: 0, vars disabled.
+	MaxVarBytes int64
+	// MaxLogBytes bounds what one call may log through the log host
+	// function; later lines are dropped. -1 disables logging. Default: 0,
+	// which means 64 KiB.
+	MaxLogBytes int
+
+	// KV enables the tenant's key-value store (kv_get, kv_set,
+	// kv_delete). Default: false, denied.
+	KV bool
+	// MaxKVKeyBytes bounds a key. Default: 0, which means 256.
+	MaxKVKeyBytes int
+	// MaxKVValueBytes bounds a value. Default: 0, which means 64 KiB.
+	MaxKVValueBytes int
+
+	// AllowedHosts are the hosts the http_request host function may reach:
+	// "example.com" (any port), "example.com:8443" (that port), or
+	// "*.example.com" (any subdomain, not example.com itself). Only http
+	// and https; every redirect is checked again. Extism's own
+	// allowed_hosts is never used (Manifest.AllowedHosts stays empty, so
+	// its built-in HTTP is denied). Default: none, HTTP denied.
+	AllowedHosts []string
+	// AllowPrivateNetwork lets HTTP reach loopback, private, link-local
+	// and other non-public addresses. The address is checked when the
+	// connection is made, after DNS, so a name cannot rebind to a private
+	// address. Default: false, refused.
+	AllowPrivateNetwork bool
+	// MaxHTTPRequests bounds the requests of one call (redirects
+	// included). Default: 0, which means 8.
+	MaxHTTPRequests int
+	// MaxHTTPResponseBytes bounds a response body. Manifest:
+	// Memory.MaxHttpResponseBytes. Default: 0, which means 1 MiB.
+	MaxHTTPResponseBytes int64
+	// HTTPTimeout bounds one request, redirects included; the call's own
+	// deadline applies too. Default: 0, which means 10s.
+	HTTPTimeout time.Duration
+	// MaxRedirects is how many redirects a request follows, each checked
+	// against AllowedHosts and the address rules. Default: 0, redirects
+	// are not followed (the plugin gets the 3xx response).
+	MaxRedirects int
+}
+
+// The defaults of Limits' zero fields.
+const (
+	DefaultMemoryPages          = 512
+	DefaultCallTimeout          = 5 * time.Second
+	DefaultInstances            = 4
+	DefaultMaxInputBytes        = 1 << 20
+	DefaultMaxOutputBytes       = 1 << 20
+	DefaultMaxLogBytes          = 64 << 10
+	DefaultMaxKVKeyBytes        = 256
+	DefaultMaxKVValueBytes      = 64 << 10
+	DefaultMaxHTTPRequests      = 8
+	DefaultMaxHTTPResponseBytes = 1 << 20
+	DefaultHTTPTimeout          = 10 * time.Second
+)
+
+// normalize returns l with defaults filled in, or all its problems joined.
+func (l Limits) normalize() (Limits, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidLimits, fmt.Sprintf(format, args...)))
+	}
+	if l.MemoryPages == 0 {
+		l.MemoryPages = DefaultMemoryPages
+	} else if l.MemoryPages > 65536 {
+		bad("MemoryPages %d is above 65536 (4 GiB)", l.MemoryPages)
+	}
+	switch {
+	case l.CallTimeout == 0:
+		l.CallTimeout = DefaultCallTimeout
+	case l.CallTimeout < time.Millisecond:
+		bad("CallTimeout %s is below 1ms", l.CallTimeout)
+	}
+	defInt := func(name string, v *int, def int) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			bad("%s %d is negative", name, *v)
+		}
+	}
+	defInt("Instances", &l.Instances, DefaultInstances)
+	defInt("MaxInputBytes", &l.MaxInputBytes, DefaultMaxInputBytes)
+	defInt("MaxOutputBytes", &l.MaxOutputBytes, DefaultMaxOutputBytes)
+	defInt("MaxKVKeyBytes", &l.MaxKVKeyBytes, DefaultMaxKVKeyBytes)
+	defInt("MaxKVValueBytes", &l.MaxKVValueBytes, DefaultMaxKVValueBytes)
+	defInt("MaxHTTPRequests", &l.MaxHTTPRequests, DefaultMaxHTTPRequests)
+	switch {
+	case l.MaxLogBytes == 0:
+		l.MaxLogBytes = DefaultMaxLogBytes
+	case l.MaxLogBytes < -1:
+		bad("MaxLogBytes %d is below -1", l.MaxLogBytes)
+	}
+	if l.MaxVarBytes < 0 {
+		bad("MaxVarBytes %d is negative", l.MaxVarBytes)
+	}
+	switch {
+	case l.MaxHTTPResponseBytes == 0:
+		l.MaxHTTPResponseBytes = DefaultMaxHTTPResponseBytes
+	case l.MaxHTTPResponseBytes < 0:
+		bad("MaxHTTPResponseBytes %d is negative", l.MaxHTTPResponseBytes)
+	}
+	switch {
+	case l.HTTPTimeout == 0:
+		l.HTTPTimeout = DefaultHTTPTimeout
+	case l.HTTPTimeout < 0:
+		bad("HTTPTimeout %s is negative", l.HTTPTimeout)
+	}
+	if l.MaxRedirects < 0 {
+		bad("MaxRedirects %d is negative", l.MaxRedirects)
+	}
+	for _, h := range l.AllowedHosts {
+		if _, err := parseHostRule(h); err != nil {
+			bad("AllowedHosts: %v", err)
+		}
+	}
+	l.AllowedHosts = append([]string(nil), l.AllowedHosts...)
+	return l, errors.Join(errs...)
+}
+
+// Manifest returns the Extism manifest of a module run under l (defaults
+// applied): memory pages, timeout, HTTP response and var caps. It never
+// grants AllowedPaths or AllowedHosts: plugins get no filesystem, and HTTP
+// only through the host's own http_request function, which enforces
+// AllowedHosts with the checks Extism's built-in one lacks.
+func (l Limits) Manifest(wasm []byte) extism.Manifest {
+	n, _ := l.normalize()
+	return extism.Manifest{
+		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
+		Memory: &extism.ManifestMemory{
+			MaxPages:             n.MemoryPages,
+			MaxHttpResponseBytes: n.MaxHTTPResponseBytes,
+			MaxVarBytes:          n.MaxVarBytes,
+		},
+		Timeout: uint64(n.CallTimeout.Milliseconds()),
+	}
+}
+
+// hostRule is one parsed AllowedHosts entry.
+type hostRule struct {
+	host     string // lower case, without the "*." of a wildcard
+	wildcard bool   // matches subdomains of host
+	port     string // "" matches any port
+}
+
+func parseHostRule(s string) (hostRule, error) {
+	orig := s
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || strings.Contains(s, "/") {
+		return hostRule{}, fmt.Errorf("%q is not a host", orig)
+	}
+	var r hostRule
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return hostRule{}, fmt.Errorf("%q has a bad port", orig)
+		}
+		s, r.port = h, p
+	}
+	if rest, ok := strings.CutPrefix(s, "*."); ok {
+		r.wildcard = true
+		s = rest
+	}
+	if s == "" || strings.ContainsAny(s, "*[] ") {
+		return hostRule{}, fmt.Errorf("%q is not a host (wildcards only as a leading \"*.\")", orig)
+	}
+	r.host = s
+	return r, nil
+}
+
+func (r hostRule) match(host, port string) bool {
+	if r.port != "" && r.port != port {
+		return false
+	}
+	if r.wildcard {
+		return strings.HasSuffix(host, "."+r.host)
+	}
+	return host == r.host
+}

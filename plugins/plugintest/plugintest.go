@@ -1,0 +1,429 @@
+// Package plugintest helps test plugins and the code that hosts them: it
+// builds plugins from source with the real toolchains (Go for wasip1,
+// Debian clang + wasi-libc, AssemblyScript), caches the built modules by a
+// hash of their sources, and loads them into a runtime whose compilation
+// cache lives on disk, so repeated test runs are fast.
+//
+// Builds are cached under [CacheDir]. A missing toolchain skips the test
+// (with what to install), unless AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1, which
+// fails it instead.
+package plugintest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/plugins"
+)
+
+// CacheDir is where built modules and the on-disk compilation cache are
+// kept: $AGENTIC_PLUGIN_CACHE, else the user cache directory's
+// agentic-host/plugintest, else one under the temporary directory.
+func CacheDir() string {
+	if d := os.Getenv("AGENTIC_PLUGIN_CACHE"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "agentic-host", "plugintest")
+	}
+	return filepath.Join(os.TempDir(), "agentic-host-plugintest")
+}
+
+// ErrToolchain is wrapped by build errors caused by a missing toolchain.
+var ErrToolchain = errors.New("plugintest: toolchain missing")
+
+// Build is one build of a plugin.
+type Build struct {
+	// Kind is "go", "c" or "assemblyscript".
+	Kind string
+	// Dir is the plugin's source directory: a Go module's main package,
+	// the directory of the C sources, or of the AssemblyScript entry.
+	Dir string
+	// Sources are, for C, the .c files (relative to Dir or absolute); for
+	// AssemblyScript, the entry file. Unused for Go.
+	Sources []string
+	// Flags are extra compiler flags (-D for C, e.g.).
+	Flags []string
+	// Include are directories of headers (C) or of sources the build reads
+	// (every kind): their contents are part of the cache key. Relative
+	// paths are relative to Dir.
+	Include []string
+	// NodeModules is the directory holding the node_modules with
+	// assemblyscript (AssemblyScript only; relative to Dir). If
+	// node_modules is missing, npm ci (or npm install) runs there first.
+	NodeModules string
+}
+
+var (
+	buildMu   sync.Mutex
+	buildOnce = map[string]*onceResult{}
+)
+
+type onceResult struct {
+	once sync.Once
+	wasm []byte
+	err  error
+}
+
+// Do builds b (or returns the cached module) and returns the .wasm bytes.
+// Relative Include entries are relative to Dir, like Sources.
+func (b Build) Do(ctx context.Context) ([]byte, error) {
+	dir, err := filepath.Abs(b.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b.Dir = dir
+	inc := make([]string, len(b.Include))
+	for i, d := range b.Include {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		inc[i] = filepath.Clean(d)
+	}
+	b.Include = inc
+	if b.NodeModules != "" && !filepath.IsAbs(b.NodeModules) {
+		b.NodeModules = filepath.Join(dir, b.NodeModules)
+	}
+	key, err := b.key()
+	if err != nil {
+		return nil, err
+	}
+	buildMu.Lock()
+	r := buildOnce[key]
+	if r == nil {
+		r = &onceResult{}
+		buildOnce[key] = r
+	}
+	buildMu.Unlock()
+	r.once.Do(func() { r.wasm, r.err = b.build(ctx, key) })
+	return r.wasm, r.err
+}
+
+// MustBuild builds b for a test: it skips the test when a toolchain is
+// missing (fails it if AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1) and fails it on
+// any other error.
+func MustBuild(tb testing.TB, b Build) []byte {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wasm, err := b.Do(ctx)
+	if errors.Is(err, ErrToolchain) {
+		if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
+			tb.Fatal(err)
+		}
+		tb.Skip(err)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return wasm
+}
+
+// GoPlugin builds the Go plugin in dir for a test (see [MustBuild]).
+func GoPlugin(tb testing.TB, dir string) []byte {
+	tb.Helper()
+	return MustBuild(tb, Build{Kind: "go", Dir: dir})
+}
+
+// CPlugin builds C sources in dir for a test; include lists header
+// directories (the C kit's, e.g.), flags extra clang flags.
+func CPlugin(tb testing.TB, dir string, sources, include, flags []string) []byte {
+	tb.Helper()
+	return MustBuild(tb, Build{Kind: "c", Dir: dir, Sources: sources, Include: include, Flags: flags})
+}
+
+// AssemblyScriptPlugin builds the AssemblyScript entry file of dir for a
+// test with the assemblyscript of nodeModules (a directory with
+// package.json; relative to dir); include lists directories of sources it
+// imports (the kit's, e.g.).
+func AssemblyScriptPlugin(tb testing.TB, dir, entry, nodeModules string, include []string) []byte {
+	tb.Helper()
+	return MustBuild(tb, Build{Kind: "assemblyscript", Dir: dir, Sources: []string{entry}, Include: include, NodeModules: nodeModules})
+}
+
+// key hashes everything the build depends on.
+func (b Build) key() (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "kind=%s\nflags=%q\nsources=%q\n", b.Kind, b.Flags, b.Sources)
+	dirs := append([]string{b.Dir}, b.Include...)
+	if b.Kind == "go" {
+		dirs = append(dirs, goReplaceDirs(b.Dir)...)
+	}
+	for _, d := range dirs {
+		if err := hashDir(h, d); err != nil {
+			return "", err
+		}
+	}
+	fmt.Fprintf(h, "toolchain=%s\n", toolchainVersion(b.Kind, b.NodeModules))
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
+}
+
+var toolchainVersions sync.Map
+
+func toolchainVersion(kind, nodeModules string) string {
+	if v, ok := toolchainVersions.Load(kind + nodeModules); ok {
+		return v.(string)
+	}
+	var out []byte
+	switch kind {
+	case "go":
+		out, _ = exec.Command("go", "version").Output()
+	case "c":
+		out, _ = exec.Command(clang(), "--version").Output()
+	case "assemblyscript":
+		out, _ = os.ReadFile(filepath.Join(nodeModules, "node_modules", "assemblyscript", "package.json"))
+	}
+	v := fmt.Sprintf("%x", sha256.Sum256(out))
+	toolchainVersions.Store(kind+nodeModules, v)
+	return v
+}
+
+// hashDir hashes the relevant files under dir: names and contents, in a
+// stable order, skipping built modules and dependencies' trees.
+func hashDir(h interface{ Write([]byte) (int, error) }, dir string) error {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", ".git", "testdata", "build":
+				if path != dir {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".mod", ".sum", ".c", ".h", ".ts", ".json":
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("plugintest: hashing %s: %w", dir, err)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, f)
+		fmt.Fprintf(h, "file=%s len=%d\n", filepath.ToSlash(rel), len(data))
+		h.Write(data)
+	}
+	return nil
+}
+
+// goReplaceDirs returns the local directories go.mod replaces modules
+// with: their sources are part of the build.
+func goReplaceDirs(dir string) []string {
+	f, err := os.Open(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var dirs []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		_, target, ok := strings.Cut(sc.Text(), "=>")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(target)
+		if len(fields) == 0 || !(strings.HasPrefix(fields[0], ".") || strings.HasPrefix(fields[0], "/")) {
+			continue
+		}
+		p := fields[0]
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		dirs = append(dirs, p)
+	}
+	return dirs
+}
+
+func (b Build) build(ctx context.Context, key string) ([]byte, error) {
+	cache := filepath.Join(CacheDir(), "wasm")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(cache, fmt.Sprintf("%s-%s-%s.wasm", b.Kind, filepath.Base(b.Dir), key))
+	if data, err := os.ReadFile(out); err == nil && len(data) > 0 {
+		return data, nil
+	}
+	tmp, err := os.CreateTemp(cache, ".build-*.wasm")
+	if err != nil {
+		return nil, err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	var cmd *exec.Cmd
+	switch b.Kind {
+	case "go":
+		if _, err := exec.LookPath("go"); err != nil {
+			return nil, fmt.Errorf("%w: go is not on PATH", ErrToolchain)
+		}
+		cmd = GoCommand(ctx, b.Dir, tmp.Name())
+	case "c":
+		c := clang()
+		if _, err := exec.LookPath(c); err != nil {
+			return nil, fmt.Errorf("%w: clang is not installed (apt-get install clang lld wasi-libc, or scripts/plugin-toolchains.sh)", ErrToolchain)
+		}
+		sysroot, err := WASISysroot()
+		if err != nil {
+			return nil, err
+		}
+		cmd = CCommand(ctx, b.Dir, sysroot, tmp.Name(), b.Sources, b.Include, b.Flags)
+	case "assemblyscript":
+		if err := ensureNodeModules(ctx, b.NodeModules); err != nil {
+			return nil, err
+		}
+		cmd = AssemblyScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name())
+	default:
+		return nil, fmt.Errorf("plugintest: unknown kind %q", b.Kind)
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("plugintest: building %s (%s): %v\n%s", b.Dir, strings.Join(cmd.Args, " "), err, stderr.String())
+	}
+	data, err := os.ReadFile(tmp.Name())
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return nil, fmt.Errorf("plugintest: building %s produced an empty module", b.Dir)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// GoCommand is the build of a Go plugin: standard Go for wasip1, a
+// reactor (c-shared) so //go:wasmexport functions are callable, outside
+// any go.work (the plugin's own go.mod decides its dependencies).
+func GoCommand(ctx context.Context, dir, out string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
+	return cmd
+}
+
+// CCommand is the build of a C plugin with clang for wasm32-wasi, as a
+// reactor (exports callable after _initialize), with wasi-libc and lld and
+// without compiler-rt (Debian ships it in a separate package).
+func CCommand(ctx context.Context, dir, sysroot, out string, sources, include, flags []string) *exec.Cmd {
+	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-O2", "-mexec-model=reactor", "-nodefaultlibs",
+		"-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-o", out}
+	for _, inc := range include {
+		args = append(args, "-I", inc)
+	}
+	args = append(args, flags...)
+	args = append(args, sources...)
+	args = append(args, "-lc")
+	cmd := exec.CommandContext(ctx, clang(), args...)
+	cmd.Dir = dir
+	return cmd
+}
+
+// AssemblyScriptCommand is the build of an AssemblyScript plugin with asc,
+// its abort handler replaced by the kit's (which logs and traps).
+func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out string) *exec.Cmd {
+	asc := filepath.Join(nodeModules, "node_modules", "assemblyscript", "bin", "asc.js")
+	cmd := exec.CommandContext(ctx, "node", asc, entry, "--outFile", out, "-O3", "--noAssert",
+		"--path", filepath.Join(nodeModules, "node_modules"), "--use", "abort=agenticAbort")
+	cmd.Dir = dir
+	return cmd
+}
+
+func clang() string {
+	if c := os.Getenv("CLANG"); c != "" {
+		return c
+	}
+	return "clang"
+}
+
+// WASISysroot returns the wasi-libc sysroot: $WASI_SYSROOT, Debian's /usr
+// (headers in /usr/include/wasm32-wasi), or /usr/share/wasi-sysroot.
+func WASISysroot() (string, error) {
+	if s := os.Getenv("WASI_SYSROOT"); s != "" {
+		return s, nil
+	}
+	for _, s := range []string{"/usr", "/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"} {
+		if _, err := os.Stat(filepath.Join(s, "lib", "wasm32-wasi", "libc.a")); err == nil {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("%w: wasi-libc is not installed (apt-get install wasi-libc, or set WASI_SYSROOT)", ErrToolchain)
+}
+
+var npmMu sync.Mutex
+
+func ensureNodeModules(ctx context.Context, dir string) error {
+	if dir == "" {
+		return errors.New("plugintest: AssemblyScript builds need Build.NodeModules")
+	}
+	npmMu.Lock()
+	defer npmMu.Unlock()
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "assemblyscript", "bin", "asc.js")); err == nil {
+		return nil
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return fmt.Errorf("%w: npm is not installed (needed for assemblyscript)", ErrToolchain)
+	}
+	args := []string{"ci", "--no-audit", "--no-fund"}
+	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
+		args[0] = "install"
+	}
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: npm %s in %s: %v\n%s", ErrToolchain, args[0], dir, err, out)
+	}
+	return nil
+}
+
+// Runtime returns a plugins.Runtime for a test, its compilation cache on
+// disk under CacheDir (shared by test runs), closed when the test ends.
+func Runtime(tb testing.TB, opts plugins.Options) *plugins.Runtime {
+	tb.Helper()
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(CacheDir(), "wazero")
+	}
+	rt, err := plugins.NewRuntime(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = rt.Close(context.Background()) })
+	return rt
+}
+
+// Load loads wasm into rt for a test; the module closes when the test ends.
+func Load(tb testing.TB, rt *plugins.Runtime, src plugins.Source) *plugins.Module {
+	tb.Helper()
+	m, err := rt.Load(context.Background(), src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}

@@ -1,0 +1,525 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agentichost/agentic/host"
+)
+
+// RegistryOptions configures a [Registry].
+type RegistryOptions struct {
+	// Limits returns a tenant's sandbox. It is asked when a module of the
+	// tenant loads. Default: nil, every tenant gets the zero Limits (the
+	// deny-by-default sandbox).
+	Limits func(tenant string) Limits
+	// Config returns a module's configuration (Source.Config) when it
+	// loads. Default: nil, no configuration.
+	Config func(tenant, module string) map[string]string
+	// OnChange observes every change of the registry (loads, swaps,
+	// rejections, removals), after it happened. It must not block for
+	// long. Default: none.
+	OnChange func(Change)
+}
+
+// ChangeKind says what happened to a module.
+type ChangeKind string
+
+// The changes.
+const (
+	// Loaded: a module was added.
+	Loaded ChangeKind = "loaded"
+	// Replaced: a module took the place of an older version.
+	Replaced ChangeKind = "replaced"
+	// Rejected: a module failed to load; the previous version (if any)
+	// keeps serving.
+	Rejected ChangeKind = "rejected"
+	// Removed: a module was unloaded.
+	Removed ChangeKind = "removed"
+)
+
+// Change is a change of the registry.
+type Change struct {
+	// Kind says what happened.
+	Kind ChangeKind
+	// Tenant is the tenant of the module.
+	Tenant string
+	// Name is the module's name.
+	Name string
+	// Hash is the content hash of the module loaded, replacing, rejected or
+	// removed.
+	Hash string
+	// Previous is the hash of the version replaced, if any.
+	Previous string
+	// Err is why a module was rejected.
+	Err error
+}
+
+// Registry holds the loaded plugin modules of every tenant and serves
+// their tools, validators and policies. Loads, reloads and removals build a
+// new immutable snapshot and swap it in atomically; readers (Toolset,
+// Validator, Policy) never lock. A call runs on the module version its tool
+// was resolved from; a replaced version finishes its calls in flight and
+// then shuts down, and a tool resolved from it before the swap is served by
+// the new version.
+type Registry struct {
+	rt   *Runtime
+	opts RegistryOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex // serialises writers
+	snap   atomic.Pointer[snapshot]
+	closed bool
+}
+
+// snapshot is an immutable view of the registry.
+type snapshot struct {
+	tenants map[string]*tenantView
+}
+
+// tenantView is an immutable view of one tenant's modules.
+type tenantView struct {
+	modules    map[string]*Module // by module name
+	tools      map[string]*regTool
+	toolList   []host.Tool
+	validators map[string]*regValidator
+	policies   map[string]*regPolicy
+}
+
+// NewRegistry returns an empty registry over rt.
+func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
+	r := &Registry{rt: rt, opts: opts, log: rt.logger}
+	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
+	return r
+}
+
+// limits returns a tenant's limits.
+func (r *Registry) limits(tenant string) Limits {
+	if r.opts.Limits == nil {
+		return Limits{}
+	}
+	return r.opts.Limits(tenant)
+}
+
+func (r *Registry) notify(c Change) {
+	switch c.Kind {
+	case Rejected:
+		r.log.Warn("plugin rejected; the previous version (if any) keeps serving", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "err", c.Err)
+	case Replaced:
+		r.log.Info("plugin replaced", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "previous", c.Previous)
+	default:
+		r.log.Info("plugin "+string(c.Kind), "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash)
+	}
+	if r.opts.OnChange != nil {
+		r.opts.OnChange(c)
+	}
+}
+
+// Load compiles and describes a module from bytes and registers it for
+// tenant under src.Name (src.Tenant, src.Limits and src.Config are set by
+// the registry), replacing the module of that name if any. The module must be
+// described (describe or src.Sidecar). Its tool, validator and policy names
+// must not be taken by another module of the tenant. On any error the
+// registry is unchanged and the previous version keeps serving.
+func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
+	src.Tenant = tenant
+	src.Limits = r.limits(tenant)
+	if r.opts.Config != nil {
+		src.Config = r.opts.Config(tenant, src.Name)
+	}
+	sum := contentHash(src.Wasm)
+	reject := func(err error) (*Module, error) {
+		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: src.Name, Hash: sum, Err: err})
+		return nil, err
+	}
+	m, err := r.rt.Load(ctx, src)
+	if err != nil {
+		return reject(err)
+	}
+	if !m.Described() {
+		_ = m.Close(ctx)
+		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrNoDescription})
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = m.Close(ctx)
+		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrClosed})
+	}
+	old := r.snap.Load()
+	tv := old.tenants[tenant]
+	modules := map[string]*Module{}
+	if tv != nil {
+		for name, mod := range tv.modules {
+			modules[name] = mod
+		}
+	}
+	prev := modules[src.Name]
+	modules[src.Name] = m
+	next, err := r.build(tenant, modules)
+	if err != nil {
+		r.mu.Unlock()
+		_ = m.Close(ctx)
+		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: err})
+	}
+	r.snap.Store(old.with(tenant, next))
+	r.mu.Unlock()
+	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash()}
+	if prev != nil {
+		change.Kind, change.Previous = Replaced, prev.Hash()
+		_ = prev.Close(ctx) // finishes its calls in flight, then shuts down
+	}
+	r.notify(change)
+	return m, nil
+}
+
+// LoadFile loads path (NAME.wasm) for tenant under NAME, with the sidecar
+// manifest NAME.json beside it if there is one.
+func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, error) {
+	src, err := ReadSource(path)
+	if err != nil {
+		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: moduleName(path), Err: err})
+		return nil, err
+	}
+	return r.Load(ctx, tenant, src)
+}
+
+// ReadSource reads NAME.wasm and, if present, its sidecar NAME.json.
+func ReadSource(path string) (Source, error) {
+	name := moduleName(path)
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return Source{}, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	src := Source{Name: name, Wasm: wasm}
+	side, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
+	switch {
+	case err == nil:
+		src.Sidecar, err = ParseSidecar(side)
+		if err != nil {
+			return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+	}
+	return src, nil
+}
+
+func moduleName(path string) string {
+	return strings.TrimSuffix(filepath.Base(path), ".wasm")
+}
+
+// Unload removes a tenant's module. It reports whether there was one. The
+// module finishes its calls in flight, then shuts down.
+func (r *Registry) Unload(tenant, name string) bool {
+	r.mu.Lock()
+	old := r.snap.Load()
+	tv := old.tenants[tenant]
+	if tv == nil || tv.modules[name] == nil {
+		r.mu.Unlock()
+		return false
+	}
+	prev := tv.modules[name]
+	modules := map[string]*Module{}
+	for n, mod := range tv.modules {
+		if n != name {
+			modules[n] = mod
+		}
+	}
+	next, err := r.build(tenant, modules)
+	if err != nil { // cannot happen: removing a module cannot create a conflict
+		r.mu.Unlock()
+		r.log.Error("plugins: unloading", "tenant", tenant, "plugin", name, "err", err)
+		return false
+	}
+	r.snap.Store(old.with(tenant, next))
+	r.mu.Unlock()
+	_ = prev.Close(context.Background())
+	r.notify(Change{Kind: Removed, Tenant: tenant, Name: name, Hash: prev.Hash()})
+	return true
+}
+
+// Close unloads every module. Calls in flight finish first (each module
+// shuts down after its last call).
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	old := r.snap.Load()
+	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
+	r.mu.Unlock()
+	for _, tv := range old.tenants {
+		for _, m := range tv.modules {
+			_ = m.Close(ctx)
+		}
+	}
+	return nil
+}
+
+// build makes a tenant's view of modules, or reports name conflicts.
+func (r *Registry) build(tenant string, modules map[string]*Module) (*tenantView, error) {
+	tv := &tenantView{
+		modules:    modules,
+		tools:      map[string]*regTool{},
+		validators: map[string]*regValidator{},
+		policies:   map[string]*regPolicy{},
+	}
+	names := make([]string, 0, len(modules))
+	for name := range modules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	owner := map[string]string{}
+	var errs []error
+	claim := func(kind, item, module string) bool {
+		key := kind + ":" + item
+		if o, ok := owner[key]; ok {
+			errs = append(errs, fmt.Errorf("%w: %s %s is offered by both %s and %s", ErrConflict, kind, item, o, module))
+			return false
+		}
+		owner[key] = module
+		return true
+	}
+	for _, name := range names {
+		m := modules[name]
+		for _, t := range m.toolList {
+			mt := t.(*moduleTool)
+			if claim("tool", mt.spec.Name, name) {
+				tv.tools[mt.spec.Name] = &regTool{reg: r, tenant: tenant, t: mt}
+			}
+		}
+		for vn, v := range m.validators {
+			if claim("validator", vn, name) {
+				tv.validators[vn] = &regValidator{reg: r, tenant: tenant, v: v}
+			}
+		}
+		for pn, p := range m.policies {
+			if claim("policy", pn, name) {
+				tv.policies[pn] = &regPolicy{reg: r, tenant: tenant, p: p}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	toolNames := make([]string, 0, len(tv.tools))
+	for n := range tv.tools {
+		toolNames = append(toolNames, n)
+	}
+	sort.Strings(toolNames)
+	for _, n := range toolNames {
+		tv.toolList = append(tv.toolList, tv.tools[n])
+	}
+	return tv, nil
+}
+
+// with returns a copy of s with tenant's view replaced (nil or empty:
+// removed).
+func (s *snapshot) with(tenant string, tv *tenantView) *snapshot {
+	next := &snapshot{tenants: make(map[string]*tenantView, len(s.tenants)+1)}
+	for t, v := range s.tenants {
+		next.tenants[t] = v
+	}
+	if tv == nil || len(tv.modules) == 0 {
+		delete(next.tenants, tenant)
+	} else {
+		next.tenants[tenant] = tv
+	}
+	return next
+}
+
+// Toolset returns the tenant's tools as a host.Toolset: each call of Tools
+// returns the current snapshot's tools, sorted by name.
+func (r *Registry) Toolset(tenant string) host.Toolset { return tenantToolset{r: r, tenant: tenant} }
+
+type tenantToolset struct {
+	r      *Registry
+	tenant string
+}
+
+func (ts tenantToolset) Tools() []host.Tool {
+	tv := ts.r.snap.Load().tenants[ts.tenant]
+	if tv == nil {
+		return nil
+	}
+	return append([]host.Tool(nil), tv.toolList...)
+}
+
+// Tool returns a tenant's tool by name.
+func (r *Registry) Tool(tenant, name string) (host.Tool, bool) {
+	t := r.tool(tenant, name)
+	if t == nil {
+		return nil, false
+	}
+	return t, true
+}
+
+func (r *Registry) tool(tenant, name string) *regTool {
+	if tv := r.snap.Load().tenants[tenant]; tv != nil {
+		return tv.tools[name]
+	}
+	return nil
+}
+
+// Validator returns a tenant's validator by name.
+func (r *Registry) Validator(tenant, name string) (Validator, bool) {
+	v := r.validator(tenant, name)
+	if v == nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func (r *Registry) validator(tenant, name string) *regValidator {
+	if tv := r.snap.Load().tenants[tenant]; tv != nil {
+		return tv.validators[name]
+	}
+	return nil
+}
+
+// Policy returns a tenant's policy by name.
+func (r *Registry) Policy(tenant, name string) (Policy, bool) {
+	p := r.policy(tenant, name)
+	if p == nil {
+		return nil, false
+	}
+	return p, true
+}
+
+func (r *Registry) policy(tenant, name string) *regPolicy {
+	if tv := r.snap.Load().tenants[tenant]; tv != nil {
+		return tv.policies[name]
+	}
+	return nil
+}
+
+// Module returns a tenant's module by name.
+func (r *Registry) Module(tenant, name string) (*Module, bool) {
+	if tv := r.snap.Load().tenants[tenant]; tv != nil {
+		m, ok := tv.modules[name]
+		return m, ok
+	}
+	return nil, false
+}
+
+// Modules returns a tenant's modules, sorted by name.
+func (r *Registry) Modules(tenant string) []*Module {
+	tv := r.snap.Load().tenants[tenant]
+	if tv == nil {
+		return nil
+	}
+	out := make([]*Module, 0, len(tv.modules))
+	for _, m := range tv.modules {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// Tenants returns the tenants with modules, sorted.
+func (r *Registry) Tenants() []string {
+	s := r.snap.Load()
+	out := make([]string, 0, len(s.tenants))
+	for t := range s.tenants {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// maxFollow bounds how often a call follows its item to a newer
+// version, should versions be swapped faster than a call starts.
+const maxFollow = 8
+
+// followed reports whether err means the item's module was unloaded before
+// the call started, so a newer version may serve it.
+func followed(err error) bool {
+	var pe *PluginError
+	return errors.As(err, &pe) && errors.Is(pe.Err, ErrClosed)
+}
+
+// regTool is a registered tool: a host.Tool that follows its name to the
+// current version when the version it was resolved from was replaced before
+// the call started.
+type regTool struct {
+	reg    *Registry
+	tenant string
+	t      *moduleTool
+}
+
+func (t *regTool) Spec() host.ToolSpec { return t.t.spec }
+
+func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
+	cur := t
+	for i := 0; ; i++ {
+		res, err := cur.t.Call(ctx, call)
+		if err == nil || !followed(err) || i == maxFollow {
+			return res, err
+		}
+		next := t.reg.tool(t.tenant, t.t.spec.Name)
+		if next == nil {
+			return res, &PluginError{Plugin: t.t.mod.name, Export: "call", Name: t.t.spec.Name, Err: detailed(ErrClosed, "the tool was unloaded")}
+		}
+		if next.t == cur.t {
+			return res, err
+		}
+		cur = next
+	}
+}
+
+type regValidator struct {
+	reg    *Registry
+	tenant string
+	v      *moduleValidator
+}
+
+func (v *regValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
+	cur := v
+	for i := 0; ; i++ {
+		res, err := cur.v.Validate(ctx, deliverable)
+		if err == nil || !followed(err) || i == maxFollow {
+			return res, err
+		}
+		next := v.reg.validator(v.tenant, v.v.desc.Name)
+		if next == nil || next.v == cur.v {
+			return res, err
+		}
+		cur = next
+	}
+}
+
+type regPolicy struct {
+	reg    *Registry
+	tenant string
+	p      *modulePolicy
+}
+
+func (p *regPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
+	cur := p
+	for i := 0; ; i++ {
+		d, err := cur.p.Decide(ctx, req)
+		if err == nil || !followed(err) || i == maxFollow {
+			return d, err
+		}
+		next := p.reg.policy(p.tenant, p.p.desc.Name)
+		if next == nil || next.p == cur.p {
+			return d, err
+		}
+		cur = next
+	}
+}
+
+var (
+	_ host.Toolset = tenantToolset{}
+	_ host.Tool    = (*regTool)(nil)
+	_ Validator    = (*regValidator)(nil)
+	_ Policy       = (*regPolicy)(nil)
+)

@@ -1,0 +1,298 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"runtime"
+	"sync"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// Options configures a [Runtime]. The zero value is usable.
+type Options struct {
+	// CacheDir keeps compiled machine code on disk, so that a module
+	// already compiled (by this process or an earlier one) loads in
+	// milliseconds instead of up to a second. It is created if missing.
+	// Default: "", an in-memory cache for the life of the Runtime.
+	CacheDir string
+	// Logger receives the plugins' log lines (tagged with plugin, tenant
+	// and module hash) and the runtime's own warnings. Default:
+	// slog.Default().
+	Logger *slog.Logger
+	// KV backs the key-value host functions of tenants whose Limits.KV is
+	// on. Default: a new [MemoryKV].
+	KV KV
+	// CompileWorkers is the number of goroutines compiling one module.
+	// Default: 0, which means GOMAXPROCS.
+	CompileWorkers int
+}
+
+// Runtime compiles and runs plugins. It holds the compilation cache shared
+// by every module it loads and the host functions they import. It is safe
+// for concurrent use; most programs need one.
+type Runtime struct {
+	cache   wazero.CompilationCache
+	logger  *slog.Logger
+	kv      KV
+	workers int
+	funcs   []extism.HostFunction
+
+	mu      sync.Mutex
+	modules map[*Module]struct{}
+	closed  bool
+}
+
+// NewRuntime returns a Runtime configured by opts.
+func NewRuntime(opts Options) (*Runtime, error) {
+	r := &Runtime{
+		logger:  opts.Logger,
+		kv:      opts.KV,
+		workers: opts.CompileWorkers,
+		funcs:   hostFunctions(),
+		modules: map[*Module]struct{}{},
+	}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	if r.kv == nil {
+		r.kv = NewMemoryKV()
+	}
+	switch {
+	case r.workers == 0:
+		r.workers = runtime.GOMAXPROCS(0)
+	case r.workers < 0:
+		return nil, fmt.Errorf("%w: CompileWorkers %d is negative", ErrInvalidLimits, r.workers)
+	}
+	if opts.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("plugins: compilation cache in %s: %w", opts.CacheDir, err)
+		}
+		r.cache = c
+	} else {
+		r.cache = wazero.NewCompilationCache()
+	}
+	return r, nil
+}
+
+// Close closes every module the runtime still holds (calls in flight fail)
+// and then the compilation cache. The on-disk cache stays for the next
+// process.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	mods := make([]*Module, 0, len(r.modules))
+	for m := range r.modules {
+		mods = append(mods, m)
+	}
+	r.mu.Unlock()
+	var errs []error
+	for _, m := range mods {
+		errs = append(errs, m.shutdown(ctx))
+	}
+	// The cache must outlive every CompiledPlugin made with it.
+	errs = append(errs, r.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// Source is a module to load.
+type Source struct {
+	// Name names the module in errors, logs and the registry: 1 to 128
+	// characters of [A-Za-z0-9._-]. A watched directory uses the file name
+	// without ".wasm". Required.
+	Name string
+	// Wasm is the module's bytes. Required.
+	Wasm []byte
+	// Tenant is the tenant the module runs for: its key-value scope, and
+	// what calls report to the plugin. Default: "".
+	Tenant string
+	// Limits is the module's sandbox.
+	Limits Limits
+	// Config is the plugin's configuration (endpoints, modes; never
+	// secrets, which belong on the host side), read by the plugin through
+	// Extism's config_get. Manifest: Config. Default: none.
+	Config map[string]string
+	// Sidecar describes a plain Extism module (one without describe): the
+	// tools it offers and the exports they call. Default: nil, the module's
+	// own describe export is used; a module without either loads, but
+	// offers only [Module.CallExport].
+	Sidecar *Sidecar
+}
+
+// Load compiles a module (through the shared compilation cache), creates
+// its first instance, and asks it to describe itself (or applies the
+// sidecar manifest). The description is validated: the ABI major version,
+// names, effects and schemas, and the exports it needs. Errors are
+// *PluginError values.
+//
+// The returned Module is the caller's: close it when done (a [Registry]
+// does that for the modules it loads).
+func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
+	fail := func(export string, err error) (*Module, error) {
+		return nil, &PluginError{Plugin: src.Name, Export: export, Err: err}
+	}
+	if !validModuleName(src.Name) {
+		return fail("load", detailed(ErrInvalidModule, "module name %q: want 1 to 128 characters of [A-Za-z0-9._-]", src.Name))
+	}
+	if len(src.Wasm) == 0 {
+		return fail("load", detailed(ErrInvalidModule, "no bytes"))
+	}
+	limits, err := src.Limits.normalize()
+	if err != nil {
+		return fail("load", err)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return fail("load", ErrClosed)
+	}
+	m := &Module{
+		rt:     r,
+		name:   src.Name,
+		tenant: src.Tenant,
+		hash:   contentHash(src.Wasm),
+		limits: limits,
+		guard:  newHTTPGuard(limits),
+		pool:   newPool(limits.Instances),
+		done:   make(chan struct{}),
+	}
+	m.log = r.logger.With("plugin", m.name, "tenant", m.tenant, "module", m.hash[:len("sha256:")+12])
+	m.refs.Store(1)
+
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(r.cache).
+		WithCloseOnContextDone(true). // never run untrusted code without it
+		WithMemoryLimitPages(limits.MemoryPages)
+	manifest := limits.Manifest(src.Wasm)
+	manifest.Config = maps.Clone(src.Config)
+	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
+		manifest, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, r.funcs)
+	if err != nil {
+		return fail("compile", detailed(ErrInvalidModule, "%v", oneLine(err)))
+	}
+	m.compiled = compiled
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = compiled.Close(ctx)
+		return fail("load", ErrClosed)
+	}
+	r.modules[m] = struct{}{}
+	r.mu.Unlock()
+
+	// The first instance: it tells the exports, and serves describe.
+	inst, err := m.newInstance(ctx)
+	if err != nil {
+		_ = m.shutdown(ctx)
+		return fail("instantiate", detailed(ErrInvalidModule, "%v", oneLine(err)))
+	}
+	m.exports = map[string]bool{}
+	for name := range inst.p.Module().ExportedFunctions() {
+		m.exports[name] = true
+	}
+	m.pool.adopt(inst)
+
+	if err := m.describe(ctx, src.Sidecar); err != nil {
+		_ = m.shutdown(ctx)
+		var pe *PluginError
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return fail("describe", err)
+	}
+	return m, nil
+}
+
+// contentHash is a module's identity: "sha256:<hex>" of its bytes.
+func contentHash(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// forget drops a closed module from the runtime's set.
+func (r *Runtime) forget(m *Module) {
+	r.mu.Lock()
+	delete(r.modules, m)
+	r.mu.Unlock()
+}
+
+func validModuleName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// stderrWriter keeps the beginning and the end of what a plugin writes to
+// stderr during a call: shown in trap errors (a Go plugin's fatal error and
+// panic messages land there, its stack trace after them).
+type stderrWriter struct {
+	mu   sync.Mutex
+	head []byte
+	tail []byte
+	max  int // of head and of tail each
+	cut  bool
+}
+
+func (w *stderrWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(b)
+	if room := w.max - len(w.head); room > 0 {
+		k := min(room, len(b))
+		w.head = append(w.head, b[:k]...)
+		b = b[k:]
+	}
+	if len(b) == 0 {
+		return n, nil
+	}
+	if len(b) >= w.max {
+		w.cut = w.cut || len(w.tail) > 0 || len(b) > w.max
+		b = b[len(b)-w.max:]
+		w.tail = w.tail[:0]
+	}
+	if over := len(w.tail) + len(b) - w.max; over > 0 {
+		w.cut = true
+		w.tail = append(w.tail[:0], w.tail[over:]...)
+	}
+	w.tail = append(w.tail, b...)
+	return n, nil
+}
+
+func (w *stderrWriter) reset() {
+	w.mu.Lock()
+	w.head, w.tail, w.cut = w.head[:0], w.tail[:0], false
+	w.mu.Unlock()
+}
+
+// String returns the beginning, and the end if there was more.
+func (w *stderrWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cut {
+		return string(w.head) + "\n…\n" + string(w.tail)
+	}
+	return string(w.head) + string(w.tail)
+}
+
+var _ io.Writer = (*stderrWriter)(nil)

@@ -1,0 +1,329 @@
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Validator checks a deliverable. Plugins' validators implement it.
+type Validator interface {
+	// Validate checks deliverable (JSON). An invalid deliverable is a
+	// result with OK false, not an error; an error means the validator
+	// could not run or misbehaved.
+	Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error)
+}
+
+// ValidationResult is a validator's verdict.
+type ValidationResult struct {
+	// OK reports whether the deliverable is valid.
+	OK bool
+	// Value is the validated (possibly normalised) deliverable when OK.
+	Value json.RawMessage
+	// Errors are "path: message" problems when not OK, the path a JSON
+	// Pointer into the deliverable, "(root)" for the whole of it.
+	Errors []string
+	// Source is the content hash of the module that decided.
+	Source string
+}
+
+// Policy decides whether a tool call may run. Plugins' policies implement
+// it.
+type Policy interface {
+	// Decide returns the verdict on a call about to run. An error means
+	// the policy could not decide; callers choose their own fallback
+	// (typically: require approval).
+	Decide(ctx context.Context, req PolicyRequest) (Decision, error)
+}
+
+// PolicyRequest is a tool call a policy decides on. The tenant is the
+// policy's own.
+type PolicyRequest struct {
+	// Tool is the name of the tool about to be called.
+	Tool string
+	// Effect is the tool's declared effect.
+	Effect host.Effect
+	// Input is the call's input, JSON.
+	Input json.RawMessage
+	// SessionID is the session calling.
+	SessionID string
+	// Agent is the agent calling.
+	Agent string
+}
+
+// Verdict is a policy's answer.
+type Verdict string
+
+// The verdicts.
+const (
+	Allow           Verdict = "allow"
+	RequireApproval Verdict = "require_approval"
+	Deny            Verdict = "deny"
+)
+
+// Decision is a policy's verdict with its reason.
+type Decision struct {
+	// Verdict is allow, require_approval or deny.
+	Verdict Verdict
+	// Reason explains the verdict.
+	Reason string
+	// Summary describes the call for a person asked to approve it.
+	Summary string
+	// Source is the content hash of the module that decided.
+	Source string
+}
+
+// moduleTool is a tool of a module: a host.Tool.
+type moduleTool struct {
+	mod    *Module
+	desc   ToolDescription
+	spec   host.ToolSpec
+	schema *jsonschema.Schema
+}
+
+func (t *moduleTool) Spec() host.ToolSpec { return t.spec }
+
+// maxProblems bounds the schema problems reported at once.
+const maxProblems = 8
+
+type callRequest struct {
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input"`
+	CallID    string          `json:"call_id"`
+	SessionID string          `json:"session_id"`
+	Tenant    string          `json:"tenant"`
+}
+
+// Call validates the input against the tool's schema, runs the plugin
+// and returns its output, attributed to the module's hash. String outputs
+// reach the model as plain text; other JSON as its text.
+func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
+	input := bytes.TrimSpace(call.Input)
+	if len(input) == 0 {
+		input = []byte("{}")
+	}
+	if problems := schemaProblems(t.schema, input, maxProblems); problems != nil {
+		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name,
+			Err: detailed(ErrInvalidInput, "%s", strings.Join(problems, "; "))}
+	}
+	var output string
+	if t.desc.Export != "" {
+		// A plain module's tool: the export gets the input as is, or one
+		// member of it.
+		raw := input
+		if f := t.desc.InputField; f != "" {
+			var members map[string]json.RawMessage
+			if err := json.Unmarshal(input, &members); err != nil || members[f] == nil {
+				return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: t.desc.Export, Name: t.spec.Name,
+					Err: detailed(ErrInvalidInput, "the input has no %q", f)}
+			}
+			raw = []byte(unquote(members[f]))
+		}
+		err := t.mod.invoke(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, func(out []byte) error {
+			if !utf8.Valid(out) {
+				return errMalformed("output is not UTF-8 text")
+			}
+			output = unquote(out)
+			return nil
+		})
+		return host.ToolResult{Output: output, Source: t.mod.hash}, err
+	}
+	req, err := json.Marshal(callRequest{Tool: t.spec.Name, Input: input, CallID: call.ID, SessionID: call.SessionID, Tenant: t.mod.tenant})
+	if err != nil {
+		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+	}
+	err = t.mod.invoke(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, func(out []byte) error {
+		var res struct {
+			Output json.RawMessage `json:"output"`
+			Error  *string         `json:"error"`
+		}
+		if err := strictJSON(out, &res); err != nil {
+			return err
+		}
+		switch {
+		case res.Error != nil:
+			msg := *res.Error
+			if msg == "" {
+				msg = "the tool failed without a message"
+			}
+			return &remoteError{msg: msg}
+		case res.Output == nil:
+			return errMalformed(`neither "output" nor "error" in %s`, snippet(out))
+		}
+		output = unquote(res.Output)
+		return nil
+	})
+	if err != nil {
+		return host.ToolResult{Source: t.mod.hash}, err
+	}
+	return host.ToolResult{Output: output, Source: t.mod.hash}, nil
+}
+
+// strictJSON decodes one JSON object, and nothing after it.
+func strictJSON(out []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	if err := dec.Decode(v); err != nil {
+		return errMalformed("%v in %s", err, snippet(out))
+	}
+	if dec.More() {
+		return errMalformed("trailing data after the JSON object in %s", snippet(out))
+	}
+	return nil
+}
+
+// unquote returns a JSON string's text, or the raw text of anything else.
+func unquote(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return string(raw)
+}
+
+func snippet(b []byte) string {
+	const max = 120
+	if len(b) > max {
+		return strings.ToValidUTF8(string(b[:max]), "?") + "…"
+	}
+	return strings.ToValidUTF8(string(b), "?")
+}
+
+// moduleValidator is a validator of a module.
+type moduleValidator struct {
+	mod    *Module
+	desc   ValidatorDescription
+	schema *jsonschema.Schema
+}
+
+type validateRequest struct {
+	Validator   string          `json:"validator"`
+	Deliverable json.RawMessage `json:"deliverable"`
+}
+
+// Validate checks the deliverable against the validator's schema, then
+// runs the plugin, then checks the value it returns against the schema
+// again (a plugin's value that does not match its own schema is malformed
+// output).
+func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
+	res := ValidationResult{Source: v.mod.hash}
+	deliverable = bytes.TrimSpace(deliverable)
+	if problems := schemaProblems(v.schema, deliverable, maxProblems); problems != nil {
+		res.Errors = problems
+		return res, nil
+	}
+	req, err := json.Marshal(validateRequest{Validator: v.desc.Name, Deliverable: deliverable})
+	if err != nil {
+		return res, &PluginError{Plugin: v.mod.name, Export: "validate", Name: v.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+	}
+	err = v.mod.invoke(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
+		var wire struct {
+			OK     *bool           `json:"ok"`
+			Value  json.RawMessage `json:"value"`
+			Errors []string        `json:"errors"`
+			Error  *string         `json:"error"`
+		}
+		if err := strictJSON(out, &wire); err != nil {
+			return err
+		}
+		switch {
+		case wire.Error != nil:
+			return &remoteError{msg: *wire.Error}
+		case wire.OK == nil:
+			return errMalformed(`no "ok" in %s`, snippet(out))
+		case !*wire.OK:
+			res.Errors = wire.Errors
+			if len(res.Errors) == 0 {
+				res.Errors = []string{rootPath + ": invalid"}
+			}
+			return nil
+		}
+		res.OK = true
+		res.Value = wire.Value
+		if len(res.Value) == 0 {
+			res.Value = deliverable
+		}
+		if problems := schemaProblems(v.schema, res.Value, maxProblems); problems != nil {
+			res.OK, res.Value = false, nil
+			return errMalformed("the value returned does not match the validator's own schema: %s", strings.Join(problems, "; "))
+		}
+		return nil
+	})
+	if err != nil {
+		return ValidationResult{Source: v.mod.hash}, err
+	}
+	return res, nil
+}
+
+// modulePolicy is a policy of a module.
+type modulePolicy struct {
+	mod  *Module
+	desc PolicyDescription
+}
+
+type decideRequest struct {
+	Policy string `json:"policy"`
+	Tool   struct {
+		Name   string      `json:"name"`
+		Effect host.Effect `json:"effect"`
+	} `json:"tool"`
+	Input     json.RawMessage `json:"input"`
+	SessionID string          `json:"session_id"`
+	Tenant    string          `json:"tenant"`
+	Agent     string          `json:"agent"`
+}
+
+// Decide runs the plugin's policy.
+func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, error) {
+	w := decideRequest{Policy: p.desc.Name, Input: bytes.TrimSpace(r.Input), SessionID: r.SessionID, Tenant: p.mod.tenant, Agent: r.Agent}
+	w.Tool.Name, w.Tool.Effect = r.Tool, r.Effect
+	if len(w.Input) == 0 {
+		w.Input = json.RawMessage("{}")
+	}
+	req, err := json.Marshal(w)
+	if err != nil {
+		return Decision{}, &PluginError{Plugin: p.mod.name, Export: "decide", Name: p.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+	}
+	d := Decision{Source: p.mod.hash}
+	err = p.mod.invoke(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {
+		var wire struct {
+			Decision *Verdict `json:"decision"`
+			Reason   string   `json:"reason"`
+			Summary  string   `json:"summary"`
+			Error    *string  `json:"error"`
+		}
+		if err := strictJSON(out, &wire); err != nil {
+			return err
+		}
+		if wire.Error != nil {
+			return &remoteError{msg: *wire.Error}
+		}
+		if wire.Decision == nil {
+			return errMalformed(`no "decision" in %s`, snippet(out))
+		}
+		switch *wire.Decision {
+		case Allow, RequireApproval, Deny:
+		default:
+			return errMalformed("unknown decision %q", *wire.Decision)
+		}
+		d.Verdict, d.Reason, d.Summary = *wire.Decision, wire.Reason, wire.Summary
+		return nil
+	})
+	if err != nil {
+		return Decision{Source: p.mod.hash}, err
+	}
+	return d, nil
+}
+
+var (
+	_ host.Tool = (*moduleTool)(nil)
+	_ Validator = (*moduleValidator)(nil)
+	_ Policy    = (*modulePolicy)(nil)
+)
