@@ -48,47 +48,5 @@ func BenchmarkAppend(b *testing.B) {
 // and tool starts, appended one at a time and in batches of three).
 func BenchmarkLoad10k(b *testing.B) {
 	st, _ := openStore(b, b.TempDir(), false)
-	ctx := b.Context()
-	kinds := storagetest.EveryKind("run-bench")
-	var pick []ledger.Event
-	for _, e := range kinds {
-		switch e.Kind {
-		case ledger.KindStep, ledger.KindToolStart, ledger.KindToolResult:
-			e.Step = stripped(e.Step)
-			pick = append(pick, e)
-		}
-	}
-	const n = 10_000
-	for i := 0; i < n; {
-		size := min(1+2*(i%2), n-i) // 1, 3, 1, 3, …
-		batch := make([]ledger.Event, size)
-		for j := range batch {
-			batch[j] = pick[(i+j)%len(pick)]
-			batch[j].ID = fmt.Sprintf("evt-%05d", i+j)
-		}
-		if err := st.Append(ctx, "big", batch...); err != nil {
-			b.Fatal(err)
-		}
-		i += size
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		events, err := st.Load(ctx, "big")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(events) != n {
-			b.Fatalf("loaded %d events, want %d", len(events), n)
-		}
-	}
-}
-
-// stripped drops a step's raw payload and reasoning, as typicalStep does.
-func stripped(s *ledger.Step) *ledger.Step {
-	if s == nil {
-		return nil
-	}
-	c := *s
-	c.Raw, c.Reasoning = nil, ""
-	return &c
+	storagetest.BenchmarkLoad(b, st, 10_000)
 }

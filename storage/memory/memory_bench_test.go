@@ -37,3 +37,7 @@ func typicalStep() ledger.Event {
 	}
 	panic("no step")
 }
+
+func BenchmarkLoad10k(b *testing.B) {
+	storagetest.BenchmarkLoad(b, memory.New(), 10_000)
+}

@@ -152,40 +152,5 @@ func parseRedisBenchmarkCSV(out []byte) (p50, p99 float64, err error) {
 func BenchmarkLoad10k(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
 	st := open(b, srv.URL(), redis.Options{})
-	ctx := b.Context()
-	var pick []ledger.Event
-	for _, e := range storagetest.EveryKind("run-bench") {
-		switch e.Kind {
-		case ledger.KindStep, ledger.KindToolStart, ledger.KindToolResult:
-			if e.Step != nil {
-				s := *e.Step
-				s.Raw, s.Reasoning = nil, ""
-				e.Step = &s
-			}
-			pick = append(pick, e)
-		}
-	}
-	const n = 10_000
-	for i := 0; i < n; {
-		size := min(1+2*(i%2), n-i) // 1, 3, 1, 3, …
-		batch := make([]ledger.Event, size)
-		for j := range batch {
-			batch[j] = pick[(i+j)%len(pick)]
-			batch[j].ID = fmt.Sprintf("evt-%05d", i+j)
-		}
-		if err := st.Append(ctx, "big", batch...); err != nil {
-			b.Fatal(err)
-		}
-		i += size
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		events, err := st.Load(ctx, "big")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(events) != n {
-			b.Fatalf("loaded %d events, want %d", len(events), n)
-		}
-	}
+	storagetest.BenchmarkLoad(b, st, 10_000)
 }

@@ -1,0 +1,53 @@
+package storagetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// BenchmarkLoad fills session "big" of st with n events — the steps, tool
+// starts and tool results of [EveryKind] (without raw payloads or
+// reasoning), appended in batches of 1 and 3 as a host appends them — and
+// measures loading it whole. Every adapter's benchmarks call it, so their
+// figures compare.
+func BenchmarkLoad(b *testing.B, st storage.Storage, n int) {
+	b.Helper()
+	ctx := b.Context()
+	var pick []ledger.Event
+	for _, e := range EveryKind("run-bench") {
+		switch e.Kind {
+		case ledger.KindStep, ledger.KindToolStart, ledger.KindToolResult:
+			if e.Step != nil {
+				s := *e.Step
+				s.Raw, s.Reasoning = nil, ""
+				e.Step = &s
+			}
+			pick = append(pick, e)
+		}
+	}
+	for i := 0; i < n; {
+		size := min(1+2*(i%2), n-i) // 1, 3, 1, 3, …
+		batch := make([]ledger.Event, size)
+		for j := range batch {
+			batch[j] = pick[(i+j)%len(pick)]
+			batch[j].ID = fmt.Sprintf("evt-%05d", i+j)
+		}
+		if err := st.Append(ctx, "big", batch...); err != nil {
+			b.Fatal(err)
+		}
+		i += size
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		events, err := st.Load(ctx, "big")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(events) != n {
+			b.Fatalf("loaded %d events, want %d", len(events), n)
+		}
+	}
+}
