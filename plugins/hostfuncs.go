@@ -121,6 +121,19 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env.mod.log.Log(ctx, lv, string(msg), attrs...)
 }
 
+// kvKey checks that the call may use the key-value store and reads the key
+// at offset; denied says why not.
+func kvKey(env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, denied string) {
+	if d := kvDenied(env); d != "" {
+		return nil, d
+	}
+	key, err := read(p, offset, env.mod.limits.MaxKVKeyBytes)
+	if err != nil || len(key) == 0 {
+		return nil, fmt.Sprintf("denied: bad key: %v", errOr(err, "empty"))
+	}
+	return key, ""
+}
+
 func kvDenied(env *callEnv) string {
 	if env == nil {
 		return "denied: no call in progress"
@@ -134,13 +147,9 @@ func kvDenied(env *callEnv) string {
 func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
 	fail := func(msg string) { stack[0] = write(p, "kv_get", append([]byte{kvError}, msg...)) }
-	if d := kvDenied(env); d != "" {
-		fail(d)
-		return
-	}
-	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
-	if err != nil || len(key) == 0 {
-		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+	key, denied := kvKey(env, p, stack[0])
+	if denied != "" {
+		fail(denied)
 		return
 	}
 	v, ok, err := env.mod.rt.kv.Get(ctx, env.mod.tenant, string(key))
@@ -157,13 +166,9 @@ func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
 	fail := func(msg string) { stack[0] = write(p, "kv_set", []byte(msg)) }
-	if d := kvDenied(env); d != "" {
-		fail(d)
-		return
-	}
-	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
-	if err != nil || len(key) == 0 {
-		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+	key, denied := kvKey(env, p, stack[0])
+	if denied != "" {
+		fail(denied)
 		return
 	}
 	value, err := read(p, stack[1], env.mod.limits.MaxKVValueBytes)
@@ -181,13 +186,9 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
 	fail := func(msg string) { stack[0] = write(p, "kv_delete", []byte(msg)) }
-	if d := kvDenied(env); d != "" {
-		fail(d)
-		return
-	}
-	key, err := read(p, stack[0], env.mod.limits.MaxKVKeyBytes)
-	if err != nil || len(key) == 0 {
-		fail(fmt.Sprintf("denied: bad key: %v", errOr(err, "empty")))
+	key, denied := kvKey(env, p, stack[0])
+	if denied != "" {
+		fail(denied)
 		return
 	}
 	if err := env.mod.rt.kv.Delete(ctx, env.mod.tenant, string(key)); err != nil {
