@@ -366,6 +366,8 @@ type liveRun struct {
 	responseID      string
 	text            []byte
 	reasoning       []byte
+	textRunes       int // code points in text: the next delta's offset
+	reasoningRunes  int
 	// ending is set once the run decided to end: sends no longer queue
 	// into it.
 	ending  bool

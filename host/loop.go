@@ -170,30 +170,31 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
-	var textRunes, reasoningRunes int
 	onDelta := func(d provider.Delta) {
+		l := r.st.live
 		switch d.Kind {
 		case provider.DeltaText:
 			r.h.mu.Lock()
-			r.st.live.text = append(r.st.live.text, d.Text...)
+			offset := l.textRunes
+			l.text = append(l.text, d.Text...)
+			l.textRunes += utf8.RuneCountInString(d.Text)
 			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressText, Delta: d.Text, Offset: textRunes})
-			textRunes += utf8.RuneCountInString(d.Text)
+			r.emit(Progress{Type: ProgressText, Delta: d.Text, Offset: offset})
 		case provider.DeltaReasoning:
 			r.h.mu.Lock()
-			r.st.live.reasoning = append(r.st.live.reasoning, d.Text...)
+			offset := l.reasoningRunes
+			l.reasoning = append(l.reasoning, d.Text...)
+			l.reasoningRunes += utf8.RuneCountInString(d.Text)
 			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: reasoningRunes})
-			reasoningRunes += utf8.RuneCountInString(d.Text)
+			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: offset})
 		}
 	}
-	attempts, retried := 0, 0
-	var ledgerErr error
 	var res provider.Result
 	var merr error
+	var tries streamTries
 	for overflowed := false; ; overflowed = true {
-		res, merr = r.stream(ctx, req, onDelta, &attempts, &retried, &ledgerErr, func() { textRunes, reasoningRunes = 0, 0 })
-		if merr == nil || ctx.Err() != nil || ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
+		res, tries, merr = r.stream(ctx, req, onDelta)
+		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
 			break
 		}
 		// The prompt no longer fits: compact, and try once more.
@@ -206,11 +207,11 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		}
 		req.Messages = ledger.ReplayMessages(r.events)
 	}
-	if ledgerErr != nil {
-		return true, "", "", ledgerErr
+	if tries.ledgerErr != nil {
+		return true, "", "", tries.ledgerErr
 	}
-
-	if retried == attempts {
+	attempts := tries.attempts
+	if tries.retried == attempts {
 		// Cancelled while waiting to retry: what the failed attempt
 		// streamed was declared void; there is nothing to keep.
 		res = provider.Result{}
@@ -312,15 +313,22 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	return false, "", "", nil
 }
 
+// streamTries tells how a pass's attempts went.
+type streamTries struct {
+	attempts  int   // model calls made
+	retried   int   // the last attempt a retry was recorded for
+	ledgerErr error // a retry could not be recorded
+}
+
 // stream runs one model pass with retries of transient failures, recording
 // each retry in the ledger and telling clients to reset the item.
-func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta),
-	attempts, retried *int, ledgerErr *error, resetOffsets func()) (provider.Result, error) {
-	return provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
-		*attempts = attempt
+func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, streamTries, error) {
+	var t streamTries
+	res, err := provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
+		t.attempts = attempt
 		return r.h.model.Stream(ctx, req, onDelta)
 	}, func(ri provider.RetryInfo) error {
-		*retried = ri.Attempt
+		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
 		// clients to reset it.
@@ -328,17 +336,24 @@ func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(pro
 		e := r.newEvent(ledger.KindRetry)
 		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
 		if err := r.append(ctx, e); err != nil {
-			*ledgerErr = err
+			t.ledgerErr = err
 			return err
 		}
-		r.h.mu.Lock()
-		r.st.live.text, r.st.live.reasoning = nil, nil
-		r.h.mu.Unlock()
-		resetOffsets()
+		r.resetLive(r.responseID)
 		r.emit(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
 			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
 		return nil
 	})
+	return res, t, err
+}
+
+// resetLive points the live view at the item responseID, with no text yet.
+func (r *run) resetLive(responseID string) {
+	r.h.mu.Lock()
+	l := r.st.live
+	l.responseID = responseID
+	l.text, l.reasoning, l.textRunes, l.reasoningRunes = nil, nil, 0, 0
+	r.h.mu.Unlock()
 }
 
 // runHooks let a caller of the loop steer a run (tasks use them). Both are
@@ -359,9 +374,7 @@ func (r *run) advance(next string) {
 	r.step++
 	r.responseID = next
 	r.folding = nil
-	r.h.mu.Lock()
-	r.st.live.responseID, r.st.live.text, r.st.live.reasoning = next, nil, nil
-	r.h.mu.Unlock()
+	r.resetLive(next)
 }
 
 // snapshotTools fixes the tools of the next pass: the agent's own, then

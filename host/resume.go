@@ -578,9 +578,7 @@ func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Ru
 	}
 	r.step = last.Index + 1
 	r.responseID = last.NextResponseID
-	r.h.mu.Lock()
-	r.st.live.responseID = r.responseID
-	r.h.mu.Unlock()
+	r.resetLive(r.responseID)
 	return r.loop(ctx)
 }
 
