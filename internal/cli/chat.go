@@ -148,7 +148,7 @@ func chat(ctx context.Context, args []string, env Env) error {
 				close(quit)
 				return
 			}
-			c(errors.New(ctrlC))
+			c(errCtrlC)
 		}
 	}()
 	// runOne runs fn with a context that Ctrl-C cancels.
@@ -166,6 +166,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 		p := &printer{w: env.Stdout}
 		res, err := fn(rctx, p)
 		p.finish()
+		if context.Cause(rctx) == errCtrlC && err == nil {
+			err = outcome(res, nil) // the user stopped it: go no further
+		}
 		return res, err
 	}
 	send := func(text string) (host.RunResult, error) {
@@ -184,8 +187,6 @@ func chat(ctx context.Context, args []string, env Env) error {
 		case errors.Is(err, host.ErrNothingToResume):
 		case err != nil:
 			return res, err
-		case res.Status == ledger.RunCancelled && strings.Contains(res.Reason, ctrlC):
-			return res, outcome(res, nil) // Ctrl-C during the resume: send nothing
 		}
 		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
 			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
@@ -242,8 +243,8 @@ func chat(ctx context.Context, args []string, env Env) error {
 	}
 }
 
-// ctrlC is the cancellation reason of a run stopped with Ctrl-C.
-const ctrlC = "interrupted (Ctrl-C)"
+// errCtrlC is the cause of a run's context when the user pressed Ctrl-C.
+var errCtrlC = errors.New("interrupted (Ctrl-C)")
 
 // outcome turns a run's result into the command's exit status.
 func outcome(res host.RunResult, err error) error {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,6 +284,57 @@ func TestChatOnRedis(t *testing.T) {
 	}
 	tr := transcriptOf(t, store, "r1")
 	if len(tr.Items) != 3 || tr.Items[2].Status != "completed" {
+		t.Errorf("transcript = %+v", tr.Items)
+	}
+}
+
+// TestCtrlCCancelsDurably sends SIGINT to a real chat process while its
+// reply streams: it exits 130, and the ledger records the run as cancelled
+// with the text that had streamed.
+func TestCtrlCCancelsDurably(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	long := strings.TrimSpace(strings.Repeat("slowly streaming words ", 100))
+	srv, err := fakemodel.Start(fakemodel.Options{Latency: 10 * time.Millisecond, ChunkSize: 1, Script: []fakemodel.Reply{{Text: long}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	store := "file:" + t.TempDir()
+	cmd := exec.Command(bin, "chat", "--base-url", srv.URL(), "--storage", store, "--session", "c", "go on")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stdout)
+	for n := 0; n < 30; n++ {
+		if _, err := r.ReadByte(); err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, r)
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d (%v), want 130\n%s", code, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "Ctrl-C") {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+	tr := transcriptOf(t, store, "c")
+	if len(tr.Items) != 2 || tr.Items[1].Status != "cancelled" || tr.Items[1].Text == "" || !strings.HasPrefix(long, tr.Items[1].Text) {
 		t.Errorf("transcript = %+v", tr.Items)
 	}
 }
