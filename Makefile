@@ -61,7 +61,7 @@ fuzz:
 
 ## check: lint, and go.mod tidy
 check: lint
-	$(GO) mod tidy -diff
+	GOWORK=off $(GO) mod tidy -diff
 
 clean:
 	rm -rf bin $(DEMO_DIR)
