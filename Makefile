@@ -16,11 +16,13 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/agentic-host
 
-## demo: an offline chat (fake model, file storage) where the agent uses a tool, then its transcript
+## demo: an offline chat (fake model, file storage) where the agent uses a Wasm tool, then its transcript
 demo: build
 	@rm -rf $(DEMO_DIR)
-	@echo '$$ agentic-host chat --offline --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."'
-	@$(BIN) chat --offline --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."
+	@./scripts/plugin-toolchains.sh >/dev/null
+	@OUT=$(DEMO_DIR)/plugins ./scripts/build-plugins.sh get_account
+	@echo '$$ agentic-host chat --offline --plugins $(DEMO_DIR)/plugins --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."'
+	@$(BIN) chat --offline --plugins $(DEMO_DIR)/plugins --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."
 	@echo
 	@echo '$$ agentic-host transcript --storage file:$(DEMO_DIR) demo'
 	@$(BIN) transcript --storage file:$(DEMO_DIR) demo

@@ -39,6 +39,7 @@ type modelFlags struct {
 	compact  float64
 	resume   bool
 	leaseTTL time.Duration
+	plugins  string
 	modelSet bool // --model or AGENTIC_MODEL named the model
 }
 
@@ -64,6 +65,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
 	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
+	fs.StringVar(&m.plugins, "plugins", "", "offer the tools of the Wasm plugins in `DIR` (NAME.wasm, with NAME.json for plain Extism modules), reloaded as the files change")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -93,9 +95,21 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		}
 		cleanup = func() { srv.Close(); closeStore() }
 		pcfg.BaseURL, pcfg.APIKey = srv.URL(), "offline"
-		agent.Tools = append(agent.Tools, demotools.GetAccount())
+		if m.plugins == "" {
+			agent.Tools = append(agent.Tools, demotools.GetAccount())
+		}
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if m.plugins != "" {
+		toolset, stop, err := watchPlugins(m.plugins, logger)
+		if err != nil {
+			cleanup()
+			return nil, nil, fail(2, "--plugins %s: %v", m.plugins, err)
+		}
+		agent.Toolsets = append(agent.Toolsets, toolset)
+		prev := cleanup
+		cleanup = func() { stop(); prev() }
+	}
 	if m.compact <= 0 || m.compact > 1 {
 		cleanup()
 		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)

@@ -19,6 +19,7 @@ import (
 	"github.com/agentichost/agentic/internal/cli"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -336,5 +337,31 @@ func TestCtrlCCancelsDurably(t *testing.T) {
 	tr := transcriptOf(t, store, "c")
 	if len(tr.Items) != 2 || tr.Items[1].Status != "cancelled" || tr.Items[1].Text == "" || !strings.HasPrefix(long, tr.Items[1].Text) {
 		t.Errorf("transcript = %+v", tr.Items)
+	}
+}
+
+// TestChatWithPluginDir: --plugins offers the tools of the Wasm modules in
+// a directory (the get_account example, built from source); the result
+// names the module's hash. (Reloading under load: plugins' own tests.)
+func TestChatWithPluginDir(t *testing.T) {
+	wasm := plugintest.GoPlugin(t, "../../examples/plugins/get_account")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "get_account.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "chat", "--offline", "--plugins", dir, "--storage", store, "--session", "p", "get_account account_id=42")
+	if code != 0 || !strings.Contains(out, `[tool get_account {"account_id":"42"}]`) || !strings.Contains(out, "The get_account tool returned") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	evs, err := os.ReadFile(filepath.Join(strings.TrimPrefix(store, "file:"), "p.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(evs), `"source":"sha256:`) {
+		t.Error("the tool result does not name the module's hash: the Go demo tool answered, not the plugin")
+	}
+	if code, _, errOut := run(t, "", "chat", "--plugins", filepath.Join(dir, "missing"), "--storage", "memory:", "hi"); code != 2 || !strings.Contains(errOut, "--plugins") {
+		t.Errorf("missing dir: exit %d, %q", code, errOut)
 	}
 }
