@@ -327,3 +327,30 @@ var (
 	_ Validator = (*moduleValidator)(nil)
 	_ Policy    = (*modulePolicy)(nil)
 )
+
+// HostValidator makes a plugin validator usable where the host takes one
+// (host.TaskSpec.Validator): an invalid deliverable's Errors become the
+// problems the model is shown.
+func HostValidator(v Validator) host.Validator { return hostValidator{v} }
+
+type hostValidator struct{ v Validator }
+
+func (h hostValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
+	res, err := h.v.Validate(ctx, deliverable)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !res.OK {
+		if len(res.Errors) == 0 {
+			return nil, []string{"(root): the validator refused the deliverable without saying why"}, nil
+		}
+		return nil, res.Errors, nil
+	}
+	value := res.Value
+	if len(value) == 0 {
+		value = deliverable
+	}
+	return value, nil, nil
+}
+
+var _ host.Validator = hostValidator{}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
@@ -40,4 +42,42 @@ func watchPlugins(dir string, log *slog.Logger) (host.Toolset, func(), error) {
 		reg.Close(context.Background())
 		rt.Close(context.Background())
 	}, nil
+}
+
+// loadValidator loads the validator spec names: FILE.wasm, or
+// FILE.wasm:NAME for one of several validators of the plugin.
+func loadValidator(spec string, env Env) (host.Validator, func(), error) {
+	path, name := spec, ""
+	if i := strings.LastIndex(spec, ".wasm:"); i >= 0 {
+		path, name = spec[:i+len(".wasm")], spec[i+len(".wasm:"):]
+	}
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rt, err := plugins.NewRuntime(plugins.Options{Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	closeAll := func() {
+		reg.Close(context.Background())
+		rt.Close(context.Background())
+	}
+	m, err := reg.LoadFile(context.Background(), pluginTenant, path)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	vs := m.Description().Validators
+	if name == "" {
+		if len(vs) != 1 {
+			closeAll()
+			return nil, nil, fmt.Errorf("%s has %d validators: name one as %s:NAME", path, len(vs), path)
+		}
+		name = vs[0].Name
+	}
+	v, ok := reg.Validator(pluginTenant, name)
+	if !ok {
+		closeAll()
+		return nil, nil, fmt.Errorf("%s has no validator %q", path, name)
+	}
+	return plugins.HostValidator(v), closeAll, nil
 }

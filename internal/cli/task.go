@@ -43,9 +43,10 @@ func task(ctx context.Context, args []string, env Env) error {
 	schemaFile := fs.String("schema", "", "`FILE` holding the JSON Schema of the deliverable (required)")
 	name := fs.String("name", "", "the deliverable's `NAME`, as the model is told (default \"deliverable\")")
 	description := fs.String("description", "", "what the deliverable is, as the model is told")
+	validatorFlag := fs.String("validator", "", "check the deliverable with the validator of a Wasm plugin: `FILE.wasm[:NAME]` (NAME may be left out when the plugin has one validator); the schema still shapes submit_deliverable")
 	maxPokes := fs.Int("max-pokes", host.DefaultMaxPokes, "nudges for a model that stops without submitting (-1: none)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: agentic-host task --prompt TEXT --schema FILE.json [flags]
+		fmt.Fprintf(fs.Output(), `Usage: agentic-host task --prompt TEXT --schema FILE.json [--validator PLUGIN.wasm[:NAME]] [flags]
 
 Run a task: the model works until it calls submit_deliverable with a value
 valid against the schema (or cancel_task). The outcome is printed as JSON:
@@ -84,6 +85,15 @@ Flags:
 			session = m.session
 		}
 	})
+	var validator host.Validator
+	if *validatorFlag != "" {
+		v, closeV, err := loadValidator(*validatorFlag, env)
+		if err != nil {
+			return fail(2, "--validator: %v", err)
+		}
+		defer closeV()
+		validator = v
+	}
 	h, cleanup, err := m.setup(env)
 	if err != nil {
 		return err
@@ -99,6 +109,7 @@ Flags:
 		Durable:     true,
 		SessionID:   session,
 		MaxPokes:    *maxPokes,
+		Validator:   validator,
 	})
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)

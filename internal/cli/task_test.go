@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
 type taskJSON struct {
@@ -177,5 +178,40 @@ func TestTranscriptUsage(t *testing.T) {
 	}
 	if code, out, _ := run(t, "", "transcript", "--usage", "--storage", store, "empty"); code != 0 || !strings.Contains(out, `"runs": []`) {
 		t.Errorf("usage of an empty session: exit %d, %s", code, out)
+	}
+}
+
+// TestTaskWithPluginValidator: --validator checks the deliverable with a
+// Wasm validator (the C release_notes example, built from source); its
+// problems reach the model as the submission's error result.
+func TestTaskWithPluginValidator(t *testing.T) {
+	kit, _ := filepath.Abs("../../pdk/c")
+	wasm := plugintest.CPlugin(t, "../../examples/plugins/release_notes",
+		[]string{"release_notes.c", kit + "/agentic.c"}, []string{kit}, nil)
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "release_notes.wasm")
+	if err := os.WriteFile(plugin, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(dir, "notes.json")
+	os.WriteFile(schema, []byte(`{"type":"object","properties":{"version":{"type":"string"},"title":{"type":"string"},"changes":{"type":"array","items":{"type":"string"}}},"required":["version","title","changes"]}`), 0o644)
+	store := "file:" + filepath.Join(dir, "ledger")
+	code, out, errOut := run(t, "", "task", "--offline", "--storage", store, "--session", "rn", "--max-pokes", "1",
+		"--validator", plugin, "--schema", schema, "--prompt", "submit_deliverable version=banana title=Faster")
+	if code == 0 {
+		t.Fatalf("a deliverable without changes was accepted:\n%s", out)
+	}
+	evs, err := os.ReadFile(filepath.Join(dir, "ledger", "rn.jsonl"))
+	if err != nil {
+		t.Fatalf("%v (exit %d, %s)", err, code, errOut)
+	}
+	// The --schema has no minItems: this problem can only come from the
+	// plugin's own checks.
+	if !strings.Contains(string(evs), `/changes: minItems`) {
+		t.Errorf("the validator's problems did not reach the model; ledger:\n%s", evs)
+	}
+	if code, _, errOut := run(t, "", "task", "--offline", "--storage", "memory:", "--validator", filepath.Join(dir, "nope.wasm"),
+		"--schema", schema, "--prompt", "x"); code != 2 || !strings.Contains(errOut, "--validator") {
+		t.Errorf("missing plugin: exit %d, %q", code, errOut)
 	}
 }

@@ -35,7 +35,14 @@ var sink [][]byte
 var calls int
 
 func tool[In, Out any](name string, effect pdk.Effect, fn func(pdk.Call, In) (Out, error)) {
-	pdk.RegisterTool(pdk.Tool{Name: name, Description: "hostile test tool " + name, Effect: effect}, fn)
+	// The tools that hang declare a 1s timeout of their own, below the
+	// tenant's limit; the others (a memory bomb needs time to exhaust its
+	// memory on a loaded machine) get the tenant's.
+	var timeout time.Duration
+	if name == "spin" || name == "sleep" {
+		timeout = time.Second
+	}
+	pdk.RegisterTool(pdk.Tool{Name: name, Description: "hostile test tool " + name, Effect: effect, Timeout: timeout}, fn)
 }
 
 func init() {
