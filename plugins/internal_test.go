@@ -29,9 +29,15 @@ func TestLimitsNormalize(t *testing.T) {
 		}
 	}
 	m := Limits{MemoryPages: 100, CallTimeout: 1500 * time.Millisecond}.Manifest([]byte("wasm"))
-	if m.Memory.MaxPages != 100 || m.Timeout != 1500 || m.Memory.MaxVarBytes != 0 || m.Memory.MaxHttpResponseBytes != DefaultMaxHTTPResponseBytes ||
+	if m.Memory.MaxPages != 100 || m.Timeout != 1500 || m.Memory.MaxVarBytes != DefaultMaxVarBytes || m.Memory.MaxHttpResponseBytes != DefaultMaxHTTPResponseBytes ||
 		len(m.AllowedHosts) != 0 || len(m.AllowedPaths) != 0 {
 		t.Fatalf("manifest %+v", m)
+	}
+	if m := (Limits{MaxVarBytes: -1}).Manifest(nil); m.Memory.MaxVarBytes != 0 {
+		t.Fatalf("MaxVarBytes -1 gives Extism %d, want 0 (disabled)", m.Memory.MaxVarBytes)
+	}
+	if _, err := (Limits{MaxVarBytes: -2}).normalize(); !errors.Is(err, ErrInvalidLimits) {
+		t.Fatalf("MaxVarBytes -2: %v", err)
 	}
 }
 

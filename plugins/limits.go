@@ -39,8 +39,12 @@ type Limits struct {
 	// MaxOutputBytes bounds the output of one call. Default: 0, which
 	// means 1 MiB.
 	MaxOutputBytes int
-	// MaxVarBytes bounds Extism vars (per-instance scratch state).
-	// Manifest: Memory.MaxVarBytes. Default: 0, vars disabled.
+	// MaxVarBytes bounds Extism vars: scratch state a plugin keeps between
+	// calls on one instance, held by the host. Instances are pooled and
+	// discarded after errors, so vars are a cache, never durable state (the
+	// key-value store is). Plain Extism plugins often use them; Extism's own
+	// default is the same 1 MiB. Manifest: Memory.MaxVarBytes. Default: 0,
+	// which means 1 MiB; -1 disables vars (var_set then traps).
 	MaxVarBytes int64
 	// MaxLogBytes bounds what one call may log through the log host
 	// function; later lines are dropped. -1 disables logging. Default: 0,
@@ -89,6 +93,7 @@ const (
 	DefaultInstances            = 4
 	DefaultMaxInputBytes        = 1 << 20
 	DefaultMaxOutputBytes       = 1 << 20
+	DefaultMaxVarBytes          = 1 << 20
 	DefaultMaxLogBytes          = 64 << 10
 	DefaultMaxKVKeyBytes        = 256
 	DefaultMaxKVValueBytes      = 64 << 10
@@ -134,8 +139,11 @@ func (l Limits) normalize() (Limits, error) {
 	case l.MaxLogBytes < -1:
 		bad("MaxLogBytes %d is below -1", l.MaxLogBytes)
 	}
-	if l.MaxVarBytes < 0 {
-		bad("MaxVarBytes %d is negative", l.MaxVarBytes)
+	switch {
+	case l.MaxVarBytes == 0:
+		l.MaxVarBytes = DefaultMaxVarBytes
+	case l.MaxVarBytes < -1:
+		bad("MaxVarBytes %d is below -1", l.MaxVarBytes)
 	}
 	switch {
 	case l.MaxHTTPResponseBytes == 0:
@@ -168,6 +176,9 @@ func (l Limits) normalize() (Limits, error) {
 // AllowedHosts with the checks Extism's built-in one lacks.
 func (l Limits) Manifest(wasm []byte) extism.Manifest {
 	n, _ := l.normalize()
+	if n.MaxVarBytes < 0 {
+		n.MaxVarBytes = 0 // Extism's "disabled"
+	}
 	return extism.Manifest{
 		Wasm: []extism.Wasm{extism.WasmData{Data: wasm, Name: "main"}},
 		Memory: &extism.ManifestMemory{

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,4 +61,108 @@ func TestPluginCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"count":4`) {
 		t.Fatalf("plain export: exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// TestThirdPartyExtismPlugins: plugins this project did not write, built
+// from the examples Extism publishes with its PDKs, with the commands those
+// PDKs document, load and answer through plugin call: the ABI is plain
+// Extism.
+func TestThirdPartyExtismPlugins(t *testing.T) {
+	dir := t.TempDir()
+
+	t.Run("as-pdk count_vowels", func(t *testing.T) {
+		// @extism/as-pdk 1.0.0 ships example.ts; its Makefile builds it with
+		// `asc example.ts --outFile example.wasm --use abort=example/myAbort`.
+		kit, _ := filepath.Abs("../../pdk/assemblyscript")
+		src := filepath.Join(kit, "node_modules", "@extism", "as-pdk")
+		wasm := plugintest.MustBuild(t, plugintest.Build{Kind: "assemblyscript", Dir: src, Sources: []string{"example.ts"},
+			NodeModules: kit, Flags: []string{"--use", "abort=example/myAbort"}})
+		file := filepath.Join(dir, "as_count_vowels.wasm")
+		if err := os.WriteFile(file, wasm, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := run(t, "", "plugin", "describe", file)
+		if code != 0 || !strings.Contains(out, `"described": false`) || !strings.Contains(out, `"count_vowels"`) {
+			t.Fatalf("describe: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// The export itself, with its raw input. It sets and reads an
+		// Extism var and reads a config key the host does not set.
+		code, out, errOut = run(t, "", "plugin", "call", file, "count_vowels", "Hello, World!")
+		if code != 0 || strings.TrimSpace(out) != `{"count": 3, "config": "null", "a": "this is var a"}` {
+			t.Fatalf("call: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// As a tool, through the sidecar of this project's count_vowels
+		// example (the same export, the input's "text" as its raw input).
+		side, err := os.ReadFile("../../examples/plugins/count_vowels/count_vowels.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "as_count_vowels.json"), side, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut = run(t, "", "plugin", "call", file, "count_vowels", `{"text":"agentic host"}`)
+		if code != 0 || !strings.Contains(out, `"count": 4`) {
+			t.Fatalf("tool call: exit %d\n%s\n%s", code, out, errOut)
+		}
+	})
+
+	t.Run("go-pdk countvowels", func(t *testing.T) {
+		// github.com/extism/go-pdk v1.1.3 ships example/countvowels; its
+		// Makefile builds the standard-Go variant with
+		// `GOOS=wasip1 GOARCH=wasm go build -tags std`: a WASI command whose
+		// _start runs each of the example's functions.
+		wasm := goPDKExample(t, dir, "countvowels")
+		file := filepath.Join(dir, "std_countvowels.wasm")
+		if err := os.WriteFile(file, wasm, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := run(t, "", "plugin", "call", file, "_start", `{"input":"this is a test"}`)
+		if code != 0 || strings.TrimSpace(out) != "JSON roundtrip: a === b" {
+			t.Fatalf("call: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// Its typed step decodes the input as JSON: a plugin error, reported.
+		code, _, errOut = run(t, "", "plugin", "call", file, "_start", "this is a test")
+		if code == 0 || !strings.Contains(errOut, "invalid character") {
+			t.Fatalf("bad input: exit %d, stderr %q", code, errOut)
+		}
+	})
+}
+
+// goPDKExample builds an example of github.com/extism/go-pdk v1.1.3 (the
+// version this project's kit uses), from the module proxy's copy, the way
+// the module's own Makefile does.
+func goPDKExample(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not on PATH")
+	}
+	dl := exec.Command("go", "mod", "download", "-json", "github.com/extism/go-pdk@v1.1.3")
+	dl.Dir = "../../pdk"
+	dl.Env = append(os.Environ(), "GOWORK=off")
+	raw, err := dl.Output()
+	if err != nil {
+		t.Fatalf("go mod download github.com/extism/go-pdk@v1.1.3: %v", err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(raw, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download: %v\n%s", err, raw)
+	}
+	// The module cache is read-only and the module's go.work names a
+	// directory it does not ship: build from a copy, outside any workspace.
+	src := filepath.Join(dir, "go-pdk")
+	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name+".wasm")
+	build := exec.Command("go", "build", "-tags", "std", "-o", out, "./example/"+name)
+	build.Dir = src
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(build.Args, " "), err, b)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
 }

@@ -56,7 +56,9 @@ type Build struct {
 	// Sources are, for C, the .c files (relative to Dir or absolute); for
 	// AssemblyScript, the entry file. Unused for Go.
 	Sources []string
-	// Flags are extra compiler flags (-D for C, e.g.).
+	// Flags are extra compiler flags (-D for C, e.g.). For
+	// AssemblyScript they replace the kit's optimisation and abort flags
+	// (a plugin written without the kit builds with its own).
 	Flags []string
 	// Include are directories of headers (C) or of sources the build reads
 	// (every kind): their contents are part of the cache key. Relative
@@ -295,7 +297,7 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 		if err := ensureNodeModules(ctx, b.NodeModules); err != nil {
 			return nil, err
 		}
-		cmd = AssemblyScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name())
+		cmd = AssemblyScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name(), b.Flags)
 	default:
 		return nil, fmt.Errorf("plugintest: unknown kind %q", b.Kind)
 	}
@@ -345,12 +347,16 @@ func CCommand(ctx context.Context, dir, sysroot, out string, sources, include, f
 	return cmd
 }
 
-// AssemblyScriptCommand is the build of an AssemblyScript plugin with asc,
-// its abort handler replaced by the kit's (which logs and traps).
-func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out string) *exec.Cmd {
+// AssemblyScriptCommand is the build of an AssemblyScript plugin with asc.
+// Without flags it optimises and replaces the abort handler with the kit's
+// (which logs and traps); flags replace those.
+func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out string, flags []string) *exec.Cmd {
 	asc := filepath.Join(nodeModules, "node_modules", "assemblyscript", "bin", "asc.js")
-	cmd := exec.CommandContext(ctx, "node", asc, entry, "--outFile", out, "-O3", "--noAssert",
-		"--path", filepath.Join(nodeModules, "node_modules"), "--use", "abort=agenticAbort")
+	if len(flags) == 0 {
+		flags = []string{"-O3", "--noAssert", "--use", "abort=agenticAbort"}
+	}
+	args := append([]string{asc, entry, "--outFile", out, "--path", filepath.Join(nodeModules, "node_modules")}, flags...)
+	cmd := exec.CommandContext(ctx, "node", args...)
 	cmd.Dir = dir
 	return cmd
 }
