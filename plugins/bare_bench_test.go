@@ -1,0 +1,113 @@
+package plugins_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+)
+
+// bareInstance instantiates wasm with Extism directly, under the manifest,
+// runtime and module configuration the plugins runtime uses for lim:
+// the same memory pages, timeout, var and HTTP caps, close-on-context-done,
+// WASI without filesystem or environment. The host functions the module
+// imports are present with their signatures: log drops its line, the
+// others are not called by the benchmarked exports.
+func bareInstance(b *testing.B, wasm []byte, lim plugins.Limits) *extism.Plugin {
+	b.Helper()
+	ctx := context.Background()
+	manifest := lim.Manifest(wasm)
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(wazero.NewCompilationCache()).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(manifest.Memory.MaxPages)
+	i32, i64 := extism.ValueTypeI32, extism.ValueTypeI64
+	unused := func(context.Context, *extism.CurrentPlugin, []uint64) { panic("not benchmarked") }
+	funcs := []extism.HostFunction{
+		extism.NewHostFunctionWithStack("log", func(context.Context, *extism.CurrentPlugin, []uint64) {}, []extism.ValueType{i32, i64}, nil),
+		extism.NewHostFunctionWithStack("kv_get", unused, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("kv_set", unused, []extism.ValueType{i64, i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("kv_delete", unused, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("http_request", unused, []extism.ValueType{i64}, []extism.ValueType{i64}),
+	}
+	compiled, err := extism.NewCompiledPlugin(ctx, manifest, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, funcs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { compiled.Close(ctx) })
+	mc := wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
+		WithStdout(io.Discard).WithStderr(io.Discard)
+	p, err := compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close(ctx) })
+	return p
+}
+
+// BenchmarkWarmCallVsBare runs, in one loop, a warm tool call through the
+// plugins runtime (schema check, request envelope, pool, classification,
+// output decoding, hash attribution) and a bare Extism call of the same
+// export with the same bytes and limits, and reports both and their ratio
+// (host/bare): what the runtime adds to Extism itself. The target is
+// below 1.5.
+func BenchmarkWarmCallVsBare(b *testing.B) {
+	cases := []struct {
+		name, tool string
+		wasm       func(testing.TB) []byte
+		input      json.RawMessage
+	}{
+		{"echo-1KB", "echo", hostileWasm, payload1KB},
+		{"get_account", "get_account", getAccountWasm, json.RawMessage(`{"account_id":"42"}`)},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			wasm := c.wasm(b)
+			lim := plugins.Limits{Instances: 1}
+			rt, _ := newRuntime(b)
+			m := load(b, rt, c.tool, wasm, lim)
+			tool, _ := m.Tool(c.tool)
+			call := host.ToolCall{ID: "c", SessionID: "s", Name: c.tool, Input: c.input}
+			// The bare call gets the request the runtime sends.
+			req, err := json.Marshal(map[string]any{"tool": c.tool, "input": c.input, "call_id": "c", "session_id": "s", "tenant": m.Tenant()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bare := bareInstance(b, wasm, lim)
+			for range 3 { // warm both
+				if _, err := tool.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+				if rc, _, err := bare.CallWithContext(ctx, "call", req); err != nil || rc != 0 {
+					b.Fatal(rc, err)
+				}
+			}
+			var hostNs, bareNs time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := tool.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if rc, _, err := bare.CallWithContext(ctx, "call", req); err != nil || rc != 0 {
+					b.Fatal(rc, err)
+				}
+				hostNs += t1.Sub(t0)
+				bareNs += time.Since(t1)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(hostNs.Nanoseconds())/float64(b.N), "host-ns/call")
+			b.ReportMetric(float64(bareNs.Nanoseconds())/float64(b.N), "bare-ns/call")
+			b.ReportMetric(float64(hostNs)/float64(bareNs), "host/bare")
+		})
+	}
+}
