@@ -51,6 +51,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -136,7 +137,76 @@ type Watcher interface {
 	Watch(ctx context.Context, sessionID string) (<-chan struct{}, error)
 }
 
+// KV is implemented by stores that also keep values by key, outside any
+// session: small state that belongs to no ledger, such as the key-value
+// store the host gives a tenant's plugins, which is then as durable, and as
+// shared between hosts, as the ledgers. Without it, the host keeps such
+// values in memory, for the life of the process.
+//
+// Keys live in namespaces (the host uses one per tenant). A namespace is 1
+// to [MaxNamespaceBytes] bytes, a key 1 to [MaxKeyBytes] bytes, both
+// arbitrary (binary included; adapters encode them as they must); a value
+// is 0 to [MaxValueBytes] arbitrary bytes. Implementations guarantee:
+//
+//   - Durability. When Set or Delete returns nil, the change is durable to
+//     the degree the adapter documents for Append.
+//   - Atomic values. A Get sees a value whole: the one before a Set or the
+//     one after it, never a mix.
+//   - Read-your-writes. A Get sees every Set and Delete that returned
+//     before it started, from any goroutine (and, for a shared store, any
+//     handle on the same backend).
+//   - Isolation. Namespaces never see each other's keys, and no namespace
+//     or key is confused with another (however they contain separators),
+//     nor with a session.
+//
+// A missing key is a value (ok false), not an error; deleting one is a
+// no-op. An invalid namespace or key fails with [ErrInvalidKey], a value
+// too large with [ErrValueTooLarge], and nothing is changed. The ctx rule
+// of [Storage] applies, and so does [ErrClosed]. Set keeps no reference to
+// value, and the values Get returns belong to the caller.
+type KV interface {
+	// Get returns the value under key in namespace; ok is false when there
+	// is none.
+	Get(ctx context.Context, namespace, key string) (value []byte, ok bool, err error)
+	// Set stores value under key in namespace, replacing any previous one.
+	Set(ctx context.Context, namespace, key string, value []byte) error
+	// Delete removes key from namespace.
+	Delete(ctx context.Context, namespace, key string) error
+}
+
+// The bounds of [KV] namespaces, keys and values.
+const (
+	MaxNamespaceBytes = 256
+	MaxKeyBytes       = 1024
+	MaxValueBytes     = 1 << 20
+)
+
+// CheckKV returns nil when namespace, key and value (nil for a Get or a
+// Delete) are within the bounds of [KV], or an error wrapping
+// [ErrInvalidKey] or [ErrValueTooLarge] that says what is wrong.
+func CheckKV(namespace, key string, value []byte) error {
+	switch {
+	case namespace == "":
+		return fmt.Errorf("%w: empty namespace", ErrInvalidKey)
+	case len(namespace) > MaxNamespaceBytes:
+		return fmt.Errorf("%w: namespace of %d bytes, the limit is %d", ErrInvalidKey, len(namespace), MaxNamespaceBytes)
+	case key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	case len(key) > MaxKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeyBytes)
+	case len(value) > MaxValueBytes:
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(value), MaxValueBytes)
+	}
+	return nil
+}
+
 var (
+	// ErrInvalidKey is returned by a [KV] for a namespace or key outside
+	// its bounds.
+	ErrInvalidKey = errors.New("storage: invalid key")
+	// ErrValueTooLarge is returned by [KV.Set] for a value above
+	// [MaxValueBytes].
+	ErrValueTooLarge = errors.New("storage: value too large")
 	// ErrInvalidSessionID is returned for a session id the store cannot
 	// keep (empty, too long, or with characters the adapter refuses).
 	ErrInvalidSessionID = errors.New("storage: invalid session id")

@@ -5,7 +5,8 @@
 // the process). Each event is kept in its ledger encoding, so what Load
 // returns is a fresh copy, equal to what was appended, that shares nothing
 // with the appended values or with other loads. The store implements
-// [storage.Lister] and [storage.Closer].
+// [storage.Lister], [storage.Closer] and [storage.KV] (values kept for the
+// life of the Store, like events).
 package memory
 
 import (
@@ -24,7 +25,13 @@ type Store struct {
 	mu       sync.RWMutex // guards closed and the sessions map (not the sessions)
 	closed   bool
 	sessions map[string]*session
+
+	kvMu sync.RWMutex
+	kv   map[kvKey][]byte // values never modified in place
 }
+
+// kvKey names a value of the KV store.
+type kvKey struct{ namespace, key string }
 
 // session is one ledger: its events in their encoding, in append order.
 type session struct {
@@ -34,7 +41,7 @@ type session struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{sessions: make(map[string]*session)}
+	return &Store{sessions: make(map[string]*session), kv: make(map[kvKey][]byte)}
 }
 
 // Append adds the events to the session, atomically: it encodes them all
@@ -164,3 +171,56 @@ var (
 	_ storage.Lister  = (*Store)(nil)
 	_ storage.Closer  = (*Store)(nil)
 )
+
+// kvReady checks the store, ctx and bounds before a KV operation.
+func (s *Store) kvReady(ctx context.Context, namespace, key string, value []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return storage.ErrClosed
+	}
+	return storage.CheckKV(namespace, key, value)
+}
+
+// Get implements [storage.KV].
+func (s *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
+	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+		return nil, false, err
+	}
+	s.kvMu.RLock()
+	v, ok := s.kv[kvKey{namespace, key}]
+	s.kvMu.RUnlock()
+	if !ok {
+		return nil, false, nil
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+// Set implements [storage.KV].
+func (s *Store) Set(ctx context.Context, namespace, key string, value []byte) error {
+	if err := s.kvReady(ctx, namespace, key, value); err != nil {
+		return err
+	}
+	v := append([]byte{}, value...)
+	s.kvMu.Lock()
+	s.kv[kvKey{namespace, key}] = v
+	s.kvMu.Unlock()
+	return nil
+}
+
+// Delete implements [storage.KV].
+func (s *Store) Delete(ctx context.Context, namespace, key string) error {
+	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+		return err
+	}
+	s.kvMu.Lock()
+	delete(s.kv, kvKey{namespace, key})
+	s.kvMu.Unlock()
+	return nil
+}
+
+var _ storage.KV = (*Store)(nil)

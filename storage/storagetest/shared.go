@@ -23,7 +23,9 @@ import (
 //     expiry and fencing hold across hosts;
 //   - [storage.Watcher]: every check of Run's Watcher subtest, watching on
 //     the first handle and appending through the second, so that a host
-//     learns of another's appends.
+//     learns of another's appends;
+//   - [storage.KV]: every check of Run's KV subtest, setting through the
+//     first handle and reading through the second.
 //
 // Both handles must implement the same optional interfaces. Stores that
 // only one process may open (storage/file) have nothing to check here.
@@ -36,6 +38,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Visibility", testSharedVisibility},
 		{"Leaser", runLeaser},
 		{"Watcher", runWatcher},
+		{"KV", runKV},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

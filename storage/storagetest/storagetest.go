@@ -72,7 +72,15 @@ import (
 //   - [storage.Watcher]: a watch fires after an append made after it
 //     started, coalesces without blocking appends, and its channel is
 //     closed when its ctx ends (and, for a [storage.Closer], when the
-//     store is closed).
+//     store is closed);
+//   - [storage.KV]: a missing key is a value and deleting it a no-op;
+//     values round-trip byte for byte (empty, every byte value, the largest
+//     allowed); overwrite and delete; namespaces and keys never collide,
+//     whatever separators, dots, NUL bytes or case they hold, and are not
+//     sessions; invalid namespaces, keys and values are refused and change
+//     nothing; no aliasing of the caller's slices; concurrent Sets leave
+//     each key its last value, and a reader only ever sees whole values; a
+//     done ctx and Close stop every operation.
 //
 // The checks that need two handles on one backend (what one appends, the
 // other loads; leases exclude across handles; a watch on one fires for an
@@ -101,6 +109,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"Close", testClose},
 		{"Leaser", func(t *testing.T, s storage.Storage) { runLeaser(t, s, s) }},
 		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
+		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,6 +552,9 @@ func testDoneContext(t *testing.T, s storage.Storage) {
 	ctx := t.Context()
 	prior := seqEvents("done", 0, 2)
 	appendOK(t, s, ctx, "done", prior...)
+	if kv, ok := s.(storage.KV); ok {
+		setOK(t, kv, ctx, "done", "k", []byte("old"))
+	}
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -570,12 +582,16 @@ func testDoneContext(t *testing.T, s storage.Storage) {
 				t.Errorf("ListSessions with a %s ctx: error %v, want %v", c.name, err, c.want)
 			}
 		}
+		kvDoneContext(t, s, c.ctx, c.name, c.want)
 	}
 	got, err := s.Load(ctx, "done")
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	diffEvents(t, "events after Appends with a done ctx (they must not happen)", got, prior)
+	if kv, ok := s.(storage.KV); ok {
+		wantValue(t, kv, ctx, "done", "k", []byte("old"), "after KV operations with a done ctx (they must not happen)")
+	}
 	if got, err := s.Load(ctx, "done-new"); err != nil || len(got) != 0 {
 		t.Errorf("Load(done-new) after Appends with a done ctx = %d events, %v; want 0 events, no error", len(got), err)
 	}
@@ -693,6 +709,7 @@ func testClose(t *testing.T, s storage.Storage) {
 			t.Errorf("ListSessions after Close: error %v, want storage.ErrClosed", err)
 		}
 	}
+	kvClosed(t, s, ctx)
 }
 
 // appendOK appends and reports an error; it tells whether Append succeeded.

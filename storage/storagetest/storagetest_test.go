@@ -91,6 +91,7 @@ type broken struct {
 	mode    string
 	mu      sync.Mutex
 	aliased map[string][]ledger.Event
+	values  map[string][]byte
 	appends int
 }
 
@@ -168,6 +169,49 @@ func (b *broken) Close() error {
 	return b.Store.Close()
 }
 
+func (b *broken) Get(ctx context.Context, ns, key string) ([]byte, bool, error) {
+	switch b.mode {
+	case "kv-join":
+		ns, key = "joined", ns+":"+key
+	case "kv-alias":
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		v, ok := b.values[ns+"\x00"+key]
+		return v, ok, nil
+	case "kv-missing-is-error":
+		v, ok, err := b.Store.Get(ctx, ns, key)
+		if err == nil && !ok {
+			err = errors.New("not found")
+		}
+		return v, ok, err
+	case "kv-ignore-ctx":
+		ctx = context.Background()
+	}
+	return b.Store.Get(ctx, ns, key)
+}
+
+func (b *broken) Set(ctx context.Context, ns, key string, value []byte) error {
+	switch b.mode {
+	case "kv-join":
+		ns, key = "joined", ns+":"+key
+	case "kv-alias":
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.values[ns+"\x00"+key] = value
+		return nil
+	case "kv-no-bounds":
+		if len(value) > storage.MaxValueBytes {
+			value = value[:storage.MaxValueBytes]
+		}
+		if len(key) > storage.MaxKeyBytes {
+			key = key[:storage.MaxKeyBytes]
+		}
+	case "kv-ignore-ctx":
+		ctx = context.Background()
+	}
+	return b.Store.Set(ctx, ns, key, value)
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -175,7 +219,7 @@ func TestBrokenStore(t *testing.T) {
 		t.Skip("run by TestSuiteCatchesBrokenStores")
 	}
 	storagetest.Run(t, func(t *testing.T) storage.Storage {
-		return &broken{Store: memory.New(), mode: mode, aliased: map[string][]ledger.Event{}}
+		return &broken{Store: memory.New(), mode: mode, aliased: map[string][]ledger.Event{}, values: map[string][]byte{}}
 	})
 }
 
@@ -199,10 +243,19 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"list-extra", "ListSessions", `lists "ghost", which has no events`},
 		{"list-extra", "ListSessions", "times, want once"},
 		{"close-noop", "Close", "want storage.ErrClosed"},
+		{"kv-join", "KV/Isolation", `Get("a:b", "c") = "value-1", want "value-0"`},
+		{"kv-alias", "KV/NoAliasing", "after the caller changed the slice it set"},
+		{"kv-missing-is-error", "KV/Missing", "not found"},
+		{"kv-no-bounds", "KV/Invalid", "want storage.ErrValueTooLarge"},
+		{"kv-ignore-ctx", "DoneContext", "KV Set with a canceled ctx"},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$/^"+tc.subtest+"$", "-test.count=1")
+			run := "^TestBrokenStore$"
+			for _, part := range strings.Split(tc.subtest, "/") {
+				run += "/^" + part + "$"
+			}
+			cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
 			cmd.Env = append(os.Environ(), "STORAGETEST_BROKEN="+tc.mode)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
