@@ -1,6 +1,6 @@
 // Package file is a [storage.Storage] that keeps each session's ledger in a
 // JSON Lines file: the embedded default, zero setup. It implements
-// [storage.Lister] and [storage.Closer].
+// [storage.Lister], [storage.Closer] and [storage.KV].
 //
 // # Layout
 //
@@ -84,6 +84,20 @@
 //
 // Either way a batch is visible whole or not at all, and records are never
 // reordered.
+//
+// # Values (storage.KV)
+//
+// The key-value store lives in <dir>/kv/: one directory per namespace and
+// one file per key, each named by the SHA-256 of the namespace or key in
+// hex (any bytes make a short, safe name). A value file holds a magic
+// ("AGKV" and a version byte), the namespace and the key (each after its
+// length as a uvarint: a Get checks them), the value, and a CRC-32C of all
+// that; a file that fails these checks makes Get fail with
+// [ErrCorruptValue] rather than return damaged bytes. Set writes a new file
+// (".set-*") and renames it over the old one, so that a Get, even after a
+// crash, sees the old value or the new one whole; with [Options.Fsync] the
+// file and its directory are fsynced, as an Append's are. A crash between
+// the write and the rename leaves a ".set-*" file, which is ignored.
 //
 // # One Store per directory
 //

@@ -1,7 +1,8 @@
 // Package redis is a [storage.Storage] that keeps each session's ledger in
 // a Redis stream, for hosts that share their sessions: several hosts on one
 // Redis (a single server, with or without replicas behind Sentinel, or a
-// Redis Cluster) see the same ledgers. Besides [storage.Lister] and
+// Redis Cluster) see the same ledgers and the same [storage.KV] values.
+// Besides [storage.Lister] and
 // [storage.Closer], it implements [storage.Leaser], so that one host at a
 // time writes a session and a host that lost its lease cannot append, and
 // [storage.Watcher], so that a host learns of appends made by another.
@@ -22,6 +23,12 @@
 //
 //	p:{t}:sessions   a sorted set: member s, score the time of its last
 //	                 append (Unix milliseconds, the appending host's clock)
+//
+// [storage.KV] values (the implementation of Get, Set and Delete) live in
+// one hash per namespace n, whose fields are the keys:
+//
+//	p:kv:{t:hex(n)}  a hash: field key, value the value (HGET, HSET, HDEL;
+//	                 each atomic, each idempotent, so retries are safe)
 //
 // The braces are Redis Cluster hash tags: a session's stream and lease live
 // in one slot, so a script may use both. Prefixes may not contain braces,

@@ -1,0 +1,195 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/agentichost/agentic/storage"
+)
+
+// kvDir is the subdirectory of the key-value store; it is not a session
+// file (its name has no .jsonl extension).
+const kvDir = "kv"
+
+// kvMagic starts every value file; the format's version is its last byte.
+var kvMagic = []byte("AGKV\x01")
+
+// ErrCorruptValue is matched (errors.Is) by the error of a Get whose value
+// file does not decode: a crash without [Options.Fsync] on a file system
+// that does not order a rename after the data it names, or damage.
+var ErrCorruptValue = errors.New("file: corrupt value file")
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// kvPath returns the file of key in namespace: both hashed (SHA-256), so
+// that any bytes up to the bounds of storage.KV make a short, safe name.
+func (st *Store) kvPath(namespace, key string) (dir, path string) {
+	ns := sha256.Sum256([]byte(namespace))
+	k := sha256.Sum256([]byte(key))
+	dir = filepath.Join(st.dir, kvDir, hex.EncodeToString(ns[:]))
+	return dir, filepath.Join(dir, hex.EncodeToString(k[:]))
+}
+
+func (st *Store) kvReady(ctx context.Context, namespace, key string, value []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if st.isClosed() {
+		return storage.ErrClosed
+	}
+	if err := storage.CheckKV(namespace, key, value); err != nil {
+		return fmt.Errorf("file: %w", err)
+	}
+	return nil
+}
+
+// Get implements [storage.KV]. A value file that does not decode, or that
+// names another namespace or key, fails with [ErrCorruptValue].
+func (st *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
+	if err := st.kvReady(ctx, namespace, key, nil); err != nil {
+		return nil, false, err
+	}
+	_, path := st.kvPath(namespace, key)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("file: get: %w", err)
+	}
+	value, err := decodeValue(data, namespace, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("file: get: %s: %w", path, err)
+	}
+	return value, true, nil
+}
+
+// Set implements [storage.KV]: it writes the value to a new file in the
+// namespace's directory and renames it over the key's, so that a Get (even
+// after a crash) finds the old value or the new one, whole. With
+// [Options.Fsync], the file and then the directory are fsynced, so that the
+// value survives a power loss.
+func (st *Store) Set(ctx context.Context, namespace, key string, value []byte) error {
+	if err := st.kvReady(ctx, namespace, key, value); err != nil {
+		return err
+	}
+	dir, path := st.kvPath(namespace, key)
+	if err := st.mkdirKV(dir); err != nil {
+		return fmt.Errorf("file: set: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".set-*")
+	if err != nil {
+		return fmt.Errorf("file: set: %w", err)
+	}
+	_, err = tmp.Write(encodeValue(namespace, key, value))
+	if err == nil && st.fsync {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("file: set: %w", err)
+	}
+	if st.fsync {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("file: set: %w", err)
+		}
+	}
+	return nil
+}
+
+// Delete implements [storage.KV].
+func (st *Store) Delete(ctx context.Context, namespace, key string) error {
+	if err := st.kvReady(ctx, namespace, key, nil); err != nil {
+		return err
+	}
+	dir, path := st.kvPath(namespace, key)
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("file: delete: %w", err)
+	}
+	if st.fsync {
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("file: delete: %w", err)
+		}
+	}
+	return nil
+}
+
+// mkdirKV creates a namespace's directory (and kv/) when missing; with
+// fsync, their entries are made durable.
+func (st *Store) mkdirKV(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	root := filepath.Dir(dir)
+	_, rootErr := os.Stat(root)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if !st.fsync {
+		return nil
+	}
+	if rootErr != nil {
+		if err := syncDir(st.dir); err != nil {
+			return err
+		}
+	}
+	return syncDir(root)
+}
+
+// encodeValue returns a value file: the magic, the namespace and the key
+// (each after its length as a uvarint), the value, and a CRC-32C of all
+// that.
+func encodeValue(namespace, key string, value []byte) []byte {
+	b := make([]byte, 0, len(kvMagic)+2*binary.MaxVarintLen64+len(namespace)+len(key)+len(value)+4)
+	b = append(b, kvMagic...)
+	b = binary.AppendUvarint(b, uint64(len(namespace)))
+	b = append(b, namespace...)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = append(b, value...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// decodeValue checks a value file and returns its value.
+func decodeValue(data []byte, namespace, key string) ([]byte, error) {
+	if len(data) < len(kvMagic)+4 || !bytes.HasPrefix(data, kvMagic) {
+		return nil, fmt.Errorf("%w: no header (%d bytes)", ErrCorruptValue, len(data))
+	}
+	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptValue)
+	}
+	rest := body[len(kvMagic):]
+	for _, want := range []string{namespace, key} {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || n > uint64(len(rest)-w) {
+			return nil, fmt.Errorf("%w: bad length", ErrCorruptValue)
+		}
+		if string(rest[w:w+int(n)]) != want {
+			return nil, fmt.Errorf("%w: it holds another namespace or key", ErrCorruptValue)
+		}
+		rest = rest[w+int(n):]
+	}
+	return bytes.Clone(rest), nil
+}
+
+var _ storage.KV = (*Store)(nil)
