@@ -2,10 +2,12 @@ package plugins
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"unicode/utf8"
 
+	"github.com/agentichost/agentic/storage"
 	extism "github.com/extism/go-sdk"
 )
 
@@ -155,7 +157,7 @@ func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	v, ok, err := env.mod.rt.kv.Get(ctx, env.mod.tenant, string(key))
 	switch {
 	case err != nil:
-		fail(err.Error())
+		fail(kvFailure(ctx, env, "kv_get", err))
 	case !ok:
 		stack[0] = write(p, "kv_get", []byte{kvMissing})
 	default:
@@ -177,7 +179,7 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		return
 	}
 	if err := env.mod.rt.kv.Set(ctx, env.mod.tenant, string(key), value); err != nil {
-		fail(err.Error())
+		fail(kvFailure(ctx, env, "kv_set", err))
 		return
 	}
 	stack[0] = 0
@@ -192,10 +194,26 @@ func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) 
 		return
 	}
 	if err := env.mod.rt.kv.Delete(ctx, env.mod.tenant, string(key)); err != nil {
-		fail(err.Error())
+		fail(kvFailure(ctx, env, "kv_delete", err))
 		return
 	}
 	stack[0] = 0
+}
+
+// kvFailure returns what a plugin is told of a key-value store error. A
+// key or value out of the store's bounds is the plugin's to fix and is
+// said; anything else (a dead Redis, a full disk) is the operator's: it is
+// logged, and the plugin learns only that the store is unavailable, not
+// the host's addresses or paths.
+func kvFailure(ctx context.Context, env *callEnv, fn string, err error) string {
+	switch {
+	case errors.Is(err, storage.ErrInvalidKey), errors.Is(err, storage.ErrValueTooLarge):
+		return "denied: " + err.Error()
+	case ctx.Err() != nil:
+		return "the call was interrupted"
+	}
+	env.mod.log.Warn("plugin key-value store failed", "function", fn, "export", env.export, "name", env.name, "err", err)
+	return "the key-value store is unavailable (the host logged why)"
 }
 
 // maxHTTPRequestBytes bounds the JSON of one http_request (body included).

@@ -3,14 +3,16 @@ package plugins
 import (
 	"context"
 	"sync"
+
+	"github.com/agentichost/agentic/storage"
 )
 
 // KV is the key-value store behind the kv_get, kv_set and kv_delete host
 // functions. Every operation is scoped to a tenant: a plugin sees only its
 // tenant's keys (all plugins of a tenant share them). Implementations must
 // be safe for concurrent use. A missing key is a value (ok false), not an
-// error. The host's durable storage may implement it; [MemoryKV] keeps
-// values in memory.
+// error. [StoreKV] keeps the values in the host's storage (memory, files or
+// Redis, whatever keeps the ledgers); [MemoryKV] keeps them in memory.
 type KV interface {
 	// Get returns the value under key; ok is false when there is none.
 	Get(ctx context.Context, tenant, key string) (value []byte, ok bool, err error)
@@ -69,3 +71,28 @@ func (m *MemoryKV) Len(tenant string) int {
 }
 
 var _ KV = (*MemoryKV)(nil)
+
+// StorageNamespace is the prefix of the [storage.KV] namespaces of
+// [StoreKV]: tenant t's values live in namespace "plugins:"+t.
+const StorageNamespace = "plugins:"
+
+// StoreKV returns a [KV] kept in the host's storage, so that a plugin's
+// state is as durable as the ledgers and, on a store several hosts share
+// (Redis), shared by every host: tenant t's values live in the storage
+// namespace [StorageNamespace]+t. Keys and values keep the bounds of
+// [storage.KV] besides the tenant's [Limits].
+func StoreKV(kv storage.KV) KV { return storeKV{kv} }
+
+type storeKV struct{ kv storage.KV }
+
+func (s storeKV) Get(ctx context.Context, tenant, key string) ([]byte, bool, error) {
+	return s.kv.Get(ctx, StorageNamespace+tenant, key)
+}
+
+func (s storeKV) Set(ctx context.Context, tenant, key string, value []byte) error {
+	return s.kv.Set(ctx, StorageNamespace+tenant, key, value)
+}
+
+func (s storeKV) Delete(ctx context.Context, tenant, key string) error {
+	return s.kv.Delete(ctx, StorageNamespace+tenant, key)
+}

@@ -102,6 +102,14 @@ const (
 	DefaultHTTPTimeout          = 10 * time.Second
 )
 
+// Validate returns nil when l is usable, or every problem of it (each
+// wrapping ErrInvalidLimits). A Runtime refuses to load a module under
+// limits that fail it.
+func (l Limits) Validate() error {
+	_, err := l.normalize()
+	return err
+}
+
 // normalize returns l with defaults filled in, or all its problems joined.
 func (l Limits) normalize() (Limits, error) {
 	var errs []error

@@ -29,7 +29,9 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// KV backs the key-value host functions of tenants whose Limits.KV is
-	// on. Default: a new [MemoryKV].
+	// on. A host gives it [StoreKV] of its store, so that plugins' values
+	// are kept where its ledgers are. Default: a new [MemoryKV], for the
+	// life of the Runtime.
 	KV KV
 	// CompileWorkers is the number of goroutines compiling one module.
 	// Default: 0, which means GOMAXPROCS.

@@ -41,6 +41,12 @@ type modelFlags struct {
 	leaseTTL time.Duration
 	plugins  string
 	modelSet bool // --model or AGENTIC_MODEL named the model
+
+	// The sandbox of the --plugins.
+	pluginKV      bool
+	pluginHosts   pluginList
+	pluginPrivate bool
+	pluginConfig  pluginList
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
@@ -66,6 +72,10 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
 	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
 	fs.StringVar(&m.plugins, "plugins", "", "offer the tools of the Wasm plugins in `DIR` (NAME.wasm, with NAME.json for plain Extism modules), reloaded as the files change")
+	fs.BoolVar(&m.pluginKV, "plugin-kv", false, "give the --plugins their key-value store, kept in --storage")
+	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
+	fs.BoolVar(&m.pluginPrivate, "plugin-allow-private", false, "let the --plugins reach loopback and private addresses")
+	fs.Var(&m.pluginConfig, "plugin-config", "configuration `PLUGIN:KEY=VALUE` of one of the --plugins (repeatable)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -101,7 +111,12 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if m.plugins != "" {
-		toolset, stop, err := watchPlugins(m.plugins, logger)
+		sandbox, err := m.pluginSandbox(store)
+		if err != nil {
+			cleanup()
+			return nil, nil, fail(2, "%v", err)
+		}
+		toolset, stop, err := watchPlugins(m.plugins, logger, sandbox)
 		if err != nil {
 			cleanup()
 			return nil, nil, fail(2, "--plugins %s: %v", m.plugins, err)
@@ -109,6 +124,10 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		agent.Toolsets = append(agent.Toolsets, toolset)
 		prev := cleanup
 		cleanup = func() { stop(); prev() }
+	}
+	if m.plugins == "" && (m.pluginKV || len(m.pluginHosts) > 0 || m.pluginPrivate || len(m.pluginConfig) > 0) {
+		cleanup()
+		return nil, nil, fail(2, "the --plugin-* flags need --plugins DIR")
 	}
 	if m.compact <= 0 || m.compact > 1 {
 		cleanup()

@@ -2,10 +2,15 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/plugins/plugintest"
@@ -165,4 +170,58 @@ func goPDKExample(t *testing.T, dir, name string) []byte {
 		t.Fatal(err)
 	}
 	return wasm
+}
+
+// TestChatPluginSandbox: the --plugin-* flags open the sandbox of the
+// --plugins: publish_post reaches the blog it is configured for and keeps
+// its idempotency record in the key-value store, in the --storage
+// directory.
+func TestChatPluginSandbox(t *testing.T) {
+	var posts atomic.Int64
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"post-1","url":"https://blog.example/p/1"}`)
+	}))
+	defer blog.Close()
+	u, _ := url.Parse(blog.URL)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "publish_post.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/publish_post"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := t.TempDir()
+	sandbox := []string{"--plugin-allow-host", u.Host, "--plugin-allow-private", "--plugin-config", "publish_post:endpoint=" + blog.URL + "/api/posts"}
+	chat := func(session string, extra ...string) (int, string, string) {
+		args := append([]string{"chat", "--offline", "--plugins", dir, "--storage", "file:" + storeDir, "--session", session}, sandbox...)
+		args = append(args, extra...)
+		return run(t, "", append(args, `publish_post title="Hello" body="First"`)...)
+	}
+
+	code, out, errOut := chat("p1", "--plugin-kv")
+	if code != 0 || !strings.Contains(out, `"status":"published"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the blog got %d posts, want 1", n)
+	}
+	if files, _ := filepath.Glob(filepath.Join(storeDir, "kv", "*", "*")); len(files) != 1 {
+		t.Errorf("value files in the storage directory: %q, want the idempotency record", files)
+	}
+
+	// Without --plugin-kv the plugin cannot keep its record: it refuses to
+	// publish, and says why to the model.
+	code, out, errOut = chat("p2")
+	if code != 0 || !strings.Contains(out, "key-value store is not enabled") || posts.Load() != 1 {
+		t.Fatalf("without --plugin-kv: exit %d, %d posts\n%s\n%s", code, posts.Load(), out, errOut)
+	}
+
+	for _, args := range [][]string{
+		{"chat", "--storage", "memory:", "--plugin-kv", "hi"},
+		{"chat", "--storage", "memory:", "--plugins", dir, "--plugin-config", "endpoint=x", "hi"},
+		{"chat", "--storage", "memory:", "--plugins", dir, "--plugin-allow-host", "http://x", "hi"},
+	} {
+		if code, _, errOut := run(t, "", args...); code != 2 || !strings.Contains(errOut, "--plugin") {
+			t.Errorf("%q: exit %d, %q; want 2 and a reason", args, code, errOut)
+		}
+	}
 }

@@ -10,24 +10,63 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/storage"
 )
 
 // pluginTenant is the tenant of the plugins a command loads from --plugins.
 const pluginTenant = "default"
 
+// pluginSandbox is what the plugins of --plugins may do.
+type pluginSandbox struct {
+	limits plugins.Limits
+	config map[string]map[string]string // by plugin name
+	kv     plugins.KV                   // nil: the runtime's own, in memory
+}
+
+// pluginSandbox builds the sandbox of the --plugin-* flags. The key-value
+// store is kept in store when it can keep values (every built-in store
+// can).
+func (m *modelFlags) pluginSandbox(store storage.Storage) (pluginSandbox, error) {
+	sb := pluginSandbox{
+		limits: plugins.Limits{KV: m.pluginKV, AllowedHosts: m.pluginHosts, AllowPrivateNetwork: m.pluginPrivate},
+		config: map[string]map[string]string{},
+	}
+	if err := sb.limits.Validate(); err != nil {
+		return sb, fmt.Errorf("--plugin-allow-host: %v", err)
+	}
+	for _, c := range m.pluginConfig {
+		name, kv, ok := strings.Cut(c, ":")
+		k, v, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || name == "" || k == "" {
+			return sb, fmt.Errorf("--plugin-config %q: want PLUGIN:KEY=VALUE", c)
+		}
+		if sb.config[name] == nil {
+			sb.config[name] = map[string]string{}
+		}
+		sb.config[name][k] = v
+	}
+	if kv, ok := store.(storage.KV); ok && m.pluginKV {
+		sb.kv = plugins.StoreKV(kv)
+	}
+	return sb, nil
+}
+
 // watchPlugins loads the plugins of dir and keeps them reloaded as its files
 // change; their tools are the returned toolset. Compiled modules are cached
 // on disk (the user's cache directory), so a second start is fast.
-func watchPlugins(dir string, log *slog.Logger) (host.Toolset, func(), error) {
+func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (host.Toolset, func(), error) {
 	var cache string
 	if d, err := os.UserCacheDir(); err == nil {
 		cache = filepath.Join(d, "agentic-host", "wazero")
 	}
-	rt, err := plugins.NewRuntime(plugins.Options{CacheDir: cache, Logger: log})
+	rt, err := plugins.NewRuntime(plugins.Options{CacheDir: cache, Logger: log, KV: sb.kv})
 	if err != nil {
 		return nil, nil, err
 	}
-	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Limits: func(string) plugins.Limits { return sb.limits },
+		Config: func(_, module string) map[string]string { return sb.config[module] },
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := reg.Watch(ctx, pluginTenant, dir, plugins.WatchOptions{})
 	if err != nil {
