@@ -50,3 +50,13 @@ func BenchmarkLoad10k(b *testing.B) {
 	st, _ := openStore(b, b.TempDir(), false)
 	storagetest.BenchmarkLoad(b, st, 10_000)
 }
+
+// BenchmarkKV gets and sets values (a file each), without and with fsync.
+func BenchmarkKV(b *testing.B) {
+	for _, fsync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fsync=%v", fsync), func(b *testing.B) {
+			st, _ := openStore(b, b.TempDir(), fsync)
+			storagetest.BenchmarkKV(b, st)
+		})
+	}
+}

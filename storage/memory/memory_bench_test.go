@@ -41,3 +41,7 @@ func typicalStep() ledger.Event {
 func BenchmarkLoad10k(b *testing.B) {
 	storagetest.BenchmarkLoad(b, memory.New(), 10_000)
 }
+
+func BenchmarkKV(b *testing.B) {
+	storagetest.BenchmarkKV(b, memory.New())
+}

@@ -154,3 +154,9 @@ func BenchmarkLoad10k(b *testing.B) {
 	st := open(b, srv.URL(), redis.Options{})
 	storagetest.BenchmarkLoad(b, st, 10_000)
 }
+
+// BenchmarkKV gets and sets values of one namespace's hash.
+func BenchmarkKV(b *testing.B) {
+	srv := redistest.Start(b, redistest.Options{})
+	storagetest.BenchmarkKV(b, open(b, srv.URL(), redis.Options{}))
+}

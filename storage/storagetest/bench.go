@@ -51,3 +51,40 @@ func BenchmarkLoad(b *testing.B, st storage.Storage, n int) {
 		}
 	}
 }
+
+// BenchmarkKV measures what a plugin's idempotency check and record cost
+// on kv: a Get of a key, and a Set of a 200-byte value, over 1,000 keys of
+// one namespace. Every adapter's benchmarks call it, so their figures
+// compare.
+func BenchmarkKV(b *testing.B, kv storage.KV) {
+	b.Helper()
+	ctx := b.Context()
+	value := []byte(fmt.Sprintf(`{"status":"published","post_id":"post-1","url":"https://blog.example/p/1","at":"2026-11-30T12:00:00Z"}%98s`, ""))
+	const keys = 1000
+	for i := range keys {
+		if err := kv.Set(ctx, "plugins:bench", fmt.Sprintf("publish_post:call-%04d", i), value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("Get", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, ok, err := kv.Get(ctx, "plugins:bench", fmt.Sprintf("publish_post:call-%04d", i%keys)); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			i++
+		}
+	})
+	b.Run("Set", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(value)))
+		i := 0
+		for b.Loop() {
+			if err := kv.Set(ctx, "plugins:bench", fmt.Sprintf("publish_post:call-%04d", i%keys), value); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
