@@ -58,6 +58,7 @@ func TestHostile(t *testing.T) {
 		{tool: "sleep", want: []error{plugins.ErrTimeout}},
 		{tool: "memory_bomb", want: []error{plugins.ErrOutOfMemory}, contains: "512 pages"},
 		{tool: "trap", want: []error{plugins.ErrTrap}, contains: "out of bounds memory access"},
+		{tool: "var_bomb", want: []error{plugins.ErrTrap}, contains: "Variable store is full"},
 		{tool: "exit", want: []error{plugins.ErrExited}, contains: "exit code 3"},
 		{tool: "exit0", want: []error{plugins.ErrMalformedOutput}},
 		{tool: "big_output", input: `{}`, want: []error{plugins.ErrOutOfMemory, plugins.ErrOutputTooLarge}},

@@ -5,11 +5,13 @@ package main
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
 
 	"github.com/agentichost/agentic/pdk"
+	extism "github.com/extism/go-pdk"
 )
 
 type none struct{}
@@ -66,6 +68,13 @@ func init() {
 	tool("memory_bomb", pdk.Read, func(_ pdk.Call, _ none) (none, error) {
 		for {
 			sink = append(sink, make([]byte, 1<<20))
+		}
+	})
+	tool("var_bomb", pdk.Read, func(_ pdk.Call, _ none) (none, error) {
+		// Extism vars are held by the host: fill them past their limit.
+		chunk := make([]byte, 64<<10)
+		for i := 0; ; i++ {
+			extism.SetVar("v"+strconv.Itoa(i), chunk)
 		}
 	})
 	tool("trap", pdk.Read, func(_ pdk.Call, _ none) (int, error) {
