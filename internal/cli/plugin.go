@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/storage"
 )
 
 const pluginUsage = `Usage:
@@ -61,6 +62,7 @@ type pluginFlags struct {
 	allowHosts   pluginList
 	allowPrivate bool
 	kv           bool
+	storage      string
 	config       pluginList
 	cacheDir     string
 	logLevel     string
@@ -80,7 +82,8 @@ func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
 	fs.IntVar(&f.maxOutput, "max-output", plugins.DefaultMaxOutputBytes, "bound on a call's output, in `BYTES`")
 	fs.Var(&f.allowHosts, "allow-host", "allow HTTP to `HOST` (host, host:port or *.domain; repeatable; default: no HTTP)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "allow HTTP to loopback and private addresses")
-	fs.BoolVar(&f.kv, "kv", false, "enable the key-value store (in memory, for this process)")
+	fs.BoolVar(&f.kv, "kv", false, "enable the key-value store (in memory for this process, unless --storage)")
+	fs.StringVar(&f.storage, "storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), as chat --plugin-kv does")
 	fs.Var(&f.config, "config", "plugin configuration `KEY=VALUE` (repeatable)")
 	fs.StringVar(&f.cacheDir, "cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "the plugin's log lines shown on stderr from `LEVEL`: debug, info, warn, error")
@@ -162,14 +165,32 @@ func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.
 			f.cacheDir = "" // a cache is an optimisation: run without one
 		}
 	}
-	rt, err := plugins.NewRuntime(plugins.Options{
+	opts := plugins.Options{
 		CacheDir: f.cacheDir,
 		Logger:   slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
-	})
+	}
+	closeStore := func() {}
+	if f.storage != "" {
+		if !f.kv {
+			return nil, nil, fail(2, "--storage keeps the key-value store: it needs --kv")
+		}
+		store, closeFn, err := openStorage(f.storage)
+		if err != nil {
+			return nil, nil, fail(2, "%v", err)
+		}
+		kv, ok := store.(storage.KV)
+		if !ok {
+			_ = closeFn()
+			return nil, nil, fail(2, "storage %s cannot keep values", f.storage)
+		}
+		opts.KV, closeStore = plugins.StoreKV(kv), func() { _ = closeFn() }
+	}
+	rt, err := plugins.NewRuntime(opts)
 	if err != nil {
+		closeStore()
 		return nil, nil, fail(1, "%v", err)
 	}
-	closeRT := func() { _ = rt.Close(context.Background()) }
+	closeRT := func() { _ = rt.Close(context.Background()); closeStore() }
 	src, err := plugins.ReadSource(path)
 	if err != nil {
 		closeRT()

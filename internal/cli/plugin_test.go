@@ -175,7 +175,7 @@ func goPDKExample(t *testing.T, dir, name string) []byte {
 // TestChatPluginSandbox: the --plugin-* flags open the sandbox of the
 // --plugins: publish_post reaches the blog it is configured for and keeps
 // its idempotency record in the key-value store, in the --storage
-// directory.
+// directory; plugin call --kv --storage does the same from the shell.
 func TestChatPluginSandbox(t *testing.T) {
 	var posts atomic.Int64
 	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -213,6 +213,23 @@ func TestChatPluginSandbox(t *testing.T) {
 	code, out, errOut = chat("p2")
 	if code != 0 || !strings.Contains(out, "key-value store is not enabled") || posts.Load() != 1 {
 		t.Fatalf("without --plugin-kv: exit %d, %d posts\n%s\n%s", code, posts.Load(), out, errOut)
+	}
+
+	// plugin call keeps its --kv store in --storage too: the second call
+	// with the same call id, another process, finds the record.
+	wasmFile := filepath.Join(dir, "publish_post.wasm")
+	for i, want := range []string{`"status":"published"`, `"replayed":true`} {
+		code, out, errOut := run(t, "", "plugin", "call", "--kv", "--storage", "file:"+storeDir, "--allow-host", u.Host, "--allow-private",
+			"--config", "endpoint="+blog.URL+"/api/posts", "--call-id", "shell-1", wasmFile, "publish_post", `{"title":"Hi","body":"Shell"}`)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("plugin call %d: exit %d\n%s\n%s", i+1, code, out, errOut)
+		}
+	}
+	if n := posts.Load(); n != 2 {
+		t.Fatalf("the blog got %d posts, want 2 (one by chat, one by plugin call)", n)
+	}
+	if code, _, errOut := run(t, "", "plugin", "call", "--storage", "memory:", wasmFile, "publish_post", `{}`); code != 2 || !strings.Contains(errOut, "--kv") {
+		t.Errorf("--storage without --kv: exit %d, %q", code, errOut)
 	}
 
 	for _, args := range [][]string{
