@@ -32,8 +32,10 @@
 //
 // Append encodes the whole batch first (an event the codec refuses fails
 // the call, and nothing is written), then writes the record with a single
-// write(2) on the session's file, opened O_APPEND and kept open until Close;
-// with [Options.Fsync] it then fsyncs the file. When the write or the fsync
+// write(2) on the session's file, opened O_APPEND and kept open for the
+// next Appends (at most [Options.MaxOpenFiles] files at once, the least
+// recently appended closed first); with [Options.Fsync] it then fsyncs the
+// file. When the write or the fsync
 // fails, Append truncates the file back to its last committed record, so
 // that a failed Append leaves nothing visible and may be retried. Should
 // that truncation fail too, the session refuses every later Append of this

@@ -3,6 +3,7 @@ package file
 import (
 	"bufio"
 	"bytes"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,17 @@ type Options struct {
 	// Append truncates, and an error when a failed Append cannot be
 	// rolled back. Default slog.Default(), as it is when Open is called.
 	Logger *slog.Logger
+	// MaxOpenFiles bounds the session files kept open between Appends:
+	// beyond it, the files of the sessions appended to least recently are
+	// closed, and reopened by their next Append (an open and a stat; what
+	// the store knows of the file is kept). A host with many sessions
+	// thus never runs out of file descriptors. Default 0, which means
+	// [DefaultMaxOpenFiles]; -1 means no bound.
+	MaxOpenFiles int
 }
+
+// DefaultMaxOpenFiles is the default of Options.MaxOpenFiles.
+const DefaultMaxOpenFiles = 256
 
 // Store keeps session ledgers in JSON Lines files in one directory. It is
 // safe for concurrent use. The zero value is not usable; call [Open].
@@ -78,6 +89,14 @@ type Store struct {
 	mu       sync.Mutex // guards closed and the map (not the sessions)
 	closed   bool
 	sessions map[string]*session
+
+	// open lists the sessions whose file is open, most recently appended
+	// first, for closing the least recent beyond maxOpen. openMu guards it
+	// and the sessions' elem; it is never held while waiting for a
+	// session's mu.
+	maxOpen int
+	openMu  sync.Mutex
+	open    *list.List
 }
 
 // session is the Store's state for one session file. Its fields are
@@ -98,6 +117,9 @@ type session struct {
 	// broken, once set, fails every later Append: a failed Append could
 	// not be rolled back, and the file's end is unknown.
 	broken error
+	// elem is the session's place in Store.open while f is open (guarded
+	// by Store.openMu).
+	elem *list.Element
 }
 
 // Open returns a Store over the session files in dir, creating dir (mode
@@ -110,6 +132,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	switch {
+	case opts.MaxOpenFiles == 0:
+		opts.MaxOpenFiles = DefaultMaxOpenFiles
+	case opts.MaxOpenFiles < -1:
+		return nil, fmt.Errorf("file: open: MaxOpenFiles %d is below -1", opts.MaxOpenFiles)
 	}
 	// The directories MkdirAll is about to create, deepest first.
 	var created []string
@@ -143,6 +171,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		fsync:    opts.Fsync,
 		log:      opts.Logger,
 		sessions: make(map[string]*session),
+		maxOpen:  opts.MaxOpenFiles,
+		open:     list.New(),
 	}, nil
 }
 
@@ -207,7 +237,50 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
 	}
 	s.size += int64(len(rec))
+	st.touch(s)
 	return nil
+}
+
+// touch marks s, whose file is open, as the most recently appended to, and
+// closes the files of the least recent sessions beyond maxOpen. s.mu is
+// held. A session busy elsewhere (its mu held) is passed over rather than
+// waited for: no lock order to get wrong, and its file is closed by a later
+// touch.
+func (st *Store) touch(s *session) {
+	if st.maxOpen < 0 {
+		return
+	}
+	st.openMu.Lock()
+	if s.elem == nil {
+		s.elem = st.open.PushFront(s)
+	} else {
+		st.open.MoveToFront(s.elem)
+	}
+	var victims []*session
+	for e := st.open.Back(); e != nil && st.open.Len()-len(victims) > st.maxOpen; e = e.Prev() {
+		if v := e.Value.(*session); v != s {
+			victims = append(victims, v)
+		}
+	}
+	st.openMu.Unlock()
+	for _, v := range victims {
+		if !v.mu.TryLock() {
+			continue
+		}
+		if v.f != nil {
+			if err := v.f.Close(); err != nil {
+				st.log.Warn("file: closing an idle session file", "path", v.f.Name(), "error", err)
+			}
+			v.f = nil
+		}
+		st.openMu.Lock()
+		if v.elem != nil {
+			st.open.Remove(v.elem)
+			v.elem = nil
+		}
+		st.openMu.Unlock()
+		v.mu.Unlock()
+	}
 }
 
 // openForAppend opens the session's file for appending, creating it if

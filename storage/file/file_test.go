@@ -36,6 +36,19 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceOneOpenFile runs the suite with one session file open at
+// a time: every Append to another session closes the last one's file.
+func TestConformanceOneOpenFile(t *testing.T) {
+	storagetest.Run(t, func(t *testing.T) storage.Storage {
+		st, err := file.Open(t.TempDir(), file.Options{MaxOpenFiles: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	})
+}
+
 func TestFraming(t *testing.T) {
 	dir := t.TempDir()
 	st, _ := openStore(t, dir, false)
