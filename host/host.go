@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +64,11 @@ type Options struct {
 	// Agent is the agent sessions run unless a send names another.
 	// Agent.Model is required.
 	Agent Agent
+	// Validators are the deliverable validators tasks may name
+	// (TaskSpec.ValidatorName): a task's run records the name, so that a
+	// host resuming the run after a restart checks its submissions with
+	// the same validator. Default: none.
+	Validators map[string]Validator
 	// ToolTimeout bounds a tool call whose spec sets no Timeout. Default:
 	// 0, which means 60s; -1 disables the bound.
 	ToolTimeout time.Duration
@@ -111,6 +118,7 @@ type Host struct {
 	log         *slog.Logger
 	retry       provider.RetryPolicy
 	hostID      string
+	validators  map[string]Validator
 	auto        *AutoResume
 	compaction  *Compaction
 	leaser      storage.Leaser  // nil: one host per store
@@ -142,6 +150,11 @@ func New(opts Options) (*Host, error) {
 	}
 	if opts.LeaseTTL < 0 || (opts.LeaseTTL > 0 && opts.LeaseTTL < 30*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("host: Options.LeaseTTL %s is below 30ms", opts.LeaseTTL))
+	}
+	for name, v := range opts.Validators {
+		if name == "" || strings.HasPrefix(name, "!") || v == nil {
+			errs = append(errs, fmt.Errorf("host: Options.Validators[%q]: want a name not starting with \"!\" and a validator", name))
+		}
 	}
 	if opts.ToolTimeout < -1 {
 		errs = append(errs, fmt.Errorf("host: Options.ToolTimeout %s is negative (use -1 to disable)", opts.ToolTimeout))
@@ -183,6 +196,7 @@ func New(opts Options) (*Host, error) {
 		log:         opts.Logger,
 		retry:       opts.Retry,
 		hostID:      opts.HostID,
+		validators:  maps.Clone(opts.Validators),
 		auto:        auto,
 		sessions:    map[string]*sessionState{},
 		sweep:       make(chan struct{}),

@@ -48,7 +48,15 @@ func (r *run) startEvent(inputs []string, now time.Time) ledger.Event {
 	r.responseID = ledger.NewID("resp")
 	return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: r.runID,
 		RunStart: &ledger.RunStart{Inputs: inputs, ResponseID: r.responseID, Agent: r.agent.Name,
-			Model: r.agent.Model, MaxSteps: r.agent.MaxSteps}}
+			Model: r.agent.Model, MaxSteps: r.agent.MaxSteps, Task: r.taskRecord()}}
+}
+
+// taskRecord returns the task the run works on, nil for an ordinary run.
+func (r *run) taskRecord() *ledger.TaskRun {
+	if r.hooks == nil {
+		return nil
+	}
+	return r.hooks.task
 }
 
 func (r *run) newEvent(kind ledger.Kind) ledger.Event {
@@ -367,6 +375,12 @@ type runHooks struct {
 	// and the run goes on; a non-empty fail ends the run failed with that
 	// reason; both empty let the run complete.
 	turnEnd func() (poke, fail string)
+	// task, when set, is recorded in the run's run-start: the run is a
+	// task's, and a host resuming it rebuilds these hooks from it.
+	task *ledger.TaskRun
+	// deliverable returns what a run that completes delivers, recorded in
+	// its run-end.
+	deliverable func() json.RawMessage
 }
 
 // advance moves the run to its next pass, streaming into the item next.
@@ -529,6 +543,9 @@ func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, s
 		// Messages the last pass had folded in, if it left no step,
 		// are answered by this end.
 		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Inputs: r.unrecordedFolds()}
+		if status == ledger.RunCompleted && r.hooks != nil && r.hooks.deliverable != nil {
+			e.RunEnd.Deliverable = r.hooks.deliverable()
+		}
 		storeErr = r.appendLocked(ctx, e)
 	}
 	var waiters []*waiter

@@ -482,6 +482,18 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 
 	ir := Interrupted{SessionID: id, RunID: r.runID, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt}
 	action := decide(ir)
+	if view.Task != nil && (action == ActionResume || action == ActionRestart) {
+		// A task's run goes on as the task: its tools, hooks and state
+		// rebuilt from the ledger, or it fails saying why it cannot.
+		t, err := h.resumeTask(ctx, view, action == ActionResume)
+		if err != nil {
+			r.responseID = view.ResponseID
+			res, err := r.end(ctx, ledger.RunFailed, err.Error(), nil)
+			res.MessageID = messageID
+			return res, err
+		}
+		r.hooks, r.agent = t.hooks(), t.agentFor(agent)
+	}
 	switch action {
 	case outcomeGaveUp:
 		return RunResult{RunID: r.runID, MessageID: messageID, Status: ledger.RunInterrupted,
@@ -534,8 +546,20 @@ func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Ru
 		return r.loop(ctx) // died in its first pass
 	}
 	if len(last.ToolCalls) == 0 {
-		// The final pass was recorded; only the end was not.
-		return r.end(ctx, ledger.RunCompleted, "", nil)
+		if r.taskRecord() == nil {
+			// The final pass was recorded; only the end was not.
+			return r.end(ctx, ledger.RunCompleted, "", nil)
+		}
+		// A task's model stopped without a terminal tool. Its pass
+		// recorded what the task decided: a poke (the run goes on) or
+		// the end, which only a failure can be.
+		if last.NextResponseID != "" && last.Index+1 < r.agent.MaxSteps {
+			r.step = last.Index + 1
+			r.responseID = last.NextResponseID
+			r.resetLive(r.responseID)
+			return r.loop(ctx)
+		}
+		return r.end(ctx, ledger.RunFailed, "the model stopped without submitting", nil)
 	}
 	answered := map[string]bool{}
 	for _, res := range view.Results {
@@ -572,6 +596,11 @@ func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Ru
 	if ctx.Err() != nil {
 		status, reason := doneStatus(ctx)
 		return r.end(ctx, status, reason, nil)
+	}
+	if r.hooks != nil && r.hooks.afterTools != nil {
+		if stop, status, reason := r.hooks.afterTools(); stop {
+			return r.end(ctx, status, reason, nil)
+		}
 	}
 	if last.NextResponseID == "" {
 		return r.end(ctx, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil)

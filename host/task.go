@@ -57,8 +57,8 @@ type Deliverable struct {
 	// (with Schema's "$defs" and "definitions" moved to the root, so that
 	// its "#/$defs/…" references still resolve), and the deliverable is
 	// the "value" argument; problems then point under "/value". Required,
-	// unless TaskSpec.Validator is set; then the default is {}, any JSON
-	// value.
+	// unless TaskSpec.Validator or ValidatorName is set; then the default
+	// is {}, any JSON value.
 	Schema json.RawMessage
 }
 
@@ -86,9 +86,17 @@ type TaskSpec struct {
 	// Default: 0, which means 3; -1 disables pokes (the first such turn
 	// end fails the task).
 	MaxPokes int
-	// Validator checks submissions. Default: nil, which means
+	// Validator checks submissions. Default: nil, which means the host's
+	// Options.Validators[ValidatorName] when ValidatorName is set, else
 	// [SchemaValidator] of Deliverable.Schema.
 	Validator Validator
+	// ValidatorName names the validator in the ledger, so that a host
+	// that resumes the task's run after a restart (the process died)
+	// checks submissions with Options.Validators[ValidatorName]. A task
+	// with a Validator and no ValidatorName cannot be checked after a
+	// restart: its resumed run fails, saying so. Default: "", the
+	// schema's own validator.
+	ValidatorName string
 }
 
 // OutcomeStatus is how a task ended.
@@ -141,9 +149,12 @@ type Outcome struct {
 // in the Outcome: a spec that is invalid (a schema that does not compile, a
 // tool name taken) fails before any model call; a done ctx cancels it.
 //
-// A task's run is steered by hooks that live in this call only: a durable
-// task whose run was interrupted (the process died) is resumed by
-// [Host.Resume] as an ordinary run, without the task's tools.
+// A durable task's run records the task (its deliverable, schema,
+// validator name and poke bound) in its run-start event: a host that
+// resumes the run after the process died ([Host.Resume], the auto-resume
+// sweep) gives the model the task's tools again, keeps the pokes already
+// spent and a submission already accepted, and ends the run as the task
+// would; [Session.TaskOutcome] then reads the outcome from the ledger.
 func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -179,8 +190,7 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		defer eh.Close()
 		target = eh
 	}
-	hooks := &runHooks{afterTools: t.afterTools, turnEnd: t.turnEnd}
-	res, err := target.Session(t.sessionID).send(ctx, spec.Prompt, SendOptions{Agent: &agent}, hooks)
+	res, err := target.Session(t.sessionID).send(ctx, spec.Prompt, SendOptions{Agent: &agent}, t.hooks())
 	out.RunID, out.Usage, out.Cost = res.RunID, res.Usage, res.Cost
 
 	t.mu.Lock()
@@ -226,6 +236,7 @@ func (h *Host) ephemeral() (*Host, error) {
 // taskState is one task's progress, shared by its tools and hooks.
 type taskState struct {
 	sessionID string
+	record    *ledger.TaskRun // what the run-start records
 	validator Validator
 	wrapped   bool // the deliverable is the "value" argument
 	maxPokes  int  // 0: none
@@ -286,10 +297,9 @@ func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
 		}
 	}
 	schema := spec.Deliverable.Schema
-	if len(schema) == 0 && spec.Validator != nil {
+	if len(schema) == 0 && (spec.Validator != nil || spec.ValidatorName != "") {
 		schema = json.RawMessage(`{}`)
 	}
-	var params json.RawMessage
 	switch {
 	case len(schema) == 0:
 		errs = append(errs, errors.New("task: Deliverable.Schema is required"))
@@ -297,7 +307,13 @@ func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
 		errs = append(errs, errors.New("task: Deliverable.Schema is not valid JSON"))
 	default:
 		t.validator = spec.Validator
-		if t.validator == nil {
+		if t.validator == nil && spec.ValidatorName != "" {
+			t.validator = h.validators[spec.ValidatorName]
+			if t.validator == nil {
+				errs = append(errs, fmt.Errorf("task: TaskSpec.ValidatorName %q is not in the host's Options.Validators", spec.ValidatorName))
+			}
+		}
+		if t.validator == nil && spec.ValidatorName == "" {
 			v, err := SchemaValidator(schema)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("task: %w", err))
@@ -305,7 +321,7 @@ func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
 			t.validator = v
 		}
 		var err error
-		params, t.wrapped, err = submitParameters(schema)
+		_, t.wrapped, err = submitParameters(schema)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("task: Deliverable.Schema: %w", err))
 		}
@@ -313,13 +329,28 @@ func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
 	if err := errors.Join(errs...); err != nil {
 		return t, agent, err
 	}
+	validatorName := spec.ValidatorName
+	if spec.Validator != nil && validatorName == "" {
+		validatorName = unnamedValidator
+	}
+	t.record = &ledger.TaskRun{Deliverable: spec.Deliverable.Name, Description: spec.Deliverable.Description,
+		Schema: schema, Validator: validatorName, MaxPokes: t.maxPokes}
+	return t, t.agentFor(agent), nil
+}
 
-	name := spec.Deliverable.Name
+// unnamedValidator is recorded for a task whose Validator has no name: a
+// host resuming its run cannot find it.
+const unnamedValidator = "!unnamed"
+
+// agentFor returns agent with the task's tools and instructions added.
+func (t *taskState) agentFor(agent Agent) Agent {
+	params, _, _ := submitParameters(t.record.Schema)
+	name := t.record.Deliverable
 	if name == "" {
 		name = "deliverable"
 	}
 	what := name
-	if d := strings.TrimSpace(spec.Deliverable.Description); d != "" {
+	if d := strings.TrimSpace(t.record.Description); d != "" {
 		what += " (" + d + ")"
 	}
 	argument := "Its arguments are the " + name + " itself."
@@ -346,7 +377,94 @@ func (h *Host) prepareTask(spec TaskSpec) (*taskState, Agent, error) {
 	} else {
 		agent.System = note
 	}
-	return t, agent, nil
+	return agent
+}
+
+// hooks returns the hooks that steer the task's run.
+func (t *taskState) hooks() *runHooks {
+	return &runHooks{afterTools: t.afterTools, turnEnd: t.turnEnd, task: t.record, deliverable: t.deliverable}
+}
+
+// deliverable returns the accepted deliverable, nil before one.
+func (t *taskState) deliverable() json.RawMessage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.submitted {
+		return nil
+	}
+	return t.value
+}
+
+// resumeTask rebuilds the state of a task's run from the ledger, for a host
+// that resumes the run after a restart: the validator the run names, the
+// pokes already sent, and a terminal tool call (submit or cancel) already
+// answered, which stands. carryOn false starts the task afresh (a restart
+// from scratch).
+func (h *Host) resumeTask(ctx context.Context, view ledger.Run, carryOn bool) (*taskState, error) {
+	rec := view.Task
+	t := &taskState{record: rec, maxPokes: rec.MaxPokes}
+	switch name := rec.Validator; {
+	case name == "":
+		v, err := SchemaValidator(rec.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("task: %w", err)
+		}
+		t.validator = v
+	case name == unnamedValidator:
+		return nil, errors.New("task: its validator has no name (TaskSpec.ValidatorName), so the host that resumed the run cannot check its submissions")
+	default:
+		t.validator = h.validators[name]
+		if t.validator == nil {
+			return nil, fmt.Errorf("task: its validator %q is not in this host's Options.Validators", name)
+		}
+	}
+	var err error
+	if _, t.wrapped, err = submitParameters(rec.Schema); err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	if !carryOn {
+		return t, nil
+	}
+	t.pokes, t.stops = view.Pokes, view.Pokes
+	calls := map[string]ledger.ToolCall{}
+	for _, s := range view.Steps {
+		for _, c := range s.ToolCalls {
+			calls[c.ID] = c
+		}
+	}
+	for _, res := range view.Results {
+		if res.IsError || res.Synthetic {
+			continue
+		}
+		c := calls[res.CallID]
+		switch res.Name {
+		case SubmitToolName:
+			// Accepted before the restart: validate it again for the value
+			// the validator makes of it.
+			deliverable := json.RawMessage(c.Arguments)
+			if t.wrapped {
+				var args map[string]json.RawMessage
+				if json.Unmarshal(deliverable, &args) == nil && args["value"] != nil {
+					deliverable = args["value"]
+				}
+			}
+			value, problems, err := t.validate(ctx, deliverable)
+			if err != nil || len(problems) > 0 || value == nil {
+				value = deliverable
+			}
+			t.done, t.submitted, t.value = true, true, value
+		case CancelToolName:
+			var in struct {
+				Reason string `json:"reason"`
+			}
+			_ = json.Unmarshal([]byte(c.Arguments), &in)
+			t.done, t.cancelled, t.reason = true, true, strings.TrimSpace(in.Reason)
+		}
+		if t.done {
+			break
+		}
+	}
+	return t, nil
 }
 
 // submitParameters returns the submit_deliverable tool's parameters for a
@@ -506,4 +624,51 @@ func (t *taskState) turnEnd() (poke, fail string) {
 		times = "time"
 	}
 	return "", fmt.Sprintf("the model stopped %d %s without submitting", t.stops, times)
+}
+
+// TaskOutcome reads the outcome of the session's task run runID from the
+// ledger, or of its latest task run when runID is empty: what [Host.Task]
+// returned, or would have, for a task whose process died and whose run
+// another host (or a later process) resumed. ok is false when there is no
+// such task run, or when it has not ended yet (it runs, or waits to be
+// resumed).
+func (s *Session) TaskOutcome(ctx context.Context, runID string) (out Outcome, ok bool, err error) {
+	events, _, live := s.h.snapshotLive(s.id)
+	if !live {
+		if events, err = s.h.store.Load(ctx, s.id); err != nil {
+			return Outcome{}, false, err
+		}
+	}
+	out, ok = OutcomeOf(events, runID)
+	out.SessionID = s.id
+	return out, ok, nil
+}
+
+// OutcomeOf is [Session.TaskOutcome] over a session's events.
+func OutcomeOf(events []ledger.Event, runID string) (Outcome, bool) {
+	if runID == "" {
+		for _, e := range events {
+			if e.RunStart != nil && e.RunStart.Task != nil {
+				runID = e.RunID
+			}
+		}
+	}
+	view, found := ledger.ProjectRun(events, runID)
+	if !found || view.Task == nil || !view.Ended {
+		return Outcome{RunID: runID}, false
+	}
+	out := Outcome{RunID: runID, Usage: view.Usage, Cost: view.Cost}
+	switch view.Status {
+	case ledger.RunCompleted:
+		if view.Deliverable != nil {
+			out.Status, out.Value = OutcomeSubmitted, view.Deliverable
+		} else {
+			out.Status, out.Reason = OutcomeFailed, "task: the run ended without a deliverable"
+		}
+	case ledger.RunCancelled, ledger.RunTimedOut:
+		out.Status, out.Reason = OutcomeCancelled, strings.TrimPrefix(view.Reason, CancelToolName+": ")
+	default:
+		out.Status, out.Reason = OutcomeFailed, view.Reason
+	}
+	return out, true
 }

@@ -155,11 +155,21 @@ func normalize(e *Event) {
 	if a := e.ApprovalRequest; a != nil {
 		a.Input = compactJSON(a.Input)
 	}
-	if r := e.RunStart; r != nil && len(r.Inputs) == 0 {
-		r.Inputs = nil
+	if r := e.RunStart; r != nil {
+		if len(r.Inputs) == 0 {
+			r.Inputs = nil
+		}
+		if r.Task != nil {
+			t := *r.Task
+			t.Schema = compactJSON(t.Schema)
+			r.Task = &t
+		}
 	}
-	if r := e.RunEnd; r != nil && len(r.Inputs) == 0 {
-		r.Inputs = nil
+	if r := e.RunEnd; r != nil {
+		if len(r.Inputs) == 0 {
+			r.Inputs = nil
+		}
+		r.Deliverable = compactJSON(r.Deliverable)
 	}
 }
 
@@ -248,6 +258,14 @@ func Validate(e Event) error {
 		if e.RunStart.ResponseID == "" {
 			return bad("run_start.response_id", "missing")
 		}
+		if t := e.RunStart.Task; t != nil {
+			if len(t.Schema) == 0 || !json.Valid(t.Schema) {
+				return bad("run_start.task.schema", "missing or not valid JSON")
+			}
+			if t.MaxPokes < 0 {
+				return bad("run_start.task.max_pokes", "negative")
+			}
+		}
 	case KindStep:
 		s := e.Step
 		if s.ResponseID == "" {
@@ -311,6 +329,9 @@ func Validate(e Event) error {
 		case RunCompleted, RunCancelled, RunFailed, RunTimedOut, RunInterrupted:
 		default:
 			return bad("run_end.status", "unknown status %q", e.RunEnd.Status)
+		}
+		if d := e.RunEnd.Deliverable; len(d) > 0 && !json.Valid(d) {
+			return bad("run_end.deliverable", "not valid JSON")
 		}
 	case KindResumeAttempt:
 		if e.ResumeAttempt.Attempt < 1 {

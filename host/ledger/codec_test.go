@@ -32,7 +32,8 @@ func fullEvents() []Event {
 
 	rs := ev("ev_rs", KindRunStart, "run_1")
 	rs.RunStart = &RunStart{Inputs: []string{"msg_1", "msg_2"}, ResponseID: "resp_1", Agent: "coder",
-		Model: "openai/gpt-5", MaxSteps: 25}
+		Model: "openai/gpt-5", MaxSteps: 25, Task: &TaskRun{Deliverable: "report", Description: "a <short> report",
+			Schema: json.RawMessage(`{"type":"object","required":["title"]}`), Validator: "house-style", MaxPokes: 2}}
 
 	st := ev("ev_st", KindStep, "run_1")
 	st.Step = &Step{ResponseID: "resp_1", NextResponseID: "resp_2", Index: 3, Inputs: []string{"msg_q1"}, Text: "Let me check <that> & more.",
@@ -63,7 +64,8 @@ func fullEvents() []Event {
 	po.Poke = &Poke{Text: "please finish the task"}
 
 	re := ev("ev_re", KindRunEnd, "run_1")
-	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", Inputs: []string{"msg_q2"}, RestartedBy: "run_2"}
+	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", Inputs: []string{"msg_q2"}, RestartedBy: "run_2",
+		Deliverable: json.RawMessage(`{"title":"<&>"}`)}
 
 	ra := ev("ev_ra", KindResumeAttempt, "run_1")
 	ra.ResumeAttempt = &ResumeAttempt{Attempt: 2, Host: "host-b"}

@@ -132,6 +132,26 @@ type RunStart struct {
 	Model string `json:"model,omitempty"`
 	// MaxSteps bounds the number of model passes of the run.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// Task marks the run of a task: a host that resumes the run after a
+	// restart steers it as that task.
+	Task *TaskRun `json:"task,omitempty"`
+}
+
+// TaskRun is what a task's run needs to go on after a restart: what it
+// must deliver, and how a submission is checked.
+type TaskRun struct {
+	// Deliverable names what the task must produce.
+	Deliverable string `json:"deliverable,omitempty"`
+	// Description describes it.
+	Description string `json:"description,omitempty"`
+	// Schema is the deliverable's JSON Schema. Required.
+	Schema json.RawMessage `json:"schema"`
+	// Validator names the validator, registered with the host, that
+	// checks submissions; empty means the schema's own.
+	Validator string `json:"validator,omitempty"`
+	// MaxPokes bounds the pokes sent to a model that stops without
+	// submitting (0: none).
+	MaxPokes int `json:"max_pokes,omitempty"`
 }
 
 // ToolCall is a model's request to run a tool.
@@ -316,6 +336,9 @@ type RunEnd struct {
 	// scratch. The model no longer sees this run's passes and tool
 	// results; the transcript still shows them, as failed.
 	RestartedBy string `json:"restarted_by,omitempty"`
+	// Deliverable is the validated deliverable of a task run that ended
+	// with an accepted submission.
+	Deliverable json.RawMessage `json:"deliverable,omitempty"`
 }
 
 // ResumeAttempt records that a host set out to resume an interrupted run,

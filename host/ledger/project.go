@@ -494,6 +494,13 @@ type Run struct {
 	ResumeAttempts int
 	// Started and Ended times.
 	StartedAt, EndedAt time.Time
+	// Task is the task the run works on, if it is a task's run.
+	Task *TaskRun
+	// Pokes counts the pokes the run sent to its model.
+	Pokes int
+	// Deliverable is the validated deliverable of a task run that ended
+	// with an accepted submission.
+	Deliverable json.RawMessage
 }
 
 // ProjectRun builds the view of one run from a session's events. ok is
@@ -510,6 +517,7 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 			run.Inputs = append([]string(nil), e.RunStart.Inputs...)
 			run.ResponseID = e.RunStart.ResponseID
 			run.StartedAt = e.Time
+			run.Task = e.RunStart.Task
 		case KindStep:
 			s := *e.Step
 			replaced := false
@@ -530,11 +538,14 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 			run.Results = append(run.Results, *e.ToolResult)
 		case KindResumeAttempt:
 			run.ResumeAttempts = max(run.ResumeAttempts, e.ResumeAttempt.Attempt)
+		case KindPoke:
+			run.Pokes++
 		case KindRunEnd:
 			if !run.Ended {
 				run.Ended = true
 				run.Status, run.Reason = e.RunEnd.Status, e.RunEnd.Reason
 				run.EndedAt = e.Time
+				run.Deliverable = e.RunEnd.Deliverable
 			}
 		}
 	}

@@ -47,6 +47,10 @@ type modelFlags struct {
 	pluginHosts   pluginList
 	pluginPrivate bool
 	pluginConfig  pluginList
+
+	// validators are registered with the host (Options.Validators); the
+	// task command sets them.
+	validators map[string]host.Validator
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
@@ -134,7 +138,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)
 	}
 	opts := host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
-		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL}
+		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
 	}

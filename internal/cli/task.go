@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -45,14 +46,18 @@ func task(ctx context.Context, args []string, env Env) error {
 	description := fs.String("description", "", "what the deliverable is, as the model is told")
 	validatorFlag := fs.String("validator", "", "check the deliverable with the validator of a Wasm plugin: `FILE.wasm[:NAME]` (NAME may be left out when the plugin has one validator); the schema still shapes submit_deliverable")
 	maxPokes := fs.Int("max-pokes", host.DefaultMaxPokes, "nudges for a model that stops without submitting (-1: none)")
+	resume := fs.Bool("resume", false, "resume the interrupted task of --session (its process died), or read the outcome of its last task, and print it (give the same --validator)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: agentic-host task --prompt TEXT --schema FILE.json [--validator PLUGIN.wasm[:NAME]] [flags]
+       agentic-host task --resume --session ID [--validator PLUGIN.wasm[:NAME]] [flags]
 
 Run a task: the model works until it calls submit_deliverable with a value
 valid against the schema (or cancel_task). The outcome is printed as JSON:
 {"status", "value", "reason", "usage", "cost", "session_id", "run_id"}.
 Exit status: 0 submitted, 1 failed, 3 cancelled, 2 usage error.
-Without --session, the task runs in a new session "task-<id>".
+Without --session, the task runs in a new session "task-<id>". A task whose
+process died goes on with --resume (or under chat --auto-resume), as the
+same task; --resume then prints its outcome.
 
 Flags:
 `)
@@ -64,6 +69,34 @@ Flags:
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fail(2, "unexpected arguments %q: the task goes in --prompt", fs.Args())
+	}
+	session := ""
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "session" {
+			session = m.session
+		}
+	})
+	var (
+		validator     host.Validator
+		validatorName string
+	)
+	if *validatorFlag != "" {
+		v, closeV, err := loadValidator(*validatorFlag, env)
+		if err != nil {
+			return fail(2, "--validator: %v", err)
+		}
+		defer closeV()
+		// Named after the flag, so that --resume with the same flag finds
+		// it again.
+		validator, validatorName = v, *validatorFlag
+		m.validators = map[string]host.Validator{validatorName: v}
+	}
+	if *resume {
+		if session == "" || *prompt != "" || *schemaFile != "" {
+			fs.Usage()
+			return fail(2, "--resume needs --session, and takes no --prompt or --schema (the ledger has them)")
+		}
+		return resumeTask(ctx, m, session, env)
 	}
 	if *prompt == "" || *schemaFile == "" {
 		fs.Usage()
@@ -79,21 +112,6 @@ Flags:
 	if _, err := host.SchemaValidator(schema); err != nil {
 		return fail(2, "--schema: %v", err)
 	}
-	session := ""
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "session" {
-			session = m.session
-		}
-	})
-	var validator host.Validator
-	if *validatorFlag != "" {
-		v, closeV, err := loadValidator(*validatorFlag, env)
-		if err != nil {
-			return fail(2, "--validator: %v", err)
-		}
-		defer closeV()
-		validator = v
-	}
 	h, cleanup, err := m.setup(env)
 	if err != nil {
 		return err
@@ -104,13 +122,43 @@ Flags:
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out := h.Task(ctx, host.TaskSpec{
-		Prompt:      *prompt,
-		Deliverable: host.Deliverable{Name: *name, Description: *description, Schema: schema},
-		Durable:     true,
-		SessionID:   session,
-		MaxPokes:    *maxPokes,
-		Validator:   validator,
+		Prompt:        *prompt,
+		Deliverable:   host.Deliverable{Name: *name, Description: *description, Schema: schema},
+		Durable:       true,
+		SessionID:     session,
+		MaxPokes:      *maxPokes,
+		Validator:     validator,
+		ValidatorName: validatorName,
 	})
+	return printOutcome(out, env)
+}
+
+// resumeTask resumes the session's interrupted task run, if it has one, and
+// prints the outcome of its last task run.
+func resumeTask(ctx context.Context, m modelFlags, session string, env Env) error {
+	h, cleanup, err := m.setup(env)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := h.Resume(ctx, session); err != nil && !errors.Is(err, host.ErrNothingToResume) {
+		return fail(1, "resuming session %s: %v", session, err)
+	}
+	out, ok, err := h.Session(session).TaskOutcome(ctx, "")
+	if err != nil {
+		return fail(1, "reading session %s: %v", session, err)
+	}
+	if !ok {
+		return fail(1, "session %s has no task that ended (none was started there, or its run is still going on)", session)
+	}
+	return printOutcome(out, env)
+}
+
+// printOutcome prints a task's outcome as JSON and returns the exit status
+// it calls for.
+func printOutcome(out host.Outcome, env Env) error {
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")

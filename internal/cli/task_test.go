@@ -107,6 +107,8 @@ func TestTaskUsageErrors(t *testing.T) {
 		{"schema does not compile", []string{"--prompt", "x", "--schema", bad}, "does not compile"},
 		{"extra arguments", []string{"--prompt", "x", "--schema", good, "more"}, "unexpected arguments"},
 		{"bad flag", []string{"--nope"}, ""},
+		{"resume without a session", []string{"--resume"}, "--resume needs --session"},
+		{"resume with a prompt", []string{"--resume", "--session", "s", "--prompt", "x"}, "takes no --prompt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"task", "--offline", "--storage", "memory:"}, tc.args...)

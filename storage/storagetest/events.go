@@ -72,6 +72,9 @@ func EveryKind(runID string) []ledger.Event {
 				Agent:      "default",
 				Model:      "openai/gpt-4o-mini",
 				MaxSteps:   25,
+				Task: &ledger.TaskRun{Deliverable: "report", Description: "a <short> report",
+					Schema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`),
+					Validator: "house-style", MaxPokes: 3},
 			}
 		case ledger.KindStep:
 			e.Step = &ledger.Step{
@@ -139,7 +142,8 @@ func EveryKind(runID string) []ledger.Event {
 		case ledger.KindPoke:
 			e.Poke = &ledger.Poke{Text: "Please finish the task."}
 		case ledger.KindRunEnd:
-			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times", Inputs: []string{runID + "-queued2"}, RestartedBy: runID + "-next"}
+			e.RunEnd = &ledger.RunEnd{Status: ledger.RunFailed, Reason: "provider returned 502 three times", Inputs: []string{runID + "-queued2"}, RestartedBy: runID + "-next",
+				Deliverable: json.RawMessage(`{"title":"Q3 <&> report"}`)}
 		case ledger.KindResumeAttempt:
 			e.ResumeAttempt = &ledger.ResumeAttempt{Attempt: 2, Host: "host-a:8080"}
 		case ledger.KindRetry:

@@ -1,0 +1,188 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// crashTask runs a durable task on a host whose store "dies" after n
+// appends, then resumes the task's run on a fresh host over the same store
+// (configured by mutate), and returns the outcome read from the ledger.
+// crashed is false when the task finished within n appends.
+func crashTask(t *testing.T, n int32, script []fakemodel.Reply, spec host.TaskSpec, mutate ...func(*host.Options)) (out host.Outcome, crashed bool, events []ledger.Event) {
+	t.Helper()
+	base := memory.New()
+	crash := &crashAfter{Storage: base}
+	crash.n.Store(n)
+	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, append(mutate, func(o *host.Options) { o.Storage = crash })...)
+	spec.Durable, spec.SessionID = true, "task-crash"
+	first := hs.host.Task(context.Background(), spec)
+	if first.Status == host.OutcomeSubmitted {
+		return first, false, nil
+	}
+	opts := host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	opts.Storage = base
+	h2, err := host.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if _, err := h2.Resume(context.Background(), spec.SessionID); err != nil {
+		t.Fatalf("Resume after %d appends: %v", n, err)
+	}
+	out, ok, err := h2.Session(spec.SessionID).TaskOutcome(context.Background(), "")
+	if err != nil || !ok {
+		t.Fatalf("TaskOutcome after %d appends: %+v, %v, %v", n, out, ok, err)
+	}
+	events, _ = base.Load(context.Background(), spec.SessionID)
+	return out, true, events
+}
+
+// TestTaskResumedAfterCrash: a durable task whose process dies after any
+// number of appends is resumed as the task it is: the model gets the task
+// tools again, an invalid submission is still rejected, an accepted one
+// stands, and the outcome (read from the ledger) is the one an
+// uninterrupted task gets.
+func TestTaskResumedAfterCrash(t *testing.T) {
+	script := []fakemodel.Reply{
+		submit(`{"title":"a"}`),
+		submit(`{"title":"Fixed","count":2}`),
+		submit(`{"title":"Fixed","count":2}`),
+		submit(`{"title":"Fixed","count":2}`),
+	}
+	spec := host.TaskSpec{Prompt: "Write a title.", Deliverable: host.Deliverable{Name: "headline", Schema: titleSchema}}
+
+	// Uninterrupted: the run-start records the task, the run-end the
+	// deliverable, and the ledger tells the outcome Task returned.
+	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{})
+	s := spec
+	s.Durable = true
+	direct := hs.host.Task(context.Background(), s)
+	evs := hs.events(direct.SessionID)
+	if rs := evs[1].RunStart; rs == nil || rs.Task == nil || rs.Task.Deliverable != "headline" || string(rs.Task.Schema) != string(titleSchema) || rs.Task.MaxPokes != 3 {
+		t.Fatalf("run-start = %+v", evs[1].RunStart)
+	}
+	fromLedger, ok, err := hs.host.Session(direct.SessionID).TaskOutcome(context.Background(), direct.RunID)
+	if err != nil || !ok || fromLedger.Status != direct.Status || string(fromLedger.Value) != string(direct.Value) || fromLedger.Usage != direct.Usage {
+		t.Fatalf("outcome from the ledger %+v (%v, %v), Task returned %+v", fromLedger, ok, err, direct)
+	}
+
+	crashes := 0
+	for n := int32(1); ; n++ {
+		out, crashed, events := crashTask(t, n, script, spec)
+		if !crashed {
+			break
+		}
+		crashes++
+		if out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Fixed","count":2}` {
+			t.Fatalf("crash after %d appends: outcome %+v (value %s)", n, out, out.Value)
+		}
+		runs := 0
+		for _, e := range events {
+			if e.RunStart != nil {
+				runs++
+			}
+			if r := e.ToolResult; r != nil && strings.Contains(r.Output, "unknown tool") {
+				t.Errorf("crash after %d appends: the resumed run lacked the task tools: %q", n, r.Output)
+			}
+		}
+		if runs != 1 {
+			t.Errorf("crash after %d appends: %d runs, want the one resumed", n, runs)
+		}
+	}
+	if crashes < 4 {
+		t.Fatalf("only %d crash points exercised", crashes)
+	}
+}
+
+// TestTaskResumeKeepsPokes: pokes spent before the crash stay spent.
+func TestTaskResumeKeepsPokes(t *testing.T) {
+	script := []fakemodel.Reply{{Text: "thinking"}, {Text: "still thinking"}, {Text: "thinking again"}, submit(`{"title":"Late","count":1}`)}
+	spec := host.TaskSpec{Prompt: "Write a title.", MaxPokes: 1, Deliverable: host.Deliverable{Schema: titleSchema}}
+	// input + run-start, then the first pass with its poke: crash before
+	// the second pass is recorded.
+	out, crashed, events := crashTask(t, 2, script, spec)
+	if !crashed {
+		t.Fatal("no crash")
+	}
+	pokes := 0
+	for _, e := range events {
+		if e.Poke != nil {
+			pokes++
+		}
+	}
+	if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "stopped") || pokes != 1 {
+		t.Fatalf("outcome %+v with %d pokes; want failed after the one poke allowed", out, pokes)
+	}
+}
+
+// lengthValidator accepts titles of at most max bytes.
+type lengthValidator struct{ max int }
+
+func (v lengthValidator) Validate(_ context.Context, d json.RawMessage) (json.RawMessage, []string, error) {
+	var in struct {
+		Title string `json:"title"`
+	}
+	if err := json.Unmarshal(d, &in); err != nil {
+		return nil, []string{"/: " + err.Error()}, nil
+	}
+	if len(in.Title) > v.max {
+		return nil, []string{fmt.Sprintf("/title: longer than %d", v.max)}, nil
+	}
+	return json.RawMessage(fmt.Sprintf(`{"title":%q,"checked":true}`, in.Title)), nil, nil
+}
+
+// TestTaskResumeValidator: a named validator is found again on the host
+// that resumes; a missing or unnamed one fails the task, saying why.
+func TestTaskResumeValidator(t *testing.T) {
+	script := []fakemodel.Reply{submit(`{"title":"Far too long a title"}`), submit(`{"title":"Short"}`), submit(`{"title":"Short"}`)}
+	with := func(o *host.Options) { o.Validators = map[string]host.Validator{"short": lengthValidator{8}} }
+	object := host.Deliverable{Schema: json.RawMessage(`{"type":"object"}`)}
+	spec := host.TaskSpec{Prompt: "Write a title.", ValidatorName: "short", Deliverable: object}
+
+	// After the first (rejected) submission is recorded.
+	out, crashed, _ := crashTask(t, 4, script, spec, with)
+	if !crashed || out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Short","checked":true}` {
+		t.Fatalf("with the validator registered: crashed %v, outcome %+v (value %s)", crashed, out, out.Value)
+	}
+
+	// The resuming host lacks it.
+	base := memory.New()
+	crash := &crashAfter{Storage: base}
+	crash.n.Store(4)
+	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, with, func(o *host.Options) { o.Storage = crash })
+	spec.Durable, spec.SessionID = true, "task-v"
+	if first := hs.host.Task(context.Background(), spec); first.Status != host.OutcomeFailed {
+		t.Fatalf("first host: %+v", first)
+	}
+	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if _, err := h2.Resume(context.Background(), "task-v"); err != nil {
+		t.Fatal(err)
+	}
+	out, ok, err := h2.Session("task-v").TaskOutcome(context.Background(), "")
+	if err != nil || !ok || out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, `validator "short" is not in this host's Options.Validators`) {
+		t.Fatalf("without the validator: %+v, %v, %v", out, ok, err)
+	}
+
+	// A validator given without a name cannot be found again.
+	spec = host.TaskSpec{Prompt: "Write a title.", Validator: lengthValidator{8}, Deliverable: object}
+	out, crashed, _ = crashTask(t, 4, script, spec)
+	if !crashed || out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "has no name") {
+		t.Fatalf("unnamed validator: crashed %v, outcome %+v", crashed, out)
+	}
+}
