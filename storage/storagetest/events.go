@@ -73,7 +73,7 @@ func EveryKind(runID string) []ledger.Event {
 				Model:      "openai/gpt-4o-mini",
 				MaxSteps:   25,
 				Task: &ledger.TaskRun{Deliverable: "report", Description: "a <short> report",
-					Schema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`),
+					Schema:    json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`),
 					Validator: "house-style", MaxPokes: 3},
 			}
 		case ledger.KindStep:
