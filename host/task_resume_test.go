@@ -186,3 +186,44 @@ func TestTaskResumeValidator(t *testing.T) {
 		t.Fatalf("unnamed validator: crashed %v, outcome %+v", crashed, out)
 	}
 }
+
+// TestTaskRestartedFromScratch: a task run restarted rather than resumed
+// (ResumeAction restart) is a new run of the same task: it records the
+// task, starts with nothing accepted, and its outcome is the task's.
+func TestTaskRestartedFromScratch(t *testing.T) {
+	script := []fakemodel.Reply{submit(`{"title":"First","count":1}`), submit(`{"title":"Second","count":2}`)}
+	base := memory.New()
+	crash := &crashAfter{Storage: base}
+	crash.n.Store(3) // input and run-start, the pass, its accepted result: no run-end
+	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, func(o *host.Options) { o.Storage = crash })
+	spec := host.TaskSpec{Prompt: "Write a title.", Durable: true, SessionID: "task-r", Deliverable: host.Deliverable{Schema: titleSchema}}
+	if first := hs.host.Task(context.Background(), spec); first.Status != host.OutcomeFailed {
+		t.Fatalf("first host: %+v", first)
+	}
+	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	res, err := h2.Session("task-r").Resume(context.Background(), host.ResumeOptions{Action: host.ActionRestart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, ok, err := h2.Session("task-r").TaskOutcome(context.Background(), "")
+	if err != nil || !ok || out.RunID != res.RunID || out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Second","count":2}` {
+		t.Fatalf("outcome %+v (%v, %v), restarted run %s", out, ok, err, res.RunID)
+	}
+	evs, _ := base.Load(context.Background(), "task-r")
+	starts := 0
+	for _, e := range evs {
+		if e.RunStart != nil {
+			starts++
+			if e.RunStart.Task == nil {
+				t.Errorf("run %s does not record the task", e.RunID)
+			}
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d runs, want the dead one and its restart", starts)
+	}
+}
