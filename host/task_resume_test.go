@@ -13,39 +13,60 @@ import (
 	"github.com/agentichost/agentic/storage/memory"
 )
 
-// crashTask runs a durable task on a host whose store "dies" after n
-// appends, then resumes the task's run on a fresh host over the same store
-// (configured by mutate), and returns the outcome read from the ledger.
-// crashed is false when the task finished within n appends.
-func crashTask(t *testing.T, n int32, script []fakemodel.Reply, spec host.TaskSpec, mutate ...func(*host.Options)) (out host.Outcome, crashed bool, events []ledger.Event) {
+// crashingTask runs a durable task (session spec.SessionID, default
+// "task-crash") on a host whose store "dies" after n appends, and returns
+// the store as the crash left it and the model. finished is the outcome
+// when the task ended within n appends.
+func crashingTask(t *testing.T, n int32, script []fakemodel.Reply, spec host.TaskSpec, mutate ...func(*host.Options)) (base *memory.Store, model *fakemodel.Server, finished *host.Outcome) {
 	t.Helper()
-	base := memory.New()
+	base = memory.New()
 	crash := &crashAfter{Storage: base}
 	crash.n.Store(n)
 	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, append(mutate, func(o *host.Options) { o.Storage = crash })...)
-	spec.Durable, spec.SessionID = true, "task-crash"
-	first := hs.host.Task(context.Background(), spec)
-	if first.Status == host.OutcomeSubmitted {
-		return first, false, nil
+	spec.Durable = true
+	if spec.SessionID == "" {
+		spec.SessionID = "task-crash"
 	}
-	opts := host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})}
+	if out := hs.host.Task(context.Background(), spec); out.Status == host.OutcomeSubmitted {
+		return base, hs.model, &out
+	}
+	return base, hs.model, nil
+}
+
+// nextHost is a fresh host over the crashed store: the process after.
+func nextHost(t *testing.T, base *memory.Store, model *fakemodel.Server, mutate ...func(*host.Options)) *host.Host {
+	t.Helper()
+	opts := host.Options{Model: mustClient(t, model), Agent: withModel(host.Agent{})}
 	for _, m := range mutate {
 		m(&opts)
 	}
 	opts.Storage = base
-	h2, err := host.New(opts)
+	h, err := host.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h2.Close()
-	if _, err := h2.Resume(context.Background(), spec.SessionID); err != nil {
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// crashTask crashes a task (see crashingTask), resumes its run on the next
+// host, and returns the outcome read from the ledger; crashed is false when
+// the task finished within n appends.
+func crashTask(t *testing.T, n int32, script []fakemodel.Reply, spec host.TaskSpec, mutate ...func(*host.Options)) (out host.Outcome, crashed bool, events []ledger.Event) {
+	t.Helper()
+	base, model, finished := crashingTask(t, n, script, spec, mutate...)
+	if finished != nil {
+		return *finished, false, nil
+	}
+	h2 := nextHost(t, base, model, mutate...)
+	if _, err := h2.Resume(context.Background(), "task-crash"); err != nil {
 		t.Fatalf("Resume after %d appends: %v", n, err)
 	}
-	out, ok, err := h2.Session(spec.SessionID).TaskOutcome(context.Background(), "")
+	out, ok, err := h2.Session("task-crash").TaskOutcome(context.Background(), "")
 	if err != nil || !ok {
 		t.Fatalf("TaskOutcome after %d appends: %+v, %v, %v", n, out, ok, err)
 	}
-	events, _ = base.Load(context.Background(), spec.SessionID)
+	events, _ = base.Load(context.Background(), "task-crash")
 	return out, true, events
 }
 
@@ -158,23 +179,12 @@ func TestTaskResumeValidator(t *testing.T) {
 	}
 
 	// The resuming host lacks it.
-	base := memory.New()
-	crash := &crashAfter{Storage: base}
-	crash.n.Store(4)
-	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, with, func(o *host.Options) { o.Storage = crash })
-	spec.Durable, spec.SessionID = true, "task-v"
-	if first := hs.host.Task(context.Background(), spec); first.Status != host.OutcomeFailed {
-		t.Fatalf("first host: %+v", first)
-	}
-	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})})
-	if err != nil {
+	base, model, _ := crashingTask(t, 4, script, spec, with)
+	h2 := nextHost(t, base, model)
+	if _, err := h2.Resume(context.Background(), "task-crash"); err != nil {
 		t.Fatal(err)
 	}
-	defer h2.Close()
-	if _, err := h2.Resume(context.Background(), "task-v"); err != nil {
-		t.Fatal(err)
-	}
-	out, ok, err := h2.Session("task-v").TaskOutcome(context.Background(), "")
+	out, ok, err := h2.Session("task-crash").TaskOutcome(context.Background(), "")
 	if err != nil || !ok || out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, `validator "short" is not in this host's Options.Validators`) {
 		t.Fatalf("without the validator: %+v, %v, %v", out, ok, err)
 	}
@@ -192,19 +202,10 @@ func TestTaskResumeValidator(t *testing.T) {
 // task, starts with nothing accepted, and its outcome is the task's.
 func TestTaskRestartedFromScratch(t *testing.T) {
 	script := []fakemodel.Reply{submit(`{"title":"First","count":1}`), submit(`{"title":"Second","count":2}`)}
-	base := memory.New()
-	crash := &crashAfter{Storage: base}
-	crash.n.Store(3) // input and run-start, the pass, its accepted result: no run-end
-	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, func(o *host.Options) { o.Storage = crash })
-	spec := host.TaskSpec{Prompt: "Write a title.", Durable: true, SessionID: "task-r", Deliverable: host.Deliverable{Schema: titleSchema}}
-	if first := hs.host.Task(context.Background(), spec); first.Status != host.OutcomeFailed {
-		t.Fatalf("first host: %+v", first)
-	}
-	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(host.Agent{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Close()
+	// Input and run-start, the pass, its accepted result: no run-end.
+	base, model, _ := crashingTask(t, 3, script, host.TaskSpec{Prompt: "Write a title.", SessionID: "task-r",
+		Deliverable: host.Deliverable{Schema: titleSchema}})
+	h2 := nextHost(t, base, model)
 	res, err := h2.Session("task-r").Resume(context.Background(), host.ResumeOptions{Action: host.ActionRestart})
 	if err != nil {
 		t.Fatal(err)

@@ -112,15 +112,11 @@ Flags:
 	if _, err := host.SchemaValidator(schema); err != nil {
 		return fail(2, "--schema: %v", err)
 	}
-	h, cleanup, err := m.setup(env)
+	h, ctx, cleanup, err := m.taskHost(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-
-	// Ctrl-C (or SIGTERM) cancels the task, durably.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	out := h.Task(ctx, host.TaskSpec{
 		Prompt:        *prompt,
 		Deliverable:   host.Deliverable{Name: *name, Description: *description, Schema: schema},
@@ -136,13 +132,11 @@ Flags:
 // resumeTask resumes the session's interrupted task run, if it has one, and
 // prints the outcome of its last task run.
 func resumeTask(ctx context.Context, m modelFlags, session string, env Env) error {
-	h, cleanup, err := m.setup(env)
+	h, ctx, cleanup, err := m.taskHost(ctx, env)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if _, err := h.Resume(ctx, session); err != nil && !errors.Is(err, host.ErrNothingToResume) {
 		return fail(1, "resuming session %s: %v", session, err)
 	}
@@ -154,6 +148,17 @@ func resumeTask(ctx context.Context, m modelFlags, session string, env Env) erro
 		return fail(1, "session %s has no task that ended (none was started there, or its run is still going on)", session)
 	}
 	return printOutcome(out, env)
+}
+
+// taskHost sets the host up for a task, with a context that Ctrl-C (or
+// SIGTERM) cancels: the task is then cancelled, durably.
+func (m *modelFlags) taskHost(ctx context.Context, env Env) (*host.Host, context.Context, func(), error) {
+	h, cleanup, err := m.setup(env)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	return h, ctx, func() { stop(); cleanup() }, nil
 }
 
 // printOutcome prints a task's outcome as JSON and returns the exit status
