@@ -99,7 +99,8 @@
 // (".set-*") and renames it over the old one, so that a Get, even after a
 // crash, sees the old value or the new one whole; with [Options.Fsync] the
 // file and its directory are fsynced, as an Append's are. A crash between
-// the write and the rename leaves a ".set-*" file, which is ignored.
+// the write and the rename leaves a ".set-*" file, which Get ignores and
+// the next Open removes.
 //
 // # One Store per directory
 //

@@ -166,6 +166,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("file: open: %s is not a directory", dir)
 	}
+	removeTornValues(dir, opts.Logger)
 	return &Store{
 		dir:      dir,
 		fsync:    opts.Fsync,

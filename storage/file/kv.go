@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -131,6 +132,18 @@ func (st *Store) Delete(ctx context.Context, namespace, key string) error {
 		}
 	}
 	return nil
+}
+
+// removeTornValues removes the temporary files of Sets that a crash
+// interrupted before their rename (the Store owns its directory, so no Set
+// is in progress while it opens).
+func removeTornValues(dir string, log *slog.Logger) {
+	torn, _ := filepath.Glob(filepath.Join(dir, kvDir, "*", ".set-*"))
+	for _, f := range torn {
+		if err := os.Remove(f); err != nil {
+			log.Warn("file: cannot remove the temporary file of an interrupted Set", "path", f, "error", err)
+		}
+	}
 }
 
 // mkdirKV creates a namespace's directory (and kv/) when missing; with

@@ -57,7 +57,7 @@ func TestKVSurvivesReopen(t *testing.T) {
 // TestKVCorruptValue: a value file that is cut short, damaged, or holds
 // another key's value is refused with ErrCorruptValue, never returned; a
 // leftover temporary file (a Set that crashed before its rename) is
-// ignored.
+// ignored, and removed by the next Open.
 func TestKVCorruptValue(t *testing.T) {
 	dir := t.TempDir()
 	ctx := t.Context()
@@ -106,6 +106,13 @@ func TestKVCorruptValue(t *testing.T) {
 			t.Errorf("%s: Get = %q, %v, %v; want ErrCorruptValue saying %q", c.name, v, ok, err, c.want)
 		}
 	}
+	// The next Open removes the leftover of the interrupted Set.
+	st.Close()
+	st2, _ := openStore(t, dir, false)
+	if torn, _ := filepath.Glob(filepath.Join(dir, "kv", "*", ".set-*")); len(torn) != 0 {
+		t.Errorf("temporary files after reopening: %q", torn)
+	}
+	st = st2
 	// A Set replaces the damaged file.
 	if err := st.Set(ctx, "ns", "a", []byte("again")); err != nil {
 		t.Fatal(err)
