@@ -13,7 +13,8 @@ import (
 
 // Limits is the sandbox of a tenant's plugins. Every field is explicit and
 // deny-by-default: the zero Limits gives a plugin memory, time and output
-// bounds and nothing else (no HTTP, no key-value store, no Extism vars).
+// bounds, and Extism vars within their own bound, and nothing else (no
+// HTTP, no key-value store).
 // Plugins never get a filesystem or environment variables; there is no
 // field to grant them.
 //
