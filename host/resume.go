@@ -41,6 +41,8 @@ type Interrupted struct {
 	Attempts int
 	// StartedAt is when the run started.
 	StartedAt time.Time
+	// Task is the task the run works on, nil for an ordinary run.
+	Task *ledger.TaskRun
 }
 
 // AutoResume configures the host's boot sweep: on [New], the host lists the
@@ -480,7 +482,8 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 		return res, errReconciled
 	}
 
-	ir := Interrupted{SessionID: id, RunID: r.runID, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt}
+	ir := Interrupted{SessionID: id, RunID: r.runID, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt,
+		Task: view.Task}
 	action := decide(ir)
 	if view.Task != nil && (action == ActionResume || action == ActionRestart) {
 		// A task's run goes on as the task: its tools, hooks and state

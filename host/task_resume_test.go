@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
@@ -226,5 +227,28 @@ func TestTaskRestartedFromScratch(t *testing.T) {
 	}
 	if starts != 2 {
 		t.Errorf("%d runs, want the dead one and its restart", starts)
+	}
+}
+
+// TestTaskAutoResumed: the boot sweep resumes a task's run as the task, and
+// tells its OnInterrupted hook which task the run works on.
+func TestTaskAutoResumed(t *testing.T) {
+	script := []fakemodel.Reply{submit(`{"title":"a"}`), submit(`{"title":"Swept","count":5}`), submit(`{"title":"Swept","count":5}`)}
+	base, model, _ := crashingTask(t, 3, script, host.TaskSpec{Prompt: "Write a title.",
+		Deliverable: host.Deliverable{Name: "headline", Schema: titleSchema}})
+	var seen atomic.Pointer[ledger.TaskRun]
+	h := nextHost(t, base, model, func(o *host.Options) {
+		o.AutoResume = &host.AutoResume{OnInterrupted: func(_ context.Context, ir host.Interrupted) (host.ResumeAction, error) {
+			seen.Store(ir.Task)
+			return host.ActionResume, nil
+		}}
+	})
+	<-h.SweepDone()
+	if task := seen.Load(); task == nil || task.Deliverable != "headline" {
+		t.Fatalf("OnInterrupted saw task %+v", task)
+	}
+	out, ok, err := h.Session("task-crash").TaskOutcome(context.Background(), "")
+	if err != nil || !ok || out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Swept","count":5}` {
+		t.Fatalf("outcome %+v, %v, %v", out, ok, err)
 	}
 }
