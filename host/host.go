@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -386,6 +387,76 @@ type liveRun struct {
 	// into it.
 	ending  bool
 	waiters []*waiter
+	// joined are the progress queues of the sends that joined the run
+	// with an OnProgress (copy on write: the run reads it without a lock
+	// for every event).
+	joined atomic.Pointer[[]*progressQueue]
+}
+
+// join adds q to the queues the run's progress goes to.
+func (l *liveRun) join(q *progressQueue) {
+	for {
+		old := l.joined.Load()
+		var next []*progressQueue
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, q)
+		if l.joined.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// leave removes q from the queues the run's progress goes to.
+func (l *liveRun) leave(q *progressQueue) {
+	for {
+		old := l.joined.Load()
+		if old == nil {
+			return
+		}
+		next := make([]*progressQueue, 0, len(*old))
+		for _, o := range *old {
+			if o != q {
+				next = append(next, o)
+			}
+		}
+		if l.joined.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// progressQueue carries a run's progress to a send that joined the run, to
+// be delivered from that send's own goroutine (as OnProgress promises), in
+// order and without loss; the run never waits for it.
+type progressQueue struct {
+	mu     sync.Mutex
+	events []Progress
+	ready  chan struct{} // signalled when events were added
+}
+
+func newProgressQueue() *progressQueue { return &progressQueue{ready: make(chan struct{}, 1)} }
+
+func (q *progressQueue) push(p Progress) {
+	q.mu.Lock()
+	q.events = append(q.events, p)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// drain delivers the queued events to fn.
+func (q *progressQueue) drain(fn func(Progress)) {
+	q.mu.Lock()
+	evs := q.events
+	q.events = nil
+	q.mu.Unlock()
+	for _, p := range evs {
+		fn(p)
+	}
 }
 
 // waiter is a send whose message was queued into a run in flight.

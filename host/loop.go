@@ -38,6 +38,7 @@ type run struct {
 	tools map[string]Tool
 	specs []provider.ToolSpec
 	hooks *runHooks
+	live  *liveRun // while the run is the session's run in flight
 
 	lease storage.Lease // the session's lease, when the store has leases
 	stale atomic.Bool   // another host may have appended to the session
@@ -113,14 +114,25 @@ func (r *run) sync(ctx context.Context) {
 }
 
 func (r *run) emit(p Progress) {
-	if r.onProgress == nil {
+	var joined []*progressQueue
+	if r.live != nil {
+		if j := r.live.joined.Load(); j != nil {
+			joined = *j
+		}
+	}
+	if r.onProgress == nil && len(joined) == 0 {
 		return
 	}
 	p.SessionID, p.RunID = r.sessionID, r.runID
 	if p.ResponseID == "" {
 		p.ResponseID = r.responseID
 	}
-	r.onProgress(p)
+	for _, q := range joined {
+		q.push(p)
+	}
+	if r.onProgress != nil {
+		r.onProgress(p)
+	}
 }
 
 // goLive registers the run as the session's run in flight, with a context
@@ -129,7 +141,8 @@ func (r *run) emit(p Progress) {
 func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	r.h.mu.Lock()
-	r.st.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
+	r.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
+	r.st.live = r.live
 	r.st.notifyLocked()
 	r.h.mu.Unlock()
 	stopLease := r.holdLease(cancel)
@@ -141,6 +154,7 @@ func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 		r.st.live = nil
 		r.st.notifyLocked()
 		r.h.mu.Unlock()
+		r.live = nil
 		stopLease()
 		cancel(nil)
 	}

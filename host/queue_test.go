@@ -228,3 +228,84 @@ func TestResumeFoldsOrphanedQueuedInput(t *testing.T) {
 		}
 	})
 }
+
+// TestJoinedSendReceivesProgress: a send that joins a run in flight gets
+// that run's progress from the moment its message is queued — the pass
+// that answers it streamed whole, the run's end last — in its own
+// goroutine, and nothing after Send returns.
+func TestJoinedSendReceivesProgress(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, ChunkSize: 1}, host.Agent{})
+	sess := hs.host.Session("jp")
+	var (
+		mu       sync.Mutex
+		events   []host.Progress
+		returned bool
+		late     bool
+	)
+	done := make(chan host.RunResult, 1)
+	var once sync.Once
+	first, err := sess.Send(context.Background(), "first question", host.SendOptions{OnProgress: func(p host.Progress) {
+		if p.Type != host.ProgressText {
+			return
+		}
+		once.Do(func() {
+			accepted := make(chan struct{})
+			go func() {
+				res, err := sess.Send(context.Background(), "second question", host.SendOptions{
+					OnAccepted: func(host.Accepted) { close(accepted) },
+					OnProgress: func(p host.Progress) {
+						mu.Lock()
+						defer mu.Unlock()
+						if returned {
+							late = true
+						}
+						events = append(events, p)
+					},
+				})
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				returned = true
+				mu.Unlock()
+				done <- res
+			}()
+			<-accepted
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := <-done
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if late {
+		t.Error("OnProgress was called after Send returned")
+	}
+	if second.RunID != first.RunID || second.Text != "You said: second question" {
+		t.Fatalf("joined send: %+v, first run %s", second, first.RunID)
+	}
+	if len(events) == 0 || events[len(events)-1].Type != host.ProgressRunEnd || events[len(events)-1].Status != ledger.RunCompleted {
+		t.Fatalf("joined progress (%d events) does not end with the run's end: %+v", len(events), events)
+	}
+	// The pass that answered it streamed to it from offset 0, in order.
+	var text strings.Builder
+	next := 0
+	for _, p := range events {
+		if p.RunID != first.RunID {
+			t.Fatalf("progress of another run: %+v", p)
+		}
+		if p.Type != host.ProgressText || p.ResponseID != second.ResponseID {
+			continue
+		}
+		if p.Offset != next {
+			t.Fatalf("delta at offset %d, want %d", p.Offset, next)
+		}
+		text.WriteString(p.Delta)
+		next += len([]rune(p.Delta))
+	}
+	if text.String() != second.Text {
+		t.Fatalf("the answering pass streamed %q, want %q", text.String(), second.Text)
+	}
+}

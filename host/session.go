@@ -37,7 +37,11 @@ type SendOptions struct {
 	OnAccepted func(Accepted)
 	// OnProgress receives the run's live events, in order, from the
 	// goroutine that called Send. It must not block for long: the run
-	// waits for it. Default: nil.
+	// waits for it. A send that joins a run in flight (its message is
+	// queued, and folded in at the run's next step boundary) receives that
+	// run's events from the moment the message is queued — the live
+	// transcript holds what streamed before — and the run does not wait
+	// for it. Default: nil.
 	OnProgress func(Progress)
 }
 
@@ -177,6 +181,12 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 				}
 			}
 			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
+			var progress *progressQueue
+			if opts.OnProgress != nil {
+				// The run's progress from now on, delivered here.
+				progress = newProgressQueue()
+				l.join(progress)
+			}
 			h.mu.Lock()
 			l.waiters = append(l.waiters, w)
 			h.mu.Unlock()
@@ -185,15 +195,14 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 				queued = false
 				accepted(msgID, l.runID)
 			}
-			select {
-			case wr := <-w.ch:
-				if wr.again {
-					continue // the run ended without it: a successor answers
-				}
-				return wr.res, wr.err
-			case <-ctx.Done():
-				return RunResult{MessageID: msgID}, ctx.Err()
+			wr, err := awaitJoined(ctx, l, w, progress, opts.OnProgress)
+			if err != nil {
+				return RunResult{MessageID: msgID}, err
 			}
+			if wr.again {
+				continue // the run ended without it: a successor answers
+			}
+			return wr.res, wr.err
 		}
 
 		if !st.tryLock() {
@@ -384,4 +393,28 @@ func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 		return ledger.Transcript{}, err
 	}
 	return ledger.ProjectSession(s.id, events), nil
+}
+
+// awaitJoined waits for the end of the run l that a send joined, handing
+// the run's progress to onProgress meanwhile (in this goroutine); every
+// event the run emitted before its end is delivered before it returns.
+func awaitJoined(ctx context.Context, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
+	var ready chan struct{}
+	if q != nil {
+		ready = q.ready
+		defer l.leave(q)
+	}
+	for {
+		select {
+		case wr := <-w.ch:
+			if q != nil {
+				q.drain(onProgress)
+			}
+			return wr, nil
+		case <-ready:
+			q.drain(onProgress)
+		case <-ctx.Done():
+			return waitResult{}, ctx.Err()
+		}
+	}
 }

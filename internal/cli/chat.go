@@ -228,8 +228,8 @@ func chat(ctx context.Context, args []string, env Env) error {
 		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
 			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
 			if !p.streamed && res.Text != "" {
-				// The message joined a run already working (a resumed
-				// one): its progress went to that run's caller.
+				// The message joined a run another host leads: its
+				// progress stayed there.
 				p.write(res.Text)
 			}
 			return res, err
@@ -305,6 +305,7 @@ type printer struct {
 	midLine  bool // the last write did not end a line
 	resumed  bool // the resume notice was printed
 	streamed bool // some text streamed
+	item     string // the response item whose text streams
 }
 
 func (p *printer) write(s string) {
@@ -325,6 +326,14 @@ func (p *printer) progress(ev host.Progress) {
 	switch ev.Type {
 	case host.ProgressText:
 		p.streamed = true
+		if ev.ResponseID != p.item {
+			p.item = ev.ResponseID
+			if ev.Offset > 0 {
+				// A message that joined a run in flight sees its text
+				// from the moment it was queued.
+				p.write("…")
+			}
+		}
 		p.write(ev.Delta)
 	case host.ProgressToolStart:
 		p.newline()
