@@ -302,9 +302,9 @@ func outcome(res host.RunResult, err error) error {
 // streams, and a line per tool call.
 type printer struct {
 	w        io.Writer
-	midLine  bool // the last write did not end a line
-	resumed  bool // the resume notice was printed
-	streamed bool // some text streamed
+	midLine  bool   // the last write did not end a line
+	resumed  bool   // the resume notice was printed
+	streamed bool   // some text streamed
 	item     string // the response item whose text streams
 }
 
