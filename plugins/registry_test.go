@@ -314,7 +314,9 @@ func TestHotReloadUnderLoad(t *testing.T) {
 // deadline, then fail retryably without running; Prewarm fills the pool.
 func TestPoolBusyAndStats(t *testing.T) {
 	rt, _ := newRuntime(t)
-	m := load(t, rt, "ver", versionWasm(t, "A"), plugins.Limits{Instances: 2})
+	// The slow calls spin for a fixed amount of work: a long timeout, so
+	// that a loaded machine cannot turn them into timeouts.
+	m := load(t, rt, "ver", versionWasm(t, "A"), plugins.Limits{Instances: 2, CallTimeout: time.Minute})
 	if err := m.Prewarm(context.Background(), 5); err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +334,13 @@ func TestPoolBusyAndStats(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(30 * time.Millisecond)
+	// Both instances are taken (the slow calls spin for well over the
+	// 20ms the next call waits).
+	for deadline := time.Now().Add(time.Minute); m.Stats().Idle != 0 || m.Stats().Calls < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow calls did not start: %+v", m.Stats())
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	tool, _ := m.Tool("version")
