@@ -101,7 +101,10 @@ func toolNamed(ts host.Toolset, name string) host.Tool {
 func TestRegistry(t *testing.T) {
 	rt, _ := newRuntime(t)
 	ch := newChanges()
-	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{OnChange: ch.observe})
+	// The slow tool spins for a fixed amount of work: a timeout a loaded
+	// machine cannot reach.
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{OnChange: ch.observe,
+		Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute} }})
 	t.Cleanup(func() { reg.Close(context.Background()) })
 	ctx := context.Background()
 	a, b := versionWasm(t, "A"), versionWasm(t, "B")
@@ -151,11 +154,17 @@ func TestRegistry(t *testing.T) {
 		err error
 	}
 	done := make(chan result)
+	before := oldMod.Stats().Calls
 	go func() {
 		res, err := slow.Call(ctx, host.ToolCall{ID: "slow", Input: json.RawMessage(`{"n":150}`)})
 		done <- result{res, err}
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Swap once the call runs on A.
+	for deadline := time.Now().Add(time.Minute); oldMod.Stats().Calls == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call did not start")
+		}
+	}
 	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "ver", Wasm: b}); err != nil {
 		t.Fatal(err)
 	}
