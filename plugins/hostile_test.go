@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -220,6 +221,28 @@ func TestHostileKV(t *testing.T) {
 	}
 	if _, err := callTool(t, a, "kv", `{"key":"k","value":"`+strings.Repeat("v", 17)+`"}`); err == nil || !strings.Contains(err.Error(), "exceeds 16") {
 		t.Fatalf("value over the cap: %v", err)
+	}
+}
+
+// TestHostileKVQuota: a plugin cannot fill the host's storage with keys:
+// beyond MaxKVKeys a new key is refused, while overwrites still work.
+func TestHostileKVQuota(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{KV: true, MaxKVKeys: 3})
+	for i := range 3 {
+		if _, err := callTool(t, m, "kv", fmt.Sprintf(`{"key":"k%d","value":"v"}`, i)); err != nil {
+			t.Fatalf("key %d of 3: %v", i, err)
+		}
+	}
+	_, err := callTool(t, m, "kv", `{"key":"k3","value":"v"}`)
+	if !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "key-value store is full (3 keys, the limit is 3)") {
+		t.Fatalf("a 4th key: %v", err)
+	}
+	if res, err := callTool(t, m, "kv", `{"key":"k1","value":"overwritten"}`); err != nil || !strings.Contains(res.Output, `"value":"overwritten"`) {
+		t.Fatalf("an overwrite at the limit: %s, %v", res.Output, err)
+	}
+	if res, err := callTool(t, m, "kv", `{"key":"k3"}`); err != nil || !strings.Contains(res.Output, `"found":false`) {
+		t.Fatalf("the refused key: %s, %v", res.Output, err)
 	}
 }
 

@@ -20,6 +20,9 @@ type KV interface {
 	Set(ctx context.Context, tenant, key string, value []byte) error
 	// Delete removes key; removing a missing key is not an error.
 	Delete(ctx context.Context, tenant, key string) error
+	// Len returns the number of keys the tenant has (for its quota,
+	// Limits.MaxKVKeys).
+	Len(ctx context.Context, tenant string) (int, error)
 }
 
 // MemoryKV is a [KV] kept in memory, for the life of the process.
@@ -63,11 +66,11 @@ func (m *MemoryKV) Delete(_ context.Context, tenant, key string) error {
 	return nil
 }
 
-// Len returns the number of keys a tenant has.
-func (m *MemoryKV) Len(tenant string) int {
+// Len implements [KV].
+func (m *MemoryKV) Len(_ context.Context, tenant string) (int, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return len(m.data[tenant])
+	return len(m.data[tenant]), nil
 }
 
 var _ KV = (*MemoryKV)(nil)
@@ -95,4 +98,8 @@ func (s storeKV) Set(ctx context.Context, tenant, key string, value []byte) erro
 
 func (s storeKV) Delete(ctx context.Context, tenant, key string) error {
 	return s.kv.Delete(ctx, StorageNamespace+tenant, key)
+}
+
+func (s storeKV) Len(ctx context.Context, tenant string) (int, error) {
+	return s.kv.Len(ctx, StorageNamespace+tenant)
 }

@@ -59,6 +59,12 @@ type Limits struct {
 	MaxKVKeyBytes int
 	// MaxKVValueBytes bounds a value. Default: 0, which means 64 KiB.
 	MaxKVValueBytes int
+	// MaxKVKeys bounds the keys a tenant keeps: a kv_set of a new key
+	// beyond it is refused (overwrites and deletes still work), so that a
+	// plugin cannot fill the host's storage. Concurrent calls may
+	// overshoot it by the number of calls in flight. Default: 0, which
+	// means 1024.
+	MaxKVKeys int
 
 	// AllowedHosts are the hosts the http_request host function may reach:
 	// "example.com" (any port), "example.com:8443" (that port), or
@@ -98,6 +104,7 @@ const (
 	DefaultMaxLogBytes          = 64 << 10
 	DefaultMaxKVKeyBytes        = 256
 	DefaultMaxKVValueBytes      = 64 << 10
+	DefaultMaxKVKeys            = 1024
 	DefaultMaxHTTPRequests      = 8
 	DefaultMaxHTTPResponseBytes = 1 << 20
 	DefaultHTTPTimeout          = 10 * time.Second
@@ -141,6 +148,7 @@ func (l Limits) normalize() (Limits, error) {
 	defInt("MaxOutputBytes", &l.MaxOutputBytes, DefaultMaxOutputBytes)
 	defInt("MaxKVKeyBytes", &l.MaxKVKeyBytes, DefaultMaxKVKeyBytes)
 	defInt("MaxKVValueBytes", &l.MaxKVValueBytes, DefaultMaxKVValueBytes)
+	defInt("MaxKVKeys", &l.MaxKVKeys, DefaultMaxKVKeys)
 	defInt("MaxHTTPRequests", &l.MaxHTTPRequests, DefaultMaxHTTPRequests)
 	switch {
 	case l.MaxLogBytes == 0:

@@ -172,6 +172,9 @@ type KV interface {
 	Set(ctx context.Context, namespace, key string, value []byte) error
 	// Delete removes key from namespace.
 	Delete(ctx context.Context, namespace, key string) error
+	// Len returns the number of keys in namespace (0 for one never
+	// used), for quotas.
+	Len(ctx context.Context, namespace string) (int, error)
 }
 
 // The bounds of [KV] namespaces, keys and values.
@@ -185,17 +188,28 @@ const (
 // Delete) are within the bounds of [KV], or an error wrapping
 // [ErrInvalidKey] or [ErrValueTooLarge] that says what is wrong.
 func CheckKV(namespace, key string, value []byte) error {
+	if err := CheckNamespace(namespace); err != nil {
+		return err
+	}
 	switch {
-	case namespace == "":
-		return fmt.Errorf("%w: empty namespace", ErrInvalidKey)
-	case len(namespace) > MaxNamespaceBytes:
-		return fmt.Errorf("%w: namespace of %d bytes, the limit is %d", ErrInvalidKey, len(namespace), MaxNamespaceBytes)
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	case len(key) > MaxKeyBytes:
 		return fmt.Errorf("%w: key of %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeyBytes)
 	case len(value) > MaxValueBytes:
 		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrValueTooLarge, len(value), MaxValueBytes)
+	}
+	return nil
+}
+
+// CheckNamespace returns nil when namespace is within the bounds of [KV],
+// or an error wrapping [ErrInvalidKey] that says what is wrong.
+func CheckNamespace(namespace string) error {
+	switch {
+	case namespace == "":
+		return fmt.Errorf("%w: empty namespace", ErrInvalidKey)
+	case len(namespace) > MaxNamespaceBytes:
+		return fmt.Errorf("%w: namespace of %d bytes, the limit is %d", ErrInvalidKey, len(namespace), MaxNamespaceBytes)
 	}
 	return nil
 }

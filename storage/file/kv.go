@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentichost/agentic/storage"
 )
@@ -40,15 +41,17 @@ func (st *Store) kvPath(namespace, key string) (dir, path string) {
 	return dir, filepath.Join(dir, hex.EncodeToString(k[:]))
 }
 
-func (st *Store) kvReady(ctx context.Context, namespace, key string, value []byte) error {
+// kvReady checks ctx and the store before a KV operation, and passes on
+// the caller's check of its bounds.
+func (st *Store) kvReady(ctx context.Context, bounds error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if st.isClosed() {
 		return storage.ErrClosed
 	}
-	if err := storage.CheckKV(namespace, key, value); err != nil {
-		return fmt.Errorf("file: %w", err)
+	if bounds != nil {
+		return fmt.Errorf("file: %w", bounds)
 	}
 	return nil
 }
@@ -56,7 +59,7 @@ func (st *Store) kvReady(ctx context.Context, namespace, key string, value []byt
 // Get implements [storage.KV]. A value file that does not decode, or that
 // names another namespace or key, fails with [ErrCorruptValue].
 func (st *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
-	if err := st.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := st.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return nil, false, err
 	}
 	_, path := st.kvPath(namespace, key)
@@ -80,7 +83,7 @@ func (st *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, 
 // [Options.Fsync], the file and then the directory are fsynced, so that the
 // value survives a power loss.
 func (st *Store) Set(ctx context.Context, namespace, key string, value []byte) error {
-	if err := st.kvReady(ctx, namespace, key, value); err != nil {
+	if err := st.kvReady(ctx, storage.CheckKV(namespace, key, value)); err != nil {
 		return err
 	}
 	dir, path := st.kvPath(namespace, key)
@@ -115,7 +118,7 @@ func (st *Store) Set(ctx context.Context, namespace, key string, value []byte) e
 
 // Delete implements [storage.KV].
 func (st *Store) Delete(ctx context.Context, namespace, key string) error {
-	if err := st.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := st.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return err
 	}
 	dir, path := st.kvPath(namespace, key)
@@ -132,6 +135,28 @@ func (st *Store) Delete(ctx context.Context, namespace, key string) error {
 		}
 	}
 	return nil
+}
+
+// Len implements [storage.KV]: it counts the namespace's value files.
+func (st *Store) Len(ctx context.Context, namespace string) (int, error) {
+	if err := st.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	ns := sha256.Sum256([]byte(namespace))
+	entries, err := os.ReadDir(filepath.Join(st.dir, kvDir, hex.EncodeToString(ns[:])))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("file: len: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // removeTornValues removes the temporary files of Sets that a crash

@@ -27,11 +27,8 @@ type Store struct {
 	sessions map[string]*session
 
 	kvMu sync.RWMutex
-	kv   map[kvKey][]byte // values never modified in place
+	kv   map[string]map[string][]byte // namespace → key → value, never modified in place
 }
-
-// kvKey names a value of the KV store.
-type kvKey struct{ namespace, key string }
 
 // session is one ledger: its events in their encoding, in append order.
 type session struct {
@@ -41,7 +38,7 @@ type session struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{sessions: make(map[string]*session), kv: make(map[kvKey][]byte)}
+	return &Store{sessions: make(map[string]*session), kv: make(map[string]map[string][]byte)}
 }
 
 // Append adds the events to the session, atomically: it encodes them all
@@ -173,7 +170,7 @@ var (
 )
 
 // kvReady checks the store, ctx and bounds before a KV operation.
-func (s *Store) kvReady(ctx context.Context, namespace, key string, value []byte) error {
+func (s *Store) kvReady(ctx context.Context, bounds error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -183,16 +180,16 @@ func (s *Store) kvReady(ctx context.Context, namespace, key string, value []byte
 	if closed {
 		return storage.ErrClosed
 	}
-	return storage.CheckKV(namespace, key, value)
+	return bounds
 }
 
 // Get implements [storage.KV].
 func (s *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
-	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return nil, false, err
 	}
 	s.kvMu.RLock()
-	v, ok := s.kv[kvKey{namespace, key}]
+	v, ok := s.kv[namespace][key]
 	s.kvMu.RUnlock()
 	if !ok {
 		return nil, false, nil
@@ -202,25 +199,43 @@ func (s *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, e
 
 // Set implements [storage.KV].
 func (s *Store) Set(ctx context.Context, namespace, key string, value []byte) error {
-	if err := s.kvReady(ctx, namespace, key, value); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, value)); err != nil {
 		return err
 	}
 	v := append([]byte{}, value...)
 	s.kvMu.Lock()
-	s.kv[kvKey{namespace, key}] = v
+	ns := s.kv[namespace]
+	if ns == nil {
+		ns = make(map[string][]byte)
+		s.kv[namespace] = ns
+	}
+	ns[key] = v
 	s.kvMu.Unlock()
 	return nil
 }
 
 // Delete implements [storage.KV].
 func (s *Store) Delete(ctx context.Context, namespace, key string) error {
-	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return err
 	}
 	s.kvMu.Lock()
-	delete(s.kv, kvKey{namespace, key})
+	delete(s.kv[namespace], key)
+	if len(s.kv[namespace]) == 0 {
+		delete(s.kv, namespace)
+	}
 	s.kvMu.Unlock()
 	return nil
+}
+
+// Len implements [storage.KV].
+func (s *Store) Len(ctx context.Context, namespace string) (int, error) {
+	if err := s.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	s.kvMu.RLock()
+	defer s.kvMu.RUnlock()
+	return len(s.kv[namespace]), nil
 }
 
 var _ storage.KV = (*Store)(nil)

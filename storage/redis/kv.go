@@ -17,22 +17,24 @@ func (s *Store) kvKey(namespace string) string {
 	return s.prefix + ":kv:{" + s.tenant + ":" + hex.EncodeToString([]byte(namespace)) + "}"
 }
 
-func (s *Store) kvReady(ctx context.Context, namespace, key string, value []byte) error {
+// kvReady checks ctx and the store before a KV operation, and passes on
+// the caller's check of its bounds.
+func (s *Store) kvReady(ctx context.Context, bounds error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed.Load() {
 		return storage.ErrClosed
 	}
-	if err := storage.CheckKV(namespace, key, value); err != nil {
-		return fmt.Errorf("storage/redis: %w", err)
+	if bounds != nil {
+		return fmt.Errorf("storage/redis: %w", bounds)
 	}
 	return nil
 }
 
 // Get implements [storage.KV] with HGET.
 func (s *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
-	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return nil, false, err
 	}
 	v, err := s.client.HGet(ctx, s.kvKey(namespace), key).Bytes()
@@ -51,7 +53,7 @@ func (s *Store) Get(ctx context.Context, namespace, key string) ([]byte, bool, e
 // Set implements [storage.KV] with HSET (idempotent, so go-redis may retry
 // it).
 func (s *Store) Set(ctx context.Context, namespace, key string, value []byte) error {
-	if err := s.kvReady(ctx, namespace, key, value); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, value)); err != nil {
 		return err
 	}
 	if value == nil {
@@ -65,13 +67,25 @@ func (s *Store) Set(ctx context.Context, namespace, key string, value []byte) er
 
 // Delete implements [storage.KV] with HDEL.
 func (s *Store) Delete(ctx context.Context, namespace, key string) error {
-	if err := s.kvReady(ctx, namespace, key, nil); err != nil {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
 		return err
 	}
 	if err := s.client.HDel(ctx, s.kvKey(namespace), key).Err(); err != nil {
 		return s.fail(ctx, fmt.Sprintf("delete %q in namespace %q", key, namespace), err)
 	}
 	return nil
+}
+
+// Len implements [storage.KV] with HLEN.
+func (s *Store) Len(ctx context.Context, namespace string) (int, error) {
+	if err := s.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return 0, err
+	}
+	n, err := s.client.HLen(ctx, s.kvKey(namespace)).Result()
+	if err != nil {
+		return 0, s.fail(ctx, fmt.Sprintf("len of namespace %q", namespace), err)
+	}
+	return int(n), nil
 }
 
 var _ storage.KV = (*Store)(nil)

@@ -34,6 +34,7 @@ func runKV(t *testing.T, a, b storage.Storage) {
 		{"Invalid", testKVInvalid},
 		{"NoAliasing", testKVNoAliasing},
 		{"Concurrent", testKVConcurrent},
+		{"Len", testKVLen},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, ka, kb) })
 	}
@@ -167,6 +168,45 @@ func testKVIsolation(t *testing.T, a, b storage.KV) {
 	wantValue(t, b, ctx, "a", "b:c", []byte("value-1"), `("a", "b:c") after ("a", "b") was deleted`)
 }
 
+// wantLen checks what Len returns.
+func wantLen(t *testing.T, kv storage.KV, ctx context.Context, ns string, want int, why string) {
+	t.Helper()
+	if n, err := kv.Len(ctx, ns); err != nil || n != want {
+		t.Errorf("%s: Len(%s) = %d, %v; want %d", why, q(ns), n, err, want)
+	}
+}
+
+func testKVLen(t *testing.T, a, b storage.KV) {
+	ctx := t.Context()
+	wantLen(t, b, ctx, "len", 0, "a namespace never used")
+	for _, k := range []string{"x", "y", "z"} {
+		setOK(t, a, ctx, "len", k, []byte(k))
+	}
+	wantLen(t, b, ctx, "len", 3, "after 3 Sets")
+	setOK(t, a, ctx, "len", "y", []byte("again"))
+	wantLen(t, b, ctx, "len", 3, "after an overwrite")
+	setOK(t, a, ctx, "len-other", "x", []byte("x"))
+	wantLen(t, b, ctx, "len", 3, "after a Set in another namespace")
+	wantLen(t, b, ctx, "len-other", 1, "the other namespace")
+	for _, k := range []string{"x", "missing"} {
+		if err := a.Delete(ctx, "len", k); err != nil {
+			t.Errorf("Delete: %v", err)
+		}
+	}
+	wantLen(t, b, ctx, "len", 2, "after deleting a key and a missing one")
+	for _, k := range []string{"y", "z"} {
+		if err := a.Delete(ctx, "len", k); err != nil {
+			t.Errorf("Delete: %v", err)
+		}
+	}
+	wantLen(t, b, ctx, "len", 0, "after deleting every key")
+	for _, ns := range []string{"", strings.Repeat("n", storage.MaxNamespaceBytes+1)} {
+		if _, err := b.Len(ctx, ns); !errors.Is(err, storage.ErrInvalidKey) {
+			t.Errorf("Len of an invalid namespace (%d bytes): %v, want storage.ErrInvalidKey", len(ns), err)
+		}
+	}
+}
+
 func testKVInvalid(t *testing.T, a, b storage.KV) {
 	ctx := t.Context()
 	long := func(n int) string { return strings.Repeat("x", n) }
@@ -295,6 +335,9 @@ func kvDoneContext(t *testing.T, s storage.Storage, ctx context.Context, name st
 	if err := kv.Delete(ctx, "done", "k"); !errors.Is(err, want) {
 		t.Errorf("KV Delete with a %s ctx = %v, want %v", name, err, want)
 	}
+	if _, err := kv.Len(ctx, "done"); !errors.Is(err, want) {
+		t.Errorf("KV Len with a %s ctx: error %v, want %v", name, err, want)
+	}
 }
 
 // kvClosed checks that a closed store refuses KV operations.
@@ -311,5 +354,8 @@ func kvClosed(t *testing.T, s storage.Storage, ctx context.Context) {
 	}
 	if err := kv.Delete(ctx, "closing", "k"); !errors.Is(err, storage.ErrClosed) {
 		t.Errorf("KV Delete after Close = %v, want storage.ErrClosed", err)
+	}
+	if _, err := kv.Len(ctx, "closing"); !errors.Is(err, storage.ErrClosed) {
+		t.Errorf("KV Len after Close: error %v, want storage.ErrClosed", err)
 	}
 }

@@ -77,7 +77,8 @@ import (
 //     values round-trip byte for byte (empty, every byte value, the largest
 //     allowed); overwrite and delete; namespaces and keys never collide,
 //     whatever separators, dots, NUL bytes or case they hold, and are not
-//     sessions; invalid namespaces, keys and values are refused and change
+//     sessions; Len counts a namespace's keys through Sets, overwrites and
+//     Deletes; invalid namespaces, keys and values are refused and change
 //     nothing; no aliasing of the caller's slices; concurrent Sets leave
 //     each key its last value, and a reader only ever sees whole values; a
 //     done ctx and Close stop every operation.

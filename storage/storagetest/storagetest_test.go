@@ -212,6 +212,14 @@ func (b *broken) Set(ctx context.Context, ns, key string, value []byte) error {
 	return b.Store.Set(ctx, ns, key, value)
 }
 
+func (b *broken) Len(ctx context.Context, ns string) (int, error) {
+	n, err := b.Store.Len(ctx, ns)
+	if b.mode == "kv-len-stale" && n > 0 {
+		n++ // counts a deleted key
+	}
+	return n, err
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -248,6 +256,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"kv-missing-is-error", "KV/Missing", "not found"},
 		{"kv-no-bounds", "KV/Invalid", "want storage.ErrValueTooLarge"},
 		{"kv-ignore-ctx", "DoneContext", "KV Set with a canceled ctx"},
+		{"kv-len-stale", "KV/Len", `after 3 Sets: Len("len") = 4`},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
