@@ -3,14 +3,29 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 	"github.com/agentichost/agentic/storage/memory"
 	"github.com/agentichost/agentic/storage/redis"
+	goredis "github.com/redis/go-redis/v9"
 )
+
+// quietRedis routes go-redis's own log lines (connection-pool events it
+// also reports through errors, or that are benign, such as a connection
+// closed while a watch used it at exit) to debug logs instead of the
+// terminal.
+var quietRedis sync.Once
+
+type redisLog struct{}
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
+}
 
 // DefaultStorage is the storage URL of the embedded default: JSONL files
 // under .agentic in the working directory.
@@ -30,6 +45,7 @@ func openStorage(url string) (storage.Storage, func() error, error) {
 	}
 	switch scheme {
 	case "redis", "rediss", "redis+cluster", "rediss+cluster":
+		quietRedis.Do(func() { goredis.SetLogger(redisLog{}) })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s, err := redis.Open(ctx, url, redis.Options{})

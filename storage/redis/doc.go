@@ -142,4 +142,10 @@
 // about a second and a half (go-redis also redials a few times within each
 // try), and one to a server that hangs in about ten seconds. The client
 // reconnects by itself when the server is back.
+//
+// go-redis writes some connection-pool events to its own logger (standard
+// error by default), benign ones included (a connection closed while a
+// watch used it, at Close). Route them with SetLogger of
+// github.com/redis/go-redis/v9; the agentic-host command sends them to its
+// debug log.
 package redis
