@@ -178,11 +178,8 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		fail("denied: bad value: " + err.Error())
 		return
 	}
-	if denied, err := kvQuota(ctx, env, string(key)); err != nil || denied != "" {
-		if err != nil {
-			denied = kvFailure(ctx, env, "kv_set", err)
-		}
-		fail(denied)
+	if refused := kvQuota(ctx, env, string(key)); refused != "" {
+		fail(refused)
 		return
 	}
 	if err := env.mod.rt.kv.Set(ctx, env.mod.tenant, string(key), value); err != nil {
@@ -207,19 +204,26 @@ func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) 
 	stack[0] = 0
 }
 
-// kvQuota refuses a Set that would add a key beyond the tenant's
-// Limits.MaxKVKeys. The count is read before the Set, so concurrent calls
-// may overshoot by the number in flight.
-func kvQuota(ctx context.Context, env *callEnv, key string) (denied string, err error) {
+// kvQuota returns why a Set that would add a key beyond the tenant's
+// Limits.MaxKVKeys is refused, "" when it may go on. The count is read
+// before the Set, so concurrent calls may overshoot by the number in
+// flight.
+func kvQuota(ctx context.Context, env *callEnv, key string) string {
 	kv, max := env.mod.rt.kv, env.mod.limits.MaxKVKeys
 	n, err := kv.Len(ctx, env.mod.tenant)
-	if err != nil || n < max {
-		return "", err
+	if err != nil {
+		return kvFailure(ctx, env, "kv_set", err)
 	}
-	if _, exists, err := kv.Get(ctx, env.mod.tenant, key); err != nil || exists {
-		return "", err // an overwrite adds no key
+	if n < max {
+		return ""
 	}
-	return fmt.Sprintf("denied: the tenant's key-value store is full (%d keys, the limit is %d): delete keys first", n, max), nil
+	switch _, exists, err := kv.Get(ctx, env.mod.tenant, key); {
+	case err != nil:
+		return kvFailure(ctx, env, "kv_set", err)
+	case exists:
+		return "" // an overwrite adds no key
+	}
+	return fmt.Sprintf("denied: the tenant's key-value store is full (%d keys, the limit is %d): delete keys first", n, max)
 }
 
 // kvFailure returns what a plugin is told of a key-value store error. A
