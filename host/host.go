@@ -284,7 +284,7 @@ func normalizeAgent(a Agent) (Agent, error) {
 		}
 		name := t.Spec().Name
 		switch {
-		case !validToolName(name):
+		case !ValidToolName(name):
 			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: invalid tool name %q", i, name))
 		case seen[name]:
 			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: duplicate tool name %q", i, name))

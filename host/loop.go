@@ -412,7 +412,7 @@ func (r *run) snapshotTools() {
 	r.specs = r.specs[:0]
 	add := func(t Tool, fromSet bool) {
 		spec := t.Spec()
-		if _, dup := r.tools[spec.Name]; dup || !validToolName(spec.Name) {
+		if _, dup := r.tools[spec.Name]; dup || !ValidToolName(spec.Name) {
 			if fromSet {
 				r.h.log.Warn("tool skipped: its name is invalid or taken", "session", r.sessionID, "tool", spec.Name)
 			}

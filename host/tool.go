@@ -105,9 +105,10 @@ func (t funcTool) Call(ctx context.Context, c ToolCall) (ToolResult, error) {
 
 var _ Tool = funcTool{}
 
-// validToolName reports whether name is acceptable to OpenAI-compatible
-// providers.
-func validToolName(name string) bool {
+// ValidToolName reports whether name is acceptable as a tool name to
+// OpenAI-compatible providers: 1 to 64 characters of [A-Za-z0-9_-].
+// Plugins name their tools, validators and policies by the same rule.
+func ValidToolName(name string) bool {
 	if name == "" || len(name) > 64 {
 		return false
 	}

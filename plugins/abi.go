@@ -146,16 +146,24 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 	}
 	schemas := map[string]*jsonschema.Schema{}
 	seen := map[string]bool{}
+	// claim checks an item's name and that no item of its kind has it
+	// already; false when the name is unusable.
+	claim := func(kind, name string) bool {
+		if !host.ValidToolName(name) {
+			bad("%s name %q: want 1 to 64 characters of [A-Za-z0-9_-]", kind, name)
+			return false
+		}
+		if seen[kind+":"+name] {
+			bad("%s %s is described twice", kind, name)
+		}
+		seen[kind+":"+name] = true
+		return true
+	}
 	for i := range d.Tools {
 		t := &d.Tools[i]
-		if !validName(t.Name) {
-			bad("tool name %q: want 1 to 64 characters of [A-Za-z0-9_-]", t.Name)
+		if !claim("tool", t.Name) {
 			continue
 		}
-		if seen["tool:"+t.Name] {
-			bad("tool %s is described twice", t.Name)
-		}
-		seen["tool:"+t.Name] = true
 		switch t.Effect {
 		case host.EffectRead, host.EffectWrite, host.EffectExternal:
 		case "":
@@ -189,14 +197,9 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 	}
 	for i := range d.Validators {
 		v := &d.Validators[i]
-		if !validName(v.Name) {
-			bad("validator name %q: want 1 to 64 characters of [A-Za-z0-9_-]", v.Name)
+		if !claim("validator", v.Name) {
 			continue
 		}
-		if seen["validator:"+v.Name] {
-			bad("validator %s is described twice", v.Name)
-		}
-		seen["validator:"+v.Name] = true
 		if len(bytes.TrimSpace(v.Schema)) == 0 || string(v.Schema) == "null" {
 			v.Schema = json.RawMessage(`{}`)
 		}
@@ -208,14 +211,7 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 		schemas["validator:"+v.Name] = sch
 	}
 	for _, p := range d.Policies {
-		if !validName(p.Name) {
-			bad("policy name %q: want 1 to 64 characters of [A-Za-z0-9_-]", p.Name)
-			continue
-		}
-		if seen["policy:"+p.Name] {
-			bad("policy %s is described twice", p.Name)
-		}
-		seen["policy:"+p.Name] = true
+		claim("policy", p.Name)
 	}
 	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
 	sort.Slice(d.Validators, func(i, j int) bool { return d.Validators[i].Name < d.Validators[j].Name })
@@ -242,21 +238,6 @@ func (t ToolDescription) spec() host.ToolSpec {
 		Idempotent:  t.Idempotent,
 		Timeout:     time.Duration(t.TimeoutMS) * time.Millisecond,
 	}
-}
-
-// validName reports whether name is acceptable to OpenAI-compatible
-// providers (the rule host.ToolSpec documents).
-func validName(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // noLoader refuses every external reference: a plugin's schema must be

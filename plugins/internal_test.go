@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentichost/agentic/host"
 )
 
 func TestLimitsNormalize(t *testing.T) {
@@ -169,7 +171,7 @@ func FuzzParseDescription(f *testing.F) {
 			t.Fatalf("%d schemas for %d tools and %d validators", len(schemas), len(d.Tools), len(d.Validators))
 		}
 		for _, tool := range d.Tools {
-			if !validName(tool.Name) {
+			if !host.ValidToolName(tool.Name) {
 				t.Fatalf("accepted tool name %q", tool.Name)
 			}
 		}
