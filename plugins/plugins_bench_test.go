@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,23 +45,29 @@ var goEcho = host.NewTool(host.ToolSpec{Name: "echo", Effect: host.EffectRead}, 
 	return host.ToolResult{Output: string(out), Source: "go:echo"}, err
 })
 
+// loadOnce loads wasm in a new Runtime with opts, describes it, and closes
+// both: a process's first load of a module.
+func loadOnce(b *testing.B, wasm []byte, opts plugins.Options) {
+	ctx := context.Background()
+	rt, err := plugins.NewRuntime(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := rt.Load(ctx, plugins.Source{Name: "get_account", Wasm: wasm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Close(ctx)
+	rt.Close(ctx)
+}
+
 // BenchmarkCompileCold: compile a module with an empty compilation cache,
 // create its first instance and describe it: a cold start.
 func BenchmarkCompileCold(b *testing.B) {
 	wasm := getAccountWasm(b)
-	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rt, err := plugins.NewRuntime(plugins.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := rt.Load(ctx, plugins.Source{Name: "get_account", Wasm: wasm})
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Close(ctx)
-		rt.Close(ctx)
+		loadOnce(b, wasm, plugins.Options{})
 	}
 }
 
@@ -70,27 +75,12 @@ func BenchmarkCompileCold(b *testing.B) {
 // new Runtime each time (what a restarted process sees).
 func BenchmarkLoadFromCache(b *testing.B) {
 	wasm := getAccountWasm(b)
-	ctx := context.Background()
-	dir := filepath.Join(b.TempDir(), "cache")
-	warm := func() {
-		rt, err := plugins.NewRuntime(plugins.Options{CacheDir: dir})
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := rt.Load(ctx, plugins.Source{Name: "get_account", Wasm: wasm})
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Close(ctx)
-		rt.Close(ctx)
-	}
-	warm()
+	opts := plugins.Options{CacheDir: filepath.Join(b.TempDir(), "cache")}
+	loadOnce(b, wasm, opts) // fills the cache
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		warm()
+		loadOnce(b, wasm, opts)
 	}
-	b.StopTimer()
-	os.RemoveAll(dir)
 }
 
 func echoTool(b *testing.B, instances int) (host.Tool, *plugins.Module) {
