@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -388,42 +389,27 @@ type liveRun struct {
 	ending  bool
 	waiters []*waiter
 	// joined are the progress queues of the sends that joined the run
-	// with an OnProgress (copy on write: the run reads it without a lock
-	// for every event).
+	// with an OnProgress: written under Host.mu, copied on write, so that
+	// the run reads it without a lock for every event.
 	joined atomic.Pointer[[]*progressQueue]
 }
 
-// join adds q to the queues the run's progress goes to.
+// join adds q to the queues the run's progress goes to. h.mu is held.
 func (l *liveRun) join(q *progressQueue) {
-	for {
-		old := l.joined.Load()
-		var next []*progressQueue
-		if old != nil {
-			next = append(next, *old...)
-		}
-		next = append(next, q)
-		if l.joined.CompareAndSwap(old, &next) {
-			return
-		}
+	var next []*progressQueue
+	if old := l.joined.Load(); old != nil {
+		next = append(next, *old...)
 	}
+	next = append(next, q)
+	l.joined.Store(&next)
 }
 
-// leave removes q from the queues the run's progress goes to.
+// leave removes q from the queues the run's progress goes to. h.mu is
+// held.
 func (l *liveRun) leave(q *progressQueue) {
-	for {
-		old := l.joined.Load()
-		if old == nil {
-			return
-		}
-		next := make([]*progressQueue, 0, len(*old))
-		for _, o := range *old {
-			if o != q {
-				next = append(next, o)
-			}
-		}
-		if l.joined.CompareAndSwap(old, &next) {
-			return
-		}
+	if old := l.joined.Load(); old != nil {
+		next := slices.DeleteFunc(slices.Clone(*old), func(o *progressQueue) bool { return o == q })
+		l.joined.Store(&next)
 	}
 }
 

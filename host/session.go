@@ -182,20 +182,20 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 			}
 			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
 			var progress *progressQueue
+			h.mu.Lock()
+			l.waiters = append(l.waiters, w)
 			if opts.OnProgress != nil {
 				// The run's progress from now on, delivered here.
 				progress = newProgressQueue()
 				l.join(progress)
 			}
-			h.mu.Lock()
-			l.waiters = append(l.waiters, w)
 			h.mu.Unlock()
 			st.appendMu.Unlock()
 			if queued {
 				queued = false
 				accepted(msgID, l.runID)
 			}
-			wr, err := awaitJoined(ctx, l, w, progress, opts.OnProgress)
+			wr, err := h.awaitJoined(ctx, l, w, progress, opts.OnProgress)
 			if err != nil {
 				return RunResult{MessageID: msgID}, err
 			}
@@ -398,11 +398,15 @@ func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 // awaitJoined waits for the end of the run l that a send joined, handing
 // the run's progress to onProgress meanwhile (in this goroutine); every
 // event the run emitted before its end is delivered before it returns.
-func awaitJoined(ctx context.Context, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
+func (h *Host) awaitJoined(ctx context.Context, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
 	var ready chan struct{}
 	if q != nil {
 		ready = q.ready
-		defer l.leave(q)
+		defer func() {
+			h.mu.Lock()
+			l.leave(q)
+			h.mu.Unlock()
+		}()
 	}
 	for {
 		select {
