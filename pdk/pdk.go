@@ -165,6 +165,10 @@ type policyEntry struct {
 	handler func(PolicyRequest) (Decision, error)
 }
 
+func (e toolEntry) name() string      { return e.spec.Name }
+func (e validatorEntry) name() string { return e.spec.Name }
+func (e policyEntry) name() string    { return e.spec.Name }
+
 // registry is what the plugin registered. Registration happens in init
 // functions, before any export runs; Wasm is single-threaded, so no lock.
 var registry struct {
@@ -176,6 +180,22 @@ var registry struct {
 
 func problem(format string, args ...any) {
 	registry.problems = append(registry.problems, fmt.Sprintf(format, args...))
+}
+
+// claim checks a registration's name and that none of the entries of its
+// kind has it; false means the registration is refused (the problem is
+// recorded).
+func claim[E interface{ name() string }](kind, name string, entries []E) bool {
+	if !checkName(kind, name) {
+		return false
+	}
+	for _, e := range entries {
+		if e.name() == name {
+			problem("%s %s registered twice", kind, name)
+			return false
+		}
+	}
+	return true
 }
 
 func checkName(kind, name string) bool {
@@ -205,14 +225,8 @@ func checkSchema(kind, name, schema string) {
 // function; a problem with the registration (bad name, invalid schema,
 // duplicate) makes the plugin fail to load, with the reason.
 func RegisterTool[In, Out any](t Tool, handler func(c Call, in In) (Out, error)) {
-	if !checkName("tool", t.Name) {
+	if !claim("tool", t.Name, registry.tools) {
 		return
-	}
-	for _, e := range registry.tools {
-		if e.spec.Name == t.Name {
-			problem("tool %s registered twice", t.Name)
-			return
-		}
 	}
 	checkSchema("tool", t.Name, t.InputSchema)
 	switch t.Effect {
@@ -243,14 +257,8 @@ func RegisterTool[In, Out any](t Tool, handler func(c Call, in In) (Out, error))
 // as given), a *ValidationError (see [Invalid]) when the deliverable is
 // invalid, or another error when the validator itself failed.
 func RegisterValidator[T any](v Validator, handler func(deliverable T) (any, error)) {
-	if !checkName("validator", v.Name) {
+	if !claim("validator", v.Name, registry.validators) {
 		return
-	}
-	for _, e := range registry.validators {
-		if e.spec.Name == v.Name {
-			problem("validator %s registered twice", v.Name)
-			return
-		}
 	}
 	checkSchema("validator", v.Name, v.Schema)
 	registry.validators = append(registry.validators, validatorEntry{spec: v, handler: func(raw json.RawMessage) (json.RawMessage, error) {
@@ -273,14 +281,8 @@ func RegisterValidator[T any](v Validator, handler func(deliverable T) (any, err
 // the policy failed (the host then treats the call as needing approval or
 // denies it, by its own configuration), not a denial: deny with a Decision.
 func RegisterPolicy(p Policy, handler func(r PolicyRequest) (Decision, error)) {
-	if !checkName("policy", p.Name) {
+	if !claim("policy", p.Name, registry.policies) {
 		return
-	}
-	for _, e := range registry.policies {
-		if e.spec.Name == p.Name {
-			problem("policy %s registered twice", p.Name)
-			return
-		}
 	}
 	registry.policies = append(registry.policies, policyEntry{spec: p, handler: handler})
 }
