@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Sentinels. A *PluginError wraps one of them (test with errors.Is); their
@@ -108,6 +109,7 @@ func (e *PluginError) Retryable() bool {
 }
 
 // remoteError is an {"error": …} answer: its message is the plugin's own.
+// Make it with [Module.remote], which bounds the text.
 type remoteError struct{ msg string }
 
 func (e *remoteError) Error() string        { return e.msg }
@@ -136,4 +138,17 @@ func (e *busyError) Unwrap() error { return e.cause }
 // detailed wraps a sentinel with details, keeping errors.Is working.
 func detailed(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}
+
+// clip cuts s to at most max bytes, at a UTF-8 boundary, and says how many
+// bytes were dropped.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d more bytes cut]", s[:cut], len(s)-cut)
 }

@@ -78,5 +78,10 @@ func callTool(t testing.TB, m *plugins.Module, name, input string) (host.ToolRes
 	if !ok {
 		t.Fatalf("no tool %s", name)
 	}
-	return tool.Call(context.Background(), host.ToolCall{ID: "call-1", SessionID: "s1", Name: name, Input: json.RawMessage(input)})
+	return tool.Call(context.Background(), hostCall(name, input))
+}
+
+// hostCall is a tool call of the test session.
+func hostCall(name, input string) host.ToolCall {
+	return host.ToolCall{ID: "call-1", SessionID: "s1", Name: name, Input: json.RawMessage(input)}
 }

@@ -34,7 +34,8 @@ type callEnv struct {
 	export       string
 	name         string
 	callID       string
-	logBytes     int
+	logBytes     int // charged so far, overhead included
+	logLines     int
 	logDropped   bool
 	httpRequests int
 }
@@ -88,6 +89,43 @@ func write(p *extism.CurrentPlugin, fn string, b []byte) uint64 {
 
 var slogLevels = map[int32]slog.Level{0: slog.LevelDebug, 1: slog.LevelInfo, 2: slog.LevelWarn, 3: slog.LevelError}
 
+// logLineCost is what a log line costs beyond its text: the time, level
+// and attributes the host's log adds. Charging it keeps empty lines from
+// being free.
+const logLineCost = 128
+
+// allowLog charges a line of n bytes to the call's log budget and reports
+// whether it may be written. The first line refused logs one warning.
+func (env *callEnv) allowLog(n int) bool {
+	l := env.mod.limits
+	if l.MaxLogBytes < 0 {
+		return false
+	}
+	env.logBytes += n + logLineCost
+	env.logLines++
+	if env.logBytes <= l.MaxLogBytes && env.logLines <= l.MaxLogLines {
+		return true
+	}
+	if !env.logDropped {
+		env.logDropped = true
+		env.mod.log.Warn("plugin log budget of the call exhausted; dropping its further lines",
+			"export", env.export, "name", env.name, "max_bytes", l.MaxLogBytes, "max_lines", l.MaxLogLines)
+	}
+	return false
+}
+
+// logAttrs are the attributes of a plugin's log line.
+func (env *callEnv) logAttrs() []any {
+	attrs := []any{"export", env.export}
+	if env.name != "" {
+		attrs = append(attrs, "name", env.name)
+	}
+	if env.callID != "" {
+		attrs = append(attrs, "call_id", env.callID)
+	}
+	return attrs
+}
+
 func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
 	if env == nil || env.mod.limits.MaxLogBytes < 0 {
@@ -98,12 +136,7 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	if err != nil {
 		msg = []byte("(log line dropped: " + err.Error() + ")")
 	}
-	if env.logBytes += len(msg); env.logBytes > env.mod.limits.MaxLogBytes {
-		if !env.logDropped {
-			env.logDropped = true
-			env.mod.log.Warn("plugin log budget of the call exhausted; dropping its further lines",
-				"export", env.export, "name", env.name, "limit", env.mod.limits.MaxLogBytes)
-		}
+	if !env.allowLog(len(msg)) {
 		return
 	}
 	if !utf8.Valid(msg) {
@@ -113,14 +146,7 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	if !ok {
 		lv = slog.LevelInfo
 	}
-	attrs := []any{"export", env.export}
-	if env.name != "" {
-		attrs = append(attrs, "name", env.name)
-	}
-	if env.callID != "" {
-		attrs = append(attrs, "call_id", env.callID)
-	}
-	env.mod.log.Log(ctx, lv, string(msg), attrs...)
+	env.mod.log.Log(ctx, lv, string(msg), env.logAttrs()...)
 }
 
 // kvKey checks that the call may use the key-value store and reads the key

@@ -48,9 +48,22 @@ type Limits struct {
 	// which means 1 MiB; -1 disables vars (var_set then traps).
 	MaxVarBytes int64
 	// MaxLogBytes bounds what one call may log through the log host
-	// function; later lines are dropped. -1 disables logging. Default: 0,
-	// which means 64 KiB.
+	// function (and Extism's own log functions): each line costs its
+	// length plus a fixed 128 bytes (what a line costs the host's log
+	// beside its text), so that empty lines are not free. Later lines are
+	// dropped, with one warning. -1 disables logging. Default: 0, which
+	// means 64 KiB.
 	MaxLogBytes int
+	// MaxLogLines bounds the lines one call may log; later lines are
+	// dropped, with one warning. Default: 0, which means 256.
+	MaxLogLines int
+	// MaxErrorBytes bounds every text a plugin returns beside its output:
+	// its error message (Extism's error_set, or an {"error": …} answer),
+	// a policy's reason and summary, a validator's problems. Longer text
+	// is cut, saying how many bytes were dropped, so that no plugin puts
+	// more than this into a ledger or a model request through its errors.
+	// Default: 0, which means 4 KiB.
+	MaxErrorBytes int
 
 	// KV enables the tenant's key-value store (kv_get, kv_set,
 	// kv_delete). Default: false, denied.
@@ -102,6 +115,8 @@ const (
 	DefaultMaxOutputBytes       = 1 << 20
 	DefaultMaxVarBytes          = 1 << 20
 	DefaultMaxLogBytes          = 64 << 10
+	DefaultMaxLogLines          = 256
+	DefaultMaxErrorBytes        = 4 << 10
 	DefaultMaxKVKeyBytes        = 256
 	DefaultMaxKVValueBytes      = 64 << 10
 	DefaultMaxKVKeys            = 1024
@@ -146,6 +161,8 @@ func (l Limits) normalize() (Limits, error) {
 	defInt("Instances", &l.Instances, DefaultInstances)
 	defInt("MaxInputBytes", &l.MaxInputBytes, DefaultMaxInputBytes)
 	defInt("MaxOutputBytes", &l.MaxOutputBytes, DefaultMaxOutputBytes)
+	defInt("MaxLogLines", &l.MaxLogLines, DefaultMaxLogLines)
+	defInt("MaxErrorBytes", &l.MaxErrorBytes, DefaultMaxErrorBytes)
 	defInt("MaxKVKeyBytes", &l.MaxKVKeyBytes, DefaultMaxKVKeyBytes)
 	defInt("MaxKVValueBytes", &l.MaxKVValueBytes, DefaultMaxKVValueBytes)
 	defInt("MaxKVKeys", &l.MaxKVKeys, DefaultMaxKVKeys)

@@ -158,22 +158,36 @@ func (m *Module) Prewarm(ctx context.Context, n int) error {
 		}
 	}()
 	for len(held) < n {
-		in, err := m.pool.get(ctx, m.newInstance)
+		in, err := m.prewarmOne(ctx)
 		if err != nil {
 			return &PluginError{Plugin: m.name, Export: "prewarm", Err: err}
-		}
-		if m.exports["describe"] {
-			callCtx, cancel := context.WithTimeout(ctx, m.limits.CallTimeout)
-			_, _, err = in.p.CallWithContext(context.WithValue(callCtx, envKey{}, &callEnv{mod: m, export: "describe"}), "describe", nil)
-			cancel()
-			if err != nil {
-				m.discard(in)
-				return &PluginError{Plugin: m.name, Export: "prewarm", Err: m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())}
-			}
 		}
 		held = append(held, in)
 	}
 	return nil
+}
+
+// prewarmOne takes an instance from the pool (creating it, within the call
+// timeout) and runs describe on it, when the module has one.
+func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
+	callCtx, cancel := context.WithTimeout(ctx, m.limits.CallTimeout)
+	defer cancel()
+	in, err := m.pool.get(callCtx, m.newInstance)
+	if err != nil {
+		var ie *instantiateError
+		if errors.As(err, &ie) {
+			return nil, m.instantiateFailure(ie.err, ctx, callCtx, m.limits.CallTimeout)
+		}
+		return nil, err
+	}
+	if m.exports["describe"] {
+		_, _, err = in.p.CallWithContext(context.WithValue(callCtx, envKey{}, &callEnv{mod: m, export: "describe"}), "describe", nil)
+		if err != nil {
+			m.discard(in)
+			return nil, m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())
+		}
+	}
+	return in, nil
 }
 
 // Close releases the caller's reference: the module stops accepting calls,
@@ -250,6 +264,9 @@ func (m *Module) shutdown(ctx context.Context) error {
 type instance struct {
 	p      *extism.Plugin
 	stderr *stderrWriter
+	// env is the call in progress, set and cleared by the goroutine that
+	// runs it (Extism's log callback runs on that goroutine).
+	env *callEnv
 }
 
 func (in *instance) close() { _ = in.p.Close(context.Background()) }
@@ -259,6 +276,11 @@ func (in *instance) close() { _ = in.p.Close(context.Background()) }
 // discarded; the tail of stderr kept for trap messages. Sleeping does not
 // block the host (wazero's nanosleep is a no-op without WithSysNanosleep),
 // so a sleeping plugin spins against its timeout.
+//
+// Instantiating runs the module's start function, the plugin's own code:
+// ctx must carry the deadline of the call (or load) it serves, which
+// interrupts a start function that does not return (close-on-context-done
+// watches it while the start function runs, and only then).
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	stderr := &stderrWriter{max: 2 << 10}
 	mc := wazero.NewModuleConfig().
@@ -267,20 +289,28 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithRandSource(rand.Reader).
 		WithStdout(io.Discard).
 		WithStderr(stderr)
-	p, err := m.compiled.Instance(context.WithoutCancel(ctx), extism.PluginInstanceConfig{ModuleConfig: mc})
+	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
 		return nil, err
 	}
 	m.instantiated.Add(1)
+	in := &instance{p: p, stderr: stderr}
 	// Extism's own log functions (gated by its process-wide level, off by
-	// default) go to the same logger.
+	// default) go to the same logger, within the same budget as the log
+	// host function: the call in progress's.
 	p.SetLogger(func(level extism.LogLevel, msg string) {
-		m.log.Log(context.Background(), map[extism.LogLevel]slog.Level{
-			extism.LogLevelTrace: slog.LevelDebug - 4, extism.LogLevelDebug: slog.LevelDebug,
-			extism.LogLevelInfo: slog.LevelInfo, extism.LogLevelWarn: slog.LevelWarn, extism.LogLevelError: slog.LevelError,
-		}[level], msg, "source", "extism")
+		env := in.env
+		if env == nil || !env.allowLog(len(msg)) {
+			return
+		}
+		m.log.Log(context.Background(), extismLevels[level], msg, append(env.logAttrs(), "source", "extism")...)
 	})
-	return &instance{p: p, stderr: stderr}, nil
+	return in, nil
+}
+
+var extismLevels = map[extism.LogLevel]slog.Level{
+	extism.LogLevelTrace: slog.LevelDebug - 4, extism.LogLevelDebug: slog.LevelDebug,
+	extism.LogLevelInfo: slog.LevelInfo, extism.LogLevelWarn: slog.LevelWarn, extism.LogLevelError: slog.LevelError,
 }
 
 // pool bounds and recycles a module's instances.
@@ -299,8 +329,16 @@ func (p *pool) adopt(in *instance) {
 	p.idle <- in
 }
 
+// instantiateError is a failure to create an instance, as opposed to
+// waiting in vain for a free one.
+type instantiateError struct{ err error }
+
+func (e *instantiateError) Error() string { return e.err.Error() }
+func (e *instantiateError) Unwrap() error { return e.err }
+
 // get returns a free instance, creating one if the pool has room, or
-// waits for one until ctx is done.
+// waits for one until ctx is done. A failure to create one is an
+// *instantiateError; its slot is freed.
 func (p *pool) get(ctx context.Context, create func(context.Context) (*instance, error)) (*instance, error) {
 	select {
 	case in := <-p.idle:
@@ -314,7 +352,7 @@ func (p *pool) get(ctx context.Context, create func(context.Context) (*instance,
 		in, err := create(ctx)
 		if err != nil {
 			<-p.slots
-			return nil, err
+			return nil, &instantiateError{err}
 		}
 		return in, nil
 	case <-ctx.Done():
@@ -376,15 +414,20 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 	for attempt := 0; ; attempt++ {
 		inst, err := m.pool.get(callCtx, m.newInstance)
 		if err != nil {
-			if callCtx.Err() != nil {
-				// Waiting for a free instance: the plugin did not run.
-				return fail(&busyError{instances: m.limits.Instances, cause: callCtx.Err()})
+			var ie *instantiateError
+			if errors.As(err, &ie) {
+				// The module's start function ran, and failed or ran out of
+				// time: the plugin's own code, like a call.
+				return fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
 			}
-			return fail(detailed(ErrInvalidModule, "instantiating: %v", err))
+			// Waiting for a free instance: the plugin did not run.
+			return fail(&busyError{instances: m.limits.Instances, cause: err})
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
+		inst.env = env
 		rc, out, err := inst.p.CallWithContext(runCtx, export, input)
+		inst.env = nil
 		if err != nil && err.Error() == "module is closed" && attempt < 2 && callCtx.Err() == nil {
 			// The instance exited in an earlier call (exit code 0 closes
 			// it too); this call did not run. Retry on another.
@@ -397,7 +440,7 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		}
 		if rc != 0 {
 			m.discard(inst)
-			return fail(&remoteError{msg: fmt.Sprintf("export %s returned %d without an error message", export, rc)})
+			return fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
 		}
 		if len(out) > m.limits.MaxOutputBytes {
 			m.discard(inst)
@@ -448,7 +491,27 @@ func (m *Module) classify(err error, parent, callCtx context.Context, timeout ti
 		return detailed(ErrTrap, "%s%s", firstLine(msg), stderrSuffix(stderr))
 	}
 	// What remains is the plugin's own error (Extism's error_set).
-	return &remoteError{msg: firstLines(msg, 20)}
+	return m.remote(msg)
+}
+
+// remote is the plugin's own error message, cut to its first 20 lines and
+// Limits.MaxErrorBytes.
+func (m *Module) remote(msg string) error {
+	return &remoteError{msg: m.clip(firstLines(msg, 20))}
+}
+
+// clip cuts a text the plugin returned to Limits.MaxErrorBytes.
+func (m *Module) clip(s string) string { return clip(s, m.limits.MaxErrorBytes) }
+
+// instantiateFailure says why an instance could not be made: its start
+// function trapped or ran out of time (as a call would), or the module
+// cannot be instantiated at all (ErrInvalidModule).
+func (m *Module) instantiateFailure(err error, parent, ctx context.Context, timeout time.Duration) error {
+	c := m.classify(err, parent, ctx, timeout, "")
+	if errors.Is(c, ErrToolFailed) { // not the plugin's answer: wazero's or Extism's
+		c = detailed(ErrInvalidModule, "%v", oneLine(err))
+	}
+	return fmt.Errorf("instantiating: %w", c)
 }
 
 func (m *Module) oom(stderr string) error {

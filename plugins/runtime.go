@@ -196,12 +196,20 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	r.modules[m] = struct{}{}
 	r.mu.Unlock()
 
-	// The first instance: it tells the exports, and serves describe.
-	inst, err := m.newInstance(ctx)
+	// The first instance: it tells the exports, and serves describe. Its
+	// start function, if any, runs within the call timeout.
+	instCtx, cancel := context.WithTimeout(ctx, limits.CallTimeout)
+	inst, err := m.newInstance(instCtx)
 	if err != nil {
+		err = m.instantiateFailure(err, ctx, instCtx, limits.CallTimeout)
+		cancel()
 		_ = m.shutdown(ctx)
-		return fail("instantiate", detailed(ErrInvalidModule, "%v", oneLine(err)))
+		if !errors.Is(err, ErrInvalidModule) {
+			err = fmt.Errorf("%w: %w", ErrInvalidModule, err)
+		}
+		return fail("instantiate", err)
 	}
+	cancel()
 	m.exports = map[string]bool{}
 	for name := range inst.p.Module().ExportedFunctions() {
 		m.exports[name] = true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -151,7 +152,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 			if msg == "" {
 				msg = "the tool failed without a message"
 			}
-			return &remoteError{msg: msg}
+			return t.mod.remote(msg)
 		case res.Output == nil:
 			return errMalformed(`neither "output" nor "error" in %s`, snippet(out))
 		}
@@ -235,11 +236,11 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 		}
 		switch {
 		case wire.Error != nil:
-			return &remoteError{msg: *wire.Error}
+			return v.mod.remote(*wire.Error)
 		case wire.OK == nil:
 			return errMalformed(`no "ok" in %s`, snippet(out))
 		case !*wire.OK:
-			res.Errors = wire.Errors
+			res.Errors = v.mod.problems(wire.Errors)
 			if len(res.Errors) == 0 {
 				res.Errors = []string{rootPath + ": invalid"}
 			}
@@ -260,6 +261,26 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 		return ValidationResult{Source: v.mod.hash}, err
 	}
 	return res, nil
+}
+
+// maxPluginProblems bounds the problems a validator may report at once.
+const maxPluginProblems = 20
+
+// problems bounds a validator's problems: at most maxPluginProblems of
+// them, and Limits.MaxErrorBytes of text in all.
+func (m *Module) problems(ps []string) []string {
+	budget := m.limits.MaxErrorBytes
+	var out []string
+	for i, p := range ps {
+		if i == maxPluginProblems || budget <= 0 {
+			out = append(out, fmt.Sprintf("(and %d more problems)", len(ps)-i))
+			break
+		}
+		p = clip(p, budget)
+		budget -= len(p)
+		out = append(out, p)
+	}
+	return out
 }
 
 // modulePolicy is a policy of a module.
@@ -303,7 +324,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, e
 			return err
 		}
 		if wire.Error != nil {
-			return &remoteError{msg: *wire.Error}
+			return p.mod.remote(*wire.Error)
 		}
 		if wire.Decision == nil {
 			return errMalformed(`no "decision" in %s`, snippet(out))
@@ -313,7 +334,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, e
 		default:
 			return errMalformed("unknown decision %q", *wire.Decision)
 		}
-		d.Verdict, d.Reason, d.Summary = *wire.Decision, wire.Reason, wire.Summary
+		d.Verdict, d.Reason, d.Summary = *wire.Decision, p.mod.clip(wire.Reason), p.mod.clip(wire.Summary)
 		return nil
 	})
 	if err != nil {

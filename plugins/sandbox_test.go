@@ -1,0 +1,230 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// The hostile suite, part two: what a module reaches around the call —
+// loading, instantiating, compiling, schemas, logs, error text, the stack,
+// names and a tenant's totals. Each test's hostile module is built from
+// source (bombs.c) or written byte by byte (wasmgen_test.go).
+
+// bombsWasm builds testdata/c/bombs.c.
+func bombsWasm(t testing.TB) []byte {
+	return plugintest.CPlugin(t, "testdata/c", []string{"bombs.c", cKit + "/agentic.c"}, []string{cKit}, nil)
+}
+
+// bombAfter is the value bombs.c's time bomb is built with.
+const bombAfter = 0x5EED5EED5EED5EED
+
+// within runs fn and fails the test if it has not returned after guard: a
+// guard against a hang, not a speed check.
+func within[T any](t *testing.T, guard time.Duration, what string, fn func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- fn() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(guard):
+		t.Fatalf("%s did not return within %s", what, guard)
+		panic("unreachable")
+	}
+}
+
+// TestHostileStartFunction: a start function that never returns is
+// interrupted at the load's deadline and the module refused, while the
+// host serves other plugins.
+func TestHostileStartFunction(t *testing.T) {
+	rt, _ := newRuntime(t)
+	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
+	err := within(t, time.Minute, "loading a module whose start function loops", func() error {
+		_, err := rt.Load(context.Background(), plugins.Source{Name: "startloop", Wasm: startLoop(), Limits: plugins.Limits{CallTimeout: time.Second}})
+		return err
+	})
+	if !errors.Is(err, plugins.ErrInvalidModule) || !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiat") {
+		t.Fatalf("load: %v, want an invalid module that timed out instantiating", err)
+	}
+	if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
+		t.Fatalf("healthy plugin: %v", err)
+	}
+
+	// The caller's own context ends the load too.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	err = within(t, time.Minute, "loading under a cancelled context", func() error {
+		_, err := rt.Load(ctx, plugins.Source{Name: "startloop", Wasm: startLoop(), Limits: plugins.Limits{CallTimeout: time.Hour}})
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("load under a cancelled context: %v", err)
+	}
+}
+
+// TestHostileTimeBomb: a start function that starts looping only after the
+// module loaded. Every fresh instance (one is made after a trap discarded
+// the last) is interrupted at the call's deadline, the call fails as a
+// timeout, its pool slot is freed, and the host keeps serving.
+func TestHostileTimeBomb(t *testing.T) {
+	rt, _ := newRuntime(t)
+	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
+	built := withStart(t, bombsWasm(t), "bomb")
+	var m *plugins.Module
+	var goesOff time.Time
+	// The bomb must not go off while the module loads; a loaded machine
+	// gets a longer fuse.
+	for fuse := 2 * time.Second; m == nil; fuse *= 2 {
+		if fuse > time.Minute {
+			t.Fatal("the time bomb went off during every load")
+		}
+		goesOff = time.Now().Add(fuse)
+		wasm := patchU64(t, built, bombAfter, uint64(goesOff.UnixNano()))
+		var err error
+		m, err = rt.Load(context.Background(), plugins.Source{Name: "bombs", Wasm: wasm, Tenant: "acme",
+			Limits: plugins.Limits{Instances: 1, CallTimeout: time.Second}})
+		if err != nil && !errors.Is(err, plugins.ErrTimeout) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	if _, err := callTool(t, m, "ok", `{}`); err != nil {
+		t.Fatalf("before the bomb went off: %v", err)
+	}
+	time.Sleep(time.Until(goesOff))
+
+	if _, err := callTool(t, m, "trap", `{}`); !errors.Is(err, plugins.ErrTrap) {
+		t.Fatalf("trap: %v", err)
+	}
+	for i := range 3 {
+		err := within(t, time.Minute, "a call on a fresh instance", func() error {
+			_, err := callTool(t, m, "ok", `{}`)
+			return err
+		})
+		if !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiating") {
+			t.Fatalf("call %d after the bomb went off: %v, want a timeout while instantiating", i, err)
+		}
+		if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
+			t.Fatalf("healthy plugin: %v", err)
+		}
+	}
+	// The caller's context interrupts instantiation as well.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	tool, _ := m.Tool("ok")
+	err := within(t, time.Minute, "a cancelled call", func() error {
+		_, err := tool.Call(ctx, hostCall("ok", `{}`))
+		return err
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled call: %v", err)
+	}
+}
+
+// TestHostileStartFunctionInDirectory: a module that never instantiates,
+// dropped into a watched directory, is refused; later changes still apply
+// and Close returns.
+func TestHostileStartFunctionInDirectory(t *testing.T) {
+	rt, _ := newRuntime(t)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits {
+		return plugins.Limits{CallTimeout: time.Second}
+	}})
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "startloop.wasm"), startLoop())
+	w := within(t, time.Minute, "Watch over a directory holding a start-function loop", func() *plugins.Watcher {
+		w, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{Debounce: 10 * time.Millisecond})
+		if err != nil {
+			t.Error(err)
+		}
+		return w
+	})
+	if w == nil {
+		t.FailNow()
+	}
+	// Dropped in while watching, too.
+	writeAtomic(t, filepath.Join(dir, "startloop2.wasm"), startLoop())
+	writeAtomic(t, filepath.Join(dir, "get_account.wasm"), getAccountWasm(t))
+	within(t, time.Minute, "waiting for get_account to load", func() bool {
+		for {
+			if _, ok := reg.Tool("acme", "get_account"); ok {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	for _, name := range []string{"startloop", "startloop2"} {
+		if _, ok := reg.Module("acme", name); ok {
+			t.Errorf("%s was loaded", name)
+		}
+	}
+	within(t, time.Minute, "Watcher.Close", func() error { return w.Close() })
+}
+
+// writeAtomic writes a file the way plugin deployments should: elsewhere,
+// then renamed into place.
+func writeAtomic(t testing.TB, path string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostileErrorText: a plugin's error text is cut to MaxErrorBytes,
+// whether it comes through Extism's error_set (20 MB on one line) or as
+// an {"error": …} answer within the output limit, so that no plugin can
+// put megabytes into a ledger or a model request through its errors.
+func TestHostileErrorText(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
+	for _, tool := range []string{"error_bomb", "error_answer"} {
+		_, err := callTool(t, m, tool, `{}`)
+		if !errors.Is(err, plugins.ErrToolFailed) {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		if n := len(err.Error()); n > plugins.DefaultMaxErrorBytes+200 {
+			t.Errorf("%s: an error of %d bytes reached the host, the limit is %d", tool, n, plugins.DefaultMaxErrorBytes)
+		}
+		if !strings.Contains(err.Error(), "more bytes cut") {
+			t.Errorf("%s: the error does not say it was cut: …%s", tool, err.Error()[max(0, len(err.Error())-80):])
+		}
+	}
+	// A raw export's error_set, too.
+	_, err := m.CallExport(context.Background(), "call", []byte(`{"tool":"error_bomb","input":{}}`))
+	if !errors.Is(err, plugins.ErrToolFailed) || len(err.Error()) > plugins.DefaultMaxErrorBytes+200 {
+		t.Fatalf("raw export: %d bytes: %.200v", len(err.Error()), err)
+	}
+	if n := okCalls(t, m); n < 1 {
+		t.Fatalf("ok: %d", n)
+	}
+}
+
+// TestHostileLogFlood: a million empty log lines cost the host at most the
+// call's line bound (and one warning), not a million lines.
+func TestHostileLogFlood(t *testing.T) {
+	rt, logs := newRuntime(t)
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
+	res, err := callTool(t, m, "log_empty", `{}`)
+	if err != nil || res.Output != "logged" {
+		t.Fatalf("log_empty: %q, %v", res.Output, err)
+	}
+	lines := strings.Count(logs.String(), "\n")
+	if lines > plugins.DefaultMaxLogLines+10 {
+		t.Fatalf("one call wrote %d log lines (%d bytes), the bound is %d", lines, len(logs.String()), plugins.DefaultMaxLogLines)
+	}
+	if !strings.Contains(logs.String(), "log budget of the call exhausted") {
+		t.Error("no warning that lines were dropped")
+	}
+}

@@ -1,0 +1,108 @@
+/*
+ * bombs.c — a hostile test plugin in C, for what a Go plugin cannot do (a
+ * native stack overflow, a start function) and for floods of what the host
+ * reads besides the output (error text, log lines). Each tool is one
+ * misbehaviour; "ok" checks that the host still serves.
+ */
+#include "agentic.h"
+
+#include <string.h>
+#include <time.h>
+
+/* calls counts the calls an instance served: a fresh instance starts at 0. */
+static int calls;
+
+static int ok(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    calls++;
+    agentic_buf_puts(out, "{\"ok\":true,\"calls\":");
+    agentic_buf_int(out, calls);
+    agentic_buf_puts(out, "}");
+    return AGENTIC_OK;
+}
+
+/* recurse overflows the native call stack: the recursion goes through a
+ * volatile function pointer, which the compiler cannot turn into a loop,
+ * and keeps its values in Wasm locals, not in linear memory. */
+static int (*volatile down)(int);
+
+static int deeper(int n) { return down(n + 1) + n; }
+
+static int recurse(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    down = deeper;
+    agentic_buf_int(out, deeper(0));
+    return AGENTIC_OK;
+}
+
+/* trap executes an unreachable instruction: the instance is discarded. */
+static int trap(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    (void)out;
+    __builtin_trap();
+}
+
+/* big_block fills a new Extism block of n bytes with ch. */
+static extism_ptr big_block(size_t n, char ch) {
+    extism_ptr off = extism_alloc(n);
+    uint64_t word;
+    memset(&word, ch, sizeof word);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) extism_store_u64(off + i, word);
+    for (; i < n; i++) extism_store_u8(off + i, (uint8_t)ch);
+    return off;
+}
+
+/* error_bomb sets a 20 MB error of one line through Extism's error_set. */
+static int error_bomb(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    (void)out;
+    extism_error_set(big_block(20u << 20, 'e'));
+    return AGENTIC_ERROR;
+}
+
+/* error_answer answers {"error": …} with a 900 KB message: under the output
+ * limit, far over any sensible error. */
+static int error_answer(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    for (int i = 0; i < 900 * 1024 / 64; i++)
+        agentic_buf_puts(out, "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff");
+    return AGENTIC_ERROR;
+}
+
+/* log_empty writes a million empty log lines. */
+static int log_empty(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    for (int i = 0; i < 1000000; i++) agentic_host_log(1, 0);
+    agentic_buf_puts(out, "\"logged\"");
+    return AGENTIC_OK;
+}
+
+static const agentic_tool tools[] = {
+    {.name = "ok", .description = "Answer, counting the instance's calls.", .effect = "read", .handler = ok},
+    {.name = "trap", .description = "Trap.", .effect = "read", .handler = trap},
+    {.name = "recurse", .description = "Recurse until the native stack overflows.", .effect = "read", .handler = recurse},
+    {.name = "error_bomb", .description = "Set a 20 MB error.", .effect = "read", .handler = error_bomb},
+    {.name = "error_answer", .description = "Answer a 900 KB error.", .effect = "read", .handler = error_answer},
+    {.name = "log_empty", .description = "Log a million empty lines.", .effect = "read", .handler = log_empty},
+};
+
+AGENTIC_PLUGIN(tools, AGENTIC_COUNT(tools), NULL, 0, NULL, 0);
+
+/* bomb_after is when the time bomb goes off, in nanoseconds since the
+ * epoch. The tests patch these bytes in the built module; as built, the
+ * bomb never goes off. */
+volatile uint64_t bomb_after = 0x5EED5EED5EED5EEDull;
+
+static volatile uint64_t spins;
+
+/* bomb is made the module's start function by the tests: it returns at once
+ * until bomb_after, and loops forever from then on, so that instances made
+ * after that time never finish instantiating. */
+__attribute__((export_name("bomb"))) void bomb(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now < bomb_after) return;
+    for (;;) spins++;
+}
