@@ -123,15 +123,16 @@ func (e *timeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// busyError: no instance became free before the call's deadline (or
-// cancellation); the plugin did not run.
+// busyError: what a call waited for (a free instance, a slot among the
+// calls the runtime or the tenant may run at once) did not become free
+// before its deadline or cancellation; the plugin did not run.
 type busyError struct {
-	instances int
-	cause     error
+	what  string // "all 4 instances", e.g.
+	cause error
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("not run: all %d instances stayed busy: %v", e.instances, e.cause)
+	return fmt.Sprintf("not run: %s stayed busy: %v", e.what, e.cause)
 }
 func (e *busyError) Unwrap() error { return e.cause }
 

@@ -409,6 +409,10 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 	}
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := m.rt.calls.acquire(callCtx); err != nil {
+		return fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
+	}
+	defer m.rt.calls.release()
 	env := &callEnv{mod: m, export: export, name: name, callID: callID}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {
@@ -421,7 +425,7 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 				return fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
 			}
 			// Waiting for a free instance: the plugin did not run.
-			return fail(&busyError{instances: m.limits.Instances, cause: err})
+			return fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
@@ -482,6 +486,9 @@ func (m *Module) classify(err error, parent, callCtx context.Context, timeout ti
 		return interrupted()
 	}
 	msg := err.Error()
+	if msg == "stack overflow" { // wazero's ErrRuntimeStackOverflow, returned as is
+		return detailed(ErrTrap, "stack overflow: the call nested deeper than the host's native stack allows")
+	}
 	if strings.Contains(msg, "wasm error") || strings.Contains(msg, "wasm stack trace") ||
 		strings.Contains(msg, "recovered by wazero") || strings.Contains(msg, "module is closed") ||
 		strings.Contains(msg, "failed to initialize runtime") {

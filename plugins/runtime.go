@@ -36,6 +36,15 @@ type Options struct {
 	// CompileWorkers is the number of goroutines compiling one module.
 	// Default: 0, which means GOMAXPROCS.
 	CompileWorkers int
+	// MaxConcurrentCalls bounds the plugin calls running at once in the
+	// runtime, across all modules and tenants; more wait for one to end,
+	// within their deadline, and then fail unrun (retryable). Besides CPU,
+	// it bounds the host memory a call holds outside its linear memory: a
+	// call that recurses without end grows wazero's native stack to its
+	// fixed ceiling, about 170 MB of host memory before the trap, and
+	// wazero offers no way to lower it. Default: 0, which means
+	// 4 × GOMAXPROCS.
+	MaxConcurrentCalls int
 }
 
 // Runtime compiles and runs plugins. It holds the compilation cache shared
@@ -47,6 +56,7 @@ type Runtime struct {
 	kv      KV
 	workers int
 	funcs   []extism.HostFunction
+	calls   semaphore // Options.MaxConcurrentCalls
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
@@ -73,6 +83,14 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		r.workers = runtime.GOMAXPROCS(0)
 	case r.workers < 0:
 		return nil, fmt.Errorf("%w: CompileWorkers %d is negative", ErrInvalidLimits, r.workers)
+	}
+	switch n := opts.MaxConcurrentCalls; {
+	case n == 0:
+		r.calls = newSemaphore(4 * runtime.GOMAXPROCS(0))
+	case n < 0:
+		return nil, fmt.Errorf("%w: MaxConcurrentCalls %d is negative", ErrInvalidLimits, n)
+	default:
+		r.calls = newSemaphore(n)
 	}
 	if opts.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
@@ -306,3 +324,25 @@ func (w *stderrWriter) String() string {
 }
 
 var _ io.Writer = (*stderrWriter)(nil)
+
+// semaphore bounds how many of something run at once.
+type semaphore chan struct{}
+
+func newSemaphore(n int) semaphore { return make(semaphore, n) }
+
+// acquire takes a slot, waiting until ctx is done at most.
+func (s semaphore) acquire(ctx context.Context) error {
+	select {
+	case s <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s semaphore) release() { <-s }

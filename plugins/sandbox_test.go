@@ -228,3 +228,62 @@ func TestHostileLogFlood(t *testing.T) {
 		t.Error("no warning that lines were dropped")
 	}
 }
+
+// TestHostileStackOverflow: unbounded recursion overflows wazero's native
+// stack (about 50 MB, which wazero does not let a host lower): a trap, the
+// instance discarded, the host serving. What bounds its cost in host memory
+// is the number of calls that may run at once: Options.MaxConcurrentCalls.
+func TestHostileStackOverflow(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1})
+	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
+	before := okCalls(t, m)
+	_, err := callTool(t, m, "recurse", `{}`)
+	if !errors.Is(err, plugins.ErrTrap) || !strings.Contains(err.Error(), "stack overflow") {
+		t.Fatalf("recurse: %v, want a trap naming the stack overflow", err)
+	}
+	if after := okCalls(t, m); after != 1 {
+		t.Errorf("instance kept after a stack overflow (calls %d then %d)", before, after)
+	}
+	if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
+		t.Fatalf("healthy plugin: %v", err)
+	}
+}
+
+// TestMaxConcurrentCalls: beyond Options.MaxConcurrentCalls, a call waits
+// for a running one to end, and gives up unrun at its deadline.
+func TestMaxConcurrentCalls(t *testing.T) {
+	rt := plugintest.Runtime(t, plugins.Options{MaxConcurrentCalls: 1})
+	spinner := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{CallTimeout: time.Minute})
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
+	before := okCalls(t, m)
+
+	described := spinner.Stats().Calls
+	spinning := make(chan error, 1)
+	spinCtx, stopSpin := context.WithCancel(context.Background())
+	tool, _ := spinner.Tool("spin")
+	go func() {
+		_, err := tool.Call(spinCtx, hostCall("spin", `{}`))
+		spinning <- err
+	}()
+	// Wait until the spin runs: the only call slot is taken.
+	within(t, time.Minute, "waiting for the spin to start", func() bool {
+		for spinner.Stats().Calls == described {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	okTool, _ := m.Tool("ok")
+	_, err := okTool.Call(ctx, hostCall("ok", `{}`))
+	var pe *plugins.PluginError
+	if !errors.As(err, &pe) || !pe.Retryable() || !strings.Contains(err.Error(), "1 concurrent plugin calls") {
+		t.Fatalf("a call beyond the bound: %v, want a retryable refusal naming the bound", err)
+	}
+	stopSpin()
+	<-spinning
+	if after := okCalls(t, m); after != before+1 {
+		t.Errorf("the refused call ran (calls %d then %d)", before, after)
+	}
+}
