@@ -48,9 +48,6 @@ var (
 	// ErrNoDescription: the module exports no describe and has no sidecar
 	// manifest, so it offers nothing the registry can use.
 	ErrNoDescription = errors.New("plugins: module has no describe export and no sidecar manifest")
-	// ErrConflict: a name the module offers is taken by another module of
-	// the tenant.
-	ErrConflict = errors.New("plugins: name already taken")
 	// ErrClosed: the module or runtime is closed (or the tool's module was
 	// unloaded). The plugin did not run.
 	ErrClosed = errors.New("plugins: closed")

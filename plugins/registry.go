@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,37 @@ const (
 	Removed ChangeKind = "removed"
 )
 
+// Conflict is a name that two or more modules of a tenant offer. None of
+// them serves it until all but one are removed (or stop offering it): who
+// loaded first does not matter, so a module cannot take a name from
+// another by loading earlier. The modules' other items serve as usual.
+type Conflict struct {
+	// Kind is "tool", "validator" or "policy".
+	Kind string
+	// Name is the name offered more than once.
+	Name string
+	// Modules are the modules offering it, sorted.
+	Modules []string
+}
+
+// String says what is in conflict, for logs and errors.
+func (c Conflict) String() string {
+	return fmt.Sprintf("%s %s is offered by %s: none of them serves it until one is removed",
+		c.Kind, c.Name, strings.Join(c.Modules, " and "))
+}
+
+// Refusal is a module the registry refused, with why. The previous version
+// of the module, if any, keeps serving.
+type Refusal struct {
+	// Name is the module's name.
+	Name string
+	// Hash is the content hash of the module refused ("" when its bytes
+	// could not be read).
+	Hash string
+	// Err is why.
+	Err error
+}
+
 // Change is a change of the registry.
 type Change struct {
 	// Kind says what happened.
@@ -62,6 +94,10 @@ type Change struct {
 	Previous string
 	// Err is why a module was rejected.
 	Err error
+	// Conflicts are the conflicts the module is part of after a load or a
+	// replacement: names it offers that another module of the tenant offers
+	// too, which neither serves.
+	Conflicts []Conflict
 }
 
 // Registry holds the loaded plugin modules of every tenant and serves
@@ -76,9 +112,10 @@ type Registry struct {
 	opts RegistryOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex // serialises writers
-	snap   atomic.Pointer[snapshot]
-	closed bool
+	mu      sync.Mutex // serialises writers
+	snap    atomic.Pointer[snapshot]
+	closed  bool
+	refused map[string]map[string]Refusal // tenant → module name → why; under mu
 }
 
 // snapshot is an immutable view of the registry.
@@ -93,11 +130,12 @@ type tenantView struct {
 	toolList   []host.Tool
 	validators map[string]*regValidator
 	policies   map[string]*regPolicy
+	conflicts  []Conflict // sorted by kind, then name
 }
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -111,6 +149,17 @@ func (r *Registry) limits(tenant string) Limits {
 }
 
 func (r *Registry) notify(c Change) {
+	r.mu.Lock()
+	switch c.Kind {
+	case Rejected:
+		if r.refused[c.Tenant] == nil {
+			r.refused[c.Tenant] = map[string]Refusal{}
+		}
+		r.refused[c.Tenant][c.Name] = Refusal{Name: c.Name, Hash: c.Hash, Err: c.Err}
+	default:
+		delete(r.refused[c.Tenant], c.Name)
+	}
+	r.mu.Unlock()
 	switch c.Kind {
 	case Rejected:
 		r.log.Warn("plugin rejected; the previous version (if any) keeps serving", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "err", c.Err)
@@ -118,6 +167,9 @@ func (r *Registry) notify(c Change) {
 		r.log.Info("plugin replaced", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "previous", c.Previous)
 	default:
 		r.log.Info("plugin "+string(c.Kind), "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash)
+	}
+	for _, cf := range c.Conflicts {
+		r.log.Warn("plugin name conflict: "+cf.String(), "tenant", c.Tenant, "kind", cf.Kind, "name", cf.Name, "modules", strings.Join(cf.Modules, ","))
 	}
 	if r.opts.OnChange != nil {
 		r.opts.OnChange(c)
@@ -127,8 +179,10 @@ func (r *Registry) notify(c Change) {
 // Load compiles and describes a module from bytes and registers it for
 // tenant under src.Name (src.Tenant, src.Limits and src.Config are set by
 // the registry), replacing the module of that name if any. The module must be
-// described (describe or src.Sidecar). Its tool, validator and policy names
-// must not be taken by another module of the tenant. On any error the
+// described (describe or src.Sidecar). A tool, validator or policy name
+// that another module of the tenant offers too is a [Conflict]: neither
+// module serves it until one of them is removed; the load succeeds and the
+// conflict is logged and reported in the Change. On any error the
 // registry is unchanged and the previous version keeps serving.
 func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
 	src.Tenant = tenant
@@ -165,15 +219,10 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 	}
 	prev := modules[src.Name]
 	modules[src.Name] = m
-	next, err := r.build(tenant, modules)
-	if err != nil {
-		r.mu.Unlock()
-		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: err})
-	}
+	next := r.build(tenant, modules)
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
-	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash()}
+	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash(), Conflicts: next.conflictsOf(src.Name)}
 	if prev != nil {
 		change.Kind, change.Previous = Replaced, prev.Hash()
 		_ = prev.Close(ctx) // finishes its calls in flight, then shuts down
@@ -235,12 +284,7 @@ func (r *Registry) Unload(tenant, name string) bool {
 			modules[n] = mod
 		}
 	}
-	next, err := r.build(tenant, modules)
-	if err != nil { // cannot happen: removing a module cannot create a conflict
-		r.mu.Unlock()
-		r.log.Error("plugins: unloading", "tenant", tenant, "plugin", name, "err", err)
-		return false
-	}
+	next := r.build(tenant, modules)
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
 	_ = prev.Close(context.Background())
@@ -264,52 +308,48 @@ func (r *Registry) Close(ctx context.Context) error {
 	return nil
 }
 
-// build makes a tenant's view of modules, or reports name conflicts.
-func (r *Registry) build(tenant string, modules map[string]*Module) (*tenantView, error) {
+// build makes a tenant's view of modules. A name offered by more than one
+// module is a conflict: none of them serves it.
+func (r *Registry) build(tenant string, modules map[string]*Module) *tenantView {
 	tv := &tenantView{
 		modules:    modules,
 		tools:      map[string]*regTool{},
 		validators: map[string]*regValidator{},
 		policies:   map[string]*regPolicy{},
 	}
-	names := make([]string, 0, len(modules))
-	for name := range modules {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	owner := map[string]string{}
-	var errs []error
-	claim := func(kind, item, module string) bool {
-		key := kind + ":" + item
-		if o, ok := owner[key]; ok {
-			errs = append(errs, fmt.Errorf("%w: %s %s is offered by both %s and %s", ErrConflict, kind, item, o, module))
-			return false
+	type item struct{ kind, name string }
+	owners := map[item][]string{}
+	for name, m := range modules {
+		for tn := range m.tools {
+			owners[item{"tool", tn}] = append(owners[item{"tool", tn}], name)
 		}
-		owner[key] = module
-		return true
-	}
-	for _, name := range names {
-		m := modules[name]
-		for _, t := range m.toolList {
-			mt := t.(*moduleTool)
-			if claim("tool", mt.spec.Name, name) {
-				tv.tools[mt.spec.Name] = &regTool{reg: r, tenant: tenant, t: mt}
-			}
+		for vn := range m.validators {
+			owners[item{"validator", vn}] = append(owners[item{"validator", vn}], name)
 		}
-		for vn, v := range m.validators {
-			if claim("validator", vn, name) {
-				tv.validators[vn] = &regValidator{reg: r, tenant: tenant, v: v}
-			}
-		}
-		for pn, p := range m.policies {
-			if claim("policy", pn, name) {
-				tv.policies[pn] = &regPolicy{reg: r, tenant: tenant, p: p}
-			}
+		for pn := range m.policies {
+			owners[item{"policy", pn}] = append(owners[item{"policy", pn}], name)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	for it, mods := range owners {
+		if len(mods) > 1 {
+			sort.Strings(mods)
+			tv.conflicts = append(tv.conflicts, Conflict{Kind: it.kind, Name: it.name, Modules: mods})
+			continue
+		}
+		m := modules[mods[0]]
+		switch it.kind {
+		case "tool":
+			tv.tools[it.name] = &regTool{reg: r, tenant: tenant, t: m.tools[it.name]}
+		case "validator":
+			tv.validators[it.name] = &regValidator{reg: r, tenant: tenant, v: m.validators[it.name]}
+		case "policy":
+			tv.policies[it.name] = &regPolicy{reg: r, tenant: tenant, p: m.policies[it.name]}
+		}
 	}
+	sort.Slice(tv.conflicts, func(i, j int) bool {
+		a, b := tv.conflicts[i], tv.conflicts[j]
+		return a.Kind < b.Kind || a.Kind == b.Kind && a.Name < b.Name
+	})
 	toolNames := make([]string, 0, len(tv.tools))
 	for n := range tv.tools {
 		toolNames = append(toolNames, n)
@@ -318,7 +358,49 @@ func (r *Registry) build(tenant string, modules map[string]*Module) (*tenantView
 	for _, n := range toolNames {
 		tv.toolList = append(tv.toolList, tv.tools[n])
 	}
-	return tv, nil
+	return tv
+}
+
+// conflictsOf returns the conflicts module is part of.
+func (tv *tenantView) conflictsOf(module string) []Conflict {
+	var out []Conflict
+	for _, c := range tv.conflicts {
+		if slices.Contains(c.Modules, module) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Conflicts returns the tenant's name conflicts: names offered by more
+// than one of its modules, which none of them serves.
+func (r *Registry) Conflicts(tenant string) []Conflict {
+	tv := r.snap.Load().tenants[tenant]
+	if tv == nil {
+		return nil
+	}
+	return slices.Clone(tv.conflicts)
+}
+
+// forgetRefusal drops the refusal of a module whose file is gone.
+func (r *Registry) forgetRefusal(tenant, name string) {
+	r.mu.Lock()
+	delete(r.refused[tenant], name)
+	r.mu.Unlock()
+}
+
+// Refusals returns the tenant's modules whose last load was refused, with
+// why, sorted by name. A refusal is forgotten when the module loads or is
+// removed.
+func (r *Registry) Refusals(tenant string) []Refusal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Refusal, 0, len(r.refused[tenant]))
+	for _, rf := range r.refused[tenant] {
+		out = append(out, rf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // with returns a copy of s with tenant's view replaced (nil or empty:

@@ -124,10 +124,23 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("got %s from %s", v, res.Source)
 	}
 
-	// A conflicting module is rejected; the first keeps serving.
-	_, err := reg.Load(ctx, "acme", plugins.Source{Name: "ver2", Wasm: b})
-	if !errors.Is(err, plugins.ErrConflict) || !strings.Contains(err.Error(), "tool version is offered by both ver and ver2") {
-		t.Fatalf("conflict: %v", err)
+	// A module offering the same names is in conflict with the first:
+	// neither serves them until one is removed.
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "ver2", Wasm: b}); err != nil {
+		t.Fatal(err)
+	}
+	if c := ch.wait(t, "conflict", func(c plugins.Change) bool { return c.Name == "ver2" }); len(c.Conflicts) != 3 ||
+		!strings.Contains(c.Conflicts[0].String(), "is offered by ver and ver2") {
+		t.Fatalf("conflicts reported: %v", c.Conflicts)
+	}
+	if got := len(ts.Tools()); got != 0 {
+		t.Fatalf("%d tools served while in conflict, want 0", got)
+	}
+	if !reg.Unload("acme", "ver2") {
+		t.Fatal("unload ver2")
+	}
+	if got := len(ts.Tools()); got != 3 || len(reg.Conflicts("acme")) != 0 {
+		t.Fatalf("after the conflict: %d tools, conflicts %v", got, reg.Conflicts("acme"))
 	}
 	// The same module under another tenant is fine.
 	if _, err := reg.Load(ctx, "globex", plugins.Source{Name: "ver", Wasm: b}); err != nil {
@@ -135,7 +148,7 @@ func TestRegistry(t *testing.T) {
 	}
 
 	// A broken version is rejected; the old one keeps serving.
-	_, err = reg.Load(ctx, "acme", plugins.Source{Name: "ver", Wasm: []byte("\x00asm\x01\x00\x00\x00garbage")})
+	_, err := reg.Load(ctx, "acme", plugins.Source{Name: "ver", Wasm: []byte("\x00asm\x01\x00\x00\x00garbage")})
 	if !errors.Is(err, plugins.ErrInvalidModule) {
 		t.Fatalf("broken module: %v", err)
 	}

@@ -225,7 +225,9 @@ func (w *Watcher) sync(ctx context.Context, name string) {
 		w.mu.Lock()
 		delete(w.loaded, name)
 		w.mu.Unlock()
-		w.reg.Unload(w.tenant, name)
+		if !w.reg.Unload(w.tenant, name) {
+			w.reg.forgetRefusal(w.tenant, name)
+		}
 		return
 	}
 	side, serr := os.ReadFile(filepath.Join(w.dir, name+".json"))
