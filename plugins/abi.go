@@ -263,7 +263,64 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, oneLine(err)
 	}
+	if kw := dynamicReference(sch); kw != "" {
+		return nil, fmt.Errorf("uses %s, which plugin schemas may not: where it leads is known only while checking, so the cost of a check cannot be bounded before it runs", kw)
+	}
 	return sch, nil
+}
+
+// dynamicReference returns "$dynamicRef" or "$recursiveRef" when a schema
+// reachable from sch uses one, "" otherwise.
+func dynamicReference(sch *jsonschema.Schema) string {
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(s *jsonschema.Schema) string
+	walk = func(s *jsonschema.Schema) string {
+		if s == nil || seen[s] {
+			return ""
+		}
+		seen[s] = true
+		switch {
+		case s.DynamicRef != nil:
+			return "$dynamicRef"
+		case s.RecursiveRef != nil:
+			return "$recursiveRef"
+		}
+		subs := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else, s.PropertyNames, s.UnevaluatedProperties,
+			s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema}
+		subs = append(subs, s.AllOf...)
+		subs = append(subs, s.AnyOf...)
+		subs = append(subs, s.OneOf...)
+		subs = append(subs, s.PrefixItems...)
+		for _, p := range s.Properties {
+			subs = append(subs, p)
+		}
+		for _, p := range s.PatternProperties {
+			subs = append(subs, p)
+		}
+		for _, p := range s.DependentSchemas {
+			subs = append(subs, p)
+		}
+		for _, d := range s.Dependencies {
+			if p, ok := d.(*jsonschema.Schema); ok {
+				subs = append(subs, p)
+			}
+		}
+		for _, x := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
+			switch p := x.(type) {
+			case *jsonschema.Schema:
+				subs = append(subs, p)
+			case []*jsonschema.Schema:
+				subs = append(subs, p...)
+			}
+		}
+		for _, sub := range subs {
+			if kw := walk(sub); kw != "" {
+				return kw
+			}
+		}
+		return ""
+	}
+	return walk(sch)
 }
 
 // checkObjectSchema requires {"type":"object"} at the top: tool inputs are
@@ -296,11 +353,16 @@ const rootPath = "(root)"
 
 // schemaProblems validates doc against sch and returns "path: message"
 // problems (the path a JSON Pointer, "(root)" for the whole document), at most
-// max of them; nil when doc is valid.
-func schemaProblems(sch *jsonschema.Schema, doc []byte, max int) []string {
+// max of them; nil when doc is valid. A document whose check would take
+// more than steps (see schemaWork) is not checked: its one problem says it
+// is too complex.
+func schemaProblems(sch *jsonschema.Schema, doc []byte, max int, steps int64) []string {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
 		return []string{rootPath + ": not JSON: " + err.Error()}
+	}
+	if w := schemaWork(sch, v, steps); w > steps {
+		return []string{fmt.Sprintf("%s: too complex to check against the schema: more than %d validation steps (the limit)", rootPath, steps)}
 	}
 	err = sch.Validate(v)
 	if err == nil {

@@ -57,6 +57,16 @@ type Limits struct {
 	// MaxLogLines bounds the lines one call may log; later lines are
 	// dropped, with one warning. Default: 0, which means 256.
 	MaxLogLines int
+	// MaxSchemaSteps bounds the work of checking one value (a tool's
+	// input, a deliverable, the value a validator returns) against the
+	// plugin's JSON Schema. A schema can make that work exponential in the
+	// value's depth ($ref recursion through anyOf branches) and the
+	// checker cannot be interrupted, so the work is estimated first, in
+	// time and memory proportional to this bound, and a value past it is
+	// refused unchecked as too complex. A step costs the checker about
+	// 0.2–0.7 µs and 100–350 bytes here. Default: 0, which means 200,000
+	// (a JSON object of 100,000 members against a simple schema).
+	MaxSchemaSteps int64
 	// MaxErrorBytes bounds every text a plugin returns beside its output:
 	// its error message (Extism's error_set, or an {"error": …} answer),
 	// a policy's reason and summary, a validator's problems. Longer text
@@ -117,6 +127,7 @@ const (
 	DefaultMaxLogBytes          = 64 << 10
 	DefaultMaxLogLines          = 256
 	DefaultMaxErrorBytes        = 4 << 10
+	DefaultMaxSchemaSteps       = 200_000
 	DefaultMaxKVKeyBytes        = 256
 	DefaultMaxKVValueBytes      = 64 << 10
 	DefaultMaxKVKeys            = 1024
@@ -172,6 +183,12 @@ func (l Limits) normalize() (Limits, error) {
 		l.MaxLogBytes = DefaultMaxLogBytes
 	case l.MaxLogBytes < -1:
 		bad("MaxLogBytes %d is below -1", l.MaxLogBytes)
+	}
+	switch {
+	case l.MaxSchemaSteps == 0:
+		l.MaxSchemaSteps = DefaultMaxSchemaSteps
+	case l.MaxSchemaSteps < 0:
+		bad("MaxSchemaSteps %d is negative", l.MaxSchemaSteps)
 	}
 	switch {
 	case l.MaxVarBytes == 0:

@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -358,4 +359,51 @@ func equalConflicts(a, b []plugins.Conflict) bool {
 		}
 	}
 	return true
+}
+
+// TestHostileSchema: a plugin's schema whose checking explodes with the
+// value's depth ($ref recursion through three anyOf branches) is not run
+// on a value it would take minutes and gigabytes to check: the input (or
+// deliverable) is refused at once as too complex, while small values are
+// checked as usual. Schemas whose cost cannot be known before checking
+// ($dynamicRef) are refused at load.
+func TestHostileSchema(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "liar", liarWasm(t, "EXPLODE"), plugins.Limits{})
+	deep := strings.Repeat(`{"a":`, 22) + "1" + strings.Repeat("}", 22)
+	err := within(t, time.Minute, "checking a deep input", func() error {
+		_, err := callTool(t, m, "t", deep)
+		return err
+	})
+	if !errors.Is(err, plugins.ErrInvalidInput) || !strings.Contains(err.Error(), "too complex to check") {
+		t.Fatalf("deep input: %v", err)
+	}
+	v, _ := m.Validator("v")
+	res := within(t, time.Minute, "checking a deep deliverable", func() plugins.ValidationResult {
+		res, err := v.Validate(context.Background(), json.RawMessage(deep))
+		if err != nil {
+			t.Error(err)
+		}
+		return res
+	})
+	if res.OK || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "too complex to check") {
+		t.Fatalf("deep deliverable: %+v", res)
+	}
+	shallow := `{"a":{"a":{"a":{}}}}`
+	if _, err := callTool(t, m, "t", shallow); err != nil {
+		t.Fatalf("shallow input: %v", err)
+	}
+	if res, err := v.Validate(context.Background(), json.RawMessage(shallow)); err != nil || !res.OK {
+		t.Fatalf("shallow deliverable: %+v, %v", res, err)
+	}
+	// A tighter budget refuses sooner.
+	tight := load(t, rt, "liar", liarWasm(t, "EXPLODE"), plugins.Limits{MaxSchemaSteps: 10})
+	if _, err := callTool(t, tight, "t", shallow); !errors.Is(err, plugins.ErrInvalidInput) {
+		t.Fatalf("a budget of 10 steps: %v", err)
+	}
+
+	_, err = rt.Load(context.Background(), plugins.Source{Name: "liar", Wasm: liarWasm(t, "DYNAMIC_REF")})
+	if !errors.Is(err, plugins.ErrInvalidDescription) || !strings.Contains(err.Error(), "$dynamicRef") {
+		t.Fatalf("a $dynamicRef schema: %v", err)
+	}
 }

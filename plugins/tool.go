@@ -108,7 +108,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 	if len(input) == 0 {
 		input = []byte("{}")
 	}
-	if problems := schemaProblems(t.schema, input, maxProblems); problems != nil {
+	if problems := schemaProblems(t.schema, input, maxProblems, t.mod.limits.MaxSchemaSteps); problems != nil {
 		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name,
 			Err: detailed(ErrInvalidInput, "%s", strings.Join(problems, "; "))}
 	}
@@ -216,7 +216,7 @@ type validateRequest struct {
 func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
 	res := ValidationResult{Source: v.mod.hash}
 	deliverable = bytes.TrimSpace(deliverable)
-	if problems := schemaProblems(v.schema, deliverable, maxProblems); problems != nil {
+	if problems := schemaProblems(v.schema, deliverable, maxProblems, v.mod.limits.MaxSchemaSteps); problems != nil {
 		res.Errors = problems
 		return res, nil
 	}
@@ -251,7 +251,7 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 		if len(res.Value) == 0 {
 			res.Value = deliverable
 		}
-		if problems := schemaProblems(v.schema, res.Value, maxProblems); problems != nil {
+		if problems := schemaProblems(v.schema, res.Value, maxProblems, v.mod.limits.MaxSchemaSteps); problems != nil {
 			res.OK, res.Value = false, nil
 			return errMalformed("the value returned does not match the validator's own schema: %s", strings.Join(problems, "; "))
 		}

@@ -46,6 +46,18 @@ static void out(const char *s) {
 /* a validator whose value does not match its own schema */
 #define DESCRIBE "{\"abi\":\"1.0\",\"validators\":[{\"name\":\"v\",\"schema\":{\"type\":\"object\",\"required\":[\"title\"],\"properties\":{\"title\":{\"type\":\"string\"}}}}]}"
 #define VALIDATE "{\"ok\":true,\"value\":{\"nope\":1}}"
+#elif defined(LIE_EXPLODE)
+/* a tool and a validator whose schema's work explodes with the value's
+ * depth: $ref recursion through three anyOf branches */
+#define NODE "{\"$defs\":{\"n\":{\"anyOf\":[" \
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/n\"}}}," \
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"x\"]}," \
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/n\"}},\"required\":[\"y\"]}]}}," \
+    "\"type\":\"object\",\"$ref\":\"#/$defs/n\"}"
+#define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL(NODE, "read") "],\"validators\":[{\"name\":\"v\",\"schema\":" NODE "}]}"
+#elif defined(LIE_DYNAMIC_REF)
+/* a schema whose $dynamicRef makes its cost unknowable before validation */
+#define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL("{\"type\":\"object\",\"$dynamicAnchor\":\"n\",\"properties\":{\"a\":{\"$dynamicRef\":\"#n\"}}}", "read") "]}"
 #elif defined(LIE_MALFORMED)
 /* a tool whose answers are malformed, chosen by input.mode */
 #define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL("{\"type\":\"object\"}", "read") "],\"policies\":[{\"name\":\"p\"}]}"
