@@ -25,6 +25,21 @@ type Limits struct {
 	// pages. A plugin that needs more traps with ErrOutOfMemory. Manifest:
 	// Memory.MaxPages. Default: 0, which means 512 pages (32 MiB).
 	MemoryPages uint32
+	// MaxModuleBytes bounds the size of a module's bytes; a larger one is
+	// refused before anything reads it. Default: 0, which means 64 MiB.
+	MaxModuleBytes int
+	// CompileTimeout bounds compiling a module the runtime has not
+	// compiled before (in a compiler process; see Options.CompileInProcess):
+	// past it, the compile is stopped and the module refused. A Go plugin
+	// of 3 MB compiles in under a second here. Default: 0, which means
+	// 10s (100s in a binary built with the race detector, which slows
+	// compiling about tenfold).
+	CompileTimeout time.Duration
+	// MaxCompileBytes bounds the memory compiling one module may take (in
+	// the compiler process, beyond what it uses at start); past it, the
+	// compile is stopped and the module refused. Default: 0, which means
+	// 1 GiB.
+	MaxCompileBytes int64
 	// CallTimeout bounds one call of an export, initialisation included.
 	// The call is interrupted even in a busy loop (close-on-context-done is
 	// always on). A tool's own timeout can only shorten it. Manifest:
@@ -119,6 +134,9 @@ type Limits struct {
 // The defaults of Limits' zero fields.
 const (
 	DefaultMemoryPages          = 512
+	DefaultMaxModuleBytes       = 64 << 20
+	DefaultCompileTimeout       = 10 * time.Second
+	DefaultMaxCompileBytes      = 1 << 30
 	DefaultCallTimeout          = 5 * time.Second
 	DefaultInstances            = 4
 	DefaultMaxInputBytes        = 1 << 20
@@ -168,6 +186,19 @@ func (l Limits) normalize() (Limits, error) {
 		case *v < 0:
 			bad("%s %d is negative", name, *v)
 		}
+	}
+	defInt("MaxModuleBytes", &l.MaxModuleBytes, DefaultMaxModuleBytes)
+	switch {
+	case l.CompileTimeout == 0:
+		l.CompileTimeout = DefaultCompileTimeout * raceSlowdown
+	case l.CompileTimeout < time.Millisecond:
+		bad("CompileTimeout %s is below 1ms", l.CompileTimeout)
+	}
+	switch {
+	case l.MaxCompileBytes == 0:
+		l.MaxCompileBytes = DefaultMaxCompileBytes
+	case l.MaxCompileBytes < 0:
+		bad("MaxCompileBytes %d is negative", l.MaxCompileBytes)
 	}
 	defInt("Instances", &l.Instances, DefaultInstances)
 	defInt("MaxInputBytes", &l.MaxInputBytes, DefaultMaxInputBytes)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"runtime"
 	"sync"
 
@@ -36,6 +37,13 @@ type Options struct {
 	// CompileWorkers is the number of goroutines compiling one module.
 	// Default: 0, which means GOMAXPROCS.
 	CompileWorkers int
+	// CompileInProcess compiles modules in this process instead of in a
+	// compiler process (this program started again, under
+	// Limits.CompileTimeout and Limits.MaxCompileBytes). wazero cannot
+	// interrupt a compile, so in this process only Limits.MaxModuleBytes
+	// bounds one: set it only when every module is trusted, or where this
+	// program cannot start itself. Default: false, a compiler process.
+	CompileInProcess bool
 	// MaxConcurrentCalls bounds the plugin calls running at once in the
 	// runtime, across all modules and tenants; more wait for one to end,
 	// within their deadline, and then fail unrun (retryable). Besides CPU,
@@ -51,12 +59,18 @@ type Options struct {
 // by every module it loads and the host functions they import. It is safe
 // for concurrent use; most programs need one.
 type Runtime struct {
-	cache   wazero.CompilationCache
-	logger  *slog.Logger
-	kv      KV
-	workers int
-	funcs   []extism.HostFunction
-	calls   semaphore // Options.MaxConcurrentCalls
+	cache    wazero.CompilationCache
+	cacheDir string
+	tmpCache bool // cacheDir is the runtime's own, removed at Close
+	logger   *slog.Logger
+	kv       KV
+	workers  int
+	funcs    []extism.HostFunction
+	calls    semaphore // Options.MaxConcurrentCalls
+
+	inProcess bool      // Options.CompileInProcess
+	compiles  semaphore // compiler processes running at once
+	compiled  sync.Map  // content hash → struct{}: compiled into the cache
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
@@ -92,10 +106,25 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	default:
 		r.calls = newSemaphore(n)
 	}
-	if opts.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+	r.inProcess = opts.CompileInProcess
+	r.compiles = newSemaphore(2)
+	// A compiler process hands its work over through the cache on disk:
+	// without a CacheDir, the runtime keeps one of its own.
+	r.cacheDir = opts.CacheDir
+	if r.cacheDir == "" && !r.inProcess {
+		dir, err := os.MkdirTemp("", "agentic-plugins-cache-")
 		if err != nil {
-			return nil, fmt.Errorf("plugins: compilation cache in %s: %w", opts.CacheDir, err)
+			return nil, fmt.Errorf("plugins: a compilation cache directory: %w", err)
+		}
+		r.cacheDir, r.tmpCache = dir, true
+	}
+	if r.cacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(r.cacheDir)
+		if err != nil {
+			if r.tmpCache {
+				os.RemoveAll(r.cacheDir)
+			}
+			return nil, fmt.Errorf("plugins: compilation cache in %s: %w", r.cacheDir, err)
 		}
 		r.cache = c
 	} else {
@@ -125,6 +154,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	// The cache must outlive every CompiledPlugin made with it.
 	errs = append(errs, r.cache.Close(ctx))
+	if r.tmpCache {
+		errs = append(errs, os.RemoveAll(r.cacheDir))
+	}
 	return errors.Join(errs...)
 }
 
@@ -174,6 +206,9 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	if err != nil {
 		return fail("load", err)
 	}
+	if len(src.Wasm) > limits.MaxModuleBytes {
+		return fail("load", detailed(ErrInvalidModule, "%d bytes, the limit is %d (Limits.MaxModuleBytes)", len(src.Wasm), limits.MaxModuleBytes))
+	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
@@ -193,10 +228,12 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	m.log = r.logger.With("plugin", m.name, "tenant", m.tenant, "module", m.hash[:len("sha256:")+12])
 	m.refs.Store(1)
 
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(r.cache).
-		WithCloseOnContextDone(true). // never run untrusted code without it
-		WithMemoryLimitPages(limits.MemoryPages)
+	if !r.inProcess {
+		if err := r.compileIsolated(ctx, src.Wasm, m.hash, limits); err != nil {
+			return fail("compile", err)
+		}
+	}
+	cfg := runtimeConfig(r.cache, limits.MemoryPages)
 	manifest := limits.Manifest(src.Wasm)
 	manifest.Config = maps.Clone(src.Config)
 	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),

@@ -407,3 +407,44 @@ func TestHostileSchema(t *testing.T) {
 		t.Fatalf("a $dynamicRef schema: %v", err)
 	}
 }
+
+// TestHostileCompileBomb: modules that are expensive to compile (one
+// function of nested blocks: minutes of compile for 300 KB, gigabytes for
+// 3 MB) are refused at their compile deadline or memory limit, with the
+// reason, while the host keeps serving; the compile runs in a compiler
+// process that is stopped, not in the host.
+func TestHostileCompileBomb(t *testing.T) {
+	rt, _ := newRuntime(t)
+	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
+	for _, tc := range []struct {
+		name     string
+		wasm     []byte
+		limits   plugins.Limits
+		contains string
+	}{
+		{"slow", nestedBlocks(100_000), plugins.Limits{CompileTimeout: 2 * time.Second}, "did not finish compiling within 2s"},
+		{"big", nestedBlocks(1_000_000), plugins.Limits{CompileTimeout: 2 * time.Minute, MaxCompileBytes: 64 << 20}, "needed more than 64 MiB"},
+		{"large", getAccountWasm(t), plugins.Limits{MaxModuleBytes: 1 << 20}, "the limit is 1048576 (Limits.MaxModuleBytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := rt.Load(context.Background(), plugins.Source{Name: "bomb", Wasm: tc.wasm, Limits: tc.limits})
+				done <- err
+			}()
+			// The host serves while the bomb compiles.
+			if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
+				t.Fatalf("healthy plugin: %v", err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(3 * time.Minute):
+				t.Fatal("the load did not end")
+			}
+			if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), tc.contains) {
+				t.Fatalf("load: %v, want an invalid module: %s", err, tc.contains)
+			}
+		})
+	}
+}

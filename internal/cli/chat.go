@@ -20,6 +20,7 @@ import (
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/demotools"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/plugins"
 )
 
 // DefaultModel is the model chat uses when neither --model nor AGENTIC_MODEL
@@ -47,6 +48,7 @@ type modelFlags struct {
 	pluginHosts   pluginList
 	pluginPrivate bool
 	pluginConfig  pluginList
+	pluginCompile time.Duration
 
 	// validators are registered with the host (Options.Validators); the
 	// task command sets them.
@@ -80,6 +82,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
 	fs.BoolVar(&m.pluginPrivate, "plugin-allow-private", false, "let the --plugins reach loopback and private addresses")
 	fs.Var(&m.pluginConfig, "plugin-config", "configuration `PLUGIN:KEY=VALUE` of one of the --plugins (repeatable)")
+	fs.DurationVar(&m.pluginCompile, "plugin-compile-timeout", 0, fmt.Sprintf("bound on compiling one of the --plugins: a module past it is refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -129,7 +132,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		prev := cleanup
 		cleanup = func() { stop(); prev() }
 	}
-	if m.plugins == "" && (m.pluginKV || len(m.pluginHosts) > 0 || m.pluginPrivate || len(m.pluginConfig) > 0) {
+	if m.plugins == "" && (m.pluginKV || len(m.pluginHosts) > 0 || m.pluginPrivate || len(m.pluginConfig) > 0 || m.pluginCompile != 0) {
 		cleanup()
 		return nil, nil, fail(2, "the --plugin-* flags need --plugins DIR")
 	}

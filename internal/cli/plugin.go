@@ -23,6 +23,9 @@ const pluginUsage = `Usage:
   agentic-host plugin describe [flags] FILE.wasm          what the plugin offers, as JSON
   agentic-host plugin call [flags] FILE.wasm NAME [JSON]  call a tool (or validator, policy, or a
                                                           plain module's export) and print its output
+  agentic-host plugin list [flags] --plugins DIR          the modules of a plugin directory as chat
+                                                          --plugins loads them: hashes, what each
+                                                          offers, name conflicts, refusals and why
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -45,6 +48,8 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginDescribe(ctx, args[1:], env)
 	case "call":
 		return pluginCall(ctx, args[1:], env)
+	case "list":
+		return pluginListCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil
@@ -55,18 +60,19 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 
 // pluginFlags are the sandbox and runtime flags of both subcommands.
 type pluginFlags struct {
-	tenant       string
-	timeout      time.Duration
-	memoryPages  uint
-	maxOutput    int
-	allowHosts   pluginList
-	allowPrivate bool
-	kv           bool
-	storage      string
-	config       pluginList
-	cacheDir     string
-	logLevel     string
-	verbose      bool
+	tenant         string
+	timeout        time.Duration
+	compileTimeout time.Duration
+	memoryPages    uint
+	maxOutput      int
+	allowHosts     pluginList
+	allowPrivate   bool
+	kv             bool
+	storage        string
+	config         pluginList
+	cacheDir       string
+	logLevel       string
+	verbose        bool
 }
 
 // pluginList is a repeatable string flag.
@@ -77,7 +83,8 @@ func (l *pluginList) Set(s string) error { *l = append(*l, s); return nil }
 
 func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&f.tenant, "tenant", "cli", "the `TENANT` the plugin runs for (its key-value scope)")
-	fs.DurationVar(&f.timeout, "timeout", plugins.DefaultCallTimeout, "bound on one call (busy loops are interrupted)")
+	fs.DurationVar(&f.timeout, "timeout", plugins.DefaultCallTimeout, "bound on one call, and on instantiating the module (busy loops are interrupted)")
+	fs.DurationVar(&f.compileTimeout, "compile-timeout", 0, fmt.Sprintf("bound on compiling the module: a compile past it is stopped and the module refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.UintVar(&f.memoryPages, "memory-pages", plugins.DefaultMemoryPages, "memory limit in 64 KiB `PAGES`")
 	fs.IntVar(&f.maxOutput, "max-output", plugins.DefaultMaxOutputBytes, "bound on a call's output, in `BYTES`")
 	fs.Var(&f.allowHosts, "allow-host", "allow HTTP to `HOST` (host, host:port or *.domain; repeatable; default: no HTTP)")
@@ -134,6 +141,7 @@ func (f *pluginFlags) limits() (plugins.Limits, error) {
 	return plugins.Limits{
 		MemoryPages:         uint32(f.memoryPages),
 		CallTimeout:         f.timeout,
+		CompileTimeout:      f.compileTimeout,
 		MaxOutputBytes:      f.maxOutput,
 		Instances:           1,
 		KV:                  f.kv,

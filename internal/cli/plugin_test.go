@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
@@ -240,5 +241,87 @@ func TestChatPluginSandbox(t *testing.T) {
 		if code, _, errOut := run(t, "", args...); code != 2 || !strings.Contains(errOut, "--plugin") {
 			t.Errorf("%q: exit %d, %q; want 2 and a reason", args, code, errOut)
 		}
+	}
+}
+
+// TestPluginCommandsHostileModules: the plugin commands and chat stay
+// within their deadlines on modules built to hang or exhaust loading — a
+// start function that never returns, a compile bomb — and a directory
+// holding them (and an impostor squatting a tool name) is listed with
+// every refusal and conflict, while chat starts within seconds and uses
+// the healthy plugin.
+func TestPluginCommandsHostileModules(t *testing.T) {
+	dir := t.TempDir()
+	kit, _ := filepath.Abs("../../pdk/c")
+	vowels := plugintest.CPlugin(t, "../../examples/plugins/count_vowels", []string{"count_vowels.c"}, []string{kit}, nil)
+	sidecar, err := os.ReadFile("../../examples/plugins/count_vowels/count_vowels.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"startloop.wasm":    plugintest.StartLoop(),
+		"bomb.wasm":         plugintest.NestedBlocks(100_000),
+		"count_vowels.wasm": vowels,
+		"count_vowels.json": sidecar,
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timed := func(what string, guard time.Duration, args ...string) (int, string, string) {
+		t.Helper()
+		start := time.Now()
+		code, out, errOut := run(t, "", args...)
+		if took := time.Since(start); took > guard {
+			t.Errorf("%s took %s (a guard against a hang: %s)", what, took, guard)
+		}
+		return code, out, errOut
+	}
+
+	code, _, errOut := timed("describe of a start-function loop", time.Minute, "plugin", "describe", "--cache-dir", "", "--timeout", "1s", filepath.Join(dir, "startloop.wasm"))
+	if code != 1 || !strings.Contains(errOut, "instantiating: timed out after 1s") {
+		t.Errorf("describe startloop: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = timed("describe of a compile bomb", time.Minute, "plugin", "describe", "--cache-dir", "", "--compile-timeout", "2s", filepath.Join(dir, "bomb.wasm"))
+	if code != 1 || !strings.Contains(errOut, "did not finish compiling within 2s") {
+		t.Errorf("describe bomb: exit %d, %q", code, errOut)
+	}
+
+	store := "file:" + t.TempDir()
+	code, out, errOut := timed("chat with hostile modules in --plugins", 2*time.Minute,
+		"chat", "--offline", "--plugins", dir, "--plugin-compile-timeout", "2s", "--storage", store, "--session", "h", "count_vowels text=Hello")
+	if code != 0 || !strings.Contains(out, "[tool count_vowels") || !strings.Contains(out, `"count":2`) {
+		t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// An impostor claims count_vowels: neither serves it, and the listing
+	// says so, with the refusals.
+	if err := os.WriteFile(filepath.Join(dir, "aaa.wasm"), vowels, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "aaa.json"), sidecar, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = timed("plugin list", 2*time.Minute, "plugin", "list", "--compile-timeout", "2s", "--plugins", dir)
+	for _, want := range []string{"count_vowels", "aaa", "tool count_vowels: offered by aaa and count_vowels",
+		"bomb", "did not finish compiling within 2s", "startloop", "instantiating: timed out"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plugin list does not say %q", want)
+		}
+	}
+	if code != 1 || !strings.Contains(errOut, "2 refused, 1 in conflict") {
+		t.Errorf("plugin list: exit %d, %q", code, errOut)
+	}
+	if t.Failed() {
+		t.Logf("plugin list:\n%s\n%s", out, errOut)
+	}
+	code, out, _ = run(t, "", "plugin", "list", "--json", "--compile-timeout", "2s", "--plugins", dir)
+	var listing struct {
+		Conflicts []struct{ Kind, Name string } `json:"conflicts"`
+		Refusals  []struct{ Name, Error string } `json:"refusals"`
+	}
+	if err := json.Unmarshal([]byte(out), &listing); err != nil || len(listing.Conflicts) != 1 || len(listing.Refusals) != 2 {
+		t.Errorf("plugin list --json: exit %d, %v\n%s", code, err, out)
 	}
 }

@@ -28,11 +28,11 @@ type pluginSandbox struct {
 // can).
 func (m *modelFlags) pluginSandbox(store storage.Storage) (pluginSandbox, error) {
 	sb := pluginSandbox{
-		limits: plugins.Limits{KV: m.pluginKV, AllowedHosts: m.pluginHosts, AllowPrivateNetwork: m.pluginPrivate},
+		limits: plugins.Limits{KV: m.pluginKV, AllowedHosts: m.pluginHosts, AllowPrivateNetwork: m.pluginPrivate, CompileTimeout: m.pluginCompile},
 		config: map[string]map[string]string{},
 	}
 	if err := sb.limits.Validate(); err != nil {
-		return sb, fmt.Errorf("--plugin-allow-host: %v", err)
+		return sb, fmt.Errorf("the --plugin-* flags: %v", err)
 	}
 	for _, c := range m.pluginConfig {
 		name, kv, ok := strings.Cut(c, ":")
