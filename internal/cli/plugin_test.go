@@ -318,7 +318,7 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 	}
 	code, out, _ = run(t, "", "plugin", "list", "--json", "--compile-timeout", "2s", "--plugins", dir)
 	var listing struct {
-		Conflicts []struct{ Kind, Name string } `json:"conflicts"`
+		Conflicts []struct{ Kind, Name string }  `json:"conflicts"`
 		Refusals  []struct{ Name, Error string } `json:"refusals"`
 	}
 	if err := json.Unmarshal([]byte(out), &listing); err != nil || len(listing.Conflicts) != 1 || len(listing.Refusals) != 2 {

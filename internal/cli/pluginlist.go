@@ -177,4 +177,3 @@ func shortHash(h string) string {
 	}
 	return h
 }
-
