@@ -48,6 +48,10 @@ var (
 	// ErrNoDescription: the module exports no describe and has no sidecar
 	// manifest, so it offers nothing the registry can use.
 	ErrNoDescription = errors.New("plugins: module has no describe export and no sidecar manifest")
+	// ErrTenantLimit: loading the module would pass a cap on what the
+	// tenant's modules offer together (Limits.TenantTools,
+	// Limits.TenantDescriptionBytes); it is refused.
+	ErrTenantLimit = errors.New("plugins: over the tenant's limit")
 	// ErrClosed: the module or runtime is closed (or the tool's module was
 	// unloaded). The plugin did not run.
 	ErrClosed = errors.New("plugins: closed")

@@ -90,6 +90,32 @@ type Limits struct {
 	// Default: 0, which means 4 KiB.
 	MaxErrorBytes int
 
+	// TenantInstances bounds the live instances of all the tenant's
+	// modules together. A call that needs a new instance beyond it first
+	// closes an idle instance of another of the tenant's modules, and
+	// otherwise waits for one within its deadline. The caps named Tenant…
+	// bound the tenant's modules together; those of its module loaded last
+	// apply. Default: 0, which means 16.
+	TenantInstances int
+	// TenantMemoryBytes bounds the linear memory the tenant's live
+	// instances may grow to together: each counts its MemoryPages, whether
+	// it uses them yet or not. Default: 0, which means 512 MiB (16
+	// instances of the default 32 MiB).
+	TenantMemoryBytes int64
+	// TenantConcurrentCalls bounds the calls running at once across the
+	// tenant's modules; more wait within their deadline, then fail unrun
+	// (retryable). Default: 0, which means 8.
+	TenantConcurrentCalls int
+	// TenantTools bounds the tools the tenant's modules offer together
+	// (every model pass sends them all); a module whose load would pass it
+	// is refused. Default: 0, which means 64.
+	TenantTools int
+	// TenantDescriptionBytes bounds the bytes of the names, descriptions
+	// and input schemas of the tools the tenant's modules offer together:
+	// what every model pass sends. A module whose load would pass it is
+	// refused. Default: 0, which means 64 KiB.
+	TenantDescriptionBytes int
+
 	// KV enables the tenant's key-value store (kv_get, kv_set,
 	// kv_delete). Default: false, denied.
 	KV bool
@@ -133,25 +159,30 @@ type Limits struct {
 
 // The defaults of Limits' zero fields.
 const (
-	DefaultMemoryPages          = 512
-	DefaultMaxModuleBytes       = 64 << 20
-	DefaultCompileTimeout       = 10 * time.Second
-	DefaultMaxCompileBytes      = 1 << 30
-	DefaultCallTimeout          = 5 * time.Second
-	DefaultInstances            = 4
-	DefaultMaxInputBytes        = 1 << 20
-	DefaultMaxOutputBytes       = 1 << 20
-	DefaultMaxVarBytes          = 1 << 20
-	DefaultMaxLogBytes          = 64 << 10
-	DefaultMaxLogLines          = 256
-	DefaultMaxErrorBytes        = 4 << 10
-	DefaultMaxSchemaSteps       = 200_000
-	DefaultMaxKVKeyBytes        = 256
-	DefaultMaxKVValueBytes      = 64 << 10
-	DefaultMaxKVKeys            = 1024
-	DefaultMaxHTTPRequests      = 8
-	DefaultMaxHTTPResponseBytes = 1 << 20
-	DefaultHTTPTimeout          = 10 * time.Second
+	DefaultMemoryPages            = 512
+	DefaultMaxModuleBytes         = 64 << 20
+	DefaultCompileTimeout         = 10 * time.Second
+	DefaultMaxCompileBytes        = 1 << 30
+	DefaultCallTimeout            = 5 * time.Second
+	DefaultInstances              = 4
+	DefaultMaxInputBytes          = 1 << 20
+	DefaultMaxOutputBytes         = 1 << 20
+	DefaultMaxVarBytes            = 1 << 20
+	DefaultMaxLogBytes            = 64 << 10
+	DefaultMaxLogLines            = 256
+	DefaultMaxErrorBytes          = 4 << 10
+	DefaultMaxSchemaSteps         = 200_000
+	DefaultTenantInstances        = 16
+	DefaultTenantMemoryBytes      = 512 << 20
+	DefaultTenantConcurrentCalls  = 8
+	DefaultTenantTools            = 64
+	DefaultTenantDescriptionBytes = 64 << 10
+	DefaultMaxKVKeyBytes          = 256
+	DefaultMaxKVValueBytes        = 64 << 10
+	DefaultMaxKVKeys              = 1024
+	DefaultMaxHTTPRequests        = 8
+	DefaultMaxHTTPResponseBytes   = 1 << 20
+	DefaultHTTPTimeout            = 10 * time.Second
 )
 
 // Validate returns nil when l is usable, or every problem of it (each
@@ -205,6 +236,16 @@ func (l Limits) normalize() (Limits, error) {
 	defInt("MaxOutputBytes", &l.MaxOutputBytes, DefaultMaxOutputBytes)
 	defInt("MaxLogLines", &l.MaxLogLines, DefaultMaxLogLines)
 	defInt("MaxErrorBytes", &l.MaxErrorBytes, DefaultMaxErrorBytes)
+	defInt("TenantInstances", &l.TenantInstances, DefaultTenantInstances)
+	defInt("TenantConcurrentCalls", &l.TenantConcurrentCalls, DefaultTenantConcurrentCalls)
+	defInt("TenantTools", &l.TenantTools, DefaultTenantTools)
+	defInt("TenantDescriptionBytes", &l.TenantDescriptionBytes, DefaultTenantDescriptionBytes)
+	switch {
+	case l.TenantMemoryBytes == 0:
+		l.TenantMemoryBytes = DefaultTenantMemoryBytes
+	case l.TenantMemoryBytes < 0:
+		bad("TenantMemoryBytes %d is negative", l.TenantMemoryBytes)
+	}
 	defInt("MaxKVKeyBytes", &l.MaxKVKeyBytes, DefaultMaxKVKeyBytes)
 	defInt("MaxKVValueBytes", &l.MaxKVValueBytes, DefaultMaxKVValueBytes)
 	defInt("MaxKVKeys", &l.MaxKVKeys, DefaultMaxKVKeys)

@@ -40,6 +40,7 @@ type Module struct {
 	compiled *extism.CompiledPlugin
 	exports  map[string]bool
 	pool     pool
+	budget   *tenantBudget // shared with the tenant's other modules
 
 	desc       Description
 	described  bool
@@ -48,7 +49,7 @@ type Module struct {
 	validators map[string]*moduleValidator
 	policies   map[string]*modulePolicy
 
-	calls, instantiated, discarded atomic.Int64
+	calls, instantiated, discarded, evicted atomic.Int64
 
 	// refs counts the owner's reference (1 until Close) and the calls in
 	// flight; the module shuts down when it drops to 0.
@@ -204,8 +205,10 @@ type ModuleStats struct {
 	// Calls counts the calls that ran on an instance (any export).
 	Calls int64
 	// Instantiated counts the instances created; Discarded those thrown
-	// away after an error, trap or timeout. On a warm pool neither grows.
-	Instantiated, Discarded int64
+	// away after an error, trap or timeout; Evicted idle ones closed to
+	// make room for another module of the tenant (Limits.TenantInstances).
+	// On a warm pool none grows.
+	Instantiated, Discarded, Evicted int64
 	// Idle is the number of free instances in the pool now.
 	Idle int
 }
@@ -216,6 +219,7 @@ func (m *Module) Stats() ModuleStats {
 		Calls:        m.calls.Load(),
 		Instantiated: m.instantiated.Load(),
 		Discarded:    m.discarded.Load(),
+		Evicted:      m.evicted.Load(),
 		Idle:         len(m.pool.idle),
 	}
 }
@@ -252,6 +256,9 @@ func (m *Module) shutdown(ctx context.Context) error {
 		if m.compiled != nil {
 			err = m.compiled.Close(ctx)
 		}
+		if m.budget != nil {
+			m.budget.leave(m)
+		}
 		m.guard.close()
 		m.rt.forget(m)
 		close(m.done)
@@ -267,9 +274,14 @@ type instance struct {
 	// env is the call in progress, set and cleared by the goroutine that
 	// runs it (Extism's log callback runs on that goroutine).
 	env *callEnv
+	mod *Module
 }
 
-func (in *instance) close() { _ = in.p.Close(context.Background()) }
+// close closes the instance and returns its share of the tenant's budget.
+func (in *instance) close() {
+	_ = in.p.Close(context.Background())
+	in.mod.budget.releaseInstance(in.mod)
+}
 
 // newInstance instantiates the compiled module: no filesystem, no
 // environment, no arguments; real clocks; crypto-grade randomness; stdout
@@ -282,6 +294,9 @@ func (in *instance) close() { _ = in.p.Close(context.Background()) }
 // interrupts a start function that does not return (close-on-context-done
 // watches it while the start function runs, and only then).
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	if err := m.budget.reserveInstance(ctx, m); err != nil {
+		return nil, err
+	}
 	stderr := &stderrWriter{max: 2 << 10}
 	mc := wazero.NewModuleConfig().
 		WithSysWalltime().
@@ -291,10 +306,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithStderr(stderr)
 	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
+		m.budget.releaseInstance(m)
 		return nil, err
 	}
 	m.instantiated.Add(1)
-	in := &instance{p: p, stderr: stderr}
+	in := &instance{p: p, stderr: stderr, mod: m}
 	// Extism's own log functions (gated by its process-wide level, off by
 	// default) go to the same logger, within the same budget as the log
 	// host function: the call in progress's.
@@ -367,6 +383,18 @@ func (p *pool) discard(in *instance) {
 	<-p.slots
 }
 
+// recycle returns a healthy instance to the pool, unless a call of another
+// of the tenant's modules waits for room: then it is closed, handing its
+// share of the tenant's budget over.
+func (m *Module) recycle(in *instance) {
+	if m.budget.handOver(m) {
+		m.evicted.Add(1)
+		m.pool.discard(in)
+		return
+	}
+	m.pool.put(in)
+}
+
 // discard throws an instance away after an error.
 func (m *Module) discard(in *instance) {
 	m.discarded.Add(1)
@@ -409,6 +437,10 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 	}
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if err := m.budget.startCall(callCtx); err != nil {
+		return fail(err)
+	}
+	defer m.budget.endCall()
 	if err := m.rt.calls.acquire(callCtx); err != nil {
 		return fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
 	}
@@ -454,11 +486,11 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 			if errors.Is(err, ErrMalformedOutput) {
 				m.discard(inst)
 			} else {
-				m.pool.put(inst)
+				m.recycle(inst)
 			}
 			return fail(err)
 		}
-		m.pool.put(inst)
+		m.recycle(inst)
 		return nil
 	}
 }
@@ -514,6 +546,10 @@ func (m *Module) clip(s string) string { return clip(s, m.limits.MaxErrorBytes) 
 // function trapped or ran out of time (as a call would), or the module
 // cannot be instantiated at all (ErrInvalidModule).
 func (m *Module) instantiateFailure(err error, parent, ctx context.Context, timeout time.Duration) error {
+	var busy *busyError
+	if errors.As(err, &busy) || errors.Is(err, ErrInvalidLimits) {
+		return err // the tenant's budget: nothing ran
+	}
 	c := m.classify(err, parent, ctx, timeout, "")
 	if errors.Is(c, ErrToolFailed) { // not the plugin's answer: wazero's or Extism's
 		c = detailed(ErrInvalidModule, "%v", oneLine(err))

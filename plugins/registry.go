@@ -220,6 +220,11 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 	prev := modules[src.Name]
 	modules[src.Name] = m
 	next := r.build(tenant, modules)
+	if err := next.checkCaps(m.limits); err != nil {
+		r.mu.Unlock()
+		_ = m.Close(ctx)
+		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: err})
+	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
 	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash(), Conflicts: next.conflictsOf(src.Name)}
@@ -359,6 +364,24 @@ func (r *Registry) build(tenant string, modules map[string]*Module) *tenantView 
 		tv.toolList = append(tv.toolList, tv.tools[n])
 	}
 	return tv
+}
+
+// checkCaps refuses a view whose tools pass the tenant's caps on what is
+// offered to the model: Limits.TenantTools and
+// Limits.TenantDescriptionBytes.
+func (tv *tenantView) checkCaps(l Limits) error {
+	if n := len(tv.toolList); n > l.TenantTools {
+		return fmt.Errorf("%w: the tenant's modules would offer %d tools, the limit is %d (Limits.TenantTools)", ErrTenantLimit, n, l.TenantTools)
+	}
+	size := 0
+	for _, t := range tv.toolList {
+		spec := t.Spec()
+		size += len(spec.Name) + len(spec.Description) + len(spec.InputSchema)
+	}
+	if size > l.TenantDescriptionBytes {
+		return fmt.Errorf("%w: the tenant's tools would take %d bytes of names, descriptions and schemas, the limit is %d (Limits.TenantDescriptionBytes)", ErrTenantLimit, size, l.TenantDescriptionBytes)
+	}
+	return nil
 }
 
 // conflictsOf returns the conflicts module is part of.

@@ -74,6 +74,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
+	tenants map[string]*tenantBudget
 	closed  bool
 }
 
@@ -85,6 +86,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		workers: opts.CompileWorkers,
 		funcs:   hostFunctions(),
 		modules: map[*Module]struct{}{},
+		tenants: map[string]*tenantBudget{},
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -250,6 +252,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	}
 	r.modules[m] = struct{}{}
 	r.mu.Unlock()
+	m.budget = r.tenant(m.tenant, m)
 
 	// The first instance: it tells the exports, and serves describe. Its
 	// start function, if any, runs within the call timeout.

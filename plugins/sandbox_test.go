@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,37 +256,52 @@ func TestHostileStackOverflow(t *testing.T) {
 // for a running one to end, and gives up unrun at its deadline.
 func TestMaxConcurrentCalls(t *testing.T) {
 	rt := plugintest.Runtime(t, plugins.Options{MaxConcurrentCalls: 1})
-	spinner := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{CallTimeout: time.Minute})
+	spinner := plugintestLoad(t, rt, "bombs", bombsWasm(t), "globex", plugins.Limits{CallTimeout: time.Minute})
 	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
 	before := okCalls(t, m)
+	stop := startSpin(t, spinner)
+	refused(t, m, "the host's 1 concurrent plugin calls")
+	stop()
+	if after := okCalls(t, m); after != before+1 {
+		t.Errorf("the refused call ran (calls %d then %d)", before, after)
+	}
+}
 
-	described := spinner.Stats().Calls
+// startSpin starts a call of m's spin tool (bombs.c) and returns once it
+// runs; stop interrupts it and waits for its end.
+func startSpin(t *testing.T, m *plugins.Module) (stop func()) {
+	t.Helper()
+	before := m.Stats().Calls
 	spinning := make(chan error, 1)
-	spinCtx, stopSpin := context.WithCancel(context.Background())
-	tool, _ := spinner.Tool("spin")
+	ctx, cancel := context.WithCancel(context.Background())
+	tool, _ := m.Tool("spin")
 	go func() {
-		_, err := tool.Call(spinCtx, hostCall("spin", `{}`))
+		_, err := tool.Call(ctx, hostCall("spin", `{}`))
 		spinning <- err
 	}()
-	// Wait until the spin runs: the only call slot is taken.
 	within(t, time.Minute, "waiting for the spin to start", func() bool {
-		for spinner.Stats().Calls == described {
+		for m.Stats().Calls == before {
 			time.Sleep(5 * time.Millisecond)
 		}
 		return true
 	})
+	return func() {
+		cancel()
+		<-spinning
+	}
+}
+
+// refused calls m's ok tool (bombs.c) with a short deadline and checks it
+// was refused unrun for the bound named by what.
+func refused(t *testing.T, m *plugins.Module, what string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	okTool, _ := m.Tool("ok")
 	_, err := okTool.Call(ctx, hostCall("ok", `{}`))
 	var pe *plugins.PluginError
-	if !errors.As(err, &pe) || !pe.Retryable() || !strings.Contains(err.Error(), "1 concurrent plugin calls") {
-		t.Fatalf("a call beyond the bound: %v, want a retryable refusal naming the bound", err)
-	}
-	stopSpin()
-	<-spinning
-	if after := okCalls(t, m); after != before+1 {
-		t.Errorf("the refused call ran (calls %d then %d)", before, after)
+	if !errors.As(err, &pe) || !pe.Retryable() || !strings.Contains(err.Error(), what) {
+		t.Fatalf("a call beyond the bound: %v, want a retryable refusal naming %s", err, what)
 	}
 }
 
@@ -446,5 +462,128 @@ func TestHostileCompileBomb(t *testing.T) {
 				t.Fatalf("load: %v, want an invalid module: %s", err, tc.contains)
 			}
 		})
+	}
+}
+
+// TestTenantCaps: the modules of a tenant are bounded together — tools
+// offered, description bytes, instances, memory, calls at once — so that
+// loading more modules does not multiply what a tenant may hold; what a
+// tenant cannot have is refused with the cap it passed, and another
+// tenant is not affected.
+func TestTenantCaps(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+
+	t.Run("tools", func(t *testing.T) {
+		reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits {
+			return plugins.Limits{TenantTools: 4}
+		}})
+		defer reg.Close(ctx)
+		if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "ver", Wasm: versionWasm(t, "A")}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := reg.Load(ctx, "acme", plugins.Source{Name: "get_account", Wasm: getAccountWasm(t)})
+		if err != nil {
+			t.Fatalf("the 4th tool: %v", err)
+		}
+		_, err = reg.Load(ctx, "acme", plugins.Source{Name: "bombs", Wasm: bombsWasm(t)})
+		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "would offer 11 tools, the limit is 4") {
+			t.Fatalf("over the tools cap: %v", err)
+		}
+		if _, err := reg.Load(ctx, "globex", plugins.Source{Name: "get_account", Wasm: getAccountWasm(t)}); err != nil {
+			t.Fatalf("another tenant: %v", err)
+		}
+	})
+	t.Run("description bytes", func(t *testing.T) {
+		reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits {
+			return plugins.Limits{TenantDescriptionBytes: 100}
+		}})
+		defer reg.Close(ctx)
+		_, err := reg.Load(ctx, "acme", plugins.Source{Name: "get_account", Wasm: getAccountWasm(t)})
+		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "the limit is 100 (Limits.TenantDescriptionBytes)") {
+			t.Fatalf("over the description cap: %v", err)
+		}
+	})
+	t.Run("instances", func(t *testing.T) {
+		limits := plugins.Limits{TenantInstances: 1, CallTimeout: time.Minute}
+		a := plugintestLoad(t, rt, "a", bombsWasm(t), "instances", limits)
+		b := plugintestLoad(t, rt, "b", bombsWasm(t), "instances", limits)
+		okCalls(t, a)
+		// b needs an instance: a's idle one is closed to make room.
+		okCalls(t, b)
+		if ev := a.Stats().Evicted; ev < 1 {
+			t.Fatalf("a's idle instance was not evicted (%d)", ev)
+		}
+		// While a call of a holds the tenant's only instance, b waits,
+		// then gives up unrun.
+		stop := startSpin(t, a)
+		refused(t, b, "Limits.TenantInstances")
+		stop()
+		okCalls(t, b)
+	})
+	t.Run("memory", func(t *testing.T) {
+		limits := plugins.Limits{TenantMemoryBytes: 40 << 20, CallTimeout: time.Minute} // one instance of 32 MiB
+		a := plugintestLoad(t, rt, "a", bombsWasm(t), "memory", limits)
+		b := plugintestLoad(t, rt, "b", bombsWasm(t), "memory", limits)
+		stop := startSpin(t, a)
+		refused(t, b, "Limits.TenantMemoryBytes")
+		stop()
+		okCalls(t, b)
+		_, err := rt.Load(ctx, plugins.Source{Name: "c", Wasm: bombsWasm(t), Tenant: "memory2",
+			Limits: plugins.Limits{MemoryPages: 1024, TenantMemoryBytes: 32 << 20}})
+		if !errors.Is(err, plugins.ErrInvalidLimits) || !strings.Contains(err.Error(), "more than the tenant's 32 MiB") {
+			t.Fatalf("an instance larger than the tenant's memory: %v", err)
+		}
+	})
+	t.Run("calls", func(t *testing.T) {
+		limits := plugins.Limits{TenantConcurrentCalls: 1, CallTimeout: time.Minute}
+		a := plugintestLoad(t, rt, "a", bombsWasm(t), "calls", limits)
+		b := plugintestLoad(t, rt, "b", bombsWasm(t), "calls", limits)
+		other := plugintestLoad(t, rt, "b", bombsWasm(t), "calls-other", limits)
+		stop := startSpin(t, a)
+		refused(t, b, "Limits.TenantConcurrentCalls")
+		okCalls(t, other) // another tenant is not affected
+		stop()
+		okCalls(t, b)
+	})
+}
+
+// TestTenantBudgetHammer: many callers of two modules sharing one
+// instance and two call slots all get their answer (waiting their turn,
+// evicting each other's idle instance), and the tenant never holds more
+// live instances than its cap.
+func TestTenantBudgetHammer(t *testing.T) {
+	rt, _ := newRuntime(t)
+	limits := plugins.Limits{TenantInstances: 1, TenantConcurrentCalls: 2, CallTimeout: time.Minute}
+	mods := []*plugins.Module{
+		plugintestLoad(t, rt, "a", bombsWasm(t), "hammer", limits),
+		plugintestLoad(t, rt, "b", bombsWasm(t), "hammer", limits),
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*50)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				tool, _ := mods[(g+i)%2].Tool("ok")
+				if _, err := tool.Call(context.Background(), hostCall("ok", `{}`)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	live := int64(0)
+	for _, m := range mods {
+		s := m.Stats()
+		live += s.Instantiated - s.Discarded - s.Evicted
+	}
+	if live > 1 {
+		t.Fatalf("%d live instances, the tenant's cap is 1", live)
 	}
 }

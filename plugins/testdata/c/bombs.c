@@ -42,6 +42,16 @@ static int trap(const agentic_call *c, agentic_buf *out) {
     __builtin_trap();
 }
 
+static volatile uint64_t spins;
+
+/* spin loops until the call is interrupted (no timeout of its own: the
+ * tenant's CallTimeout or the caller's context ends it). */
+static int spin(const agentic_call *c, agentic_buf *out) {
+    (void)c;
+    (void)out;
+    for (;;) spins++;
+}
+
 /* big_block fills a new Extism block of n bytes with ch. */
 static extism_ptr big_block(size_t n, char ch) {
     extism_ptr off = extism_alloc(n);
@@ -81,6 +91,7 @@ static int log_empty(const agentic_call *c, agentic_buf *out) {
 static const agentic_tool tools[] = {
     {.name = "ok", .description = "Answer, counting the instance's calls.", .effect = "read", .handler = ok},
     {.name = "trap", .description = "Trap.", .effect = "read", .handler = trap},
+    {.name = "spin", .description = "Spin until interrupted.", .effect = "read", .handler = spin},
     {.name = "recurse", .description = "Recurse until the native stack overflows.", .effect = "read", .handler = recurse},
     {.name = "error_bomb", .description = "Set a 20 MB error.", .effect = "read", .handler = error_bomb},
     {.name = "error_answer", .description = "Answer a 900 KB error.", .effect = "read", .handler = error_answer},
@@ -93,8 +104,6 @@ AGENTIC_PLUGIN(tools, AGENTIC_COUNT(tools), NULL, 0, NULL, 0);
  * epoch. The tests patch these bytes in the built module; as built, the
  * bomb never goes off. */
 volatile uint64_t bomb_after = 0x5EED5EED5EED5EEDull;
-
-static volatile uint64_t spins;
 
 /* bomb is made the module's start function by the tests: it returns at once
  * until bomb_after, and loops forever from then on, so that instances made
