@@ -383,16 +383,15 @@ func (p *pool) discard(in *instance) {
 	<-p.slots
 }
 
-// recycle returns a healthy instance to the pool, unless a call of another
-// of the tenant's modules waits for room: then it is closed, handing its
-// share of the tenant's budget over.
+// recycle returns a healthy instance to the pool; then, if a call waits
+// for room in the tenant's budget, an idle instance is closed, handing its
+// share over. (Put first, look second: a waiter that queued after the look
+// finds the idle instance itself.)
 func (m *Module) recycle(in *instance) {
-	if m.budget.handOver(m) {
-		m.evicted.Add(1)
-		m.pool.discard(in)
-		return
-	}
 	m.pool.put(in)
+	if m.budget.handOver() {
+		evictIdle([]*Module{m})
+	}
 }
 
 // discard throws an instance away after an error.

@@ -13,24 +13,20 @@ import (
 // alone; this bounds the tenant's modules together, so that loading more
 // modules does not multiply what a tenant may hold. The caps come from the
 // Limits of the tenant's module loaded last.
+//
+// Both are served first come, first served: a call that waits is not
+// overtaken by calls that arrive after it, however busy the tenant.
 type tenantBudget struct {
 	rt   *Runtime
 	name string
 
-	mu        sync.Mutex
-	caps      Limits
-	calls     int
-	instances int
-	memory    int64
-	modules   map[*Module]struct{}
-	// freed is closed (and replaced) when a call ends or an instance
-	// closes while someone waits (waiting > 0): they look again.
-	freed   chan struct{}
-	waiting int
-	// needRoom counts, per module, the calls waiting for room for a new
-	// instance; roomWanted is their total, read without the lock on
-	// every call's end.
-	needRoom   map[*Module]int
+	mu      sync.Mutex
+	caps    Limits
+	modules map[*Module]struct{}
+	calls   quota // [calls]
+	room    quota // [instances, bytes of linear memory]
+	// roomWanted counts the calls waiting for room, read without the
+	// lock when any call ends (see handOver).
 	roomWanted atomic.Int32
 }
 
@@ -41,14 +37,24 @@ func (r *Runtime) tenant(name string, m *Module) *tenantBudget {
 	defer r.mu.Unlock()
 	b := r.tenants[name]
 	if b == nil {
-		b = &tenantBudget{rt: r, name: name, modules: map[*Module]struct{}{}, needRoom: map[*Module]int{}, freed: make(chan struct{})}
+		b = &tenantBudget{rt: r, name: name, modules: map[*Module]struct{}{}}
 		r.tenants[name] = b
 	}
 	b.mu.Lock()
 	b.caps = m.limits
+	b.calls.grant(b.callCaps())
+	b.room.grant(b.roomCaps())
 	b.modules[m] = struct{}{}
 	b.mu.Unlock()
 	return b
+}
+
+func (b *tenantBudget) callCaps() [2]int64 {
+	return [2]int64{int64(b.caps.TenantConcurrentCalls), 0}
+}
+
+func (b *tenantBudget) roomCaps() [2]int64 {
+	return [2]int64{int64(b.caps.TenantInstances), b.caps.TenantMemoryBytes}
 }
 
 // leave removes a module that shut down; the budget goes with the last.
@@ -64,54 +70,25 @@ func (b *tenantBudget) leave(m *Module) {
 	}
 }
 
-// wake tells waiters that something was freed. Call with b.mu held.
-func (b *tenantBudget) wake() {
-	if b.waiting > 0 {
-		close(b.freed)
-		b.freed = make(chan struct{})
-	}
-}
-
-// wait waits, with b.mu held on entry and not on return, until something
-// is freed or ctx is done; false when ctx is done.
-func (b *tenantBudget) wait(ctx context.Context) bool {
-	b.waiting++
-	freed := b.freed
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.waiting--
-		b.mu.Unlock()
-	}()
-	select {
-	case <-freed:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // startCall takes one of the tenant's call slots, waiting for one until
 // ctx is done; then it returns a *busyError.
 func (b *tenantBudget) startCall(ctx context.Context) error {
-	for {
-		b.mu.Lock()
-		if b.calls < b.caps.TenantConcurrentCalls {
-			b.calls++
-			b.mu.Unlock()
-			return nil
-		}
-		n := b.caps.TenantConcurrentCalls
-		if !b.wait(ctx) {
-			return &busyError{what: fmt.Sprintf("the tenant's %d concurrent calls (Limits.TenantConcurrentCalls)", n), cause: ctx.Err()}
-		}
+	b.mu.Lock()
+	n := b.caps.TenantConcurrentCalls
+	w, ok := b.calls.take([2]int64{1, 0}, b.callCaps())
+	b.mu.Unlock()
+	if ok {
+		return nil
 	}
+	if !b.await(ctx, &b.calls, w) {
+		return &busyError{what: fmt.Sprintf("the tenant's %d concurrent calls (Limits.TenantConcurrentCalls)", n), cause: ctx.Err()}
+	}
+	return nil
 }
 
 func (b *tenantBudget) endCall() {
 	b.mu.Lock()
-	b.calls--
-	b.wake()
+	b.calls.give([2]int64{1, 0}, b.callCaps())
 	b.mu.Unlock()
 }
 
@@ -119,84 +96,82 @@ func (b *tenantBudget) endCall() {
 // linear memory it may grow to.
 func instanceMemory(m *Module) int64 { return int64(m.limits.MemoryPages) << 16 }
 
-// reserveInstance makes room for a new instance of m: within the tenant's
-// instance and memory caps, closing idle instances of the tenant's other
-// modules when that is what it takes, and otherwise waiting until ctx is
-// done; then it returns a *busyError (the call did not run).
+// reserveInstance makes room for a new instance of m within the tenant's
+// instance and memory caps: at once if there is room and nobody waits;
+// otherwise it closes idle instances of the tenant's other modules, and
+// waits its turn until ctx is done; then it returns a *busyError (the
+// call did not run).
 func (b *tenantBudget) reserveInstance(ctx context.Context, m *Module) error {
-	mem := instanceMemory(m)
-	for {
-		b.mu.Lock()
-		caps := b.caps
-		if mem > caps.TenantMemoryBytes {
-			b.mu.Unlock()
-			return fmt.Errorf("%w: an instance may grow to %d MiB, more than the tenant's %d MiB (Limits.TenantMemoryBytes)",
-				ErrInvalidLimits, mem>>20, caps.TenantMemoryBytes>>20)
-		}
-		if b.instances < caps.TenantInstances && b.memory+mem <= caps.TenantMemoryBytes {
-			b.instances++
-			b.memory += mem
-			b.mu.Unlock()
+	need := [2]int64{1, instanceMemory(m)}
+	b.mu.Lock()
+	caps := b.caps
+	if need[1] > caps.TenantMemoryBytes {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: an instance may grow to %d MiB, more than the tenant's %d MiB (Limits.TenantMemoryBytes)",
+			ErrInvalidLimits, need[1]>>20, caps.TenantMemoryBytes>>20)
+	}
+	w, ok := b.room.take(need, b.roomCaps())
+	if ok {
+		b.mu.Unlock()
+		return nil
+	}
+	w.owner = m
+	b.roomWanted.Add(1)
+	defer b.roomWanted.Add(-1)
+	mods := make([]*Module, 0, len(b.modules))
+	for o := range b.modules {
+		mods = append(mods, o)
+	}
+	b.mu.Unlock()
+	// Idle instances hold room nobody uses: close them (each close gives
+	// room to the first waiter). m's own count too: one may have become
+	// idle after this call looked in m's pool.
+	for evictIdle(mods) {
+		select {
+		case <-w.granted:
 			return nil
-		}
-		others := make([]*Module, 0, len(b.modules))
-		for o := range b.modules {
-			if o != m {
-				others = append(others, o)
-			}
-		}
-		b.mu.Unlock()
-		if evictIdle(others) {
-			continue
-		}
-		b.mu.Lock()
-		if b.instances < caps.TenantInstances && b.memory+mem <= caps.TenantMemoryBytes {
-			b.mu.Unlock()
-			continue // freed meanwhile
-		}
-		// Wait, and let the other modules know: they hand over their
-		// instances as their calls end (see handOver).
-		b.needRoom[m]++
-		b.roomWanted.Add(1)
-		ok := b.wait(ctx)
-		b.mu.Lock()
-		if b.needRoom[m]--; b.needRoom[m] == 0 {
-			delete(b.needRoom, m)
-		}
-		b.roomWanted.Add(-1)
-		b.mu.Unlock()
-		if !ok {
-			return &busyError{what: fmt.Sprintf("the tenant's %d instances and %d MiB (Limits.TenantInstances, Limits.TenantMemoryBytes)",
-				caps.TenantInstances, caps.TenantMemoryBytes>>20), cause: ctx.Err()}
+		default:
 		}
 	}
+	if !b.await(ctx, &b.room, w) {
+		return &busyError{what: fmt.Sprintf("the tenant's %d instances and %d MiB (Limits.TenantInstances, Limits.TenantMemoryBytes)",
+			caps.TenantInstances, caps.TenantMemoryBytes>>20), cause: ctx.Err()}
+	}
+	return nil
 }
 
-// handOver reports whether an instance of m whose call ended should be
-// closed rather than kept idle, because a call of another of the tenant's
-// modules waits for room: without it, m's callers could keep the room
-// forever, taking the idle instance back before the waiter wakes.
-func (b *tenantBudget) handOver(m *Module) bool {
-	if b.roomWanted.Load() == 0 {
-		return false
+// releaseInstance returns a closed instance's room, to the first waiter
+// if any.
+func (b *tenantBudget) releaseInstance(m *Module) {
+	b.mu.Lock()
+	b.room.give([2]int64{1, instanceMemory(m)}, b.roomCaps())
+	b.mu.Unlock()
+}
+
+// handOver reports whether a call waits for room for a new instance:
+// then an instance whose call ended is closed rather than kept idle, or
+// the callers of its module could keep the room for good. (A waiting call
+// of the same module does not see the idle instance: it waits for room,
+// not in the pool, and gets a new instance.)
+func (b *tenantBudget) handOver() bool { return b.roomWanted.Load() > 0 }
+
+// await waits until w is granted (true) or ctx is done (false: w leaves
+// the queue, and what it was granted meanwhile, if anything, is given
+// back).
+func (b *tenantBudget) await(ctx context.Context, q *quota, w *waiter) bool {
+	select {
+	case <-w.granted:
+		return true
+	case <-ctx.Done():
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for o, n := range b.needRoom {
-		if o != m && n > 0 {
-			return true
-		}
+	if q.leave(w) {
+		q.grant(q.lastCaps) // w may have kept smaller requests behind it waiting
+	} else { // granted meanwhile
+		q.give(w.need, q.lastCaps)
 	}
 	return false
-}
-
-// releaseInstance returns a closed instance's share.
-func (b *tenantBudget) releaseInstance(m *Module) {
-	b.mu.Lock()
-	b.instances--
-	b.memory -= instanceMemory(m)
-	b.wake()
-	b.mu.Unlock()
 }
 
 // evictIdle closes one idle instance of one of modules; false when none
@@ -209,6 +184,77 @@ func evictIdle(modules []*Module) bool {
 			o.pool.discard(in)
 			return true
 		default:
+		}
+	}
+	return false
+}
+
+// quota counts what is in use of up to two resources and queues who waits
+// for them, first come, first served. A cap of 0 is no cap. Its owner's
+// lock guards it.
+type quota struct {
+	used     [2]int64
+	queue    []*waiter
+	lastCaps [2]int64
+}
+
+// waiter is a request queued for a quota; granted is closed when it got
+// what it needs.
+type waiter struct {
+	need    [2]int64
+	owner   *Module
+	granted chan struct{}
+}
+
+func (q *quota) fits(need, caps [2]int64) bool {
+	for i := range need {
+		if caps[i] > 0 && q.used[i]+need[i] > caps[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// take takes need at once when nobody waits and it fits; otherwise it
+// queues a waiter and returns it.
+func (q *quota) take(need, caps [2]int64) (*waiter, bool) {
+	q.lastCaps = caps
+	if len(q.queue) == 0 && q.fits(need, caps) {
+		q.used[0] += need[0]
+		q.used[1] += need[1]
+		return nil, true
+	}
+	w := &waiter{need: need, granted: make(chan struct{})}
+	q.queue = append(q.queue, w)
+	return w, false
+}
+
+// give returns what was taken and grants the waiters it makes room for.
+func (q *quota) give(amount, caps [2]int64) {
+	q.used[0] -= amount[0]
+	q.used[1] -= amount[1]
+	q.grant(caps)
+}
+
+// grant gives room to waiters in order while the first fits.
+func (q *quota) grant(caps [2]int64) {
+	q.lastCaps = caps
+	for len(q.queue) > 0 && q.fits(q.queue[0].need, caps) {
+		w := q.queue[0]
+		q.queue = q.queue[1:]
+		q.used[0] += w.need[0]
+		q.used[1] += w.need[1]
+		close(w.granted)
+	}
+}
+
+// leave takes w out of the queue; false when it was no longer there
+// (granted).
+func (q *quota) leave(w *waiter) bool {
+	for i, x := range q.queue {
+		if x == w {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			return true
 		}
 	}
 	return false
