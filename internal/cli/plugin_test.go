@@ -288,6 +288,32 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 		t.Errorf("describe bomb: exit %d, %q", code, errOut)
 	}
 
+	// plugin call on the hostile C plugins: each misbehaviour a clear error
+	// within its deadline, whatever it floods.
+	bombsDir := t.TempDir()
+	bombs := filepath.Join(bombsDir, "bombs.wasm")
+	os.WriteFile(bombs, plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"bombs.c", kit + "/agentic.c"}, []string{kit}, nil), 0o644)
+	liar := filepath.Join(bombsDir, "liar.wasm")
+	os.WriteFile(liar, plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"liar.c"}, []string{kit}, []string{"-DLIE_EXPLODE"}), 0o644)
+	deep := strings.Repeat(`{"a":`, 22) + "1" + strings.Repeat("}", 22)
+	for _, tc := range []struct {
+		file, tool, input, want string
+	}{
+		{bombs, "recurse", "{}", "stack overflow"},
+		{bombs, "error_bomb", "{}", "more bytes cut"},
+		{bombs, "spin", "{}", "timed out after 1s"},
+		{liar, "t", deep, "too complex to check"},
+	} {
+		code, _, errOut := timed("plugin call "+tc.tool, time.Minute, "plugin", "call", "--cache-dir", "", "--timeout", "1s", tc.file, tc.tool, tc.input)
+		if code != 1 || !strings.Contains(errOut, tc.want) || len(errOut) > 8<<10 {
+			t.Errorf("plugin call %s: exit %d, %d bytes on stderr, want %q: %.300s", tc.tool, code, len(errOut), tc.want, errOut)
+		}
+	}
+	code, _, errOut = timed("plugin call log_empty", time.Minute, "plugin", "call", "--cache-dir", "", bombs, "log_empty")
+	if code != 0 || strings.Count(errOut, "\n") > 300 {
+		t.Errorf("plugin call log_empty: exit %d, %d lines on stderr", code, strings.Count(errOut, "\n"))
+	}
+
 	store := "file:" + t.TempDir()
 	code, out, errOut := timed("chat with hostile modules in --plugins", 2*time.Minute,
 		"chat", "--offline", "--plugins", dir, "--plugin-compile-timeout", "2s", "--storage", store, "--session", "h", "count_vowels text=Hello")
