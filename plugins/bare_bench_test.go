@@ -20,7 +20,7 @@ import (
 // WASI without filesystem or environment. The host functions the module
 // imports are present with their signatures: log drops its line, the
 // others are not called by the benchmarked exports.
-func bareInstance(b *testing.B, wasm []byte, lim plugins.Limits) *extism.Plugin {
+func bareInstance(b testing.TB, wasm []byte, lim plugins.Limits, stderr io.Writer) *extism.Plugin {
 	b.Helper()
 	ctx := context.Background()
 	manifest := lim.Manifest(wasm)
@@ -43,7 +43,7 @@ func bareInstance(b *testing.B, wasm []byte, lim plugins.Limits) *extism.Plugin 
 	}
 	b.Cleanup(func() { compiled.Close(ctx) })
 	mc := wazero.NewModuleConfig().WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader).
-		WithStdout(io.Discard).WithStderr(io.Discard)
+		WithStdout(io.Discard).WithStderr(stderr)
 	p, err := compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +81,7 @@ func BenchmarkWarmCallVsBare(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			bare := bareInstance(b, wasm, lim)
+			bare := bareInstance(b, wasm, lim, io.Discard)
 			for range 3 { // warm both
 				if _, err := tool.Call(ctx, call); err != nil {
 					b.Fatal(err)

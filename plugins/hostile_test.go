@@ -265,6 +265,7 @@ func TestLiars(t *testing.T) {
 		{"DUPLICATE", plugins.ErrInvalidDescription, "described twice"},
 		{"NOT_JSON", plugins.ErrMalformedOutput, "describe"},
 		{"NO_VALIDATE", plugins.ErrInvalidDescription, `no "validate" export`},
+		{"INIT_TRAP", plugins.ErrTrap, "failed to initialize runtime"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.variant, func(t *testing.T) {

@@ -112,10 +112,11 @@ type Registry struct {
 	opts RegistryOptions
 	log  *slog.Logger
 
-	mu      sync.Mutex // serialises writers
-	snap    atomic.Pointer[snapshot]
-	closed  bool
-	refused map[string]map[string]Refusal // tenant → module name → why; under mu
+	mu       sync.Mutex // serialises writers
+	snap     atomic.Pointer[snapshot]
+	closed   bool
+	refused  map[string]map[string]Refusal // tenant → module name → why; under mu
+	watchers map[*DirWatcher]struct{}      // under mu
 }
 
 // snapshot is an immutable view of the registry.
@@ -135,7 +136,7 @@ type tenantView struct {
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, watchers: map[*DirWatcher]struct{}{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -297,11 +298,21 @@ func (r *Registry) Unload(tenant, name string) bool {
 	return true
 }
 
-// Close unloads every module. Calls in flight finish first (each module
-// shuts down after its last call).
+// Close stops the registry's directory watchers, then unloads every
+// module. Calls in flight finish first (each module shuts down after its
+// last call).
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
+	watchers := make([]*DirWatcher, 0, len(r.watchers))
+	for w := range r.watchers {
+		watchers = append(watchers, w)
+	}
+	r.mu.Unlock()
+	for _, w := range watchers {
+		_ = w.Close()
+	}
+	r.mu.Lock()
 	old := r.snap.Load()
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	r.mu.Unlock()
@@ -403,6 +414,24 @@ func (r *Registry) Conflicts(tenant string) []Conflict {
 		return nil
 	}
 	return slices.Clone(tv.conflicts)
+}
+
+// addWatcher registers a directory watcher, to be closed with the
+// registry; false once the registry is closed.
+func (r *Registry) addWatcher(w *DirWatcher) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.watchers[w] = struct{}{}
+	return true
+}
+
+func (r *Registry) forgetWatcher(w *DirWatcher) {
+	r.mu.Lock()
+	delete(r.watchers, w)
+	r.mu.Unlock()
 }
 
 // forgetRefusal drops the refusal of a module whose file is gone.
@@ -551,6 +580,25 @@ func followed(err error) bool {
 	return errors.As(err, &pe) && errors.Is(pe.Err, ErrClosed)
 }
 
+// follow runs call on item, and, when item's module was unloaded before the
+// call started, again on the item of that name the registry serves now
+// (lookup), up to maxFollow times. lookup returns nil when the registry
+// serves no item of that name any more.
+func follow[T comparable, R any](item T, lookup func() (T, bool), call func(T) (R, error)) (R, error) {
+	cur := item
+	for i := 0; ; i++ {
+		res, err := call(cur)
+		if err == nil || !followed(err) || i == maxFollow {
+			return res, err
+		}
+		next, ok := lookup()
+		if !ok || next == cur {
+			return res, err
+		}
+		cur = next
+	}
+}
+
 // regTool is a registered tool: a host.Tool that follows its name to the
 // current version when the version it was resolved from was replaced before
 // the call started.
@@ -563,21 +611,19 @@ type regTool struct {
 func (t *regTool) Spec() host.ToolSpec { return t.t.spec }
 
 func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
-	cur := t
-	for i := 0; ; i++ {
-		res, err := cur.t.Call(ctx, call)
-		if err == nil || !followed(err) || i == maxFollow {
-			return res, err
+	lookup := func() (*moduleTool, bool) {
+		if rt := t.reg.tool(t.tenant, t.t.spec.Name); rt != nil {
+			return rt.t, true
 		}
-		next := t.reg.tool(t.tenant, t.t.spec.Name)
-		if next == nil {
+		return nil, false
+	}
+	res, err := follow(t.t, lookup, func(mt *moduleTool) (host.ToolResult, error) { return mt.Call(ctx, call) })
+	if err != nil && followed(err) {
+		if _, ok := lookup(); !ok {
 			return res, &PluginError{Plugin: t.t.mod.name, Export: "call", Name: t.t.spec.Name, Err: detailed(ErrClosed, "the tool was unloaded")}
 		}
-		if next.t == cur.t {
-			return res, err
-		}
-		cur = next
 	}
+	return res, err
 }
 
 type regValidator struct {
@@ -587,18 +633,13 @@ type regValidator struct {
 }
 
 func (v *regValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
-	cur := v
-	for i := 0; ; i++ {
-		res, err := cur.v.Validate(ctx, deliverable)
-		if err == nil || !followed(err) || i == maxFollow {
-			return res, err
+	lookup := func() (*moduleValidator, bool) {
+		if rv := v.reg.validator(v.tenant, v.v.desc.Name); rv != nil {
+			return rv.v, true
 		}
-		next := v.reg.validator(v.tenant, v.v.desc.Name)
-		if next == nil || next.v == cur.v {
-			return res, err
-		}
-		cur = next
+		return nil, false
 	}
+	return follow(v.v, lookup, func(mv *moduleValidator) (ValidationResult, error) { return mv.Validate(ctx, deliverable) })
 }
 
 type regPolicy struct {
@@ -608,18 +649,13 @@ type regPolicy struct {
 }
 
 func (p *regPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
-	cur := p
-	for i := 0; ; i++ {
-		d, err := cur.p.Decide(ctx, req)
-		if err == nil || !followed(err) || i == maxFollow {
-			return d, err
+	lookup := func() (*modulePolicy, bool) {
+		if rp := p.reg.policy(p.tenant, p.p.desc.Name); rp != nil {
+			return rp.p, true
 		}
-		next := p.reg.policy(p.tenant, p.p.desc.Name)
-		if next == nil || next.p == cur.p {
-			return d, err
-		}
-		cur = next
+		return nil, false
 	}
+	return follow(p.p, lookup, func(mp *modulePolicy) (Decision, error) { return mp.Decide(ctx, req) })
 }
 
 var (

@@ -380,3 +380,39 @@ func TestPoolBusyAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRegistryClosesWatchers: closing a registry stops its directory
+// watchers: files written afterwards are not loaded, and the watcher's
+// own Close returns at once.
+func TestRegistryClosesWatchers(t *testing.T) {
+	rt, _ := newRuntime(t)
+	changes := make(chan plugins.Change, 16)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{OnChange: func(c plugins.Change) { changes <- c }})
+	dir := t.TempDir()
+	w, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{Debounce: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "get_account.wasm"), getAccountWasm(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A watcher still running would try to load the file (and be refused).
+	select {
+	case c := <-changes:
+		t.Fatalf("the watcher still works after Registry.Close: %s %s", c.Kind, c.Name)
+	case <-time.After(500 * time.Millisecond):
+	}
+	done := make(chan struct{})
+	go func() { w.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("DirWatcher.Close after Registry.Close did not return")
+	}
+	if _, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{}); !errors.Is(err, plugins.ErrClosed) {
+		t.Fatalf("Watch on a closed registry: %v", err)
+	}
+}

@@ -142,7 +142,7 @@ func TestHostileStartFunctionInDirectory(t *testing.T) {
 	t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	dir := t.TempDir()
 	writeAtomic(t, filepath.Join(dir, "startloop.wasm"), startLoop())
-	w := within(t, time.Minute, "Watch over a directory holding a start-function loop", func() *plugins.Watcher {
+	w := within(t, time.Minute, "Watch over a directory holding a start-function loop", func() *plugins.DirWatcher {
 		w, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{Debounce: 10 * time.Millisecond})
 		if err != nil {
 			t.Error(err)

@@ -21,7 +21,7 @@ type WatchOptions struct {
 	Debounce time.Duration
 }
 
-// Watcher keeps a tenant's modules in sync with a directory: NAME.wasm
+// DirWatcher keeps a tenant's modules in sync with a directory: NAME.wasm
 // (with its sidecar NAME.json, if any) is module NAME. A new or changed
 // file is compiled and described in the background and swapped in
 // atomically; a file that fails is rejected with a logged reason while the
@@ -29,7 +29,7 @@ type WatchOptions struct {
 // Write files atomically (write elsewhere, then rename into the directory)
 // for the fastest swaps; partial writes are tolerated (debounced, and a
 // failed load is retried on the next event).
-type Watcher struct {
+type DirWatcher struct {
 	reg      *Registry
 	tenant   string
 	dir      string
@@ -46,10 +46,10 @@ type Watcher struct {
 }
 
 // Watch loads every module of dir for tenant, then keeps watching it until
-// ctx is done or the Watcher is closed. Modules that fail to load are
+// ctx is done or the DirWatcher is closed. Modules that fail to load are
 // rejected (logged, reported to OnChange) without failing Watch; Watch
 // fails only when dir cannot be watched.
-func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOptions) (*Watcher, error) {
+func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOptions) (*DirWatcher, error) {
 	if opts.Debounce == 0 {
 		opts.Debounce = 100 * time.Millisecond
 	}
@@ -62,7 +62,7 @@ func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOpti
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watcher{
+	w := &DirWatcher{
 		reg:      r,
 		tenant:   tenant,
 		dir:      dir,
@@ -79,6 +79,11 @@ func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOpti
 	for _, name := range w.scan() {
 		w.sync(ctx, name)
 	}
+	if !r.addWatcher(w) {
+		cancel()
+		fsw.Close()
+		return nil, &PluginError{Plugin: dir, Export: "watch", Err: ErrClosed}
+	}
 	events := make(chan struct{})
 	go func() {
 		defer close(events)
@@ -93,19 +98,21 @@ func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOpti
 	return w, nil
 }
 
-// Close stops watching; the modules loaded stay registered. It waits for a
-// load in progress to finish.
-func (w *Watcher) Close() error {
+// Close stops watching; the modules loaded stay registered. A load in
+// progress is stopped (its compile or instantiation interrupted) and
+// Close waits for it. [Registry.Close] closes the registry's watchers.
+func (w *DirWatcher) Close() error {
 	w.cancel()
 	<-w.done
+	w.reg.forgetWatcher(w)
 	return nil
 }
 
 // Dir returns the directory watched.
-func (w *Watcher) Dir() string { return w.dir }
+func (w *DirWatcher) Dir() string { return w.dir }
 
 // scan lists the module names of the directory.
-func (w *Watcher) scan() []string {
+func (w *DirWatcher) scan() []string {
 	entries, err := os.ReadDir(w.dir)
 	if err != nil {
 		w.reg.log.Warn("plugins: scanning the plugin directory", "dir", w.dir, "err", err)
@@ -122,7 +129,7 @@ func (w *Watcher) scan() []string {
 
 // moduleOf maps a file name to its module name: NAME.wasm and NAME.json.
 // Hidden files (editors' and atomic writers' temporaries) are ignored.
-func (w *Watcher) moduleOf(file string) (string, bool) {
+func (w *DirWatcher) moduleOf(file string) (string, bool) {
 	if strings.HasPrefix(file, ".") {
 		return "", false
 	}
@@ -135,7 +142,7 @@ func (w *Watcher) moduleOf(file string) (string, bool) {
 }
 
 // events turns file events into pending module names.
-func (w *Watcher) events(ctx context.Context) {
+func (w *DirWatcher) events(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,7 +174,7 @@ func (w *Watcher) events(ctx context.Context) {
 	}
 }
 
-func (w *Watcher) mark(name string) {
+func (w *DirWatcher) mark(name string) {
 	w.mu.Lock()
 	w.pending[name] = time.Now()
 	w.mu.Unlock()
@@ -178,7 +185,7 @@ func (w *Watcher) mark(name string) {
 }
 
 // work loads the modules whose files settled, one at a time.
-func (w *Watcher) work(ctx context.Context) {
+func (w *DirWatcher) work(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -218,7 +225,7 @@ func (w *Watcher) work(ctx context.Context) {
 }
 
 // sync makes module name match its files: load, reload or unload.
-func (w *Watcher) sync(ctx context.Context, name string) {
+func (w *DirWatcher) sync(ctx context.Context, name string) {
 	path := filepath.Join(w.dir, name+".wasm")
 	wasm, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

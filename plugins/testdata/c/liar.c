@@ -58,6 +58,11 @@ static void out(const char *s) {
 #elif defined(LIE_DYNAMIC_REF)
 /* a schema whose $dynamicRef makes its cost unknowable before validation */
 #define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL("{\"type\":\"object\",\"$dynamicAnchor\":\"n\",\"properties\":{\"a\":{\"$dynamicRef\":\"#n\"}}}", "read") "]}"
+#elif defined(LIE_INIT_TRAP)
+/* a module whose initialisation (its constructors, run by _initialize
+ * before the first call) traps */
+#define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL("{\"type\":\"object\"}", "read") "]}"
+__attribute__((constructor)) static void init_trap(void) { __builtin_trap(); }
 #elif defined(LIE_MALFORMED)
 /* a tool whose answers are malformed, chosen by input.mode */
 #define DESCRIBE "{\"abi\":\"1.0\",\"tools\":[" TOOL("{\"type\":\"object\"}", "read") "],\"policies\":[{\"name\":\"p\"}]}"

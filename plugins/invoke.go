@@ -1,0 +1,187 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// One call of an export on a pooled instance, and what its failures mean.
+
+// errMalformed marks a decode failure: the instance is discarded.
+func errMalformed(format string, args ...any) error {
+	return detailed(ErrMalformedOutput, format, args...)
+}
+
+// invoke runs one export on a pooled instance. decode checks and keeps the
+// output; an ErrMalformedOutput from it discards the instance. timeout 0
+// means the tenant's CallTimeout (and it can only be shorter).
+func (m *Module) invoke(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) error {
+	fail := func(err error) error {
+		return &PluginError{Plugin: m.name, Export: export, Name: name, Err: err}
+	}
+	if len(input) > m.limits.MaxInputBytes {
+		return fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
+	}
+	if !m.acquire() {
+		return fail(ErrClosed)
+	}
+	defer m.release()
+	if timeout <= 0 || timeout > m.limits.CallTimeout {
+		timeout = m.limits.CallTimeout
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := m.budget.startCall(callCtx); err != nil {
+		return fail(err)
+	}
+	defer m.budget.endCall()
+	if err := m.rt.calls.acquire(callCtx); err != nil {
+		return fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
+	}
+	defer m.rt.calls.release()
+	env := &callEnv{mod: m, export: export, name: name, callID: callID}
+	runCtx := context.WithValue(callCtx, envKey{}, env)
+	for attempt := 0; ; attempt++ {
+		inst, err := m.pool.get(callCtx, m.newInstance)
+		if err != nil {
+			var ie *instantiateError
+			if errors.As(err, &ie) {
+				// The module's start function ran, and failed or ran out of
+				// time: the plugin's own code, like a call.
+				return fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
+			}
+			// Waiting for a free instance: the plugin did not run.
+			return fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
+		}
+		inst.stderr.reset()
+		m.calls.Add(1)
+		inst.env = env
+		rc, out, err := inst.p.CallWithContext(runCtx, export, input)
+		inst.env = nil
+		if err != nil && err.Error() == "module is closed" && attempt < 2 && callCtx.Err() == nil {
+			// The instance exited in an earlier call (exit code 0 closes
+			// it too); this call did not run. Retry on another.
+			m.discard(inst)
+			continue
+		}
+		if err != nil {
+			m.discard(inst)
+			return fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
+		}
+		if rc != 0 {
+			m.discard(inst)
+			return fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
+		}
+		if len(out) > m.limits.MaxOutputBytes {
+			m.discard(inst)
+			return fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
+		}
+		if err := decode(out); err != nil {
+			if errors.Is(err, ErrMalformedOutput) {
+				m.discard(inst)
+			} else {
+				m.recycle(inst)
+			}
+			return fail(err)
+		}
+		m.recycle(inst)
+		return nil
+	}
+}
+
+// classify turns an Extism/wazero call error into one of the package's.
+func (m *Module) classify(err error, parent, callCtx context.Context, timeout time.Duration, stderr string) error {
+	interrupted := func() error {
+		if parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("call cancelled: %w", parent.Err())
+		}
+		return &timeoutError{msg: fmt.Sprintf("timed out after %s (interrupted)", timeout)}
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded, sys.ExitCodeContextCanceled:
+			return interrupted()
+		}
+		if outOfMemory(stderr) {
+			return m.oom(stderr)
+		}
+		return detailed(ErrExited, "exit code %d%s", exit.ExitCode(), stderrSuffix(stderr))
+	}
+	if callCtx.Err() != nil {
+		return interrupted()
+	}
+	msg := err.Error()
+	if msg == "stack overflow" { // wazero's ErrRuntimeStackOverflow, returned as is
+		return detailed(ErrTrap, "stack overflow: the call nested deeper than the host's native stack allows")
+	}
+	if strings.Contains(msg, "wasm error") || strings.Contains(msg, "wasm stack trace") ||
+		strings.Contains(msg, "recovered by wazero") || strings.Contains(msg, "module is closed") ||
+		strings.Contains(msg, "failed to initialize runtime") {
+		if outOfMemory(stderr) || strings.Contains(msg, "out of memory") {
+			return m.oom(stderr)
+		}
+		return detailed(ErrTrap, "%s%s", firstLine(msg), stderrSuffix(stderr))
+	}
+	// What remains is the plugin's own error (Extism's error_set).
+	return m.remote(msg)
+}
+
+// remote is the plugin's own error message, cut to its first 20 lines and
+// Limits.MaxErrorBytes.
+func (m *Module) remote(msg string) error {
+	return &remoteError{msg: m.clip(firstLines(msg, 20))}
+}
+
+// clip cuts a text the plugin returned to Limits.MaxErrorBytes.
+func (m *Module) clip(s string) string { return clip(s, m.limits.MaxErrorBytes) }
+
+// instantiateFailure says why an instance could not be made: its start
+// function trapped or ran out of time (as a call would), or the module
+// cannot be instantiated at all (ErrInvalidModule).
+func (m *Module) instantiateFailure(err error, parent, ctx context.Context, timeout time.Duration) error {
+	var busy *busyError
+	if errors.As(err, &busy) || errors.Is(err, ErrInvalidLimits) {
+		return err // the tenant's budget: nothing ran
+	}
+	c := m.classify(err, parent, ctx, timeout, "")
+	if errors.Is(c, ErrToolFailed) { // not the plugin's answer: wazero's or Extism's
+		c = detailed(ErrInvalidModule, "%v", oneLine(err))
+	}
+	return fmt.Errorf("instantiating: %w", c)
+}
+
+func (m *Module) oom(stderr string) error {
+	return detailed(ErrOutOfMemory, "the limit is %d pages (%d MiB)%s", m.limits.MemoryPages, m.limits.MemoryPages/16, stderrSuffix(stderr))
+}
+
+func outOfMemory(stderr string) bool {
+	return strings.Contains(stderr, "out of memory")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stderrSuffix quotes the first lines of a plugin's stderr for an error.
+func stderrSuffix(stderr string) string {
+	stderr = strings.TrimSpace(stderr)
+	if stderr == "" {
+		return ""
+	}
+	return " (stderr: " + strings.Join(strings.Fields(firstLines(stderr, 3)), " ") + ")"
+}

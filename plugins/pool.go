@@ -1,0 +1,159 @@
+package plugins
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+)
+
+// The pool of a module's instances: how they are made, kept, and thrown away.
+
+// instance is one Extism plugin instance: not safe for concurrent calls,
+// hence the pool.
+type instance struct {
+	p      *extism.Plugin
+	stderr *stderrWriter
+	// env is the call in progress, set and cleared by the goroutine that
+	// runs it (Extism's log callback runs on that goroutine).
+	env *callEnv
+	mod *Module
+}
+
+// close closes the instance and returns its share of the tenant's budget.
+func (in *instance) close() {
+	_ = in.p.Close(context.Background())
+	in.mod.budget.releaseInstance(in.mod)
+}
+
+// newInstance instantiates the compiled module: no filesystem, no
+// environment, no arguments; real clocks; crypto-grade randomness; stdout
+// discarded; the tail of stderr kept for trap messages. Sleeping does not
+// block the host (wazero's nanosleep is a no-op without WithSysNanosleep),
+// so a sleeping plugin spins against its timeout.
+//
+// Instantiating runs the module's start function, the plugin's own code:
+// ctx must carry the deadline of the call (or load) it serves, which
+// interrupts a start function that does not return (close-on-context-done
+// watches it while the start function runs, and only then).
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	if err := m.budget.reserveInstance(ctx, m); err != nil {
+		return nil, err
+	}
+	stderr := &stderrWriter{max: 2 << 10}
+	mc := wazero.NewModuleConfig().
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader).
+		WithStdout(io.Discard).
+		WithStderr(stderr)
+	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
+	if err != nil {
+		m.budget.releaseInstance(m)
+		return nil, err
+	}
+	m.instantiated.Add(1)
+	in := &instance{p: p, stderr: stderr, mod: m}
+	// Extism's own log functions (gated by its process-wide level, off by
+	// default) go to the same logger, within the same budget as the log
+	// host function: the call in progress's.
+	p.SetLogger(func(level extism.LogLevel, msg string) {
+		env := in.env
+		if env == nil || !env.allowLog(len(msg)) {
+			return
+		}
+		m.log.Log(context.Background(), extismLevels[level], msg, append(env.logAttrs(), "source", "extism")...)
+	})
+	return in, nil
+}
+
+var extismLevels = map[extism.LogLevel]slog.Level{
+	extism.LogLevelTrace: slog.LevelDebug - 4, extism.LogLevelDebug: slog.LevelDebug,
+	extism.LogLevelInfo: slog.LevelInfo, extism.LogLevelWarn: slog.LevelWarn, extism.LogLevelError: slog.LevelError,
+}
+
+// pool bounds and recycles a module's instances.
+type pool struct {
+	idle  chan *instance
+	slots chan struct{}
+}
+
+func newPool(n int) pool {
+	return pool{idle: make(chan *instance, n), slots: make(chan struct{}, n)}
+}
+
+// adopt adds a fresh instance to the pool.
+func (p *pool) adopt(in *instance) {
+	p.slots <- struct{}{}
+	p.idle <- in
+}
+
+// instantiateError is a failure to create an instance, as opposed to
+// waiting in vain for a free one.
+type instantiateError struct{ err error }
+
+func (e *instantiateError) Error() string { return e.err.Error() }
+func (e *instantiateError) Unwrap() error { return e.err }
+
+// get returns a free instance, creating one if the pool has room, or
+// waits for one until ctx is done. A failure to create one is an
+// *instantiateError; its slot is freed.
+func (p *pool) get(ctx context.Context, create func(context.Context) (*instance, error)) (*instance, error) {
+	select {
+	case in := <-p.idle:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-p.idle:
+		return in, nil
+	case p.slots <- struct{}{}:
+		in, err := create(ctx)
+		if err != nil {
+			<-p.slots
+			return nil, &instantiateError{err}
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pool) put(in *instance) { p.idle <- in }
+
+func (p *pool) discard(in *instance) {
+	in.close()
+	<-p.slots
+}
+
+// recycle returns a healthy instance to the pool; then, if a call waits
+// for room in the tenant's budget, an idle instance is closed, handing its
+// share over. (Put first, look second: a waiter that queued after the look
+// finds the idle instance itself.)
+func (m *Module) recycle(in *instance) {
+	m.pool.put(in)
+	if m.budget.handOver() {
+		evictIdle([]*Module{m})
+	}
+}
+
+// discard throws an instance away after an error.
+func (m *Module) discard(in *instance) {
+	m.discarded.Add(1)
+	m.pool.discard(in)
+}
+
+// drain closes the idle instances.
+func (p *pool) drain() {
+	for {
+		select {
+		case in := <-p.idle:
+			p.discard(in)
+		default:
+			return
+		}
+	}
+}
