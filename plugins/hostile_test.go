@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
 // okCalls calls the hostile plugin's "ok" tool and returns how many calls
@@ -325,4 +326,16 @@ func plugintestLoad(t *testing.T, rt *plugins.Runtime, name string, wasm []byte,
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	return m
+}
+
+// TestGoPluginWithoutCShared: a Go plugin built as a command (without
+// -buildmode=c-shared) traps at its first export; the error says how to
+// build it.
+func TestGoPluginWithoutCShared(t *testing.T) {
+	rt, _ := newRuntime(t)
+	wasm := plugintest.MustBuild(t, plugintest.Build{Kind: "go", Dir: "../examples/plugins/get_account", Flags: []string{"-buildmode=exe"}})
+	_, err := rt.Load(context.Background(), plugins.Source{Name: "get_account", Wasm: wasm})
+	if !errors.Is(err, plugins.ErrTrap) || !strings.Contains(err.Error(), "go build -buildmode=c-shared") {
+		t.Fatalf("load: %v, want a trap saying how to build the plugin", err)
+	}
 }

@@ -126,6 +126,10 @@ func (m *Module) classify(err error, parent, callCtx context.Context, timeout ti
 		if outOfMemory(stderr) || strings.Contains(msg, "out of memory") {
 			return m.oom(stderr)
 		}
+		if strings.Contains(stderr, "wasmexport function called before runtime initialization") {
+			return detailed(ErrTrap, "%s: a Go plugin built as a command, not a library: build it with "+
+				"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared%s", firstLine(msg), stderrSuffix(stderr))
+		}
 		return detailed(ErrTrap, "%s%s", firstLine(msg), stderrSuffix(stderr))
 	}
 	// What remains is the plugin's own error (Extism's error_set).

@@ -56,9 +56,9 @@ type Build struct {
 	// Sources are, for C, the .c files (relative to Dir or absolute); for
 	// AssemblyScript, the entry file. Unused for Go.
 	Sources []string
-	// Flags are extra compiler flags (-D for C, e.g.). For
-	// AssemblyScript they replace the kit's optimisation and abort flags
-	// (a plugin written without the kit builds with its own).
+	// Flags are extra compiler flags (-D for C, e.g.; go build flags for
+	// Go). For AssemblyScript they replace the kit's optimisation and
+	// abort flags (a plugin written without the kit builds with its own).
 	Flags []string
 	// Include are directories of headers (C) or of sources the build reads
 	// (every kind): their contents are part of the cache key. Relative
@@ -282,7 +282,7 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 		if _, err := exec.LookPath("go"); err != nil {
 			return nil, fmt.Errorf("%w: go is not on PATH", ErrToolchain)
 		}
-		cmd = GoCommand(ctx, b.Dir, tmp.Name())
+		cmd = GoCommand(ctx, b.Dir, tmp.Name(), b.Flags...)
 	case "c":
 		c := clang()
 		if _, err := exec.LookPath(c); err != nil {
@@ -322,9 +322,11 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 
 // GoCommand is the build of a Go plugin: standard Go for wasip1, a
 // reactor (c-shared) so //go:wasmexport functions are callable, outside
-// any go.work (the plugin's own go.mod decides its dependencies).
-func GoCommand(ctx context.Context, dir, out string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-trimpath", "-o", out, ".")
+// any go.work (the plugin's own go.mod decides its dependencies). flags
+// are extra go build flags; a later -buildmode overrides c-shared.
+func GoCommand(ctx context.Context, dir, out string, flags ...string) *exec.Cmd {
+	args := append([]string{"build", "-buildmode=c-shared", "-trimpath"}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, ".")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
 	return cmd
