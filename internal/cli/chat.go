@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -57,7 +59,7 @@ type modelFlags struct {
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.session, "session", "cli", "session `ID`")
-	fs.StringVar(&m.storage, "storage", DefaultStorage, "storage `URL`: memory:, file:DIR[?fsync=1], redis://HOST:PORT/DB")
+	fs.StringVar(&m.storage, "storage", DefaultStorage, storageHelp)
 	model := env.Getenv("AGENTIC_MODEL")
 	m.modelSet = model != ""
 	if model == "" {
@@ -118,6 +120,10 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	}
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if m.plugins != "" {
+		if st, err := os.Stat(m.plugins); err != nil || !st.IsDir() {
+			cleanup()
+			return nil, nil, fail(2, "--plugins %s: not a directory (it holds NAME.wasm files; a single module goes in a directory of its own)", m.plugins)
+		}
 		sandbox, err := m.pluginSandbox(store)
 		if err != nil {
 			cleanup()
@@ -140,6 +146,12 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)
 	}
+	if !m.offline {
+		if err := checkEndpoint(m.baseURL, pcfg.APIKey); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
 	opts := host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
 	if m.resume {
@@ -157,11 +169,13 @@ func chat(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("chat", env)
 	var m modelFlags
 	m.register(fs, env)
+	showUsage := fs.Bool("usage", false, "after the reply, print a line with the tokens and cost of the session so far (stderr)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host chat [flags] [MESSAGE]\n\nWith MESSAGE, send it and stream the reply; without, chat interactively.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host chat [flags] [MESSAGE]\n\nWith MESSAGE, send it and stream the reply; without, chat interactively\n(/help lists the commands). Flags go anywhere; a message word that\nstarts with \"-\" goes after \"--\".\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args); err != nil {
+	words, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
 	h, cleanup, err := m.setup(env)
@@ -169,6 +183,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer cleanup()
+	if len(words) > 0 && strings.HasPrefix(m.storage, "memory:") {
+		fmt.Fprintln(env.Stderr, "note: --storage memory: keeps nothing after this command (use file:DIR to keep the session)")
+	}
 	sess := h.Session(m.session)
 
 	// Ctrl-C (or SIGTERM) cancels the run in flight, durably; at the
@@ -239,12 +256,23 @@ func chat(ctx context.Context, args []string, env Env) error {
 		})
 	}
 
-	if fs.NArg() > 0 {
-		res, err := send(strings.Join(fs.Args(), " "))
+	printUsage := func(w io.Writer) {
+		u, err := sess.Usage(ctx)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "usage: %v\n", err)
+			return
+		}
+		fmt.Fprintln(w, usageLine(u))
+	}
+	if len(words) > 0 {
+		res, err := send(strings.Join(words, " "))
+		if *showUsage {
+			printUsage(env.Stderr)
+		}
 		return outcome(res, err)
 	}
 
-	fmt.Fprintf(env.Stderr, "Chatting in session %q (%s). Ctrl-D or /quit to leave.\n", m.session, m.storage)
+	fmt.Fprintf(env.Stderr, "Chatting in session %q (%s). /help for commands; Ctrl-D or /quit to leave.\n", m.session, m.storage)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -275,12 +303,71 @@ func chat(ctx context.Context, args []string, env Env) error {
 			continue
 		case "/quit", "/exit":
 			return nil
+		case "/help":
+			fmt.Fprint(env.Stdout, chatHelp)
+			continue
+		case "/usage":
+			printUsage(env.Stdout)
+			continue
 		}
+		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
+			fmt.Fprintf(env.Stdout, "unknown command %s (/help lists them; start a message with // to send a slash)\n", strings.Fields(line)[0])
+			continue
+		}
+		line = strings.TrimPrefix(line, "/")
 		res, err := send(line)
 		if err := outcome(res, err); err != nil {
 			fmt.Fprintf(env.Stderr, "%v\n", err)
 		}
 	}
+}
+
+// checkEndpoint refuses, before any request, a base URL that is not an
+// http(s) URL (suggesting the form meant), and a missing API key for an
+// endpoint that is not on this machine.
+func checkEndpoint(base, key string) error {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		hint := base
+		if !strings.Contains(hint, "://") {
+			hint = "http://" + hint
+		}
+		if !strings.HasSuffix(strings.TrimSuffix(hint, "/"), "/v1") {
+			hint = strings.TrimSuffix(hint, "/") + "/v1"
+		}
+		return fail(2, "--base-url %q is not an http(s) URL: did you mean %s?", base, hint)
+	}
+	if key != "" {
+		return nil
+	}
+	switch h := u.Hostname(); {
+	case h == "localhost", strings.HasSuffix(h, ".localhost"):
+		return nil
+	default:
+		if ip := net.ParseIP(h); ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified()) {
+			return nil
+		}
+	}
+	return fail(2, "OPENROUTER_API_KEY is not set; use --offline, or --base-url for a local server (a local endpoint needs no key)")
+}
+
+// chatHelp lists the interactive commands.
+const chatHelp = `Commands:
+  /usage   tokens and cost of this session so far
+  /help    this list
+  /quit    leave (so does Ctrl-D); Ctrl-C stops the reply in flight
+Anything else is sent as a message; start it with // to send one that
+begins with a slash.
+`
+
+// usageLine renders a session's usage in one line.
+func usageLine(u host.SessionUsage) string {
+	t := u.Total
+	line := fmt.Sprintf("[usage: %d runs, %d prompt + %d completion tokens", len(u.Runs), t.PromptTokens, t.CompletionTokens)
+	if t.CachedTokens > 0 {
+		line += fmt.Sprintf(" (%d cached)", t.CachedTokens)
+	}
+	return line + fmt.Sprintf(", cost $%.6f]", u.Cost)
 }
 
 // errCtrlC is the cause of a run's context when the user pressed Ctrl-C.

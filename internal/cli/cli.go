@@ -3,12 +3,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 )
 
 // Env is what a command reads and writes; tests substitute their own.
@@ -37,11 +41,50 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
-  agentic-host plugin describe|call FILE.wasm …  inspect or call a Wasm plugin
+  agentic-host plugin describe|call|list …   inspect, call or list Wasm plugins
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
+  agentic-host version                       print the version
 
+Storage (--storage URL): memory: (gone at exit), file:DIR (JSONL files; the
+default is file:.agentic), file:DIR?fsync=1, redis://HOST:PORT/DB,
+rediss://HOST:PORT/DB (TLS), redis+cluster://H1:P1,H2:P2.
+The model: any OpenAI-compatible endpoint (--base-url, default OpenRouter;
+the key comes from OPENROUTER_API_KEY); --offline runs a fake model here.
+
+Flags go anywhere; a message word that starts with "-" goes after "--".
 Run "agentic-host COMMAND -h" for a command's flags.
 `
+
+// storageHelp is the --storage flag's help.
+const storageHelp = "storage `URL`: memory:, file:DIR[?fsync=1], redis://HOST:PORT/DB, rediss://…, redis+cluster://H1:P1,H2:P2"
+
+// version returns the binary's version: the module version (or "devel"),
+// the commit it was built from, and the Go version.
+func version() string {
+	v, commit, dirty := "devel", "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+	}
+	out := "agentic-host " + v
+	if commit != "" {
+		out += " (commit " + commit[:min(12, len(commit))]
+		if dirty {
+			out += ", modified"
+		}
+		out += ")"
+	}
+	return out + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
 
 // Main runs the command line args (without the program name) and returns the
 // process exit code.
@@ -68,6 +111,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, usage)
 		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(env.Stdout, version())
+		return 0
 	default:
 		fmt.Fprintf(env.Stderr, "agentic-host: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -89,20 +135,64 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return 1
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
+// newFlags returns a flag set that reports errors instead of exiting: a
+// usage error to stderr, the help asked for with -h to stdout.
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentic-host "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(&flagOutput{Writer: env.Stderr, stdout: env.Stdout})
 	return fs
 }
 
-// parse parses flags, turning a usage error into exit code 2.
+// parse parses flags, turning a usage error into exit code 2. Help asked
+// for (-h) goes to stdout; a usage error, with the usage, to stderr.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2}
+	out, _ := fs.Output().(*flagOutput)
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	if out == nil {
+		return err
 	}
-	return nil
+	fs.SetOutput(out)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		out.stdout.Write(buf.Bytes())
+		return err
+	}
+	out.Write(buf.Bytes())
+	if strings.Contains(err.Error(), "flag provided but not defined: -") {
+		fmt.Fprintln(out, `(a message word that starts with "-" goes after "--": agentic-host chat -- -5 degrees)`)
+	}
+	return &exitError{code: 2}
+}
+
+// flagOutput is a flag set's output: stderr, for usage errors, knowing
+// the stdout that help asked for goes to.
+type flagOutput struct {
+	io.Writer
+	stdout io.Writer
+}
+
+// parseArgs parses flags placed before, between or after the positional
+// arguments (so that "chat hi --offline" does not send "--offline" as
+// text), and returns the positional ones. Everything after "--" is
+// positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }

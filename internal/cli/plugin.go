@@ -114,26 +114,6 @@ func pluginDefaultCacheDir(env Env) string {
 	return filepath.Join(base, "agentic-host", "wasm")
 }
 
-// pluginParse parses flags placed before, between or after the
-// positional arguments, and returns the positional ones.
-func pluginParse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 func (f *pluginFlags) limits() (plugins.Limits, error) {
 	if f.memoryPages > 65536 {
 		return plugins.Limits{}, fmt.Errorf("--memory-pages %d is above 65536", f.memoryPages)
@@ -225,7 +205,7 @@ func pluginDescribe(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin describe [flags] FILE.wasm\n\nPrint what the plugin offers as JSON: its tools, validators and policies\n(or, for a plain module without a sidecar manifest, its exports).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	pos, err := pluginParse(fs, args)
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
@@ -272,7 +252,7 @@ func pluginCall(ctx context.Context, args []string, env Env) error {
 			"input). JSON \"-\" reads stdin; omitted, it is {}.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	pos, err := pluginParse(fs, args)
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func pluginListCmd(ctx context.Context, args []string, env Env) error {
 			"conflict.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	pos, err := pluginParse(fs, args)
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}

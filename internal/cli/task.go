@@ -40,6 +40,9 @@ func task(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("task", env)
 	var m modelFlags
 	m.register(fs, env)
+	// A task's session defaults to a new one, not chat's "cli".
+	sf := fs.Lookup("session")
+	sf.DefValue, sf.Usage = "", "session `ID` (default: a new session task-<id>)"
 	prompt := fs.String("prompt", "", "the task, as the user message (required)")
 	schemaFile := fs.String("schema", "", "`FILE` holding the JSON Schema of the deliverable (required)")
 	name := fs.String("name", "", "the deliverable's `NAME`, as the model is told (default \"deliverable\")")
@@ -63,12 +66,13 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
+	if len(pos) > 0 {
 		fs.Usage()
-		return fail(2, "unexpected arguments %q: the task goes in --prompt", fs.Args())
+		return fail(2, "unexpected arguments %q: the task goes in --prompt", pos)
 	}
 	session := ""
 	fs.Visit(func(f *flag.Flag) {

@@ -178,8 +178,8 @@ func TestTranscriptUsage(t *testing.T) {
 	if math.Abs(u.Cost-0.992) > 1e-9 || u.Total.PromptTokens != 250 || u.Total.TotalTokens != 275 {
 		t.Errorf("usage = %+v", u)
 	}
-	if code, out, _ := run(t, "", "transcript", "--usage", "--storage", store, "empty"); code != 0 || !strings.Contains(out, `"runs": []`) {
-		t.Errorf("usage of an empty session: exit %d, %s", code, out)
+	if code, _, errOut := run(t, "", "transcript", "--usage", "--storage", store, "empty"); code != 1 || !strings.Contains(errOut, "no session empty") {
+		t.Errorf("usage of a session that does not exist: exit %d, %s", code, errOut)
 	}
 }
 

@@ -12,20 +12,21 @@ import (
 
 func transcript(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("transcript", env)
-	storageURL := fs.String("storage", DefaultStorage, "storage `URL`: memory:, file:DIR, redis://HOST:PORT/DB")
+	storageURL := fs.String("storage", DefaultStorage, storageHelp)
 	usageOnly := fs.Bool("usage", false, "print the session's usage instead: tokens and billed cost (USD), per run and in total")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON (with --usage, its usage and cost).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parse(fs, args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
-		return fail(2, "want exactly one SESSION, got %d arguments", fs.NArg())
+		return fail(2, "want exactly one SESSION, got %d arguments", len(pos))
 	}
-	id := fs.Arg(0)
+	id := pos[0]
 	if !storage.ValidSessionID(id) {
 		return fail(2, "invalid session id %q", id)
 	}
@@ -37,6 +38,9 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	events, err := store.Load(ctx, id)
 	if err != nil {
 		return err
+	}
+	if len(events) == 0 {
+		return fail(1, "no session %s in %s", id, *storageURL)
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)

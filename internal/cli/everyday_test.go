@@ -1,0 +1,96 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestFlagsAnywhere: flags after the message are flags, never text; a
+// message word that looks like a flag is refused with a hint, or sent
+// after "--".
+func TestFlagsAnywhere(t *testing.T) {
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "chat", "--storage", store, "--session", "f", "say hi", "--offline")
+	if code != 0 || strings.Contains(out, "--offline") {
+		t.Fatalf("flags after the message: exit %d\n%s\n%s", code, out, errOut)
+	}
+	tr := transcriptOf(t, store, "f")
+	if tr.Items[0].Text != "say hi" {
+		t.Fatalf("the message sent was %q", tr.Items[0].Text)
+	}
+	code, _, errOut = run(t, "", "chat", "--offline", "--storage", store, "--session", "f", "it", "is", "-5")
+	if code != 2 || !strings.Contains(errOut, `goes after "--"`) {
+		t.Fatalf("a flag-looking word: exit %d, %q", code, errOut)
+	}
+	code, out, errOut = run(t, "", "chat", "--offline", "--storage", store, "--session", "f", "--", "it", "is", "-5")
+	if code != 0 {
+		t.Fatalf("after --: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if tr := transcriptOf(t, store, "f"); tr.Items[len(tr.Items)-2].Text != "it is -5" {
+		t.Fatalf("after --, the message sent was %q", tr.Items[len(tr.Items)-2].Text)
+	}
+}
+
+// TestEverydayCLI: version, help on stdout, clear errors for the mistakes
+// a new user makes, and the usage line.
+func TestEverydayCLI(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, _ := run(t, "", args...)
+		if code != 0 || !strings.HasPrefix(out, "agentic-host ") || !strings.Contains(out, "go1.") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"chat", "-h"}, {"task", "--help"}, {"transcript", "-h"}, {"plugin", "list", "-h"}} {
+		code, out, errOut := run(t, "", args...)
+		if code != 0 || !strings.Contains(out, "Usage") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q; want the help on stdout", args, code, len(out), errOut)
+		}
+	}
+	_, out, _ := run(t, "", "--help")
+	for _, scheme := range []string{"memory:", "file:DIR", "fsync=1", "redis://", "rediss://", "redis+cluster://"} {
+		if !strings.Contains(out, scheme) {
+			t.Errorf("the help does not name the storage scheme %s", scheme)
+		}
+	}
+	_, out, _ = run(t, "", "task", "-h")
+	if !strings.Contains(out, "a new session task-<id>") || strings.Contains(out, `(default "cli")`) {
+		t.Errorf("task -h does not show its session default:\n%s", out)
+	}
+
+	store := "file:" + t.TempDir()
+	code, _, errOut := run(t, "", "transcript", "--storage", store, "nope")
+	if code != 1 || !strings.Contains(errOut, "no session nope in "+store) {
+		t.Errorf("transcript of a missing session: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = run(t, "", "chat", "--offline", "--storage", "memory:", "hi")
+	if code != 0 || !strings.Contains(errOut, "keeps nothing after this command") {
+		t.Errorf("memory: one-shot: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = run(t, "", "chat", "--storage", "memory:", "--base-url", "127.0.0.1:8089", "hi")
+	if code != 2 || !strings.Contains(errOut, "did you mean http://127.0.0.1:8089/v1") {
+		t.Errorf("a base URL without scheme: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = run(t, "", "chat", "--storage", "memory:", "hi")
+	if code != 2 || !strings.Contains(errOut, "OPENROUTER_API_KEY is not set; use --offline") {
+		t.Errorf("no key: exit %d, %q", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "get_account.wasm")
+	os.WriteFile(file, []byte("\x00asm"), 0o644)
+	code, _, errOut = run(t, "", "chat", "--offline", "--storage", "memory:", "--plugins", file, "hi")
+	if code != 2 || !strings.Contains(errOut, "not a directory") {
+		t.Errorf("--plugins FILE: exit %d, %q", code, errOut)
+	}
+
+	code, out, errOut = run(t, "", "chat", "--offline", "--storage", store, "--session", "u", "--usage", "hi")
+	if code != 0 || !strings.Contains(errOut, "[usage: 1 runs,") || !strings.Contains(errOut, "cost $") {
+		t.Errorf("--usage: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run(t, "/help\n/usage\nhello\n/usage\n/nope\n", "chat", "--offline", "--storage", store, "--session", "u")
+	for _, want := range []string{"/usage   tokens and cost", "[usage: 1 runs,", "[usage: 2 runs,", "unknown command /nope"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("interactive: no %q in\n%s", want, out)
+		}
+	}
+}
