@@ -16,6 +16,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/dylibso/observe-sdk/go v0.0.0-20240819160327-2d926c5d788a // indirect
+	github.com/extism/go-pdk v1.1.3 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
 	github.com/ianlancetaylor/demangle v0.0.0-20240805132620-81f5be970eca // indirect
 	github.com/tetratelabs/wabin v0.0.0-20230304001439-f6f874872834 // indirect
@@ -28,3 +29,9 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
+
+// The plugin kit is a module of its own (plugins build against it alone);
+// the host embeds its sources for "agentic-host plugin new".
+require github.com/agentichost/agentic/pdk v0.0.0-00010101000000-000000000000
+
+replace github.com/agentichost/agentic/pdk => ./pdk

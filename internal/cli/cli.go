@@ -41,7 +41,8 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
-  agentic-host plugin describe|call|list …   inspect, call or list Wasm plugins
+  agentic-host plugin new|build|describe|call|list …
+                                             write, build, inspect, call or list Wasm plugins
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
   agentic-host version                       print the version
 

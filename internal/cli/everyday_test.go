@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,66 @@ func TestEverydayCLI(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("interactive: no %q in\n%s", want, out)
 		}
+	}
+}
+
+// TestPluginNewBuildCall: from nothing to a working tool in each
+// language, outside this repository: plugin new writes a project, plugin
+// build builds it with the language's own toolchain and registry (the Go
+// module proxy, npm) and nothing of this checkout, and plugin call answers
+// with its test input.
+func TestPluginNewBuildCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three plugins")
+	}
+	for _, lang := range []string{"go", "assemblyscript", "c"} {
+		t.Run(lang, func(t *testing.T) {
+			requireToolchain(t, lang)
+			dir := filepath.Join(t.TempDir(), "greet")
+			code, out, errOut := run(t, "", "plugin", "new", "--lang", lang, "greet", dir)
+			if code != 0 || !strings.Contains(out, "plugin build "+dir) {
+				t.Fatalf("plugin new: exit %d\n%s\n%s", code, out, errOut)
+			}
+			for _, f := range []string{"README.md", "Makefile", "input.json"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("the project has no %s", f)
+				}
+			}
+			code, out, errOut = run(t, "", "plugin", "build", dir)
+			wasm := filepath.Join(dir, "greet.wasm")
+			if code != 0 || strings.TrimSpace(out) != wasm {
+				t.Fatalf("plugin build: exit %d\n%s\n%s", code, out, errOut)
+			}
+			input, _ := os.ReadFile(filepath.Join(dir, "input.json"))
+			code, out, errOut = run(t, "", "plugin", "call", "--cache-dir", "", wasm, "greet", string(input))
+			if code != 0 || strings.TrimSpace(out) != "Hello, Ada!" {
+				t.Fatalf("plugin call: exit %d, %q\n%s", code, out, errOut)
+			}
+		})
+	}
+	code, _, errOut := run(t, "", "plugin", "new", "--lang", "cobol", "x", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "want one of go, assemblyscript, c") {
+		t.Errorf("an unknown language: exit %d, %q", code, errOut)
+	}
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "keep.txt"), []byte("x"), 0o644)
+	if code, _, errOut := run(t, "", "plugin", "new", "x", full); code != 1 || !strings.Contains(errOut, "not empty") {
+		t.Errorf("a directory that is not empty: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "", "plugin", "build", t.TempDir()); code != 2 || !strings.Contains(errOut, "not a plugin project") {
+		t.Errorf("building a directory that is no project: exit %d, %q", code, errOut)
+	}
+}
+
+// requireToolchain skips a test when the toolchain of lang is missing,
+// unless AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
+func requireToolchain(t *testing.T, lang string) {
+	t.Helper()
+	bin := map[string]string{"go": "go", "assemblyscript": "npm", "c": "clang"}[lang]
+	if _, err := exec.LookPath(bin); err != nil {
+		if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
+			t.Fatalf("%s is not installed", bin)
+		}
+		t.Skipf("%s is not installed", bin)
 	}
 }

@@ -26,6 +26,9 @@ const pluginUsage = `Usage:
   agentic-host plugin list [flags] --plugins DIR          the modules of a plugin directory as chat
                                                           --plugins loads them: hashes, what each
                                                           offers, name conflicts, refusals and why
+  agentic-host plugin new [--lang go|assemblyscript|c] NAME [DIR]
+                                                          write a plugin project with one tool
+  agentic-host plugin build [DIR]                         build a plugin project into DIR/NAME.wasm
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -50,6 +53,10 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginCall(ctx, args[1:], env)
 	case "list":
 		return pluginListCmd(ctx, args[1:], env)
+	case "new":
+		return pluginNewCmd(ctx, args[1:], env)
+	case "build":
+		return pluginBuildCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil

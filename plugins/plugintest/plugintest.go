@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/internal/pluginbuild"
 	"github.com/agentichost/agentic/plugins"
 )
 
@@ -44,7 +45,7 @@ func CacheDir() string {
 }
 
 // ErrToolchain is wrapped by build errors caused by a missing toolchain.
-var ErrToolchain = errors.New("plugintest: toolchain missing")
+var ErrToolchain = pluginbuild.ErrToolchain
 
 // Build is one build of a plugin.
 type Build struct {
@@ -325,64 +326,28 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 // any go.work (the plugin's own go.mod decides its dependencies). flags
 // are extra go build flags; a later -buildmode overrides c-shared.
 func GoCommand(ctx context.Context, dir, out string, flags ...string) *exec.Cmd {
-	args := append([]string{"build", "-buildmode=c-shared", "-trimpath"}, flags...)
-	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, ".")...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
-	return cmd
+	return pluginbuild.GoCommand(ctx, dir, out, flags...)
 }
 
 // CCommand is the build of a C plugin with clang for wasm32-wasi, as a
 // reactor (exports callable after _initialize), with wasi-libc and lld and
 // without compiler-rt (Debian ships it in a separate package).
 func CCommand(ctx context.Context, dir, sysroot, out string, sources, include, flags []string) *exec.Cmd {
-	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-O2", "-mexec-model=reactor", "-nodefaultlibs",
-		"-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-o", out}
-	for _, inc := range include {
-		args = append(args, "-I", inc)
-	}
-	args = append(args, flags...)
-	args = append(args, sources...)
-	args = append(args, "-lc")
-	cmd := exec.CommandContext(ctx, clang(), args...)
-	cmd.Dir = dir
-	return cmd
+	return pluginbuild.CCommand(ctx, dir, sysroot, out, sources, include, flags)
 }
 
 // AssemblyScriptCommand is the build of an AssemblyScript plugin with asc.
 // Without flags it optimises and replaces the abort handler with the kit's
 // (which logs and traps); flags replace those.
 func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out string, flags []string) *exec.Cmd {
-	asc := filepath.Join(nodeModules, "node_modules", "assemblyscript", "bin", "asc.js")
-	if len(flags) == 0 {
-		flags = []string{"-O3", "--noAssert", "--use", "abort=agenticAbort"}
-	}
-	args := append([]string{asc, entry, "--outFile", out, "--path", filepath.Join(nodeModules, "node_modules")}, flags...)
-	cmd := exec.CommandContext(ctx, "node", args...)
-	cmd.Dir = dir
-	return cmd
+	return pluginbuild.AssemblyScriptCommand(ctx, dir, nodeModules, entry, out, flags)
 }
 
-func clang() string {
-	if c := os.Getenv("CLANG"); c != "" {
-		return c
-	}
-	return "clang"
-}
+func clang() string { return pluginbuild.Clang() }
 
 // WASISysroot returns the wasi-libc sysroot: $WASI_SYSROOT, Debian's /usr
 // (headers in /usr/include/wasm32-wasi), or /usr/share/wasi-sysroot.
-func WASISysroot() (string, error) {
-	if s := os.Getenv("WASI_SYSROOT"); s != "" {
-		return s, nil
-	}
-	for _, s := range []string{"/usr", "/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"} {
-		if _, err := os.Stat(filepath.Join(s, "lib", "wasm32-wasi", "libc.a")); err == nil {
-			return s, nil
-		}
-	}
-	return "", fmt.Errorf("%w: wasi-libc is not installed (apt-get install wasi-libc, or set WASI_SYSROOT)", ErrToolchain)
-}
+func WASISysroot() (string, error) { return pluginbuild.WASISysroot() }
 
 var npmMu sync.Mutex
 

@@ -1,0 +1,82 @@
+// Package pluginbuild holds the commands that build plugins from source:
+// Go for wasip1 as a library, C with clang and wasi-libc as a reactor,
+// AssemblyScript with asc and the kit's abort handler. plugintest builds
+// test plugins with them; agentic-host plugin build builds projects.
+package pluginbuild
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// ErrToolchain is wrapped by errors caused by a missing toolchain.
+var ErrToolchain = errors.New("plugin toolchain missing")
+
+// GoCommand is the build of a Go plugin: standard Go for wasip1, a
+// reactor (c-shared) so //go:wasmexport functions are callable, outside
+// any go.work (the plugin's own go.mod decides its dependencies). flags
+// are extra go build flags; a later -buildmode overrides c-shared.
+func GoCommand(ctx context.Context, dir, out string, flags ...string) *exec.Cmd {
+	args := append([]string{"build", "-buildmode=c-shared", "-trimpath"}, flags...)
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, ".")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "CGO_ENABLED=0")
+	return cmd
+}
+
+// CCommand is the build of a C plugin with clang for wasm32-wasi, as a
+// reactor (exports callable after _initialize), with wasi-libc and lld and
+// without compiler-rt (Debian ships it in a separate package).
+func CCommand(ctx context.Context, dir, sysroot, out string, sources, include, flags []string) *exec.Cmd {
+	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-O2", "-mexec-model=reactor", "-nodefaultlibs",
+		"-Wall", "-Wextra", "-Werror", "-fno-exceptions", "-o", out}
+	for _, inc := range include {
+		args = append(args, "-I", inc)
+	}
+	args = append(args, flags...)
+	args = append(args, sources...)
+	args = append(args, "-lc")
+	cmd := exec.CommandContext(ctx, Clang(), args...)
+	cmd.Dir = dir
+	return cmd
+}
+
+// AssemblyScriptCommand is the build of an AssemblyScript plugin with asc.
+// Without flags it optimises and replaces the abort handler with the kit's
+// (which logs and traps); flags replace those.
+func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out string, flags []string) *exec.Cmd {
+	asc := filepath.Join(nodeModules, "node_modules", "assemblyscript", "bin", "asc.js")
+	if len(flags) == 0 {
+		flags = []string{"-O3", "--noAssert", "--use", "abort=agenticAbort"}
+	}
+	args := append([]string{asc, entry, "--outFile", out, "--path", filepath.Join(nodeModules, "node_modules")}, flags...)
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	return cmd
+}
+
+// Clang is the clang to run: $CLANG, else clang.
+func Clang() string {
+	if c := os.Getenv("CLANG"); c != "" {
+		return c
+	}
+	return "clang"
+}
+
+// WASISysroot returns the wasi-libc sysroot: $WASI_SYSROOT, Debian's /usr
+// (headers in /usr/include/wasm32-wasi), or /usr/share/wasi-sysroot.
+func WASISysroot() (string, error) {
+	if s := os.Getenv("WASI_SYSROOT"); s != "" {
+		return s, nil
+	}
+	for _, s := range []string{"/usr", "/usr/share/wasi-sysroot", "/opt/wasi-sdk/share/wasi-sysroot"} {
+		if _, err := os.Stat(filepath.Join(s, "lib", "wasm32-wasi", "libc.a")); err == nil {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("%w: wasi-libc is not installed (apt-get install wasi-libc, or set WASI_SYSROOT)", ErrToolchain)
+}
