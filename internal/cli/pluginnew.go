@@ -15,8 +15,8 @@ import (
 	"text/template"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/pdk"
 	"github.com/agentichost/agentic/internal/pluginbuild"
+	"github.com/agentichost/agentic/pdk"
 )
 
 // The languages "plugin new" writes projects in.
