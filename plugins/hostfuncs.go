@@ -180,7 +180,7 @@ func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		fail(denied)
 		return
 	}
-	v, ok, err := env.mod.rt.kv.Get(ctx, env.mod.tenant, string(key))
+	v, ok, err := env.mod.rt.kv.Get(ctx, kvNamespace(env.mod.tenant), string(key))
 	switch {
 	case err != nil:
 		fail(kvFailure(ctx, env, "kv_get", err))
@@ -208,7 +208,7 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		fail(refused)
 		return
 	}
-	if err := env.mod.rt.kv.Set(ctx, env.mod.tenant, string(key), value); err != nil {
+	if err := env.mod.rt.kv.Set(ctx, kvNamespace(env.mod.tenant), string(key), value); err != nil {
 		fail(kvFailure(ctx, env, "kv_set", err))
 		return
 	}
@@ -223,7 +223,7 @@ func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) 
 		fail(denied)
 		return
 	}
-	if err := env.mod.rt.kv.Delete(ctx, env.mod.tenant, string(key)); err != nil {
+	if err := env.mod.rt.kv.Delete(ctx, kvNamespace(env.mod.tenant), string(key)); err != nil {
 		fail(kvFailure(ctx, env, "kv_delete", err))
 		return
 	}
@@ -236,14 +236,14 @@ func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) 
 // flight.
 func kvQuota(ctx context.Context, env *callEnv, key string) string {
 	kv, max := env.mod.rt.kv, env.mod.limits.MaxKVKeys
-	n, err := kv.Len(ctx, env.mod.tenant)
+	n, err := kv.Len(ctx, kvNamespace(env.mod.tenant))
 	if err != nil {
 		return kvFailure(ctx, env, "kv_set", err)
 	}
 	if n < max {
 		return ""
 	}
-	switch _, exists, err := kv.Get(ctx, env.mod.tenant, key); {
+	switch _, exists, err := kv.Get(ctx, kvNamespace(env.mod.tenant), key); {
 	case err != nil:
 		return kvFailure(ctx, env, "kv_set", err)
 	case exists:

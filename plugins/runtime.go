@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/memory"
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
@@ -29,11 +31,13 @@ type Options struct {
 	// and module hash) and the runtime's own warnings. Default:
 	// slog.Default().
 	Logger *slog.Logger
-	// KV backs the key-value host functions of tenants whose Limits.KV is
-	// on. A host gives it [StoreKV] of its store, so that plugins' values
-	// are kept where its ledgers are. Default: a new [MemoryKV], for the
-	// life of the Runtime.
-	KV KV
+	// KV keeps the values of the key-value host functions of tenants whose
+	// Limits.KV is on, tenant t's in namespace [StorageNamespace]+t. A host
+	// gives it its own store (every built-in one implements storage.KV), so
+	// that plugins' values are kept where its ledgers are, and shared by
+	// every host sharing the store. Default: a store in memory
+	// (storage/memory), for the life of the Runtime.
+	KV storage.KV
 	// CompileWorkers is the number of goroutines compiling one module.
 	// Default: 0, which means GOMAXPROCS.
 	CompileWorkers int
@@ -63,7 +67,7 @@ type Runtime struct {
 	cacheDir string
 	tmpCache bool // cacheDir is the runtime's own, removed at Close
 	logger   *slog.Logger
-	kv       KV
+	kv       storage.KV
 	workers  int
 	funcs    []extism.HostFunction
 	calls    semaphore // Options.MaxConcurrentCalls
@@ -92,7 +96,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		r.logger = slog.Default()
 	}
 	if r.kv == nil {
-		r.kv = NewMemoryKV()
+		r.kv = memory.New()
 	}
 	switch {
 	case r.workers == 0:

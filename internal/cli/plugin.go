@@ -178,7 +178,7 @@ func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.
 			_ = closeFn()
 			return nil, nil, fail(2, "storage %s cannot keep values", f.storage)
 		}
-		opts.KV, closeStore = plugins.StoreKV(kv), func() { _ = closeFn() }
+		opts.KV, closeStore = kv, func() { _ = closeFn() }
 	}
 	rt, err := plugins.NewRuntime(opts)
 	if err != nil {

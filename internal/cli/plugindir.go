@@ -20,7 +20,7 @@ const pluginTenant = "default"
 type pluginSandbox struct {
 	limits plugins.Limits
 	config map[string]map[string]string // by plugin name
-	kv     plugins.KV                   // nil: the runtime's own, in memory
+	kv     storage.KV                   // nil: the runtime's own, in memory
 }
 
 // pluginSandbox builds the sandbox of the --plugin-* flags. The key-value
@@ -46,7 +46,7 @@ func (m *modelFlags) pluginSandbox(store storage.Storage) (pluginSandbox, error)
 		sb.config[name][k] = v
 	}
 	if kv, ok := store.(storage.KV); ok && m.pluginKV {
-		sb.kv = plugins.StoreKV(kv)
+		sb.kv = kv
 	}
 	return sb, nil
 }

@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"storage/redis":       {"storage", "host/ledger"},
 	"host":                {"host/ledger", "host/provider", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/ledger", "host/provider", "storage"},
+	"plugins":             {"host", "host/ledger", "host/provider", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
