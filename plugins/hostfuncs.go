@@ -63,9 +63,12 @@ func hostFunctions() []extism.HostFunction {
 }
 
 // read returns the block at off, refusing blocks longer than max.
-func read(p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
+func read(ctx context.Context, p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
 	if off == 0 {
 		return nil, nil
+	}
+	if k := kernelOf(ctx); k != nil {
+		return k.readBlock(ctx, off, max)
 	}
 	n, err := p.Length(off)
 	if err != nil {
@@ -79,8 +82,14 @@ func read(p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
 
 // write copies b into a new block and returns its offset. A failure (the
 // plugin's memory is exhausted) traps the call.
-func write(p *extism.CurrentPlugin, fn string, b []byte) uint64 {
-	off, err := p.WriteBytes(b)
+func write(ctx context.Context, p *extism.CurrentPlugin, fn string, b []byte) uint64 {
+	var off uint64
+	var err error
+	if k := kernelOf(ctx); k != nil {
+		off, err = k.writeBlock(ctx, b)
+	} else {
+		off, err = p.WriteBytes(b)
+	}
 	if err != nil {
 		panic(fmt.Sprintf("host function %s: writing the answer: %v", fn, err))
 	}
@@ -132,7 +141,7 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		return
 	}
 	level := int32(uint32(stack[0]))
-	msg, err := read(p, stack[1], env.mod.limits.MaxLogBytes)
+	msg, err := read(ctx, p, stack[1], env.mod.limits.MaxLogBytes)
 	if err != nil {
 		msg = []byte("(log line dropped: " + err.Error() + ")")
 	}
@@ -151,11 +160,11 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 
 // kvKey checks that the call may use the key-value store and reads the key
 // at offset; denied says why not.
-func kvKey(env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, denied string) {
+func kvKey(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, denied string) {
 	if d := kvDenied(env); d != "" {
 		return nil, d
 	}
-	key, err := read(p, offset, env.mod.limits.MaxKVKeyBytes)
+	key, err := read(ctx, p, offset, env.mod.limits.MaxKVKeyBytes)
 	if err != nil || len(key) == 0 {
 		return nil, fmt.Sprintf("denied: bad key: %v", errOr(err, "empty"))
 	}
@@ -174,8 +183,8 @@ func kvDenied(env *callEnv) string {
 
 func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(p, "kv_get", append([]byte{kvError}, msg...)) }
-	key, denied := kvKey(env, p, stack[0])
+	fail := func(msg string) { stack[0] = write(ctx, p, "kv_get", append([]byte{kvError}, msg...)) }
+	key, denied := kvKey(ctx, env, p, stack[0])
 	if denied != "" {
 		fail(denied)
 		return
@@ -185,21 +194,21 @@ func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	case err != nil:
 		fail(kvFailure(ctx, env, "kv_get", err))
 	case !ok:
-		stack[0] = write(p, "kv_get", []byte{kvMissing})
+		stack[0] = write(ctx, p, "kv_get", []byte{kvMissing})
 	default:
-		stack[0] = write(p, "kv_get", append([]byte{kvFound}, v...))
+		stack[0] = write(ctx, p, "kv_get", append([]byte{kvFound}, v...))
 	}
 }
 
 func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(p, "kv_set", []byte(msg)) }
-	key, denied := kvKey(env, p, stack[0])
+	fail := func(msg string) { stack[0] = write(ctx, p, "kv_set", []byte(msg)) }
+	key, denied := kvKey(ctx, env, p, stack[0])
 	if denied != "" {
 		fail(denied)
 		return
 	}
-	value, err := read(p, stack[1], env.mod.limits.MaxKVValueBytes)
+	value, err := read(ctx, p, stack[1], env.mod.limits.MaxKVValueBytes)
 	if err != nil {
 		fail("denied: bad value: " + err.Error())
 		return
@@ -217,8 +226,8 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 
 func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(p, "kv_delete", []byte(msg)) }
-	key, denied := kvKey(env, p, stack[0])
+	fail := func(msg string) { stack[0] = write(ctx, p, "kv_delete", []byte(msg)) }
+	key, denied := kvKey(ctx, env, p, stack[0])
 	if denied != "" {
 		fail(denied)
 		return
@@ -274,15 +283,15 @@ const maxHTTPRequestBytes = 8 << 20
 func hostHTTP(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
 	if env == nil {
-		stack[0] = write(p, "http_request", wireError(denied("no call in progress")))
+		stack[0] = write(ctx, p, "http_request", wireError(denied("no call in progress")))
 		return
 	}
-	raw, err := read(p, stack[0], maxHTTPRequestBytes)
+	raw, err := read(ctx, p, stack[0], maxHTTPRequestBytes)
 	if err != nil {
-		stack[0] = write(p, "http_request", wireError(denied("bad request: %v", err)))
+		stack[0] = write(ctx, p, "http_request", wireError(denied("bad request: %v", err)))
 		return
 	}
-	stack[0] = write(p, "http_request", env.mod.guard.do(ctx, env, raw))
+	stack[0] = write(ctx, p, "http_request", env.mod.guard.do(ctx, env, raw))
 }
 
 func errOr(err error, s string) string {

@@ -177,3 +177,39 @@ func FuzzParseDescription(f *testing.F) {
 		}
 	})
 }
+
+// TestKernelCallReachesModules pins the one place the runtime reaches into
+// go-sdk's unexported state: the kernel and main module of an instance,
+// which calls without per-call lookups need. If an upgrade of go-sdk moves
+// them, calls fall back to go-sdk's own path (slower, allocating a call
+// engine per kernel function) and this test says so.
+func TestKernelCallReachesModules(t *testing.T) {
+	// A module of one export, "run", that returns 7 without touching the
+	// kernel.
+	wasm := []byte{0, 'a', 's', 'm', 1, 0, 0, 0,
+		1, 5, 1, 0x60, 0, 1, 0x7f, // type 0: () -> i32
+		3, 2, 1, 0, // func 0: type 0
+		7, 7, 1, 3, 'r', 'u', 'n', 0, 0, // export "run" = func 0
+		10, 6, 1, 4, 0, 0x41, 7, 0x0b, // body: i32.const 7
+	}
+	rt, err := NewRuntime(Options{CompileInProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	m, err := rt.Load(context.Background(), Source{Name: "run", Wasm: wasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := <-m.pool.idle
+	if in.fast == nil {
+		t.Fatal("go-sdk's Plugin no longer keeps its kernel and main module where this runtime reaches them (fields extism and mainModule): update newKernelCall")
+	}
+	for i := range 3 { // the first through go-sdk, then through the cached functions
+		rc, out, err := in.call(context.Background(), "run", []byte("in"))
+		if rc != 7 || err != nil || len(out) != 0 {
+			t.Fatalf("call %d: rc %d, output %q, %v", i, rc, out, err)
+		}
+	}
+	m.pool.put(in)
+}

@@ -61,7 +61,7 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		inst.stderr.reset()
 		m.calls.Add(1)
 		inst.env = env
-		rc, out, err := inst.p.CallWithContext(runCtx, export, input)
+		rc, out, err := inst.call(runCtx, export, input)
 		inst.env = nil
 		if err != nil && err.Error() == "module is closed" && attempt < 2 && callCtx.Err() == nil {
 			// The instance exited in an earlier call (exit code 0 closes

@@ -174,7 +174,7 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	if m.exports["describe"] {
-		_, _, err = in.p.CallWithContext(context.WithValue(callCtx, envKey{}, &callEnv{mod: m, export: "describe"}), "describe", nil)
+		_, _, err = in.call(context.WithValue(callCtx, envKey{}, &callEnv{mod: m, export: "describe"}), "describe", nil)
 		if err != nil {
 			m.discard(in)
 			return nil, m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())

@@ -21,6 +21,22 @@ type instance struct {
 	// runs it (Extism's log callback runs on that goroutine).
 	env *callEnv
 	mod *Module
+	// fast calls exports without go-sdk's per-call lookups, once the
+	// first call (through go-sdk, which initialises the guest runtime)
+	// made the instance warm; nil when go-sdk's internals moved.
+	fast *kernelCall
+	warm bool
+}
+
+// call runs an export: the first call through go-sdk, which initialises
+// the guest's runtime (_initialize), the others through the instance's
+// cached functions.
+func (in *instance) call(ctx context.Context, export string, input []byte) (uint32, []byte, error) {
+	if in.warm && in.fast != nil {
+		return in.fast.call(ctx, export, input)
+	}
+	in.warm = true
+	return in.p.CallWithContext(ctx, export, input)
 }
 
 // close closes the instance and returns its share of the tenant's budget.
@@ -56,7 +72,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	m.instantiated.Add(1)
-	in := &instance{p: p, stderr: stderr, mod: m}
+	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p)}
 	// Extism's own log functions (gated by its process-wide level, off by
 	// default) go to the same logger, within the same budget as the log
 	// host function: the call in progress's.
