@@ -134,7 +134,7 @@ type Host struct {
 	sweepRep SweepReport
 
 	mu       sync.Mutex
-	sessions map[string]*sessionState
+	sessions map[sessionKey]*sessionState
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -200,7 +200,7 @@ func New(opts Options) (*Host, error) {
 		hostID:      opts.HostID,
 		validators:  maps.Clone(opts.Validators),
 		auto:        auto,
-		sessions:    map[string]*sessionState{},
+		sessions:    map[sessionKey]*sessionState{},
 		sweep:       make(chan struct{}),
 	}
 	if h.hostID == "" {
@@ -321,25 +321,37 @@ func (h *Host) Session(id string) *Session {
 	return &Session{h: h, id: id}
 }
 
+// sessionKey names a session in the host's table: its id, and whether it
+// is kept in a private store (a task that is not durable) rather than the
+// host's storage.
+type sessionKey struct {
+	id      string
+	private bool
+}
+
 // Cancel asks the run in flight of the session to stop, with reason. It
 // returns true only when this call newly requested the cancellation: false
 // when no run of the session is in flight in this host, or one was already
 // asked to stop. The run ends cancelled, durably (see [Session.Send]).
 func (h *Host) Cancel(sessionID, reason string) bool {
-	h.mu.Lock()
-	st := h.sessions[sessionID]
-	if st == nil || st.live == nil || st.live.cancelRequested || st.live.cancel == nil {
-		h.mu.Unlock()
-		return false
-	}
-	st.live.cancelRequested = true
-	cancel := st.live.cancel
-	h.mu.Unlock()
 	if reason == "" {
 		reason = "cancelled"
 	}
-	cancel(&CancelledError{Reason: reason})
-	return true
+	var cancels []context.CancelCauseFunc
+	h.mu.Lock()
+	for _, private := range []bool{false, true} {
+		st := h.sessions[sessionKey{sessionID, private}]
+		if st == nil || st.live == nil || st.live.cancelRequested || st.live.cancel == nil {
+			continue
+		}
+		st.live.cancelRequested = true
+		cancels = append(cancels, st.live.cancel)
+	}
+	h.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(&CancelledError{Reason: reason})
+	}
+	return len(cancels) > 0
 }
 
 // CancelledError is the cause of a run's context when [Host.Cancel] stopped
@@ -352,12 +364,23 @@ func (e *CancelledError) Error() string { return e.Reason }
 func (h *Host) IsRunning(sessionID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := h.sessions[sessionID]
-	return st != nil && st.live != nil
+	for _, private := range []bool{false, true} {
+		if st := h.sessions[sessionKey{sessionID, private}]; st != nil && st.live != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionState is the in-process state of one session.
 type sessionState struct {
+	key   sessionKey
+	store storage.Storage // the host's, or a private one
+	// leaser and watcher are the store's capabilities when it is shared
+	// with other hosts; nil for a private store.
+	leaser  storage.Leaser
+	watcher storage.Watcher
+
 	// lock holds a token while a run (or a resume setting one up) owns
 	// the session: runs of a session never overlap.
 	lock chan struct{}
@@ -460,17 +483,25 @@ type waitResult struct {
 	again bool
 }
 
-// ref returns the session's state, creating it, and counts the user.
-func (h *Host) ref(id string) (*sessionState, error) {
+// ref returns the state of the session s names, creating it, and counts
+// the user.
+func (h *Host) ref(s *Session) (*sessionState, error) {
+	key := sessionKey{s.id, s.private != nil}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
 	}
-	st := h.sessions[id]
+	st := h.sessions[key]
 	if st == nil {
-		st = &sessionState{lock: make(chan struct{}, 1), changed: make(chan struct{})}
-		h.sessions[id] = st
+		st = &sessionState{key: key, store: h.store, leaser: h.leaser, watcher: h.watcher,
+			lock: make(chan struct{}, 1), changed: make(chan struct{})}
+		if s.private != nil {
+			st.store, st.leaser, st.watcher = s.private, nil, nil
+		}
+		h.sessions[key] = st
+	} else if s.private != nil && st.store != s.private {
+		return nil, fmt.Errorf("%w: session %s is held by another task that is not durable", ErrInvalidInput, s.id)
 	}
 	st.refs++
 	h.wg.Add(1)
@@ -478,11 +509,11 @@ func (h *Host) ref(id string) (*sessionState, error) {
 }
 
 // unref forgets the session's state when no one uses it any more.
-func (h *Host) unref(id string, st *sessionState) {
+func (h *Host) unref(st *sessionState) {
 	h.mu.Lock()
 	st.refs--
 	if st.refs == 0 {
-		delete(h.sessions, id)
+		delete(h.sessions, st.key)
 	}
 	h.mu.Unlock()
 	h.wg.Done()
@@ -535,7 +566,7 @@ func (h *Host) changedCh(st *sessionState) <-chan struct{} {
 func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := h.sessions[id]
+	st := h.sessions[sessionKey{id, false}]
 	if st == nil || st.live == nil {
 		return nil, ledger.Live{}, false
 	}

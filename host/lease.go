@@ -38,11 +38,12 @@ const pollInterval = 250 * time.Millisecond
 
 // takeLease acquires the session's lease for a run, when the store has
 // leases. It returns ErrLeadElsewhere when another host holds it.
-func (h *Host) takeLease(ctx context.Context, id string) (storage.Lease, error) {
-	if h.leaser == nil {
+func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, error) {
+	if st.leaser == nil {
 		return nil, nil
 	}
-	l, err := h.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
+	id := st.key.id
+	l, err := st.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
 	if errors.Is(err, storage.ErrLeaseHeld) {
 		return nil, fmt.Errorf("%w: %v", ErrLeadElsewhere, err)
 	}
@@ -98,10 +99,10 @@ func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
 // watchRemote marks the run's view of the ledger stale whenever the session
 // receives appends (from any host), until ctx ends.
 func (r *run) watchRemote(ctx context.Context) {
-	if r.h.watcher == nil || r.h.leaser == nil {
+	if r.st.watcher == nil || r.st.leaser == nil {
 		return // one host: every append goes through this process
 	}
-	ch, err := r.h.watcher.Watch(ctx, r.sessionID)
+	ch, err := r.st.watcher.Watch(ctx, r.sessionID)
 	if err != nil {
 		r.h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
 			"session", r.sessionID, "err", err)
@@ -122,7 +123,7 @@ func (r *run) reloadIfStale(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	events, err := r.h.store.Load(ctx, r.sessionID)
+	events, err := r.st.store.Load(ctx, r.sessionID)
 	if err != nil {
 		r.stale.Store(true)
 		return err
@@ -138,11 +139,11 @@ func (r *run) reloadIfStale(ctx context.Context) error {
 
 // waitRemote waits for a change to the session that another host makes:
 // through the store's watch, or by polling.
-func (h *Host) waitRemote(ctx context.Context, id string) error {
+func (h *Host) waitRemote(ctx context.Context, st *sessionState) error {
 	wctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
 	defer cancel()
-	if h.watcher != nil {
-		ch, err := h.watcher.Watch(wctx, id)
+	if st.watcher != nil {
+		ch, err := st.watcher.Watch(wctx, st.key.id)
 		if err == nil {
 			select {
 			case <-ch:
@@ -164,9 +165,9 @@ func (h *Host) waitRemote(ctx context.Context, id string) error {
 
 // queueRemote appends a message to a session another host leads, as a
 // queued message that the leader folds in.
-func (h *Host) queueRemote(ctx context.Context, id string, input ledger.Event) error {
+func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.Event) error {
 	input.RunID = ""
-	if err := h.store.Append(ctx, id, input); err != nil {
+	if err := st.store.Append(ctx, st.key.id, input); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
 	return nil

@@ -80,7 +80,7 @@ func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 	if r.lease != nil {
 		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
 	} else {
-		err = r.h.store.Append(ctx, r.sessionID, evs...)
+		err = r.st.store.Append(ctx, r.sessionID, evs...)
 	}
 	if err != nil {
 		return err

@@ -365,11 +365,11 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	if !storage.ValidSessionID(id) {
 		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
 	}
-	st, err := h.ref(id)
+	st, err := h.ref(h.Session(id))
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer h.unref(id, st)
+	defer h.unref(st)
 	// A run of the session already working in this host leaves nothing to
 	// resume: waiting for its end would hold back a message that the
 	// caller means to send right after (it would queue into that run).
@@ -390,14 +390,14 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	defer h.release(st)
 	// Another host may lead the session (or be resuming it right now):
 	// only the lease holder resumes.
-	lease, err := h.takeLease(ctx, id)
+	lease, err := h.takeLease(ctx, st)
 	if err != nil {
 		return RunResult{}, err
 	}
 	if lease != nil {
 		defer lease.Release(context.WithoutCancel(ctx)) // a no-op once a run released it
 	}
-	events, err := h.store.Load(ctx, id)
+	events, err := st.store.Load(ctx, id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
 	}
@@ -411,7 +411,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 		if err != nil && !errors.Is(err, errReconciled) && !errors.Is(err, ErrNothingToResume) {
 			return res, err
 		}
-		if events, err = h.store.Load(ctx, id); err != nil {
+		if events, err = st.store.Load(ctx, id); err != nil {
 			return res, fmt.Errorf("host: load session %s: %w", id, err)
 		}
 	}

@@ -16,6 +16,9 @@ import (
 type Session struct {
 	h  *Host
 	id string
+	// private, when set, keeps the session in this store instead of the
+	// host's storage (a task that is not durable).
+	private storage.Storage
 }
 
 // ID returns the session id.
@@ -120,11 +123,11 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 	}
 
 	h := s.h
-	st, err := h.ref(s.id)
+	st, err := h.ref(s)
 	if err != nil {
 		return RunResult{}, err
 	}
-	defer h.unref(s.id, st)
+	defer h.unref(st)
 
 	newInput := func(runID string) (ledger.Event, error) {
 		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
@@ -169,7 +172,7 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 						st.appendMu.Unlock()
 						return RunResult{}, err
 					}
-					if err := h.store.Append(ctx, s.id, input); err != nil {
+					if err := st.store.Append(ctx, s.id, input); err != nil {
 						st.appendMu.Unlock()
 						return RunResult{}, fmt.Errorf("host: append message: %w", err)
 					}
@@ -231,13 +234,13 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 			if err != nil {
 				return RunResult{}, err
 			}
-			if err := h.queueRemote(ctx, s.id, input); err != nil {
+			if err := h.queueRemote(ctx, st, input); err != nil {
 				return RunResult{}, err
 			}
 			msgID = input.Input.MessageID
 			accepted(msgID, "")
 		}
-		if err := h.waitRemote(ctx, s.id); err != nil {
+		if err := h.waitRemote(ctx, st); err != nil {
 			return RunResult{MessageID: msgID}, err
 		}
 	}
@@ -260,7 +263,7 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 	defer unlock()
 	// With several hosts on the store, lead the session only under its
 	// lease; the ledger loaded after taking it is the whole truth.
-	lease, err := h.takeLease(ctx, s.id)
+	lease, err := h.takeLease(ctx, st)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -270,7 +273,7 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 			lease.Release(context.WithoutCancel(ctx))
 		}
 	}()
-	events, err := h.store.Load(ctx, s.id)
+	events, err := st.store.Load(ctx, s.id)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("host: load session %s: %w", s.id, err)
 	}
@@ -315,7 +318,7 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 	if lease != nil {
 		aerr = lease.Append(ctx, batch...)
 	} else {
-		aerr = h.store.Append(ctx, s.id, batch...)
+		aerr = st.store.Append(ctx, s.id, batch...)
 	}
 	if err := aerr; err != nil {
 		if fresh {

@@ -74,8 +74,9 @@ type TaskSpec struct {
 	// Durable keeps the task's session in the host's storage, where it
 	// can be read (and its usage counted) like any other. When false, the
 	// session lives in a private in-memory store that is dropped when
-	// Task returns: nothing is written to the host's storage. Default:
-	// false.
+	// Task returns: nothing is written to the host's storage. Either way
+	// the run is one of the host's: [Host.Cancel] and [Host.IsRunning]
+	// reach it by its session id. Default: false.
 	Durable bool
 	// SessionID is the session the task runs in. A durable task may name
 	// an existing session: the model then sees the conversation so far.
@@ -167,30 +168,18 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 	if err != nil {
 		return t.fail(out, err.Error())
 	}
-	target := h
+	sess := h.Session(t.sessionID)
 	if spec.Durable {
 		if h.IsRunning(t.sessionID) {
 			return t.fail(out, fmt.Sprintf("task: session %s has a run in flight; a task needs a run of its own", t.sessionID))
 		}
 	} else {
-		h.mu.Lock()
-		closed := h.closed
-		if !closed {
-			h.wg.Add(1)
-		}
-		h.mu.Unlock()
-		if closed {
-			return t.fail(out, ErrClosed.Error())
-		}
-		defer h.wg.Done()
-		eh, err := h.ephemeral()
-		if err != nil {
-			return t.fail(out, fmt.Sprintf("task: %v", err))
-		}
-		defer eh.Close()
-		target = eh
+		// The session lives in a private store, dropped when the task
+		// returns; it is in the host's session table all the same, so
+		// that Host.Cancel and IsRunning reach it.
+		sess.private = newMemStore()
 	}
-	res, err := target.Session(t.sessionID).send(ctx, spec.Prompt, SendOptions{Agent: &agent}, t.hooks())
+	res, err := sess.send(ctx, spec.Prompt, SendOptions{Agent: &agent}, t.hooks())
 	out.RunID, out.Usage, out.Cost = res.RunID, res.Usage, res.Cost
 
 	t.mu.Lock()
@@ -215,22 +204,6 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		out.Status, out.Reason = OutcomeFailed, res.Reason
 	}
 	return out
-}
-
-// ephemeral returns a host like h over a private in-memory store, for a
-// task that is not durable.
-func (h *Host) ephemeral() (*Host, error) {
-	tt := h.toolTimeout
-	if tt == 0 {
-		tt = -1 // h holds 0 for "no bound"; Options says -1
-	}
-	opts := Options{Storage: newMemStore(), Model: h.model, Agent: h.agent, ToolTimeout: tt, Logger: h.log,
-		Retry: h.retry, HostID: h.hostID}
-	if h.compaction != nil {
-		c := *h.compaction
-		opts.Compaction = &c
-	}
-	return New(opts)
 }
 
 // taskState is one task's progress, shared by its tools and hooks.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
@@ -350,6 +351,47 @@ func TestTaskOnClosedHost(t *testing.T) {
 		if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "closed") {
 			t.Errorf("durable=%v: outcome = %+v", durable, out)
 		}
+	}
+}
+
+// TestHostCancelReachesNonDurableTask: Host.Cancel stops the run of a task
+// that is not durable, as it stops any other run of the host, and nothing
+// of the task reaches the host's storage.
+func TestHostCancelReachesNonDurableTask(t *testing.T) {
+	long := strings.Repeat("slow ", 400)
+	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, Script: []fakemodel.Reply{{Text: long}}}, host.Agent{})
+	done := make(chan host.Outcome, 1)
+	go func() {
+		done <- hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "ephemeral",
+			Deliverable: host.Deliverable{Schema: titleSchema}})
+	}()
+	var out host.Outcome
+	cancelled := false
+wait:
+	for !cancelled {
+		select {
+		case out = <-done:
+			break wait
+		case <-time.After(time.Millisecond):
+			cancelled = hs.host.Cancel("ephemeral", "stop the task")
+		}
+	}
+	if !cancelled {
+		t.Fatalf("the task ended (%+v) without Host.Cancel ever reaching its run", out)
+	}
+	select {
+	case out = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled task did not end")
+	}
+	if out.Status != host.OutcomeCancelled || out.Reason != "stop the task" || out.SessionID != "ephemeral" {
+		t.Errorf("outcome = %+v", out)
+	}
+	if ids := sessionIDs(t, hs.store); len(ids) != 0 {
+		t.Errorf("a task that is not durable left sessions %v in storage", ids)
+	}
+	if hs.host.IsRunning("ephemeral") {
+		t.Error("IsRunning after the task ended")
 	}
 }
 
