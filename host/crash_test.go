@@ -672,7 +672,7 @@ func TestBootLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	got, err := h.Resume(context.Background(), bootLoopID)
 	if err != nil || got.Status != ledger.RunCompleted || got.Text != "The explode tool returned: defused" || got.RunID != open[0] {
 		t.Fatalf("manual resume: %+v %v", got, err)

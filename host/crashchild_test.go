@@ -282,7 +282,7 @@ func childHost(t *testing.T, tools []host.Tool, maxAttempts int) (*host.Host, *k
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { h.Close(context.Background()) })
 	select {
 	case <-h.SweepDone():
 	case <-time.After(40 * time.Second):

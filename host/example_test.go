@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 
 	res, err := h.Session("example").Send(context.Background(), "get_weather city=Paris", host.SendOptions{
 		OnProgress: func(p host.Progress) {

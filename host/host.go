@@ -135,7 +135,8 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
-	closed   bool
+	closed   bool // Close was called: no new work
+	stopping bool // Close's context ended: runs in flight stop
 	wg       sync.WaitGroup
 }
 
@@ -302,17 +303,55 @@ func normalizeAgent(a Agent) (Agent, error) {
 	return a, errors.Join(errs...)
 }
 
-// Close stops the boot sweep from starting more resumes and waits for the
-// runs in flight to end. Runs end when their callers' contexts do (resumed
-// runs: when they end, or are cancelled with [Host.Cancel]); Close does not
-// cancel them. It does not close the storage.
-func (h *Host) Close() error {
+// Close shuts the host down. It refuses new work at once ([ErrClosed]),
+// stops the sweeps, and waits for the runs in flight to end as they would
+// have: when they finish, are cancelled ([Host.Cancel]), or their callers'
+// contexts end. Close cancels nothing itself.
+//
+// When ctx ends first, Close stops the runs still in flight the way a
+// crash would, but cleanly: nothing more is recorded for them, so they
+// stay interrupted in the ledger (the pass that was streaming restarts
+// when the run is resumed), and their leases are released, so that
+// another host sharing the storage can take them over at once. Their
+// callers get an error wrapping ErrClosed. Close then returns ctx.Err()
+// once they have stopped.
+//
+// Close does not close the storage. Calling it again waits again.
+func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
 	h.stopBg()
-	h.wg.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	var stop []context.CancelCauseFunc
+	h.mu.Lock()
+	h.stopping = true
+	for _, st := range h.sessions {
+		if st.live != nil && st.live.cancel != nil {
+			stop = append(stop, st.live.cancel)
+		}
+	}
+	h.mu.Unlock()
+	for _, cancel := range stop {
+		cancel(ErrClosed)
+	}
+	<-done
+	return ctx.Err()
+}
+
+// shutDown reports whether ctx, a run's context, ended because the host is
+// closing: the run then stops as a crash would, recording nothing more.
+func shutDown(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrClosed)
 }
 
 // Session returns a handle on the session id. It does no I/O; the session

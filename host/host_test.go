@@ -48,7 +48,7 @@ func newHarness(t *testing.T, fopts fakemodel.Options, agent host.Agent, mutate 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { h.Close(context.Background()) })
 	return &harness{t: t, model: srv, store: opts.Storage, host: h}
 }
 

@@ -144,6 +144,9 @@ func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	r.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
 	r.st.live = r.live
 	r.st.notifyLocked()
+	if r.h.stopping {
+		cancel(ErrClosed)
+	}
 	r.h.mu.Unlock()
 	stopLease := r.holdLease(cancel)
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
@@ -249,6 +252,9 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 			}
 			return true, ledger.RunFailed, reason, nil
 		}
+		if shutDown(ctx) {
+			return true, "", "", ErrClosed // the pass restarts on resume
+		}
 		// Cancelled or timed out mid-pass: keep what streamed.
 		status, reason := doneStatus(ctx)
 		if res.Text != "" || res.Reasoning != "" {
@@ -318,6 +324,9 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 	if err := r.runTools(ctx, res.ToolCalls); err != nil {
 		return true, "", "", err
+	}
+	if shutDown(ctx) {
+		return true, "", "", ErrClosed
 	}
 	if ctx.Err() != nil {
 		status, reason := doneStatus(ctx)
@@ -477,6 +486,9 @@ func truncate(s string, n int) string {
 // non-nil only when the ledger could not be written.
 func (r *run) runTools(ctx context.Context, calls []ledger.ToolCall) error {
 	for _, c := range calls {
+		if shutDown(ctx) {
+			return ErrClosed // the calls left run when the run is resumed
+		}
 		if ctx.Err() != nil {
 			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
 				return err
@@ -519,6 +531,12 @@ func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
 			}
 		}
 		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
+		if shutDown(ctx) {
+			// Stopped by the host's shutdown: as after a crash, the call
+			// has no result, and the resumed run decides (its effect and
+			// idempotency) whether it runs again.
+			return ErrClosed
+		}
 		// The ledger carries text as UTF-8: invalid bytes from a tool
 		// become U+FFFD here rather than fail the append.
 		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
@@ -570,7 +588,11 @@ func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, s
 	}
 	r.st.appendMu.Unlock()
 
-	if storeErr != nil {
+	switch {
+	case errors.Is(storeErr, ErrClosed):
+		status, reason = ledger.RunInterrupted, "the host closed; the run can be resumed"
+		r.h.log.Info("run stopped by the host's shutdown; it stays resumable", "session", r.sessionID, "run", r.runID)
+	case storeErr != nil:
 		status, reason = ledger.RunInterrupted, fmt.Sprintf("storage: %v", storeErr)
 		r.h.log.Error("run interrupted: the ledger could not be written",
 			"session", r.sessionID, "run", r.runID, "err", storeErr)

@@ -89,7 +89,7 @@ func mhHost(t *testing.T, store storage.Storage, id string, modelURL string, mut
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { h.Close(context.Background()) })
 	return h
 }
 

@@ -242,7 +242,7 @@ func crashThenResume(t *testing.T, n int32, script []fakemodel.Reply, agent host
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h2.Close()
+	defer h2.Close(context.Background())
 	res, err := h2.Resume(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +379,7 @@ func TestResumeActions(t *testing.T) {
 		base, model := interrupted(t)
 		model.Enqueue(fakemodel.Reply{Text: "fresh answer"})
 		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close()
+		defer h.Close(context.Background())
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionRestart})
 		if err != nil || res.Status != ledger.RunCompleted || res.Text != "fresh answer" {
 			t.Fatalf("%+v %v", res, err)
@@ -402,7 +402,7 @@ func TestResumeActions(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
 		base, model := interrupted(t)
 		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close()
+		defer h.Close(context.Background())
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionFail})
 		if err != nil || res.Status != ledger.RunFailed {
 			t.Fatalf("%+v %v", res, err)
@@ -427,7 +427,7 @@ func TestAutoResumeSweep(t *testing.T) {
 		}
 		h, _ := host.New(host.Options{Storage: crash, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"}})
 		h.Session(fmt.Sprintf("s%d", i)).Send(context.Background(), fmt.Sprintf("hello %d", i), host.SendOptions{})
-		h.Close()
+		h.Close(context.Background())
 	}
 	evs, _ := base.Load(context.Background(), "s8")
 	run := ledger.OpenRuns(evs)[0]
@@ -449,7 +449,7 @@ func TestAutoResumeSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	select {
 	case <-h.SweepDone():
 	case <-time.After(30 * time.Second):

@@ -206,7 +206,9 @@ func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out, res, err := h.autoResume(ctx, id)
+			// The run is the host's, not the sweep's: when the sweep
+			// stops (Close), the run goes on; Close decides its fate.
+			out, res, err := h.autoResume(context.WithoutCancel(ctx), id)
 			count(func(r *SweepReport) {
 				switch out {
 				case ActionResume:
@@ -579,6 +581,9 @@ func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Ru
 		if answered[c.ID] {
 			continue
 		}
+		if shutDown(ctx) {
+			return r.end(ctx, ledger.RunInterrupted, "", ErrClosed)
+		}
 		if ctx.Err() != nil {
 			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
 				return r.end(ctx, ledger.RunInterrupted, "", err)
@@ -595,6 +600,9 @@ func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Ru
 		if err := r.runTool(ctx, c); err != nil {
 			return r.end(ctx, ledger.RunInterrupted, "", err)
 		}
+	}
+	if shutDown(ctx) {
+		return r.end(ctx, ledger.RunInterrupted, "", ErrClosed)
 	}
 	if ctx.Err() != nil {
 		status, reason := doneStatus(ctx)

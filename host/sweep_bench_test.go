@@ -166,7 +166,7 @@ func benchBootSweep(b *testing.B, srv *fakemodel.Server, prepare func(*testing.B
 
 		b.StopTimer()
 		rep := h.LastSweep()
-		h.Close()
+		h.Close(context.Background())
 		if rep.Sessions != sessions || rep.Interrupted != want || rep.Resumed != want || resumed != want || len(bad) > 0 {
 			b.Fatalf("sweep %+v, %d resumed, failures %v", rep, resumed, bad)
 		}

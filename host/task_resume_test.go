@@ -46,7 +46,7 @@ func nextHost(t *testing.T, base *memory.Store, model *fakemodel.Server, mutate 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	t.Cleanup(func() { h.Close(context.Background()) })
 	return h
 }
 

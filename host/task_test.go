@@ -345,7 +345,7 @@ func TestTaskValidatorFailureLetsTheModelRetry(t *testing.T) {
 
 func TestTaskOnClosedHost(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
-	hs.host.Close()
+	hs.host.Close(context.Background())
 	for _, durable := range []bool{false, true} {
 		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "x", Durable: durable, Deliverable: host.Deliverable{Schema: titleSchema}})
 		if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "closed") {
@@ -427,7 +427,7 @@ func ExampleHost_Task() {
 	if err != nil {
 		panic(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 
 	out := h.Task(context.Background(), host.TaskSpec{
 		Prompt: "submit_deliverable title=Hello",

@@ -147,8 +147,20 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "%v", err)
 	}
-	return h, func() { h.Close(); cleanup() }, nil
+	return h, func() {
+		// Runs still in flight (the auto-resume sweep's) get a moment to
+		// finish, then stop unrecorded: they stay resumable.
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		h.Close(ctx)
+		cleanup()
+	}, nil
 }
+
+// closeGrace is how long a command waits, on its way out, for the runs the
+// auto-resume sweep started to end before leaving them interrupted for the
+// next host.
+const closeGrace = 5 * time.Second
 
 func chat(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("chat", env)

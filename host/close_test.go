@@ -1,0 +1,148 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// gateModel holds every model call until its gate opens (or the call's
+// context ends), after telling entered that a call arrived.
+type gateModel struct {
+	inner   host.Model
+	entered chan struct{} // receives one value per call
+	gate    chan struct{}
+}
+
+func newGateModel(inner host.Model) *gateModel {
+	return &gateModel{inner: inner, entered: make(chan struct{}, 64), gate: make(chan struct{})}
+}
+
+func (g *gateModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return provider.Result{}, ctx.Err()
+	}
+	return g.inner.Stream(ctx, req, onDelta)
+}
+
+// interruptedStore returns a store holding session id with a run
+// interrupted in its first pass, and the run's id.
+func interruptedStore(t *testing.T, id, text string) (*memory.Store, string) {
+	t.Helper()
+	store := memory.New()
+	now := time.Now().UTC()
+	runID, msgID := ledger.NewID("run"), ledger.NewID("msg")
+	err := store.Append(context.Background(), id,
+		ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: runID,
+			Input: &ledger.Input{MessageID: msgID, Parts: []ledger.Part{ledger.TextPart(text)}}},
+		ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: runID,
+			RunStart: &ledger.RunStart{Inputs: []string{msgID}, ResponseID: ledger.NewID("resp"), Agent: "default", Model: "fake/echo", MaxSteps: host.DefaultMaxSteps}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, runID
+}
+
+// TestCloseLeavesResumedRunsResumable: Close never records a run the sweep
+// resumed as cancelled. Given time, it waits for the run to end; when its
+// context ends first, it stops the run without recording an end, so that
+// the run stays interrupted and the next host resumes it.
+func TestCloseLeavesResumedRunsResumable(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	boot := func(t *testing.T, store *memory.Store, m host.Model) *host.Host {
+		t.Helper()
+		h, err := host.New(host.Options{Storage: store, Model: m, Agent: host.Agent{Model: "fake/echo"},
+			Logger: slog.New(slog.DiscardHandler), AutoResume: &host.AutoResume{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	entered := func(t *testing.T, g *gateModel) {
+		t.Helper()
+		select {
+		case <-g.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the sweep did not resume the run")
+		}
+	}
+
+	t.Run("waits for the run", func(t *testing.T) {
+		store, runID := interruptedStore(t, "r", "resume me")
+		g := newGateModel(mustClient(t, srv))
+		h := boot(t, store, g)
+		entered(t, g)
+		closed := make(chan error, 1)
+		go func() { closed <- h.Close(context.Background()) }()
+		// Once the host refuses new work, Close is under way: let the
+		// resumed run finish.
+		for {
+			_, err := h.Resume(context.Background(), "probe")
+			if errors.Is(err, host.ErrClosed) {
+				break
+			}
+			if !errors.Is(err, host.ErrNothingToResume) {
+				t.Fatalf("probe: %v", err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(g.gate)
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close did not return after the run ended")
+		}
+		evs, _ := store.Load(context.Background(), "r")
+		end := evs[len(evs)-1]
+		if end.RunID != runID || end.RunEnd == nil || end.RunEnd.Status != ledger.RunCompleted {
+			t.Errorf("the resumed run ended %s; want it completed", kinds(evs))
+		}
+	})
+
+	t.Run("context ends first", func(t *testing.T) {
+		store, runID := interruptedStore(t, "r", "resume me")
+		g := newGateModel(mustClient(t, srv))
+		h := boot(t, store, g)
+		entered(t, g)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := h.Close(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Close = %v, want context.Canceled", err)
+		}
+		evs, _ := store.Load(context.Background(), "r")
+		if open := ledger.OpenRuns(evs); len(open) != 1 || open[0] != runID {
+			t.Fatalf("after Close the ledger is %s (open runs %v); want the run left interrupted", kinds(evs), open)
+		}
+		// The next host resumes it.
+		next := boot(t, store, mustClient(t, srv))
+		defer next.Close(context.Background())
+		select {
+		case <-next.SweepDone():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the next boot's sweep did not finish")
+		}
+		evs, _ = store.Load(context.Background(), "r")
+		end := evs[len(evs)-1]
+		if end.RunID != runID || end.RunEnd == nil || end.RunEnd.Status != ledger.RunCompleted {
+			t.Errorf("the next host left %s; want the run resumed and completed", kinds(evs))
+		}
+	})
+}
