@@ -11,6 +11,7 @@ import (
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -41,6 +42,14 @@ func (g *gateModel) Stream(ctx context.Context, req provider.Request, onDelta fu
 func interruptedStore(t *testing.T, id, text string) (*memory.Store, string) {
 	t.Helper()
 	store := memory.New()
+	return store, appendInterrupted(t, store, id, text)
+}
+
+// appendInterrupted appends to session id of store a message and the start
+// of a run that answers it, as a process that died in the run's first pass
+// leaves them, and returns the run's id.
+func appendInterrupted(t *testing.T, store storage.Storage, id, text string) string {
+	t.Helper()
 	now := time.Now().UTC()
 	runID, msgID := ledger.NewID("run"), ledger.NewID("msg")
 	err := store.Append(context.Background(), id,
@@ -51,7 +60,7 @@ func interruptedStore(t *testing.T, id, text string) (*memory.Store, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, runID
+	return runID
 }
 
 // TestCloseLeavesResumedRunsResumable: Close never records a run the sweep
@@ -145,4 +154,70 @@ func TestCloseLeavesResumedRunsResumable(t *testing.T) {
 			t.Errorf("the next host left %s; want the run resumed and completed", kinds(evs))
 		}
 	})
+}
+
+// TestSweepDoesNotWaitForItsRuns: a sweep returns once it has started the
+// runs it resumes, not when they end, so that a periodic sweep never waits
+// behind the longest run; the run goes on, and OnResumed reports its end.
+func TestSweepDoesNotWaitForItsRuns(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	store := memory.New()
+	g := newGateModel(mustClient(t, srv))
+	ended := make(chan host.RunResult, 1)
+	h, err := host.New(host.Options{Storage: store, Model: g, Agent: host.Agent{Model: "fake/echo"},
+		Logger: slog.New(slog.DiscardHandler), AutoResume: &host.AutoResume{Interval: -1,
+			OnResumed: func(_ string, res host.RunResult, _ error) { ended <- res }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeNow(h)
+	<-h.SweepDone() // over an empty store
+	runID := appendInterrupted(t, store, "slow", "a long run")
+
+	swept := make(chan host.SweepReport, 1)
+	go func() {
+		rep, err := h.Sweep(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		swept <- rep
+	}()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sweep did not resume the run")
+	}
+	// The resumed run waits at the model's gate: the sweep returns all the
+	// same.
+	select {
+	case rep := <-swept:
+		if rep.Interrupted != 1 || rep.Resumed != 1 {
+			t.Errorf("report = %+v", rep)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sweep waits for the run it resumed to end")
+	}
+	if !h.IsRunning("slow") {
+		t.Error("the resumed run is not running after the sweep returned")
+	}
+	close(g.gate)
+	select {
+	case res := <-ended:
+		if res.Status != ledger.RunCompleted || res.RunID != runID {
+			t.Errorf("OnResumed: %+v", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resumed run did not end")
+	}
+}
+
+// closeNow closes h without waiting for its runs: they stop unrecorded.
+func closeNow(h *host.Host) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.Close(ctx)
 }

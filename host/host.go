@@ -132,6 +132,9 @@ type Host struct {
 	stopBg   context.CancelFunc
 	sweep    chan struct{} // closed when the boot sweep is over
 	sweepRep SweepReport
+	// resumeSlots holds a token per resumed run in flight: at most
+	// AutoResume.MaxConcurrent, over every sweep.
+	resumeSlots chan struct{}
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
@@ -226,17 +229,27 @@ func New(opts Options) (*Host, error) {
 		h.log = slog.Default()
 	}
 	if h.auto != nil {
-		h.wg.Add(1)
+		h.resumeSlots = make(chan struct{}, h.auto.MaxConcurrent)
+		h.wg.Add(2)
+		boot := make(chan func(), 1)
+		go func() {
+			// SweepDone waits for the boot sweep's runs to end; the
+			// sweeps that follow do not.
+			defer h.wg.Done()
+			wait := <-boot
+			wait()
+			close(h.sweep)
+		}()
 		go func() {
 			defer h.wg.Done()
-			rep, err := h.Sweep(h.bg)
+			rep, wait, err := h.sweepOnce(h.bg)
 			if err != nil && h.bg.Err() == nil {
 				h.log.Error("auto-resume: the boot sweep failed", "err", err)
 			}
 			h.mu.Lock()
 			h.sweepRep = rep
 			h.mu.Unlock()
-			close(h.sweep)
+			boot <- wait
 			every := h.auto.Interval
 			if every == 0 && h.leaser != nil {
 				every = h.leaseTTL

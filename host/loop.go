@@ -42,6 +42,8 @@ type run struct {
 
 	lease storage.Lease // the session's lease, when the store has leases
 	stale atomic.Bool   // another host may have appended to the session
+
+	onLive func() // called once the run is the session's run in flight
 }
 
 // startEvent mints the run-start event, and with it the first response id.
@@ -151,6 +153,9 @@ func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	stopLease := r.holdLease(cancel)
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	r.watchRemote(wctx)
+	if r.onLive != nil {
+		r.onLive()
+	}
 	return ctx, func() {
 		stopWatch()
 		r.h.mu.Lock()

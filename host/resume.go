@@ -58,8 +58,9 @@ type AutoResume struct {
 	// the run interrupted (its input kept) for a manual [Host.Resume].
 	// Default: 0, which means 3.
 	MaxAttempts int
-	// MaxConcurrent bounds the runs resumed at once. Default: 0, which
-	// means 4.
+	// MaxConcurrent bounds the resumed runs in flight at once, over every
+	// sweep of the host: a sweep waits for a free slot before it resumes
+	// another run. Default: 0, which means 4.
 	MaxConcurrent int
 	// Stagger is the pause between starting two resumes, to spread the
 	// load on the provider after a restart. Default: 0, none.
@@ -73,7 +74,8 @@ type AutoResume struct {
 	OnResumed func(sessionID string, res RunResult, err error)
 	// Interval repeats the sweep while the host lives, so that the runs
 	// of a host that died are resumed by the others once its leases
-	// lapse. Default: 0, which means Options.LeaseTTL when the storage has
+	// lapse. A sweep never waits for the runs it resumed to end, so a
+	// long run does not hold back the next sweep. Default: 0, which means Options.LeaseTTL when the storage has
 	// leases (several hosts share it), else no repeat; -1 disables it.
 	Interval time.Duration
 }
@@ -141,32 +143,36 @@ func (h *Host) LastSweep() SweepReport {
 }
 
 // Sweep finds the interrupted runs of every session in storage and re-drives
-// them as Options.AutoResume says, at most MaxConcurrent at once; it returns
-// when all of them have ended. The host runs it at boot when AutoResume is
-// set; call it yourself for a sweep on demand (it then needs AutoResume
-// too). The storage must implement storage.Lister.
+// them as Options.AutoResume says, at most MaxConcurrent at once over the
+// whole host. It returns once it has started (or otherwise handled) each of
+// them, without waiting for the runs to end: they are the host's, and
+// AutoResume.OnResumed reports each one's end. A sweep waits only for a
+// free slot when MaxConcurrent resumed runs are in flight. The host runs it
+// at boot when AutoResume is set (and repeats it, see
+// AutoResume.Interval); call it yourself for a sweep on demand (it then
+// needs AutoResume too). The storage must implement storage.Lister.
 func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
+	rep, _, err := h.sweepOnce(ctx)
+	return rep, err
+}
+
+// sweepOnce is Sweep; it also returns a function that waits for the runs
+// the sweep started to end.
+func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 	var rep SweepReport
+	var runs sync.WaitGroup
 	if h.auto == nil {
-		return rep, errors.New("host: Sweep needs Options.AutoResume")
+		return rep, runs.Wait, errors.New("host: Sweep needs Options.AutoResume")
 	}
 	lister, ok := h.store.(storage.Lister)
 	if !ok {
-		return rep, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
+		return rep, runs.Wait, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
 	}
 	ids, err := lister.ListSessions(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("host: list sessions: %w", err)
+		return rep, runs.Wait, fmt.Errorf("host: list sessions: %w", err)
 	}
 	rep.Sessions = len(ids)
-	var mu sync.Mutex
-	count := func(f func(*SweepReport)) {
-		mu.Lock()
-		f(&rep)
-		mu.Unlock()
-	}
-	sem := make(chan struct{}, h.auto.MaxConcurrent)
-	var wg sync.WaitGroup
 	first := true
 	for _, id := range ids {
 		if ctx.Err() != nil {
@@ -175,19 +181,19 @@ func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
 		events, err := h.store.Load(ctx, id)
 		if err != nil {
 			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
-			count(func(r *SweepReport) { r.Errors++ })
+			rep.Errors++
 			continue
 		}
 		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
 			continue
 		}
-		count(func(r *SweepReport) { r.Interrupted++ })
+		rep.Interrupted++
 		if h.IsRunning(id) {
-			count(func(r *SweepReport) { r.Skipped++ })
+			rep.Skipped++
 			continue
 		}
 		select {
-		case sem <- struct{}{}:
+		case h.resumeSlots <- struct{}{}:
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
@@ -202,38 +208,56 @@ func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
 			}
 		}
 		first = false
-		wg.Add(1)
+		if !h.track() {
+			<-h.resumeSlots
+			break // closed
+		}
+		runs.Add(1)
+		// started tells what the resume did, once its run is under way
+		// (or, when it started none, once it is over).
+		started := make(chan ResumeAction, 2)
 		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+			defer h.wg.Done()
+			defer runs.Done()
+			defer func() { <-h.resumeSlots }()
 			// The run is the host's, not the sweep's: when the sweep
 			// stops (Close), the run goes on; Close decides its fate.
-			out, res, err := h.autoResume(context.WithoutCancel(ctx), id)
-			count(func(r *SweepReport) {
-				switch out {
-				case ActionResume:
-					r.Resumed++
-				case ActionRestart:
-					r.Restarted++
-				case ActionFail:
-					r.Failed++
-				case outcomeReconciled:
-					r.Reconciled++
-				case outcomeGaveUp:
-					r.GaveUp++
-				case outcomeSkipped:
-					r.Skipped++
-				default:
-					r.Errors++
-				}
-			})
+			out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
+			started <- out
 			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
 				h.auto.OnResumed(id, res, err)
 			}
 		}()
+		switch <-started {
+		case ActionResume:
+			rep.Resumed++
+		case ActionRestart:
+			rep.Restarted++
+		case ActionFail:
+			rep.Failed++
+		case outcomeReconciled:
+			rep.Reconciled++
+		case outcomeGaveUp:
+			rep.GaveUp++
+		case outcomeSkipped:
+			rep.Skipped++
+		default:
+			rep.Errors++
+		}
 	}
-	wg.Wait()
-	return rep, ctx.Err()
+	return rep, runs.Wait, ctx.Err()
+}
+
+// track counts a goroutine of the host's own in Host.wg, unless the host is
+// closed.
+func (h *Host) track() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	return true
 }
 
 // Outcomes of autoResume besides the actions.
@@ -245,8 +269,9 @@ const (
 )
 
 // autoResume re-drives one session's interrupted run under the sweep's
-// rules.
-func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResult, error) {
+// rules. It calls started with the action taken once the run it re-drives
+// is under way (not when it starts none); it returns when the run ended.
+func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAction)) (ResumeAction, RunResult, error) {
 	agent := h.agent
 	if h.auto.AgentFor != nil {
 		a, err := h.auto.AgentFor(ctx, id)
@@ -260,7 +285,14 @@ func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResu
 		agent = a
 	}
 	var out ResumeAction
-	res, err := h.resume(ctx, id, agent, nil, func(ir Interrupted) ResumeAction {
+	onLive := func() {
+		if out == "" {
+			started(ActionResume) // only queued messages were pending
+		} else {
+			started(out)
+		}
+	}
+	res, err := h.resume(ctx, id, agent, nil, onLive, func(ir Interrupted) ResumeAction {
 		if ir.Attempts >= h.auto.MaxAttempts {
 			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
 				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
@@ -350,7 +382,7 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 	if action == "" {
 		action = ActionResume
 	}
-	res, err := s.h.resume(ctx, s.id, agent, opts.OnProgress, func(Interrupted) ResumeAction { return action })
+	res, err := s.h.resume(ctx, s.id, agent, opts.OnProgress, nil, func(Interrupted) ResumeAction { return action })
 	if errors.Is(err, errReconciled) {
 		err = nil
 	}
@@ -362,8 +394,9 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 var errReconciled = errors.New("host: interrupted run reconciled as cancelled")
 
 // resume takes the session's lock and re-drives its interrupted run with the
-// action decide picks.
-func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress func(Progress), decide func(Interrupted) ResumeAction) (RunResult, error) {
+// action decide picks. onLive, when set, is called once the re-driven run
+// is the session's run in flight.
+func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress func(Progress), onLive func(), decide func(Interrupted) ResumeAction) (RunResult, error) {
 	if !storage.ValidSessionID(id) {
 		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
 	}
@@ -409,7 +442,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	}
 	var res RunResult
 	if len(open) > 0 {
-		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, decide, events, open, lease)
+		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, onLive, decide, events, open, lease)
 		if err != nil && !errors.Is(err, errReconciled) && !errors.Is(err, ErrNothingToResume) {
 			return res, err
 		}
@@ -420,7 +453,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	// Messages queued before the crash that no run picked up get a run of
 	// their own, batched into its first pass.
 	if pending := ledger.PendingInputs(events); len(pending) > 0 && ledger.OpenRuns(events) == nil {
-		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run"), lease: lease}
+		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run"), lease: lease, onLive: onLive}
 		if err := r.append(ctx, r.startEvent(pending, time.Now().UTC())); err != nil {
 			return res, err
 		}
@@ -437,9 +470,9 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 }
 
 // resumeOpen re-drives the session's open run (closing older ones).
-func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agent Agent, onProgress func(Progress),
+func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agent Agent, onProgress func(Progress), onLive func(),
 	decide func(Interrupted) ResumeAction, events []ledger.Event, open []string, lease storage.Lease) (RunResult, error) {
-	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, lease: lease}
+	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, lease: lease, onLive: onLive}
 	// Runs never overlap: an open run that a later run followed is the
 	// leftover of an earlier crash, superseded since; close it.
 	lastStart := ""
