@@ -20,6 +20,10 @@ import (
 
 // Model streams one model pass. *provider.Client implements it; wrappers
 // that add telemetry or metering implement it around another Model.
+//
+// Stream may call onDelta from any goroutine, even concurrently: the host
+// takes deltas one at a time, in the order they come, until Stream
+// returns, and drops any that come after (an abandoned attempt's).
 type Model interface {
 	Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error)
 }
@@ -138,8 +142,8 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
-	closed   bool // Close was called: no new work
-	stopping bool // Close's context ended: runs in flight stop
+	closed   bool        // Close was called: no new work
+	stopping atomic.Bool // Close's context ended: runs in flight stop
 	wg       sync.WaitGroup
 }
 
@@ -345,17 +349,16 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	var stop []context.CancelCauseFunc
+	h.stopping.Store(true)
 	h.mu.Lock()
-	h.stopping = true
-	for _, st := range h.sessions {
-		if st.live != nil && st.live.cancel != nil {
-			stop = append(stop, st.live.cancel)
-		}
-	}
+	states := slices.Collect(maps.Values(h.sessions))
 	h.mu.Unlock()
-	for _, cancel := range stop {
-		cancel(ErrClosed)
+	for _, st := range states {
+		st.mu.Lock()
+		if st.live != nil && st.live.cancel != nil {
+			st.live.cancel(ErrClosed)
+		}
+		st.mu.Unlock()
 	}
 	<-done
 	return ctx.Err()
@@ -390,20 +393,32 @@ func (h *Host) Cancel(sessionID, reason string) bool {
 		reason = "cancelled"
 	}
 	var cancels []context.CancelCauseFunc
-	h.mu.Lock()
-	for _, private := range []bool{false, true} {
-		st := h.sessions[sessionKey{sessionID, private}]
-		if st == nil || st.live == nil || st.live.cancelRequested || st.live.cancel == nil {
-			continue
+	for _, st := range h.states(sessionID) {
+		st.mu.Lock()
+		if l := st.live; l != nil && !l.cancelRequested && l.cancel != nil {
+			l.cancelRequested = true
+			cancels = append(cancels, l.cancel)
 		}
-		st.live.cancelRequested = true
-		cancels = append(cancels, st.live.cancel)
+		st.mu.Unlock()
 	}
-	h.mu.Unlock()
 	for _, cancel := range cancels {
 		cancel(&CancelledError{Reason: reason})
 	}
 	return len(cancels) > 0
+}
+
+// states returns the states of the sessions named id in the table: the one
+// in the host's storage and the private one, as far as they exist.
+func (h *Host) states(id string) []*sessionState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*sessionState
+	for _, private := range []bool{false, true} {
+		if st := h.sessions[sessionKey{id, private}]; st != nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // CancelledError is the cause of a run's context when [Host.Cancel] stopped
@@ -414,10 +429,11 @@ func (e *CancelledError) Error() string { return e.Reason }
 
 // IsRunning reports whether a run of the session is in flight in this host.
 func (h *Host) IsRunning(sessionID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, private := range []bool{false, true} {
-		if st := h.sessions[sessionKey{sessionID, private}]; st != nil && st.live != nil {
+	for _, st := range h.states(sessionID) {
+		st.mu.Lock()
+		live := st.live != nil
+		st.mu.Unlock()
+		if live {
 			return true
 		}
 	}
@@ -438,11 +454,15 @@ type sessionState struct {
 	lock chan struct{}
 	// appendMu serialises the session's appends, and the decisions that
 	// must not interleave with them: whether a send queues into the live
-	// run, whether the live run may end.
+	// run, whether the live run may end. It is taken before mu.
 	appendMu sync.Mutex
 
-	// Guarded by Host.mu:
-	refs    int           // handles using the state
+	refs int // handles using the state; guarded by Host.mu
+
+	// mu guards the session's in-memory state: the run in flight and its
+	// live view. It is never held across I/O, a model call or a tool
+	// call.
+	mu      sync.Mutex
 	live    *liveRun      // the run in flight, if any
 	changed chan struct{} // closed (and replaced) when live or lock changes
 }
@@ -464,12 +484,13 @@ type liveRun struct {
 	ending  bool
 	waiters []*waiter
 	// joined are the progress queues of the sends that joined the run
-	// with an OnProgress: written under Host.mu, copied on write, so that
-	// the run reads it without a lock for every event.
+	// with an OnProgress: written under the session's mu, copied on
+	// write, so that the run reads it without a lock for every event.
 	joined atomic.Pointer[[]*progressQueue]
 }
 
-// join adds q to the queues the run's progress goes to. h.mu is held.
+// join adds q to the queues the run's progress goes to. The session's mu
+// is held.
 func (l *liveRun) join(q *progressQueue) {
 	var next []*progressQueue
 	if old := l.joined.Load(); old != nil {
@@ -479,8 +500,8 @@ func (l *liveRun) join(q *progressQueue) {
 	l.joined.Store(&next)
 }
 
-// leave removes q from the queues the run's progress goes to. h.mu is
-// held.
+// leave removes q from the queues the run's progress goes to. The
+// session's mu is held.
 func (l *liveRun) leave(q *progressQueue) {
 	if old := l.joined.Load(); old != nil {
 		next := slices.DeleteFunc(slices.Clone(*old), func(o *progressQueue) bool { return o == q })
@@ -572,7 +593,7 @@ func (h *Host) unref(st *sessionState) {
 }
 
 // notifyLocked wakes the goroutines waiting for the session to change.
-// h.mu must be held.
+// st.mu must be held.
 func (st *sessionState) notifyLocked() {
 	close(st.changed)
 	st.changed = make(chan struct{})
@@ -588,28 +609,18 @@ func (st *sessionState) tryLock() bool {
 	}
 }
 
-// acquire takes the session's run token, waiting while a run holds it.
-func (h *Host) acquire(ctx context.Context, st *sessionState) error {
-	select {
-	case st.lock <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // release gives the run token back and wakes the waiting senders.
 func (h *Host) release(st *sessionState) {
 	<-st.lock
-	h.mu.Lock()
+	st.mu.Lock()
 	st.notifyLocked()
-	h.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // changedCh returns the channel closed at the session's next change.
 func (h *Host) changedCh(st *sessionState) <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	return st.changed
 }
 
@@ -617,9 +628,14 @@ func (h *Host) changedCh(st *sessionState) <-chan struct{} {
 // any: its events and the pass streaming.
 func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	st := h.sessions[sessionKey{id, false}]
-	if st == nil || st.live == nil {
+	h.mu.Unlock()
+	if st == nil {
+		return nil, ledger.Live{}, false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.live == nil {
 		return nil, ledger.Live{}, false
 	}
 	l := st.live

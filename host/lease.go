@@ -128,12 +128,12 @@ func (r *run) reloadIfStale(ctx context.Context) error {
 		r.stale.Store(true)
 		return err
 	}
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	if l := r.st.live; l != nil && l.runID == r.runID && len(events) >= len(l.events) {
 		l.events = events
 		r.events = events
 	}
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -87,7 +88,7 @@ func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 	if err != nil {
 		return err
 	}
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	if l := r.st.live; l != nil && l.runID == r.runID {
 		// Queued sends append to the live view too: it is the one truth.
 		l.events = append(l.events, evs...)
@@ -95,7 +96,7 @@ func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
 	} else {
 		r.events = append(r.events, evs...)
 	}
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 	return nil
 }
 
@@ -108,11 +109,11 @@ func (r *run) sync(ctx context.Context) {
 		r.h.log.Warn("cannot reload the session; going on with what this host saw", "session", r.sessionID, "err", err)
 	}
 	r.st.appendMu.Unlock()
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	if l := r.st.live; l != nil && l.runID == r.runID {
 		r.events = l.events
 	}
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 }
 
 func (r *run) emit(p Progress) {
@@ -142,14 +143,14 @@ func (r *run) emit(p Progress) {
 // returned function unregisters it.
 func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	r.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
 	r.st.live = r.live
 	r.st.notifyLocked()
-	if r.h.stopping {
+	if r.h.stopping.Load() {
 		cancel(ErrClosed)
 	}
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 	stopLease := r.holdLease(cancel)
 	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	r.watchRemote(wctx)
@@ -158,10 +159,10 @@ func (r *run) goLive(ctx context.Context) (context.Context, func()) {
 	}
 	return ctx, func() {
 		stopWatch()
-		r.h.mu.Lock()
+		r.st.mu.Lock()
 		r.st.live = nil
 		r.st.notifyLocked()
-		r.h.mu.Unlock()
+		r.st.mu.Unlock()
 		r.live = nil
 		stopLease()
 		cancel(nil)
@@ -200,30 +201,11 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 	}
 	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
-	onDelta := func(d provider.Delta) {
-		l := r.st.live
-		switch d.Kind {
-		case provider.DeltaText:
-			r.h.mu.Lock()
-			offset := l.textRunes
-			l.text = append(l.text, d.Text...)
-			l.textRunes += utf8.RuneCountInString(d.Text)
-			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressText, Delta: d.Text, Offset: offset})
-		case provider.DeltaReasoning:
-			r.h.mu.Lock()
-			offset := l.reasoningRunes
-			l.reasoning = append(l.reasoning, d.Text...)
-			l.reasoningRunes += utf8.RuneCountInString(d.Text)
-			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: offset})
-		}
-	}
 	var res provider.Result
 	var merr error
 	var tries streamTries
 	for overflowed := false; ; overflowed = true {
-		res, tries, merr = r.stream(ctx, req, onDelta)
+		res, tries, merr = r.stream(ctx, req)
 		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
 			break
 		}
@@ -288,13 +270,13 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 		if err := r.reloadIfStale(ctx); err != nil {
 			r.h.log.Warn("cannot reload the session before ending the run", "session", r.sessionID, "err", err)
 		}
-		r.h.mu.Lock()
+		r.st.mu.Lock()
 		pending := len(ledger.PendingInputs(r.st.live.events)) - len(r.folding)
 		more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps
 		if !more {
 			r.st.live.ending = true
 		}
-		r.h.mu.Unlock()
+		r.st.mu.Unlock()
 		next := ""
 		if more {
 			next = ledger.NewID("resp")
@@ -358,11 +340,13 @@ type streamTries struct {
 
 // stream runs one model pass with retries of transient failures, recording
 // each retry in the ledger and telling clients to reset the item.
-func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, streamTries, error) {
+func (r *run) stream(ctx context.Context, req provider.Request) (provider.Result, streamTries, error) {
 	var t streamTries
 	res, err := provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
 		t.attempts = attempt
-		return r.h.model.Stream(ctx, req, onDelta)
+		sink := &deltaSink{r: r, open: true}
+		defer sink.close()
+		return r.h.model.Stream(ctx, req, sink.add)
 	}, func(ri provider.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
@@ -383,13 +367,63 @@ func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(pro
 	return res, t, err
 }
 
+// deltaSink takes the deltas of one model call into the live view and the
+// progress stream. A Model may call it from any goroutine, even
+// concurrently; deltas are taken one at a time, in the order they come, and
+// only until the call that was given the sink returns: a late delta of an
+// attempt that gave up belongs to no item any more, and is dropped.
+type deltaSink struct {
+	r    *run
+	mu   sync.Mutex // held while a delta is taken, so that close waits for it
+	open bool
+}
+
+func (s *deltaSink) add(d provider.Delta) {
+	var typ ProgressType
+	switch d.Kind {
+	case provider.DeltaText:
+		typ = ProgressText
+	case provider.DeltaReasoning:
+		typ = ProgressReasoning
+	default:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open {
+		return
+	}
+	r := s.r
+	r.st.mu.Lock()
+	l := r.st.live
+	var offset int
+	if typ == ProgressText {
+		offset = l.textRunes
+		l.text = append(l.text, d.Text...)
+		l.textRunes += utf8.RuneCountInString(d.Text)
+	} else {
+		offset = l.reasoningRunes
+		l.reasoning = append(l.reasoning, d.Text...)
+		l.reasoningRunes += utf8.RuneCountInString(d.Text)
+	}
+	r.st.mu.Unlock()
+	r.emit(Progress{Type: typ, Delta: d.Text, Offset: offset})
+}
+
+// close stops the sink, once any delta being taken is.
+func (s *deltaSink) close() {
+	s.mu.Lock()
+	s.open = false
+	s.mu.Unlock()
+}
+
 // resetLive points the live view at the item responseID, with no text yet.
 func (r *run) resetLive(responseID string) {
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	l := r.st.live
 	l.responseID = responseID
 	l.text, l.reasoning, l.textRunes, l.reasoningRunes = nil, nil, 0, 0
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 }
 
 // runHooks let a caller of the loop steer a run (tasks use them). Both are
@@ -567,14 +601,14 @@ func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
 // the run stays open in the ledger (interrupted, resumable).
 func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, storeErr error) (RunResult, error) {
 	r.st.appendMu.Lock()
-	r.h.mu.Lock()
+	r.st.mu.Lock()
 	l := r.st.live
 	if l != nil && l.runID == r.runID {
 		l.ending = true // no send queues into the run from now on
 	} else {
 		l = nil
 	}
-	r.h.mu.Unlock()
+	r.st.mu.Unlock()
 	if storeErr == nil {
 		e := r.newEvent(ledger.KindRunEnd)
 		// Messages the last pass had folded in, if it left no step,
@@ -587,9 +621,9 @@ func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, s
 	}
 	var waiters []*waiter
 	if l != nil {
-		r.h.mu.Lock()
+		r.st.mu.Lock()
 		waiters, l.waiters = l.waiters, nil
-		r.h.mu.Unlock()
+		r.st.mu.Unlock()
 	}
 	r.st.appendMu.Unlock()
 

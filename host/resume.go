@@ -409,10 +409,10 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress fu
 	// resume: waiting for its end would hold back a message that the
 	// caller means to send right after (it would queue into that run).
 	for !st.tryLock() {
-		h.mu.Lock()
+		st.mu.Lock()
 		live := st.live != nil && !st.live.ending
 		ch := st.changed
-		h.mu.Unlock()
+		st.mu.Unlock()
 		if live {
 			return RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
 		}

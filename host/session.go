@@ -147,14 +147,14 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 	queued := false // the message was just queued: tell OnAccepted
 	for {
 		st.appendMu.Lock()
-		h.mu.Lock()
+		st.mu.Lock()
 		l := st.live
 		queue := l != nil && !l.ending
 		var events []ledger.Event
 		if queue {
 			events = l.events
 		}
-		h.mu.Unlock()
+		st.mu.Unlock()
 
 		if queue {
 			// A run is in flight: the message joins it at its next step
@@ -176,29 +176,29 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 						st.appendMu.Unlock()
 						return RunResult{}, fmt.Errorf("host: append message: %w", err)
 					}
-					h.mu.Lock()
+					st.mu.Lock()
 					l.events = append(l.events, input)
-					h.mu.Unlock()
+					st.mu.Unlock()
 					msgID = input.Input.MessageID
 					queued = true
 				}
 			}
 			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
 			var progress *progressQueue
-			h.mu.Lock()
+			st.mu.Lock()
 			l.waiters = append(l.waiters, w)
 			if opts.OnProgress != nil {
 				// The run's progress from now on, delivered here.
 				progress = newProgressQueue()
 				l.join(progress)
 			}
-			h.mu.Unlock()
+			st.mu.Unlock()
 			st.appendMu.Unlock()
 			if queued {
 				queued = false
 				accepted(msgID, l.runID)
 			}
-			wr, err := h.awaitJoined(ctx, l, w, progress, opts.OnProgress)
+			wr, err := h.awaitJoined(ctx, st, l, w, progress, opts.OnProgress)
 			if err != nil {
 				return RunResult{MessageID: msgID}, err
 			}
@@ -401,14 +401,14 @@ func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 // awaitJoined waits for the end of the run l that a send joined, handing
 // the run's progress to onProgress meanwhile (in this goroutine); every
 // event the run emitted before its end is delivered before it returns.
-func (h *Host) awaitJoined(ctx context.Context, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
+func (h *Host) awaitJoined(ctx context.Context, st *sessionState, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
 	var ready chan struct{}
 	if q != nil {
 		ready = q.ready
 		defer func() {
-			h.mu.Lock()
+			st.mu.Lock()
 			l.leave(q)
-			h.mu.Unlock()
+			st.mu.Unlock()
 		}()
 	}
 	for {
