@@ -90,9 +90,10 @@ func (r *run) needsCompaction(ctx context.Context) bool {
 	if r.h.compaction == nil {
 		return false
 	}
+	events := r.view()
 	var last *ledger.Usage
-	for i := len(r.events) - 1; i >= 0; i-- {
-		e := r.events[i]
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
 		if e.Compaction != nil {
 			return false // nothing measured since the last compaction
 		}
@@ -121,26 +122,27 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		c, _ := Compaction{}.normalized()
 		cfg = &c
 	}
-	cut := compactionCut(r.events, cfg.KeepRecent)
+	events := r.view()
+	cut := compactionCut(events, cfg.KeepRecent)
 	if cut <= 0 {
 		return false, nil
 	}
 	// Nothing new since the last compaction: compacting again would only
 	// summarise the summary.
-	for i := len(r.events) - 1; i >= 0; i-- {
-		if c := r.events[i].Compaction; c != nil {
+	for i := len(events) - 1; i >= 0; i-- {
+		if c := events[i].Compaction; c != nil {
 			for j := cut - 1; j >= 0; j-- {
-				if r.events[j].ID == c.Through {
+				if events[j].ID == c.Through {
 					return false, nil
 				}
-				if r.events[j].Input != nil || r.events[j].Step != nil {
+				if events[j].Input != nil || events[j].Step != nil {
 					break // a message or pass after the last note
 				}
 			}
 			break
 		}
 	}
-	older := ledger.ReplayMessages(r.events[:cut])
+	older := ledger.ReplayMessages(events[:cut])
 	if len(older) == 0 {
 		return false, nil
 	}
@@ -175,18 +177,18 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		return false, errors.New("compaction: the model wrote an empty note")
 	}
 	var prompt int64
-	for i := len(r.events) - 1; i >= 0; i-- {
-		if s := r.events[i].Step; s != nil {
+	for i := len(events) - 1; i >= 0; i-- {
+		if s := events[i].Step; s != nil {
 			prompt = s.Usage.PromptTokens
 			break
 		}
 	}
 	e := r.newEvent(ledger.KindCompaction)
-	e.Compaction = &ledger.Compaction{Summary: summary, Through: r.events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
-	if err := r.append(ctx, e); err != nil {
+	e.Compaction = &ledger.Compaction{Summary: summary, Through: events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
+	if err := r.append(e); err != nil {
 		return false, err
 	}
-	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.runID, "prompt_tokens", prompt,
+	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.id, "prompt_tokens", prompt,
 		"through", e.Compaction.Through)
 	return true, nil
 }

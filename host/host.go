@@ -139,6 +139,9 @@ type Host struct {
 	// resumeSlots holds a token per resumed run in flight: at most
 	// AutoResume.MaxConcurrent, over every sweep.
 	resumeSlots chan struct{}
+	// jobs hands work to the idle goroutines that ran runs (see spawn).
+	jobs        chan func()
+	idleDrivers atomic.Int32
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
@@ -209,6 +212,7 @@ func New(opts Options) (*Host, error) {
 		validators:  maps.Clone(opts.Validators),
 		auto:        auto,
 		sessions:    map[sessionKey]*sessionState{},
+		jobs:        make(chan func()),
 		sweep:       make(chan struct{}),
 	}
 	if h.hostID == "" {
@@ -355,8 +359,8 @@ func (h *Host) Close(ctx context.Context) error {
 	h.mu.Unlock()
 	for _, st := range states {
 		st.mu.Lock()
-		if st.live != nil && st.live.cancel != nil {
-			st.live.cancel(ErrClosed)
+		if r := st.cur; r != nil {
+			r.cancel(ErrClosed)
 		}
 		st.mu.Unlock()
 	}
@@ -395,9 +399,9 @@ func (h *Host) Cancel(sessionID, reason string) bool {
 	var cancels []context.CancelCauseFunc
 	for _, st := range h.states(sessionID) {
 		st.mu.Lock()
-		if l := st.live; l != nil && !l.cancelRequested && l.cancel != nil {
-			l.cancelRequested = true
-			cancels = append(cancels, l.cancel)
+		if r := st.cur; r != nil && !r.cancelRequested {
+			r.cancelRequested = true
+			cancels = append(cancels, r.cancel)
 		}
 		st.mu.Unlock()
 	}
@@ -431,7 +435,7 @@ func (e *CancelledError) Error() string { return e.Reason }
 func (h *Host) IsRunning(sessionID string) bool {
 	for _, st := range h.states(sessionID) {
 		st.mu.Lock()
-		live := st.live != nil
+		live := st.cur != nil
 		st.mu.Unlock()
 		if live {
 			return true
@@ -448,112 +452,24 @@ type sessionState struct {
 	// with other hosts; nil for a private store.
 	leaser  storage.Leaser
 	watcher storage.Watcher
+	stale   atomic.Bool // another host may have appended to the session
 
-	// lock holds a token while a run (or a resume setting one up) owns
-	// the session: runs of a session never overlap.
-	lock chan struct{}
 	// appendMu serialises the session's appends, and the decisions that
-	// must not interleave with them: whether a send queues into the live
-	// run, whether the live run may end. It is taken before mu.
+	// must not interleave with them: whether a send queues into the run
+	// in flight, whether that run may end. It is taken before mu.
 	appendMu sync.Mutex
 
-	refs int // handles using the state; guarded by Host.mu
+	refs int // users of the state; guarded by Host.mu
 
-	// mu guards the session's in-memory state: the run in flight and its
-	// live view. It is never held across I/O, a model call or a tool
-	// call.
-	mu      sync.Mutex
-	live    *liveRun      // the run in flight, if any
-	changed chan struct{} // closed (and replaced) when live or lock changes
-}
-
-// liveRun is the run in flight: the events appended so far (the run holds
-// the whole ledger), the pass streaming, and the senders waiting for it.
-type liveRun struct {
-	events          []ledger.Event
-	cancel          context.CancelCauseFunc
-	cancelRequested bool
-	runID           string
-	responseID      string
-	text            []byte
-	reasoning       []byte
-	textRunes       int // code points in text: the next delta's offset
-	reasoningRunes  int
-	// ending is set once the run decided to end: sends no longer queue
-	// into it.
-	ending  bool
-	waiters []*waiter
-	// joined are the progress queues of the sends that joined the run
-	// with an OnProgress: written under the session's mu, copied on
-	// write, so that the run reads it without a lock for every event.
-	joined atomic.Pointer[[]*progressQueue]
-}
-
-// join adds q to the queues the run's progress goes to. The session's mu
-// is held.
-func (l *liveRun) join(q *progressQueue) {
-	var next []*progressQueue
-	if old := l.joined.Load(); old != nil {
-		next = append(next, *old...)
-	}
-	next = append(next, q)
-	l.joined.Store(&next)
-}
-
-// leave removes q from the queues the run's progress goes to. The
-// session's mu is held.
-func (l *liveRun) leave(q *progressQueue) {
-	if old := l.joined.Load(); old != nil {
-		next := slices.DeleteFunc(slices.Clone(*old), func(o *progressQueue) bool { return o == q })
-		l.joined.Store(&next)
-	}
-}
-
-// progressQueue carries a run's progress to a send that joined the run, to
-// be delivered from that send's own goroutine (as OnProgress promises), in
-// order and without loss; the run never waits for it.
-type progressQueue struct {
-	mu     sync.Mutex
-	events []Progress
-	ready  chan struct{} // signalled when events were added
-}
-
-func newProgressQueue() *progressQueue { return &progressQueue{ready: make(chan struct{}, 1)} }
-
-func (q *progressQueue) push(p Progress) {
-	q.mu.Lock()
-	q.events = append(q.events, p)
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
-}
-
-// drain delivers the queued events to fn.
-func (q *progressQueue) drain(fn func(Progress)) {
-	q.mu.Lock()
-	evs := q.events
-	q.events = nil
-	q.mu.Unlock()
-	for _, p := range evs {
-		fn(p)
-	}
-}
-
-// waiter is a send whose message was queued into a run in flight.
-type waiter struct {
-	messageID string
-	ch        chan waitResult
-}
-
-// waitResult is what a waiter learns when the run ends: the run's result
-// when it answered the message, else again: the message is still pending
-// and needs a successor run.
-type waitResult struct {
-	res   RunResult
-	err   error
-	again bool
+	// mu guards the session's in-memory state: the run in flight and what
+	// it holds (its view of the ledger, its live item, its waiters). It is
+	// never held across I/O, a model call or a tool call.
+	mu sync.Mutex
+	// busy is set while a run (or a resume setting one up) owns the
+	// session: runs of a session never overlap.
+	busy    bool
+	cur     *run          // the run in flight, if any
+	changed chan struct{} // closed when cur or busy changes; nil when no one waits (see changedLocked)
 }
 
 // ref returns the state of the session s names, creating it, and counts
@@ -567,8 +483,7 @@ func (h *Host) ref(s *Session) (*sessionState, error) {
 	}
 	st := h.sessions[key]
 	if st == nil {
-		st = &sessionState{key: key, store: h.store, leaser: h.leaser, watcher: h.watcher,
-			lock: make(chan struct{}, 1), changed: make(chan struct{})}
+		st = &sessionState{key: key, store: h.store, leaser: h.leaser, watcher: h.watcher}
 		if s.private != nil {
 			st.store, st.leaser, st.watcher = s.private, nil, nil
 		}
@@ -579,6 +494,15 @@ func (h *Host) ref(s *Session) (*sessionState, error) {
 	st.refs++
 	h.wg.Add(1)
 	return st, nil
+}
+
+// adopt counts one more user of a state already in use, such as a run
+// started for it, even once the host is closed.
+func (h *Host) adopt(st *sessionState) {
+	h.mu.Lock()
+	st.refs++
+	h.wg.Add(1)
+	h.mu.Unlock()
 }
 
 // unref forgets the session's state when no one uses it any more.
@@ -595,37 +519,32 @@ func (h *Host) unref(st *sessionState) {
 // notifyLocked wakes the goroutines waiting for the session to change.
 // st.mu must be held.
 func (st *sessionState) notifyLocked() {
-	close(st.changed)
-	st.changed = make(chan struct{})
-}
-
-// tryLock takes the session's run token if it is free.
-func (st *sessionState) tryLock() bool {
-	select {
-	case st.lock <- struct{}{}:
-		return true
-	default:
-		return false
+	if st.changed != nil {
+		close(st.changed)
+		st.changed = nil
 	}
 }
 
-// release gives the run token back and wakes the waiting senders.
-func (h *Host) release(st *sessionState) {
-	<-st.lock
+// changedLocked returns a channel closed at the session's next change.
+// st.mu must be held.
+func (st *sessionState) changedLocked() <-chan struct{} {
+	if st.changed == nil {
+		st.changed = make(chan struct{})
+	}
+	return st.changed
+}
+
+// free gives the session back once no run owns it, and wakes the waiting
+// senders.
+func (st *sessionState) free() {
 	st.mu.Lock()
+	st.busy = false
 	st.notifyLocked()
 	st.mu.Unlock()
 }
 
-// changedCh returns the channel closed at the session's next change.
-func (h *Host) changedCh(st *sessionState) <-chan struct{} {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.changed
-}
-
-// snapshotLive returns a consistent copy of the live run of a session, if
-// any: its events and the pass streaming.
+// snapshotLive returns a consistent copy of the run in flight of a session,
+// if any: its events and the pass streaming.
 func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
 	h.mu.Lock()
 	st := h.sessions[sessionKey{id, false}]
@@ -635,11 +554,11 @@ func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.live == nil {
+	r := st.cur
+	if r == nil {
 		return nil, ledger.Live{}, false
 	}
-	l := st.live
 	// The ledger is append-only: the slice up to its length never changes.
-	return l.events[:len(l.events):len(l.events)],
-		ledger.Live{RunID: l.runID, ResponseID: l.responseID, Text: string(l.text), Reasoning: string(l.reasoning)}, true
+	return r.events[:len(r.events):len(r.events)],
+		ledger.Live{RunID: r.id, ResponseID: r.live.responseID, Text: string(r.live.text), Reasoning: string(r.live.reasoning)}, true
 }

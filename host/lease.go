@@ -53,17 +53,18 @@ func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, 
 	return l, nil
 }
 
-// holdLease renews the run's lease until stop is called; when a renewal
-// finds the lease lost, it cancels the run (lost) at once.
-func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
-	if r.lease == nil {
+// holdLease renews the lease (when there is one) until the returned
+// function is called, which releases it; when a renewal finds the lease
+// lost, it cancels the session's run in flight at once.
+func (h *Host) holdLease(st *sessionState, lease storage.Lease) (stop func()) {
+	if lease == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(r.h.leaseTTL / 3)
+		t := time.NewTicker(h.leaseTTL / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -71,17 +72,21 @@ func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), r.h.leaseTTL/3)
-			err := r.lease.Renew(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), h.leaseTTL/3)
+			err := lease.Renew(ctx)
 			cancel()
 			if errors.Is(err, storage.ErrLeaseLost) {
-				r.h.log.Error("lease lost: another host may lead the session; stopping the run",
-					"session", r.sessionID, "run", r.runID)
-				lost(&CancelledError{Reason: "the session's lease was lost to another host"})
+				st.mu.Lock()
+				r := st.cur
+				st.mu.Unlock()
+				h.log.Error("lease lost: another host may lead the session; stopping the run", "session", st.key.id)
+				if r != nil {
+					r.cancel(&CancelledError{Reason: "the session's lease was lost to another host"})
+				}
 				return
 			}
 			if err != nil {
-				r.h.log.Warn("lease renewal failed; retrying", "session", r.sessionID, "err", err)
+				h.log.Warn("lease renewal failed; retrying", "session", st.key.id, "err", err)
 			}
 		}
 	}()
@@ -90,47 +95,48 @@ func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
 		<-finished
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := r.lease.Release(ctx); err != nil {
-			r.h.log.Warn("lease release failed; it will lapse", "session", r.sessionID, "err", err)
+		if err := lease.Release(ctx); err != nil {
+			h.log.Warn("lease release failed; it will lapse", "session", st.key.id, "err", err)
 		}
 	}
 }
 
-// watchRemote marks the run's view of the ledger stale whenever the session
-// receives appends (from any host), until ctx ends.
-func (r *run) watchRemote(ctx context.Context) {
-	if r.st.watcher == nil || r.st.leaser == nil {
-		return // one host: every append goes through this process
+// watchRemote marks the session stale whenever it receives appends (from
+// any host), until the returned function is called.
+func (h *Host) watchRemote(st *sessionState) (stop func()) {
+	if st.watcher == nil || st.leaser == nil {
+		return func() {} // one host: every append goes through this process
 	}
-	ch, err := r.st.watcher.Watch(ctx, r.sessionID)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := st.watcher.Watch(ctx, st.key.id)
 	if err != nil {
-		r.h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
-			"session", r.sessionID, "err", err)
-		return
+		h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
+			"session", st.key.id, "err", err)
+		return cancel
 	}
 	go func() {
 		for range ch {
-			r.stale.Store(true)
+			st.stale.Store(true)
 		}
 	}()
+	return cancel
 }
 
-// reloadIfStale replaces the live view of the ledger with storage's when
-// another host may have appended to it. appendMu must be held.
-func (r *run) reloadIfStale(ctx context.Context) error {
-	if !r.stale.Swap(false) {
+// reloadIfStale replaces the run's view of the ledger with storage's when
+// another host may have appended to it. The session's appendMu is held.
+func (r *run) reloadIfStale() error {
+	if !r.st.stale.Swap(false) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
 	defer cancel()
 	events, err := r.st.store.Load(ctx, r.sessionID)
 	if err != nil {
-		r.stale.Store(true)
+		r.st.stale.Store(true)
 		return err
 	}
 	r.st.mu.Lock()
-	if l := r.st.live; l != nil && l.runID == r.runID && len(events) >= len(l.events) {
-		l.events = events
+	if len(events) >= len(r.events) {
 		r.events = events
 	}
 	r.st.mu.Unlock()

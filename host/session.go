@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
+	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -38,13 +40,12 @@ type SendOptions struct {
 	// OnAccepted is called once the message is durable, before the first
 	// progress event. Default: nil.
 	OnAccepted func(Accepted)
-	// OnProgress receives the run's live events, in order, from the
-	// goroutine that called Send. It must not block for long: the run
-	// waits for it. A send that joins a run in flight (its message is
-	// queued, and folded in at the run's next step boundary) receives that
-	// run's events from the moment the message is queued — the live
-	// transcript holds what streamed before — and the run does not wait
-	// for it. Default: nil.
+	// OnProgress receives the run's live events, in order and without
+	// loss, from the goroutine that called Send, before Send returns. The
+	// run never waits for it. A send that joins a run in flight (its
+	// message is queued, and folded in at the run's next step boundary)
+	// receives that run's events from the moment the message is queued —
+	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
 }
 
@@ -80,6 +81,12 @@ type RunResult struct {
 // Send appends a user message to the session and runs the agent until it
 // answers. It returns once the run that answered the message has ended.
 //
+// The run is the host's: Send starts it (or joins the one in flight) and
+// waits for it. When ctx ends, the run is cancelled — unless other callers'
+// messages wait in it (queued into it, or folded in already): then Send
+// alone stops waiting, returning ctx.Err(), and the run goes on to answer
+// them.
+//
 // When a run of the session is already working (in this host, or in
 // another host sharing the storage), the message is appended as a queued
 // message and that run folds it in at its next step boundary; Send then
@@ -90,10 +97,13 @@ type RunResult struct {
 // The error is non-nil only when the message could not be accepted (nothing
 // was appended: see [ErrInvalidInput]); when the outcome of an accepted
 // run could not be recorded because storage failed (the ledger then shows
-// the run as interrupted, and it can be resumed); or when ctx ended while
-// the message waited queued (it stays queued, and will be answered). Every
-// other outcome, including a model that fails and a cancelled ctx during
-// the run, is reported in RunResult.Status with nil error.
+// the run as interrupted, and it can be resumed); when the host closed
+// before the run ended ([ErrClosed]; the run stays resumable); or when
+// ctx ended while the message waited queued, or while other callers'
+// messages waited in the run (the message stays in the run, and will be
+// answered). Every other outcome, including a model that fails and a
+// cancelled ctx during the run, is reported in RunResult.Status with nil
+// error.
 func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunResult, error) {
 	return s.send(ctx, text, opts, nil)
 }
@@ -102,8 +112,50 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 // starts one; a message queued into a run in flight joins that run as it
 // is).
 func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks *runHooks) (RunResult, error) {
+	r, err := s.start(ctx, text, opts, hooks, true)
+	if err != nil {
+		res := RunResult{}
+		if r != nil {
+			res.MessageID = r.msgID
+		}
+		return res, err
+	}
+	if r.accepted && opts.OnAccepted != nil {
+		opts.OnAccepted(Accepted{MessageID: r.msgID, RunID: r.acceptedRun})
+	}
+	return r.wait(ctx, opts.OnProgress)
+}
+
+// Run is a caller's handle on the run that answers its message.
+type Run struct {
+	h    *Host
+	sess *Session
+
+	msgID       string
+	accepted    bool   // this call made the message durable
+	acceptedRun string // the run named when it was accepted ("" when another host leads)
+
+	// w is the message's place in a run of this host; nil while another
+	// host leads the session (the outcome is then read from the ledger).
+	w *waiter
+	// bound is the run this caller started and whose fate its context
+	// decides (see Session.Send); nil when it joined a run or only waits.
+	bound *run
+
+	// What (re-)entering the session needs.
+	agent     Agent
+	requestID string
+	hooks     *runHooks
+	newInput  func(runID string) (ledger.Event, error)
+	bind      context.Context // the context bound to a run this caller starts; nil: none
+}
+
+// start makes the message durable and starts a run for it, or queues it into
+// the run in flight; bind says whether ctx's end is to cancel the run it
+// starts (see Send).
+func (s *Session) start(ctx context.Context, text string, opts SendOptions, hooks *runHooks, bind bool) (*Run, error) {
 	if !storage.ValidSessionID(s.id) {
-		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
 	}
 	parts := make([]ledger.Part, 0, 1+len(opts.Parts))
 	if text != "" {
@@ -111,182 +163,160 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 	}
 	parts = append(parts, opts.Parts...)
 	if len(parts) == 0 {
-		return RunResult{}, fmt.Errorf("%w: empty message", ErrInvalidInput)
+		return nil, fmt.Errorf("%w: empty message", ErrInvalidInput)
 	}
 	agent := s.h.agent
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {
-			return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		agent = a
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks,
+		newInput: func(runID string) (ledger.Event, error) {
+			e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
+				Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
+			if err := ledger.Validate(e); err != nil {
+				return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+			}
+			return e, nil
+		}}
+	if bind {
+		r.bind = ctx
+	}
+	return r, r.enter(ctx)
+}
 
-	h := s.h
-	st, err := h.ref(s)
+// enter puts the message into the session: into the run in flight in this
+// host, or into a run it starts; when another host leads the session, the
+// message is queued for that host's run (the outcome is then read from the
+// ledger). The message may be durable already (r.msgID set): then enter
+// only finds the run that answers it.
+func (r *Run) enter(ctx context.Context) error {
+	h := r.h
+	st, err := h.ref(r.sess)
 	if err != nil {
-		return RunResult{}, err
+		return err
 	}
 	defer h.unref(st)
-
-	newInput := func(runID string) (ledger.Event, error) {
-		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
-			Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
-		if err := ledger.Validate(e); err != nil {
-			return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		return e, nil
-	}
-	accepted := func(msgID, runID string) {
-		if opts.OnAccepted != nil {
-			opts.OnAccepted(Accepted{MessageID: msgID, RunID: runID})
-		}
-	}
-
-	msgID := ""     // set once the message is durable
-	queued := false // the message was just queued: tell OnAccepted
 	for {
 		st.appendMu.Lock()
 		st.mu.Lock()
-		l := st.live
-		queue := l != nil && !l.ending
-		var events []ledger.Event
-		if queue {
-			events = l.events
+		cur := st.cur
+		join := cur != nil && !cur.ending
+		lead := !join && !st.busy
+		var changed <-chan struct{}
+		if lead {
+			st.busy = true
+		} else if !join {
+			changed = st.changedLocked()
 		}
 		st.mu.Unlock()
 
-		if queue {
-			// A run is in flight: the message joins it at its next step
-			// boundary.
-			if msgID == "" {
-				if id, res, done := requestSeen(events, opts.RequestID); id != "" {
-					if done {
-						st.appendMu.Unlock()
-						return res, nil
-					}
-					msgID = id
-				} else {
-					input, err := newInput("")
-					if err != nil {
-						st.appendMu.Unlock()
-						return RunResult{}, err
-					}
-					if err := st.store.Append(ctx, s.id, input); err != nil {
-						st.appendMu.Unlock()
-						return RunResult{}, fmt.Errorf("host: append message: %w", err)
-					}
-					st.mu.Lock()
-					l.events = append(l.events, input)
-					st.mu.Unlock()
-					msgID = input.Input.MessageID
-					queued = true
-				}
-			}
-			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
-			var progress *progressQueue
-			st.mu.Lock()
-			l.waiters = append(l.waiters, w)
-			if opts.OnProgress != nil {
-				// The run's progress from now on, delivered here.
-				progress = newProgressQueue()
-				l.join(progress)
-			}
-			st.mu.Unlock()
+		switch {
+		case join:
+			err := r.joinLocked(ctx, cur)
 			st.appendMu.Unlock()
-			if queued {
-				queued = false
-				accepted(msgID, l.runID)
-			}
-			wr, err := h.awaitJoined(ctx, st, l, w, progress, opts.OnProgress)
-			if err != nil {
-				return RunResult{MessageID: msgID}, err
-			}
-			if wr.again {
-				continue // the run ended without it: a successor answers
-			}
-			return wr.res, wr.err
-		}
-
-		if !st.tryLock() {
+			return err
+		case !lead:
 			// A run is ending, or a resume is setting one up: wait for
 			// the session to change, then look again.
-			ch := h.changedCh(st)
 			st.appendMu.Unlock()
 			select {
-			case <-ch:
+			case <-changed:
 				continue
 			case <-ctx.Done():
-				return RunResult{MessageID: msgID}, ctx.Err()
+				return ctx.Err()
 			}
 		}
-
-		// This send owns the session: it starts a run for its message and
-		// for every message still pending.
-		res, err := s.startRun(ctx, st, agent, opts, &msgID, newInput, hooks)
+		err := r.leadLocked(ctx, st)
+		st.appendMu.Unlock()
 		if !errors.Is(err, ErrLeadElsewhere) {
-			return res, err
+			return err
 		}
 		// Another host leads the session's run: queue the message for it
 		// to fold in, and learn the outcome from the ledger.
-		if msgID == "" {
-			input, err := newInput("")
+		if r.msgID == "" {
+			input, err := r.newInput("")
 			if err != nil {
-				return RunResult{}, err
+				return err
 			}
 			if err := h.queueRemote(ctx, st, input); err != nil {
-				return RunResult{}, err
+				return err
 			}
-			msgID = input.Input.MessageID
-			accepted(msgID, "")
+			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
 		}
-		if err := h.waitRemote(ctx, st); err != nil {
-			return RunResult{MessageID: msgID}, err
-		}
+		r.w = nil
+		return nil
 	}
 }
 
-// startRun runs with the session's token held and appendMu locked (it
-// unlocks it): it appends the message (unless *msgID names one already
-// durable) and a run-start for every pending message, then runs the loop.
-func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, opts SendOptions, msgID *string,
-	newInput func(runID string) (ledger.Event, error), hooks *runHooks) (RunResult, error) {
-	h := s.h
-	defer h.release(st)
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			unlocked = true
-			st.appendMu.Unlock()
+// joinLocked queues the message into cur, the run in flight, when it is not
+// durable yet, and waits for cur's answer. st.appendMu is held.
+func (r *Run) joinLocked(ctx context.Context, cur *run) error {
+	if r.msgID == "" {
+		if id, res, done := requestSeen(cur.view(), r.requestID); id != "" {
+			r.msgID = id
+			if done {
+				r.w = answeredWaiter(res)
+				return nil
+			}
+		} else {
+			input, err := r.newInput("")
+			if err != nil {
+				return err
+			}
+			if err := cur.writeLocked(ctx, input); err != nil {
+				return fmt.Errorf("host: append message: %w", err)
+			}
+			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
 		}
 	}
-	defer unlock()
+	r.w = cur.addWaiter(r.msgID, r.agent)
+	return nil
+}
+
+// leadLocked starts a run for the message and every message still pending,
+// with the session claimed (busy) and st.appendMu held; it hands the claim
+// to the run, or gives it back when it starts none. It returns
+// ErrLeadElsewhere when another host holds the session's lease.
+func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
+	h := r.h
+	launched := false
+	defer func() {
+		if !launched {
+			st.free()
+		}
+	}()
 	// With several hosts on the store, lead the session only under its
 	// lease; the ledger loaded after taking it is the whole truth.
 	lease, err := h.takeLease(ctx, st)
 	if err != nil {
-		return RunResult{}, err
+		return err
 	}
-	leased := lease != nil
 	defer func() {
-		if leased { // not handed to a run
+		if lease != nil && !launched {
 			lease.Release(context.WithoutCancel(ctx))
 		}
 	}()
-	events, err := st.store.Load(ctx, s.id)
+	events, err := st.store.Load(ctx, st.key.id)
 	if err != nil {
-		return RunResult{}, fmt.Errorf("host: load session %s: %w", s.id, err)
+		return fmt.Errorf("host: load session %s: %w", st.key.id, err)
 	}
-	if *msgID == "" {
-		if id, res, done := requestSeen(events, opts.RequestID); id != "" {
+	if r.msgID == "" {
+		if id, res, done := requestSeen(events, r.requestID); id != "" {
+			r.msgID = id
 			if done {
-				return res, nil
+				r.w = answeredWaiter(res)
+				return nil
 			}
-			*msgID = id
 		}
 	}
-	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events,
-		runID: ledger.NewID("run"), hooks: hooks, lease: lease}
+	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)
 	var batch []ledger.Event
 	// A run left open by a process that died (and not resumed yet) is
@@ -294,49 +324,137 @@ func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, o
 	// re-run it after this one.
 	for _, open := range ledger.OpenRuns(events) {
 		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
-			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + r.runID}})
+			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
 	}
-	fresh := *msgID == ""
+	fresh := r.msgID == ""
 	if fresh {
-		input, err := newInput(r.runID)
+		input, err := r.newInput(nr.id)
 		if err != nil {
-			return RunResult{}, err
+			return err
 		}
 		batch = append(batch, input)
 		inputs = append(inputs, input.Input.MessageID)
-		*msgID = input.Input.MessageID
-	} else if !slices.Contains(inputs, *msgID) {
+		r.msgID = input.Input.MessageID
+	} else if !slices.Contains(inputs, r.msgID) {
 		// Another run answered the message meanwhile.
-		if res, ok := resultFor(events, *msgID); ok {
-			return res, nil
+		if res, ok := resultFor(events, r.msgID); ok {
+			r.w = answeredWaiter(res)
+			return nil
 		}
-		return RunResult{MessageID: *msgID}, fmt.Errorf("host: message %s is neither pending nor answered", *msgID)
+		return fmt.Errorf("host: message %s is neither pending nor answered", r.msgID)
 	}
-	start := r.startEvent(inputs, time.Now().UTC())
-	batch = append(batch, start)
-	var aerr error
-	if lease != nil {
-		aerr = lease.Append(ctx, batch...)
-	} else {
-		aerr = st.store.Append(ctx, s.id, batch...)
-	}
-	if err := aerr; err != nil {
+	batch = append(batch, nr.startEvent(inputs, time.Now().UTC()))
+	if err := nr.writeLocked(ctx, batch...); err != nil {
 		if fresh {
-			*msgID = ""
+			r.msgID = ""
 		}
-		return RunResult{}, fmt.Errorf("host: append message: %w", err)
+		return fmt.Errorf("host: append message: %w", err)
 	}
-	r.events = append(r.events, batch...)
-	leased = false // the run holds, renews and releases it now
-	ctx, done := r.goLive(ctx)
-	defer done()
-	unlock()
-	if fresh && opts.OnAccepted != nil {
-		opts.OnAccepted(Accepted{MessageID: *msgID, RunID: r.runID})
+	if fresh {
+		r.accepted, r.acceptedRun = true, nr.id
 	}
-	res, err := r.loop(ctx)
-	res.MessageID = *msgID
-	return res, err
+	r.w = nr.addWaiter(r.msgID, r.agent)
+	if r.bind != nil {
+		nr.bindTo(r.bind, r.msgID)
+		r.bound = nr
+	}
+	launched = true
+	h.launch(nr, (*run).loop)
+	return nil
+}
+
+// wait waits for the run that answers the message to end, handing its
+// progress to onProgress (when set) in this goroutine meanwhile: every
+// event up to the run's end is delivered before it returns. When ctx ends,
+// a run this caller started is cancelled unless other callers' messages
+// wait in it (see Session.Send); otherwise wait returns ctx.Err().
+func (r *Run) wait(ctx context.Context, onProgress func(Progress)) (RunResult, error) {
+	for {
+		if r.w == nil {
+			// Another host leads the session: wait for the ledger to
+			// change, then look again (its run may have ended without
+			// the message, or this host may lead now).
+			st, err := r.h.ref(r.sess)
+			if err != nil {
+				return RunResult{MessageID: r.msgID}, err
+			}
+			err = r.h.waitRemote(ctx, st)
+			r.h.unref(st)
+			if err == nil {
+				err = r.enter(ctx)
+			}
+			if err != nil {
+				return RunResult{MessageID: r.msgID}, err
+			}
+			continue
+		}
+		res, err, again := r.await(ctx, onProgress)
+		if !again {
+			return res, err
+		}
+		// The run ended without the message, and no successor took it:
+		// find it a run.
+		r.w, r.bound = nil, nil
+		if err := r.enter(ctx); err != nil {
+			return RunResult{MessageID: r.msgID}, err
+		}
+	}
+}
+
+// await waits for the waiter's answer, relaying progress.
+func (r *Run) await(ctx context.Context, onProgress func(Progress)) (RunResult, error, bool) {
+	w := r.w
+	if onProgress == nil {
+		select {
+		case <-w.done:
+			return w.res, w.err, w.again
+		case <-ctx.Done():
+			if !r.abandon() {
+				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
+			}
+			<-w.done
+			return w.res, w.err, w.again
+		}
+	}
+	cur, after := w.position()
+	if cur == nil { // answered already
+		<-w.done
+		return w.res, w.err, w.again
+	}
+	sub := cur.hub.Subscribe(after)
+	defer func() { sub.Close() }()
+	waitCtx := ctx
+	for {
+		e, off, err := sub.Next(waitCtx)
+		switch {
+		case err == nil:
+			onProgress(cur.progress(e, off))
+		case errors.Is(err, hub.ErrDropped):
+			sub = cur.hub.Subscribe(sub.Offset()) // pick up where it left
+		case errors.Is(err, io.EOF):
+			// The run's progress is over: the message was answered, or
+			// moved on to the successor run that answers it.
+			next, after := w.position()
+			if next == nil || next == cur {
+				<-w.done
+				return w.res, w.err, w.again
+			}
+			cur = next
+			sub = cur.hub.Subscribe(after)
+		default: // ctx ended
+			if !r.abandon() {
+				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
+			}
+			// The run was cancelled for this caller: relay its end.
+			waitCtx = context.WithoutCancel(ctx)
+		}
+	}
+}
+
+// abandon decides, for a caller whose context ended, whether the run it
+// started is cancelled (true) or goes on without it (false).
+func (r *Run) abandon() bool {
+	return r.bound != nil && r.bound.checkBound()
 }
 
 // requestSeen looks for a message sent before with the same request id:
@@ -367,6 +485,8 @@ func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
 			runID = e.RunID
 		case e.Step != nil && slices.Contains(e.Step.Inputs, msgID):
 			runID = e.RunID
+		case e.RunEnd != nil && slices.Contains(e.RunEnd.Inputs, msgID):
+			runID = e.RunID
 		}
 	}
 	if runID == "" {
@@ -388,40 +508,19 @@ func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 // Transcript returns what a user sees of the session: its items in display
 // order, including the partial text of a run in flight in this host.
 func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
-	if events, l, ok := s.h.snapshotLive(s.id); ok {
-		return ledger.ProjectSession(s.id, events, l), nil
-	}
-	events, err := s.h.store.Load(ctx, s.id)
+	events, live, err := s.view(ctx)
 	if err != nil {
 		return ledger.Transcript{}, err
 	}
-	return ledger.ProjectSession(s.id, events), nil
+	return ledger.ProjectSession(s.id, events, live...), nil
 }
 
-// awaitJoined waits for the end of the run l that a send joined, handing
-// the run's progress to onProgress meanwhile (in this goroutine); every
-// event the run emitted before its end is delivered before it returns.
-func (h *Host) awaitJoined(ctx context.Context, st *sessionState, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
-	var ready chan struct{}
-	if q != nil {
-		ready = q.ready
-		defer func() {
-			st.mu.Lock()
-			l.leave(q)
-			st.mu.Unlock()
-		}()
+// view returns the session's events: those of the run in flight in this
+// host, with its live view, else the ledger loaded from storage.
+func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {
+	if events, l, ok := s.h.snapshotLive(s.id); ok {
+		return events, []ledger.Live{l}, nil
 	}
-	for {
-		select {
-		case wr := <-w.ch:
-			if q != nil {
-				q.drain(onProgress)
-			}
-			return wr, nil
-		case <-ready:
-			q.drain(onProgress)
-		case <-ctx.Done():
-			return waitResult{}, ctx.Err()
-		}
-	}
+	events, err := s.h.store.Load(ctx, s.id)
+	return events, nil, err
 }

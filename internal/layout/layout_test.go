@@ -20,9 +20,10 @@ var allowed = map[string][]string{
 	"storage/file":        {"storage", "host/ledger"},
 	"storage/storagetest": {"storage", "host/ledger"},
 	"storage/redis":       {"storage", "host/ledger"},
-	"host":                {"host/ledger", "host/provider", "storage"},
+	"host/internal/hub":   {},
+	"host":                {"host/ledger", "host/provider", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/ledger", "host/provider", "storage"},
+	"plugins":             {"host", "host/ledger", "host/provider", "host/internal/hub", "storage"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
