@@ -111,6 +111,11 @@ var (
 	ErrInvalidInput = errors.New("host: invalid input")
 	// ErrClosed is returned by a Host used after Close.
 	ErrClosed = errors.New("host: closed")
+	// ErrSlowSubscriber is returned by [Subscription.Next] to a subscriber
+	// that fell too far behind the run's progress: it was dropped rather
+	// than waited for, and may subscribe again after the last
+	// [Progress.Seq] it read.
+	ErrSlowSubscriber = errors.New("host: subscriber fell behind and was dropped")
 )
 
 // Host runs agents over durable session ledgers. It is safe for concurrent
@@ -393,22 +398,16 @@ type sessionKey struct {
 // when no run of the session is in flight in this host, or one was already
 // asked to stop. The run ends cancelled, durably (see [Session.Send]).
 func (h *Host) Cancel(sessionID, reason string) bool {
-	if reason == "" {
-		reason = "cancelled"
-	}
-	var cancels []context.CancelCauseFunc
+	cancelled := false
 	for _, st := range h.states(sessionID) {
 		st.mu.Lock()
-		if r := st.cur; r != nil && !r.cancelRequested {
-			r.cancelRequested = true
-			cancels = append(cancels, r.cancel)
-		}
+		r := st.cur
 		st.mu.Unlock()
+		if r != nil && r.requestCancel(reason) {
+			cancelled = true
+		}
 	}
-	for _, cancel := range cancels {
-		cancel(&CancelledError{Reason: reason})
-	}
-	return len(cancels) > 0
+	return cancelled
 }
 
 // states returns the states of the sessions named id in the table: the one

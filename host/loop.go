@@ -409,6 +409,22 @@ func (r *run) othersLocked(own string) bool {
 	return false
 }
 
+// requestCancel asks the run to stop, with reason; it returns true only when
+// this call newly asked.
+func (r *run) requestCancel(reason string) bool {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	r.st.mu.Lock()
+	first := !r.cancelRequested
+	r.cancelRequested = true
+	r.st.mu.Unlock()
+	if first {
+		r.cancel(&CancelledError{Reason: reason})
+	}
+	return first
+}
+
 // stopped reports whether the run's context ended, deciding first the fate
 // of a run whose bound caller has just stopped.
 func (r *run) stopped() bool {

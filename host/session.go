@@ -2,13 +2,10 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
-	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -47,6 +44,20 @@ type SendOptions struct {
 	// receives that run's events from the moment the message is queued —
 	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
+}
+
+// StartOptions tunes one [Session.Start]. The zero value is usable.
+type StartOptions struct {
+	// Parts is content sent after the text (images, audio, files).
+	// Default: none.
+	Parts []ledger.Part
+	// RequestID is the caller's id for this message, recorded with it: a
+	// message started again with the same RequestID is not appended
+	// again (see [Session.Send]). Default: none.
+	RequestID string
+	// Agent runs this message instead of the host's Options.Agent, when
+	// it starts a run. Default: nil.
+	Agent *Agent
 }
 
 // Accepted tells a sender that its message is durable.
@@ -108,6 +119,25 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 	return s.send(ctx, text, opts, nil)
 }
 
+// Start appends a user message to the session and returns once it is
+// durable, with a handle on the run that answers it: a run Start starts
+// for it (and for every message still pending), or the run in flight (in
+// this host, or in another sharing the storage), which folds it in at its
+// next step boundary. A message started with the RequestID of an earlier
+// one is not appended again: the handle is on the earlier message.
+//
+// The run is the host's. ctx bounds Start only (the append, and waiting
+// for a run that is ending): never the run, which only [Run.Cancel] (or
+// [Host.Cancel]), the host's shutdown, a lost lease or its own end stop.
+// Follow it with [Run.Subscribe] and [Run.Wait]; [Session.Send] is Start
+// then Wait, with its context bound to the run.
+//
+// The error is non-nil only when the message could not be accepted:
+// nothing was appended (see [ErrInvalidInput]).
+func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
+	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
+}
+
 // send is Send with hooks that steer the run the message starts (when it
 // starts one; a message queued into a run in flight joins that run as it
 // is).
@@ -124,30 +154,6 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 		opts.OnAccepted(Accepted{MessageID: r.msgID, RunID: r.acceptedRun})
 	}
 	return r.wait(ctx, opts.OnProgress)
-}
-
-// Run is a caller's handle on the run that answers its message.
-type Run struct {
-	h    *Host
-	sess *Session
-
-	msgID       string
-	accepted    bool   // this call made the message durable
-	acceptedRun string // the run named when it was accepted ("" when another host leads)
-
-	// w is the message's place in a run of this host; nil while another
-	// host leads the session (the outcome is then read from the ledger).
-	w *waiter
-	// bound is the run this caller started and whose fate its context
-	// decides (see Session.Send); nil when it joined a run or only waits.
-	bound *run
-
-	// What (re-)entering the session needs.
-	agent     Agent
-	requestID string
-	hooks     *runHooks
-	newInput  func(runID string) (ledger.Event, error)
-	bind      context.Context // the context bound to a run this caller starts; nil: none
 }
 
 // start makes the message durable and starts a run for it, or queues it into
@@ -189,272 +195,6 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 		r.bind = ctx
 	}
 	return r, r.enter(ctx)
-}
-
-// enter puts the message into the session: into the run in flight in this
-// host, or into a run it starts; when another host leads the session, the
-// message is queued for that host's run (the outcome is then read from the
-// ledger). The message may be durable already (r.msgID set): then enter
-// only finds the run that answers it.
-func (r *Run) enter(ctx context.Context) error {
-	h := r.h
-	st, err := h.ref(r.sess)
-	if err != nil {
-		return err
-	}
-	defer h.unref(st)
-	for {
-		st.appendMu.Lock()
-		st.mu.Lock()
-		cur := st.cur
-		join := cur != nil && !cur.ending
-		lead := !join && !st.busy
-		var changed <-chan struct{}
-		if lead {
-			st.busy = true
-		} else if !join {
-			changed = st.changedLocked()
-		}
-		st.mu.Unlock()
-
-		switch {
-		case join:
-			err := r.joinLocked(ctx, cur)
-			st.appendMu.Unlock()
-			return err
-		case !lead:
-			// A run is ending, or a resume is setting one up: wait for
-			// the session to change, then look again.
-			st.appendMu.Unlock()
-			select {
-			case <-changed:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		err := r.leadLocked(ctx, st)
-		st.appendMu.Unlock()
-		if !errors.Is(err, ErrLeadElsewhere) {
-			return err
-		}
-		// Another host leads the session's run: queue the message for it
-		// to fold in, and learn the outcome from the ledger.
-		if r.msgID == "" {
-			input, err := r.newInput("")
-			if err != nil {
-				return err
-			}
-			if err := h.queueRemote(ctx, st, input); err != nil {
-				return err
-			}
-			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
-		}
-		r.w = nil
-		return nil
-	}
-}
-
-// joinLocked queues the message into cur, the run in flight, when it is not
-// durable yet, and waits for cur's answer. st.appendMu is held.
-func (r *Run) joinLocked(ctx context.Context, cur *run) error {
-	if r.msgID == "" {
-		if id, res, done := requestSeen(cur.view(), r.requestID); id != "" {
-			r.msgID = id
-			if done {
-				r.w = answeredWaiter(res)
-				return nil
-			}
-		} else {
-			input, err := r.newInput("")
-			if err != nil {
-				return err
-			}
-			if err := cur.writeLocked(ctx, input); err != nil {
-				return fmt.Errorf("host: append message: %w", err)
-			}
-			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
-		}
-	}
-	r.w = cur.addWaiter(r.msgID, r.agent)
-	return nil
-}
-
-// leadLocked starts a run for the message and every message still pending,
-// with the session claimed (busy) and st.appendMu held; it hands the claim
-// to the run, or gives it back when it starts none. It returns
-// ErrLeadElsewhere when another host holds the session's lease.
-func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
-	h := r.h
-	launched := false
-	defer func() {
-		if !launched {
-			st.free()
-		}
-	}()
-	// With several hosts on the store, lead the session only under its
-	// lease; the ledger loaded after taking it is the whole truth.
-	lease, err := h.takeLease(ctx, st)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if lease != nil && !launched {
-			lease.Release(context.WithoutCancel(ctx))
-		}
-	}()
-	events, err := st.store.Load(ctx, st.key.id)
-	if err != nil {
-		return fmt.Errorf("host: load session %s: %w", st.key.id, err)
-	}
-	if r.msgID == "" {
-		if id, res, done := requestSeen(events, r.requestID); id != "" {
-			r.msgID = id
-			if done {
-				r.w = answeredWaiter(res)
-				return nil
-			}
-		}
-	}
-	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
-	inputs := ledger.PendingInputs(events)
-	var batch []ledger.Event
-	// A run left open by a process that died (and not resumed yet) is
-	// superseded: the new run's model sees its passes, and no resume will
-	// re-run it after this one.
-	for _, open := range ledger.OpenRuns(events) {
-		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
-			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
-	}
-	fresh := r.msgID == ""
-	if fresh {
-		input, err := r.newInput(nr.id)
-		if err != nil {
-			return err
-		}
-		batch = append(batch, input)
-		inputs = append(inputs, input.Input.MessageID)
-		r.msgID = input.Input.MessageID
-	} else if !slices.Contains(inputs, r.msgID) {
-		// Another run answered the message meanwhile.
-		if res, ok := resultFor(events, r.msgID); ok {
-			r.w = answeredWaiter(res)
-			return nil
-		}
-		return fmt.Errorf("host: message %s is neither pending nor answered", r.msgID)
-	}
-	batch = append(batch, nr.startEvent(inputs, time.Now().UTC()))
-	if err := nr.writeLocked(ctx, batch...); err != nil {
-		if fresh {
-			r.msgID = ""
-		}
-		return fmt.Errorf("host: append message: %w", err)
-	}
-	if fresh {
-		r.accepted, r.acceptedRun = true, nr.id
-	}
-	r.w = nr.addWaiter(r.msgID, r.agent)
-	if r.bind != nil {
-		nr.bindTo(r.bind, r.msgID)
-		r.bound = nr
-	}
-	launched = true
-	h.launch(nr, (*run).loop)
-	return nil
-}
-
-// wait waits for the run that answers the message to end, handing its
-// progress to onProgress (when set) in this goroutine meanwhile: every
-// event up to the run's end is delivered before it returns. When ctx ends,
-// a run this caller started is cancelled unless other callers' messages
-// wait in it (see Session.Send); otherwise wait returns ctx.Err().
-func (r *Run) wait(ctx context.Context, onProgress func(Progress)) (RunResult, error) {
-	for {
-		if r.w == nil {
-			// Another host leads the session: wait for the ledger to
-			// change, then look again (its run may have ended without
-			// the message, or this host may lead now).
-			st, err := r.h.ref(r.sess)
-			if err != nil {
-				return RunResult{MessageID: r.msgID}, err
-			}
-			err = r.h.waitRemote(ctx, st)
-			r.h.unref(st)
-			if err == nil {
-				err = r.enter(ctx)
-			}
-			if err != nil {
-				return RunResult{MessageID: r.msgID}, err
-			}
-			continue
-		}
-		res, err, again := r.await(ctx, onProgress)
-		if !again {
-			return res, err
-		}
-		// The run ended without the message, and no successor took it:
-		// find it a run.
-		r.w, r.bound = nil, nil
-		if err := r.enter(ctx); err != nil {
-			return RunResult{MessageID: r.msgID}, err
-		}
-	}
-}
-
-// await waits for the waiter's answer, relaying progress.
-func (r *Run) await(ctx context.Context, onProgress func(Progress)) (RunResult, error, bool) {
-	w := r.w
-	if onProgress == nil {
-		select {
-		case <-w.done:
-			return w.res, w.err, w.again
-		case <-ctx.Done():
-			if !r.abandon() {
-				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
-			}
-			<-w.done
-			return w.res, w.err, w.again
-		}
-	}
-	cur, after := w.position()
-	if cur == nil { // answered already
-		<-w.done
-		return w.res, w.err, w.again
-	}
-	sub := cur.hub.Subscribe(after)
-	defer func() { sub.Close() }()
-	waitCtx := ctx
-	for {
-		e, off, err := sub.Next(waitCtx)
-		switch {
-		case err == nil:
-			onProgress(cur.progress(e, off))
-		case errors.Is(err, hub.ErrDropped):
-			sub = cur.hub.Subscribe(sub.Offset()) // pick up where it left
-		case errors.Is(err, io.EOF):
-			// The run's progress is over: the message was answered, or
-			// moved on to the successor run that answers it.
-			next, after := w.position()
-			if next == nil || next == cur {
-				<-w.done
-				return w.res, w.err, w.again
-			}
-			cur = next
-			sub = cur.hub.Subscribe(after)
-		default: // ctx ended
-			if !r.abandon() {
-				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
-			}
-			// The run was cancelled for this caller: relay its end.
-			waitCtx = context.WithoutCancel(ctx)
-		}
-	}
-}
-
-// abandon decides, for a caller whose context ended, whether the run it
-// started is cancelled (true) or goes on without it (false).
-func (r *Run) abandon() bool {
-	return r.bound != nil && r.bound.checkBound()
 }
 
 // requestSeen looks for a message sent before with the same request id:
