@@ -10,64 +10,12 @@ import (
 	"github.com/agentichost/agentic/host/provider"
 )
 
-// Compaction configures how the host keeps a session within the model's
-// context window: when the prompt of a pass reaches Limit of the window, the
-// older turns are summarised, by the model, into a hand-off note that stands
-// for them from then on. The transcript never shows the note; the model's
-// replay does.
-type Compaction struct {
-	// Limit is the fraction of the context window at which to compact,
-	// measured on the provider-reported prompt and completion tokens of
-	// the last pass. Default: 0, which means 0.8.
-	Limit float64
-	// KeepRecent is the number of most recent user messages and model
-	// passes kept verbatim after a compaction. Default: 0, which means 4.
-	KeepRecent int
-	// ContextWindow is the window, in tokens, of models the provider's
-	// model list does not name. Default: 0, which means none: compaction
-	// then happens only when the provider reports a context overflow.
-	ContextWindow int
-	// Instructions tell the model how to write the hand-off note.
-	// Default: [DefaultCompactionInstructions].
-	Instructions string
-}
-
-// DefaultCompactionInstructions ask the model for a hand-off note.
-const DefaultCompactionInstructions = `Your conversation is about to be compacted: everything above this message will be replaced by the note you write now, and you will continue from it.
-Write a hand-off note to yourself. Keep every fact the user gave (names, numbers, codes, dates, preferences), every decision made, what was done with which tools and their key results, the task in progress and what remains to do. Describe images, audio and files that matter in words. Write only the note.`
-
-// The defaults of [Compaction].
-const (
-	DefaultCompactionLimit = 0.8
-	DefaultKeepRecent      = 4
-)
+// Compaction: when a session nears the model's context window, the older
+// turns are summarised into a hand-off note that stands for them.
 
 // compactionMarker starts the system prompt of a compaction request, so
 // that a model (or a test's fake one) can tell it from a turn.
 const compactionMarker = "[compaction] "
-
-func (c Compaction) normalized() (Compaction, error) {
-	if c.Limit == 0 {
-		c.Limit = DefaultCompactionLimit
-	}
-	if c.KeepRecent == 0 {
-		c.KeepRecent = DefaultKeepRecent
-	}
-	if c.Instructions == "" {
-		c.Instructions = DefaultCompactionInstructions
-	}
-	var errs []error
-	if c.Limit <= 0 || c.Limit > 1 {
-		errs = append(errs, fmt.Errorf("host: Compaction.Limit %v is not in (0, 1]", c.Limit))
-	}
-	if c.KeepRecent < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.KeepRecent %d is negative", c.KeepRecent))
-	}
-	if c.ContextWindow < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.ContextWindow %d is negative", c.ContextWindow))
-	}
-	return c, errors.Join(errs...)
-}
 
 // contextWindower is implemented by models that know their context window
 // (provider.Client does, from the provider's model list).

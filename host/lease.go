@@ -26,12 +26,6 @@ import (
 // and waits: the leader folds it into its run, woken through
 // storage.Watcher; the sender learns the outcome from the ledger.
 
-// DefaultLeaseTTL is the session lease's time to live when
-// Options.LeaseTTL is 0.
-const DefaultLeaseTTL = 15 * time.Second
-
-var ErrLeadElsewhere = errors.New("host: another host leads the session")
-
 // pollInterval paces a sender waiting on another host's run when the store
 // cannot watch sessions.
 const pollInterval = 250 * time.Millisecond
@@ -120,27 +114,6 @@ func (h *Host) watchRemote(st *sessionState) (stop func()) {
 		}
 	}()
 	return cancel
-}
-
-// reloadIfStale replaces the run's view of the ledger with storage's when
-// another host may have appended to it. The session's appendMu is held.
-func (r *run) reloadIfStale() error {
-	if !r.st.stale.Swap(false) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-	defer cancel()
-	events, err := r.st.store.Load(ctx, r.sessionID)
-	if err != nil {
-		r.st.stale.Store(true)
-		return err
-	}
-	r.st.mu.Lock()
-	if len(events) >= len(r.events) {
-		r.events = events
-	}
-	r.st.mu.Unlock()
-	return nil
 }
 
 // waitRemote waits for a change to the session that another host makes:

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -18,10 +16,10 @@ import (
 	"github.com/agentichost/agentic/storage"
 )
 
-// appendTimeout bounds one ledger append of a run. Appends run detached from
-// any caller's context: work that finished (a paid-for model pass, a tool
-// that ran) is recorded even when a caller has just given up.
-const appendTimeout = 30 * time.Second
+// The agent loop: a run goes live on a goroutine of the host's, makes model
+// passes (with retries of transient failures), runs their tools, and ends.
+// The loop is a function of the ledger: every pass replays the events
+// appended so far.
 
 // run is one execution of the agent loop over a session's ledger. The loop is
 // a function of the ledger: every pass replays the events appended so far.
@@ -61,14 +59,6 @@ type run struct {
 	// How the run ended, once it has (see end).
 	res RunResult
 	err error
-}
-
-// liveView is the item a run streams into: the text and reasoning streamed
-// so far, counted in code points for the next delta's offset.
-type liveView struct {
-	responseID              string
-	text, reasoning         []byte
-	textRunes, reasonsRunes int
 }
 
 // outcome is how a run's loop ended: its status and reason, or the error
@@ -196,217 +186,6 @@ func (r *run) taskRecord() *ledger.TaskRun {
 		return nil
 	}
 	return r.hooks.task
-}
-
-func (r *run) newEvent(kind ledger.Kind) ledger.Event {
-	return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: time.Now().UTC(), RunID: r.id}
-}
-
-// view returns the run's view of the ledger. The ledger is append-only: the
-// slice up to its length never changes.
-func (r *run) view() []ledger.Event {
-	r.st.mu.Lock()
-	defer r.st.mu.Unlock()
-	return r.events[:len(r.events):len(r.events)]
-}
-
-// append makes the run's own events durable, detached from every caller,
-// bounded by appendTimeout.
-func (r *run) append(evs ...ledger.Event) error {
-	r.st.appendMu.Lock()
-	defer r.st.appendMu.Unlock()
-	return r.appendLocked(evs...)
-}
-
-// appendLocked is append with the session's appendMu held.
-func (r *run) appendLocked(evs ...ledger.Event) error {
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-	defer cancel()
-	return r.writeLocked(ctx, evs...)
-}
-
-// writeLocked makes events durable (through the run's lease, when it holds
-// one), then adds them to the run's view of the ledger, which transcripts
-// and queued sends read. It is the one place events of a run in flight are
-// appended. The session's appendMu is held.
-func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
-	var err error
-	if r.lease != nil {
-		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
-	} else {
-		err = r.st.store.Append(ctx, r.sessionID, evs...)
-	}
-	if err != nil {
-		return err
-	}
-	r.st.mu.Lock()
-	r.events = append(r.events, evs...)
-	r.st.mu.Unlock()
-	return nil
-}
-
-// sync reloads the run's view of the ledger from storage when another host
-// may have queued a message.
-func (r *run) sync() {
-	r.st.appendMu.Lock()
-	defer r.st.appendMu.Unlock()
-	if err := r.reloadIfStale(); err != nil {
-		r.h.log.Warn("cannot reload the session; going on with what this host saw", "session", r.sessionID, "err", err)
-	}
-}
-
-// publish sends p to the run's progress subscribers.
-func (r *run) publish(p Progress) {
-	if p.ResponseID == "" {
-		p.ResponseID = r.responseID
-	}
-	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
-	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" {
-		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason}
-	}
-	r.hub.Publish(e)
-}
-
-// event is a progress event as a run's hub keeps it: compact, since a run
-// publishes one per streamed fragment; the ids that every event of the run
-// shares are added on the way out (see progress).
-type event struct {
-	typ        ProgressType
-	responseID string
-	delta      string
-	offset     int
-	more       *eventMore // what the rarer events carry
-}
-
-type eventMore struct {
-	tool   *ToolInfo
-	retry  *RetryInfo
-	status ledger.RunStatus
-	reason string
-}
-
-// progress returns the event e of the run, published at offset seq.
-func (r *run) progress(e event, seq int) Progress {
-	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
-	if m := e.more; m != nil {
-		p.Tool, p.Retry, p.Status, p.Reason = m.tool, m.retry, m.status, m.reason
-	}
-	return p
-}
-
-// waiter is a message waiting for the run that answers it.
-type waiter struct {
-	msgID string
-	agent Agent // the agent its sender asked for: a successor started for it runs it
-	st    *sessionState
-	done  chan struct{} // closed once res, err and again are set
-
-	res   RunResult
-	err   error
-	again bool // the run ended without the message, and no successor took it
-
-	// Guarded by st.mu:
-	run   *run // the run meant to answer it
-	after int  // the progress offset it came in at
-}
-
-// answeredWaiter returns a waiter whose message was answered already.
-func answeredWaiter(res RunResult) *waiter {
-	w := &waiter{msgID: res.MessageID, res: res, done: make(chan struct{})}
-	close(w.done)
-	return w
-}
-
-// position returns the run meant to answer the message, and the progress
-// offset the waiter came in at; nil for a message answered before.
-func (w *waiter) position() (*run, int) {
-	if w.st == nil {
-		return nil, 0
-	}
-	w.st.mu.Lock()
-	defer w.st.mu.Unlock()
-	return w.run, w.after
-}
-
-// runID returns the id of the run meant to answer the message.
-func (w *waiter) runID() string {
-	if r, _ := w.position(); r != nil {
-		return r.id
-	}
-	return w.res.RunID
-}
-
-// addWaiter registers a wait for the run's answer to msgID, from the
-// progress published so far on.
-func (r *run) addWaiter(msgID string, agent Agent) *waiter {
-	w := &waiter{msgID: msgID, agent: agent, st: r.st, done: make(chan struct{}), run: r}
-	r.st.mu.Lock()
-	w.after = r.hub.Len()
-	r.waiters = append(r.waiters, w)
-	r.st.mu.Unlock()
-	return w
-}
-
-// binding ties a run to the context of the caller that started it (see
-// Session.Send).
-type binding struct {
-	ctx       context.Context
-	msgID     string
-	decided   bool // the caller's context ended and its fate was decided
-	cancelled bool // … and it cancelled the run
-	stop      func() bool
-}
-
-// callerGone is the cause of a run's context when the caller bound to it
-// stopped: err is its context's error, cause its cause.
-type callerGone struct{ err, cause error }
-
-func (e *callerGone) Error() string { return "the caller stopped waiting: " + e.err.Error() }
-
-// bindTo binds the run to ctx, the context of the caller that started it
-// for its message msgID.
-func (r *run) bindTo(ctx context.Context, msgID string) {
-	if ctx.Done() == nil {
-		return // a context that never ends binds nothing
-	}
-	b := &binding{ctx: ctx, msgID: msgID}
-	r.bound = b
-	b.stop = context.AfterFunc(ctx, func() { r.checkBound() })
-}
-
-// checkBound decides, once the bound caller's context has ended, whether
-// the run is cancelled (true) or goes on without that caller (false):
-// cancelled unless the run holds another caller's message — queued into it,
-// pending, or folded in already.
-func (r *run) checkBound() bool {
-	b := r.bound // set before the run went live, never changed since
-	if b == nil || b.ctx.Err() == nil {
-		return false
-	}
-	r.st.mu.Lock()
-	if !b.decided {
-		b.decided = true
-		b.cancelled = !r.othersLocked(b.msgID)
-	}
-	cancelled := b.cancelled
-	r.st.mu.Unlock()
-	if cancelled {
-		r.cancel(&callerGone{err: b.ctx.Err(), cause: context.Cause(b.ctx)})
-	}
-	return cancelled
-}
-
-// othersLocked reports whether the run holds a message other than own:
-// one it answers, or one pending in the session. The session's mu is held.
-func (r *run) othersLocked(own string) bool {
-	for _, ids := range [][]string{runInputs(r.events, r.id), ledger.PendingInputs(r.events)} {
-		for _, id := range ids {
-			if id != own {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // requestCancel asks the run to stop, with reason; it returns true only when
@@ -639,63 +418,6 @@ func (r *run) stream(req provider.Request) (provider.Result, streamTries, error)
 	return res, t, err
 }
 
-// deltaSink takes the deltas of one model call into the live view and the
-// progress stream. A Model may call it from any goroutine, even
-// concurrently; deltas are taken one at a time, in the order they come, and
-// only until the call that was given the sink returns: a late delta of an
-// attempt that gave up belongs to no item any more, and is dropped.
-type deltaSink struct {
-	r    *run
-	mu   sync.Mutex // held while a delta is taken, so that close waits for it
-	open bool
-}
-
-func (s *deltaSink) add(d provider.Delta) {
-	var typ ProgressType
-	switch d.Kind {
-	case provider.DeltaText:
-		typ = ProgressText
-	case provider.DeltaReasoning:
-		typ = ProgressReasoning
-	default:
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.open {
-		return
-	}
-	r := s.r
-	r.st.mu.Lock()
-	l := &r.live
-	var offset int
-	if typ == ProgressText {
-		offset = l.textRunes
-		l.text = append(l.text, d.Text...)
-		l.textRunes += utf8.RuneCountInString(d.Text)
-	} else {
-		offset = l.reasonsRunes
-		l.reasoning = append(l.reasoning, d.Text...)
-		l.reasonsRunes += utf8.RuneCountInString(d.Text)
-	}
-	r.st.mu.Unlock()
-	r.publish(Progress{Type: typ, Delta: d.Text, Offset: offset})
-}
-
-// close stops the sink, once any delta being taken is.
-func (s *deltaSink) close() {
-	s.mu.Lock()
-	s.open = false
-	s.mu.Unlock()
-}
-
-// resetLive points the live view at the item responseID, with no text yet.
-func (r *run) resetLive(responseID string) {
-	r.st.mu.Lock()
-	r.live = liveView{responseID: responseID}
-	r.st.mu.Unlock()
-}
-
 // runHooks let a caller of the loop steer a run (tasks use them). Both are
 // called from the run's goroutine.
 type runHooks struct {
@@ -792,128 +514,6 @@ func truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// priorCalls is what the ledger says of a pass's tool calls when a resumed
-// run answers them: the calls answered already, and the intents recorded
-// (tool-start events) of calls with an external effect.
-type priorCalls struct {
-	answered map[string]bool
-	started  map[string]*ledger.ToolStart
-}
-
-// runTools answers a pass's tool calls in order, persisting each result as
-// it comes. Once the run is stopped, the calls not yet run get a synthetic
-// result saying so, so that every call the model made is answered — unless
-// the host is closing: then nothing more is recorded, and the resumed run
-// answers them. A resumed run (prior set) skips the calls answered already,
-// and does not run again a call of a tool with an external effect whose
-// intent was recorded, unless the tool is idempotent: the model gets an
-// "outcome unknown" result instead. The error is non-nil only when the
-// ledger could not be written.
-func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) error {
-	for _, c := range calls {
-		if prior != nil && prior.answered[c.ID] {
-			continue
-		}
-		if shutDown(r.ctx) {
-			return ErrClosed
-		}
-		if r.stopped() {
-			if err := r.appendResult(c, "error: the run was cancelled before this tool call ran", true); err != nil {
-				return err
-			}
-			continue
-		}
-		if prior != nil {
-			if ts := prior.started[c.ID]; ts != nil && !ts.Idempotent {
-				msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
-				if err := r.appendResult(c, msg, true); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if err := r.runTool(c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *run) runTool(c ledger.ToolCall) error {
-	ctx := r.ctx
-	input := json.RawMessage(c.Arguments)
-	if len(input) == 0 {
-		input = json.RawMessage(`{}`)
-	}
-	progressInput := input
-	if !json.Valid(input) {
-		progressInput, _ = json.Marshal(c.Arguments)
-	}
-	r.publish(Progress{Type: ProgressToolStart, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput}})
-
-	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name}
-	started := time.Now()
-	tool, known := r.tools[c.Name]
-	switch {
-	case !known:
-		result.IsError, result.Output = true, fmt.Sprintf("error: there is no tool named %q", c.Name)
-	case !json.Valid(input):
-		result.IsError, result.Output = true, fmt.Sprintf("error: the arguments are not valid JSON: %s", c.Arguments)
-	default:
-		spec := tool.Spec()
-		if spec.Effect == EffectExternal {
-			e := r.newEvent(ledger.KindToolStart)
-			e.ToolStart = &ledger.ToolStart{CallID: c.ID, Name: c.Name, Effect: string(spec.Effect), Idempotent: spec.Idempotent}
-			if err := r.append(e); err != nil {
-				return err
-			}
-		}
-		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
-		if shutDown(ctx) {
-			// Stopped by the host's shutdown: as after a crash, the call
-			// has no result, and the resumed run decides (its effect and
-			// idempotency) whether it runs again.
-			return ErrClosed
-		}
-		// The ledger carries text as UTF-8: invalid bytes from a tool
-		// become U+FFFD here rather than fail the append.
-		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
-		if err != nil {
-			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
-		} else {
-			result.Output = strings.ToValidUTF8(out.Output, "\uFFFD")
-		}
-	}
-	result.DurationMS = time.Since(started).Milliseconds()
-	e := r.newEvent(ledger.KindToolResult)
-	e.ToolResult = result
-	if err := r.append(e); err != nil {
-		return err
-	}
-	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,
-		Output: result.Output, IsError: result.IsError}})
-	return nil
-}
-
-// appendResult records a synthetic tool result the host made up.
-func (r *run) appendResult(c ledger.ToolCall, output string, isError bool) error {
-	e := r.newEvent(ledger.KindToolResult)
-	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true}
-	if err := r.append(e); err != nil {
-		return err
-	}
-	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: json.RawMessage(argsOrEmpty(c.Arguments)),
-		Output: output, IsError: isError}})
-	return nil
-}
-
-func argsOrEmpty(args string) string {
-	if args == "" || !json.Valid([]byte(args)) {
-		return "{}"
-	}
-	return args
-}
-
 // end records the run's end (unless o.err says the ledger cannot take it:
 // then the run stays open in the ledger, interrupted and resumable), tells
 // the waiters, and closes the run's progress. Messages still pending get one
@@ -1000,35 +600,6 @@ func (r *run) end(o outcome) *run {
 	return next
 }
 
-// successorLocked starts the run that answers the messages still pending
-// after this run's end, if any: its run-start lists them all. The session's
-// appendMu is held.
-func (r *run) successorLocked() *run {
-	events := r.view()
-	pending := ledger.PendingInputs(events)
-	if len(pending) == 0 || r.h.stopping.Load() {
-		return nil
-	}
-	// The agent the first waiting sender asked for; the host's for
-	// messages no sender here waits on.
-	agent := r.h.agent
-	r.st.mu.Lock()
-	for _, w := range r.waiters {
-		if slices.Contains(pending, w.msgID) {
-			agent = w.agent
-			break
-		}
-	}
-	r.st.mu.Unlock()
-	next := r.h.newRun(r.st, ledger.NewID("run"), agent, nil, r.lease, events)
-	if err := next.appendLocked(next.startEvent(pending, time.Now().UTC())); err != nil {
-		r.h.log.Error("cannot start a run for the messages left pending; a resume will answer them",
-			"session", r.sessionID, "err", err)
-		return nil
-	}
-	return next
-}
-
 // unrecordedFolds returns the messages the current pass folded in when no
 // step of the run records them.
 func (r *run) unrecordedFolds() []string {
@@ -1043,33 +614,4 @@ func (r *run) unrecordedFolds() []string {
 		}
 	}
 	return out
-}
-
-// answeredBy returns the messages the run runID picked up, per events.
-func answeredBy(events []ledger.Event, runID string) map[string]bool {
-	picked := map[string]bool{}
-	for _, id := range runInputs(events, runID) {
-		picked[id] = true
-	}
-	return picked
-}
-
-// runInputs returns the messages the run runID picked up, in order: those
-// of its run-start, of its steps and of its run-end.
-func runInputs(events []ledger.Event, runID string) []string {
-	var ids []string
-	for _, e := range events {
-		if e.RunID != runID {
-			continue
-		}
-		switch {
-		case e.RunStart != nil:
-			ids = append(ids, e.RunStart.Inputs...)
-		case e.Step != nil:
-			ids = append(ids, e.Step.Inputs...)
-		case e.RunEnd != nil:
-			ids = append(ids, e.RunEnd.Inputs...)
-		}
-	}
-	return ids
 }

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 
-// ErrNothingToResume is returned by Resume for a session whose ledger holds
-// no interrupted run.
-var ErrNothingToResume = errors.New("host: no interrupted run to resume")
+// Crash recovery: re-driving a run whose process died (a run-start without
+// a run-end), where the ledger says it stopped.
 
 // ResumeAction is what to do with an interrupted run.
 type ResumeAction string
@@ -42,304 +40,6 @@ type Interrupted struct {
 	StartedAt time.Time
 	// Task is the task the run works on, nil for an ordinary run.
 	Task *ledger.TaskRun
-}
-
-// AutoResume configures the host's boot sweep: on [New], the host lists the
-// sessions of its storage (which must implement storage.Lister) and
-// re-drives every run that was interrupted (a run-start without a run-end).
-type AutoResume struct {
-	// AgentFor returns the agent that resumes a session. Default: nil,
-	// which means Options.Agent.
-	AgentFor func(ctx context.Context, sessionID string) (Agent, error)
-	// MaxAttempts bounds the resume attempts of one run, counted in the
-	// ledger, so that a run that crashes the process on every resume
-	// cannot wedge the boot in a loop: past the bound, the sweep leaves
-	// the run interrupted (its input kept) for a manual [Host.Resume].
-	// Default: 0, which means 3.
-	MaxAttempts int
-	// MaxConcurrent bounds the resumed runs in flight at once, over every
-	// sweep of the host: a sweep waits for a free slot before it resumes
-	// another run. Default: 0, which means 4.
-	MaxConcurrent int
-	// Stagger is the pause between starting two resumes, to spread the
-	// load on the provider after a restart. Default: 0, none.
-	Stagger time.Duration
-	// OnInterrupted chooses what to do with each interrupted run. An
-	// error, a panic or an unknown action falls back to ActionResume.
-	// Default: nil, which means ActionResume.
-	OnInterrupted func(ctx context.Context, run Interrupted) (ResumeAction, error)
-	// OnResumed is told how each resumed run ended (res.Status, or err
-	// when the ledger could not be written). Default: nil.
-	OnResumed func(sessionID string, res RunResult, err error)
-	// Interval repeats the sweep while the host lives, so that the runs
-	// of a host that died are resumed by the others once its leases
-	// lapse. A sweep never waits for the runs it resumed to end, so a
-	// long run does not hold back the next sweep. Default: 0, which means Options.LeaseTTL when the storage has
-	// leases (several hosts share it), else no repeat; -1 disables it.
-	Interval time.Duration
-}
-
-// The defaults of [AutoResume].
-const (
-	DefaultResumeAttempts = 3
-	DefaultMaxConcurrent  = 4
-)
-
-func (a AutoResume) normalized() (AutoResume, error) {
-	var errs []error
-	if a.MaxAttempts == 0 {
-		a.MaxAttempts = DefaultResumeAttempts
-	}
-	if a.MaxConcurrent == 0 {
-		a.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if a.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.MaxAttempts %d is negative", a.MaxAttempts))
-	}
-	if a.MaxConcurrent < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.MaxConcurrent %d is negative", a.MaxConcurrent))
-	}
-	if a.Interval < -1 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.Interval %s is negative (use -1 to disable)", a.Interval))
-	}
-	if a.Stagger < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.Stagger %s is negative", a.Stagger))
-	}
-	return a, errors.Join(errs...)
-}
-
-// SweepReport tells what a sweep found and did.
-type SweepReport struct {
-	// Sessions is the number of sessions listed.
-	Sessions int
-	// Interrupted is the number of sessions found with an interrupted run
-	// or queued messages no run picked up.
-	Interrupted int
-	// Resumed, Restarted and Failed count the runs given each action.
-	Resumed, Restarted, Failed int
-	// Reconciled counts runs whose cancellation had been recorded but not
-	// their end: they were closed as cancelled, never re-driven.
-	Reconciled int
-	// GaveUp counts runs left interrupted because their resume attempts
-	// reached AutoResume.MaxAttempts.
-	GaveUp int
-	// Skipped counts sessions already running in this host.
-	Skipped int
-	// Errors counts sessions that could not be loaded or resumed.
-	Errors int
-}
-
-// SweepDone is closed when the boot sweep of [Options.AutoResume] has
-// finished starting and running its resumes (at once when AutoResume is
-// off). [Host.LastSweep] then reports what it did.
-func (h *Host) SweepDone() <-chan struct{} { return h.sweep }
-
-// LastSweep reports the boot sweep, once [Host.SweepDone] is closed.
-func (h *Host) LastSweep() SweepReport {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sweepRep
-}
-
-// Sweep finds the interrupted runs of every session in storage and re-drives
-// them as Options.AutoResume says, at most MaxConcurrent at once over the
-// whole host. It returns once it has started (or otherwise handled) each of
-// them, without waiting for the runs to end: they are the host's, and
-// AutoResume.OnResumed reports each one's end. A sweep waits only for a
-// free slot when MaxConcurrent resumed runs are in flight. The host runs it
-// at boot when AutoResume is set (and repeats it, see
-// AutoResume.Interval); call it yourself for a sweep on demand (it then
-// needs AutoResume too). The storage must implement storage.Lister.
-func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
-	rep, _, err := h.sweepOnce(ctx)
-	return rep, err
-}
-
-// sweepOnce is Sweep; it also returns a function that waits for the runs
-// the sweep started to end.
-func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
-	var rep SweepReport
-	var runs sync.WaitGroup
-	if h.auto == nil {
-		return rep, runs.Wait, errors.New("host: Sweep needs Options.AutoResume")
-	}
-	lister, ok := h.store.(storage.Lister)
-	if !ok {
-		return rep, runs.Wait, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
-	}
-	ids, err := lister.ListSessions(ctx)
-	if err != nil {
-		return rep, runs.Wait, fmt.Errorf("host: list sessions: %w", err)
-	}
-	rep.Sessions = len(ids)
-	first := true
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			break
-		}
-		events, err := h.store.Load(ctx, id)
-		if err != nil {
-			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
-			rep.Errors++
-			continue
-		}
-		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
-			continue
-		}
-		rep.Interrupted++
-		if h.IsRunning(id) {
-			rep.Skipped++
-			continue
-		}
-		select {
-		case h.resumeSlots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if !first && h.auto.Stagger > 0 {
-			t := time.NewTimer(h.auto.Stagger)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
-		first = false
-		if !h.track() {
-			<-h.resumeSlots
-			break // closed
-		}
-		runs.Add(1)
-		// started tells what the resume did, once its run is under way
-		// (or, when it started none, once it is over).
-		started := make(chan ResumeAction, 2)
-		go func() {
-			defer h.wg.Done()
-			defer runs.Done()
-			defer func() { <-h.resumeSlots }()
-			// The run is the host's, not the sweep's: when the sweep
-			// stops (Close), the run goes on; Close decides its fate.
-			out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
-			started <- out
-			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
-				h.auto.OnResumed(id, res, err)
-			}
-		}()
-		switch <-started {
-		case ActionResume:
-			rep.Resumed++
-		case ActionRestart:
-			rep.Restarted++
-		case ActionFail:
-			rep.Failed++
-		case outcomeReconciled:
-			rep.Reconciled++
-		case outcomeGaveUp:
-			rep.GaveUp++
-		case outcomeSkipped:
-			rep.Skipped++
-		default:
-			rep.Errors++
-		}
-	}
-	return rep, runs.Wait, ctx.Err()
-}
-
-// track counts a goroutine of the host's own in Host.wg, unless the host is
-// closed.
-func (h *Host) track() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return false
-	}
-	h.wg.Add(1)
-	return true
-}
-
-// Outcomes of autoResume besides the actions.
-const (
-	outcomeReconciled ResumeAction = "reconciled"
-	outcomeGaveUp     ResumeAction = "gave-up"
-	outcomeSkipped    ResumeAction = "skipped"
-	outcomeError      ResumeAction = "error"
-)
-
-// autoResume re-drives one session's interrupted run under the sweep's
-// rules. It calls started with the action taken once the run it re-drives
-// is under way (not when it starts none); it returns when the run ended.
-func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAction)) (ResumeAction, RunResult, error) {
-	agent := h.agent
-	if h.auto.AgentFor != nil {
-		a, err := h.auto.AgentFor(ctx, id)
-		if err == nil {
-			a, err = normalizeAgent(a)
-		}
-		if err != nil {
-			h.log.Error("auto-resume: no agent for session", "session", id, "err", err)
-			return outcomeError, RunResult{}, err
-		}
-		agent = a
-	}
-	var out ResumeAction
-	onLive := func() {
-		if out == "" {
-			started(ActionResume) // only queued messages were pending
-		} else {
-			started(out)
-		}
-	}
-	r, res, err := h.resume(ctx, id, agent, nil, onLive, func(ir Interrupted) ResumeAction {
-		if ir.Attempts >= h.auto.MaxAttempts {
-			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
-				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
-			out = outcomeGaveUp
-			return outcomeGaveUp
-		}
-		out = h.chooseAction(ctx, ir)
-		return out
-	})
-	if r != nil {
-		res, err = r.wait(ctx, nil)
-	}
-	switch {
-	case errors.Is(err, ErrNothingToResume), errors.Is(err, ErrLeadElsewhere):
-		return outcomeSkipped, res, nil
-	case errors.Is(err, errReconciled):
-		return outcomeReconciled, res, nil
-	case out == "" && err != nil:
-		return outcomeError, res, err
-	case out == "":
-		out = ActionResume // only queued messages were pending: a run answered them
-	}
-	return out, res, err
-}
-
-// chooseAction asks the OnInterrupted hook, falling back to resume when it
-// errs, panics or answers nonsense.
-func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
-	if h.auto == nil || h.auto.OnInterrupted == nil {
-		return ActionResume
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			h.log.Error("auto-resume: OnInterrupted panicked; resuming", "session", ir.SessionID, "panic", p)
-			action = ActionResume
-		}
-	}()
-	a, err := h.auto.OnInterrupted(ctx, ir)
-	if err != nil {
-		h.log.Error("auto-resume: OnInterrupted failed; resuming", "session", ir.SessionID, "err", err)
-		return ActionResume
-	}
-	switch a {
-	case ActionResume, ActionRestart, ActionFail:
-		return a
-	}
-	h.log.Error("auto-resume: OnInterrupted returned an unknown action; resuming", "session", ir.SessionID, "action", a)
-	return ActionResume
 }
 
 // ResumeOptions tunes one [Session.Resume]. The zero value is usable.
@@ -394,10 +94,6 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 	return res, err
 }
 
-// errReconciled tells that the run had been cancelled before the crash and
-// was closed as such.
-var errReconciled = errors.New("host: interrupted run reconciled as cancelled")
-
 // resume claims the session and re-drives its interrupted run with the
 // action decide picks. When that starts a run, resume returns the caller's
 // handle on it (bound to bind, when set: see Session.Send); onLive, when
@@ -417,28 +113,10 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	// A run of the session already working in this host leaves nothing to
 	// resume: waiting for its end would hold back a message that the
 	// caller means to send right after (it would queue into that run).
-	for {
-		st.mu.Lock()
-		live := st.cur != nil && !st.cur.ending
-		claimed := !live && !st.busy
-		var changed <-chan struct{}
-		if claimed {
-			st.busy = true
-		} else if !live {
-			changed = st.changedLocked()
-		}
-		st.mu.Unlock()
-		if live {
-			return nil, RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
-		}
-		if claimed {
-			break
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, RunResult{}, ctx.Err()
-		}
+	if cur, err := st.claim(ctx, false); err != nil {
+		return nil, RunResult{}, err
+	} else if cur != nil {
+		return nil, RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
 	}
 	launched := false
 	defer func() {

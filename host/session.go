@@ -23,6 +23,20 @@ type Session struct {
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
 
+// StartOptions tunes one [Session.Start]. The zero value is usable.
+type StartOptions struct {
+	// Parts is content sent after the text (images, audio, files).
+	// Default: none.
+	Parts []ledger.Part
+	// RequestID is the caller's id for this message, recorded with it: a
+	// message started again with the same RequestID is not appended
+	// again (see [Session.Send]). Default: none.
+	RequestID string
+	// Agent runs this message instead of the host's Options.Agent, when
+	// it starts a run. Default: nil.
+	Agent *Agent
+}
+
 // SendOptions tunes one [Session.Send]. The zero value is usable.
 type SendOptions struct {
 	// Parts is content sent after the text (images, audio, files).
@@ -44,20 +58,6 @@ type SendOptions struct {
 	// receives that run's events from the moment the message is queued —
 	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
-}
-
-// StartOptions tunes one [Session.Start]. The zero value is usable.
-type StartOptions struct {
-	// Parts is content sent after the text (images, audio, files).
-	// Default: none.
-	Parts []ledger.Part
-	// RequestID is the caller's id for this message, recorded with it: a
-	// message started again with the same RequestID is not appended
-	// again (see [Session.Send]). Default: none.
-	RequestID string
-	// Agent runs this message instead of the host's Options.Agent, when
-	// it starts a run. Default: nil.
-	Agent *Agent
 }
 
 // Accepted tells a sender that its message is durable.
@@ -89,6 +89,25 @@ type RunResult struct {
 	Cost float64
 }
 
+// Start appends a user message to the session and returns once it is
+// durable, with a handle on the run that answers it: a run Start starts
+// for it (and for every message still pending), or the run in flight (in
+// this host, or in another sharing the storage), which folds it in at its
+// next step boundary. A message started with the RequestID of an earlier
+// one is not appended again: the handle is on the earlier message.
+//
+// The run is the host's. ctx bounds Start only (the append, and waiting
+// for a run that is ending): never the run, which only [Run.Cancel] (or
+// [Host.Cancel]), the host's shutdown, a lost lease or its own end stop.
+// Follow it with [Run.Subscribe] and [Run.Wait]; [Session.Send] is Start
+// then Wait, with its context bound to the run.
+//
+// The error is non-nil only when the message could not be accepted:
+// nothing was appended (see [ErrInvalidInput]).
+func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
+	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
+}
+
 // Send appends a user message to the session and runs the agent until it
 // answers. It returns once the run that answered the message has ended.
 //
@@ -117,25 +136,6 @@ type RunResult struct {
 // error.
 func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunResult, error) {
 	return s.send(ctx, text, opts, nil)
-}
-
-// Start appends a user message to the session and returns once it is
-// durable, with a handle on the run that answers it: a run Start starts
-// for it (and for every message still pending), or the run in flight (in
-// this host, or in another sharing the storage), which folds it in at its
-// next step boundary. A message started with the RequestID of an earlier
-// one is not appended again: the handle is on the earlier message.
-//
-// The run is the host's. ctx bounds Start only (the append, and waiting
-// for a run that is ending): never the run, which only [Run.Cancel] (or
-// [Host.Cancel]), the host's shutdown, a lost lease or its own end stop.
-// Follow it with [Run.Subscribe] and [Run.Wait]; [Session.Send] is Start
-// then Wait, with its context bound to the run.
-//
-// The error is non-nil only when the message could not be accepted:
-// nothing was appended (see [ErrInvalidInput]).
-func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
-	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
 }
 
 // send is Send with hooks that steer the run the message starts (when it
@@ -197,6 +197,42 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 	return r, r.enter(ctx)
 }
 
+// Events returns the session's ledger.
+func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
+	return s.h.store.Load(ctx, s.id)
+}
+
+// Transcript returns what a user sees of the session: its items in display
+// order, including the partial text of a run in flight in this host.
+func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
+	events, live, err := s.view(ctx)
+	if err != nil {
+		return ledger.Transcript{}, err
+	}
+	return ledger.ProjectSession(s.id, events, live...), nil
+}
+
+// Usage returns the session's usage and billed cost, per run and in total,
+// computed from its ledger (including the events a run in flight in this
+// host has appended so far). A session with no events has a zero usage.
+func (s *Session) Usage(ctx context.Context) (SessionUsage, error) {
+	events, _, err := s.view(ctx)
+	if err != nil {
+		return SessionUsage{}, err
+	}
+	return UsageOf(events), nil
+}
+
+// view returns the session's events: those of the run in flight in this
+// host, with its live view, else the ledger loaded from storage.
+func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {
+	if events, l, ok := s.h.snapshotLive(s.id); ok {
+		return events, []ledger.Live{l}, nil
+	}
+	events, err := s.h.store.Load(ctx, s.id)
+	return events, nil, err
+}
+
 // requestSeen looks for a message sent before with the same request id:
 // its id, and, when a run that answered it has ended, that run's result.
 func requestSeen(events []ledger.Event, requestID string) (msgID string, res RunResult, done bool) {
@@ -238,29 +274,4 @@ func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
 	}
 	return RunResult{Status: v.Status, Reason: v.Reason, Text: v.Text, MessageID: msgID, RunID: runID,
 		ResponseID: v.ResponseID, Usage: v.Usage, Cost: v.Cost}, true
-}
-
-// Events returns the session's ledger.
-func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
-	return s.h.store.Load(ctx, s.id)
-}
-
-// Transcript returns what a user sees of the session: its items in display
-// order, including the partial text of a run in flight in this host.
-func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
-	events, live, err := s.view(ctx)
-	if err != nil {
-		return ledger.Transcript{}, err
-	}
-	return ledger.ProjectSession(s.id, events, live...), nil
-}
-
-// view returns the session's events: those of the run in flight in this
-// host, with its live view, else the ledger loaded from storage.
-func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {
-	if events, l, ok := s.h.snapshotLive(s.id); ok {
-		return events, []ledger.Live{l}, nil
-	}
-	events, err := s.h.store.Load(ctx, s.id)
-	return events, nil, err
 }

@@ -1,10 +1,6 @@
 package host
 
-import (
-	"context"
-
-	"github.com/agentichost/agentic/host/ledger"
-)
+import "github.com/agentichost/agentic/host/ledger"
 
 // SessionUsage is what a session's model calls consumed and cost, from its
 // ledger (see [Session.Usage]).
@@ -33,20 +29,6 @@ type RunUsage struct {
 	// Steps is the number of the run's model passes (compactions not
 	// counted).
 	Steps int `json:"steps"`
-}
-
-// Usage returns the session's usage and billed cost, per run and in total,
-// computed from its ledger (including the events a run in flight in this
-// host has appended so far). A session with no events has a zero usage.
-func (s *Session) Usage(ctx context.Context) (SessionUsage, error) {
-	if events, _, ok := s.h.snapshotLive(s.id); ok {
-		return UsageOf(events), nil
-	}
-	events, err := s.h.store.Load(ctx, s.id)
-	if err != nil {
-		return SessionUsage{}, err
-	}
-	return UsageOf(events), nil
 }
 
 // UsageOf computes a session's usage from its events, as [Session.Usage]
