@@ -379,7 +379,7 @@ func (r *run) checkBound() bool {
 // othersLocked reports whether the run holds a message other than own:
 // one it answers, or one pending in the session. The session's mu is held.
 func (r *run) othersLocked(own string) bool {
-	for _, ids := range [][]string{runInputs(r.events, r.id), ledger.PendingInputs(r.events)} {
+	for _, ids := range [][]string{ledger.RunInputs(r.events, r.id), ledger.PendingInputs(r.events)} {
 		for _, id := range ids {
 			if id != own {
 				return true

@@ -98,28 +98,8 @@ func (r *run) newEvent(kind ledger.Kind) ledger.Event {
 // answeredBy returns the messages the run runID picked up, per events.
 func answeredBy(events []ledger.Event, runID string) map[string]bool {
 	picked := map[string]bool{}
-	for _, id := range runInputs(events, runID) {
+	for _, id := range ledger.RunInputs(events, runID) {
 		picked[id] = true
 	}
 	return picked
-}
-
-// runInputs returns the messages the run runID picked up, in order: those
-// of its run-start, of its steps and of its run-end.
-func runInputs(events []ledger.Event, runID string) []string {
-	var ids []string
-	for _, e := range events {
-		if e.RunID != runID {
-			continue
-		}
-		switch {
-		case e.RunStart != nil:
-			ids = append(ids, e.RunStart.Inputs...)
-		case e.Step != nil:
-			ids = append(ids, e.Step.Inputs...)
-		case e.RunEnd != nil:
-			ids = append(ids, e.RunEnd.Inputs...)
-		}
-	}
-	return ids
 }

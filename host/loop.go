@@ -576,7 +576,7 @@ func (r *run) end(o outcome) *run {
 	answered := answeredBy(events, r.id)
 	var successorInputs []string
 	if next != nil {
-		successorInputs = runInputs(next.view(), next.id)
+		successorInputs = ledger.RunInputs(next.view(), next.id)
 	}
 	for _, w := range waiters {
 		switch {

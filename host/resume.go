@@ -168,7 +168,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	if next == nil {
 		return nil, res, err // errReconciled, ErrNothingToResume (all superseded), or what the action did
 	}
-	inputs := runInputs(next.view(), next.id)
+	inputs := ledger.RunInputs(next.view(), next.id)
 	r := &Run{h: h, sess: sess, agent: agent, msgID: inputs[len(inputs)-1]}
 	r.w = next.addWaiter(r.msgID, agent)
 	if bind != nil {

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -215,12 +214,12 @@ func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 // Usage returns the session's usage and billed cost, per run and in total,
 // computed from its ledger (including the events a run in flight in this
 // host has appended so far). A session with no events has a zero usage.
-func (s *Session) Usage(ctx context.Context) (SessionUsage, error) {
+func (s *Session) Usage(ctx context.Context) (ledger.SessionUsage, error) {
 	events, _, err := s.view(ctx)
 	if err != nil {
-		return SessionUsage{}, err
+		return ledger.SessionUsage{}, err
 	}
-	return UsageOf(events), nil
+	return ledger.UsageOf(events), nil
 }
 
 // view returns the session's events: those of the run in flight in this
@@ -236,15 +235,7 @@ func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, erro
 // requestSeen looks for a message sent before with the same request id:
 // its id, and, when a run that answered it has ended, that run's result.
 func requestSeen(events []ledger.Event, requestID string) (msgID string, res RunResult, done bool) {
-	if requestID == "" {
-		return "", RunResult{}, false
-	}
-	for _, e := range events {
-		if e.Input != nil && e.Input.RequestID == requestID {
-			msgID = e.Input.MessageID
-			break
-		}
-	}
+	msgID = ledger.MessageOfRequest(events, requestID)
 	if msgID == "" {
 		return "", RunResult{}, false
 	}
@@ -254,17 +245,7 @@ func requestSeen(events []ledger.Event, requestID string) (msgID string, res Run
 
 // resultFor returns the result of the ended run that answered msgID.
 func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
-	runID := ""
-	for _, e := range events {
-		switch {
-		case e.RunStart != nil && slices.Contains(e.RunStart.Inputs, msgID):
-			runID = e.RunID
-		case e.Step != nil && slices.Contains(e.Step.Inputs, msgID):
-			runID = e.RunID
-		case e.RunEnd != nil && slices.Contains(e.RunEnd.Inputs, msgID):
-			runID = e.RunID
-		}
-	}
+	runID := ledger.RunOfMessage(events, msgID)
 	if runID == "" {
 		return RunResult{}, false
 	}
