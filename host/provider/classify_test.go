@@ -232,3 +232,44 @@ func TestHeaderTimeoutIsTransient(t *testing.T) {
 		t.Errorf("Classify(%v) = %+v, want transient", serr, got)
 	}
 }
+
+// retryableErr is an error that says whether it is worth retrying.
+type retryableErr struct {
+	retry bool
+	cause error
+}
+
+func (e *retryableErr) Error() string   { return fmt.Sprintf("wrapped (retry %v): %v", e.retry, e.cause) }
+func (e *retryableErr) Unwrap() error   { return e.cause }
+func (e *retryableErr) Retryable() bool { return e.retry }
+
+// TestClassifyHonoursRetryable: an error's own Retryable() wins over the
+// rules, wherever it sits in the chain, and WithRetries follows it.
+func TestClassifyHonoursRetryable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want provider.ClassKind
+	}{
+		{"retryable over a fatal 401", &retryableErr{true, &provider.Error{StatusCode: 401}}, provider.Transient},
+		{"not retryable over a transient 503", &retryableErr{false, &provider.Error{StatusCode: 503}}, provider.Fatal},
+		{"not retryable over a stall", &retryableErr{false, provider.ErrStalled}, provider.Fatal},
+		{"wrapped in turn", fmt.Errorf("metering: %w", &retryableErr{true, errors.New("quota service busy")}), provider.Transient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := provider.Classify(tc.err); got.Kind != tc.want {
+				t.Errorf("Classify = %+v, want %s", got, tc.want)
+			}
+			calls := 0
+			_, err := provider.WithRetries(context.Background(), provider.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Microsecond},
+				func(context.Context, int) (int, error) { calls++; return 0, tc.err }, nil)
+			want := 1
+			if tc.want == provider.Transient {
+				want = 3
+			}
+			if calls != want || !errors.Is(err, tc.err) {
+				t.Errorf("WithRetries made %d calls (%v), want %d", calls, err, want)
+			}
+		})
+	}
+}
