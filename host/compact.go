@@ -105,7 +105,8 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
 		req := provider.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
 		res, err = provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (provider.Result, error) {
-			return r.h.model.Stream(ctx, req, nil)
+			ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
+			return r.h.hooks.Load().stream(ctx, req, nil)
 		}, nil)
 		if err == nil || provider.Classify(err).Kind != provider.ContextOverflow || dropped >= 4 {
 			break

@@ -1,6 +1,11 @@
 package host
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // The sentinel errors of the package. Test for them with errors.Is.
 var (
@@ -41,3 +46,50 @@ func (e *CancelledError) Error() string { return e.Reason }
 type callerGone struct{ err, cause error }
 
 func (e *callerGone) Error() string { return "the caller stopped waiting: " + e.err.Error() }
+
+// TimeoutError tells that one of the host's bounds was reached: which one
+// (Kind), after how long. It wraps the error the bounded operation
+// returned, and context.DeadlineExceeded.
+type TimeoutError struct {
+	// Kind names the bound.
+	Kind TimeoutKind
+	// Name names what was bounded, when there is a name: the tool, for
+	// TimeoutTool.
+	Name string
+	// After is the bound.
+	After time.Duration
+	// Err is what the bounded operation returned.
+	Err error
+}
+
+// TimeoutKind names a bound of the host's.
+type TimeoutKind string
+
+// The bounds of the host's.
+const (
+	// TimeoutAppend: a ledger append of a run (Timeouts.Append).
+	TimeoutAppend TimeoutKind = "append"
+	// TimeoutLeaseRelease: giving a session's lease back
+	// (Timeouts.LeaseRelease).
+	TimeoutLeaseRelease TimeoutKind = "lease-release"
+	// TimeoutTool: a tool call (ToolSpec.Timeout, Options.ToolTimeout).
+	TimeoutTool TimeoutKind = "tool"
+)
+
+// Error describes the bound reached.
+func (e *TimeoutError) Error() string {
+	switch e.Kind {
+	case TimeoutTool:
+		return fmt.Sprintf("tool %s timed out after %s", e.Name, e.After)
+	case TimeoutAppend:
+		return fmt.Sprintf("host: a ledger append timed out after %s: %v", e.After, e.Err)
+	}
+	return fmt.Sprintf("host: %s timed out after %s: %v", e.Kind, e.After, e.Err)
+}
+
+// Unwrap returns what the bounded operation returned, and
+// context.DeadlineExceeded.
+func (e *TimeoutError) Unwrap() []error { return []error{e.Err, context.DeadlineExceeded} }
+
+// Timeout reports true: the error is a timeout (as net.Error has it).
+func (e *TimeoutError) Timeout() bool { return true }

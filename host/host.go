@@ -46,6 +46,12 @@ type Host struct {
 	watcher     storage.Watcher // nil: no cross-host wake-ups
 	leaseTTL    time.Duration
 	leaseOwner  string // this host's lease token
+	timeouts    Timeouts
+
+	// hooks is the chain of hooks around the model and the tools, swapped
+	// whole (under hookMu) when hooks are added.
+	hooks  atomic.Pointer[hookChain]
+	hookMu sync.Mutex
 
 	bg       context.Context // the host's own work (the boot sweep); cancelled by Close
 	stopBg   context.CancelFunc
@@ -104,6 +110,10 @@ func New(opts Options) (*Host, error) {
 		}
 		auto = &a
 	}
+	timeouts, err := opts.Timeouts.normalized()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	var compaction *Compaction
 	if opts.Compaction != nil {
 		c, err := opts.Compaction.normalized()
@@ -129,7 +139,9 @@ func New(opts Options) (*Host, error) {
 		sessions:    map[sessionKey]*sessionState{},
 		jobs:        make(chan func()),
 		sweep:       make(chan struct{}),
+		timeouts:    timeouts,
 	}
+	h.hooks.Store(newHookChain(model, slices.DeleteFunc(slices.Clone(opts.Hooks), func(k Hook) bool { return k == nil })))
 	if h.hostID == "" {
 		name, _ := os.Hostname()
 		h.hostID = fmt.Sprintf("%s-%d", name, os.Getpid())

@@ -26,10 +26,6 @@ import (
 // and waits: the leader folds it into its run, woken through
 // storage.Watcher; the sender learns the outcome from the ledger.
 
-// pollInterval paces a sender waiting on another host's run when the store
-// cannot watch sessions.
-const pollInterval = 250 * time.Millisecond
-
 // takeLease acquires the session's lease for a run, when the store has
 // leases. It returns ErrLeadElsewhere when another host holds it.
 func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, error) {
@@ -87,9 +83,13 @@ func (h *Host) holdLease(st *sessionState, lease storage.Lease) (stop func()) {
 	return func() {
 		close(done)
 		<-finished
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d := h.timeouts.LeaseRelease
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		if err := lease.Release(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = &TimeoutError{Kind: TimeoutLeaseRelease, After: d, Err: err}
+			}
 			h.log.Warn("lease release failed; it will lapse", "session", st.key.id, "err", err)
 		}
 	}
@@ -132,7 +132,7 @@ func (h *Host) waitRemote(ctx context.Context, st *sessionState) error {
 			}
 		}
 	}
-	t := time.NewTimer(pollInterval)
+	t := time.NewTimer(h.timeouts.Poll)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -12,11 +12,6 @@ import (
 // makes events durable, then adds them to the view that the run, queued
 // sends and transcripts read.
 
-// appendTimeout bounds one ledger append of a run. Appends run detached from
-// any caller's context: work that finished (a paid-for model pass, a tool
-// that ran) is recorded even when a caller has just given up.
-const appendTimeout = 30 * time.Second
-
 // view returns the run's view of the ledger. The ledger is append-only: the
 // slice up to its length never changes.
 func (r *run) view() []ledger.Event {
@@ -26,7 +21,8 @@ func (r *run) view() []ledger.Event {
 }
 
 // append makes the run's own events durable, detached from every caller,
-// bounded by appendTimeout.
+// bounded by Timeouts.Append: work that finished (a paid-for model pass, a
+// tool that ran) is recorded even when a caller has just given up.
 func (r *run) append(evs ...ledger.Event) error {
 	r.st.appendMu.Lock()
 	defer r.st.appendMu.Unlock()
@@ -35,9 +31,14 @@ func (r *run) append(evs ...ledger.Event) error {
 
 // appendLocked is append with the session's appendMu held.
 func (r *run) appendLocked(evs ...ledger.Event) error {
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	d := r.h.timeouts.Append
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	return r.writeLocked(ctx, evs...)
+	err := r.writeLocked(ctx, evs...)
+	if err != nil && ctx.Err() != nil {
+		err = &TimeoutError{Kind: TimeoutAppend, After: d, Err: err}
+	}
+	return err
 }
 
 // writeLocked makes events durable (through the run's lease, when it holds
@@ -76,7 +77,7 @@ func (r *run) reloadIfStale() error {
 	if !r.st.stale.Swap(false) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.h.timeouts.Append)
 	defer cancel()
 	events, err := r.st.store.Load(ctx, r.sessionID)
 	if err != nil {

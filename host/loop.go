@@ -397,7 +397,8 @@ func (r *run) stream(req provider.Request) (provider.Result, streamTries, error)
 		t.attempts = attempt
 		sink := &deltaSink{r: r, open: true}
 		defer sink.close()
-		return r.h.model.Stream(ctx, req, sink.add)
+		ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
+		return r.h.hooks.Load().stream(ctx, req, sink.add)
 	}, func(ri provider.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into

@@ -55,6 +55,56 @@ type Options struct {
 	// HostID names this host in the ledger's resume-attempt events.
 	// Default: "<hostname>-<pid>".
 	HostID string
+	// Hooks wrap the host's model calls and tool calls, in this order
+	// (see [Hook]); [Host.AddHook] adds more. Default: none.
+	Hooks []Hook
+	// Timeouts bound the host's own work (see [Timeouts]). Default: the
+	// zero Timeouts, every bound at its default.
+	Timeouts Timeouts
+}
+
+// Timeouts names the bounds the host puts on its own work; each is reported
+// as a [*TimeoutError] of its kind. The zero value of every field is its
+// default.
+type Timeouts struct {
+	// Append bounds one ledger append of a run (and the reload of the
+	// ledger after another host's append). Appends are detached from
+	// callers, so that finished work is recorded; an append that times out
+	// leaves the run interrupted, resumable. Default: 0, which means 30s.
+	Append time.Duration
+	// LeaseRelease bounds giving a session's lease back when its runs
+	// end; a release that times out lets the lease lapse (another host
+	// waits up to Options.LeaseTTL to take the session). Default: 0,
+	// which means 5s.
+	LeaseRelease time.Duration
+	// Poll paces a send that waits on another host's run when the storage
+	// cannot watch sessions (storage.Watcher). Default: 0, which means
+	// 250ms.
+	Poll time.Duration
+}
+
+// The defaults of [Timeouts].
+const (
+	DefaultAppendTimeout       = 30 * time.Second
+	DefaultLeaseReleaseTimeout = 5 * time.Second
+	DefaultPollInterval        = 250 * time.Millisecond
+)
+
+func (t Timeouts) normalized() (Timeouts, error) {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"Append", &t.Append, DefaultAppendTimeout}, {"LeaseRelease", &t.LeaseRelease, DefaultLeaseReleaseTimeout}, {"Poll", &t.Poll, DefaultPollInterval}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			errs = append(errs, fmt.Errorf("host: Options.Timeouts.%s %s is negative", f.name, *f.v))
+		}
+	}
+	return t, errors.Join(errs...)
 }
 
 // Agent is the configuration an agent runs with: model, instructions, tools

@@ -91,7 +91,7 @@ func (r *run) runTool(c ledger.ToolCall) error {
 				return err
 			}
 		}
-		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
+		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input})
 		if shutDown(ctx) {
 			// Stopped by the host's shutdown: as after a crash, the call
 			// has no result, and the resumed run decides (its effect and
@@ -137,9 +137,11 @@ func argsOrEmpty(args string) string {
 	return args
 }
 
-// callTool runs one tool call with its timeout, turning errors and panics
-// into an error string for the model.
-func callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall, timeout time.Duration) (res ToolResult, err error) {
+// callTool runs one tool call through the hooks, with its timeout,
+// turning a panic into an error and an overrun into a *TimeoutError, whose
+// text the model sees.
+func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
+	timeout := r.h.toolTimeout
 	if spec.Timeout > 0 {
 		timeout = spec.Timeout
 	}
@@ -153,9 +155,10 @@ func callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall, time
 			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
 		}
 	}()
-	res, err = tool.Call(ctx, call)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		err = fmt.Errorf("tool %s timed out after %s", spec.Name, timeout)
+	ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
+	res, err = r.h.hooks.Load().call(ctx, tool, call)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil {
+		err = &TimeoutError{Kind: TimeoutTool, Name: spec.Name, After: timeout, Err: err}
 	}
 	return res, err
 }
