@@ -13,10 +13,8 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
-	"github.com/agentichost/agentic/storage/memory"
 )
 
 const taskPokeText = "You have not finished the task: call submit_deliverable with the deliverable, or cancel_task if it cannot be done."
@@ -413,32 +411,3 @@ func TestTaskPanicIsRecovered(t *testing.T) {
 type panicToolset struct{}
 
 func (panicToolset) Tools() []host.Tool { panic("toolset exploded") }
-
-// A task over the fake model: the prompt names submit_deliverable and the
-// title, so the fake model submits {"title":"Hello"}.
-func ExampleHost_Task() {
-	model, _ := fakemodel.Start(fakemodel.Options{})
-	defer model.Close()
-	h, err := host.New(host.Options{
-		Storage:  memory.New(),
-		Provider: provider.Config{BaseURL: model.URL()},
-		Agent:    host.Agent{Model: "fake/echo"},
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer h.Close(context.Background())
-
-	out := h.Task(context.Background(), host.TaskSpec{
-		Prompt: "submit_deliverable title=Hello",
-		Deliverable: host.Deliverable{
-			Name:   "headline",
-			Schema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`),
-		},
-	})
-	fmt.Println(out.Status)
-	fmt.Println(string(out.Value))
-	// Output:
-	// submitted
-	// {"title":"Hello"}
-}

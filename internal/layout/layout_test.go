@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"storage/storagetest": {"storage", "host/ledger"},
 	"storage/redis":       {"storage", "host/ledger"},
 	"host/internal/hub":   {},
+	"host/hosttest":       {"host", "host/ledger", "host/provider", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
 	"host":                {"host/ledger", "host/provider", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
 	"plugins":             {"host", "host/ledger", "host/provider", "host/internal/hub", "storage"},
