@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/storage/file"
@@ -271,18 +272,18 @@ func childHost(t *testing.T, tools []host.Tool, maxAttempts int) (*host.Host, *k
 	if a := host.ResumeAction(os.Getenv(envAction)); a != "" {
 		auto.OnInterrupted = func(context.Context, host.Interrupted) (host.ResumeAction, error) { return a, nil }
 	}
-	h, err := host.New(host.Options{
+	client, err := provider.New(provider.Config{BaseURL: os.Getenv(envCrashURL), APIKey: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hosttest.New(t, host.Options{
 		Storage:    store,
-		Provider:   provider.Config{BaseURL: os.Getenv(envCrashURL), APIKey: "test"},
+		Model:      client,
 		Agent:      host.Agent{Model: "fake/echo", Tools: tools},
 		Logger:     log,
 		Retry:      provider.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
 		AutoResume: auto,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
+	}).Host
 	select {
 	case <-h.SweepDone():
 	case <-time.After(40 * time.Second):

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
@@ -238,11 +239,7 @@ func crashThenResume(t *testing.T, n int32, script []fakemodel.Reply, agent host
 	if res, err := hs.host.Session("c").Send(context.Background(), "go", host.SendOptions{}); err == nil {
 		t.Fatalf("the crash did not happen: %+v", res)
 	}
-	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(agent)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Close(context.Background())
+	h2 := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(agent)}).Host
 	res, err := h2.Resume(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
@@ -378,8 +375,7 @@ func TestResumeActions(t *testing.T) {
 	t.Run("restart", func(t *testing.T) {
 		base, model := interrupted(t)
 		model.Enqueue(fakemodel.Reply{Text: "fresh answer"})
-		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close(context.Background())
+		h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}}).Host
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionRestart})
 		if err != nil || res.Status != ledger.RunCompleted || res.Text != "fresh answer" {
 			t.Fatalf("%+v %v", res, err)
@@ -401,8 +397,7 @@ func TestResumeActions(t *testing.T) {
 	})
 	t.Run("fail", func(t *testing.T) {
 		base, model := interrupted(t)
-		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close(context.Background())
+		h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}}).Host
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionFail})
 		if err != nil || res.Status != ledger.RunFailed {
 			t.Fatalf("%+v %v", res, err)
@@ -436,7 +431,7 @@ func TestAutoResumeSweep(t *testing.T) {
 			Time: time.Now().UTC(), RunID: run, ResumeAttempt: &ledger.ResumeAttempt{Attempt: a}})
 	}
 	var resumed sync.Map
-	h, err := host.New(host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
+	h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
 		AutoResume: &host.AutoResume{MaxConcurrent: 2, Stagger: time.Millisecond,
 			OnInterrupted: func(_ context.Context, ir host.Interrupted) (host.ResumeAction, error) {
 				if ir.SessionID == "s9" {
@@ -445,11 +440,7 @@ func TestAutoResumeSweep(t *testing.T) {
 				return host.ActionResume, nil
 			},
 			OnResumed: func(id string, res host.RunResult, err error) { resumed.Store(id, res) },
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+		}}).Host
 	select {
 	case <-h.SweepDone():
 	case <-time.After(30 * time.Second):
