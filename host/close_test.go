@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
@@ -27,12 +27,12 @@ func newGateModel(inner host.Model) *gateModel {
 	return &gateModel{inner: inner, entered: make(chan struct{}, 64), gate: make(chan struct{})}
 }
 
-func (g *gateModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (g *gateModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return provider.Result{}, ctx.Err()
+		return model.Result{}, ctx.Err()
 	}
 	return g.inner.Stream(ctx, req, onDelta)
 }

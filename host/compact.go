@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 )
 
 // Compaction: when a session nears the model's context window, the older
@@ -98,17 +98,17 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	// most of what overflowed): then its oldest messages are dropped,
 	// half at a time, at a user message so no tool result loses its call.
 	// The first message (a previous note, or the opening message) stays.
-	var res provider.Result
+	var res model.Result
 	var err error
 	for dropped := 0; ; {
 		msgs := append(append([]ledger.Message(nil), older...),
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
-		req := provider.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
-		res, err = provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (provider.Result, error) {
+		req := model.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
+		res, err = model.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (model.Result, error) {
 			ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
 			return r.h.hooks.Load().stream(ctx, req, nil)
 		}, nil)
-		if err == nil || provider.Classify(err).Kind != provider.ContextOverflow || dropped >= 4 {
+		if err == nil || model.Classify(err).Kind != model.ContextOverflow || dropped >= 4 {
 			break
 		}
 		trimmed, ok := dropOldest(older)

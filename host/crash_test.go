@@ -23,7 +23,6 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -667,7 +666,7 @@ func TestBootLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	h, err := host.New(host.Options{Storage: fs, Provider: provider.Config{BaseURL: srv.URL(), APIKey: "test"},
+	h, err := host.New(host.Options{Storage: fs, Model: mustClient(t, srv),
 		Agent: host.Agent{Model: "fake/echo", Tools: []host.Tool{explode}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

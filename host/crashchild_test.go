@@ -25,6 +25,7 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -281,7 +282,7 @@ func childHost(t *testing.T, tools []host.Tool, maxAttempts int) (*host.Host, *k
 		Model:      client,
 		Agent:      host.Agent{Model: "fake/echo", Tools: tools},
 		Logger:     log,
-		Retry:      provider.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+		Retry:      model.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
 		AutoResume: auto,
 	}).Host
 	select {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 )
 
@@ -29,7 +29,7 @@ type strayModel struct {
 	strays   sync.WaitGroup
 }
 
-func (m *strayModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (m *strayModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	if m.calls.Add(1) == 1 {
 		first := make(chan struct{})
 		m.strays.Add(1)
@@ -42,7 +42,7 @@ func (m *strayModel) Stream(ctx context.Context, req provider.Request, onDelta f
 				default:
 				}
 				ended := m.ended.Load()
-				onDelta(provider.Delta{Kind: provider.DeltaText, Text: "stray "})
+				onDelta(model.Delta{Kind: model.DeltaText, Text: "stray "})
 				if i == 0 {
 					close(first)
 				}
@@ -53,12 +53,12 @@ func (m *strayModel) Stream(ctx context.Context, req provider.Request, onDelta f
 			}
 		}()
 		<-first
-		return provider.Result{Text: "stray "}, provider.ErrStalled
+		return model.Result{Text: "stray "}, model.ErrStalled
 	}
 	for _, d := range []string{"final ", "answer"} {
-		onDelta(provider.Delta{Kind: provider.DeltaText, Text: d})
+		onDelta(model.Delta{Kind: model.DeltaText, Text: d})
 	}
-	return provider.Result{Text: "final answer", FinishReason: "stop", Model: req.Model}, nil
+	return model.Result{Text: "final answer", FinishReason: "stop", Model: req.Model}, nil
 }
 
 // TestDeltasOfAnAbandonedAttempt: a host.Model may call onDelta from any
@@ -71,7 +71,7 @@ func TestDeltasOfAnAbandonedAttempt(t *testing.T) {
 	defer close(m.stop)
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
 		o.Model = m
-		o.Retry = provider.RetryPolicy{BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}
+		o.Retry = model.RetryPolicy{BaseDelay: 20 * time.Millisecond, MaxDelay: 20 * time.Millisecond}
 	})
 	var mu sync.Mutex
 	var shown []rune // what a client following the protocol displays

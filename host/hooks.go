@@ -4,11 +4,11 @@ import (
 	"context"
 	"slices"
 
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 )
 
 // StreamFunc makes one model call, as [Model.Stream] does.
-type StreamFunc func(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error)
+type StreamFunc func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error)
 
 // CallFunc makes one tool call: tool is the tool the model named, call the
 // call (its id, session, name and input).

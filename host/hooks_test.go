@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
@@ -33,7 +33,7 @@ func (h traceHook) note(s string) {
 }
 
 func (h traceHook) ModelHook(next host.StreamFunc) host.StreamFunc {
-	return func(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 		ci, _ := host.CallInfoFrom(ctx)
 		h.note(fmt.Sprintf("%s>%s#%d", h.name, ci.Purpose, ci.Attempt))
 		res, err := next(ctx, req, onDelta)

@@ -14,18 +14,20 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
-// Model streams one model pass. *provider.Client implements it; wrappers
-// that add telemetry or metering implement it around another Model.
+// Model streams one model pass (see package host/model for the request, the
+// result and the errors). *provider.Client implements it; so does
+// hosttest.Model; wrappers that add telemetry or metering implement it
+// around another Model (or use a [Hook]).
 //
 // Stream may call onDelta from any goroutine, even concurrently: the host
 // takes deltas one at a time, in the order they come, until Stream
 // returns, and drops any that come after (an abandoned attempt's).
 type Model interface {
-	Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error)
+	Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error)
 }
 
 // Host runs agents over durable session ledgers. It is safe for concurrent
@@ -37,7 +39,7 @@ type Host struct {
 	agent       Agent
 	toolTimeout time.Duration
 	log         *slog.Logger
-	retry       provider.RetryPolicy
+	retry       model.RetryPolicy
 	hostID      string
 	validators  map[string]Validator
 	auto        *AutoResume
@@ -93,14 +95,8 @@ func New(opts Options) (*Host, error) {
 	if opts.ToolTimeout < -1 {
 		errs = append(errs, fmt.Errorf("host: Options.ToolTimeout %s is negative (use -1 to disable)", opts.ToolTimeout))
 	}
-	model := opts.Model
-	if model == nil {
-		c, err := provider.New(opts.Provider)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			model = c
-		}
+	if opts.Model == nil {
+		errs = append(errs, errors.New("host: Options.Model is required"))
 	}
 	var auto *AutoResume
 	if opts.AutoResume != nil {
@@ -128,7 +124,7 @@ func New(opts Options) (*Host, error) {
 	h := &Host{
 		compaction:  compaction,
 		store:       opts.Storage,
-		model:       model,
+		model:       opts.Model,
 		agent:       agent,
 		toolTimeout: opts.ToolTimeout,
 		log:         opts.Logger,
@@ -141,7 +137,7 @@ func New(opts Options) (*Host, error) {
 		sweep:       make(chan struct{}),
 		timeouts:    timeouts,
 	}
-	h.hooks.Store(newHookChain(model, slices.DeleteFunc(slices.Clone(opts.Hooks), func(k Hook) bool { return k == nil })))
+	h.hooks.Store(newHookChain(opts.Model, slices.DeleteFunc(slices.Clone(opts.Hooks), func(k Hook) bool { return k == nil })))
 	if h.hostID == "" {
 		name, _ := os.Hostname()
 		h.hostID = fmt.Sprintf("%s-%d", name, os.Getpid())

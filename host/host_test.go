@@ -45,13 +45,12 @@ func newHarness(t *testing.T, fopts fakemodel.Options, agent host.Agent, mutate 
 		m(&opts)
 	}
 	if opts.Model == nil {
-		cfg := opts.Provider
-		cfg.BaseURL, cfg.APIKey = srv.URL(), "test"
-		c, err := provider.New(cfg)
+		// A stall fails (and is retried) after a second, not ten minutes.
+		c, err := provider.New(provider.Config{BaseURL: srv.URL(), APIKey: "test", IdleTimeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Model, opts.Provider = c, provider.Config{}
+		opts.Model = c
 	}
 	hs := hosttest.New(t, opts)
 	return &harness{Harness: hs, model: srv, host: hs.Host, store: hs.Store}

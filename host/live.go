@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 )
 
 // The live item: what the pass in flight has streamed so far, kept in the
@@ -32,12 +32,12 @@ type deltaSink struct {
 	open bool
 }
 
-func (s *deltaSink) add(d provider.Delta) {
+func (s *deltaSink) add(d model.Delta) {
 	var typ ProgressType
 	switch d.Kind {
-	case provider.DeltaText:
+	case model.DeltaText:
 		typ = ProgressText
-	case provider.DeltaReasoning:
+	case model.DeltaReasoning:
 		typ = ProgressReasoning
 	default:
 		return

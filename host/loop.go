@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -44,7 +44,7 @@ type run struct {
 	step       int      // index of the next pass
 	folding    []string // queued messages the current pass folded in
 	tools      map[string]Tool
-	specs      []provider.ToolSpec
+	specs      []model.ToolSpec
 
 	// Guarded by st.mu.
 	events          []ledger.Event // the whole ledger, as this host knows it
@@ -239,14 +239,14 @@ func (r *run) pass() (o outcome, stop bool) {
 		}
 		events = r.view()
 	}
-	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
+	req := model.Request{Model: r.agent.Model, System: r.agent.System,
 		Messages: ledger.ReplayMessages(events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
-	var res provider.Result
+	var res model.Result
 	var merr error
 	var tries streamTries
 	for overflowed := false; ; overflowed = true {
 		res, tries, merr = r.stream(req)
-		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
+		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || model.Classify(merr).Kind != model.ContextOverflow {
 			break
 		}
 		// The prompt no longer fits: compact, and try once more.
@@ -265,15 +265,15 @@ func (r *run) pass() (o outcome, stop bool) {
 	if tries.retried == tries.attempts {
 		// Stopped while waiting to retry: what the failed attempt
 		// streamed was declared void; there is nothing to keep.
-		res = provider.Result{}
+		res = model.Result{}
 	}
 	if merr != nil {
 		if !r.stopped() {
-			c := provider.Classify(merr)
+			c := model.Classify(merr)
 			reason := fmt.Sprintf("model: %v", merr)
 			if tries.attempts > 1 {
 				reason = fmt.Sprintf("model: %v (%s; gave up after %d attempts)", merr, c.Reason, tries.attempts)
-			} else if c.Kind != provider.Transient {
+			} else if c.Kind != model.Transient {
 				reason = fmt.Sprintf("model: %v (%s, not retried)", merr, c.Kind)
 			}
 			return outcome{status: ledger.RunFailed, reason: reason}, true
@@ -315,7 +315,7 @@ func (r *run) pass() (o outcome, stop bool) {
 // it goes on to answer them. The check and the step's append are one
 // decision under appendMu, so that no send can queue into a run that has
 // decided to end.
-func (r *run) turnEnd(res provider.Result) (outcome, bool) {
+func (r *run) turnEnd(res model.Result) (outcome, bool) {
 	var poke, failReason string
 	if r.hooks != nil && r.hooks.turnEnd != nil {
 		poke, failReason = r.hooks.turnEnd()
@@ -390,16 +390,16 @@ type streamTries struct {
 
 // stream runs one model pass with retries of transient failures, recording
 // each retry in the ledger and telling clients to reset the item.
-func (r *run) stream(req provider.Request) (provider.Result, streamTries, error) {
+func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 	var t streamTries
 	r.checkBound()
-	res, err := provider.WithRetries(r.ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
+	res, err := model.WithRetries(r.ctx, r.h.retry, func(ctx context.Context, attempt int) (model.Result, error) {
 		t.attempts = attempt
 		sink := &deltaSink{r: r, open: true}
 		defer sink.close()
 		ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
 		return r.h.hooks.Load().stream(ctx, req, sink.add)
-	}, func(ri provider.RetryInfo) error {
+	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
@@ -464,7 +464,7 @@ func (r *run) snapshotTools() {
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		r.specs = append(r.specs, provider.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
+		r.specs = append(r.specs, model.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
 	}
 	for _, t := range r.agent.Tools {
 		add(t, false)
@@ -478,7 +478,7 @@ func (r *run) snapshotTools() {
 	}
 }
 
-func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
+func (r *run) stepEvent(res model.Result, next string) ledger.Event {
 	e := r.newEvent(ledger.KindStep)
 	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Inputs: r.folding, Text: res.Text,
 		Reasoning: res.Reasoning, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Model: res.Model,

@@ -28,6 +28,7 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
@@ -86,7 +87,7 @@ func mhHost(t *testing.T, store storage.Storage, id string, modelURL string, mut
 	}
 	opts := host.Options{Storage: store, Model: client,
 		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: id, Logger: mhLogger(t, id),
-		Retry: provider.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}}
+		Retry: model.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}}
 	for _, m := range mutate {
 		m(&opts)
 	}
@@ -193,12 +194,12 @@ type gatedModel struct {
 	gate    chan struct{}
 }
 
-func (g *gatedModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (g *gatedModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	g.once.Do(func() { close(g.entered) })
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return provider.Result{}, ctx.Err()
+		return model.Result{}, ctx.Err()
 	}
 	return g.inner.Stream(ctx, req, onDelta)
 }
@@ -417,7 +418,11 @@ func TestMultiHostChild(t *testing.T) {
 		t.Skip("a child process of TestMultiHostTakeoverAfterSIGKILL")
 	}
 	store := mhOpen(t, os.Getenv(envMHRedis))
-	h, err := host.New(host.Options{Storage: store, Provider: provider.Config{BaseURL: os.Getenv(envMHModel), APIKey: "test"},
+	client, err := provider.New(provider.Config{BaseURL: os.Getenv(envMHModel), APIKey: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Options{Storage: store, Model: client,
 		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: "child-a",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

@@ -7,21 +7,20 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
-// Options configures a [Host]. The zero value of every field but Storage
-// and Agent.Model is a usable default.
+// Options configures a [Host]. The zero value of every field but Storage,
+// Model and Agent.Model is a usable default.
 type Options struct {
 	// Storage keeps the ledgers. Required.
 	Storage storage.Storage
-	// Model streams model passes. Default: nil, which means a
-	// provider.Client built from Provider.
+	// Model streams model passes. Required: the host reads no environment
+	// and builds no client itself; the program that builds the host
+	// passes one (a *provider.Client over OpenRouter or any
+	// OpenAI-compatible endpoint, a hosttest.Model in tests).
 	Model Model
-	// Provider configures the default model client when Model is nil.
-	// Default: the zero Config (OpenRouter, key from OPENROUTER_API_KEY).
-	Provider provider.Config
 	// Agent is the agent sessions run unless a send names another.
 	// Agent.Model is required.
 	Agent Agent
@@ -36,9 +35,9 @@ type Options struct {
 	// Logger receives the host's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// Retry bounds and paces the retries of a model pass that failed
-	// with a transient error. Default: the zero provider.RetryPolicy (6
+	// with a transient error. Default: the zero model.RetryPolicy (6
 	// attempts, 500ms doubling to 30s, Retry-After honoured up to 2m).
-	Retry provider.RetryPolicy
+	Retry model.RetryPolicy
 	// AutoResume, when set, makes the host re-drive interrupted runs at
 	// boot (see [AutoResume]). Default: nil, off; [Host.Resume] still
 	// resumes a session on demand.

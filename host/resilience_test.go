@@ -13,6 +13,7 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
@@ -21,8 +22,7 @@ import (
 
 // fastRetry retries quickly and caps the fake model's Retry-After (2s).
 func fastRetry(o *host.Options) {
-	o.Retry = provider.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxRetryAfter: 5 * time.Millisecond}
-	o.Provider.IdleTimeout = 200 * time.Millisecond
+	o.Retry = model.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxRetryAfter: 5 * time.Millisecond}
 }
 
 func TestRetryAfterPartialTextDoesNotDuplicate(t *testing.T) {
@@ -72,7 +72,7 @@ func TestRetryAfterHeaderWins(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{
 		{Text: "ok", Fault: &fakemodel.Fault{Kind: fakemodel.FaultRateLimit, RetryAfter: "1"}},
 	}}, host.Agent{}, func(o *host.Options) {
-		o.Retry = provider.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+		o.Retry = model.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
 	})
 	start := time.Now()
 	res, err := hs.host.Session("ra").Send(context.Background(), "hi", host.SendOptions{})
@@ -105,7 +105,7 @@ func TestFatalFailsFastWithOneRequest(t *testing.T) {
 func TestRetriesRunOut(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{FaultRate: 1, FaultKinds: []fakemodel.FaultKind{fakemodel.FaultServerError}}, host.Agent{},
 		func(o *host.Options) {
-			o.Retry = provider.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+			o.Retry = model.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
 		})
 	res, err := hs.host.Session("o").Send(context.Background(), "hi", host.SendOptions{})
 	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "gave up after 3 attempts") {

@@ -11,7 +11,7 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -58,8 +58,8 @@ func TestHarnessAndScriptedModel(t *testing.T) {
 // TestModelFailuresAreRetried: a scripted failure is classified and retried
 // by the host like a provider's.
 func TestModelFailuresAreRetried(t *testing.T) {
-	hs := hosttest.New(t, host.Options{Retry: provider.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
-	hs.Model.Enqueue(hosttest.Reply{Text: "half", Err: provider.ErrStalled}, hosttest.Reply{Text: "whole answer"})
+	hs := hosttest.New(t, host.Options{Retry: model.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	hs.Model.Enqueue(hosttest.Reply{Text: "half", Err: model.ErrStalled}, hosttest.Reply{Text: "whole answer"})
 	var shown []string
 	res, err := hs.Host.Session("s").Send(context.Background(), "hi", host.SendOptions{OnProgress: func(p host.Progress) {
 		switch p.Type {
@@ -72,7 +72,7 @@ func TestModelFailuresAreRetried(t *testing.T) {
 	if err != nil || res.Status != ledger.RunCompleted || res.Text != "whole answer" || strings.Join(shown, "") != "whole answer" {
 		t.Fatalf("%+v %v (shown %q)", res, err, shown)
 	}
-	hs.Model.Enqueue(hosttest.Reply{Err: &provider.Error{StatusCode: 402, Message: "no credits"}})
+	hs.Model.Enqueue(hosttest.Reply{Err: &model.Error{StatusCode: 402, Message: "no credits"}})
 	res, err = hs.Host.Session("s").Send(context.Background(), "again", host.SendOptions{})
 	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "402") {
 		t.Fatalf("%+v %v", res, err)

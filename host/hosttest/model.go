@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 )
 
@@ -30,7 +30,7 @@ type Reply struct {
 	// minted ("call_<n>"). Default: none.
 	ToolCalls []ToolCall
 	// Err, when set, fails the call once Text and Reasoning streamed, as a
-	// provider failure would (provider.ErrStalled, a *provider.Error, …):
+	// provider failure would (model.ErrStalled, a *model.Error, …):
 	// the host classifies it, and retries it when it is transient.
 	// Default: nil.
 	Err error
@@ -54,14 +54,14 @@ type ToolCall struct {
 type Model struct {
 	// Respond answers the calls the script does not. Default: nil, which
 	// means DefaultReply.
-	Respond func(provider.Request) Reply
+	Respond func(model.Request) Reply
 	// Delay is the pause before each streamed word, to give a test time to
 	// act while a pass streams. Default: 0, none.
 	Delay time.Duration
 
 	mu       sync.Mutex
 	script   []Reply
-	requests []provider.Request
+	requests []model.Request
 	calls    int
 }
 
@@ -78,10 +78,10 @@ func (m *Model) Enqueue(replies ...Reply) {
 }
 
 // Requests returns the requests the model received, in order.
-func (m *Model) Requests() []provider.Request {
+func (m *Model) Requests() []model.Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]provider.Request(nil), m.requests...)
+	return append([]model.Request(nil), m.requests...)
 }
 
 // RequestCount returns the number of requests the model received.
@@ -93,7 +93,7 @@ func (m *Model) RequestCount() int {
 
 // Stream answers req with the next reply, streaming its reasoning and text
 // to onDelta a word at a time, and its tool calls; ctx's end cuts it short.
-func (m *Model) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (m *Model) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	m.mu.Lock()
 	m.requests = append(m.requests, req)
 	var reply Reply
@@ -108,8 +108,8 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, onDelta func(p
 		}
 		reply = respond(req)
 	}
-	res := provider.Result{Model: req.Model, FinishReason: "stop"}
-	emit := func(kind provider.DeltaKind, text string, into *string) error {
+	res := model.Result{Model: req.Model, FinishReason: "stop"}
+	emit := func(kind model.DeltaKind, text string, into *string) error {
 		for _, w := range strings.SplitAfter(text, " ") {
 			if w == "" {
 				continue
@@ -127,15 +127,15 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, onDelta func(p
 			}
 			*into += w
 			if onDelta != nil {
-				onDelta(provider.Delta{Kind: kind, Text: w})
+				onDelta(model.Delta{Kind: kind, Text: w})
 			}
 		}
 		return nil
 	}
-	if err := emit(provider.DeltaReasoning, reply.Reasoning, &res.Reasoning); err != nil {
+	if err := emit(model.DeltaReasoning, reply.Reasoning, &res.Reasoning); err != nil {
 		return res, err
 	}
-	if err := emit(provider.DeltaText, reply.Text, &res.Text); err != nil {
+	if err := emit(model.DeltaText, reply.Text, &res.Text); err != nil {
 		return res, err
 	}
 	if reply.Err != nil {
@@ -152,7 +152,7 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, onDelta func(p
 		}
 		res.ToolCalls = append(res.ToolCalls, ledger.ToolCall{ID: id, Name: c.Name, Arguments: args})
 		if onDelta != nil {
-			onDelta(provider.Delta{Kind: provider.DeltaToolCall, Text: args, ToolIndex: len(res.ToolCalls) - 1, ToolCallID: id, ToolName: c.Name})
+			onDelta(model.Delta{Kind: model.DeltaToolCall, Text: args, ToolIndex: len(res.ToolCalls) - 1, ToolCallID: id, ToolName: c.Name})
 		}
 	}
 	if len(res.ToolCalls) > 0 {
@@ -167,7 +167,7 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, onDelta func(p
 }
 
 // estimate makes up a usage for a call: about four bytes a token.
-func estimate(req provider.Request, res provider.Result) ledger.Usage {
+func estimate(req model.Request, res model.Result) ledger.Usage {
 	prompt := len(req.System)
 	for _, msg := range req.Messages {
 		prompt += len(msg.Text())
@@ -194,7 +194,7 @@ func estimate(req provider.Request, res provider.Result) ledger.Usage {
 //     message ("city=Paris", "city: Paris", "city is Paris") where the
 //     tool's JSON Schema asks for them, and placeholders otherwise.
 //  3. Else it echoes: "You said: <last user text>".
-func DefaultReply(req provider.Request) Reply {
+func DefaultReply(req model.Request) Reply {
 	fr := fakemodel.Request{Model: req.Model}
 	for _, t := range req.Tools {
 		fr.Tools = append(fr.Tools, fakemodel.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})

@@ -137,7 +137,14 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "--compaction-limit must be in (0, 1], got %v", m.compact)
 	}
-	opts := host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
+	// The host builds no client and reads no environment: the command
+	// wires the model (OpenRouter, or any OpenAI-compatible endpoint).
+	client, err := provider.New(pcfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, fail(2, "%v", err)
+	}
+	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
