@@ -105,8 +105,9 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
 		req := model.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
 		res, err = model.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (model.Result, error) {
-			ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
-			return r.h.hooks.Load().stream(ctx, req, nil)
+			chain := r.h.hooks.Load()
+			ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
+			return chain.stream(ctx, req, nil)
 		}, nil)
 		if err == nil || model.Classify(err).Kind != model.ContextOverflow || dropped >= 4 {
 			break

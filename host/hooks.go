@@ -57,14 +57,18 @@ const (
 type callInfoKey struct{}
 
 // CallInfoFrom returns what the call made with ctx is for, when the host
-// made it (see [Hook]).
+// made it through its hooks (see [Hook]).
 func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
 	ci, ok := ctx.Value(callInfoKey{}).(CallInfo)
 	return ci, ok
 }
 
-// withCallInfo returns ctx carrying ci for the hooks.
-func withCallInfo(ctx context.Context, ci CallInfo) context.Context {
+// withCallInfo returns ctx carrying ci for the hooks of chain c: ctx as it
+// is when there are none, to read it.
+func (c *hookChain) withCallInfo(ctx context.Context, ci CallInfo) context.Context {
+	if len(c.hooks) == 0 {
+		return ctx
+	}
 	return context.WithValue(ctx, callInfoKey{}, ci)
 }
 

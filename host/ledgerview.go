@@ -95,12 +95,3 @@ func (r *run) reloadIfStale() error {
 func (r *run) newEvent(kind ledger.Kind) ledger.Event {
 	return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: time.Now().UTC(), RunID: r.id}
 }
-
-// answeredBy returns the messages the run runID picked up, per events.
-func answeredBy(events []ledger.Event, runID string) map[string]bool {
-	picked := map[string]bool{}
-	for _, id := range ledger.RunInputs(events, runID) {
-		picked[id] = true
-	}
-	return picked
-}

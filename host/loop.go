@@ -56,9 +56,11 @@ type run struct {
 
 	onLive func() // called once the run is the session's run in flight
 
-	// How the run ended, once it has (see end).
-	res RunResult
-	err error
+	// How the run ended, once it has (see end), and the waiters to tell
+	// (see release).
+	res  RunResult
+	err  error
+	told []*waiter
 }
 
 // outcome is how a run's loop ended: its status and reason, or the error
@@ -91,16 +93,19 @@ func (h *Host) launch(r *run, body func(*run) outcome) {
 	r.goLive()
 	h.spawn(func() {
 		defer h.unref(st)
-		for r != nil {
+		for {
 			next := r.execute(body)
-			if next != nil {
-				next.goLive()
+			if next == nil {
+				break
 			}
+			next.goLive()
+			r.release()
 			r, body = next, (*run).loop
 		}
 		stopWatch()
 		stopLease()
 		st.free()
+		r.release()
 	})
 }
 
@@ -155,8 +160,8 @@ func (r *run) goLive() {
 	}
 }
 
-// execute runs body and records the run's end; a panic ends the run
-// failed. It returns the successor run the end started, if any.
+// execute runs body and records the run's end (see end); a panic ends the
+// run failed. It returns the successor run the end started, if any.
 func (r *run) execute(body func(*run) outcome) *run {
 	return r.end(r.protect(body))
 }
@@ -397,8 +402,9 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		t.attempts = attempt
 		sink := &deltaSink{r: r, open: true}
 		defer sink.close()
-		ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
-		return r.h.hooks.Load().stream(ctx, req, sink.add)
+		chain := r.h.hooks.Load()
+		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
+		return chain.stream(ctx, req, sink.add)
 	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
@@ -516,10 +522,12 @@ func truncate(s string, n int) string {
 }
 
 // end records the run's end (unless o.err says the ledger cannot take it:
-// then the run stays open in the ledger, interrupted and resumable), tells
-// the waiters, and closes the run's progress. Messages still pending get one
-// successor run, started here under the same appendMu as the end, so that
-// none is left behind; end returns it, to be run next.
+// then the run stays open in the ledger, interrupted and resumable),
+// publishes it, and settles the waiters: those whose messages the run
+// answered get its result, and release tells them. Messages still pending
+// get one successor run, started here under the same appendMu as the end,
+// so that none is left behind; their waiters move to it, and end returns
+// it, to be run next.
 func (r *run) end(o outcome) *run {
 	st := r.st
 	status, reason, storeErr := o.status, o.reason, o.err
@@ -574,18 +582,18 @@ func (r *run) end(o outcome) *run {
 	r.publish(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
 	// Senders whose messages the run answered get its result; the others
 	// (queued after its last pass began) go on to the successor run.
-	answered := answeredBy(events, r.id)
+	answered := ledger.RunInputs(events, r.id)
 	var successorInputs []string
 	if next != nil {
 		successorInputs = ledger.RunInputs(next.view(), next.id)
 	}
 	for _, w := range waiters {
 		switch {
-		case answered[w.msgID]:
+		case slices.Contains(answered, w.msgID):
 			w.res = res
 			w.res.MessageID = w.msgID
 			w.err = err
-			close(w.done)
+			r.told = append(r.told, w)
 		case next != nil && slices.Contains(successorInputs, w.msgID):
 			st.mu.Lock()
 			w.run, w.after = next, 0
@@ -593,12 +601,22 @@ func (r *run) end(o outcome) *run {
 			st.mu.Unlock()
 		default:
 			w.again = true
-			close(w.done)
+			r.told = append(r.told, w)
 		}
 	}
 	r.res, r.err = res, err
-	r.hub.Close()
 	return next
+}
+
+// release tells the waiters the run's end set aside (see end) and closes
+// the run's progress. Its driver calls it last, once it has no more work
+// for the session, so that the callers it wakes run at once.
+func (r *run) release() {
+	for _, w := range r.told {
+		close(w.done)
+	}
+	r.told = nil
+	r.hub.Close()
 }
 
 // unrecordedFolds returns the messages the current pass folded in when no
@@ -607,10 +625,10 @@ func (r *run) unrecordedFolds() []string {
 	if len(r.folding) == 0 {
 		return nil
 	}
-	recorded := answeredBy(r.view(), r.id)
+	recorded := ledger.RunInputs(r.view(), r.id)
 	var out []string
 	for _, id := range r.folding {
-		if !recorded[id] {
+		if !slices.Contains(recorded, id) {
 			out = append(out, id)
 		}
 	}

@@ -222,7 +222,9 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	// the end started for messages left pending is to run next.
 	closeNow := func(o outcome, err error) (*run, func(*run) outcome, RunResult, error) {
 		r.responseID = view.ResponseID
-		if next := r.end(o); next != nil {
+		next := r.end(o)
+		r.release()
+		if next != nil {
 			return next, (*run).loop, RunResult{}, nil
 		}
 		res := r.res

@@ -155,8 +155,9 @@ func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolC
 			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
 		}
 	}()
-	ctx = withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
-	res, err = r.h.hooks.Load().call(ctx, tool, call)
+	chain := r.h.hooks.Load()
+	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
+	res, err = chain.call(ctx, tool, call)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil {
 		err = &TimeoutError{Kind: TimeoutTool, Name: spec.Name, After: timeout, Err: err}
 	}
