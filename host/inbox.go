@@ -73,7 +73,14 @@ func (r *Run) enter(ctx context.Context) error {
 // joinLocked queues the message into cur, the run in flight, when it is not
 // durable yet, and waits for cur's answer. st.appendMu is held.
 func (r *Run) joinLocked(ctx context.Context, cur *run) error {
-	if r.msgID == "" {
+	if r.msgID != "" {
+		// Durable already (sent through another host): an ended run may
+		// have answered it.
+		if res, ok := resultFor(cur.view(), r.msgID); ok {
+			r.w = answeredWaiter(res)
+			return nil
+		}
+	} else {
 		if id, res, done := requestSeen(cur.view(), r.requestID); id != "" {
 			r.msgID = id
 			if done {

@@ -463,3 +463,35 @@ func TestAutoResumeSweep(t *testing.T) {
 		t.Errorf("manual resume: %+v %v", res, err)
 	}
 }
+
+// TestSweepCountsReconciledRuns: a run whose cancellation was recorded but
+// not its end is closed as cancelled, never re-driven, and the sweep
+// reports it as reconciled (not resumed).
+func TestSweepCountsReconciledRuns(t *testing.T) {
+	base := memory.New()
+	now := time.Now().UTC()
+	if err := base.Append(context.Background(), "rc",
+		ledger.Event{ID: "e1", Kind: ledger.KindInput, Time: now, RunID: "run1", Input: &ledger.Input{MessageID: "m1", Parts: []ledger.Part{ledger.TextPart("hi")}}},
+		ledger.Event{ID: "e2", Kind: ledger.KindRunStart, Time: now, RunID: "run1", RunStart: &ledger.RunStart{Inputs: []string{"m1"}, ResponseID: "r1"}},
+		ledger.Event{ID: "e3", Kind: ledger.KindStep, Time: now, RunID: "run1", Step: &ledger.Step{ResponseID: "r1", Text: "par", Partial: true}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan host.RunResult, 1)
+	hs := hosttest.New(t, host.Options{Storage: base, AutoResume: &host.AutoResume{
+		OnResumed: func(_ string, res host.RunResult, _ error) { resumed <- res }}})
+	select {
+	case <-hs.Host.SweepDone():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the boot sweep did not finish")
+	}
+	if rep := hs.Host.LastSweep(); rep.Interrupted != 1 || rep.Reconciled != 1 || rep.Resumed != 0 {
+		t.Errorf("report = %+v, want the run reconciled", rep)
+	}
+	if res := <-resumed; res.Status != ledger.RunCancelled || res.Text != "par" {
+		t.Errorf("OnResumed: %+v", res)
+	}
+	if n := hs.Model.RequestCount(); n != 0 {
+		t.Errorf("%d model requests: a cancelled run was re-driven", n)
+	}
+}

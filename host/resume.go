@@ -146,11 +146,12 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	var next *run
 	var body func(*run) outcome
 	var res RunResult
+	var settled error // what settling the open runs came to, when it started no run
 	if len(open) > 0 {
-		next, body, res, err = h.resumeOpen(st, agent, decide, events, open, lease)
+		next, body, res, settled = h.resumeOpen(st, agent, decide, events, open, lease)
 		if next == nil {
-			if err != nil && !errors.Is(err, errReconciled) && !errors.Is(err, ErrNothingToResume) {
-				return nil, res, err
+			if settled != nil && !errors.Is(settled, errReconciled) && !errors.Is(settled, ErrNothingToResume) {
+				return nil, res, settled
 			}
 			if events, err = st.store.Load(ctx, id); err != nil {
 				return nil, res, fmt.Errorf("host: load session %s: %w", id, err)
@@ -166,7 +167,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 		}
 	}
 	if next == nil {
-		return nil, res, err // errReconciled, ErrNothingToResume (all superseded), or what the action did
+		return nil, res, settled // errReconciled, ErrNothingToResume (all superseded), or what the action did
 	}
 	inputs := ledger.RunInputs(next.view(), next.id)
 	r := &Run{h: h, sess: sess, agent: agent, msgID: inputs[len(inputs)-1]}
