@@ -7,67 +7,15 @@ import (
 	"strings"
 
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 )
 
-// Compaction configures how the host keeps a session within the model's
-// context window: when the prompt of a pass reaches Limit of the window, the
-// older turns are summarised, by the model, into a hand-off note that stands
-// for them from then on. The transcript never shows the note; the model's
-// replay does.
-type Compaction struct {
-	// Limit is the fraction of the context window at which to compact,
-	// measured on the provider-reported prompt and completion tokens of
-	// the last pass. Default: 0, which means 0.8.
-	Limit float64
-	// KeepRecent is the number of most recent user messages and model
-	// passes kept verbatim after a compaction. Default: 0, which means 4.
-	KeepRecent int
-	// ContextWindow is the window, in tokens, of models the provider's
-	// model list does not name. Default: 0, which means none: compaction
-	// then happens only when the provider reports a context overflow.
-	ContextWindow int
-	// Instructions tell the model how to write the hand-off note.
-	// Default: [DefaultCompactionInstructions].
-	Instructions string
-}
-
-// DefaultCompactionInstructions ask the model for a hand-off note.
-const DefaultCompactionInstructions = `Your conversation is about to be compacted: everything above this message will be replaced by the note you write now, and you will continue from it.
-Write a hand-off note to yourself. Keep every fact the user gave (names, numbers, codes, dates, preferences), every decision made, what was done with which tools and their key results, the task in progress and what remains to do. Describe images, audio and files that matter in words. Write only the note.`
-
-// The defaults of [Compaction].
-const (
-	DefaultCompactionLimit = 0.8
-	DefaultKeepRecent      = 4
-)
+// Compaction: when a session nears the model's context window, the older
+// turns are summarised into a hand-off note that stands for them.
 
 // compactionMarker starts the system prompt of a compaction request, so
 // that a model (or a test's fake one) can tell it from a turn.
 const compactionMarker = "[compaction] "
-
-func (c Compaction) normalized() (Compaction, error) {
-	if c.Limit == 0 {
-		c.Limit = DefaultCompactionLimit
-	}
-	if c.KeepRecent == 0 {
-		c.KeepRecent = DefaultKeepRecent
-	}
-	if c.Instructions == "" {
-		c.Instructions = DefaultCompactionInstructions
-	}
-	var errs []error
-	if c.Limit <= 0 || c.Limit > 1 {
-		errs = append(errs, fmt.Errorf("host: Compaction.Limit %v is not in (0, 1]", c.Limit))
-	}
-	if c.KeepRecent < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.KeepRecent %d is negative", c.KeepRecent))
-	}
-	if c.ContextWindow < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.ContextWindow %d is negative", c.ContextWindow))
-	}
-	return c, errors.Join(errs...)
-}
 
 // contextWindower is implemented by models that know their context window
 // (provider.Client does, from the provider's model list).
@@ -90,9 +38,10 @@ func (r *run) needsCompaction(ctx context.Context) bool {
 	if r.h.compaction == nil {
 		return false
 	}
+	events := r.view()
 	var last *ledger.Usage
-	for i := len(r.events) - 1; i >= 0; i-- {
-		e := r.events[i]
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
 		if e.Compaction != nil {
 			return false // nothing measured since the last compaction
 		}
@@ -121,26 +70,27 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		c, _ := Compaction{}.normalized()
 		cfg = &c
 	}
-	cut := compactionCut(r.events, cfg.KeepRecent)
+	events := r.view()
+	cut := compactionCut(events, cfg.KeepRecent)
 	if cut <= 0 {
 		return false, nil
 	}
 	// Nothing new since the last compaction: compacting again would only
 	// summarise the summary.
-	for i := len(r.events) - 1; i >= 0; i-- {
-		if c := r.events[i].Compaction; c != nil {
+	for i := len(events) - 1; i >= 0; i-- {
+		if c := events[i].Compaction; c != nil {
 			for j := cut - 1; j >= 0; j-- {
-				if r.events[j].ID == c.Through {
+				if events[j].ID == c.Through {
 					return false, nil
 				}
-				if r.events[j].Input != nil || r.events[j].Step != nil {
+				if events[j].Input != nil || events[j].Step != nil {
 					break // a message or pass after the last note
 				}
 			}
 			break
 		}
 	}
-	older := ledger.ReplayMessages(r.events[:cut])
+	older := ledger.ReplayMessages(events[:cut])
 	if len(older) == 0 {
 		return false, nil
 	}
@@ -148,16 +98,18 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	// most of what overflowed): then its oldest messages are dropped,
 	// half at a time, at a user message so no tool result loses its call.
 	// The first message (a previous note, or the opening message) stays.
-	var res provider.Result
+	var res model.Result
 	var err error
 	for dropped := 0; ; {
 		msgs := append(append([]ledger.Message(nil), older...),
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
-		req := provider.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
-		res, err = provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (provider.Result, error) {
-			return r.h.model.Stream(ctx, req, nil)
+		req := model.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
+		res, err = model.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (model.Result, error) {
+			chain := r.h.hooks.Load()
+			ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
+			return chain.stream(ctx, req, nil)
 		}, nil)
-		if err == nil || provider.Classify(err).Kind != provider.ContextOverflow || dropped >= 4 {
+		if err == nil || model.Classify(err).Kind != model.ContextOverflow || dropped >= 4 {
 			break
 		}
 		trimmed, ok := dropOldest(older)
@@ -175,18 +127,18 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		return false, errors.New("compaction: the model wrote an empty note")
 	}
 	var prompt int64
-	for i := len(r.events) - 1; i >= 0; i-- {
-		if s := r.events[i].Step; s != nil {
+	for i := len(events) - 1; i >= 0; i-- {
+		if s := events[i].Step; s != nil {
 			prompt = s.Usage.PromptTokens
 			break
 		}
 	}
 	e := r.newEvent(ledger.KindCompaction)
-	e.Compaction = &ledger.Compaction{Summary: summary, Through: r.events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
-	if err := r.append(ctx, e); err != nil {
+	e.Compaction = &ledger.Compaction{Summary: summary, Through: events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
+	if err := r.append(e); err != nil {
 		return false, err
 	}
-	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.runID, "prompt_tokens", prompt,
+	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.id, "prompt_tokens", prompt,
 		"through", e.Compaction.Through)
 	return true, nil
 }

@@ -97,7 +97,7 @@ func TestSendBeforeSweepAnswersOnce(t *testing.T) {
 	if _, err := h1.Session("x").Send(context.Background(), "first message", host.SendOptions{}); err == nil {
 		t.Fatal("the crash did not happen")
 	}
-	h1.Close()
+	h1.Close(context.Background())
 
 	gated := &gatedLister{Store: base, gate: make(chan struct{})}
 	h, err := host.New(host.Options{Storage: gated, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
@@ -105,7 +105,7 @@ func TestSendBeforeSweepAnswersOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	res, err := h.Session("x").Send(context.Background(), "second message", host.SendOptions{})
 	if err != nil || res.Status != ledger.RunCompleted {
 		t.Fatalf("%+v %v", res, err)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -667,12 +666,12 @@ func TestBootLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	h, err := host.New(host.Options{Storage: fs, Provider: provider.Config{BaseURL: srv.URL(), APIKey: "test"},
+	h, err := host.New(host.Options{Storage: fs, Model: mustClient(t, srv),
 		Agent: host.Agent{Model: "fake/echo", Tools: []host.Tool{explode}}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 	got, err := h.Resume(context.Background(), bootLoopID)
 	if err != nil || got.Status != ledger.RunCompleted || got.Text != "The explode tool returned: defused" || got.RunID != open[0] {
 		t.Fatalf("manual resume: %+v %v", got, err)

@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -271,18 +273,18 @@ func childHost(t *testing.T, tools []host.Tool, maxAttempts int) (*host.Host, *k
 	if a := host.ResumeAction(os.Getenv(envAction)); a != "" {
 		auto.OnInterrupted = func(context.Context, host.Interrupted) (host.ResumeAction, error) { return a, nil }
 	}
-	h, err := host.New(host.Options{
-		Storage:    store,
-		Provider:   provider.Config{BaseURL: os.Getenv(envCrashURL), APIKey: "test"},
-		Agent:      host.Agent{Model: "fake/echo", Tools: tools},
-		Logger:     log,
-		Retry:      provider.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
-		AutoResume: auto,
-	})
+	client, err := provider.New(provider.Config{BaseURL: os.Getenv(envCrashURL), APIKey: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
+	h := hosttest.New(t, host.Options{
+		Storage:    store,
+		Model:      client,
+		Agent:      host.Agent{Model: "fake/echo", Tools: tools},
+		Logger:     log,
+		Retry:      model.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+		AutoResume: auto,
+	}).Host
 	select {
 	case <-h.SweepDone():
 	case <-time.After(40 * time.Second):

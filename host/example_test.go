@@ -3,21 +3,20 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/provider"
-	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
-// A host over a memory store, an agent with one Go tool, and the fake model
-// standing in for a real provider: the model calls the tool, then answers
-// with its result.
+// A host over a memory store, an agent with one Go tool, and a scripted
+// model standing in for a real provider (hosttest.Model, which behaves like
+// a small agent when nothing is scripted): the model calls the tool, then
+// answers with its result.
 func Example() {
-	model, _ := fakemodel.Start(fakemodel.Options{})
-	defer model.Close()
-
 	weather := host.NewTool(host.ToolSpec{
 		Name:        "get_weather",
 		Description: "Current weather of a city.",
@@ -26,14 +25,14 @@ func Example() {
 		return host.ToolResult{Output: `{"temp_c":12,"sky":"clear"}`}, nil
 	})
 	h, err := host.New(host.Options{
-		Storage:  memory.New(),
-		Provider: provider.Config{BaseURL: model.URL()},
-		Agent:    host.Agent{Model: "fake/echo", Tools: []host.Tool{weather}},
+		Storage: memory.New(),
+		Model:   hosttest.NewModel(),
+		Agent:   host.Agent{Model: "test/model", Tools: []host.Tool{weather}},
 	})
 	if err != nil {
 		panic(err)
 	}
-	defer h.Close()
+	defer h.Close(context.Background())
 
 	res, err := h.Session("example").Send(context.Background(), "get_weather city=Paris", host.SendOptions{
 		OnProgress: func(p host.Progress) {
@@ -51,4 +50,83 @@ func Example() {
 	// calling get_weather with {"city":"Paris"}
 	// completed
 	// The get_weather tool returned: {"temp_c":12,"sky":"clear"}
+}
+
+// Start returns once the message is durable; the run is the host's. A
+// caller follows its progress from any offset, and waits for its end — or
+// leaves, and the run goes on.
+func ExampleSession_Start() {
+	model := hosttest.NewModel(hosttest.Reply{Text: "Paris is the capital of France."})
+	h, err := host.New(host.Options{Storage: memory.New(), Model: model, Agent: host.Agent{Model: "test/model"}})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(context.Background())
+
+	run, err := h.Session("geo").Start(context.Background(), "What is the capital of France?", host.StartOptions{})
+	if err != nil {
+		panic(err)
+	}
+	sub := run.Subscribe(0)
+	defer sub.Close()
+	for {
+		p, err := sub.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			panic(err)
+		}
+		switch p.Type {
+		case host.ProgressText:
+			fmt.Printf("%d: %q\n", p.Seq, p.Delta)
+		case host.ProgressRunEnd:
+			fmt.Printf("%d: %s\n", p.Seq, p.Status)
+		}
+	}
+	res, err := run.Wait(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Text)
+	// Output:
+	// 2: "Paris "
+	// 3: "is "
+	// 4: "the "
+	// 5: "capital "
+	// 6: "of "
+	// 7: "France."
+	// 8: completed
+	// Paris is the capital of France.
+}
+
+// A task: the model must submit a deliverable its JSON Schema accepts. The
+// scripted model first submits one the schema rejects, reads the problems,
+// and submits again.
+func ExampleHost_Task() {
+	model := hosttest.NewModel(
+		hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: host.SubmitToolName, Arguments: `{"title":""}`}}},
+		hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: host.SubmitToolName, Arguments: `{"title":"Hello"}`}}},
+	)
+	h, err := host.New(host.Options{Storage: memory.New(), Model: model, Agent: host.Agent{Model: "test/model"}})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(context.Background())
+
+	out := h.Task(context.Background(), host.TaskSpec{
+		Prompt: "Write a headline.",
+		Deliverable: host.Deliverable{
+			Name:   "headline",
+			Schema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string","minLength":1}},"required":["title"]}`),
+		},
+	})
+	fmt.Println(out.Status)
+	fmt.Println(string(out.Value))
+	fmt.Println(model.Requests()[1].Messages[2].Text())
+	// Output:
+	// submitted
+	// {"title":"Hello"}
+	// error: the deliverable is invalid; fix these problems and call submit_deliverable again:
+	// /title: minLength: got 0, want 1
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage/memory"
@@ -16,11 +17,11 @@ import (
 // measures the host's own cost per step (ledger appends, replay, progress).
 type instantModel struct{}
 
-func (instantModel) Stream(_ context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (instantModel) Stream(_ context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	for _, d := range []string{"Hello", ", ", "world."} {
-		onDelta(provider.Delta{Kind: provider.DeltaText, Text: d})
+		onDelta(model.Delta{Kind: model.DeltaText, Text: d})
 	}
-	return provider.Result{Text: "Hello, world.", FinishReason: "stop", Model: req.Model,
+	return model.Result{Text: "Hello, world.", FinishReason: "stop", Model: req.Model,
 		Usage: ledger.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15}}, nil
 }
 
@@ -61,9 +62,9 @@ func BenchmarkLoopStep(b *testing.B) {
 	b.Run("host", func(b *testing.B) { send(b, newHost(instantModel{})) })
 	b.Run("fake-model-only", func(b *testing.B) {
 		b.ReportAllocs()
-		req := provider.Request{Model: "fake/echo", Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("hello")}}}}
+		req := model.Request{Model: "fake/echo", Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("hello")}}}}
 		for b.Loop() {
-			if _, err := client.Stream(ctx, req, func(provider.Delta) {}); err != nil {
+			if _, err := client.Stream(ctx, req, func(model.Delta) {}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
@@ -20,12 +20,14 @@ import (
 	"github.com/agentichost/agentic/storage/memory"
 )
 
-// harness is a host over a memory store and a fake model.
+// harness is a host (hosttest.New) whose model is the fake OpenAI-compatible
+// server reached through provider.Client, for the tests that need the wire:
+// streaming chunks, HTTP faults, retries.
 type harness struct {
-	t     *testing.T
+	*hosttest.Harness
 	model *fakemodel.Server
-	store storage.Storage
 	host  *host.Host
+	store storage.Storage
 }
 
 func newHarness(t *testing.T, fopts fakemodel.Options, agent host.Agent, mutate ...func(*host.Options)) *harness {
@@ -38,36 +40,27 @@ func newHarness(t *testing.T, fopts fakemodel.Options, agent host.Agent, mutate 
 	if agent.Model == "" {
 		agent.Model = "fake/echo"
 	}
-	store := memory.New()
-	opts := host.Options{Storage: store, Provider: provider.Config{BaseURL: srv.URL(), APIKey: "test"}, Agent: agent,
-		Logger: slog.New(slog.DiscardHandler)}
+	opts := host.Options{Agent: agent}
 	for _, m := range mutate {
 		m(&opts)
 	}
-	h, err := host.New(opts)
-	if err != nil {
-		t.Fatal(err)
+	if opts.Model == nil {
+		// A stall fails (and is retried) after a second, not ten minutes.
+		c, err := provider.New(provider.Config{BaseURL: srv.URL(), APIKey: "test", IdleTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Model = c
 	}
-	t.Cleanup(func() { h.Close() })
-	return &harness{t: t, model: srv, store: opts.Storage, host: h}
+	hs := hosttest.New(t, opts)
+	return &harness{Harness: hs, model: srv, host: hs.Host, store: hs.Store}
 }
 
-func (hs *harness) events(session string) []ledger.Event {
-	hs.t.Helper()
-	evs, err := hs.store.Load(context.Background(), session)
-	if err != nil {
-		hs.t.Fatal(err)
-	}
-	return evs
-}
+// events returns the session's ledger.
+func (hs *harness) events(session string) []ledger.Event { return hs.Events(session) }
 
-func kinds(evs []ledger.Event) string {
-	var ks []string
-	for _, e := range evs {
-		ks = append(ks, string(e.Kind))
-	}
-	return strings.Join(ks, " ")
-}
+// kinds is the shape of a ledger.
+var kinds = hosttest.Kinds
 
 // counterTool counts its calls and echoes its input.
 func counterTool(name string, calls *atomic.Int32) host.Tool {

@@ -26,23 +26,14 @@ import (
 // and waits: the leader folds it into its run, woken through
 // storage.Watcher; the sender learns the outcome from the ledger.
 
-// DefaultLeaseTTL is the session lease's time to live when
-// Options.LeaseTTL is 0.
-const DefaultLeaseTTL = 15 * time.Second
-
-var ErrLeadElsewhere = errors.New("host: another host leads the session")
-
-// pollInterval paces a sender waiting on another host's run when the store
-// cannot watch sessions.
-const pollInterval = 250 * time.Millisecond
-
 // takeLease acquires the session's lease for a run, when the store has
 // leases. It returns ErrLeadElsewhere when another host holds it.
-func (h *Host) takeLease(ctx context.Context, id string) (storage.Lease, error) {
-	if h.leaser == nil {
+func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, error) {
+	if st.leaser == nil {
 		return nil, nil
 	}
-	l, err := h.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
+	id := st.key.id
+	l, err := st.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
 	if errors.Is(err, storage.ErrLeaseHeld) {
 		return nil, fmt.Errorf("%w: %v", ErrLeadElsewhere, err)
 	}
@@ -52,17 +43,18 @@ func (h *Host) takeLease(ctx context.Context, id string) (storage.Lease, error) 
 	return l, nil
 }
 
-// holdLease renews the run's lease until stop is called; when a renewal
-// finds the lease lost, it cancels the run (lost) at once.
-func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
-	if r.lease == nil {
+// holdLease renews the lease (when there is one) until the returned
+// function is called, which releases it; when a renewal finds the lease
+// lost, it cancels the session's run in flight at once.
+func (h *Host) holdLease(st *sessionState, lease storage.Lease) (stop func()) {
+	if lease == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(r.h.leaseTTL / 3)
+		t := time.NewTicker(h.leaseTTL / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -70,79 +62,67 @@ func (r *run) holdLease(lost context.CancelCauseFunc) (stop func()) {
 				return
 			case <-t.C:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), r.h.leaseTTL/3)
-			err := r.lease.Renew(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), h.leaseTTL/3)
+			err := lease.Renew(ctx)
 			cancel()
 			if errors.Is(err, storage.ErrLeaseLost) {
-				r.h.log.Error("lease lost: another host may lead the session; stopping the run",
-					"session", r.sessionID, "run", r.runID)
-				lost(&CancelledError{Reason: "the session's lease was lost to another host"})
+				st.mu.Lock()
+				r := st.cur
+				st.mu.Unlock()
+				h.log.Error("lease lost: another host may lead the session; stopping the run", "session", st.key.id)
+				if r != nil {
+					r.cancel(&CancelledError{Reason: "the session's lease was lost to another host"})
+				}
 				return
 			}
 			if err != nil {
-				r.h.log.Warn("lease renewal failed; retrying", "session", r.sessionID, "err", err)
+				h.log.Warn("lease renewal failed; retrying", "session", st.key.id, "err", err)
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		<-finished
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d := h.timeouts.LeaseRelease
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		if err := r.lease.Release(ctx); err != nil {
-			r.h.log.Warn("lease release failed; it will lapse", "session", r.sessionID, "err", err)
+		if err := lease.Release(ctx); err != nil {
+			if ctx.Err() != nil {
+				err = &TimeoutError{Kind: TimeoutLeaseRelease, After: d, Err: err}
+			}
+			h.log.Warn("lease release failed; it will lapse", "session", st.key.id, "err", err)
 		}
 	}
 }
 
-// watchRemote marks the run's view of the ledger stale whenever the session
-// receives appends (from any host), until ctx ends.
-func (r *run) watchRemote(ctx context.Context) {
-	if r.h.watcher == nil || r.h.leaser == nil {
-		return // one host: every append goes through this process
+// watchRemote marks the session stale whenever it receives appends (from
+// any host), until the returned function is called.
+func (h *Host) watchRemote(st *sessionState) (stop func()) {
+	if st.watcher == nil || st.leaser == nil {
+		return func() {} // one host: every append goes through this process
 	}
-	ch, err := r.h.watcher.Watch(ctx, r.sessionID)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := st.watcher.Watch(ctx, st.key.id)
 	if err != nil {
-		r.h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
-			"session", r.sessionID, "err", err)
-		return
+		h.log.Warn("cannot watch the session; messages sent to other hosts wait for the run's end",
+			"session", st.key.id, "err", err)
+		return cancel
 	}
 	go func() {
 		for range ch {
-			r.stale.Store(true)
+			st.stale.Store(true)
 		}
 	}()
-}
-
-// reloadIfStale replaces the live view of the ledger with storage's when
-// another host may have appended to it. appendMu must be held.
-func (r *run) reloadIfStale(ctx context.Context) error {
-	if !r.stale.Swap(false) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-	defer cancel()
-	events, err := r.h.store.Load(ctx, r.sessionID)
-	if err != nil {
-		r.stale.Store(true)
-		return err
-	}
-	r.h.mu.Lock()
-	if l := r.st.live; l != nil && l.runID == r.runID && len(events) >= len(l.events) {
-		l.events = events
-		r.events = events
-	}
-	r.h.mu.Unlock()
-	return nil
+	return cancel
 }
 
 // waitRemote waits for a change to the session that another host makes:
 // through the store's watch, or by polling.
-func (h *Host) waitRemote(ctx context.Context, id string) error {
+func (h *Host) waitRemote(ctx context.Context, st *sessionState) error {
 	wctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
 	defer cancel()
-	if h.watcher != nil {
-		ch, err := h.watcher.Watch(wctx, id)
+	if st.watcher != nil {
+		ch, err := st.watcher.Watch(wctx, st.key.id)
 		if err == nil {
 			select {
 			case <-ch:
@@ -152,7 +132,7 @@ func (h *Host) waitRemote(ctx context.Context, id string) error {
 			}
 		}
 	}
-	t := time.NewTimer(pollInterval)
+	t := time.NewTimer(h.timeouts.Poll)
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -164,9 +144,9 @@ func (h *Host) waitRemote(ctx context.Context, id string) error {
 
 // queueRemote appends a message to a session another host leads, as a
 // queued message that the leader folds in.
-func (h *Host) queueRemote(ctx context.Context, id string, input ledger.Event) error {
+func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.Event) error {
 	input.RunID = ""
-	if err := h.store.Append(ctx, id, input); err != nil {
+	if err := st.store.Append(ctx, st.key.id, input); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
 	return nil

@@ -5,49 +5,182 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
+	"runtime/debug"
+	"slices"
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
-// appendTimeout bounds one ledger append of a run. Appends run detached from
-// the caller's context: work that finished (a paid-for model pass, a tool
-// that ran) is recorded even when the caller has just cancelled.
-const appendTimeout = 30 * time.Second
+// The agent loop: a run goes live on a goroutine of the host's, makes model
+// passes (with retries of transient failures), runs their tools, and ends.
+// The loop is a function of the ledger: every pass replays the events
+// appended so far.
 
 // run is one execution of the agent loop over a session's ledger. The loop is
 // a function of the ledger: every pass replays the events appended so far.
+// A run belongs to the host: it runs on a goroutine of its own, with a
+// context of its own, which only Cancel, the caller bound to it (see
+// Session.Send), a lost lease or the host's shutdown end.
 type run struct {
-	h          *Host
-	st         *sessionState
-	sessionID  string
-	agent      Agent
-	onProgress func(Progress)
+	h         *Host
+	st        *sessionState
+	sessionID string
+	id        string
+	agent     Agent
+	hooks     *runHooks
+	lease     storage.Lease // the session's lease, when the store has leases
 
-	events     []ledger.Event // the whole ledger, as appended
-	runID      string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	hub    *hub.Hub[event] // the run's progress, for every subscriber
+
+	// The loop's own state, used by the run's goroutine only.
 	responseID string   // the item the next pass streams into
 	step       int      // index of the next pass
 	folding    []string // queued messages the current pass folded in
+	tools      map[string]Tool
+	specs      []model.ToolSpec
 
-	tools map[string]Tool
-	specs []provider.ToolSpec
-	hooks *runHooks
-	live  *liveRun // while the run is the session's run in flight
+	// Guarded by st.mu.
+	events          []ledger.Event // the whole ledger, as this host knows it
+	live            liveView       // the item streaming
+	ending          bool           // the run decided to end: sends no longer queue into it
+	waiters         []*waiter      // the messages whose senders wait for the run's answer
+	cancelRequested bool
+	bound           *binding // set before the run goes live; its fields are guarded by st.mu
 
-	lease storage.Lease // the session's lease, when the store has leases
-	stale atomic.Bool   // another host may have appended to the session
+	onLive func() // called once the run is the session's run in flight
+
+	// How the run ended, once it has (see end), and the waiters to tell
+	// (see release).
+	res  RunResult
+	err  error
+	told []*waiter
+}
+
+// outcome is how a run's loop ended: its status and reason, or the error
+// that kept the ledger from recording more (storage failed, or the host is
+// closing): then nothing more is recorded and the run stays resumable.
+type outcome struct {
+	status ledger.RunStatus
+	reason string
+	err    error
+}
+
+// newRun returns a run of the session over events, not started yet.
+func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks, lease storage.Lease, events []ledger.Event) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
+		ctx: ctx, cancel: cancel, hub: hub.New[event](hub.Options{Capacity: 8}), events: events}
+}
+
+// launch makes r the session's run in flight and runs it on a goroutine of
+// the host's — body, then each successor run that a run's end starts for
+// messages still pending — while holding the session's lease (when r has
+// one) and watching the session for other hosts' appends. The session must
+// be claimed (busy): the goroutine frees it, and releases the lease, once
+// the last run ended.
+func (h *Host) launch(r *run, body func(*run) outcome) {
+	st := r.st
+	h.adopt(st)
+	stopLease := h.holdLease(st, r.lease)
+	stopWatch := h.watchRemote(st)
+	r.goLive()
+	h.spawn(func() {
+		defer h.unref(st)
+		for {
+			next := r.execute(body)
+			if next == nil {
+				break
+			}
+			next.goLive()
+			r.release()
+			r, body = next, (*run).loop
+		}
+		stopWatch()
+		stopLease()
+		st.free()
+		r.release()
+	})
+}
+
+// maxIdleDrivers bounds the goroutines that, having run a run, wait for the
+// next one.
+const maxIdleDrivers = 8
+
+// spawn runs job on a goroutine of the host's: an idle one that ran a job
+// before, when there is one, else a new one. A busy host so reuses its
+// goroutines, and the stacks they grew, instead of growing a fresh stack
+// for every run.
+func (h *Host) spawn(job func()) {
+	select {
+	case h.jobs <- job:
+	default:
+		go h.drive(job)
+	}
+}
+
+// drive runs job, then the jobs spawn hands it while at most
+// maxIdleDrivers goroutines wait for one, until the host closes.
+func (h *Host) drive(job func()) {
+	for {
+		job()
+		if h.idleDrivers.Add(1) > maxIdleDrivers {
+			h.idleDrivers.Add(-1)
+			return
+		}
+		select {
+		case job = <-h.jobs:
+			h.idleDrivers.Add(-1)
+		case <-h.bg.Done():
+			h.idleDrivers.Add(-1)
+			return
+		}
+	}
+}
+
+// goLive makes r the session's run in flight: sends queue into it and
+// Cancel reaches it from now on.
+func (r *run) goLive() {
+	r.st.mu.Lock()
+	r.live.responseID = r.responseID
+	r.st.cur = r
+	r.st.notifyLocked()
+	r.st.mu.Unlock()
+	if r.h.stopping.Load() {
+		r.cancel(ErrClosed)
+	}
+	if r.onLive != nil {
+		r.onLive()
+	}
+}
+
+// execute runs body and records the run's end (see end); a panic ends the
+// run failed. It returns the successor run the end started, if any.
+func (r *run) execute(body func(*run) outcome) *run {
+	return r.end(r.protect(body))
+}
+
+// protect runs body, turning a panic into a failed outcome.
+func (r *run) protect(body func(*run) outcome) (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.h.log.Error("run panicked", "session", r.sessionID, "run", r.id, "panic", p, "stack", string(debug.Stack()))
+			o = outcome{status: ledger.RunFailed, reason: fmt.Sprintf("host: the run panicked: %v", p)}
+		}
+	}()
+	return body(r)
 }
 
 // startEvent mints the run-start event, and with it the first response id.
 func (r *run) startEvent(inputs []string, now time.Time) ledger.Event {
 	r.responseID = ledger.NewID("resp")
-	return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: r.runID,
+	return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: r.id,
 		RunStart: &ledger.RunStart{Inputs: inputs, ResponseID: r.responseID, Agent: r.agent.Name,
 			Model: r.agent.Model, MaxSteps: r.agent.MaxSteps, Task: r.taskRecord()}}
 }
@@ -60,163 +193,65 @@ func (r *run) taskRecord() *ledger.TaskRun {
 	return r.hooks.task
 }
 
-func (r *run) newEvent(kind ledger.Kind) ledger.Event {
-	return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: time.Now().UTC(), RunID: r.runID}
+// requestCancel asks the run to stop, with reason; it returns true only when
+// this call newly asked.
+func (r *run) requestCancel(reason string) bool {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	r.st.mu.Lock()
+	first := !r.cancelRequested
+	r.cancelRequested = true
+	r.st.mu.Unlock()
+	if first {
+		r.cancel(&CancelledError{Reason: reason})
+	}
+	return first
 }
 
-// append makes events durable, then adds them to the run's view of the
-// ledger (and to the live view transcripts and queued sends read).
-func (r *run) append(ctx context.Context, evs ...ledger.Event) error {
-	r.st.appendMu.Lock()
-	defer r.st.appendMu.Unlock()
-	return r.appendLocked(ctx, evs...)
-}
-
-// appendLocked is append with the session's appendMu held.
-func (r *run) appendLocked(ctx context.Context, evs ...ledger.Event) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
-	defer cancel()
-	var err error
-	if r.lease != nil {
-		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
-	} else {
-		err = r.h.store.Append(ctx, r.sessionID, evs...)
-	}
-	if err != nil {
-		return err
-	}
-	r.h.mu.Lock()
-	if l := r.st.live; l != nil && l.runID == r.runID {
-		// Queued sends append to the live view too: it is the one truth.
-		l.events = append(l.events, evs...)
-		r.events = l.events
-	} else {
-		r.events = append(r.events, evs...)
-	}
-	r.h.mu.Unlock()
-	return nil
-}
-
-// sync refreshes the run's view of the ledger from the live view, which
-// queued sends of this host append to, after reloading it from storage when
-// another host may have queued a message.
-func (r *run) sync(ctx context.Context) {
-	r.st.appendMu.Lock()
-	if err := r.reloadIfStale(ctx); err != nil {
-		r.h.log.Warn("cannot reload the session; going on with what this host saw", "session", r.sessionID, "err", err)
-	}
-	r.st.appendMu.Unlock()
-	r.h.mu.Lock()
-	if l := r.st.live; l != nil && l.runID == r.runID {
-		r.events = l.events
-	}
-	r.h.mu.Unlock()
-}
-
-func (r *run) emit(p Progress) {
-	var joined []*progressQueue
-	if r.live != nil {
-		if j := r.live.joined.Load(); j != nil {
-			joined = *j
-		}
-	}
-	if r.onProgress == nil && len(joined) == 0 {
-		return
-	}
-	p.SessionID, p.RunID = r.sessionID, r.runID
-	if p.ResponseID == "" {
-		p.ResponseID = r.responseID
-	}
-	for _, q := range joined {
-		q.push(p)
-	}
-	if r.onProgress != nil {
-		r.onProgress(p)
-	}
-}
-
-// goLive registers the run as the session's run in flight, with a context
-// that [Host.Cancel] can cancel; sends queue into it from then on. The
-// returned function unregisters it.
-func (r *run) goLive(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	r.h.mu.Lock()
-	r.live = &liveRun{events: r.events, runID: r.runID, responseID: r.responseID, cancel: cancel}
-	r.st.live = r.live
-	r.st.notifyLocked()
-	r.h.mu.Unlock()
-	stopLease := r.holdLease(cancel)
-	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	r.watchRemote(wctx)
-	return ctx, func() {
-		stopWatch()
-		r.h.mu.Lock()
-		r.st.live = nil
-		r.st.notifyLocked()
-		r.h.mu.Unlock()
-		r.live = nil
-		stopLease()
-		cancel(nil)
-	}
+// stopped reports whether the run's context ended, deciding first the fate
+// of a run whose bound caller has just stopped.
+func (r *run) stopped() bool {
+	r.checkBound()
+	return r.ctx.Err() != nil
 }
 
 // loop runs model passes and tools until the model stops, the step bound is
-// reached, the context is done or something fails, and records the end.
-func (r *run) loop(ctx context.Context) (RunResult, error) {
+// reached, the run is stopped or something fails.
+func (r *run) loop() outcome {
 	for {
-		stop, status, reason, err := r.pass(ctx)
-		if err != nil {
-			return r.end(ctx, ledger.RunInterrupted, "", err)
-		}
-		if stop {
-			return r.end(ctx, status, reason, nil)
+		if o, stop := r.pass(); stop {
+			return o
 		}
 	}
 }
 
 // pass runs one model pass and its tools. It returns stop when the run must
-// end with status and reason, and a non-nil error only when the ledger could
-// not be written.
-func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, reason string, err error) {
+// end with the outcome o.
+func (r *run) pass() (o outcome, stop bool) {
+	ctx := r.ctx
 	r.snapshotTools()
 	// Messages queued while the run worked join this pass.
-	r.sync(ctx)
-	r.folding = ledger.PendingInputs(r.events)
-	r.emit(Progress{Type: ProgressResponseStart})
+	r.sync()
+	events := r.view()
+	r.folding = ledger.PendingInputs(events)
+	r.publish(Progress{Type: ProgressResponseStart})
 	if r.needsCompaction(ctx) {
 		if _, err := r.compact(ctx); err != nil {
 			// The pass goes on uncompacted; an overflow, should it come,
 			// compacts again.
-			r.h.log.Warn("compaction failed", "session", r.sessionID, "run", r.runID, "err", err)
+			r.h.log.Warn("compaction failed", "session", r.sessionID, "run", r.id, "err", err)
 		}
+		events = r.view()
 	}
-	req := provider.Request{Model: r.agent.Model, System: r.agent.System,
-		Messages: ledger.ReplayMessages(r.events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
-	onDelta := func(d provider.Delta) {
-		l := r.st.live
-		switch d.Kind {
-		case provider.DeltaText:
-			r.h.mu.Lock()
-			offset := l.textRunes
-			l.text = append(l.text, d.Text...)
-			l.textRunes += utf8.RuneCountInString(d.Text)
-			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressText, Delta: d.Text, Offset: offset})
-		case provider.DeltaReasoning:
-			r.h.mu.Lock()
-			offset := l.reasoningRunes
-			l.reasoning = append(l.reasoning, d.Text...)
-			l.reasoningRunes += utf8.RuneCountInString(d.Text)
-			r.h.mu.Unlock()
-			r.emit(Progress{Type: ProgressReasoning, Delta: d.Text, Offset: offset})
-		}
-	}
-	var res provider.Result
+	req := model.Request{Model: r.agent.Model, System: r.agent.System,
+		Messages: ledger.ReplayMessages(events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+	var res model.Result
 	var merr error
 	var tries streamTries
 	for overflowed := false; ; overflowed = true {
-		res, tries, merr = r.stream(ctx, req, onDelta)
-		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || provider.Classify(merr).Kind != provider.ContextOverflow {
+		res, tries, merr = r.stream(req)
+		if merr == nil || ctx.Err() != nil || tries.ledgerErr != nil || overflowed || model.Classify(merr).Kind != model.ContextOverflow {
 			break
 		}
 		// The prompt no longer fits: compact, and try once more.
@@ -227,27 +262,29 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 			}
 			break
 		}
-		req.Messages = ledger.ReplayMessages(r.events)
+		req.Messages = ledger.ReplayMessages(r.view())
 	}
 	if tries.ledgerErr != nil {
-		return true, "", "", tries.ledgerErr
+		return outcome{err: tries.ledgerErr}, true
 	}
-	attempts := tries.attempts
-	if tries.retried == attempts {
-		// Cancelled while waiting to retry: what the failed attempt
+	if tries.retried == tries.attempts {
+		// Stopped while waiting to retry: what the failed attempt
 		// streamed was declared void; there is nothing to keep.
-		res = provider.Result{}
+		res = model.Result{}
 	}
 	if merr != nil {
-		if ctx.Err() == nil {
-			c := provider.Classify(merr)
+		if !r.stopped() {
+			c := model.Classify(merr)
 			reason := fmt.Sprintf("model: %v", merr)
-			if attempts > 1 {
-				reason = fmt.Sprintf("model: %v (%s; gave up after %d attempts)", merr, c.Reason, attempts)
-			} else if c.Kind != provider.Transient {
+			if tries.attempts > 1 {
+				reason = fmt.Sprintf("model: %v (%s; gave up after %d attempts)", merr, c.Reason, tries.attempts)
+			} else if c.Kind != model.Transient {
 				reason = fmt.Sprintf("model: %v (%s, not retried)", merr, c.Kind)
 			}
-			return true, ledger.RunFailed, reason, nil
+			return outcome{status: ledger.RunFailed, reason: reason}, true
+		}
+		if shutDown(ctx) {
+			return outcome{err: ErrClosed}, true // the pass restarts on resume
 		}
 		// Cancelled or timed out mid-pass: keep what streamed.
 		status, reason := doneStatus(ctx)
@@ -255,84 +292,98 @@ func (r *run) pass(ctx context.Context) (stop bool, status ledger.RunStatus, rea
 			step := r.stepEvent(res, "")
 			step.Step.Partial = true
 			step.Step.ToolCalls = nil // a cut-short pass asked for nothing
-			if err := r.append(ctx, step); err != nil {
-				return true, status, reason, err
+			if err := r.append(step); err != nil {
+				return outcome{err: err}, true
 			}
 		}
-		return true, status, reason, nil
+		return outcome{status: status, reason: reason}, true
 	}
-
 	if len(res.ToolCalls) == 0 {
-		// The model ended its turn. A hook may poke it to go on, or fail
-		// the run.
-		var poke, failReason string
-		if r.hooks != nil && r.hooks.turnEnd != nil {
-			poke, failReason = r.hooks.turnEnd()
-		}
-		// Otherwise the run is done — unless messages were queued
-		// meanwhile: then it goes on to answer them. The check and the
-		// step's append are one decision under appendMu, so that no send
-		// can queue into a run that has decided to end.
-		r.st.appendMu.Lock()
-		if err := r.reloadIfStale(ctx); err != nil {
-			r.h.log.Warn("cannot reload the session before ending the run", "session", r.sessionID, "err", err)
-		}
-		r.h.mu.Lock()
-		pending := len(ledger.PendingInputs(r.st.live.events)) - len(r.folding)
-		more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps
-		if !more {
-			r.st.live.ending = true
-		}
-		r.h.mu.Unlock()
-		next := ""
-		if more {
-			next = ledger.NewID("resp")
-		}
-		evs := []ledger.Event{r.stepEvent(res, next)}
-		if more && poke != "" {
-			p := r.newEvent(ledger.KindPoke)
-			p.Poke = &ledger.Poke{Text: poke}
-			evs = append(evs, p)
-		}
-		err := r.appendLocked(ctx, evs...)
-		r.st.appendMu.Unlock()
-		switch {
-		case err != nil:
-			return true, "", "", err
-		case failReason != "":
-			return true, ledger.RunFailed, failReason, nil
-		case !more && poke != "":
-			return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes before the model finished", r.agent.MaxSteps), nil
-		case !more:
-			return true, ledger.RunCompleted, "", nil
-		}
-		r.advance(next)
-		return false, "", "", nil
+		return r.turnEnd(res)
 	}
 	next := ""
 	if r.step+1 < r.agent.MaxSteps {
 		next = ledger.NewID("resp")
 	}
-	if err := r.append(ctx, r.stepEvent(res, next)); err != nil {
-		return true, "", "", err
+	if err := r.append(r.stepEvent(res, next)); err != nil {
+		return outcome{err: err}, true
 	}
-	if err := r.runTools(ctx, res.ToolCalls); err != nil {
-		return true, "", "", err
+	if err := r.runTools(res.ToolCalls, nil); err != nil {
+		return outcome{err: err}, true
 	}
-	if ctx.Err() != nil {
-		status, reason := doneStatus(ctx)
-		return true, status, reason, nil
+	return r.afterTools(next)
+}
+
+// turnEnd records a pass in which the model ended its turn, and decides
+// whether the run ends. A hook may poke the model to go on, or fail the run;
+// otherwise the run is done — unless messages were queued meanwhile: then
+// it goes on to answer them. The check and the step's append are one
+// decision under appendMu, so that no send can queue into a run that has
+// decided to end.
+func (r *run) turnEnd(res model.Result) (outcome, bool) {
+	var poke, failReason string
+	if r.hooks != nil && r.hooks.turnEnd != nil {
+		poke, failReason = r.hooks.turnEnd()
+	}
+	r.st.appendMu.Lock()
+	if err := r.reloadIfStale(); err != nil {
+		r.h.log.Warn("cannot reload the session before ending the run", "session", r.sessionID, "err", err)
+	}
+	r.st.mu.Lock()
+	pending := len(ledger.PendingInputs(r.events)) - len(r.folding)
+	more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps
+	if !more {
+		r.ending = true
+	}
+	r.st.mu.Unlock()
+	next := ""
+	if more {
+		next = ledger.NewID("resp")
+	}
+	evs := []ledger.Event{r.stepEvent(res, next)}
+	if more && poke != "" {
+		p := r.newEvent(ledger.KindPoke)
+		p.Poke = &ledger.Poke{Text: poke}
+		evs = append(evs, p)
+	}
+	err := r.appendLocked(evs...)
+	r.st.appendMu.Unlock()
+	switch {
+	case err != nil:
+		return outcome{err: err}, true
+	case failReason != "":
+		return outcome{status: ledger.RunFailed, reason: failReason}, true
+	case !more && poke != "":
+		return outcome{status: ledger.RunFailed, reason: fmt.Sprintf("the run reached its bound of %d model passes before the model finished", r.agent.MaxSteps)}, true
+	case !more:
+		return outcome{status: ledger.RunCompleted}, true
+	}
+	r.advance(next)
+	return outcome{}, false
+}
+
+// afterTools decides what follows a pass whose tool calls were all
+// answered: the run stops (stopped, the host closing, a task's hook), fails
+// at its bound of passes (no next item was minted), or goes on with the
+// pass that streams into next.
+func (r *run) afterTools(next string) (outcome, bool) {
+	if shutDown(r.ctx) {
+		return outcome{err: ErrClosed}, true
+	}
+	if r.stopped() {
+		status, reason := doneStatus(r.ctx)
+		return outcome{status: status, reason: reason}, true
 	}
 	if r.hooks != nil && r.hooks.afterTools != nil {
 		if stop, status, reason := r.hooks.afterTools(); stop {
-			return true, status, reason, nil
+			return outcome{status: status, reason: reason}, true
 		}
 	}
 	if next == "" {
-		return true, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil
+		return outcome{status: ledger.RunFailed, reason: fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps)}, true
 	}
 	r.advance(next)
-	return false, "", "", nil
+	return outcome{}, false
 }
 
 // streamTries tells how a pass's attempts went.
@@ -344,12 +395,17 @@ type streamTries struct {
 
 // stream runs one model pass with retries of transient failures, recording
 // each retry in the ledger and telling clients to reset the item.
-func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, streamTries, error) {
+func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 	var t streamTries
-	res, err := provider.WithRetries(ctx, r.h.retry, func(ctx context.Context, attempt int) (provider.Result, error) {
+	r.checkBound()
+	res, err := model.WithRetries(r.ctx, r.h.retry, func(ctx context.Context, attempt int) (model.Result, error) {
 		t.attempts = attempt
-		return r.h.model.Stream(ctx, req, onDelta)
-	}, func(ri provider.RetryInfo) error {
+		sink := &deltaSink{r: r, open: true}
+		defer sink.close()
+		chain := r.h.hooks.Load()
+		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
+		return chain.stream(ctx, req, sink.add)
+	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
@@ -357,25 +413,16 @@ func (r *run) stream(ctx context.Context, req provider.Request, onDelta func(pro
 		reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
 		e := r.newEvent(ledger.KindRetry)
 		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
-		if err := r.append(ctx, e); err != nil {
+		if err := r.append(e); err != nil {
 			t.ledgerErr = err
 			return err
 		}
 		r.resetLive(r.responseID)
-		r.emit(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
+		r.publish(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
 			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
 		return nil
 	})
 	return res, t, err
-}
-
-// resetLive points the live view at the item responseID, with no text yet.
-func (r *run) resetLive(responseID string) {
-	r.h.mu.Lock()
-	l := r.st.live
-	l.responseID = responseID
-	l.text, l.reasoning, l.textRunes, l.reasoningRunes = nil, nil, 0, 0
-	r.h.mu.Unlock()
 }
 
 // runHooks let a caller of the loop steer a run (tasks use them). Both are
@@ -423,7 +470,7 @@ func (r *run) snapshotTools() {
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
 		}
-		r.specs = append(r.specs, provider.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
+		r.specs = append(r.specs, model.ToolSpec{Name: spec.Name, Description: spec.Description, Parameters: schema})
 	}
 	for _, t := range r.agent.Tools {
 		add(t, false)
@@ -437,7 +484,7 @@ func (r *run) snapshotTools() {
 	}
 }
 
-func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
+func (r *run) stepEvent(res model.Result, next string) ledger.Event {
 	e := r.newEvent(ledger.KindStep)
 	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Inputs: r.folding, Text: res.Text,
 		Reasoning: res.Reasoning, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Model: res.Model,
@@ -447,12 +494,15 @@ func (r *run) stepEvent(res provider.Result, next string) ledger.Event {
 
 // doneStatus maps a done context to the run status it ends with.
 func doneStatus(ctx context.Context) (ledger.RunStatus, string) {
-	cause := context.Cause(ctx)
+	cause, ctxErr := context.Cause(ctx), ctx.Err()
 	var ce *CancelledError
+	if gone, ok := errors.AsType[*callerGone](cause); ok {
+		ctxErr, cause = gone.err, gone.cause
+	}
 	switch {
 	case errors.As(cause, &ce):
 		return ledger.RunCancelled, ce.Reason
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctxErr, context.DeadlineExceeded):
 		return ledger.RunTimedOut, "the run's deadline passed"
 	case cause != nil && !errors.Is(cause, context.Canceled):
 		return ledger.RunCancelled, cause.Error()
@@ -471,87 +521,23 @@ func truncate(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// runTools runs a pass's tool calls in order, persisting each result as it
-// finishes. Once ctx is done, the calls not yet run get a synthetic result
-// saying so, so that every call the model made is answered. The error is
-// non-nil only when the ledger could not be written.
-func (r *run) runTools(ctx context.Context, calls []ledger.ToolCall) error {
-	for _, c := range calls {
-		if ctx.Err() != nil {
-			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.runTool(ctx, c); err != nil {
-			return err
-		}
+// end records the run's end (unless o.err says the ledger cannot take it:
+// then the run stays open in the ledger, interrupted and resumable),
+// publishes it, and settles the waiters: those whose messages the run
+// answered get its result, and release tells them. Messages still pending
+// get one successor run, started here under the same appendMu as the end,
+// so that none is left behind; their waiters move to it, and end returns
+// it, to be run next.
+func (r *run) end(o outcome) *run {
+	st := r.st
+	status, reason, storeErr := o.status, o.reason, o.err
+	st.appendMu.Lock()
+	st.mu.Lock()
+	r.ending = true // no send queues into the run from now on
+	if r.bound != nil && r.bound.stop != nil {
+		r.bound.stop()
 	}
-	return nil
-}
-
-func (r *run) runTool(ctx context.Context, c ledger.ToolCall) error {
-	input := json.RawMessage(c.Arguments)
-	if len(input) == 0 {
-		input = json.RawMessage(`{}`)
-	}
-	progressInput := input
-	if !json.Valid(input) {
-		progressInput, _ = json.Marshal(c.Arguments)
-	}
-	r.emit(Progress{Type: ProgressToolStart, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput}})
-
-	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name}
-	started := time.Now()
-	tool, known := r.tools[c.Name]
-	switch {
-	case !known:
-		result.IsError, result.Output = true, fmt.Sprintf("error: there is no tool named %q", c.Name)
-	case !json.Valid(input):
-		result.IsError, result.Output = true, fmt.Sprintf("error: the arguments are not valid JSON: %s", c.Arguments)
-	default:
-		spec := tool.Spec()
-		if spec.Effect == EffectExternal {
-			e := r.newEvent(ledger.KindToolStart)
-			e.ToolStart = &ledger.ToolStart{CallID: c.ID, Name: c.Name, Effect: string(spec.Effect), Idempotent: spec.Idempotent}
-			if err := r.append(ctx, e); err != nil {
-				return err
-			}
-		}
-		out, err := callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, r.h.toolTimeout)
-		// The ledger carries text as UTF-8: invalid bytes from a tool
-		// become U+FFFD here rather than fail the append.
-		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
-		if err != nil {
-			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
-		} else {
-			result.Output = strings.ToValidUTF8(out.Output, "\uFFFD")
-		}
-	}
-	result.DurationMS = time.Since(started).Milliseconds()
-	e := r.newEvent(ledger.KindToolResult)
-	e.ToolResult = result
-	if err := r.append(ctx, e); err != nil {
-		return err
-	}
-	r.emit(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,
-		Output: result.Output, IsError: result.IsError}})
-	return nil
-}
-
-// end records the run's end and builds its result. storeErr is the ledger
-// write that failed, if one did: then the end cannot be recorded either, and
-// the run stays open in the ledger (interrupted, resumable).
-func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, storeErr error) (RunResult, error) {
-	r.st.appendMu.Lock()
-	r.h.mu.Lock()
-	l := r.st.live
-	if l != nil && l.runID == r.runID {
-		l.ending = true // no send queues into the run from now on
-	} else {
-		l = nil
-	}
-	r.h.mu.Unlock()
+	st.mu.Unlock()
 	if storeErr == nil {
 		e := r.newEvent(ledger.KindRunEnd)
 		// Messages the last pass had folded in, if it left no step,
@@ -560,42 +546,77 @@ func (r *run) end(ctx context.Context, status ledger.RunStatus, reason string, s
 		if status == ledger.RunCompleted && r.hooks != nil && r.hooks.deliverable != nil {
 			e.RunEnd.Deliverable = r.hooks.deliverable()
 		}
-		storeErr = r.appendLocked(ctx, e)
+		storeErr = r.appendLocked(e)
 	}
-	var waiters []*waiter
-	if l != nil {
-		r.h.mu.Lock()
-		waiters, l.waiters = l.waiters, nil
-		r.h.mu.Unlock()
+	var next *run
+	if storeErr == nil {
+		next = r.successorLocked()
 	}
-	r.st.appendMu.Unlock()
+	st.mu.Lock()
+	if st.cur == r {
+		st.cur = nil
+		st.notifyLocked()
+	}
+	events := r.events
+	waiters := r.waiters
+	r.waiters = nil
+	st.mu.Unlock()
+	st.appendMu.Unlock()
 
-	if storeErr != nil {
+	switch {
+	case errors.Is(storeErr, ErrClosed):
+		status, reason = ledger.RunInterrupted, "the host closed; the run can be resumed"
+		r.h.log.Info("run stopped by the host's shutdown; it stays resumable", "session", r.sessionID, "run", r.id)
+	case storeErr != nil:
 		status, reason = ledger.RunInterrupted, fmt.Sprintf("storage: %v", storeErr)
 		r.h.log.Error("run interrupted: the ledger could not be written",
-			"session", r.sessionID, "run", r.runID, "err", storeErr)
+			"session", r.sessionID, "run", r.id, "err", storeErr)
 	}
-	view, _ := ledger.ProjectRun(r.events, r.runID)
-	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.runID,
+	view, _ := ledger.ProjectRun(events, r.id)
+	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.id,
 		ResponseID: r.responseID, Usage: view.Usage, Cost: view.Cost}
-	r.emit(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
 	var err error
 	if storeErr != nil {
-		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.runID, storeErr)
+		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.id, storeErr)
 	}
+	r.publish(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
 	// Senders whose messages the run answered get its result; the others
-	// (queued after its last pass began) go on to a successor run.
-	answered := r.answered()
+	// (queued after its last pass began) go on to the successor run.
+	answered := ledger.RunInputs(events, r.id)
+	var successorInputs []string
+	if next != nil {
+		successorInputs = ledger.RunInputs(next.view(), next.id)
+	}
 	for _, w := range waiters {
-		if answered[w.messageID] {
-			wr := res
-			wr.MessageID = w.messageID
-			w.ch <- waitResult{res: wr, err: err}
-		} else {
-			w.ch <- waitResult{again: true}
+		switch {
+		case slices.Contains(answered, w.msgID):
+			w.res = res
+			w.res.MessageID = w.msgID
+			w.err = err
+			r.told = append(r.told, w)
+		case next != nil && slices.Contains(successorInputs, w.msgID):
+			st.mu.Lock()
+			w.run, w.after = next, 0
+			next.waiters = append(next.waiters, w)
+			st.mu.Unlock()
+		default:
+			w.again = true
+			r.told = append(r.told, w)
 		}
 	}
-	return res, err
+	r.res, r.err = res, err
+	return next
+}
+
+// release tells the waiters the run's end set aside (see end) and closes
+// the run's progress. Its driver calls it last, once it has no more work
+// for the session, so that the callers it wakes run at once.
+func (r *run) release() {
+	for _, w := range r.told {
+		close(w.done)
+	}
+	r.told = nil
+	r.hub.Close()
 }
 
 // unrecordedFolds returns the messages the current pass folded in when no
@@ -604,35 +625,12 @@ func (r *run) unrecordedFolds() []string {
 	if len(r.folding) == 0 {
 		return nil
 	}
-	recorded := r.answered()
+	recorded := ledger.RunInputs(r.view(), r.id)
 	var out []string
 	for _, id := range r.folding {
-		if !recorded[id] {
+		if !slices.Contains(recorded, id) {
 			out = append(out, id)
 		}
 	}
 	return out
-}
-
-// answered returns the messages this run picked up, per its events.
-func (r *run) answered() map[string]bool {
-	picked := map[string]bool{}
-	for _, e := range r.events {
-		if e.RunID != r.runID {
-			continue
-		}
-		var ids []string
-		switch {
-		case e.RunStart != nil:
-			ids = e.RunStart.Inputs
-		case e.Step != nil:
-			ids = e.Step.Inputs
-		case e.RunEnd != nil:
-			ids = e.RunEnd.Inputs
-		}
-		for _, id := range ids {
-			picked[id] = true
-		}
-	}
-	return picked
 }

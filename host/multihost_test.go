@@ -26,7 +26,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
@@ -79,18 +81,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 // mhHost builds a host over store named id, with the lease ttl mhLeaseTTL.
 func mhHost(t *testing.T, store storage.Storage, id string, modelURL string, mutate ...func(*host.Options)) *host.Host {
 	t.Helper()
-	opts := host.Options{Storage: store, Provider: provider.Config{BaseURL: modelURL, APIKey: "test"},
-		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: id, Logger: mhLogger(t, id),
-		Retry: provider.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}}
-	for _, m := range mutate {
-		m(&opts)
-	}
-	h, err := host.New(opts)
+	client, err := provider.New(provider.Config{BaseURL: modelURL, APIKey: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	opts := host.Options{Storage: store, Model: client,
+		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: id, Logger: mhLogger(t, id),
+		Retry: model.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond}}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	return hosttest.New(t, opts).Host
 }
 
 func mhModel(t *testing.T, opts fakemodel.Options) *fakemodel.Server {
@@ -101,47 +102,6 @@ func mhModel(t *testing.T, opts fakemodel.Options) *fakemodel.Server {
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv
-}
-
-func mhLoad(t *testing.T, s storage.Storage, id string) []ledger.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := s.Load(ctx, id)
-	if err != nil {
-		t.Fatalf("load %s: %v", id, err)
-	}
-	return evs
-}
-
-// mhWaitLedger polls the session's ledger until ok accepts it.
-func mhWaitLedger(t *testing.T, s storage.Storage, id string, d time.Duration, what string, ok func([]ledger.Event) bool) []ledger.Event {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		evs := mhLoad(t, s, id)
-		if ok(evs) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; ledger: %s", what, d, kinds(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func countKind(evs []ledger.Event, k ledger.Kind) int {
-	n := 0
-	for _, e := range evs {
-		if e.Kind == k {
-			n++
-		}
-	}
-	return n
-}
-
-func runEnded(evs []ledger.Event) bool {
-	return countKind(evs, ledger.KindRunEnd) > 0 && len(ledger.OpenRuns(evs)) == 0
 }
 
 // TestMultiHostCrossHostSend: host A leads a long run of session s; a send
@@ -203,11 +163,11 @@ func TestMultiHostCrossHostSend(t *testing.T) {
 	}
 	t.Logf("B's send returned after %v; accepted with run id %q", bTook, acceptedRun.Load())
 
-	evs := mhLoad(t, storeA, "s")
+	evs := hosttest.Load(t, storeA, "s")
 	if got, want := kinds(evs), "input run-start input step step run-end"; got != want {
 		t.Fatalf("ledger = %q, want %q", got, want)
 	}
-	if countKind(evs, ledger.KindRunStart) != 1 || countKind(evs, ledger.KindResumeAttempt) != 0 {
+	if hosttest.CountKind(evs, ledger.KindRunStart) != 1 || hosttest.CountKind(evs, ledger.KindResumeAttempt) != 0 {
 		t.Errorf("want one run and no resume: %s", kinds(evs))
 	}
 	q := evs[2]
@@ -234,12 +194,12 @@ type gatedModel struct {
 	gate    chan struct{}
 }
 
-func (g *gatedModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (provider.Result, error) {
+func (g *gatedModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	g.once.Do(func() { close(g.entered) })
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
-		return provider.Result{}, ctx.Err()
+		return model.Result{}, ctx.Err()
 	}
 	return g.inner.Stream(ctx, req, onDelta)
 }
@@ -322,7 +282,7 @@ func TestFencingLapsedLeaseRefusesAppends(t *testing.T) {
 	if err != nil || resB.Status != ledger.RunCompleted || resB.Text != "You said: fenced message" {
 		t.Fatalf("B's resume: %+v %v", resB, err)
 	}
-	after := mhLoad(t, storeB, "f")
+	after := hosttest.Load(t, storeB, "f")
 	if got, want := kinds(after), "input run-start resume-attempt step run-end"; got != want {
 		t.Fatalf("ledger after B's resume = %q, want %q", got, want)
 	}
@@ -344,7 +304,7 @@ func TestFencingLapsedLeaseRefusesAppends(t *testing.T) {
 	if a.res.RunID != resB.RunID {
 		t.Errorf("A ran %s, B resumed %s", a.res.RunID, resB.RunID)
 	}
-	final := mhLoad(t, storeB, "f")
+	final := hosttest.Load(t, storeB, "f")
 	if len(final) != len(after) {
 		t.Fatalf("A wrote after B took over: %s, then %s", kinds(after), kinds(final))
 	}
@@ -408,7 +368,7 @@ func TestMultiHostAutoResumeOnce(t *testing.T) {
 		})
 	}
 	for _, id := range ids {
-		mhWaitLedger(t, seed, id, 20*time.Second, "session "+id+" resumed", runEnded)
+		hosttest.WaitLedger(t, seed, id, 20*time.Second, "session "+id+" resumed", hosttest.Settled)
 	}
 	t.Logf("all %d runs completed %v after the hosts booted", n, time.Since(start))
 	// Let the hosts sweep a few more times: nothing is resumed again.
@@ -416,7 +376,7 @@ func TestMultiHostAutoResumeOnce(t *testing.T) {
 
 	perHost := map[string]int{}
 	for _, id := range ids {
-		evs := mhLoad(t, seed, id)
+		evs := hosttest.Load(t, seed, id)
 		if got, want := kinds(evs), "input run-start resume-attempt step run-end"; got != want {
 			t.Errorf("%s: ledger = %q, want %q", id, got, want)
 			continue
@@ -458,7 +418,11 @@ func TestMultiHostChild(t *testing.T) {
 		t.Skip("a child process of TestMultiHostTakeoverAfterSIGKILL")
 	}
 	store := mhOpen(t, os.Getenv(envMHRedis))
-	h, err := host.New(host.Options{Storage: store, Provider: provider.Config{BaseURL: os.Getenv(envMHModel), APIKey: "test"},
+	client, err := provider.New(provider.Config{BaseURL: os.Getenv(envMHModel), APIKey: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Options{Storage: store, Model: client,
 		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: "child-a",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -537,7 +501,7 @@ wait:
 	}
 	// While A lives, B's sweeps (every ttl) leave the session alone.
 	time.Sleep(2 * mhLeaseTTL)
-	if evs := mhLoad(t, store, "k"); countKind(evs, ledger.KindResumeAttempt) != 0 || len(ledger.OpenRuns(evs)) != 1 {
+	if evs := hosttest.Load(t, store, "k"); hosttest.CountKind(evs, ledger.KindResumeAttempt) != 0 || len(ledger.OpenRuns(evs)) != 1 {
 		t.Fatalf("B touched the session A leads: %s", kinds(evs))
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -547,8 +511,8 @@ wait:
 	killed = true
 	killedAt := time.Now()
 
-	mhWaitLedger(t, store, "k", 10*time.Second, "B resumed the run", func(evs []ledger.Event) bool {
-		return countKind(evs, ledger.KindResumeAttempt) > 0
+	hosttest.WaitLedger(t, store, "k", 10*time.Second, "B resumed the run", func(evs []ledger.Event) bool {
+		return hosttest.CountKind(evs, ledger.KindResumeAttempt) > 0
 	})
 	t.Logf("B resumed the run %v after the kill", time.Since(killedAt))
 	// A message sent through B while its resumed run streams joins that
@@ -565,7 +529,7 @@ wait:
 	if err != nil || resB.Status != ledger.RunCompleted || resB.Text != "You said: second" {
 		t.Fatalf("send through B: %+v %v", resB, err)
 	}
-	evs := mhWaitLedger(t, store, "k", 10*time.Second, "B finished the run", runEnded)
+	evs := hosttest.WaitLedger(t, store, "k", 10*time.Second, "B finished the run", hosttest.Settled)
 	t.Logf("B finished the run %v after the kill", time.Since(killedAt))
 	if got, want := kinds(evs), "input run-start resume-attempt input step step run-end"; got != want {
 		t.Fatalf("ledger = %q, want %q", got, want)
@@ -593,7 +557,7 @@ wait:
 	if got := resumed.Load(); got != 1 {
 		t.Errorf("B resumed %d times", got)
 	}
-	if evs2 := mhLoad(t, store, "k"); len(evs2) != len(full) {
+	if evs2 := hosttest.Load(t, store, "k"); len(evs2) != len(full) {
 		t.Errorf("the ledger grew after the run ended: %s", kinds(evs2))
 	}
 }

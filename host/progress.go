@@ -39,6 +39,10 @@ const (
 // transcript item it streams into, so a client can merge the stream into a
 // transcript it loaded earlier.
 type Progress struct {
+	// Seq is the event's position in its run's progress, from 1: a
+	// subscriber that comes back subscribes after the last Seq it saw
+	// (see [Run.Subscribe]).
+	Seq        int          `json:"seq"`
 	Type       ProgressType `json:"type"`
 	SessionID  string       `json:"sessionId"`
 	RunID      string       `json:"runId"`

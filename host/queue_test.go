@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -307,5 +308,58 @@ func TestJoinedSendReceivesProgress(t *testing.T) {
 	}
 	if text.String() != second.Text {
 		t.Fatalf("the answering pass streamed %q, want %q", text.String(), second.Text)
+	}
+}
+
+// TestQueuedAnswerSurvivesTheStartersContext: a run belongs to the host, not
+// to the caller that started it. When the starter's context ends while
+// another caller's message waits in the run, only the starter stops
+// waiting: the run goes on and answers the other message. Without such a
+// message, the starter's context ending still cancels the run.
+func TestQueuedAnswerSurvivesTheStartersContext(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, ChunkSize: 1}, host.Agent{})
+	sess := hs.host.Session("owner")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sd sendDuring
+	var once sync.Once
+	passes := 0
+	first, err := sess.Send(ctx, "first question", host.SendOptions{OnProgress: func(p host.Progress) {
+		sd.hook(t, sess, "second question")(p)
+		if p.Type == host.ProgressResponseStart {
+			passes++
+		}
+		// The starter gives up while the pass that answers the queued
+		// message streams.
+		if p.Type == host.ProgressText && passes == 2 && p.Offset > 3 {
+			once.Do(cancel)
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("the starter's Send: %+v, %v; want context.Canceled", first, err)
+	}
+	sd.wg.Wait()
+	b := sd.res[0]
+	if sd.err[0] != nil || b.Status != ledger.RunCompleted || b.Text != "You said: second question" {
+		t.Fatalf("the queued caller's answer: %+v %v", b, sd.err[0])
+	}
+	if first.RunID != "" && first.RunID != b.RunID {
+		t.Errorf("the starter's run %s, the queued answer's %s", first.RunID, b.RunID)
+	}
+	evs := hs.events("owner")
+	if got, want := kinds(evs), "input run-start input step step run-end"; got != want {
+		t.Errorf("ledger = %q, want %q", got, want)
+	}
+
+	// Alone in its run, the starter's context ending cancels the run.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	res, err := sess.Send(ctx2, strings.Repeat("long ", 100), host.SendOptions{OnProgress: func(p host.Progress) {
+		if p.Type == host.ProgressText && p.Offset > 3 {
+			cancel2()
+		}
+	}})
+	if err != nil || res.Status != ledger.RunCancelled || res.Reason != "cancelled by the caller" {
+		t.Errorf("a lone starter's cancelled Send: %+v %v", res, err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
@@ -20,8 +22,7 @@ import (
 
 // fastRetry retries quickly and caps the fake model's Retry-After (2s).
 func fastRetry(o *host.Options) {
-	o.Retry = provider.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxRetryAfter: 5 * time.Millisecond}
-	o.Provider.IdleTimeout = 200 * time.Millisecond
+	o.Retry = model.RetryPolicy{MaxAttempts: 12, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxRetryAfter: 5 * time.Millisecond}
 }
 
 func TestRetryAfterPartialTextDoesNotDuplicate(t *testing.T) {
@@ -71,7 +72,7 @@ func TestRetryAfterHeaderWins(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{
 		{Text: "ok", Fault: &fakemodel.Fault{Kind: fakemodel.FaultRateLimit, RetryAfter: "1"}},
 	}}, host.Agent{}, func(o *host.Options) {
-		o.Retry = provider.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+		o.Retry = model.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
 	})
 	start := time.Now()
 	res, err := hs.host.Session("ra").Send(context.Background(), "hi", host.SendOptions{})
@@ -104,7 +105,7 @@ func TestFatalFailsFastWithOneRequest(t *testing.T) {
 func TestRetriesRunOut(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{FaultRate: 1, FaultKinds: []fakemodel.FaultKind{fakemodel.FaultServerError}}, host.Agent{},
 		func(o *host.Options) {
-			o.Retry = provider.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+			o.Retry = model.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
 		})
 	res, err := hs.host.Session("o").Send(context.Background(), "hi", host.SendOptions{})
 	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "gave up after 3 attempts") {
@@ -238,11 +239,7 @@ func crashThenResume(t *testing.T, n int32, script []fakemodel.Reply, agent host
 	if res, err := hs.host.Session("c").Send(context.Background(), "go", host.SendOptions{}); err == nil {
 		t.Fatalf("the crash did not happen: %+v", res)
 	}
-	h2, err := host.New(host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(agent)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h2.Close()
+	h2 := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, hs.model), Agent: withModel(agent)}).Host
 	res, err := h2.Resume(context.Background(), "c")
 	if err != nil {
 		t.Fatal(err)
@@ -378,8 +375,7 @@ func TestResumeActions(t *testing.T) {
 	t.Run("restart", func(t *testing.T) {
 		base, model := interrupted(t)
 		model.Enqueue(fakemodel.Reply{Text: "fresh answer"})
-		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close()
+		h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}}).Host
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionRestart})
 		if err != nil || res.Status != ledger.RunCompleted || res.Text != "fresh answer" {
 			t.Fatalf("%+v %v", res, err)
@@ -401,8 +397,7 @@ func TestResumeActions(t *testing.T) {
 	})
 	t.Run("fail", func(t *testing.T) {
 		base, model := interrupted(t)
-		h, _ := host.New(host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}})
-		defer h.Close()
+		h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, model), Agent: host.Agent{Model: "m"}}).Host
 		res, err := h.Session("a").Resume(context.Background(), host.ResumeOptions{Action: host.ActionFail})
 		if err != nil || res.Status != ledger.RunFailed {
 			t.Fatalf("%+v %v", res, err)
@@ -427,7 +422,7 @@ func TestAutoResumeSweep(t *testing.T) {
 		}
 		h, _ := host.New(host.Options{Storage: crash, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"}})
 		h.Session(fmt.Sprintf("s%d", i)).Send(context.Background(), fmt.Sprintf("hello %d", i), host.SendOptions{})
-		h.Close()
+		h.Close(context.Background())
 	}
 	evs, _ := base.Load(context.Background(), "s8")
 	run := ledger.OpenRuns(evs)[0]
@@ -436,7 +431,7 @@ func TestAutoResumeSweep(t *testing.T) {
 			Time: time.Now().UTC(), RunID: run, ResumeAttempt: &ledger.ResumeAttempt{Attempt: a}})
 	}
 	var resumed sync.Map
-	h, err := host.New(host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
+	h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
 		AutoResume: &host.AutoResume{MaxConcurrent: 2, Stagger: time.Millisecond,
 			OnInterrupted: func(_ context.Context, ir host.Interrupted) (host.ResumeAction, error) {
 				if ir.SessionID == "s9" {
@@ -445,11 +440,7 @@ func TestAutoResumeSweep(t *testing.T) {
 				return host.ActionResume, nil
 			},
 			OnResumed: func(id string, res host.RunResult, err error) { resumed.Store(id, res) },
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+		}}).Host
 	select {
 	case <-h.SweepDone():
 	case <-time.After(30 * time.Second):
@@ -470,5 +461,37 @@ func TestAutoResumeSweep(t *testing.T) {
 	res, err := h.Resume(context.Background(), "s8")
 	if err != nil || res.Status != ledger.RunCompleted || res.Text != "You said: hello 8" {
 		t.Errorf("manual resume: %+v %v", res, err)
+	}
+}
+
+// TestSweepCountsReconciledRuns: a run whose cancellation was recorded but
+// not its end is closed as cancelled, never re-driven, and the sweep
+// reports it as reconciled (not resumed).
+func TestSweepCountsReconciledRuns(t *testing.T) {
+	base := memory.New()
+	now := time.Now().UTC()
+	if err := base.Append(context.Background(), "rc",
+		ledger.Event{ID: "e1", Kind: ledger.KindInput, Time: now, RunID: "run1", Input: &ledger.Input{MessageID: "m1", Parts: []ledger.Part{ledger.TextPart("hi")}}},
+		ledger.Event{ID: "e2", Kind: ledger.KindRunStart, Time: now, RunID: "run1", RunStart: &ledger.RunStart{Inputs: []string{"m1"}, ResponseID: "r1"}},
+		ledger.Event{ID: "e3", Kind: ledger.KindStep, Time: now, RunID: "run1", Step: &ledger.Step{ResponseID: "r1", Text: "par", Partial: true}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan host.RunResult, 1)
+	hs := hosttest.New(t, host.Options{Storage: base, AutoResume: &host.AutoResume{
+		OnResumed: func(_ string, res host.RunResult, _ error) { resumed <- res }}})
+	select {
+	case <-hs.Host.SweepDone():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the boot sweep did not finish")
+	}
+	if rep := hs.Host.LastSweep(); rep.Interrupted != 1 || rep.Reconciled != 1 || rep.Resumed != 0 {
+		t.Errorf("report = %+v, want the run reconciled", rep)
+	}
+	if res := <-resumed; res.Status != ledger.RunCancelled || res.Text != "par" {
+		t.Errorf("OnResumed: %+v", res)
+	}
+	if n := hs.Model.RequestCount(); n != 0 {
+		t.Errorf("%d model requests: a cancelled run was re-driven", n)
 	}
 }

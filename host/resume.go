@@ -2,19 +2,16 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 
-// ErrNothingToResume is returned by Resume for a session whose ledger holds
-// no interrupted run.
-var ErrNothingToResume = errors.New("host: no interrupted run to resume")
+// Crash recovery: re-driving a run whose process died (a run-start without
+// a run-end), where the ledger says it stopped.
 
 // ResumeAction is what to do with an interrupted run.
 type ResumeAction string
@@ -43,267 +40,6 @@ type Interrupted struct {
 	StartedAt time.Time
 	// Task is the task the run works on, nil for an ordinary run.
 	Task *ledger.TaskRun
-}
-
-// AutoResume configures the host's boot sweep: on [New], the host lists the
-// sessions of its storage (which must implement storage.Lister) and
-// re-drives every run that was interrupted (a run-start without a run-end).
-type AutoResume struct {
-	// AgentFor returns the agent that resumes a session. Default: nil,
-	// which means Options.Agent.
-	AgentFor func(ctx context.Context, sessionID string) (Agent, error)
-	// MaxAttempts bounds the resume attempts of one run, counted in the
-	// ledger, so that a run that crashes the process on every resume
-	// cannot wedge the boot in a loop: past the bound, the sweep leaves
-	// the run interrupted (its input kept) for a manual [Host.Resume].
-	// Default: 0, which means 3.
-	MaxAttempts int
-	// MaxConcurrent bounds the runs resumed at once. Default: 0, which
-	// means 4.
-	MaxConcurrent int
-	// Stagger is the pause between starting two resumes, to spread the
-	// load on the provider after a restart. Default: 0, none.
-	Stagger time.Duration
-	// OnInterrupted chooses what to do with each interrupted run. An
-	// error, a panic or an unknown action falls back to ActionResume.
-	// Default: nil, which means ActionResume.
-	OnInterrupted func(ctx context.Context, run Interrupted) (ResumeAction, error)
-	// OnResumed is told how each resumed run ended (res.Status, or err
-	// when the ledger could not be written). Default: nil.
-	OnResumed func(sessionID string, res RunResult, err error)
-	// Interval repeats the sweep while the host lives, so that the runs
-	// of a host that died are resumed by the others once its leases
-	// lapse. Default: 0, which means Options.LeaseTTL when the storage has
-	// leases (several hosts share it), else no repeat; -1 disables it.
-	Interval time.Duration
-}
-
-// The defaults of [AutoResume].
-const (
-	DefaultResumeAttempts = 3
-	DefaultMaxConcurrent  = 4
-)
-
-func (a AutoResume) normalized() (AutoResume, error) {
-	var errs []error
-	if a.MaxAttempts == 0 {
-		a.MaxAttempts = DefaultResumeAttempts
-	}
-	if a.MaxConcurrent == 0 {
-		a.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if a.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.MaxAttempts %d is negative", a.MaxAttempts))
-	}
-	if a.MaxConcurrent < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.MaxConcurrent %d is negative", a.MaxConcurrent))
-	}
-	if a.Interval < -1 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.Interval %s is negative (use -1 to disable)", a.Interval))
-	}
-	if a.Stagger < 0 {
-		errs = append(errs, fmt.Errorf("host: AutoResume.Stagger %s is negative", a.Stagger))
-	}
-	return a, errors.Join(errs...)
-}
-
-// SweepReport tells what a sweep found and did.
-type SweepReport struct {
-	// Sessions is the number of sessions listed.
-	Sessions int
-	// Interrupted is the number of sessions found with an interrupted run
-	// or queued messages no run picked up.
-	Interrupted int
-	// Resumed, Restarted and Failed count the runs given each action.
-	Resumed, Restarted, Failed int
-	// Reconciled counts runs whose cancellation had been recorded but not
-	// their end: they were closed as cancelled, never re-driven.
-	Reconciled int
-	// GaveUp counts runs left interrupted because their resume attempts
-	// reached AutoResume.MaxAttempts.
-	GaveUp int
-	// Skipped counts sessions already running in this host.
-	Skipped int
-	// Errors counts sessions that could not be loaded or resumed.
-	Errors int
-}
-
-// SweepDone is closed when the boot sweep of [Options.AutoResume] has
-// finished starting and running its resumes (at once when AutoResume is
-// off). [Host.LastSweep] then reports what it did.
-func (h *Host) SweepDone() <-chan struct{} { return h.sweep }
-
-// LastSweep reports the boot sweep, once [Host.SweepDone] is closed.
-func (h *Host) LastSweep() SweepReport {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sweepRep
-}
-
-// Sweep finds the interrupted runs of every session in storage and re-drives
-// them as Options.AutoResume says, at most MaxConcurrent at once; it returns
-// when all of them have ended. The host runs it at boot when AutoResume is
-// set; call it yourself for a sweep on demand (it then needs AutoResume
-// too). The storage must implement storage.Lister.
-func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
-	var rep SweepReport
-	if h.auto == nil {
-		return rep, errors.New("host: Sweep needs Options.AutoResume")
-	}
-	lister, ok := h.store.(storage.Lister)
-	if !ok {
-		return rep, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
-	}
-	ids, err := lister.ListSessions(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("host: list sessions: %w", err)
-	}
-	rep.Sessions = len(ids)
-	var mu sync.Mutex
-	count := func(f func(*SweepReport)) {
-		mu.Lock()
-		f(&rep)
-		mu.Unlock()
-	}
-	sem := make(chan struct{}, h.auto.MaxConcurrent)
-	var wg sync.WaitGroup
-	first := true
-	for _, id := range ids {
-		if ctx.Err() != nil {
-			break
-		}
-		events, err := h.store.Load(ctx, id)
-		if err != nil {
-			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
-			count(func(r *SweepReport) { r.Errors++ })
-			continue
-		}
-		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
-			continue
-		}
-		count(func(r *SweepReport) { r.Interrupted++ })
-		if h.IsRunning(id) {
-			count(func(r *SweepReport) { r.Skipped++ })
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if !first && h.auto.Stagger > 0 {
-			t := time.NewTimer(h.auto.Stagger)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-		}
-		first = false
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out, res, err := h.autoResume(ctx, id)
-			count(func(r *SweepReport) {
-				switch out {
-				case ActionResume:
-					r.Resumed++
-				case ActionRestart:
-					r.Restarted++
-				case ActionFail:
-					r.Failed++
-				case outcomeReconciled:
-					r.Reconciled++
-				case outcomeGaveUp:
-					r.GaveUp++
-				case outcomeSkipped:
-					r.Skipped++
-				default:
-					r.Errors++
-				}
-			})
-			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
-				h.auto.OnResumed(id, res, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return rep, ctx.Err()
-}
-
-// Outcomes of autoResume besides the actions.
-const (
-	outcomeReconciled ResumeAction = "reconciled"
-	outcomeGaveUp     ResumeAction = "gave-up"
-	outcomeSkipped    ResumeAction = "skipped"
-	outcomeError      ResumeAction = "error"
-)
-
-// autoResume re-drives one session's interrupted run under the sweep's
-// rules.
-func (h *Host) autoResume(ctx context.Context, id string) (ResumeAction, RunResult, error) {
-	agent := h.agent
-	if h.auto.AgentFor != nil {
-		a, err := h.auto.AgentFor(ctx, id)
-		if err == nil {
-			a, err = normalizeAgent(a)
-		}
-		if err != nil {
-			h.log.Error("auto-resume: no agent for session", "session", id, "err", err)
-			return outcomeError, RunResult{}, err
-		}
-		agent = a
-	}
-	var out ResumeAction
-	res, err := h.resume(ctx, id, agent, nil, func(ir Interrupted) ResumeAction {
-		if ir.Attempts >= h.auto.MaxAttempts {
-			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
-				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
-			out = outcomeGaveUp
-			return outcomeGaveUp
-		}
-		out = h.chooseAction(ctx, ir)
-		return out
-	})
-	switch {
-	case errors.Is(err, ErrNothingToResume), errors.Is(err, ErrLeadElsewhere):
-		return outcomeSkipped, res, nil
-	case errors.Is(err, errReconciled):
-		return outcomeReconciled, res, nil
-	case out == "" && err != nil:
-		return outcomeError, res, err
-	case out == "":
-		out = ActionResume // only queued messages were pending: a run answered them
-	}
-	return out, res, err
-}
-
-// chooseAction asks the OnInterrupted hook, falling back to resume when it
-// errs, panics or answers nonsense.
-func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
-	if h.auto == nil || h.auto.OnInterrupted == nil {
-		return ActionResume
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			h.log.Error("auto-resume: OnInterrupted panicked; resuming", "session", ir.SessionID, "panic", p)
-			action = ActionResume
-		}
-	}()
-	a, err := h.auto.OnInterrupted(ctx, ir)
-	if err != nil {
-		h.log.Error("auto-resume: OnInterrupted failed; resuming", "session", ir.SessionID, "err", err)
-		return ActionResume
-	}
-	switch a {
-	case ActionResume, ActionRestart, ActionFail:
-		return a
-	}
-	h.log.Error("auto-resume: OnInterrupted returned an unknown action; resuming", "session", ir.SessionID, "action", a)
-	return ActionResume
 }
 
 // ResumeOptions tunes one [Session.Resume]. The zero value is usable.
@@ -348,96 +84,110 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 	if action == "" {
 		action = ActionResume
 	}
-	res, err := s.h.resume(ctx, s.id, agent, opts.OnProgress, func(Interrupted) ResumeAction { return action })
+	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action })
+	if r != nil {
+		return r.wait(ctx, opts.OnProgress)
+	}
 	if errors.Is(err, errReconciled) {
 		err = nil
 	}
 	return res, err
 }
 
-// errReconciled tells that the run had been cancelled before the crash and
-// was closed as such.
-var errReconciled = errors.New("host: interrupted run reconciled as cancelled")
-
-// resume takes the session's lock and re-drives its interrupted run with the
-// action decide picks.
-func (h *Host) resume(ctx context.Context, id string, agent Agent, onProgress func(Progress), decide func(Interrupted) ResumeAction) (RunResult, error) {
+// resume claims the session and re-drives its interrupted run with the
+// action decide picks. When that starts a run, resume returns the caller's
+// handle on it (bound to bind, when set: see Session.Send); onLive, when
+// set, is called once that run is the session's run in flight. Otherwise it
+// returns what it did: a run closed without running again (reconciled as
+// cancelled: errReconciled; failed by policy; given up).
+func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.Context, onLive func(), decide func(Interrupted) ResumeAction) (*Run, RunResult, error) {
 	if !storage.ValidSessionID(id) {
-		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
+		return nil, RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
 	}
-	st, err := h.ref(id)
+	sess := h.Session(id)
+	st, err := h.ref(sess)
 	if err != nil {
-		return RunResult{}, err
+		return nil, RunResult{}, err
 	}
-	defer h.unref(id, st)
+	defer h.unref(st)
 	// A run of the session already working in this host leaves nothing to
 	// resume: waiting for its end would hold back a message that the
 	// caller means to send right after (it would queue into that run).
-	for !st.tryLock() {
-		h.mu.Lock()
-		live := st.live != nil && !st.live.ending
-		ch := st.changed
-		h.mu.Unlock()
-		if live {
-			return RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return RunResult{}, ctx.Err()
-		}
+	if cur, err := st.claim(ctx, false); err != nil {
+		return nil, RunResult{}, err
+	} else if cur != nil {
+		return nil, RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
 	}
-	defer h.release(st)
+	launched := false
+	defer func() {
+		if !launched {
+			st.free()
+		}
+	}()
 	// Another host may lead the session (or be resuming it right now):
 	// only the lease holder resumes.
-	lease, err := h.takeLease(ctx, id)
+	lease, err := h.takeLease(ctx, st)
 	if err != nil {
-		return RunResult{}, err
+		return nil, RunResult{}, err
 	}
-	if lease != nil {
-		defer lease.Release(context.WithoutCancel(ctx)) // a no-op once a run released it
-	}
-	events, err := h.store.Load(ctx, id)
+	defer func() {
+		if lease != nil && !launched {
+			lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	events, err := st.store.Load(ctx, id)
 	if err != nil {
-		return RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
+		return nil, RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
 	}
 	open := ledger.OpenRuns(events)
 	if len(open) == 0 && len(ledger.PendingInputs(events)) == 0 {
-		return RunResult{}, ErrNothingToResume
+		return nil, RunResult{}, ErrNothingToResume
 	}
+	var next *run
+	var body func(*run) outcome
 	var res RunResult
+	var settled error // what settling the open runs came to, when it started no run
 	if len(open) > 0 {
-		res, err = h.resumeOpen(ctx, st, id, agent, onProgress, decide, events, open, lease)
-		if err != nil && !errors.Is(err, errReconciled) && !errors.Is(err, ErrNothingToResume) {
-			return res, err
-		}
-		if events, err = h.store.Load(ctx, id); err != nil {
-			return res, fmt.Errorf("host: load session %s: %w", id, err)
+		next, body, res, settled = h.resumeOpen(st, agent, decide, events, open, lease)
+		if next == nil {
+			if settled != nil && !errors.Is(settled, errReconciled) && !errors.Is(settled, ErrNothingToResume) {
+				return nil, res, settled
+			}
+			if events, err = st.store.Load(ctx, id); err != nil {
+				return nil, res, fmt.Errorf("host: load session %s: %w", id, err)
+			}
 		}
 	}
 	// Messages queued before the crash that no run picked up get a run of
 	// their own, batched into its first pass.
-	if pending := ledger.PendingInputs(events); len(pending) > 0 && ledger.OpenRuns(events) == nil {
-		r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, runID: ledger.NewID("run"), lease: lease}
-		if err := r.append(ctx, r.startEvent(pending, time.Now().UTC())); err != nil {
-			return res, err
+	if pending := ledger.PendingInputs(events); next == nil && len(pending) > 0 && ledger.OpenRuns(events) == nil {
+		next, body = h.newRun(st, ledger.NewID("run"), agent, nil, lease, events), (*run).loop
+		if err := next.append(next.startEvent(pending, time.Now().UTC())); err != nil {
+			return nil, res, err
 		}
-		ctx, done := r.goLive(ctx)
-		defer done()
-		res, err = r.loop(ctx)
-		res.MessageID = pending[len(pending)-1]
-		return res, err
 	}
-	if len(open) > 0 && err != nil {
-		return res, err // errReconciled, or ErrNothingToResume (all superseded)
+	if next == nil {
+		return nil, res, settled // errReconciled, ErrNothingToResume (all superseded), or what the action did
 	}
-	return res, nil
+	inputs := ledger.RunInputs(next.view(), next.id)
+	r := &Run{h: h, sess: sess, agent: agent, msgID: inputs[len(inputs)-1]}
+	r.w = next.addWaiter(r.msgID, agent)
+	if bind != nil {
+		next.bindTo(bind, r.msgID)
+		r.bound = next
+	}
+	next.onLive = onLive
+	launched = true
+	h.launch(next, body)
+	return r, RunResult{}, nil
 }
 
-// resumeOpen re-drives the session's open run (closing older ones).
-func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agent Agent, onProgress func(Progress),
-	decide func(Interrupted) ResumeAction, events []ledger.Event, open []string, lease storage.Lease) (RunResult, error) {
-	r := &run{h: h, st: st, sessionID: id, agent: agent, onProgress: onProgress, events: events, lease: lease}
+// resumeOpen settles the session's open runs: it closes those a later run
+// superseded, and deals with the last as decide says. It returns the run to
+// launch and what it runs first, or, when there is none, the result of
+// what it did.
+func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted) ResumeAction, events []ledger.Event,
+	open []string, lease storage.Lease) (*run, func(*run) outcome, RunResult, error) {
 	// Runs never overlap: an open run that a later run followed is the
 	// leftover of an earlier crash, superseded since; close it.
 	lastStart := ""
@@ -449,19 +199,18 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 	if open[len(open)-1] != lastStart {
 		open = append(open, "") // every open run is superseded: none to resume
 	}
+	r := h.newRun(st, open[len(open)-1], agent, nil, lease, events)
 	for _, old := range open[:len(open)-1] {
-		r.runID = old
-		e := r.newEvent(ledger.KindRunEnd)
-		e.RunEnd = &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by a later run"}
-		if err := r.append(ctx, e); err != nil {
-			return RunResult{}, err
+		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: old,
+			RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by a later run"}}
+		if err := r.append(e); err != nil {
+			return nil, nil, RunResult{}, err
 		}
 	}
-	r.runID = open[len(open)-1]
-	if r.runID == "" {
-		return RunResult{}, ErrNothingToResume
+	if r.id == "" {
+		return nil, nil, RunResult{}, ErrNothingToResume
 	}
-	view, _ := ledger.ProjectRun(r.events, r.runID)
+	view, _ := ledger.ProjectRun(r.view(), r.id)
 	messageID := ""
 	if n := len(view.Inputs); n > 0 {
 		messageID = view.Inputs[n-1]
@@ -470,165 +219,112 @@ func (h *Host) resumeOpen(ctx context.Context, st *sessionState, id string, agen
 	if n := len(view.Steps); n > 0 {
 		last = &view.Steps[n-1]
 	}
+	// closeNow records the run's end without running it; a successor that
+	// the end started for messages left pending is to run next.
+	closeNow := func(o outcome, err error) (*run, func(*run) outcome, RunResult, error) {
+		r.responseID = view.ResponseID
+		next := r.end(o)
+		r.release()
+		if next != nil {
+			return next, (*run).loop, RunResult{}, nil
+		}
+		res := r.res
+		res.MessageID = messageID
+		if r.err != nil {
+			err = r.err
+		}
+		return nil, nil, res, err
+	}
 
 	// A cancellation whose end was not recorded stays a cancellation.
 	if last != nil && last.Partial {
 		r.responseID = last.ResponseID
-		res, err := r.end(ctx, ledger.RunCancelled, "cancelled (its end was recorded after a restart)", nil)
-		res.MessageID = messageID
-		if err != nil {
-			return res, err
-		}
-		return res, errReconciled
+		return closeNow(outcome{status: ledger.RunCancelled, reason: "cancelled (its end was recorded after a restart)"}, errReconciled)
 	}
 
-	ir := Interrupted{SessionID: id, RunID: r.runID, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt,
+	ir := Interrupted{SessionID: st.key.id, RunID: r.id, Inputs: view.Inputs, Attempts: view.ResumeAttempts, StartedAt: view.StartedAt,
 		Task: view.Task}
 	action := decide(ir)
 	if view.Task != nil && (action == ActionResume || action == ActionRestart) {
 		// A task's run goes on as the task: its tools, hooks and state
 		// rebuilt from the ledger, or it fails saying why it cannot.
-		t, err := h.resumeTask(ctx, view, action == ActionResume)
+		t, err := h.resumeTask(context.Background(), view, action == ActionResume)
 		if err != nil {
-			r.responseID = view.ResponseID
-			res, err := r.end(ctx, ledger.RunFailed, err.Error(), nil)
-			res.MessageID = messageID
-			return res, err
+			return closeNow(outcome{status: ledger.RunFailed, reason: err.Error()}, nil)
 		}
 		r.hooks, r.agent = t.hooks(), t.agentFor(agent)
 	}
 	switch action {
 	case outcomeGaveUp:
-		return RunResult{RunID: r.runID, MessageID: messageID, Status: ledger.RunInterrupted,
+		return nil, nil, RunResult{RunID: r.id, MessageID: messageID, Status: ledger.RunInterrupted,
 			Reason: fmt.Sprintf("not resumed: %d resume attempts already failed", view.ResumeAttempts)}, nil
 	case ActionFail:
-		r.responseID = view.ResponseID
-		res, err := r.end(ctx, ledger.RunFailed, "interrupted, and not resumed by policy", nil)
-		res.MessageID = messageID
-		return res, err
+		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
-		dead := r.runID
-		r.runID = ledger.NewID("run")
+		dead := r.id
+		r.id = ledger.NewID("run")
 		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
-			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.runID, RestartedBy: r.runID}}
+			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.id, RestartedBy: r.id}}
 		start := r.startEvent(view.Inputs, time.Now().UTC())
 		// The restart counts as an attempt of the new run, so that a run
 		// that crashes the process on every restart is bounded too.
 		attempt := r.newEvent(ledger.KindResumeAttempt)
 		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
-		if err := r.append(ctx, end, start, attempt); err != nil {
-			return RunResult{}, err
+		if err := r.append(end, start, attempt); err != nil {
+			return nil, nil, RunResult{}, err
 		}
-		ctx, done := r.goLive(ctx)
-		defer done()
-		res, err := r.loop(ctx)
-		res.MessageID = messageID
-		return res, err
+		return r, (*run).loop, RunResult{}, nil
 	}
 
 	// Resume: count the attempt first, so that a resume that crashes the
 	// process is counted too.
 	attempt := r.newEvent(ledger.KindResumeAttempt)
 	attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
-	if err := r.append(ctx, attempt); err != nil {
-		return RunResult{}, err
+	if err := r.append(attempt); err != nil {
+		return nil, nil, RunResult{}, err
 	}
 	r.step = len(view.Steps)
 	r.responseID = view.ResponseID
-	ctx, done := r.goLive(ctx)
-	defer done()
-	res, err := r.continueRun(ctx, last, view)
-	res.MessageID = messageID
-	return res, err
+	return r, func(r *run) outcome { return r.continueRun(last, view) }, RunResult{}, nil
 }
 
 // continueRun finishes what the run's last pass asked for, then goes on
 // with the loop.
-func (r *run) continueRun(ctx context.Context, last *ledger.Step, view ledger.Run) (RunResult, error) {
+func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 	if last == nil {
-		return r.loop(ctx) // died in its first pass
+		return r.loop() // died in its first pass
 	}
 	if len(last.ToolCalls) == 0 {
 		if r.taskRecord() == nil {
 			// The final pass was recorded; only the end was not.
-			return r.end(ctx, ledger.RunCompleted, "", nil)
+			return outcome{status: ledger.RunCompleted}
 		}
 		// A task's model stopped without a terminal tool. Its pass
 		// recorded what the task decided: a poke (the run goes on) or
 		// the end, which only a failure can be.
 		if last.NextResponseID != "" && last.Index+1 < r.agent.MaxSteps {
-			r.step = last.Index + 1
-			r.responseID = last.NextResponseID
-			r.resetLive(r.responseID)
-			return r.loop(ctx)
+			r.step = last.Index
+			r.advance(last.NextResponseID)
+			return r.loop()
 		}
-		return r.end(ctx, ledger.RunFailed, "the model stopped without submitting", nil)
+		return outcome{status: ledger.RunFailed, reason: "the model stopped without submitting"}
 	}
-	answered := map[string]bool{}
+	prior := &priorCalls{answered: map[string]bool{}, started: map[string]*ledger.ToolStart{}}
 	for _, res := range view.Results {
-		answered[res.CallID] = true
+		prior.answered[res.CallID] = true
 	}
-	started := map[string]*ledger.ToolStart{}
-	for _, e := range r.events {
-		if e.ToolStart != nil && e.RunID == r.runID {
-			started[e.ToolStart.CallID] = e.ToolStart
+	for _, e := range r.view() {
+		if e.ToolStart != nil && e.RunID == r.id {
+			prior.started[e.ToolStart.CallID] = e.ToolStart
 		}
 	}
 	r.snapshotTools()
-	for _, c := range last.ToolCalls {
-		if answered[c.ID] {
-			continue
-		}
-		if ctx.Err() != nil {
-			if err := r.appendResult(ctx, c, "error: the run was cancelled before this tool call ran", true); err != nil {
-				return r.end(ctx, ledger.RunInterrupted, "", err)
-			}
-			continue
-		}
-		if ts := started[c.ID]; ts != nil && !ts.Idempotent {
-			msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
-			if err := r.appendResult(ctx, c, msg, true); err != nil {
-				return r.end(ctx, ledger.RunInterrupted, "", err)
-			}
-			continue
-		}
-		if err := r.runTool(ctx, c); err != nil {
-			return r.end(ctx, ledger.RunInterrupted, "", err)
-		}
+	if err := r.runTools(last.ToolCalls, prior); err != nil {
+		return outcome{err: err}
 	}
-	if ctx.Err() != nil {
-		status, reason := doneStatus(ctx)
-		return r.end(ctx, status, reason, nil)
+	r.step = last.Index
+	if o, stop := r.afterTools(last.NextResponseID); stop {
+		return o
 	}
-	if r.hooks != nil && r.hooks.afterTools != nil {
-		if stop, status, reason := r.hooks.afterTools(); stop {
-			return r.end(ctx, status, reason, nil)
-		}
-	}
-	if last.NextResponseID == "" {
-		return r.end(ctx, ledger.RunFailed, fmt.Sprintf("the run reached its bound of %d model passes while the model still called tools", r.agent.MaxSteps), nil)
-	}
-	r.step = last.Index + 1
-	r.responseID = last.NextResponseID
-	r.resetLive(r.responseID)
-	return r.loop(ctx)
-}
-
-// appendResult records a synthetic tool result the host made up.
-func (r *run) appendResult(ctx context.Context, c ledger.ToolCall, output string, isError bool) error {
-	e := r.newEvent(ledger.KindToolResult)
-	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true}
-	if err := r.append(ctx, e); err != nil {
-		return err
-	}
-	r.emit(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: json.RawMessage(argsOrEmpty(c.Arguments)),
-		Output: output, IsError: isError}})
-	return nil
-}
-
-func argsOrEmpty(args string) string {
-	if args == "" || !json.Valid([]byte(args)) {
-		return "{}"
-	}
-	return args
+	return r.loop()
 }

@@ -2,9 +2,7 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -16,10 +14,27 @@ import (
 type Session struct {
 	h  *Host
 	id string
+	// private, when set, keeps the session in this store instead of the
+	// host's storage (a task that is not durable).
+	private storage.Storage
 }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
+
+// StartOptions tunes one [Session.Start]. The zero value is usable.
+type StartOptions struct {
+	// Parts is content sent after the text (images, audio, files).
+	// Default: none.
+	Parts []ledger.Part
+	// RequestID is the caller's id for this message, recorded with it: a
+	// message started again with the same RequestID is not appended
+	// again (see [Session.Send]). Default: none.
+	RequestID string
+	// Agent runs this message instead of the host's Options.Agent, when
+	// it starts a run. Default: nil.
+	Agent *Agent
+}
 
 // SendOptions tunes one [Session.Send]. The zero value is usable.
 type SendOptions struct {
@@ -35,13 +50,12 @@ type SendOptions struct {
 	// OnAccepted is called once the message is durable, before the first
 	// progress event. Default: nil.
 	OnAccepted func(Accepted)
-	// OnProgress receives the run's live events, in order, from the
-	// goroutine that called Send. It must not block for long: the run
-	// waits for it. A send that joins a run in flight (its message is
-	// queued, and folded in at the run's next step boundary) receives that
-	// run's events from the moment the message is queued — the live
-	// transcript holds what streamed before — and the run does not wait
-	// for it. Default: nil.
+	// OnProgress receives the run's live events, in order and without
+	// loss, from the goroutine that called Send, before Send returns. The
+	// run never waits for it. A send that joins a run in flight (its
+	// message is queued, and folded in at the run's next step boundary)
+	// receives that run's events from the moment the message is queued —
+	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
 }
 
@@ -74,8 +88,33 @@ type RunResult struct {
 	Cost float64
 }
 
+// Start appends a user message to the session and returns once it is
+// durable, with a handle on the run that answers it: a run Start starts
+// for it (and for every message still pending), or the run in flight (in
+// this host, or in another sharing the storage), which folds it in at its
+// next step boundary. A message started with the RequestID of an earlier
+// one is not appended again: the handle is on the earlier message.
+//
+// The run is the host's. ctx bounds Start only (the append, and waiting
+// for a run that is ending): never the run, which only [Run.Cancel] (or
+// [Host.Cancel]), the host's shutdown, a lost lease or its own end stop.
+// Follow it with [Run.Subscribe] and [Run.Wait]; [Session.Send] is Start
+// then Wait, with its context bound to the run.
+//
+// The error is non-nil only when the message could not be accepted:
+// nothing was appended (see [ErrInvalidInput]).
+func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
+	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
+}
+
 // Send appends a user message to the session and runs the agent until it
 // answers. It returns once the run that answered the message has ended.
+//
+// The run is the host's: Send starts it (or joins the one in flight) and
+// waits for it. When ctx ends, the run is cancelled — unless other callers'
+// messages wait in it (queued into it, or folded in already): then Send
+// alone stops waiting, returning ctx.Err(), and the run goes on to answer
+// them.
 //
 // When a run of the session is already working (in this host, or in
 // another host sharing the storage), the message is appended as a queued
@@ -87,10 +126,13 @@ type RunResult struct {
 // The error is non-nil only when the message could not be accepted (nothing
 // was appended: see [ErrInvalidInput]); when the outcome of an accepted
 // run could not be recorded because storage failed (the ledger then shows
-// the run as interrupted, and it can be resumed); or when ctx ended while
-// the message waited queued (it stays queued, and will be answered). Every
-// other outcome, including a model that fails and a cancelled ctx during
-// the run, is reported in RunResult.Status with nil error.
+// the run as interrupted, and it can be resumed); when the host closed
+// before the run ended ([ErrClosed]; the run stays resumable); or when
+// ctx ended while the message waited queued, or while other callers'
+// messages waited in the run (the message stays in the run, and will be
+// answered). Every other outcome, including a model that fails and a
+// cancelled ctx during the run, is reported in RunResult.Status with nil
+// error.
 func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunResult, error) {
 	return s.send(ctx, text, opts, nil)
 }
@@ -99,8 +141,26 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 // starts one; a message queued into a run in flight joins that run as it
 // is).
 func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks *runHooks) (RunResult, error) {
+	r, err := s.start(ctx, text, opts, hooks, true)
+	if err != nil {
+		res := RunResult{}
+		if r != nil {
+			res.MessageID = r.msgID
+		}
+		return res, err
+	}
+	if r.accepted && opts.OnAccepted != nil {
+		opts.OnAccepted(Accepted{MessageID: r.msgID, RunID: r.acceptedRun})
+	}
+	return r.wait(ctx, opts.OnProgress)
+}
+
+// start makes the message durable and starts a run for it, or queues it into
+// the run in flight; bind says whether ctx's end is to cancel the run it
+// starts (see Send).
+func (s *Session) start(ctx context.Context, text string, opts SendOptions, hooks *runHooks, bind bool) (*Run, error) {
 	if !storage.ValidSessionID(s.id) {
-		return RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
 	}
 	parts := make([]ledger.Part, 0, 1+len(opts.Parts))
 	if text != "" {
@@ -108,273 +168,32 @@ func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks
 	}
 	parts = append(parts, opts.Parts...)
 	if len(parts) == 0 {
-		return RunResult{}, fmt.Errorf("%w: empty message", ErrInvalidInput)
+		return nil, fmt.Errorf("%w: empty message", ErrInvalidInput)
 	}
 	agent := s.h.agent
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {
-			return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		agent = a
 	}
-
-	h := s.h
-	st, err := h.ref(s.id)
-	if err != nil {
-		return RunResult{}, err
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	defer h.unref(s.id, st)
-
-	newInput := func(runID string) (ledger.Event, error) {
-		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
-			Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
-		if err := ledger.Validate(e); err != nil {
-			return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		return e, nil
-	}
-	accepted := func(msgID, runID string) {
-		if opts.OnAccepted != nil {
-			opts.OnAccepted(Accepted{MessageID: msgID, RunID: runID})
-		}
-	}
-
-	msgID := ""     // set once the message is durable
-	queued := false // the message was just queued: tell OnAccepted
-	for {
-		st.appendMu.Lock()
-		h.mu.Lock()
-		l := st.live
-		queue := l != nil && !l.ending
-		var events []ledger.Event
-		if queue {
-			events = l.events
-		}
-		h.mu.Unlock()
-
-		if queue {
-			// A run is in flight: the message joins it at its next step
-			// boundary.
-			if msgID == "" {
-				if id, res, done := requestSeen(events, opts.RequestID); id != "" {
-					if done {
-						st.appendMu.Unlock()
-						return res, nil
-					}
-					msgID = id
-				} else {
-					input, err := newInput("")
-					if err != nil {
-						st.appendMu.Unlock()
-						return RunResult{}, err
-					}
-					if err := h.store.Append(ctx, s.id, input); err != nil {
-						st.appendMu.Unlock()
-						return RunResult{}, fmt.Errorf("host: append message: %w", err)
-					}
-					h.mu.Lock()
-					l.events = append(l.events, input)
-					h.mu.Unlock()
-					msgID = input.Input.MessageID
-					queued = true
-				}
+	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks,
+		newInput: func(runID string) (ledger.Event, error) {
+			e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
+				Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
+			if err := ledger.Validate(e); err != nil {
+				return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 			}
-			w := &waiter{messageID: msgID, ch: make(chan waitResult, 1)}
-			var progress *progressQueue
-			h.mu.Lock()
-			l.waiters = append(l.waiters, w)
-			if opts.OnProgress != nil {
-				// The run's progress from now on, delivered here.
-				progress = newProgressQueue()
-				l.join(progress)
-			}
-			h.mu.Unlock()
-			st.appendMu.Unlock()
-			if queued {
-				queued = false
-				accepted(msgID, l.runID)
-			}
-			wr, err := h.awaitJoined(ctx, l, w, progress, opts.OnProgress)
-			if err != nil {
-				return RunResult{MessageID: msgID}, err
-			}
-			if wr.again {
-				continue // the run ended without it: a successor answers
-			}
-			return wr.res, wr.err
-		}
-
-		if !st.tryLock() {
-			// A run is ending, or a resume is setting one up: wait for
-			// the session to change, then look again.
-			ch := h.changedCh(st)
-			st.appendMu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return RunResult{MessageID: msgID}, ctx.Err()
-			}
-		}
-
-		// This send owns the session: it starts a run for its message and
-		// for every message still pending.
-		res, err := s.startRun(ctx, st, agent, opts, &msgID, newInput, hooks)
-		if !errors.Is(err, ErrLeadElsewhere) {
-			return res, err
-		}
-		// Another host leads the session's run: queue the message for it
-		// to fold in, and learn the outcome from the ledger.
-		if msgID == "" {
-			input, err := newInput("")
-			if err != nil {
-				return RunResult{}, err
-			}
-			if err := h.queueRemote(ctx, s.id, input); err != nil {
-				return RunResult{}, err
-			}
-			msgID = input.Input.MessageID
-			accepted(msgID, "")
-		}
-		if err := h.waitRemote(ctx, s.id); err != nil {
-			return RunResult{MessageID: msgID}, err
-		}
+			return e, nil
+		}}
+	if bind {
+		r.bind = ctx
 	}
-}
-
-// startRun runs with the session's token held and appendMu locked (it
-// unlocks it): it appends the message (unless *msgID names one already
-// durable) and a run-start for every pending message, then runs the loop.
-func (s *Session) startRun(ctx context.Context, st *sessionState, agent Agent, opts SendOptions, msgID *string,
-	newInput func(runID string) (ledger.Event, error), hooks *runHooks) (RunResult, error) {
-	h := s.h
-	defer h.release(st)
-	unlocked := false
-	unlock := func() {
-		if !unlocked {
-			unlocked = true
-			st.appendMu.Unlock()
-		}
-	}
-	defer unlock()
-	// With several hosts on the store, lead the session only under its
-	// lease; the ledger loaded after taking it is the whole truth.
-	lease, err := h.takeLease(ctx, s.id)
-	if err != nil {
-		return RunResult{}, err
-	}
-	leased := lease != nil
-	defer func() {
-		if leased { // not handed to a run
-			lease.Release(context.WithoutCancel(ctx))
-		}
-	}()
-	events, err := h.store.Load(ctx, s.id)
-	if err != nil {
-		return RunResult{}, fmt.Errorf("host: load session %s: %w", s.id, err)
-	}
-	if *msgID == "" {
-		if id, res, done := requestSeen(events, opts.RequestID); id != "" {
-			if done {
-				return res, nil
-			}
-			*msgID = id
-		}
-	}
-	r := &run{h: h, st: st, sessionID: s.id, agent: agent, onProgress: opts.OnProgress, events: events,
-		runID: ledger.NewID("run"), hooks: hooks, lease: lease}
-	inputs := ledger.PendingInputs(events)
-	var batch []ledger.Event
-	// A run left open by a process that died (and not resumed yet) is
-	// superseded: the new run's model sees its passes, and no resume will
-	// re-run it after this one.
-	for _, open := range ledger.OpenRuns(events) {
-		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
-			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + r.runID}})
-	}
-	fresh := *msgID == ""
-	if fresh {
-		input, err := newInput(r.runID)
-		if err != nil {
-			return RunResult{}, err
-		}
-		batch = append(batch, input)
-		inputs = append(inputs, input.Input.MessageID)
-		*msgID = input.Input.MessageID
-	} else if !slices.Contains(inputs, *msgID) {
-		// Another run answered the message meanwhile.
-		if res, ok := resultFor(events, *msgID); ok {
-			return res, nil
-		}
-		return RunResult{MessageID: *msgID}, fmt.Errorf("host: message %s is neither pending nor answered", *msgID)
-	}
-	start := r.startEvent(inputs, time.Now().UTC())
-	batch = append(batch, start)
-	var aerr error
-	if lease != nil {
-		aerr = lease.Append(ctx, batch...)
-	} else {
-		aerr = h.store.Append(ctx, s.id, batch...)
-	}
-	if err := aerr; err != nil {
-		if fresh {
-			*msgID = ""
-		}
-		return RunResult{}, fmt.Errorf("host: append message: %w", err)
-	}
-	r.events = append(r.events, batch...)
-	leased = false // the run holds, renews and releases it now
-	ctx, done := r.goLive(ctx)
-	defer done()
-	unlock()
-	if fresh && opts.OnAccepted != nil {
-		opts.OnAccepted(Accepted{MessageID: *msgID, RunID: r.runID})
-	}
-	res, err := r.loop(ctx)
-	res.MessageID = *msgID
-	return res, err
-}
-
-// requestSeen looks for a message sent before with the same request id:
-// its id, and, when a run that answered it has ended, that run's result.
-func requestSeen(events []ledger.Event, requestID string) (msgID string, res RunResult, done bool) {
-	if requestID == "" {
-		return "", RunResult{}, false
-	}
-	for _, e := range events {
-		if e.Input != nil && e.Input.RequestID == requestID {
-			msgID = e.Input.MessageID
-			break
-		}
-	}
-	if msgID == "" {
-		return "", RunResult{}, false
-	}
-	res, done = resultFor(events, msgID)
-	return msgID, res, done
-}
-
-// resultFor returns the result of the ended run that answered msgID.
-func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
-	runID := ""
-	for _, e := range events {
-		switch {
-		case e.RunStart != nil && slices.Contains(e.RunStart.Inputs, msgID):
-			runID = e.RunID
-		case e.Step != nil && slices.Contains(e.Step.Inputs, msgID):
-			runID = e.RunID
-		}
-	}
-	if runID == "" {
-		return RunResult{}, false
-	}
-	v, ok := ledger.ProjectRun(events, runID)
-	if !ok || !v.Ended {
-		return RunResult{}, false
-	}
-	return RunResult{Status: v.Status, Reason: v.Reason, Text: v.Text, MessageID: msgID, RunID: runID,
-		ResponseID: v.ResponseID, Usage: v.Usage, Cost: v.Cost}, true
+	return r, r.enter(ctx)
 }
 
 // Events returns the session's ledger.
@@ -385,40 +204,55 @@ func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 // Transcript returns what a user sees of the session: its items in display
 // order, including the partial text of a run in flight in this host.
 func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
-	if events, l, ok := s.h.snapshotLive(s.id); ok {
-		return ledger.ProjectSession(s.id, events, l), nil
-	}
-	events, err := s.h.store.Load(ctx, s.id)
+	events, live, err := s.view(ctx)
 	if err != nil {
 		return ledger.Transcript{}, err
 	}
-	return ledger.ProjectSession(s.id, events), nil
+	return ledger.ProjectSession(s.id, events, live...), nil
 }
 
-// awaitJoined waits for the end of the run l that a send joined, handing
-// the run's progress to onProgress meanwhile (in this goroutine); every
-// event the run emitted before its end is delivered before it returns.
-func (h *Host) awaitJoined(ctx context.Context, l *liveRun, w *waiter, q *progressQueue, onProgress func(Progress)) (waitResult, error) {
-	var ready chan struct{}
-	if q != nil {
-		ready = q.ready
-		defer func() {
-			h.mu.Lock()
-			l.leave(q)
-			h.mu.Unlock()
-		}()
+// Usage returns the session's usage and billed cost, per run and in total,
+// computed from its ledger (including the events a run in flight in this
+// host has appended so far). A session with no events has a zero usage.
+func (s *Session) Usage(ctx context.Context) (ledger.SessionUsage, error) {
+	events, _, err := s.view(ctx)
+	if err != nil {
+		return ledger.SessionUsage{}, err
 	}
-	for {
-		select {
-		case wr := <-w.ch:
-			if q != nil {
-				q.drain(onProgress)
-			}
-			return wr, nil
-		case <-ready:
-			q.drain(onProgress)
-		case <-ctx.Done():
-			return waitResult{}, ctx.Err()
-		}
+	return ledger.UsageOf(events), nil
+}
+
+// view returns the session's events: those of the run in flight in this
+// host, with its live view, else the ledger loaded from storage.
+func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {
+	if events, l, ok := s.h.snapshotLive(s.id); ok {
+		return events, []ledger.Live{l}, nil
 	}
+	events, err := s.h.store.Load(ctx, s.id)
+	return events, nil, err
+}
+
+// requestSeen looks for a message sent before with the same request id:
+// its id, and, when a run that answered it has ended, that run's result.
+func requestSeen(events []ledger.Event, requestID string) (msgID string, res RunResult, done bool) {
+	msgID = ledger.MessageOfRequest(events, requestID)
+	if msgID == "" {
+		return "", RunResult{}, false
+	}
+	res, done = resultFor(events, msgID)
+	return msgID, res, done
+}
+
+// resultFor returns the result of the ended run that answered msgID.
+func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
+	runID := ledger.RunOfMessage(events, msgID)
+	if runID == "" {
+		return RunResult{}, false
+	}
+	v, ok := ledger.ProjectRun(events, runID)
+	if !ok || !v.Ended {
+		return RunResult{}, false
+	}
+	return RunResult{Status: v.Status, Reason: v.Reason, Text: v.Text, MessageID: msgID, RunID: runID,
+		ResponseID: v.ResponseID, Usage: v.Usage, Cost: v.Cost}, true
 }

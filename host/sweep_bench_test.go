@@ -141,11 +141,15 @@ func benchBootSweep(b *testing.B, srv *fakemodel.Server, prepare func(*testing.B
 		b.StartTimer()
 
 		start := time.Now()
+		client, err := provider.New(provider.Config{BaseURL: srv.URL(), APIKey: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
 		h, err := host.New(host.Options{
-			Storage:  store,
-			Provider: provider.Config{BaseURL: srv.URL(), APIKey: "bench"},
-			Agent:    host.Agent{Model: "fake/echo"},
-			Logger:   slog.New(slog.DiscardHandler),
+			Storage: store,
+			Model:   client,
+			Agent:   host.Agent{Model: "fake/echo"},
+			Logger:  slog.New(slog.DiscardHandler),
 			AutoResume: &host.AutoResume{OnResumed: func(id string, res host.RunResult, err error) {
 				now := time.Now()
 				mu.Lock()
@@ -166,7 +170,7 @@ func benchBootSweep(b *testing.B, srv *fakemodel.Server, prepare func(*testing.B
 
 		b.StopTimer()
 		rep := h.LastSweep()
-		h.Close()
+		h.Close(context.Background())
 		if rep.Sessions != sessions || rep.Interrupted != want || rep.Resumed != want || resumed != want || len(bad) > 0 {
 			b.Fatalf("sweep %+v, %d resumed, failures %v", rep, resumed, bad)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage/memory"
@@ -42,12 +43,7 @@ func nextHost(t *testing.T, base *memory.Store, model *fakemodel.Server, mutate 
 		m(&opts)
 	}
 	opts.Storage = base
-	h, err := host.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
+	return hosttest.New(t, opts).Host
 }
 
 // crashTask crashes a task (see crashingTask), resumes its run on the next

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/storage"
-	"github.com/agentichost/agentic/storage/memory"
 )
 
 const taskPokeText = "You have not finished the task: call submit_deliverable with the deliverable, or cancel_task if it cannot be done."
@@ -344,12 +343,53 @@ func TestTaskValidatorFailureLetsTheModelRetry(t *testing.T) {
 
 func TestTaskOnClosedHost(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
-	hs.host.Close()
+	hs.host.Close(context.Background())
 	for _, durable := range []bool{false, true} {
 		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "x", Durable: durable, Deliverable: host.Deliverable{Schema: titleSchema}})
 		if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "closed") {
 			t.Errorf("durable=%v: outcome = %+v", durable, out)
 		}
+	}
+}
+
+// TestHostCancelReachesNonDurableTask: Host.Cancel stops the run of a task
+// that is not durable, as it stops any other run of the host, and nothing
+// of the task reaches the host's storage.
+func TestHostCancelReachesNonDurableTask(t *testing.T) {
+	long := strings.Repeat("slow ", 400)
+	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, Script: []fakemodel.Reply{{Text: long}}}, host.Agent{})
+	done := make(chan host.Outcome, 1)
+	go func() {
+		done <- hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "ephemeral",
+			Deliverable: host.Deliverable{Schema: titleSchema}})
+	}()
+	var out host.Outcome
+	cancelled := false
+wait:
+	for !cancelled {
+		select {
+		case out = <-done:
+			break wait
+		case <-time.After(time.Millisecond):
+			cancelled = hs.host.Cancel("ephemeral", "stop the task")
+		}
+	}
+	if !cancelled {
+		t.Fatalf("the task ended (%+v) without Host.Cancel ever reaching its run", out)
+	}
+	select {
+	case out = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled task did not end")
+	}
+	if out.Status != host.OutcomeCancelled || out.Reason != "stop the task" || out.SessionID != "ephemeral" {
+		t.Errorf("outcome = %+v", out)
+	}
+	if ids := sessionIDs(t, hs.store); len(ids) != 0 {
+		t.Errorf("a task that is not durable left sessions %v in storage", ids)
+	}
+	if hs.host.IsRunning("ephemeral") {
+		t.Error("IsRunning after the task ended")
 	}
 }
 
@@ -371,32 +411,3 @@ func TestTaskPanicIsRecovered(t *testing.T) {
 type panicToolset struct{}
 
 func (panicToolset) Tools() []host.Tool { panic("toolset exploded") }
-
-// A task over the fake model: the prompt names submit_deliverable and the
-// title, so the fake model submits {"title":"Hello"}.
-func ExampleHost_Task() {
-	model, _ := fakemodel.Start(fakemodel.Options{})
-	defer model.Close()
-	h, err := host.New(host.Options{
-		Storage:  memory.New(),
-		Provider: provider.Config{BaseURL: model.URL()},
-		Agent:    host.Agent{Model: "fake/echo"},
-	})
-	if err != nil {
-		panic(err)
-	}
-	defer h.Close()
-
-	out := h.Task(context.Background(), host.TaskSpec{
-		Prompt: "submit_deliverable title=Hello",
-		Deliverable: host.Deliverable{
-			Name:   "headline",
-			Schema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`),
-		},
-	})
-	fmt.Println(out.Status)
-	fmt.Println(string(out.Value))
-	// Output:
-	// submitted
-	// {"title":"Hello"}
-}

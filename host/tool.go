@@ -3,8 +3,6 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 )
 
@@ -99,6 +97,7 @@ type funcTool struct {
 }
 
 func (t funcTool) Spec() ToolSpec { return t.spec }
+
 func (t funcTool) Call(ctx context.Context, c ToolCall) (ToolResult, error) {
 	return t.fn(ctx, c)
 }
@@ -119,27 +118,4 @@ func ValidToolName(name string) bool {
 		}
 	}
 	return true
-}
-
-// callTool runs one tool call with its timeout, turning errors and panics
-// into an error string for the model.
-func callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall, timeout time.Duration) (res ToolResult, err error) {
-	if spec.Timeout > 0 {
-		timeout = spec.Timeout
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
-		}
-	}()
-	res, err = tool.Call(ctx, call)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		err = fmt.Errorf("tool %s timed out after %s", spec.Name, timeout)
-	}
-	return res, err
 }

@@ -38,6 +38,7 @@ type DecodeError struct {
 	Err error
 }
 
+// Error describes the problem with the event, naming it and the field.
 func (e *DecodeError) Error() string {
 	var b strings.Builder
 	b.WriteString("ledger: event")
@@ -55,6 +56,7 @@ func (e *DecodeError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the problem (ErrVersion, ErrInvalid, or a JSON error).
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // wireEvent is the encoded form: the schema version, then the event.

@@ -2,27 +2,30 @@
 // from any OpenAI-compatible chat-completions endpoint (OpenRouter by
 // default) through openai-go v3.
 //
-// A [Client] turns a [Request] — the conversation as [ledger.Message] values,
-// the tools as [ToolSpec] values — into a streamed chat completion. It
+// A [Client] implements the host's model contract (package host/model): it
+// turns a [model.Request] — the conversation as [ledger.Message] values, the
+// tools as [model.ToolSpec] values — into a streamed chat completion. It
 // reports text, reasoning and tool-call fragments to a callback as they
-// arrive and returns the pass as a [Result]: text, reasoning, tool calls
-// assembled by index, finish reason, model, generation id and the usage the
-// provider reported, including OpenRouter's cost fields (see
-// [ledger.Usage.Billed] for the billing rule).
+// arrive and returns the pass as a [model.Result]: text, reasoning, tool
+// calls assembled by index, finish reason, model, generation id and the
+// usage the provider reported, including OpenRouter's cost fields (see
+// [ledger.Usage.Billed] for the billing rule). The host does not import
+// this package: the program that builds a host (the agentic-host command,
+// a server) builds a Client and passes it as the host's model.
 //
 // # Retries
 //
 // The client never retries: openai-go's own retries are turned off, because
-// the host is the one retry owner. Every failure is returned as data the
-// host's classifier can decide on:
+// the host is the one retry owner. Every failure is returned as data that
+// [model.Classify] decides on:
 //
 //   - an HTTP error status, or an error chunk in the middle of a stream, is
-//     an [*Error] carrying the status, the provider's code, message and
+//     a [*model.Error] carrying the status, the provider's code, message and
 //     metadata, and the Retry-After delay;
-//   - a stream that ends without a finish reason is [ErrIncompleteStream];
+//   - a stream that ends without a finish reason is [model.ErrIncompleteStream];
 //   - a stream that stays silent longer than [Config.IdleTimeout] is
-//     [ErrStalled];
-//   - a stream whose chunks cannot be decoded is [ErrMalformedStream];
+//     [model.ErrStalled];
+//   - a stream whose chunks cannot be decoded is [model.ErrMalformedStream];
 //   - cancellation returns the context's error.
 //
 // On every error [Client.Stream] also returns what had streamed so far (the
@@ -38,5 +41,5 @@
 // to usage (cost, is_byok, cost_details), so the client reads usage from
 // the final usage chunk's raw JSON. Reasoning arrives as the extra delta
 // field "reasoning" (or "reasoning_content" on some servers); OpenRouter's
-// "reasoning_details" are kept in [Result.Raw] for replay.
+// "reasoning_details" are kept in [model.Result.Raw] for replay.
 package provider

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -15,128 +14,16 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentichost/agentic/host/model"
 )
 
 var (
-	// ErrIncompleteStream is returned when a stream ends (the connection
-	// closed, or [DONE] came) before any choice carried a finish reason:
-	// the answer may be cut short. The partial result is returned with it.
-	ErrIncompleteStream = errors.New("provider: stream ended without a finish reason")
-	// ErrStalled is returned when a response body stays silent longer than
-	// Config.IdleTimeout. The partial result is returned with it.
-	ErrStalled = errors.New("provider: stream stalled")
-	// ErrMalformedStream is returned when the endpoint answers 2xx with
-	// something that is not a usable chat-completion stream: a chunk that
-	// is not valid JSON, one the accumulator rejects, or a body that is not
-	// an event stream.
-	ErrMalformedStream = errors.New("provider: malformed stream")
-	// ErrInvalidRequest is returned, before anything is sent, for a
-	// [Request] that cannot be expressed on the wire (no model, a tool
-	// schema that is not a JSON object, a part the role cannot carry, …).
-	ErrInvalidRequest = errors.New("provider: invalid request")
 	// ErrUnknownModel is returned by [Client.ContextWindow] for a model
 	// the endpoint's model list does not name, or names without a context
 	// length.
 	ErrUnknownModel = errors.New("provider: unknown model")
 )
-
-// Error is a failure the provider reported: an HTTP error status before the
-// stream began, or an error chunk in the middle of a stream. It carries
-// everything a retry classifier needs; this package does not classify.
-type Error struct {
-	// StatusCode is the HTTP status of a pre-stream error. For a mid-stream
-	// error it is the error chunk's code when that code is a number in the
-	// HTTP status range (OpenRouter sends e.g. 429 or 502), else 0.
-	StatusCode int
-	// Code is the provider's error code as a string: "context_length_exceeded",
-	// "server_error", or a numeric code such as "429". Empty when none.
-	Code string
-	// Type is the error's "type" field when the provider sent one (OpenAI
-	// and Anthropic do, e.g. "invalid_request_error").
-	Type string
-	// Message is the provider's message; for a body that is not a JSON
-	// error envelope, its text (trimmed), else the HTTP status text.
-	Message string
-	// Metadata is the raw JSON of error.metadata, nil when absent.
-	// OpenRouter puts the upstream provider's own error, usually as a JSON
-	// string, in metadata.raw (see [Error.RawMetadata]).
-	Metadata json.RawMessage
-	// RetryAfter is how long the provider asked the caller to wait: the
-	// Retry-After-Ms header, else Retry-After (seconds or an HTTP date),
-	// else metadata.retry_after_seconds or metadata.headers.Retry-After.
-	// 0 when none.
-	RetryAfter time.Duration
-	// MidStream tells that the error arrived after the response began
-	// (an error chunk, or finish_reason "error"): tokens may have been
-	// generated and billed.
-	MidStream bool
-	// Header is the response's header for a pre-stream error, nil for a
-	// mid-stream one (e.g. for OpenRouter's x-ratelimit-reset).
-	Header http.Header
-	// Body is the raw response body of a pre-stream error, or the raw
-	// error chunk of a mid-stream one.
-	Body []byte
-
-	err error // *openai.Error or *ssestream.StreamError, when there is one
-}
-
-// Error describes the failure on one line.
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("provider: ")
-	if e.MidStream {
-		b.WriteString("error mid-stream")
-		if e.StatusCode != 0 {
-			fmt.Fprintf(&b, " (HTTP %d)", e.StatusCode)
-		}
-	} else {
-		fmt.Fprintf(&b, "HTTP %d", e.StatusCode)
-		if t := http.StatusText(e.StatusCode); t != "" {
-			b.WriteString(" " + t)
-		}
-	}
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
-	var notes []string
-	if e.Code != "" && e.Code != strconv.Itoa(e.StatusCode) {
-		notes = append(notes, "code "+e.Code)
-	}
-	if raw := e.RawMetadata(); raw != "" {
-		notes = append(notes, "upstream: "+truncate(raw, 300))
-	}
-	if e.RetryAfter > 0 {
-		notes = append(notes, "retry after "+e.RetryAfter.String())
-	}
-	if len(notes) > 0 {
-		b.WriteString(" (" + strings.Join(notes, "; ") + ")")
-	}
-	return b.String()
-}
-
-// Unwrap returns the openai-go error this one was made from: an
-// [*openai.Error] for an HTTP error, an [*ssestream.StreamError] for an
-// error chunk; nil when there was none.
-func (e *Error) Unwrap() error { return e.err }
-
-// RawMetadata returns metadata.raw as text: the string itself when it is a
-// JSON string (OpenRouter's usual form), else its JSON. Empty when absent.
-func (e *Error) RawMetadata() string {
-	if len(e.Metadata) == 0 {
-		return ""
-	}
-	var m struct {
-		Raw json.RawMessage `json:"raw"`
-	}
-	if json.Unmarshal(e.Metadata, &m) != nil || len(m.Raw) == 0 || string(m.Raw) == "null" {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(m.Raw, &s) == nil {
-		return s
-	}
-	return string(m.Raw)
-}
 
 // errorEnvelope is the error object of OpenAI-compatible error bodies and
 // of OpenRouter's mid-stream error chunks.
@@ -149,7 +36,7 @@ type errorEnvelope struct {
 
 // fill sets e's Code, Message, Type and Metadata from the "error" member of
 // body. It reports whether body had one.
-func (e *Error) fill(body []byte) bool {
+func fill(e *model.Error, body []byte) bool {
 	var top struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -172,9 +59,9 @@ func (e *Error) fill(body []byte) bool {
 }
 
 // httpError builds the Error of a non-2xx response whose body is body.
-func httpError(res *http.Response, body []byte, cause error, now time.Time) *Error {
-	e := &Error{StatusCode: res.StatusCode, Header: res.Header.Clone(), Body: body, err: cause}
-	if !e.fill(body) {
+func httpError(res *http.Response, body []byte, cause error, now time.Time) *model.Error {
+	e := &model.Error{StatusCode: res.StatusCode, Header: res.Header.Clone(), Body: body, Err: cause}
+	if !fill(e, body) {
 		e.Message = truncate(strings.TrimSpace(string(body)), 500)
 	}
 	if e.Message == "" {
@@ -188,11 +75,11 @@ func httpError(res *http.Response, body []byte, cause error, now time.Time) *Err
 }
 
 // fromAPIError converts openai-go's HTTP error.
-func fromAPIError(apiErr *openai.Error, now time.Time) *Error {
+func fromAPIError(apiErr *openai.Error, now time.Time) *model.Error {
 	res := apiErr.Response
 	if res == nil {
-		return &Error{StatusCode: apiErr.StatusCode, Code: apiErr.Code, Type: apiErr.Type,
-			Message: apiErr.Message, err: apiErr}
+		return &model.Error{StatusCode: apiErr.StatusCode, Code: apiErr.Code, Type: apiErr.Type,
+			Message: apiErr.Message, Err: apiErr}
 	}
 	var body []byte
 	if res.Body != nil {
@@ -208,10 +95,10 @@ func fromAPIError(apiErr *openai.Error, now time.Time) *Error {
 }
 
 // streamError converts an error chunk that ended a stream.
-func streamError(se *ssestream.StreamError) *Error {
+func streamError(se *ssestream.StreamError) *model.Error {
 	data := bytes.TrimSpace(se.Event.Data)
-	e := &Error{MidStream: true, Body: append([]byte(nil), data...), err: se}
-	if !e.fill(data) {
+	e := &model.Error{MidStream: true, Body: append([]byte(nil), data...), Err: se}
+	if !fill(e, data) {
 		e.Message = se.Message
 	}
 	if n, err := strconv.Atoi(e.Code); err == nil && n >= 100 && n <= 599 {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
@@ -24,12 +25,12 @@ func ExampleClient_Stream() {
 		fmt.Println(err)
 		return
 	}
-	req := provider.Request{
+	req := model.Request{
 		Model:    "openai/gpt-4o-mini",
 		System:   "Be brief.",
 		Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("Greet the world.")}}},
 	}
-	res, err := c.Stream(context.Background(), req, func(d provider.Delta) {
+	res, err := c.Stream(context.Background(), req, func(d model.Delta) {
 		fmt.Printf("%s %q\n", d.Kind, d.Text)
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
 
@@ -55,14 +56,14 @@ func FuzzStream(f *testing.F) {
 		defer cancel()
 		var rec recorder
 		res, err := c.Stream(ctx, userRequest("q"), rec.on)
-		if ctx.Err() != nil || errors.Is(err, ErrStalled) {
+		if ctx.Err() != nil || errors.Is(err, model.ErrStalled) {
 			t.Fatalf("Stream hung: %v", err)
 		}
-		if got := rec.text(DeltaText); got != res.Text {
-			t.Errorf("text deltas join to %q, Result.Text = %q", got, res.Text)
+		if got := rec.text(model.DeltaText); got != res.Text {
+			t.Errorf("text deltas join to %q, model.Result.Text = %q", got, res.Text)
 		}
-		if got := rec.text(DeltaReasoning); got != res.Reasoning {
-			t.Errorf("reasoning deltas join to %q, Result.Reasoning = %q", got, res.Reasoning)
+		if got := rec.text(model.DeltaReasoning); got != res.Reasoning {
+			t.Errorf("reasoning deltas join to %q, model.Result.Reasoning = %q", got, res.Reasoning)
 		}
 		for i, tc := range res.ToolCalls {
 			if got := rec.args(i); got != tc.Arguments {
@@ -75,8 +76,8 @@ func FuzzStream(f *testing.F) {
 		if err == nil && (res.FinishReason == "" || res.FinishReason == "error") {
 			t.Errorf("no error with finish reason %q", res.FinishReason)
 		}
-		var pe *Error
-		if err != nil && !errors.As(err, &pe) && !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrMalformedStream) &&
+		var pe *model.Error
+		if err != nil && !errors.As(err, &pe) && !errors.Is(err, model.ErrIncompleteStream) && !errors.Is(err, model.ErrMalformedStream) &&
 			!strings.HasPrefix(err.Error(), "provider: ") {
 			t.Errorf("unexpected error %T: %v", err, err)
 		}

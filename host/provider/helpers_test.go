@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
 
@@ -120,25 +121,25 @@ func newClient(t testing.TB, fs *fakeServer, cfg Config) *Client {
 }
 
 // userRequest is a minimal request.
-func userRequest(text string) Request {
-	return Request{Model: "openai/gpt-4o-mini",
+func userRequest(text string) model.Request {
+	return model.Request{Model: "openai/gpt-4o-mini",
 		Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(text)}}}}
 }
 
 // recorder collects deltas.
 type recorder struct {
 	mu     sync.Mutex
-	deltas []Delta
+	deltas []model.Delta
 }
 
-func (r *recorder) on(d Delta) {
+func (r *recorder) on(d model.Delta) {
 	r.mu.Lock()
 	r.deltas = append(r.deltas, d)
 	r.mu.Unlock()
 }
 
 // text joins the deltas of kind k.
-func (r *recorder) text(k DeltaKind) string {
+func (r *recorder) text(k model.DeltaKind) string {
 	var b strings.Builder
 	for _, d := range r.deltas {
 		if d.Kind == k {
@@ -152,7 +153,7 @@ func (r *recorder) text(k DeltaKind) string {
 func (r *recorder) args(i int) string {
 	var b strings.Builder
 	for _, d := range r.deltas {
-		if d.Kind == DeltaToolCall && d.ToolIndex == i {
+		if d.Kind == model.DeltaToolCall && d.ToolIndex == i {
 			b.WriteString(d.Text)
 		}
 	}

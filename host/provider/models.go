@@ -30,7 +30,7 @@ type models struct {
 // model it does not name, and only when it is older than
 // [ModelsRefetchAfter]. A model the list does not name, or names without a
 // context length, is [ErrUnknownModel]. A failed fetch is not memoized; an
-// HTTP error is an [*Error]. ContextWindow is safe for concurrent use.
+// HTTP error is an [*model.Error]. ContextWindow is safe for concurrent use.
 func (c *Client) ContextWindow(ctx context.Context, model string) (int, error) {
 	m := &c.models
 	select {

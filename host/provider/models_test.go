@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
 
@@ -85,11 +86,11 @@ func TestContextWindowErrors(t *testing.T) {
 			fs := serve(t, tt.r)
 			c := newClient(t, fs, Config{})
 			_, err := c.ContextWindow(context.Background(), "a/b")
-			var pe *Error
+			var pe *model.Error
 			switch {
 			case tt.status > 0:
 				if !errors.As(err, &pe) || pe.StatusCode != tt.status {
-					t.Errorf("err = %v, want *Error %d", err, tt.status)
+					t.Errorf("err = %v, want *model.Error %d", err, tt.status)
 				}
 			case tt.status < 0:
 				if !errors.Is(err, ErrUnknownModel) {

@@ -73,7 +73,7 @@ type Config struct {
 	Headers map[string]string
 	// IdleTimeout bounds the silence between two reads of a response body
 	// (keep-alive comments count as reads); a stream silent for longer
-	// fails with [ErrStalled]. Default: 0, which means
+	// fails with [model.ErrStalled]. Default: 0, which means
 	// [DefaultIdleTimeout]; -1 disables the bound.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the wait for the response headers after the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
 
@@ -81,12 +82,12 @@ func TestStreamCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type out struct {
-		res Result
+		res model.Result
 		err error
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := c.Stream(ctx, userRequest("q"), func(d Delta) {
+		res, err := c.Stream(ctx, userRequest("q"), func(d model.Delta) {
 			if d.Text == "Hello" {
 				cancel()
 			}
@@ -132,8 +133,8 @@ func TestStreamStalled(t *testing.T) {
 	c := newClient(t, fs, Config{IdleTimeout: 150 * time.Millisecond})
 	start := time.Now()
 	res, err := c.Stream(context.Background(), userRequest("q"), nil)
-	if !errors.Is(err, ErrStalled) {
-		t.Fatalf("err = %v, want ErrStalled", err)
+	if !errors.Is(err, model.ErrStalled) {
+		t.Fatalf("err = %v, want model.ErrStalled", err)
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Errorf("a stall must not look like the caller's cancellation: %v", err)
@@ -195,7 +196,7 @@ func TestConnectionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Stream(context.Background(), userRequest("q"), nil)
-	var pe *Error
+	var pe *model.Error
 	if err == nil || errors.As(err, &pe) || !strings.HasPrefix(err.Error(), "provider: ") {
 		t.Fatalf("err = %v", err)
 	}

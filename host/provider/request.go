@@ -9,50 +9,19 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 )
 
-// ToolSpec declares a function tool the model may call.
-type ToolSpec struct {
-	// Name is the function's name. Required.
-	Name string
-	// Description tells the model what the tool does. Optional.
-	Description string
-	// Parameters is the JSON Schema of the arguments, a JSON object; nil
-	// means {"type":"object"}.
-	Parameters json.RawMessage
-}
-
-// Request is one model pass to stream.
-type Request struct {
-	// Model is the model id, e.g. "openai/gpt-4o-mini". Required.
-	Model string
-	// System is the system prompt, sent first; empty sends none.
-	System string
-	// Messages is the conversation, oldest first.
-	Messages []ledger.Message
-	// Tools the model may call; none sends no tools field.
-	Tools []ToolSpec
-	// MaxTokens bounds the output; 0 leaves it unset. It is sent as
-	// max_tokens, or as max_completion_tokens towards api.openai.com.
-	MaxTokens int
-	// Temperature is the sampling temperature; nil leaves it unset.
-	Temperature *float64
-	// Extra are extra top-level fields of the request body, e.g.
-	// OpenRouter's "provider" or "reasoning" objects. A key here replaces
-	// the field the client would send under the same name (including
-	// "usage").
-	Extra map[string]any
-}
-
 // buildParams converts r to openai-go parameters.
-func (c *Client) buildParams(r Request) (openai.ChatCompletionNewParams, error) {
+func (c *Client) buildParams(r model.Request) (openai.ChatCompletionNewParams, error) {
 	var p openai.ChatCompletionNewParams
 	if strings.TrimSpace(r.Model) == "" {
-		return p, fmt.Errorf("%w: no model", ErrInvalidRequest)
+		return p, fmt.Errorf("%w: no model", model.ErrInvalidRequest)
 	}
 	p.Model = shared.ChatModel(r.Model)
 	if r.System != "" {
@@ -61,20 +30,20 @@ func (c *Client) buildParams(r Request) (openai.ChatCompletionNewParams, error) 
 	for i, m := range r.Messages {
 		msg, err := convertMessage(m)
 		if err != nil {
-			return p, fmt.Errorf("%w: messages[%d] (%s): %v", ErrInvalidRequest, i, m.Role, err)
+			return p, fmt.Errorf("%w: messages[%d] (%s): %v", model.ErrInvalidRequest, i, m.Role, err)
 		}
 		p.Messages = append(p.Messages, msg)
 	}
 	for i, t := range r.Tools {
 		tool, err := convertTool(t)
 		if err != nil {
-			return p, fmt.Errorf("%w: tools[%d] (%q): %v", ErrInvalidRequest, i, t.Name, err)
+			return p, fmt.Errorf("%w: tools[%d] (%q): %v", model.ErrInvalidRequest, i, t.Name, err)
 		}
 		p.Tools = append(p.Tools, tool)
 	}
 	switch {
 	case r.MaxTokens < 0:
-		return p, fmt.Errorf("%w: MaxTokens %d is negative", ErrInvalidRequest, r.MaxTokens)
+		return p, fmt.Errorf("%w: MaxTokens %d is negative", model.ErrInvalidRequest, r.MaxTokens)
 	case r.MaxTokens > 0 && c.openAIHost:
 		// OpenAI rejects max_tokens for its reasoning models.
 		p.MaxCompletionTokens = param.NewOpt(int64(r.MaxTokens))
@@ -263,7 +232,7 @@ func audioFormat(mimeType string) (string, error) {
 }
 
 // convertTool converts a tool spec to a function tool.
-func convertTool(t ToolSpec) (openai.ChatCompletionToolUnionParam, error) {
+func convertTool(t model.ToolSpec) (openai.ChatCompletionToolUnionParam, error) {
 	if t.Name == "" {
 		return openai.ChatCompletionToolUnionParam{}, fmt.Errorf("no name")
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
 )
 
@@ -124,7 +125,7 @@ func TestRequestMessages(t *testing.T) {
 	mp3 := []byte("ID3fake")
 	pdf := []byte("%PDF-1.4 fake")
 	temp := 0.2
-	req := Request{
+	req := model.Request{
 		Model:  "anthropic/claude-sonnet-4.6",
 		System: "Be brief.",
 		Messages: []ledger.Message{
@@ -148,7 +149,7 @@ func TestRequestMessages(t *testing.T) {
 			{Role: ledger.RoleTool, ToolCallID: "call_3", Parts: []ledger.Part{ledger.TextPart("[]")}},
 			{Role: ledger.RoleAssistant, Parts: []ledger.Part{ledger.TextPart("Done.")}},
 		},
-		Tools: []ToolSpec{
+		Tools: []model.ToolSpec{
 			{Name: "read_file", Description: "Reads a file.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","maxLength":4096}},"required":["path"]}`)},
 			{Name: "list"},
 		},
@@ -231,27 +232,27 @@ func TestRequestExtraOverrides(t *testing.T) {
 func TestRequestInvalid(t *testing.T) {
 	tests := []struct {
 		name string
-		req  Request
+		req  model.Request
 		want string
 	}{
-		{"no model", Request{}, "no model"},
-		{"negative max tokens", Request{Model: "m", MaxTokens: -1}, "MaxTokens"},
-		{"schema not an object", Request{Model: "m", Tools: []ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1]`)}}}, "tools[0]"},
-		{"schema not JSON", Request{Model: "m", Tools: []ToolSpec{{Name: "t", Parameters: json.RawMessage(`{"type":`)}}}, "tools[0]"},
-		{"tool without name", Request{Model: "m", Tools: []ToolSpec{{}}}, "no name"},
-		{"unknown role", Request{Model: "m", Messages: []ledger.Message{{Role: "robot"}}}, "unknown role"},
-		{"image in assistant", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleAssistant,
+		{"no model", model.Request{}, "no model"},
+		{"negative max tokens", model.Request{Model: "m", MaxTokens: -1}, "MaxTokens"},
+		{"schema not an object", model.Request{Model: "m", Tools: []model.ToolSpec{{Name: "t", Parameters: json.RawMessage(`[1]`)}}}, "tools[0]"},
+		{"schema not JSON", model.Request{Model: "m", Tools: []model.ToolSpec{{Name: "t", Parameters: json.RawMessage(`{"type":`)}}}, "tools[0]"},
+		{"tool without name", model.Request{Model: "m", Tools: []model.ToolSpec{{}}}, "no name"},
+		{"unknown role", model.Request{Model: "m", Messages: []ledger.Message{{Role: "robot"}}}, "unknown role"},
+		{"image in assistant", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleAssistant,
 			Parts: []ledger.Part{{Type: ledger.PartImage, URL: "https://x"}}}}}, "user messages only"},
-		{"tool message without id", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleTool}}}, "tool_call_id"},
-		{"tool call without id", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleAssistant,
+		{"tool message without id", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleTool}}}, "tool_call_id"},
+		{"tool call without id", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleAssistant,
 			ToolCalls: []ledger.ToolCall{{Name: "x"}}}}}, "lacks an id"},
-		{"audio by URL", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
+		{"audio by URL", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
 			Parts: []ledger.Part{ledger.TextPart("a"), {Type: ledger.PartAudio, URL: "https://x/a.wav", MIME: "audio/wav"}}}}}, "inline Data"},
-		{"audio not audio", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
+		{"audio not audio", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
 			Parts: []ledger.Part{{Type: ledger.PartAudio, Data: []byte("x"), MIME: "text/plain"}}}}}, "not an audio"},
-		{"empty image", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
+		{"empty image", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
 			Parts: []ledger.Part{{Type: ledger.PartImage}}}}}, "needs Data or URL"},
-		{"unknown part", Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
+		{"unknown part", model.Request{Model: "m", Messages: []ledger.Message{{Role: ledger.RoleUser,
 			Parts: []ledger.Part{{Type: "video"}}}}}, "unknown part type"},
 	}
 	fs := serve(t, reply{body: fixtures.Bytes("stream_text.sse")})
@@ -259,8 +260,8 @@ func TestRequestInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := c.Stream(context.Background(), tt.req, nil)
-			if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want ErrInvalidRequest mentioning %q", err, tt.want)
+			if !errors.Is(err, model.ErrInvalidRequest) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want model.ErrInvalidRequest mentioning %q", err, tt.want)
 			}
 		})
 	}

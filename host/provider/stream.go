@@ -13,68 +13,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
 )
-
-// DeltaKind names what a [Delta] carries.
-type DeltaKind string
-
-// The delta kinds.
-const (
-	// DeltaText is a fragment of the answer's text.
-	DeltaText DeltaKind = "text"
-	// DeltaReasoning is a fragment of the model's reasoning.
-	DeltaReasoning DeltaKind = "reasoning"
-	// DeltaToolCall is progress on a tool call: its id or name just became
-	// known, or a fragment of its arguments (in Text) arrived.
-	DeltaToolCall DeltaKind = "tool-call"
-)
-
-// Delta is one increment of a streaming pass, reported as it arrives.
-type Delta struct {
-	Kind DeltaKind
-	// Text is the text or reasoning fragment, or for DeltaToolCall the
-	// arguments fragment (possibly empty when only the name became known).
-	Text string
-	// ToolIndex is the tool call's position in Result.ToolCalls
-	// (DeltaToolCall only).
-	ToolIndex int
-	// ToolCallID and ToolName are the call's id and name as far as known
-	// (DeltaToolCall only).
-	ToolCallID, ToolName string
-}
-
-// Result is a streamed model pass.
-type Result struct {
-	// Text is the answer's text (and the refusal text, if the model
-	// refused): the concatenation of the DeltaText fragments.
-	Text string
-	// Reasoning is the reasoning text the provider streamed, if any.
-	Reasoning string
-	// ToolCalls are the calls the model made, in index order. When the
-	// stream broke off they are the calls known to be complete: every call
-	// but the last, unless a finish reason other than "error" arrived.
-	ToolCalls []ledger.ToolCall
-	// FinishReason is the provider's finish reason: "stop", "tool_calls",
-	// "length", "content_filter", "error", …; empty when none arrived.
-	FinishReason string
-	// Model is the model that answered, as the provider named it; the
-	// requested model when the stream named none.
-	Model string
-	// GenerationID is the provider's id of the generation: the chunks'
-	// id, else the X-Generation-Id response header.
-	GenerationID string
-	// Usage is the usage the final usage chunk reported, with OpenRouter's
-	// cost fields; zero when none arrived.
-	Usage ledger.Usage
-	// Raw holds provider-specific data worth keeping for replay, as a
-	// JSON object: {"reasoning_details": […]} when OpenRouter streamed
-	// reasoning details. Nil when there is none.
-	Raw json.RawMessage
-}
 
 // Stream sends req, streams the answer, calling onDelta (which may be nil)
 // for every text, reasoning and tool-call fragment in order, and returns
@@ -84,18 +29,18 @@ type Result struct {
 // partial result: what had streamed so far, with the tool calls that were
 // complete. When ctx is done before the pass finished, the error is
 // ctx.Err() (context.Canceled or context.DeadlineExceeded). Otherwise it is an
-// [*Error] (HTTP error status, or an error chunk or finish_reason "error"
-// mid-stream), [ErrIncompleteStream], [ErrStalled], [ErrMalformedStream],
-// [ErrInvalidRequest] (nothing was sent), or a transport error.
+// [*model.Error] (HTTP error status, or an error chunk or finish_reason "error"
+// mid-stream), [model.ErrIncompleteStream], [model.ErrStalled], [model.ErrMalformedStream],
+// [model.ErrInvalidRequest] (nothing was sent), or a transport error.
 //
 // onDelta runs on the caller's goroutine, between reads of the stream.
-func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (Result, error) {
+func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 	params, err := c.buildParams(req)
 	if err != nil {
-		return Result{}, err
+		return model.Result{}, err
 	}
 	if onDelta == nil {
-		onDelta = func(Delta) {}
+		onDelta = func(model.Delta) {}
 	}
 
 	sctx, cancel := context.WithCancelCause(ctx)
@@ -103,7 +48,7 @@ func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	var httpRes *http.Response
 	opts := []option.RequestOption{option.WithResponseInto(&httpRes)}
 	if c.idleTimeout > 0 {
-		wd := &watchdog{d: c.idleTimeout, fire: func() { cancel(ErrStalled) }}
+		wd := &watchdog{d: c.idleTimeout, fire: func() { cancel(model.ErrStalled) }}
 		defer wd.stop()
 		opts = append(opts, option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			res, err := next(r)
@@ -142,8 +87,8 @@ func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 		switch {
 		case ctx.Err() != nil:
 			return res, ctx.Err()
-		case errors.Is(context.Cause(sctx), ErrStalled):
-			return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
+		case errors.Is(context.Cause(sctx), model.ErrStalled):
+			return res, fmt.Errorf("%w: no data for %s", model.ErrStalled, c.idleTimeout)
 		default:
 			return res, c.classify(serr, httpRes)
 		}
@@ -155,22 +100,22 @@ func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		if errors.Is(context.Cause(sctx), ErrStalled) {
-			return res, fmt.Errorf("%w: no data for %s", ErrStalled, c.idleTimeout)
+		if errors.Is(context.Cause(sctx), model.ErrStalled) {
+			return res, fmt.Errorf("%w: no data for %s", model.ErrStalled, c.idleTimeout)
 		}
-		return res, ErrIncompleteStream
+		return res, model.ErrIncompleteStream
 	case "error":
 		msg := `the provider ended the stream with finish_reason "error" and sent no error details`
 		if st.nativeFinish != "" && st.nativeFinish != "error" {
 			msg += fmt.Sprintf(" (native finish reason %q)", st.nativeFinish)
 		}
-		return res, &Error{MidStream: true, Message: msg}
+		return res, &model.Error{MidStream: true, Message: msg}
 	}
 	return res, nil
 }
 
 // checkResponse rejects a 2xx response that is not an event stream. A JSON
-// body with an "error" member becomes an [*Error].
+// body with an "error" member becomes an [*model.Error].
 func (c *Client) checkResponse(res *http.Response) error {
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
@@ -184,8 +129,8 @@ func (c *Client) checkResponse(res *http.Response) error {
 	if err != nil {
 		return err
 	}
-	e := &Error{Header: res.Header.Clone(), Body: body}
-	if e.fill(body) {
+	e := &model.Error{Header: res.Header.Clone(), Body: body}
+	if fill(e, body) {
 		if n, err := strconv.Atoi(e.Code); err == nil && n >= 100 && n <= 599 {
 			e.StatusCode = n
 		}
@@ -198,14 +143,14 @@ func (c *Client) checkResponse(res *http.Response) error {
 		}
 		return e
 	}
-	return fmt.Errorf("%w: expected an event stream, got %s: %s", ErrMalformedStream, mt, truncate(string(body), 200))
+	return fmt.Errorf("%w: expected an event stream, got %s: %s", model.ErrMalformedStream, mt, truncate(string(body), 200))
 }
 
 // classify turns the error that ended a stream into the package's errors.
 func (c *Client) classify(err error, httpRes *http.Response) error {
 	var se *ssestream.StreamError
 	var apiErr *openai.Error
-	var pe *Error
+	var pe *model.Error
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -215,7 +160,7 @@ func (c *Client) classify(err error, httpRes *http.Response) error {
 		return streamError(se)
 	case errors.As(err, &apiErr):
 		return fromAPIError(apiErr, time.Now())
-	case errors.Is(err, ErrMalformedStream):
+	case errors.Is(err, model.ErrMalformedStream):
 		return err
 	case httpRes != nil && httpRes.StatusCode >= 400:
 		// openai-go could not parse the error body (not JSON); it has put
@@ -226,7 +171,7 @@ func (c *Client) classify(err error, httpRes *http.Response) error {
 		}
 		return httpError(httpRes, body, err, time.Now())
 	case errors.As(err, &syn), errors.As(err, &typ):
-		return fmt.Errorf("%w: %v", ErrMalformedStream, err)
+		return fmt.Errorf("%w: %v", model.ErrMalformedStream, err)
 	case httpRes != nil:
 		return fmt.Errorf("provider: reading the stream: %w", err)
 	default:
@@ -236,7 +181,7 @@ func (c *Client) classify(err error, httpRes *http.Response) error {
 
 // streamState assembles a stream's chunks.
 type streamState struct {
-	onDelta func(Delta)
+	onDelta func(model.Delta)
 	acc     *openai.ChatCompletionAccumulator
 
 	id, model    string
@@ -252,7 +197,7 @@ type streamState struct {
 
 type callState struct{ id, name string }
 
-func newStreamState(model string, onDelta func(Delta)) *streamState {
+func newStreamState(model string, onDelta func(model.Delta)) *streamState {
 	return &streamState{onDelta: onDelta, acc: &openai.ChatCompletionAccumulator{}, model: model,
 		remap: map[int64]int{}}
 }
@@ -269,7 +214,7 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 		s.model = ch.Model
 	}
 
-	var deltas []Delta
+	var deltas []model.Delta
 	var details []string
 	kept := make([]openai.ChatCompletionChunkChoice, 0, 1)
 	for _, choice := range ch.Choices {
@@ -281,16 +226,16 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 			s.nativeFinish = nf
 		}
 		if r := reasoningText(d); r != "" {
-			deltas = append(deltas, Delta{Kind: DeltaReasoning, Text: r})
+			deltas = append(deltas, model.Delta{Kind: model.DeltaReasoning, Text: r})
 		}
 		if f, ok := d.JSON.ExtraFields["reasoning_details"]; ok {
 			details = append(details, f.Raw())
 		}
 		if d.Content != "" {
-			deltas = append(deltas, Delta{Kind: DeltaText, Text: d.Content})
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Content})
 		}
 		if d.Refusal != "" {
-			deltas = append(deltas, Delta{Kind: DeltaText, Text: d.Refusal})
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Refusal})
 		}
 		if len(d.ToolCalls) > 0 {
 			calls := make([]openai.ChatCompletionChunkChoiceDeltaToolCall, len(d.ToolCalls))
@@ -306,7 +251,7 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 	}
 	ch.Choices = kept
 	if !s.acc.AddChunk(ch) {
-		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", ErrMalformedStream, truncate(ch.RawJSON(), 200))
+		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", model.ErrMalformedStream, truncate(ch.RawJSON(), 200))
 	}
 	if ch.JSON.Usage.Valid() {
 		s.usage = parseUsage(ch.JSON.Usage.Raw())
@@ -316,9 +261,9 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 	}
 	for _, d := range deltas {
 		switch d.Kind {
-		case DeltaText:
+		case model.DeltaText:
 			s.text.WriteString(d.Text)
-		case DeltaReasoning:
+		case model.DeltaReasoning:
 			s.reasoning.WriteString(d.Text)
 		}
 		s.onDelta(d)
@@ -331,7 +276,7 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 // id at an index already used by another call starts a new call (some
 // servers send every call at index 0). A name repeated on every fragment
 // is sent to the accumulator once, which would otherwise concatenate it.
-func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCall) (Delta, bool) {
+func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCall) (model.Delta, bool) {
 	raw := tc.Index
 	if raw == -1 {
 		raw = 0 // AWS Bedrock's single call
@@ -362,9 +307,9 @@ func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCal
 		news = true
 	}
 	if !news && tc.Function.Arguments == "" {
-		return Delta{}, false
+		return model.Delta{}, false
 	}
-	return Delta{Kind: DeltaToolCall, Text: tc.Function.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
+	return model.Delta{Kind: model.DeltaToolCall, Text: tc.Function.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
 }
 
 // reasoningText returns a delta's reasoning fragment: OpenRouter's
@@ -425,8 +370,8 @@ func (s *streamState) addDetails(raw string) {
 // result assembles the pass. When no finish reason arrived, or the
 // finish reason is "error", the last tool call is left out: its arguments
 // may be cut.
-func (s *streamState) result() Result {
-	r := Result{Text: s.text.String(), Reasoning: s.reasoning.String(), Model: s.model, GenerationID: s.id, Usage: s.usage}
+func (s *streamState) result() model.Result {
+	r := model.Result{Text: s.text.String(), Reasoning: s.reasoning.String(), Model: s.model, GenerationID: s.id, Usage: s.usage}
 	if len(s.details) > 0 {
 		r.Raw, _ = json.Marshal(map[string]any{"reasoning_details": s.details})
 	}

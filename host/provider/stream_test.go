@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/internal/fixtures"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/internal/fixtures"
 )
 
 func TestStreamText(t *testing.T) {
@@ -28,7 +30,7 @@ func TestStreamText(t *testing.T) {
 	if res.Text != "Hello, world!" {
 		t.Errorf("Text = %q, want %q", res.Text, "Hello, world!")
 	}
-	var kinds []DeltaKind
+	var kinds []model.DeltaKind
 	var texts []string
 	for _, d := range rec.deltas {
 		kinds = append(kinds, d.Kind)
@@ -37,8 +39,8 @@ func TestStreamText(t *testing.T) {
 	if want := []string{"Hello", ", world", "!"}; !reflect.DeepEqual(texts, want) {
 		t.Errorf("delta texts = %q, want %q (kinds %v)", texts, want, kinds)
 	}
-	if got := rec.text(DeltaText); got != res.Text {
-		t.Errorf("deltas join to %q, Result.Text is %q", got, res.Text)
+	if got := rec.text(model.DeltaText); got != res.Text {
+		t.Errorf("deltas join to %q, model.Result.Text is %q", got, res.Text)
 	}
 	if res.FinishReason != "stop" || res.Model != "openai/gpt-4o-mini" || res.GenerationID != "gen-1767225600-Qx7TfakeStreamText01" {
 		t.Errorf("FinishReason, Model, GenerationID = %q, %q, %q", res.FinishReason, res.Model, res.GenerationID)
@@ -74,8 +76,8 @@ func TestStreamToolCalls(t *testing.T) {
 	if !reflect.DeepEqual(res.ToolCalls, wantCalls) {
 		t.Errorf("ToolCalls = %+v\nwant %+v", res.ToolCalls, wantCalls)
 	}
-	if res.Text != "I'll read both files." || rec.text(DeltaText) != res.Text {
-		t.Errorf("Text = %q, deltas %q", res.Text, rec.text(DeltaText))
+	if res.Text != "I'll read both files." || rec.text(model.DeltaText) != res.Text {
+		t.Errorf("Text = %q, deltas %q", res.Text, rec.text(model.DeltaText))
 	}
 	if res.FinishReason != "tool_calls" || res.Model != "anthropic/claude-sonnet-4.6" {
 		t.Errorf("FinishReason, Model = %q, %q", res.FinishReason, res.Model)
@@ -88,13 +90,13 @@ func TestStreamToolCalls(t *testing.T) {
 	}
 	// Deltas: the text first, then each call's name as soon as known and
 	// its argument fragments, in order.
-	var calls []Delta
+	var calls []model.Delta
 	for _, d := range rec.deltas {
-		if d.Kind == DeltaToolCall {
+		if d.Kind == model.DeltaToolCall {
 			calls = append(calls, d)
 		}
 	}
-	if len(calls) < 2 || rec.deltas[0].Kind != DeltaText {
+	if len(calls) < 2 || rec.deltas[0].Kind != model.DeltaText {
 		t.Fatalf("deltas = %+v", rec.deltas)
 	}
 	first := calls[0]
@@ -136,9 +138,9 @@ func TestStreamMidStreamError(t *testing.T) {
 			c := newClient(t, fs, Config{})
 			var rec recorder
 			res, err := c.Stream(context.Background(), userRequest("q"), rec.on)
-			var pe *Error
+			var pe *model.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v (%T), want *Error", err, err)
+				t.Fatalf("err = %v (%T), want *model.Error", err, err)
 			}
 			if !pe.MidStream || pe.StatusCode != tt.status || pe.Code != tt.code || pe.Message != tt.message {
 				t.Errorf("Error = %+v", pe)
@@ -154,10 +156,10 @@ func TestStreamMidStreamError(t *testing.T) {
 				t.Errorf("Body = %s, want the error chunk", pe.Body)
 			}
 			if !strings.Contains(err.Error(), tt.message) {
-				t.Errorf("Error() = %q lacks the message", err.Error())
+				t.Errorf("model.Error() = %q lacks the message", err.Error())
 			}
-			if res.Text != tt.text || rec.text(DeltaText) != tt.text {
-				t.Errorf("partial Text = %q (deltas %q), want %q", res.Text, rec.text(DeltaText), tt.text)
+			if res.Text != tt.text || rec.text(model.DeltaText) != tt.text {
+				t.Errorf("partial Text = %q (deltas %q), want %q", res.Text, rec.text(model.DeltaText), tt.text)
 			}
 			if res.GenerationID == "" || res.Model == "" {
 				t.Errorf("partial result lacks GenerationID/Model: %+v", res)
@@ -201,10 +203,10 @@ func TestStreamHTTPErrors(t *testing.T) {
 			fs := serve(t, reply{status: tt.status, header: tt.header, body: body})
 			c := newClient(t, fs, Config{})
 			called := false
-			res, err := c.Stream(context.Background(), userRequest("q"), func(Delta) { called = true })
-			var pe *Error
+			res, err := c.Stream(context.Background(), userRequest("q"), func(model.Delta) { called = true })
+			var pe *model.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v (%T), want *Error", err, err)
+				t.Fatalf("err = %v (%T), want *model.Error", err, err)
 			}
 			if pe.StatusCode != tt.status || pe.MidStream {
 				t.Errorf("StatusCode, MidStream = %d, %v", pe.StatusCode, pe.MidStream)
@@ -235,7 +237,7 @@ func TestStreamHTTPErrors(t *testing.T) {
 				t.Errorf("err does not unwrap to the *openai.Error")
 			}
 			if !strings.Contains(err.Error(), pe.Message) || !strings.Contains(err.Error(), "HTTP ") {
-				t.Errorf("Error() = %q", err.Error())
+				t.Errorf("model.Error() = %q", err.Error())
 			}
 			if called || res.Text != "" || res.ToolCalls != nil {
 				t.Errorf("a pre-stream error produced output: %+v", res)
@@ -275,9 +277,9 @@ func TestRetryAfter(t *testing.T) {
 			}
 			fs := serve(t, reply{status: 429, header: tt.header, body: []byte(body)})
 			_, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-			var pe *Error
+			var pe *model.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v, want *Error", err)
+				t.Fatalf("err = %v, want *model.Error", err)
 			}
 			if pe.RetryAfter < tt.min || pe.RetryAfter > tt.max {
 				t.Errorf("RetryAfter = %v, want in [%v, %v]", pe.RetryAfter, tt.min, tt.max)
@@ -305,9 +307,9 @@ func TestStreamRequestsOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := serve(t, tt.r)
 			_, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-			var pe *Error
+			var pe *model.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("err = %v (%T), want *Error", err, err)
+				t.Fatalf("err = %v (%T), want *model.Error", err, err)
 			}
 			if pe.StatusCode != tt.r.status {
 				t.Errorf("StatusCode = %d, want %d", pe.StatusCode, tt.r.status)
@@ -325,7 +327,7 @@ func TestStreamRequestsOnce(t *testing.T) {
 func TestStreamHTMLErrorBody(t *testing.T) {
 	fs := serve(t, reply{status: 502, header: http.Header{"Content-Type": {"text/html"}}, body: []byte("<html>Bad gateway</html>\n")})
 	_, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-	var pe *Error
+	var pe *model.Error
 	if !errors.As(err, &pe) || pe.StatusCode != 502 || pe.Message != "<html>Bad gateway</html>" || string(pe.Body) != "<html>Bad gateway</html>\n" {
 		t.Fatalf("err = %#v", err)
 	}
@@ -355,11 +357,11 @@ func TestStreamIncomplete(t *testing.T) {
 			fs := serve(t, reply{body: tt.body})
 			var rec recorder
 			res, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), rec.on)
-			if !errors.Is(err, ErrIncompleteStream) {
-				t.Fatalf("err = %v, want ErrIncompleteStream", err)
+			if !errors.Is(err, model.ErrIncompleteStream) {
+				t.Fatalf("err = %v, want model.ErrIncompleteStream", err)
 			}
-			if res.Text != tt.text || rec.text(DeltaText) != tt.text {
-				t.Errorf("partial Text = %q (deltas %q), want %q", res.Text, rec.text(DeltaText), tt.text)
+			if res.Text != tt.text || rec.text(model.DeltaText) != tt.text {
+				t.Errorf("partial Text = %q (deltas %q), want %q", res.Text, rec.text(model.DeltaText), tt.text)
 			}
 			if !reflect.DeepEqual(res.ToolCalls, tt.toolCalls) {
 				t.Errorf("partial ToolCalls = %+v, want %+v", res.ToolCalls, tt.toolCalls)
@@ -376,9 +378,9 @@ func TestStreamFinishReasonError(t *testing.T) {
 	)
 	fs := serve(t, reply{body: body})
 	res, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-	var pe *Error
+	var pe *model.Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("err = %v, want *Error", err)
+		t.Fatalf("err = %v, want *model.Error", err)
 	}
 	if !pe.MidStream || pe.StatusCode != 0 || !strings.Contains(pe.Message, `finish_reason "error"`) {
 		t.Errorf("Error = %+v", pe)
@@ -392,7 +394,7 @@ func TestStreamJSONInsteadOfStream(t *testing.T) {
 	tests := []struct {
 		name   string
 		body   string
-		status int // of the *Error; -1: want ErrMalformedStream
+		status int // of the *model.Error; -1: want model.ErrMalformedStream
 	}{
 		{"error object", `{"error":{"message":"Upstream overloaded","code":503}}`, 503},
 		{"error with string code", `{"error":{"message":"nope","code":"server_error"}}`, 0},
@@ -403,12 +405,12 @@ func TestStreamJSONInsteadOfStream(t *testing.T) {
 			fs := serve(t, reply{header: http.Header{"Content-Type": {"application/json"}}, body: []byte(tt.body)})
 			_, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
 			if tt.status < 0 {
-				if !errors.Is(err, ErrMalformedStream) {
-					t.Fatalf("err = %v, want ErrMalformedStream", err)
+				if !errors.Is(err, model.ErrMalformedStream) {
+					t.Fatalf("err = %v, want model.ErrMalformedStream", err)
 				}
 				return
 			}
-			var pe *Error
+			var pe *model.Error
 			if !errors.As(err, &pe) || pe.StatusCode != tt.status || pe.MidStream || pe.Message == "" {
 				t.Fatalf("err = %#v", err)
 			}
@@ -421,8 +423,8 @@ func TestStreamMalformedChunk(t *testing.T) {
 	body := sse(append(text[:4:4], "data: {not json")...)
 	fs := serve(t, reply{body: body})
 	res, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-	if !errors.Is(err, ErrMalformedStream) {
-		t.Fatalf("err = %v, want ErrMalformedStream", err)
+	if !errors.Is(err, model.ErrMalformedStream) {
+		t.Fatalf("err = %v, want model.ErrMalformedStream", err)
 	}
 	if res.Text != "Hello" {
 		t.Errorf("partial Text = %q, want %q", res.Text, "Hello")
@@ -437,7 +439,7 @@ func TestStreamErrorNull(t *testing.T) {
 	)
 	fs := serve(t, reply{body: body})
 	res, err := newClient(t, fs, Config{}).Stream(context.Background(), userRequest("q"), nil)
-	var pe *Error
+	var pe *model.Error
 	if !errors.As(err, &pe) || !pe.MidStream || !strings.Contains(pe.Message, "empty") {
 		t.Fatalf("err = %#v", err)
 	}
@@ -462,14 +464,14 @@ func TestStreamReasoning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []DeltaKind
+	var kinds []model.DeltaKind
 	for _, d := range rec.deltas {
 		kinds = append(kinds, d.Kind)
 	}
-	if want := []DeltaKind{DeltaReasoning, DeltaReasoning, DeltaText}; !reflect.DeepEqual(kinds, want) {
+	if want := []model.DeltaKind{model.DeltaReasoning, model.DeltaReasoning, model.DeltaText}; !reflect.DeepEqual(kinds, want) {
 		t.Errorf("delta kinds = %v, want %v", kinds, want)
 	}
-	if res.Reasoning != "Let me think." || rec.text(DeltaReasoning) != res.Reasoning || res.Text != "Done." {
+	if res.Reasoning != "Let me think." || rec.text(model.DeltaReasoning) != res.Reasoning || res.Text != "Done." {
 		t.Errorf("Reasoning, Text = %q, %q", res.Reasoning, res.Text)
 	}
 	want := `{"reasoning_details":[{"type":"reasoning.text","text":"Let me think.","index":0,"format":"anthropic-claude-v1","signature":"sig=="}]}`

@@ -152,7 +152,14 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			return nil, nil, err
 		}
 	}
-	opts := host.Options{Storage: store, Provider: pcfg, Agent: agent, Logger: logger,
+	// The host builds no client and reads no environment: the command
+	// wires the model (OpenRouter, or any OpenAI-compatible endpoint).
+	client, err := provider.New(pcfg)
+	if err != nil {
+		cleanup()
+		return nil, nil, fail(2, "%v", err)
+	}
+	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
@@ -162,8 +169,20 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "%v", err)
 	}
-	return h, func() { h.Close(); cleanup() }, nil
+	return h, func() {
+		// Runs still in flight (the auto-resume sweep's) get a moment to
+		// finish, then stop unrecorded: they stay resumable.
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		h.Close(ctx)
+		cleanup()
+	}, nil
 }
+
+// closeGrace is how long a command waits, on its way out, for the runs the
+// auto-resume sweep started to end before leaving them interrupted for the
+// next host.
+const closeGrace = 5 * time.Second
 
 func chat(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("chat", env)
@@ -361,7 +380,7 @@ begins with a slash.
 `
 
 // usageLine renders a session's usage in one line.
-func usageLine(u host.SessionUsage) string {
+func usageLine(u ledger.SessionUsage) string {
 	t := u.Total
 	line := fmt.Sprintf("[usage: %d runs, %d prompt + %d completion tokens", len(u.Runs), t.PromptTokens, t.CompletionTokens)
 	if t.CachedTokens > 0 {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
@@ -176,53 +177,12 @@ func ledgerOf(t *testing.T, url string) *redis.Store {
 	return s
 }
 
-func loadLedger(t *testing.T, s *redis.Store, id string) []ledger.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	evs, err := s.Load(ctx, id)
-	if err != nil {
-		t.Fatalf("load %s: %v", id, err)
-	}
-	return evs
-}
-
-// waitLedger polls the session's ledger until ok accepts it.
-func waitLedger(t *testing.T, s *redis.Store, id string, d time.Duration, what string, ok func([]ledger.Event) bool) []ledger.Event {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		evs := loadLedger(t, s, id)
-		if ok(evs) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; ledger: %s", what, d, ledgerKinds(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func ledgerKinds(evs []ledger.Event) string {
-	var ks []string
-	for _, e := range evs {
-		ks = append(ks, string(e.Kind))
-	}
-	return strings.Join(ks, " ")
-}
-
 func eventIDs(evs []ledger.Event) []string {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
 	}
 	return ids
-}
-
-// settled reports a ledger whose runs all ended and whose messages were
-// all picked up.
-func settled(evs []ledger.Event) bool {
-	return len(evs) > 0 && len(ledger.OpenRuns(evs)) == 0 && len(ledger.PendingInputs(evs)) == 0
 }
 
 // waitLeaseFree waits until no host holds the session's lease.
@@ -280,15 +240,15 @@ func TestMultiHostChatTakeover(t *testing.T) {
 	a.waitOut("You said: a0 a1 a2", 10*time.Second)
 	// B's sweeps (every second) leave the run alone while A lives.
 	time.Sleep(1200 * time.Millisecond)
-	if evs := loadLedger(t, store, "s"); countKinds(evs, ledger.KindResumeAttempt) != 0 {
-		t.Fatalf("B resumed the run A leads: %s", ledgerKinds(evs))
+	if evs := hosttest.Load(t, store, "s"); hosttest.CountKind(evs, ledger.KindResumeAttempt) != 0 {
+		t.Fatalf("B resumed the run A leads: %s", hosttest.Kinds(evs))
 	}
 	a.signal(syscall.SIGKILL)
 	a.wait(5 * time.Second)
 	killedAt := time.Now()
 
-	evs := waitLedger(t, store, "s", 4*time.Second, "B resumed the run within 4 lease ttls", func(evs []ledger.Event) bool {
-		return countKinds(evs, ledger.KindResumeAttempt) > 0
+	evs := hosttest.WaitLedger(t, store, "s", 4*time.Second, "B resumed the run within 4 lease ttls", func(evs []ledger.Event) bool {
+		return hosttest.CountKind(evs, ledger.KindResumeAttempt) > 0
 	})
 	t.Logf("B resumed the run %v after A was killed", time.Since(killedAt))
 	runID := evs[1].RunID
@@ -301,7 +261,7 @@ func TestMultiHostChatTakeover(t *testing.T) {
 	if attempt.RunID != runID || !strings.HasSuffix(attempt.ResumeAttempt.Host, fmt.Sprintf("-%d", b.pid())) {
 		t.Fatalf("resume attempt %+v, want run %s by B (pid %d)", attempt.ResumeAttempt, runID, b.pid())
 	}
-	if settled(evs) {
+	if hosttest.Settled(evs) {
 		t.Fatal("the resumed run ended before the test could send to it: make the reply longer")
 	}
 	// While the resumed run streams (the model got its request: A's was
@@ -317,19 +277,19 @@ func TestMultiHostChatTakeover(t *testing.T) {
 	// The typed message is durable at once (queued into the run in
 	// flight), not only once that run has ended.
 	for durable := false; !durable; {
-		evs := loadLedger(t, store, "s")
+		evs := hosttest.Load(t, store, "s")
 		for _, e := range evs {
 			durable = durable || (e.Input != nil && ledger.TextOf(e.Input.Parts) == "second")
 		}
 		if !durable && (time.Since(sentAt) > time.Second || len(ledger.OpenRuns(evs)) == 0) {
 			t.Errorf("the message typed into B was not durable %v after it was typed, while the resumed run streamed; ledger: %s",
-				time.Since(sentAt).Round(time.Millisecond), ledgerKinds(evs))
+				time.Since(sentAt).Round(time.Millisecond), hosttest.Kinds(evs))
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	evs = waitLedger(t, store, "s", 20*time.Second, "the message to B was answered", func(evs []ledger.Event) bool {
-		if !settled(evs) {
+	evs = hosttest.WaitLedger(t, store, "s", 20*time.Second, "the message to B was answered", func(evs []ledger.Event) bool {
+		if !hosttest.Settled(evs) {
 			return false
 		}
 		for _, e := range evs {
@@ -339,7 +299,7 @@ func TestMultiHostChatTakeover(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("the message to B was answered %v after it was typed; ledger: %s", time.Since(sentAt), ledgerKinds(evs))
+	t.Logf("the message to B was answered %v after it was typed; ledger: %s", time.Since(sentAt), hosttest.Kinds(evs))
 	b.stdin.Close()
 	if code := b.wait(10 * time.Second); code != 0 {
 		t.Errorf("B exited %d", code)
@@ -350,8 +310,8 @@ func TestMultiHostChatTakeover(t *testing.T) {
 	}
 
 	// The ledger: the run A started ended completed, resumed once.
-	if countKinds(evs, ledger.KindResumeAttempt) != 1 {
-		t.Errorf("resume attempts: %s", ledgerKinds(evs))
+	if hosttest.CountKind(evs, ledger.KindResumeAttempt) != 1 {
+		t.Errorf("resume attempts: %s", hosttest.Kinds(evs))
 	}
 	run, _ := ledger.ProjectRun(evs, runID)
 	if !run.Ended || run.Status != ledger.RunCompleted {
@@ -386,18 +346,8 @@ func TestMultiHostChatTakeover(t *testing.T) {
 	// in that run.
 	if tr.Items[2].RunID != runID || tr.Items[3].RunID != runID {
 		t.Errorf("the message typed into B while it streamed the resumed run %s was answered by run %s (response of run %s); ledger: %s",
-			runID, tr.Items[2].RunID, tr.Items[3].RunID, ledgerKinds(evs))
+			runID, tr.Items[2].RunID, tr.Items[3].RunID, hosttest.Kinds(evs))
 	}
-}
-
-func countKinds(evs []ledger.Event, k ledger.Kind) int {
-	n := 0
-	for _, e := range evs {
-		if e.Kind == k {
-			n++
-		}
-	}
-	return n
 }
 
 // TestFencingChatSIGSTOP: process A leads a run with a 1s lease and is
@@ -419,8 +369,8 @@ func TestFencingChatSIGSTOP(t *testing.T) {
 	stoppedAt := time.Now()
 	waitLeaseFree(t, srv, "f", 5*time.Second)
 	t.Logf("A's lease lapsed %v after SIGSTOP", time.Since(stoppedAt))
-	if evs := loadLedger(t, store, "f"); ledgerKinds(evs) != "input run-start" {
-		t.Fatalf("ledger while A is stopped: %s", ledgerKinds(evs))
+	if evs := hosttest.Load(t, store, "f"); hosttest.Kinds(evs) != "input run-start" {
+		t.Fatalf("ledger while A is stopped: %s", hosttest.Kinds(evs))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -434,8 +384,8 @@ func TestFencingChatSIGSTOP(t *testing.T) {
 			t.Errorf("B's output lacks %.60q", want)
 		}
 	}
-	before := loadLedger(t, store, "f")
-	if got, want := ledgerKinds(before), "input run-start resume-attempt step run-end input run-start step run-end"; got != want {
+	before := hosttest.Load(t, store, "f")
+	if got, want := hosttest.Kinds(before), "input run-start resume-attempt step run-end input run-start step run-end"; got != want {
 		t.Fatalf("ledger after B = %q, want %q", got, want)
 	}
 
@@ -448,9 +398,9 @@ func TestFencingChatSIGSTOP(t *testing.T) {
 	if !strings.Contains(a.err.String(), "lease was lost") {
 		t.Errorf("A's stderr does not report the lost lease: %q", a.err.String())
 	}
-	after := loadLedger(t, store, "f")
+	after := hosttest.Load(t, store, "f")
 	if !slices.Equal(eventIDs(after), eventIDs(before)) {
-		t.Fatalf("A wrote after B took over: %s\nthen: %s", ledgerKinds(before), ledgerKinds(after))
+		t.Fatalf("A wrote after B took over: %s\nthen: %s", hosttest.Kinds(before), hosttest.Kinds(after))
 	}
 	tr := transcriptOf(t, srv.URL(), "f")
 	checkNoDuplicates(t, tr)
@@ -473,7 +423,7 @@ func TestRedisRestartShortOutage(t *testing.T) {
 
 	a := startProc(t, "A", bin, "chat", "--storage", srv.URL(), "--base-url", model.URL(), "--lease-ttl", "5s", "--session", "r", long)
 	a.waitOut("You said: r0 r1", 10*time.Second)
-	acked := loadLedger(t, store, "r")
+	acked := hosttest.Load(t, store, "r")
 	start := time.Now()
 	srv.Kill()
 	time.Sleep(2 * time.Second) // past a renewal (every 5s/3), within the ttl
@@ -488,11 +438,11 @@ func TestRedisRestartShortOutage(t *testing.T) {
 	if !strings.HasSuffix(a.out.String(), "You said: "+long+"\n") {
 		t.Errorf("chat output ends %q", a.out.String()[max(0, len(a.out.String())-60):])
 	}
-	evs := loadLedger(t, store, "r")
+	evs := hosttest.Load(t, store, "r")
 	if !slices.Equal(eventIDs(evs[:len(acked)]), eventIDs(acked)) {
-		t.Fatalf("events acknowledged before the kill are lost: %s, now %s", ledgerKinds(acked), ledgerKinds(evs))
+		t.Fatalf("events acknowledged before the kill are lost: %s, now %s", hosttest.Kinds(acked), hosttest.Kinds(evs))
 	}
-	if got, want := ledgerKinds(evs), "input run-start step run-end"; got != want {
+	if got, want := hosttest.Kinds(evs), "input run-start step run-end"; got != want {
 		t.Fatalf("ledger = %q, want %q", got, want)
 	}
 	tr := transcriptOf(t, srv.URL(), "r")
@@ -518,8 +468,8 @@ func TestRedisRestartLongOutage(t *testing.T) {
 
 	a := startProc(t, "A", bin, append(slices.Clone(common), long)...)
 	a.waitOut("You said: l0 l1", 10*time.Second)
-	acked := loadLedger(t, store, "l")
-	if got := ledgerKinds(acked); got != "input run-start" {
+	acked := hosttest.Load(t, store, "l")
+	if got := hosttest.Kinds(acked); got != "input run-start" {
 		t.Fatalf("ledger before the kill = %q", got)
 	}
 	srv.Kill()
@@ -532,9 +482,9 @@ func TestRedisRestartLongOutage(t *testing.T) {
 		t.Errorf("the reply did not stream to its end: %q", a.out.String())
 	}
 	srv.Restart()
-	evs := loadLedger(t, store, "l")
+	evs := hosttest.Load(t, store, "l")
 	if !slices.Equal(eventIDs(evs), eventIDs(acked)) {
-		t.Fatalf("after the restart the ledger is %s, want what was acknowledged: %s", ledgerKinds(evs), ledgerKinds(acked))
+		t.Fatalf("after the restart the ledger is %s, want what was acknowledged: %s", hosttest.Kinds(evs), hosttest.Kinds(acked))
 	}
 	waitLeaseFree(t, srv, "l", 5*time.Second)
 
@@ -549,8 +499,8 @@ func TestRedisRestartLongOutage(t *testing.T) {
 			t.Errorf("second chat's output lacks %.60q", want)
 		}
 	}
-	evs = loadLedger(t, store, "l")
-	if got, want := ledgerKinds(evs), "input run-start resume-attempt step run-end input run-start step run-end"; got != want {
+	evs = hosttest.Load(t, store, "l")
+	if got, want := hosttest.Kinds(evs), "input run-start resume-attempt step run-end input run-start step run-end"; got != want {
 		t.Fatalf("ledger = %q, want %q", got, want)
 	}
 	tr := transcriptOf(t, srv.URL(), "l")

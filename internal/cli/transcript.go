@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -46,7 +45,7 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if *usageOnly {
-		return enc.Encode(host.UsageOf(events))
+		return enc.Encode(ledger.UsageOf(events))
 	}
 	// No run of this process is live: an open run in the ledger shows as
 	// interrupted.

@@ -14,15 +14,18 @@ const module = "github.com/agentichost/agentic"
 // (directly or not). A package not listed here may depend on anything.
 var allowed = map[string][]string{
 	"host/ledger":         {},
-	"host/provider":       {"host/ledger"},
+	"host/model":          {"host/ledger"},
+	"host/provider":       {"host/ledger", "host/model"},
 	"storage":             {"host/ledger"},
 	"storage/memory":      {"storage", "host/ledger"},
 	"storage/file":        {"storage", "host/ledger"},
 	"storage/storagetest": {"storage", "host/ledger"},
 	"storage/redis":       {"storage", "host/ledger"},
-	"host":                {"host/ledger", "host/provider", "storage"},
+	"host/internal/hub":   {},
+	"host/hosttest":       {"host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
+	"host":                {"host/ledger", "host/model", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/ledger", "host/provider", "storage", "storage/memory"},
+	"plugins":             {"host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
@@ -45,6 +48,28 @@ func TestDependenciesPointInward(t *testing.T) {
 			}
 			if !permitted[rel] {
 				t.Errorf("%s depends on %s, which the layout does not allow", pkg, rel)
+			}
+		}
+	}
+}
+
+// selfContained lists packages that depend on nothing outside the standard
+// library and the project packages allowed above: the contracts, which
+// anything may import without pulling in a client library.
+var selfContained = []string{"host/model", "host/ledger", "storage"}
+
+func TestContractsNeedNoModules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	for _, pkg := range selfContained {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if !strings.HasPrefix(dep, module+"/") {
+				t.Errorf("%s depends on %s, outside the standard library", pkg, dep)
 			}
 		}
 	}

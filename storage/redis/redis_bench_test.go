@@ -17,20 +17,6 @@ import (
 	"github.com/agentichost/agentic/storage/storagetest"
 )
 
-// typicalStep is a step event like the host writes after a model pass
-// that asked for tools: a few hundred bytes encoded (the one the file
-// adapter's benchmarks append).
-func typicalStep() ledger.Event {
-	for _, e := range storagetest.EveryKind("run-bench") {
-		if e.Kind == ledger.KindStep {
-			e.Step.Raw = nil
-			e.Step.Reasoning = ""
-			return e
-		}
-	}
-	panic("no step in storagetest.EveryKind")
-}
-
 // latencies collects per-operation timings and reports their percentiles.
 type latencies []time.Duration
 
@@ -61,28 +47,12 @@ func (l latencies) report(b *testing.B, prefix string) {
 // (redis-benchmark-p50-us, redis-benchmark-p99-us): the floor without Go.
 func BenchmarkAppend(b *testing.B) {
 	srv := redistest.Start(b, redistest.Options{})
-	step := typicalStep()
-	enc, err := ledger.Encode(step)
+	enc, err := ledger.Encode(storagetest.TypicalStep())
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("store", func(b *testing.B) {
-		st := open(b, srv.URL(), redis.Options{Prefix: freshPrefix()})
-		ctx := b.Context()
-		if err := st.Append(ctx, "bench", step); err != nil { // loads the script
-			b.Fatal(err)
-		}
-		lat := make(latencies, 0, 1<<16)
-		b.SetBytes(int64(len(enc)))
-		b.ReportAllocs()
-		for b.Loop() {
-			t0 := time.Now()
-			if err := st.Append(ctx, "bench", step); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
-		}
-		lat.report(b, "")
+		storagetest.BenchmarkAppend(b, open(b, srv.URL(), redis.Options{Prefix: freshPrefix()}))
 		redisBenchmark(b, srv, enc)
 	})
 	b.Run("xadd", func(b *testing.B) {

@@ -2,11 +2,64 @@ package storagetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
+
+// TypicalStep returns a step event like the one a host appends after a
+// model pass that asked for tools: the step of [EveryKind], without raw
+// payload or reasoning, a few hundred bytes encoded.
+func TypicalStep() ledger.Event {
+	for _, e := range EveryKind("run-bench") {
+		if e.Kind == ledger.KindStep {
+			s := *e.Step
+			s.Raw, s.Reasoning = nil, ""
+			e.Step = &s
+			return e
+		}
+	}
+	panic("storagetest: no step in EveryKind")
+}
+
+// BenchmarkAppend measures one append of [TypicalStep] to one session of
+// st, the commonest write of a run, and reports, beside ns/op, bytes (the
+// encoded event) and allocations, the median and 99th percentile of the
+// appends' latencies (p50-us, p99-us). A first append, outside the
+// measure, warms the store up. Every adapter's benchmarks call it, so
+// their figures compare.
+func BenchmarkAppend(b *testing.B, st storage.Storage) {
+	b.Helper()
+	ctx := b.Context()
+	step := TypicalStep()
+	enc, err := ledger.Encode(step)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Append(ctx, "append", step); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, 1<<16)
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		t0 := time.Now()
+		if err := st.Append(ctx, "append", step); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p int) float64 { return float64(lat[min(len(lat)-1, len(lat)*p/100)].Nanoseconds()) / 1e3 }
+	b.ReportMetric(pct(50), "p50-us")
+	b.ReportMetric(pct(99), "p99-us")
+}
 
 // BenchmarkLoad fills session "big" of st with n events — the steps, tool
 // starts and tool results of [EveryKind] (without raw payloads or

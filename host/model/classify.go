@@ -1,4 +1,4 @@
-package provider
+package model
 
 import (
 	"context"
@@ -71,6 +71,10 @@ var notOverflow = regexp.MustCompile(`(?i)can only afford|requires more credits`
 
 // Classify decides what a model call's error calls for:
 //
+//   - an error that says itself whether it is worth retrying (it, or an
+//     error it wraps, has a method Retryable() bool, as errors of a Model
+//     wrapper may) is transient when it says so, fatal otherwise: its own
+//     word wins over the rules below;
 //   - context-overflow: a provider error whose code is
 //     "context_length_exceeded" or whose message, code or upstream
 //     metadata.raw matches a known overflow phrasing;
@@ -87,6 +91,12 @@ var notOverflow = regexp.MustCompile(`(?i)can only afford|requires more credits`
 func Classify(err error) Class {
 	if err == nil {
 		return Class{Kind: Fatal, Reason: "no error"}
+	}
+	if r, ok := errors.AsType[retryabler](err); ok {
+		if r.Retryable() {
+			return Class{Kind: Transient, Reason: "retryable, the error says"}
+		}
+		return Class{Kind: Fatal, Reason: "not retryable, the error says"}
 	}
 	if errors.Is(err, context.Canceled) {
 		return Class{Kind: Fatal, Reason: "cancelled"}
@@ -122,6 +132,12 @@ func Classify(err error) Class {
 		return Class{Kind: Transient, Reason: "network error"}
 	}
 	return Class{Kind: Fatal, Reason: "unclassified error"}
+}
+
+// retryabler is an error that says whether it is worth retrying.
+type retryabler interface {
+	error
+	Retryable() bool
 }
 
 func classifyError(e *Error) Class {

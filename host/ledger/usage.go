@@ -1,19 +1,13 @@
-package host
-
-import (
-	"context"
-
-	"github.com/agentichost/agentic/host/ledger"
-)
+package ledger
 
 // SessionUsage is what a session's model calls consumed and cost, from its
-// ledger (see [Session.Usage]).
+// ledger (see [UsageOf]).
 type SessionUsage struct {
 	// Total sums the provider-reported usage of every model call of the
 	// session. Its IsBYOK is nil: it mixes calls.
-	Total ledger.Usage `json:"total"`
+	Total Usage `json:"total"`
 	// Cost sums the billed cost of every call, in USD: each call's
-	// [ledger.Usage.Billed], so that the upstream cost of a call billed to
+	// [Usage.Billed], so that the upstream cost of a call billed to
 	// the user's own key counts, and that of a call paid with credits is
 	// never counted twice.
 	Cost float64 `json:"cost"`
@@ -27,7 +21,7 @@ type RunUsage struct {
 	RunID string `json:"run_id"`
 	// Usage sums the usage of the run's model calls: its passes and the
 	// compactions it made.
-	Usage ledger.Usage `json:"usage"`
+	Usage Usage `json:"usage"`
 	// Cost sums their billed cost, in USD.
 	Cost float64 `json:"cost"`
 	// Steps is the number of the run's model passes (compactions not
@@ -35,25 +29,12 @@ type RunUsage struct {
 	Steps int `json:"steps"`
 }
 
-// Usage returns the session's usage and billed cost, per run and in total,
-// computed from its ledger (including the events a run in flight in this
-// host has appended so far). A session with no events has a zero usage.
-func (s *Session) Usage(ctx context.Context) (SessionUsage, error) {
-	if events, _, ok := s.h.snapshotLive(s.id); ok {
-		return UsageOf(events), nil
-	}
-	events, err := s.h.store.Load(ctx, s.id)
-	if err != nil {
-		return SessionUsage{}, err
-	}
-	return UsageOf(events), nil
-}
-
-// UsageOf computes a session's usage from its events, as [Session.Usage]
-// does: every model pass (step event) and every compaction counts, each
-// billed by [ledger.Usage.Billed]. Events of no run (a compaction without a
-// run id) count in the total only.
-func UsageOf(events []ledger.Event) SessionUsage {
+// UsageOf computes a session's usage and billed cost from its events, per
+// run and in total: every model pass (step event) and every compaction
+// counts, each billed by [Usage.Billed]. Events of no run (a compaction
+// without a run id) count in the total only. It is a pure function of the
+// events.
+func UsageOf(events []Event) SessionUsage {
 	var su SessionUsage
 	index := map[string]int{}
 	run := func(id string) *RunUsage {
@@ -69,7 +50,7 @@ func UsageOf(events []ledger.Event) SessionUsage {
 		return &su.Runs[i]
 	}
 	for _, e := range events {
-		var u *ledger.Usage
+		var u *Usage
 		switch {
 		case e.Step != nil:
 			u = &e.Step.Usage

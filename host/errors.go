@@ -1,0 +1,95 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The sentinel errors of the package. Test for them with errors.Is.
+var (
+	// ErrInvalidInput is returned for a message, a session id or an agent
+	// that cannot be accepted (an empty message, malformed parts); nothing
+	// was appended.
+	ErrInvalidInput = errors.New("host: invalid input")
+	// ErrClosed is returned by a Host used after Close, and to the callers
+	// of runs that Close stopped (they stay resumable).
+	ErrClosed = errors.New("host: closed")
+	// ErrNothingToResume is returned by Resume for a session whose ledger
+	// holds no interrupted run.
+	ErrNothingToResume = errors.New("host: no interrupted run to resume")
+	// ErrLeadElsewhere is returned by Resume when another host sharing
+	// the storage leads the session (it holds the session's lease): only
+	// the lease holder runs or resumes it.
+	ErrLeadElsewhere = errors.New("host: another host leads the session")
+	// ErrSlowSubscriber is returned by [Subscription.Next] to a subscriber
+	// that fell too far behind the run's progress: it was dropped rather
+	// than waited for, and may subscribe again after the last
+	// [Progress.Seq] it read.
+	ErrSlowSubscriber = errors.New("host: subscriber fell behind and was dropped")
+)
+
+// errReconciled tells that the interrupted run had been cancelled before
+// the crash, and was closed as such.
+var errReconciled = errors.New("host: interrupted run reconciled as cancelled")
+
+// CancelledError is the cause of a run's context when [Host.Cancel] stopped
+// it.
+type CancelledError struct{ Reason string }
+
+// Error returns the reason the run was cancelled for.
+func (e *CancelledError) Error() string { return e.Reason }
+
+// callerGone is the cause of a run's context when the caller bound to it
+// stopped: err is its context's error, cause its cause.
+type callerGone struct{ err, cause error }
+
+func (e *callerGone) Error() string { return "the caller stopped waiting: " + e.err.Error() }
+
+// TimeoutError tells that one of the host's bounds was reached: which one
+// (Kind), after how long. It wraps the error the bounded operation
+// returned, and context.DeadlineExceeded.
+type TimeoutError struct {
+	// Kind names the bound.
+	Kind TimeoutKind
+	// Name names what was bounded, when there is a name: the tool, for
+	// TimeoutTool.
+	Name string
+	// After is the bound.
+	After time.Duration
+	// Err is what the bounded operation returned.
+	Err error
+}
+
+// TimeoutKind names a bound of the host's.
+type TimeoutKind string
+
+// The bounds of the host's.
+const (
+	// TimeoutAppend: a ledger append of a run (Timeouts.Append).
+	TimeoutAppend TimeoutKind = "append"
+	// TimeoutLeaseRelease: giving a session's lease back
+	// (Timeouts.LeaseRelease).
+	TimeoutLeaseRelease TimeoutKind = "lease-release"
+	// TimeoutTool: a tool call (ToolSpec.Timeout, Options.ToolTimeout).
+	TimeoutTool TimeoutKind = "tool"
+)
+
+// Error describes the bound reached.
+func (e *TimeoutError) Error() string {
+	switch e.Kind {
+	case TimeoutTool:
+		return fmt.Sprintf("tool %s timed out after %s", e.Name, e.After)
+	case TimeoutAppend:
+		return fmt.Sprintf("host: a ledger append timed out after %s: %v", e.After, e.Err)
+	}
+	return fmt.Sprintf("host: %s timed out after %s: %v", e.Kind, e.After, e.Err)
+}
+
+// Unwrap returns what the bounded operation returned, and
+// context.DeadlineExceeded.
+func (e *TimeoutError) Unwrap() []error { return []error{e.Err, context.DeadlineExceeded} }
+
+// Timeout reports true: the error is a timeout (as net.Error has it).
+func (e *TimeoutError) Timeout() bool { return true }

@@ -1,0 +1,186 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage/file"
+)
+
+// update regenerates the results of the golden ledgers in testdata/resume
+// (never the ledgers, which are fixed inputs).
+var update = flag.Bool("update", false, "regenerate the results in testdata/resume")
+
+// mintedID matches an id the host mints (see ledger.NewID).
+var mintedID = regexp.MustCompile(`\b(evt|run|resp|msg)_[0-9A-HJKMNP-TV-Z]{26}\b`)
+
+// normalize renders events the way the golden files hold them: ids minted
+// while the test ran become "<prefix>_new<n>", numbered in order of first
+// appearance; the times of those events and the durations of tool calls,
+// which depend on the clock, are fixed.
+func normalize(t *testing.T, events []ledger.Event) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	ids := map[string]string{}
+	for _, e := range events {
+		e.Time = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		if e.ToolResult != nil {
+			r := *e.ToolResult
+			r.DurationMS = 0
+			e.ToolResult = &r
+		}
+		b, err := ledger.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = mintedID.ReplaceAllFunc(b, func(id []byte) []byte {
+			n, ok := ids[string(id)]
+			if !ok {
+				prefix, _, _ := strings.Cut(string(id), "_")
+				n = fmt.Sprintf("%s_new%d", prefix, len(ids)+1)
+				ids[string(id)] = n
+			}
+			return []byte(n)
+		})
+		out.Write(b)
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
+}
+
+// TestGoldenResume replays checked-in ledgers of runs a crash interrupted
+// through the loop: each is put in a file store as it was left, resumed by a
+// host whose model is hosttest's deterministic default, and what the resume
+// appends must be the checked-in result (-update regenerates the results,
+// never the ledgers). The host is a deterministic function of the ledger:
+// the same ledger resumes the same way every time.
+func TestGoldenResume(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "resume", "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ledgers []string
+	for _, p := range paths {
+		if !strings.HasSuffix(p, ".result.jsonl") {
+			ledgers = append(ledgers, p)
+		}
+	}
+	if len(ledgers) < 6 {
+		t.Fatalf("found %d ledgers in testdata/resume", len(ledgers))
+	}
+	for _, path := range ledgers {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			input, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, _ := fileStoreWith(t, "golden", input)
+			var charged, published atomic.Int32
+			hs := hosttest.New(t, host.Options{Storage: store, HostID: "golden-host", Agent: host.Agent{Tools: goldenTools(&charged, &published)}})
+			before := len(hs.Events("golden"))
+			res, err := hs.Host.Resume(context.Background(), "golden")
+			if err != nil {
+				t.Fatalf("Resume: %v", err)
+			}
+			after := hs.Events("golden")
+			if open := ledger.OpenRuns(after); len(open) != 0 {
+				t.Errorf("runs left open: %v", open)
+			}
+			if end := after[len(after)-1].RunEnd; end == nil || end.Status != res.Status || after[len(after)-1].RunID != res.RunID {
+				t.Errorf("the result %+v is not the ledger's last run-end %+v", res, after[len(after)-1])
+			}
+			if charged.Load() != 0 {
+				t.Errorf("charge, not idempotent, ran %d times again", charged.Load())
+			}
+			got := normalize(t, after[before:])
+			want := filepath.Join("testdata", "resume", name+".result.jsonl")
+			if *update {
+				if err := os.WriteFile(want, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			golden, err := os.ReadFile(want)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, golden) {
+				t.Errorf("resuming %s appended (run with -update to accept):\n%s\nwant:\n%s", path, got, golden)
+			}
+		})
+	}
+}
+
+// TestGoldenResumeRefusesUnknownVersions: a ledger holding an event of a
+// schema version this build does not know is not resumed: the error names
+// the version, and nothing is appended.
+func TestGoldenResumeRefusesUnknownVersions(t *testing.T) {
+	input, err := os.ReadFile(filepath.Join("testdata", "resume", "bad", "future_version.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, dir := fileStoreWith(t, "bad", input)
+	hs := hosttest.New(t, host.Options{Storage: store})
+	_, err = hs.Host.Resume(context.Background(), "bad")
+	if !errors.Is(err, ledger.ErrVersion) || !strings.Contains(err.Error(), "version 2") {
+		t.Errorf("Resume = %v, want an error wrapping ledger.ErrVersion", err)
+	}
+	if hs.Model.RequestCount() != 0 {
+		t.Error("the model was called")
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "bad.jsonl"))
+	if err != nil || !bytes.Equal(after, input) {
+		t.Errorf("the ledger changed (%v)", err)
+	}
+}
+
+// fileStoreWith returns a file store (closed when the test ends) whose
+// session id holds the ledger data, as a crash left it, and its directory.
+func fileStoreWith(t *testing.T, id string, data []byte) (*file.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, id+".jsonl"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, dir
+}
+
+// goldenTools are the tools the golden ledgers' runs call: lookup reads,
+// charge has an external effect and is not idempotent, publish has one and
+// is.
+func goldenTools(charged, published *atomic.Int32) []host.Tool {
+	obj := json.RawMessage(`{"type":"object"}`)
+	return []host.Tool{
+		host.NewTool(host.ToolSpec{Name: "lookup", InputSchema: obj}, func(_ context.Context, c host.ToolCall) (host.ToolResult, error) {
+			return host.ToolResult{Output: `{"weather":"sunny"}`, Source: "golden:lookup"}, nil
+		}),
+		host.NewTool(host.ToolSpec{Name: "charge", InputSchema: obj, Effect: host.EffectExternal}, func(_ context.Context, c host.ToolCall) (host.ToolResult, error) {
+			charged.Add(1)
+			return host.ToolResult{Output: "charged"}, nil
+		}),
+		host.NewTool(host.ToolSpec{Name: "publish", InputSchema: obj, Effect: host.EffectExternal, Idempotent: true}, func(_ context.Context, c host.ToolCall) (host.ToolResult, error) {
+			published.Add(1)
+			return host.ToolResult{Output: "published with key " + c.ID, Source: "golden:publish"}, nil
+		}),
+	}
+}

@@ -1,0 +1,106 @@
+package host
+
+import (
+	"context"
+	"slices"
+
+	"github.com/agentichost/agentic/host/model"
+)
+
+// StreamFunc makes one model call, as [Model.Stream] does.
+type StreamFunc func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error)
+
+// CallFunc makes one tool call: tool is the tool the model named, call the
+// call (its id, session, name and input).
+type CallFunc func(ctx context.Context, tool Tool, call ToolCall) (ToolResult, error)
+
+// Hook wraps the host's model calls and tool calls: the place for
+// telemetry, logging and metering. Each method receives the next function
+// of the chain and returns the function the host calls instead, which
+// normally calls next (a hook may also answer by itself, as a cache
+// would). A method may return next as it is to stay out of that chain.
+//
+// Hooks are called in the order they were added (Options.Hooks first,
+// then [Host.AddHook]): the first is outermost, and sees a call first and
+// its result last. Model hooks wrap every model call, each attempt of a
+// pass and the summary calls of compaction; tool hooks wrap every call of
+// a tool the host runs, within the tool's timeout and with its panics
+// recovered. [CallInfoFrom] tells a hook what a call is for.
+type Hook interface {
+	ModelHook(next StreamFunc) StreamFunc
+	ToolHook(next CallFunc) CallFunc
+}
+
+// CallInfo tells a hook what a model call or tool call is for.
+type CallInfo struct {
+	// SessionID and RunID name the run that makes the call.
+	SessionID, RunID string
+	// Agent is the name of the agent the run runs.
+	Agent string
+	// Purpose is PurposePass, PurposeCompaction or PurposeTool.
+	Purpose string
+	// Attempt is the attempt of a model pass, from 1 (retries count up);
+	// 0 for other calls.
+	Attempt int
+}
+
+// The purposes of a call (see [CallInfo]).
+const (
+	// PurposePass: a model pass of a run.
+	PurposePass = "pass"
+	// PurposeCompaction: a model call that writes a compaction's note.
+	PurposeCompaction = "compaction"
+	// PurposeTool: a tool call.
+	PurposeTool = "tool"
+)
+
+type callInfoKey struct{}
+
+// CallInfoFrom returns what the call made with ctx is for, when the host
+// made it through its hooks (see [Hook]).
+func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
+	ci, ok := ctx.Value(callInfoKey{}).(CallInfo)
+	return ci, ok
+}
+
+// withCallInfo returns ctx carrying ci for the hooks of chain c: ctx as it
+// is when there are none, to read it.
+func (c *hookChain) withCallInfo(ctx context.Context, ci CallInfo) context.Context {
+	if len(c.hooks) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, callInfoKey{}, ci)
+}
+
+// hookChain is an immutable snapshot of the hooks, composed around the
+// host's model and tools; the host swaps it whole (Host.hooks).
+type hookChain struct {
+	hooks  []Hook
+	stream StreamFunc
+	call   CallFunc
+}
+
+// invokeTool is the end of the tool chain: the tool itself.
+func invokeTool(ctx context.Context, tool Tool, call ToolCall) (ToolResult, error) {
+	return tool.Call(ctx, call)
+}
+
+// newHookChain composes hooks around the model m.
+func newHookChain(m Model, hooks []Hook) *hookChain {
+	c := &hookChain{hooks: hooks, stream: m.Stream, call: invokeTool}
+	for i := len(hooks) - 1; i >= 0; i-- {
+		c.stream = hooks[i].ModelHook(c.stream)
+		c.call = hooks[i].ToolHook(c.call)
+	}
+	return c
+}
+
+// AddHook adds hooks after those the host has; calls that start from now on
+// go through them. It is safe to call while runs are in flight: each call
+// goes through the hooks of the moment it started.
+func (h *Host) AddHook(hooks ...Hook) {
+	h.hookMu.Lock()
+	defer h.hookMu.Unlock()
+	all := slices.Concat(h.hooks.Load().hooks, slices.DeleteFunc(slices.Clone(hooks), func(k Hook) bool { return k == nil }))
+	h.hooks.Store(newHookChain(h.model, all))
+}

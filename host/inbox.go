@@ -1,0 +1,426 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/agentichost/agentic/host/internal/hub"
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Queued input: how a message finds the run that answers it. A message sent
+// while a run works is appended as a queued input and joins that run,
+// which folds it in at its next step boundary; otherwise its sender leads a
+// run (when this host holds the session's lease). Every sender waits on a
+// waiter; the run's end answers the waiters of the messages it picked up
+// and hands the others to the successor run it starts for them. The caller
+// that started a run through Send is bound to it (see Session.Send).
+
+// waiter returns the message's place in a run of this host, nil while
+// another host leads the session.
+func (r *Run) waiter() *waiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.w
+}
+
+// enter puts the message into the session: into the run in flight in this
+// host, or into a run it starts; when another host leads the session, the
+// message is queued for that host's run (the outcome is then read from the
+// ledger). The message may be durable already (r.msgID set): then enter
+// only finds the run that answers it.
+func (r *Run) enter(ctx context.Context) error {
+	h := r.h
+	st, err := h.ref(r.sess)
+	if err != nil {
+		return err
+	}
+	defer h.unref(st)
+	cur, err := st.claim(ctx, true)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		err := r.joinLocked(ctx, cur)
+		st.appendMu.Unlock()
+		return err
+	}
+	err = r.leadLocked(ctx, st)
+	st.appendMu.Unlock()
+	if !errors.Is(err, ErrLeadElsewhere) {
+		return err
+	}
+	// Another host leads the session's run: queue the message for it to
+	// fold in, and learn the outcome from the ledger.
+	if r.msgID == "" {
+		input, err := r.newInput("")
+		if err != nil {
+			return err
+		}
+		if err := h.queueRemote(ctx, st, input); err != nil {
+			return err
+		}
+		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
+	}
+	r.w = nil
+	return nil
+}
+
+// joinLocked queues the message into cur, the run in flight, when it is not
+// durable yet, and waits for cur's answer. st.appendMu is held.
+func (r *Run) joinLocked(ctx context.Context, cur *run) error {
+	if r.msgID != "" {
+		// Durable already (sent through another host): an ended run may
+		// have answered it.
+		if res, ok := resultFor(cur.view(), r.msgID); ok {
+			r.w = answeredWaiter(res)
+			return nil
+		}
+	} else {
+		if id, res, done := requestSeen(cur.view(), r.requestID); id != "" {
+			r.msgID = id
+			if done {
+				r.w = answeredWaiter(res)
+				return nil
+			}
+		} else {
+			input, err := r.newInput("")
+			if err != nil {
+				return err
+			}
+			if err := cur.writeLocked(ctx, input); err != nil {
+				return fmt.Errorf("host: append message: %w", err)
+			}
+			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
+		}
+	}
+	r.w = cur.addWaiter(r.msgID, r.agent)
+	return nil
+}
+
+// leadLocked starts a run for the message and every message still pending,
+// with the session claimed (busy) and st.appendMu held; it hands the claim
+// to the run, or gives it back when it starts none. It returns
+// ErrLeadElsewhere when another host holds the session's lease.
+func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
+	h := r.h
+	launched := false
+	defer func() {
+		if !launched {
+			st.free()
+		}
+	}()
+	// With several hosts on the store, lead the session only under its
+	// lease; the ledger loaded after taking it is the whole truth.
+	lease, err := h.takeLease(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if lease != nil && !launched {
+			lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	events, err := st.store.Load(ctx, st.key.id)
+	if err != nil {
+		return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+	}
+	if r.msgID == "" {
+		if id, res, done := requestSeen(events, r.requestID); id != "" {
+			r.msgID = id
+			if done {
+				r.w = answeredWaiter(res)
+				return nil
+			}
+		}
+	}
+	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
+	inputs := ledger.PendingInputs(events)
+	var batch []ledger.Event
+	// A run left open by a process that died (and not resumed yet) is
+	// superseded: the new run's model sees its passes, and no resume will
+	// re-run it after this one.
+	for _, open := range ledger.OpenRuns(events) {
+		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
+			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
+	}
+	fresh := r.msgID == ""
+	if fresh {
+		input, err := r.newInput(nr.id)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, input)
+		inputs = append(inputs, input.Input.MessageID)
+		r.msgID = input.Input.MessageID
+	} else if !slices.Contains(inputs, r.msgID) {
+		// Another run answered the message meanwhile.
+		if res, ok := resultFor(events, r.msgID); ok {
+			r.w = answeredWaiter(res)
+			return nil
+		}
+		return fmt.Errorf("host: message %s is neither pending nor answered", r.msgID)
+	}
+	batch = append(batch, nr.startEvent(inputs, time.Now().UTC()))
+	if err := nr.writeLocked(ctx, batch...); err != nil {
+		if fresh {
+			r.msgID = ""
+		}
+		return fmt.Errorf("host: append message: %w", err)
+	}
+	if fresh {
+		r.accepted, r.acceptedRun = true, nr.id
+	}
+	r.w = nr.addWaiter(r.msgID, r.agent)
+	if r.bind != nil {
+		nr.bindTo(r.bind, r.msgID)
+		r.bound = nr
+	}
+	launched = true
+	h.launch(nr, (*run).loop)
+	return nil
+}
+
+// wait waits for the run that answers the message to end, handing its
+// progress to onProgress (when set) in this goroutine meanwhile: every
+// event up to the run's end is delivered before it returns. When ctx ends,
+// a run this caller started is cancelled unless other callers' messages
+// wait in it (see Session.Send); otherwise wait returns ctx.Err().
+func (r *Run) wait(ctx context.Context, onProgress func(Progress)) (RunResult, error) {
+	for {
+		w := r.waiter()
+		if w != nil {
+			res, err, again := r.await(ctx, w, onProgress)
+			if !again {
+				return res, err
+			}
+		}
+		// Another host leads the session, or the run ended without the
+		// message and no successor took it: wait for the ledger to change
+		// (another host's run may end without the message, or this host
+		// may lead now), then find the message its run.
+		if err := r.reenter(ctx, w); err != nil {
+			return RunResult{MessageID: r.msgID}, err
+		}
+	}
+}
+
+// reenter finds the message its run again, unless another waiter of the
+// handle did so since it saw w.
+func (r *Run) reenter(ctx context.Context, w *waiter) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w != w {
+		return nil
+	}
+	if w == nil {
+		st, err := r.h.ref(r.sess)
+		if err != nil {
+			return err
+		}
+		err = r.h.waitRemote(ctx, st)
+		r.h.unref(st)
+		if err != nil {
+			return err
+		}
+	}
+	r.w, r.bound = nil, nil
+	return r.enter(ctx)
+}
+
+// await waits for the waiter's answer, relaying progress.
+func (r *Run) await(ctx context.Context, w *waiter, onProgress func(Progress)) (RunResult, error, bool) {
+	if onProgress == nil {
+		select {
+		case <-w.done:
+			return w.res, w.err, w.again
+		case <-ctx.Done():
+			if !r.abandon() {
+				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
+			}
+			<-w.done
+			return w.res, w.err, w.again
+		}
+	}
+	cur, after := w.position()
+	if cur == nil { // answered already
+		<-w.done
+		return w.res, w.err, w.again
+	}
+	sub := cur.hub.Subscribe(after)
+	defer func() { sub.Close() }()
+	waitCtx := ctx
+	for {
+		e, off, err := sub.Next(waitCtx)
+		switch {
+		case err == nil:
+			onProgress(cur.progress(e, off))
+		case errors.Is(err, hub.ErrDropped):
+			sub = cur.hub.Subscribe(sub.Offset()) // pick up where it left
+		case errors.Is(err, io.EOF):
+			// The run's progress is over: the message was answered, or
+			// moved on to the successor run that answers it.
+			next, after := w.position()
+			if next == nil || next == cur {
+				<-w.done
+				return w.res, w.err, w.again
+			}
+			cur = next
+			sub = cur.hub.Subscribe(after)
+		default: // ctx ended
+			if !r.abandon() {
+				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
+			}
+			// The run was cancelled for this caller: relay its end.
+			waitCtx = context.WithoutCancel(ctx)
+		}
+	}
+}
+
+// abandon decides, for a caller whose context ended, whether the run it
+// started is cancelled (true) or goes on without it (false).
+func (r *Run) abandon() bool {
+	return r.bound != nil && r.bound.checkBound()
+}
+
+// waiter is a message waiting for the run that answers it.
+type waiter struct {
+	msgID string
+	agent Agent // the agent its sender asked for: a successor started for it runs it
+	st    *sessionState
+	done  chan struct{} // closed once res, err and again are set
+
+	res   RunResult
+	err   error
+	again bool // the run ended without the message, and no successor took it
+
+	// Guarded by st.mu:
+	run   *run // the run meant to answer it
+	after int  // the progress offset it came in at
+}
+
+// answeredWaiter returns a waiter whose message was answered already.
+func answeredWaiter(res RunResult) *waiter {
+	w := &waiter{msgID: res.MessageID, res: res, done: make(chan struct{})}
+	close(w.done)
+	return w
+}
+
+// position returns the run meant to answer the message, and the progress
+// offset the waiter came in at; nil for a message answered before.
+func (w *waiter) position() (*run, int) {
+	if w.st == nil {
+		return nil, 0
+	}
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	return w.run, w.after
+}
+
+// runID returns the id of the run meant to answer the message.
+func (w *waiter) runID() string {
+	if r, _ := w.position(); r != nil {
+		return r.id
+	}
+	return w.res.RunID
+}
+
+// addWaiter registers a wait for the run's answer to msgID, from the
+// progress published so far on.
+func (r *run) addWaiter(msgID string, agent Agent) *waiter {
+	w := &waiter{msgID: msgID, agent: agent, st: r.st, done: make(chan struct{}), run: r}
+	r.st.mu.Lock()
+	w.after = r.hub.Len()
+	r.waiters = append(r.waiters, w)
+	r.st.mu.Unlock()
+	return w
+}
+
+// binding ties a run to the context of the caller that started it (see
+// Session.Send).
+type binding struct {
+	ctx       context.Context
+	msgID     string
+	decided   bool // the caller's context ended and its fate was decided
+	cancelled bool // … and it cancelled the run
+	stop      func() bool
+}
+
+// bindTo binds the run to ctx, the context of the caller that started it
+// for its message msgID.
+func (r *run) bindTo(ctx context.Context, msgID string) {
+	if ctx.Done() == nil {
+		return // a context that never ends binds nothing
+	}
+	b := &binding{ctx: ctx, msgID: msgID}
+	r.bound = b
+	b.stop = context.AfterFunc(ctx, func() { r.checkBound() })
+}
+
+// checkBound decides, once the bound caller's context has ended, whether
+// the run is cancelled (true) or goes on without that caller (false):
+// cancelled unless the run holds another caller's message — queued into it,
+// pending, or folded in already.
+func (r *run) checkBound() bool {
+	b := r.bound // set before the run went live, never changed since
+	if b == nil || b.ctx.Err() == nil {
+		return false
+	}
+	r.st.mu.Lock()
+	if !b.decided {
+		b.decided = true
+		b.cancelled = !r.othersLocked(b.msgID)
+	}
+	cancelled := b.cancelled
+	r.st.mu.Unlock()
+	if cancelled {
+		r.cancel(&callerGone{err: b.ctx.Err(), cause: context.Cause(b.ctx)})
+	}
+	return cancelled
+}
+
+// othersLocked reports whether the run holds a message other than own:
+// one it answers, or one pending in the session. The session's mu is held.
+func (r *run) othersLocked(own string) bool {
+	for _, ids := range [][]string{ledger.RunInputs(r.events, r.id), ledger.PendingInputs(r.events)} {
+		for _, id := range ids {
+			if id != own {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// successorLocked starts the run that answers the messages still pending
+// after this run's end, if any: its run-start lists them all. The session's
+// appendMu is held.
+func (r *run) successorLocked() *run {
+	events := r.view()
+	pending := ledger.PendingInputs(events)
+	if len(pending) == 0 || r.h.stopping.Load() {
+		return nil
+	}
+	// The agent the first waiting sender asked for; the host's for
+	// messages no sender here waits on.
+	agent := r.h.agent
+	r.st.mu.Lock()
+	for _, w := range r.waiters {
+		if slices.Contains(pending, w.msgID) {
+			agent = w.agent
+			break
+		}
+	}
+	r.st.mu.Unlock()
+	next := r.h.newRun(r.st, ledger.NewID("run"), agent, nil, r.lease, events)
+	if err := next.appendLocked(next.startEvent(pending, time.Now().UTC())); err != nil {
+		r.h.log.Error("cannot start a run for the messages left pending; a resume will answer them",
+			"session", r.sessionID, "err", err)
+		return nil
+	}
+	return next
+}

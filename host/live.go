@@ -1,0 +1,118 @@
+package host
+
+import (
+	"sync"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
+)
+
+// The live item: what the pass in flight has streamed so far, kept in the
+// run's live view (transcripts show it) and published to the run's
+// progress hub (subscribers follow it). Deltas come through a sink per
+// model attempt, from any goroutine.
+
+// liveView is the item a run streams into: the text and reasoning streamed
+// so far, counted in code points for the next delta's offset.
+type liveView struct {
+	responseID              string
+	text, reasoning         []byte
+	textRunes, reasonsRunes int
+}
+
+// deltaSink takes the deltas of one model call into the live view and the
+// progress stream. A Model may call it from any goroutine, even
+// concurrently; deltas are taken one at a time, in the order they come, and
+// only until the call that was given the sink returns: a late delta of an
+// attempt that gave up belongs to no item any more, and is dropped.
+type deltaSink struct {
+	r    *run
+	mu   sync.Mutex // held while a delta is taken, so that close waits for it
+	open bool
+}
+
+func (s *deltaSink) add(d model.Delta) {
+	var typ ProgressType
+	switch d.Kind {
+	case model.DeltaText:
+		typ = ProgressText
+	case model.DeltaReasoning:
+		typ = ProgressReasoning
+	default:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.open {
+		return
+	}
+	r := s.r
+	r.st.mu.Lock()
+	l := &r.live
+	var offset int
+	if typ == ProgressText {
+		offset = l.textRunes
+		l.text = append(l.text, d.Text...)
+		l.textRunes += utf8.RuneCountInString(d.Text)
+	} else {
+		offset = l.reasonsRunes
+		l.reasoning = append(l.reasoning, d.Text...)
+		l.reasonsRunes += utf8.RuneCountInString(d.Text)
+	}
+	r.st.mu.Unlock()
+	r.publish(Progress{Type: typ, Delta: d.Text, Offset: offset})
+}
+
+// close stops the sink, once any delta being taken is.
+func (s *deltaSink) close() {
+	s.mu.Lock()
+	s.open = false
+	s.mu.Unlock()
+}
+
+// resetLive points the live view at the item responseID, with no text yet.
+func (r *run) resetLive(responseID string) {
+	r.st.mu.Lock()
+	r.live = liveView{responseID: responseID}
+	r.st.mu.Unlock()
+}
+
+// publish sends p to the run's progress subscribers.
+func (r *run) publish(p Progress) {
+	if p.ResponseID == "" {
+		p.ResponseID = r.responseID
+	}
+	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
+	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" {
+		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason}
+	}
+	r.hub.Publish(e)
+}
+
+// event is a progress event as a run's hub keeps it: compact, since a run
+// publishes one per streamed fragment; the ids that every event of the run
+// shares are added on the way out (see progress).
+type event struct {
+	typ        ProgressType
+	responseID string
+	delta      string
+	offset     int
+	more       *eventMore // what the rarer events carry
+}
+
+type eventMore struct {
+	tool   *ToolInfo
+	retry  *RetryInfo
+	status ledger.RunStatus
+	reason string
+}
+
+// progress returns the event e of the run, published at offset seq.
+func (r *run) progress(e event, seq int) Progress {
+	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
+	if m := e.more; m != nil {
+		p.Tool, p.Retry, p.Status, p.Reason = m.tool, m.retry, m.status, m.reason
+	}
+	return p
+}

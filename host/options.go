@@ -1,0 +1,301 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Options configures a [Host]. The zero value of every field but Storage,
+// Model and Agent.Model is a usable default.
+type Options struct {
+	// Storage keeps the ledgers. Required.
+	Storage storage.Storage
+	// Model streams model passes. Required: the host reads no environment
+	// and builds no client itself; the program that builds the host
+	// passes one (a *provider.Client over OpenRouter or any
+	// OpenAI-compatible endpoint, a hosttest.Model in tests).
+	Model Model
+	// Agent is the agent sessions run unless a send names another.
+	// Agent.Model is required.
+	Agent Agent
+	// Validators are the deliverable validators tasks may name
+	// (TaskSpec.ValidatorName): a task's run records the name, so that a
+	// host resuming the run after a restart checks its submissions with
+	// the same validator. Default: none.
+	Validators map[string]Validator
+	// ToolTimeout bounds a tool call whose spec sets no Timeout. Default:
+	// 0, which means 60s; -1 disables the bound.
+	ToolTimeout time.Duration
+	// Logger receives the host's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Retry bounds and paces the retries of a model pass that failed
+	// with a transient error. Default: the zero model.RetryPolicy (6
+	// attempts, 500ms doubling to 30s, Retry-After honoured up to 2m).
+	Retry model.RetryPolicy
+	// AutoResume, when set, makes the host re-drive interrupted runs at
+	// boot (see [AutoResume]). Default: nil, off; [Host.Resume] still
+	// resumes a session on demand.
+	AutoResume *AutoResume
+	// Compaction keeps sessions within the model's context window (see
+	// [Compaction]). Default: nil, which compacts only when the provider
+	// reports a context overflow (then with the Compaction defaults).
+	Compaction *Compaction
+	// LeaseTTL is the time to live of a session's lease, when the storage
+	// has leases (storage.Leaser): how long a dead host's session stays
+	// locked before another host may resume it. The lease is renewed
+	// every third of it. Default: 0, which means 15s.
+	LeaseTTL time.Duration
+	// HostID names this host in the ledger's resume-attempt events.
+	// Default: "<hostname>-<pid>".
+	HostID string
+	// Hooks wrap the host's model calls and tool calls, in this order
+	// (see [Hook]); [Host.AddHook] adds more. Default: none.
+	Hooks []Hook
+	// Timeouts bound the host's own work (see [Timeouts]). Default: the
+	// zero Timeouts, every bound at its default.
+	Timeouts Timeouts
+}
+
+// Timeouts names the bounds the host puts on its own work; each is reported
+// as a [*TimeoutError] of its kind. The zero value of every field is its
+// default.
+type Timeouts struct {
+	// Append bounds one ledger append of a run (and the reload of the
+	// ledger after another host's append). Appends are detached from
+	// callers, so that finished work is recorded; an append that times out
+	// leaves the run interrupted, resumable. Default: 0, which means 30s.
+	Append time.Duration
+	// LeaseRelease bounds giving a session's lease back when its runs
+	// end; a release that times out lets the lease lapse (another host
+	// waits up to Options.LeaseTTL to take the session). Default: 0,
+	// which means 5s.
+	LeaseRelease time.Duration
+	// Poll paces a send that waits on another host's run when the storage
+	// cannot watch sessions (storage.Watcher). Default: 0, which means
+	// 250ms.
+	Poll time.Duration
+}
+
+// The defaults of [Timeouts].
+const (
+	DefaultAppendTimeout       = 30 * time.Second
+	DefaultLeaseReleaseTimeout = 5 * time.Second
+	DefaultPollInterval        = 250 * time.Millisecond
+)
+
+func (t Timeouts) normalized() (Timeouts, error) {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{{"Append", &t.Append, DefaultAppendTimeout}, {"LeaseRelease", &t.LeaseRelease, DefaultLeaseReleaseTimeout}, {"Poll", &t.Poll, DefaultPollInterval}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < 0:
+			errs = append(errs, fmt.Errorf("host: Options.Timeouts.%s %s is negative", f.name, *f.v))
+		}
+	}
+	return t, errors.Join(errs...)
+}
+
+// Agent is the configuration an agent runs with: model, instructions, tools
+// and bounds. It is a value; the host copies it at the start of each run.
+type Agent struct {
+	// Name identifies the agent in the ledger. Default: "default".
+	Name string
+	// Model is the model id sent to the provider. Required.
+	Model string
+	// System is the system prompt. Default: none.
+	System string
+	// Tools the model may call. Names must be unique. Default: none.
+	Tools []Tool
+	// Toolsets provide tools that may change while the host runs, such as
+	// hot-reloaded plugins. They are asked for their tools at the start of
+	// every model pass; a pass and its tool calls use that snapshot. A
+	// toolset tool whose name is taken by an earlier tool is skipped with
+	// a warning. Default: none.
+	Toolsets []Toolset
+	// MaxSteps bounds the model passes of one run; a run that still asks
+	// for tools at the bound ends failed. Default: 0, which means 16.
+	MaxSteps int
+	// MaxTokens bounds each pass's output. Default: 0, the provider's own.
+	MaxTokens int
+}
+
+// DefaultMaxSteps is the bound on model passes per run when Agent.MaxSteps
+// is 0.
+const DefaultMaxSteps = 16
+
+// DefaultToolTimeout is the tool call bound when Options.ToolTimeout is 0.
+const DefaultToolTimeout = 60 * time.Second
+
+// normalizeAgent fills an agent's defaults and checks it.
+func normalizeAgent(a Agent) (Agent, error) {
+	var errs []error
+	if a.Name == "" {
+		a.Name = "default"
+	}
+	if a.Model == "" {
+		errs = append(errs, errors.New("host: Agent.Model is required"))
+	}
+	if a.MaxSteps == 0 {
+		a.MaxSteps = DefaultMaxSteps
+	}
+	if a.MaxSteps < 0 {
+		errs = append(errs, fmt.Errorf("host: Agent.MaxSteps %d is negative", a.MaxSteps))
+	}
+	seen := map[string]bool{}
+	for i, t := range a.Tools {
+		if t == nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d] is nil", i))
+			continue
+		}
+		name := t.Spec().Name
+		switch {
+		case !ValidToolName(name):
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: invalid tool name %q", i, name))
+		case seen[name]:
+			errs = append(errs, fmt.Errorf("host: Agent.Tools[%d]: duplicate tool name %q", i, name))
+		}
+		seen[name] = true
+	}
+	for i, ts := range a.Toolsets {
+		if ts == nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Toolsets[%d] is nil", i))
+		}
+	}
+	a.Tools = append([]Tool(nil), a.Tools...)
+	a.Toolsets = append([]Toolset(nil), a.Toolsets...)
+	return a, errors.Join(errs...)
+}
+
+// AutoResume configures the host's boot sweep: on [New], the host lists the
+// sessions of its storage (which must implement storage.Lister) and
+// re-drives every run that was interrupted (a run-start without a run-end).
+type AutoResume struct {
+	// AgentFor returns the agent that resumes a session. Default: nil,
+	// which means Options.Agent.
+	AgentFor func(ctx context.Context, sessionID string) (Agent, error)
+	// MaxAttempts bounds the resume attempts of one run, counted in the
+	// ledger, so that a run that crashes the process on every resume
+	// cannot wedge the boot in a loop: past the bound, the sweep leaves
+	// the run interrupted (its input kept) for a manual [Host.Resume].
+	// Default: 0, which means 3.
+	MaxAttempts int
+	// MaxConcurrent bounds the resumed runs in flight at once, over every
+	// sweep of the host: a sweep waits for a free slot before it resumes
+	// another run. Default: 0, which means 4.
+	MaxConcurrent int
+	// Stagger is the pause between starting two resumes, to spread the
+	// load on the provider after a restart. Default: 0, none.
+	Stagger time.Duration
+	// OnInterrupted chooses what to do with each interrupted run. An
+	// error, a panic or an unknown action falls back to ActionResume.
+	// Default: nil, which means ActionResume.
+	OnInterrupted func(ctx context.Context, run Interrupted) (ResumeAction, error)
+	// OnResumed is told how each resumed run ended (res.Status, or err
+	// when the ledger could not be written). Default: nil.
+	OnResumed func(sessionID string, res RunResult, err error)
+	// Interval repeats the sweep while the host lives, so that the runs
+	// of a host that died are resumed by the others once its leases
+	// lapse. A sweep never waits for the runs it resumed to end, so a
+	// long run does not hold back the next sweep. Default: 0, which means Options.LeaseTTL when the storage has
+	// leases (several hosts share it), else no repeat; -1 disables it.
+	Interval time.Duration
+}
+
+// The defaults of [AutoResume].
+const (
+	DefaultResumeAttempts = 3
+	DefaultMaxConcurrent  = 4
+)
+
+func (a AutoResume) normalized() (AutoResume, error) {
+	var errs []error
+	if a.MaxAttempts == 0 {
+		a.MaxAttempts = DefaultResumeAttempts
+	}
+	if a.MaxConcurrent == 0 {
+		a.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if a.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.MaxAttempts %d is negative", a.MaxAttempts))
+	}
+	if a.MaxConcurrent < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.MaxConcurrent %d is negative", a.MaxConcurrent))
+	}
+	if a.Interval < -1 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.Interval %s is negative (use -1 to disable)", a.Interval))
+	}
+	if a.Stagger < 0 {
+		errs = append(errs, fmt.Errorf("host: AutoResume.Stagger %s is negative", a.Stagger))
+	}
+	return a, errors.Join(errs...)
+}
+
+// Compaction configures how the host keeps a session within the model's
+// context window: when the prompt of a pass reaches Limit of the window, the
+// older turns are summarised, by the model, into a hand-off note that stands
+// for them from then on. The transcript never shows the note; the model's
+// replay does.
+type Compaction struct {
+	// Limit is the fraction of the context window at which to compact,
+	// measured on the provider-reported prompt and completion tokens of
+	// the last pass. Default: 0, which means 0.8.
+	Limit float64
+	// KeepRecent is the number of most recent user messages and model
+	// passes kept verbatim after a compaction. Default: 0, which means 4.
+	KeepRecent int
+	// ContextWindow is the window, in tokens, of models the provider's
+	// model list does not name. Default: 0, which means none: compaction
+	// then happens only when the provider reports a context overflow.
+	ContextWindow int
+	// Instructions tell the model how to write the hand-off note.
+	// Default: [DefaultCompactionInstructions].
+	Instructions string
+}
+
+// DefaultCompactionInstructions ask the model for a hand-off note.
+const DefaultCompactionInstructions = `Your conversation is about to be compacted: everything above this message will be replaced by the note you write now, and you will continue from it.
+Write a hand-off note to yourself. Keep every fact the user gave (names, numbers, codes, dates, preferences), every decision made, what was done with which tools and their key results, the task in progress and what remains to do. Describe images, audio and files that matter in words. Write only the note.`
+
+// The defaults of [Compaction].
+const (
+	DefaultCompactionLimit = 0.8
+	DefaultKeepRecent      = 4
+)
+
+func (c Compaction) normalized() (Compaction, error) {
+	if c.Limit == 0 {
+		c.Limit = DefaultCompactionLimit
+	}
+	if c.KeepRecent == 0 {
+		c.KeepRecent = DefaultKeepRecent
+	}
+	if c.Instructions == "" {
+		c.Instructions = DefaultCompactionInstructions
+	}
+	var errs []error
+	if c.Limit <= 0 || c.Limit > 1 {
+		errs = append(errs, fmt.Errorf("host: Compaction.Limit %v is not in (0, 1]", c.Limit))
+	}
+	if c.KeepRecent < 0 {
+		errs = append(errs, fmt.Errorf("host: Compaction.KeepRecent %d is negative", c.KeepRecent))
+	}
+	if c.ContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("host: Compaction.ContextWindow %d is negative", c.ContextWindow))
+	}
+	return c, errors.Join(errs...)
+}
+
+// DefaultLeaseTTL is the session lease's time to live when
+// Options.LeaseTTL is 0.
+const DefaultLeaseTTL = 15 * time.Second

@@ -1,0 +1,299 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Auto-resume: the sweeps that find the interrupted runs of every session
+// and re-drive them, at most AutoResume.MaxConcurrent at once.
+
+// SweepReport tells what a sweep found and did.
+type SweepReport struct {
+	// Sessions is the number of sessions listed.
+	Sessions int
+	// Interrupted is the number of sessions found with an interrupted run
+	// or queued messages no run picked up.
+	Interrupted int
+	// Resumed, Restarted and Failed count the runs given each action.
+	Resumed, Restarted, Failed int
+	// Reconciled counts runs whose cancellation had been recorded but not
+	// their end: they were closed as cancelled, never re-driven.
+	Reconciled int
+	// GaveUp counts runs left interrupted because their resume attempts
+	// reached AutoResume.MaxAttempts.
+	GaveUp int
+	// Skipped counts sessions already running in this host.
+	Skipped int
+	// Errors counts sessions that could not be loaded or resumed.
+	Errors int
+}
+
+// SweepDone is closed when the boot sweep of [Options.AutoResume] has
+// finished starting and running its resumes (at once when AutoResume is
+// off). [Host.LastSweep] then reports what it did.
+func (h *Host) SweepDone() <-chan struct{} { return h.sweep }
+
+// LastSweep reports the boot sweep, once [Host.SweepDone] is closed.
+func (h *Host) LastSweep() SweepReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sweepRep
+}
+
+// Sweep finds the interrupted runs of every session in storage and re-drives
+// them as Options.AutoResume says, at most MaxConcurrent at once over the
+// whole host. It returns once it has started (or otherwise handled) each of
+// them, without waiting for the runs to end: they are the host's, and
+// AutoResume.OnResumed reports each one's end. A sweep waits only for a
+// free slot when MaxConcurrent resumed runs are in flight. The host runs it
+// at boot when AutoResume is set (and repeats it, see
+// AutoResume.Interval); call it yourself for a sweep on demand (it then
+// needs AutoResume too). The storage must implement storage.Lister.
+func (h *Host) Sweep(ctx context.Context) (SweepReport, error) {
+	rep, _, err := h.sweepOnce(ctx)
+	return rep, err
+}
+
+// sweepOnce is Sweep; it also returns a function that waits for the runs
+// the sweep started to end.
+func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
+	var rep SweepReport
+	var runs sync.WaitGroup
+	if h.auto == nil {
+		return rep, runs.Wait, errors.New("host: Sweep needs Options.AutoResume")
+	}
+	lister, ok := h.store.(storage.Lister)
+	if !ok {
+		return rep, runs.Wait, errors.New("host: auto-resume needs a storage that lists its sessions (storage.Lister)")
+	}
+	ids, err := lister.ListSessions(ctx)
+	if err != nil {
+		return rep, runs.Wait, fmt.Errorf("host: list sessions: %w", err)
+	}
+	rep.Sessions = len(ids)
+	first := true
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		events, err := h.store.Load(ctx, id)
+		if err != nil {
+			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
+			rep.Errors++
+			continue
+		}
+		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
+			continue
+		}
+		rep.Interrupted++
+		if h.IsRunning(id) {
+			rep.Skipped++
+			continue
+		}
+		select {
+		case h.resumeSlots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !first && h.auto.Stagger > 0 {
+			t := time.NewTimer(h.auto.Stagger)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		first = false
+		if !h.track() {
+			<-h.resumeSlots
+			break // closed
+		}
+		runs.Add(1)
+		// started tells what the resume did, once its run is under way
+		// (or, when it started none, once it is over).
+		started := make(chan ResumeAction, 2)
+		go func() {
+			defer h.wg.Done()
+			defer runs.Done()
+			defer func() { <-h.resumeSlots }()
+			// The run is the host's, not the sweep's: when the sweep
+			// stops (Close), the run goes on; Close decides its fate.
+			out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
+			started <- out
+			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
+				h.auto.OnResumed(id, res, err)
+			}
+		}()
+		switch <-started {
+		case ActionResume:
+			rep.Resumed++
+		case ActionRestart:
+			rep.Restarted++
+		case ActionFail:
+			rep.Failed++
+		case outcomeReconciled:
+			rep.Reconciled++
+		case outcomeGaveUp:
+			rep.GaveUp++
+		case outcomeSkipped:
+			rep.Skipped++
+		default:
+			rep.Errors++
+		}
+	}
+	return rep, runs.Wait, ctx.Err()
+}
+
+// track counts a goroutine of the host's own in Host.wg, unless the host is
+// closed.
+func (h *Host) track() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.wg.Add(1)
+	return true
+}
+
+// Outcomes of autoResume besides the actions.
+const (
+	outcomeReconciled ResumeAction = "reconciled"
+	outcomeGaveUp     ResumeAction = "gave-up"
+	outcomeSkipped    ResumeAction = "skipped"
+	outcomeError      ResumeAction = "error"
+)
+
+// autoResume re-drives one session's interrupted run under the sweep's
+// rules. It calls started with the action taken once the run it re-drives
+// is under way (not when it starts none); it returns when the run ended.
+func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAction)) (ResumeAction, RunResult, error) {
+	agent := h.agent
+	if h.auto.AgentFor != nil {
+		a, err := h.auto.AgentFor(ctx, id)
+		if err == nil {
+			a, err = normalizeAgent(a)
+		}
+		if err != nil {
+			h.log.Error("auto-resume: no agent for session", "session", id, "err", err)
+			return outcomeError, RunResult{}, err
+		}
+		agent = a
+	}
+	var out ResumeAction
+	onLive := func() {
+		if out == "" {
+			started(ActionResume) // only queued messages were pending
+		} else {
+			started(out)
+		}
+	}
+	r, res, err := h.resume(ctx, id, agent, nil, onLive, func(ir Interrupted) ResumeAction {
+		if ir.Attempts >= h.auto.MaxAttempts {
+			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
+				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
+			out = outcomeGaveUp
+			return outcomeGaveUp
+		}
+		out = h.chooseAction(ctx, ir)
+		return out
+	})
+	if r != nil {
+		res, err = r.wait(ctx, nil)
+	}
+	switch {
+	case errors.Is(err, ErrNothingToResume), errors.Is(err, ErrLeadElsewhere):
+		return outcomeSkipped, res, nil
+	case errors.Is(err, errReconciled):
+		return outcomeReconciled, res, nil
+	case out == "" && err != nil:
+		return outcomeError, res, err
+	case out == "":
+		out = ActionResume // only queued messages were pending: a run answered them
+	}
+	return out, res, err
+}
+
+// chooseAction asks the OnInterrupted hook, falling back to resume when it
+// errs, panics or answers nonsense.
+func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
+	if h.auto == nil || h.auto.OnInterrupted == nil {
+		return ActionResume
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("auto-resume: OnInterrupted panicked; resuming", "session", ir.SessionID, "panic", p)
+			action = ActionResume
+		}
+	}()
+	a, err := h.auto.OnInterrupted(ctx, ir)
+	if err != nil {
+		h.log.Error("auto-resume: OnInterrupted failed; resuming", "session", ir.SessionID, "err", err)
+		return ActionResume
+	}
+	switch a {
+	case ActionResume, ActionRestart, ActionFail:
+		return a
+	}
+	h.log.Error("auto-resume: OnInterrupted returned an unknown action; resuming", "session", ir.SessionID, "action", a)
+	return ActionResume
+}
+
+// startSweeps starts the boot sweep and the sweeps that repeat it, when
+// AutoResume is set; SweepDone closes once the boot sweep's runs ended.
+func (h *Host) startSweeps() {
+	if h.auto == nil {
+		close(h.sweep)
+		return
+	}
+	h.resumeSlots = make(chan struct{}, h.auto.MaxConcurrent)
+	h.wg.Add(2)
+	boot := make(chan func(), 1)
+	go func() {
+		// SweepDone waits for the boot sweep's runs to end; the
+		// sweeps that follow do not.
+		defer h.wg.Done()
+		wait := <-boot
+		wait()
+		close(h.sweep)
+	}()
+	go func() {
+		defer h.wg.Done()
+		rep, wait, err := h.sweepOnce(h.bg)
+		if err != nil && h.bg.Err() == nil {
+			h.log.Error("auto-resume: the boot sweep failed", "err", err)
+		}
+		h.mu.Lock()
+		h.sweepRep = rep
+		h.mu.Unlock()
+		boot <- wait
+		every := h.auto.Interval
+		if every == 0 && h.leaser != nil {
+			every = h.leaseTTL
+		}
+		if every <= 0 {
+			return
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.bg.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := h.Sweep(h.bg); err != nil && h.bg.Err() == nil {
+				h.log.Error("auto-resume: a sweep failed", "err", err)
+			}
+		}
+	}()
+}

@@ -1,0 +1,165 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Tool execution: a pass's tool calls run one at a time, in order, each
+// recorded as it ends; a call of a tool with an external effect records
+// its intent first. This is where approvals will gate calls.
+
+// priorCalls is what the ledger says of a pass's tool calls when a resumed
+// run answers them: the calls answered already, and the intents recorded
+// (tool-start events) of calls with an external effect.
+type priorCalls struct {
+	answered map[string]bool
+	started  map[string]*ledger.ToolStart
+}
+
+// runTools answers a pass's tool calls in order, persisting each result as
+// it comes. Once the run is stopped, the calls not yet run get a synthetic
+// result saying so, so that every call the model made is answered — unless
+// the host is closing: then nothing more is recorded, and the resumed run
+// answers them. A resumed run (prior set) skips the calls answered already,
+// and does not run again a call of a tool with an external effect whose
+// intent was recorded, unless the tool is idempotent: the model gets an
+// "outcome unknown" result instead. The error is non-nil only when the
+// ledger could not be written.
+func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) error {
+	for _, c := range calls {
+		if prior != nil && prior.answered[c.ID] {
+			continue
+		}
+		if shutDown(r.ctx) {
+			return ErrClosed
+		}
+		if r.stopped() {
+			if err := r.appendResult(c, "error: the run was cancelled before this tool call ran", true); err != nil {
+				return err
+			}
+			continue
+		}
+		if prior != nil {
+			if ts := prior.started[c.ID]; ts != nil && !ts.Idempotent {
+				msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
+				if err := r.appendResult(c, msg, true); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err := r.runTool(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) runTool(c ledger.ToolCall) error {
+	ctx := r.ctx
+	input := json.RawMessage(c.Arguments)
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	progressInput := input
+	if !json.Valid(input) {
+		progressInput, _ = json.Marshal(c.Arguments)
+	}
+	r.publish(Progress{Type: ProgressToolStart, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput}})
+
+	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name}
+	started := time.Now()
+	tool, known := r.tools[c.Name]
+	switch {
+	case !known:
+		result.IsError, result.Output = true, fmt.Sprintf("error: there is no tool named %q", c.Name)
+	case !json.Valid(input):
+		result.IsError, result.Output = true, fmt.Sprintf("error: the arguments are not valid JSON: %s", c.Arguments)
+	default:
+		spec := tool.Spec()
+		if spec.Effect == EffectExternal {
+			e := r.newEvent(ledger.KindToolStart)
+			e.ToolStart = &ledger.ToolStart{CallID: c.ID, Name: c.Name, Effect: string(spec.Effect), Idempotent: spec.Idempotent}
+			if err := r.append(e); err != nil {
+				return err
+			}
+		}
+		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input})
+		if shutDown(ctx) {
+			// Stopped by the host's shutdown: as after a crash, the call
+			// has no result, and the resumed run decides (its effect and
+			// idempotency) whether it runs again.
+			return ErrClosed
+		}
+		// The ledger carries text as UTF-8: invalid bytes from a tool
+		// become U+FFFD here rather than fail the append.
+		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
+		if err != nil {
+			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
+		} else {
+			result.Output = strings.ToValidUTF8(out.Output, "\uFFFD")
+		}
+	}
+	result.DurationMS = time.Since(started).Milliseconds()
+	e := r.newEvent(ledger.KindToolResult)
+	e.ToolResult = result
+	if err := r.append(e); err != nil {
+		return err
+	}
+	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,
+		Output: result.Output, IsError: result.IsError}})
+	return nil
+}
+
+// appendResult records a synthetic tool result the host made up.
+func (r *run) appendResult(c ledger.ToolCall, output string, isError bool) error {
+	e := r.newEvent(ledger.KindToolResult)
+	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true}
+	if err := r.append(e); err != nil {
+		return err
+	}
+	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: json.RawMessage(argsOrEmpty(c.Arguments)),
+		Output: output, IsError: isError}})
+	return nil
+}
+
+func argsOrEmpty(args string) string {
+	if args == "" || !json.Valid([]byte(args)) {
+		return "{}"
+	}
+	return args
+}
+
+// callTool runs one tool call through the hooks, with its timeout,
+// turning a panic into an error and an overrun into a *TimeoutError, whose
+// text the model sees.
+func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
+	timeout := r.h.toolTimeout
+	if spec.Timeout > 0 {
+		timeout = spec.Timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
+		}
+	}()
+	chain := r.h.hooks.Load()
+	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
+	res, err = chain.call(ctx, tool, call)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil {
+		err = &TimeoutError{Kind: TimeoutTool, Name: spec.Name, After: timeout, Err: err}
+	}
+	return res, err
+}
