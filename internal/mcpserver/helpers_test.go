@@ -122,6 +122,10 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	})
 	t.Cleanup(func() { reg.Close(context.Background()) })
 	opts.Registry, opts.Tenant, opts.Logger = reg, "acme", logger
+	if pp, ok := opts.Policy.(mcpserver.PluginPolicy); ok && pp.Registry == nil {
+		pp.Registry = reg // a plugin policy of the registry under test
+		opts.Policy = pp
+	}
 	s, err := mcpserver.New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -64,47 +64,55 @@ var ByEffect Policy = PolicyFunc(func(_ context.Context, req PolicyRequest) (Dec
 	}
 })
 
-// PluginPolicy returns the policy name of the tenant's module, looked up
-// at every decision so that it follows hot reloads; name "" means the
-// module's only policy. It fails when the module is not loaded or does not
-// offer the policy. A decision made while the policy is gone (its module
-// unloaded or refused) fails, so the call requires approval.
-func PluginPolicy(reg *plugins.Registry, tenant, module, name string) (Policy, error) {
-	m, ok := reg.Module(tenant, module)
+// PluginPolicy is a policy of one of the tenant's plugins, looked up at
+// every decision so that it follows hot reloads. A decision while it is
+// not served (its module unloaded, refused, or in a name conflict) fails,
+// so the call requires approval.
+type PluginPolicy struct {
+	// Registry serves the policy.
+	Registry *plugins.Registry
+	// Tenant is the tenant whose plugin it is.
+	Tenant string
+	// Module is the plugin's module name (its file name without .wasm).
+	Module string
+	// Name is the policy's name. Default: "", the module's only policy.
+	Name string
+}
+
+// Resolve returns the policy as the registry serves it now, or why it is
+// not served. Check a policy with it once the plugins are loaded.
+func (p PluginPolicy) Resolve() (Policy, error) {
+	m, ok := p.Registry.Module(p.Tenant, p.Module)
 	if !ok {
-		return nil, fmt.Errorf("mcpserver: no plugin %q is loaded for tenant %s", module, tenant)
+		return nil, fmt.Errorf("mcpserver: no plugin %q is loaded for tenant %s", p.Module, p.Tenant)
 	}
 	var names []string
-	for _, p := range m.Description().Policies {
-		names = append(names, p.Name)
+	for _, d := range m.Description().Policies {
+		names = append(names, d.Name)
 	}
+	name := p.Name
 	switch {
+	case len(names) == 0:
+		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy", p.Module)
 	case name == "" && len(names) == 1:
 		name = names[0]
 	case name == "":
-		return nil, fmt.Errorf("mcpserver: plugin %s offers %d policies (%s): name one as %s:NAME", module, len(names), strings.Join(names, ", "), module)
+		return nil, fmt.Errorf("mcpserver: plugin %s offers %d policies (%s): name one as %s:NAME", p.Module, len(names), strings.Join(names, ", "), p.Module)
 	case !slices.Contains(names, name):
-		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy %q (it offers: %s)", module, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy %q (it offers: %s)", p.Module, name, strings.Join(names, ", "))
 	}
-	if _, ok := reg.Policy(tenant, name); !ok {
-		return nil, fmt.Errorf("mcpserver: policy %s of plugin %s is not served: another plugin offers it too (see plugin list)", name, module)
-	}
-	return pluginPolicy{reg: reg, tenant: tenant, module: module, name: name}, nil
-}
-
-type pluginPolicy struct {
-	reg                  *plugins.Registry
-	tenant, module, name string
-}
-
-func (p pluginPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
-	m, ok := p.reg.Module(p.tenant, p.module)
-	if !ok || !slices.ContainsFunc(m.Description().Policies, func(d plugins.PolicyDescription) bool { return d.Name == p.name }) {
-		return Decision{}, fmt.Errorf("policy %s of plugin %s is not loaded", p.name, p.module)
-	}
-	pol, ok := p.reg.Policy(p.tenant, p.name)
+	pol, ok := p.Registry.Policy(p.Tenant, name)
 	if !ok {
-		return Decision{}, fmt.Errorf("policy %s of plugin %s is not served (a name conflict)", p.name, p.module)
+		return nil, fmt.Errorf("mcpserver: policy %s of plugin %s is not served: another plugin of the tenant offers a policy of that name too", name, p.Module)
+	}
+	return pol, nil
+}
+
+// Decide resolves the policy and asks it.
+func (p PluginPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
+	pol, err := p.Resolve()
+	if err != nil {
+		return Decision{}, err
 	}
 	return pol.Decide(ctx, req)
 }
@@ -284,3 +292,5 @@ func orNone(reason string) string {
 	}
 	return reason
 }
+
+var _ Policy = PluginPolicy{}
