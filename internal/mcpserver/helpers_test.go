@@ -62,6 +62,7 @@ func countVowelsWasm(t testing.TB) ([]byte, []byte) {
 // module (another hash) that behaves the same.
 func withCustomSection(wasm []byte, name string) []byte {
 	body := append([]byte{byte(len(name))}, name...)
+	body = append(body, name...) // a payload (wazero refuses an empty one at the end)
 	out := append(bytes.Clone(wasm), 0, byte(len(body)))
 	return append(out, body...)
 }
@@ -90,6 +91,8 @@ type env struct {
 	reg *plugins.Registry
 	srv *mcpserver.Server
 	log *logBuffer
+	// changes receives the registry's changes after the server saw them.
+	changes chan plugins.Change
 }
 
 // newEnv serves the plugins of dir (files name → bytes written there
@@ -106,8 +109,9 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	rt := plugintest.Runtime(t, plugins.Options{Logger: logger})
 	var (
-		mu  sync.Mutex
-		srv *mcpserver.Server
+		mu   sync.Mutex
+		srv  *mcpserver.Server
+		seen = make(chan plugins.Change, 64)
 	)
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
 		Limits: func(string) plugins.Limits { return limits },
@@ -117,6 +121,10 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 			mu.Unlock()
 			if s != nil {
 				s.Changed(c)
+			}
+			select {
+			case seen <- c:
+			default:
 			}
 		},
 	})
@@ -139,7 +147,26 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	if rf := reg.Refusals("acme"); len(rf) > 0 {
 		t.Fatalf("refused: %v", rf)
 	}
-	return &env{dir: dir, reg: reg, srv: s, log: logs}
+	for len(seen) > 0 {
+		<-seen // the initial loads
+	}
+	return &env{dir: dir, reg: reg, srv: s, log: logs, changes: seen}
+}
+
+// awaitChange waits for the registry's change of module name.
+func (e *env) awaitChange(t *testing.T, kind plugins.ChangeKind, name string) {
+	t.Helper()
+	guard := time.After(time.Minute)
+	for {
+		select {
+		case c := <-e.changes:
+			if c.Kind == kind && c.Name == name {
+				return
+			}
+		case <-guard:
+			t.Fatalf("no %s change of %s (a guard against a hang)", kind, name)
+		}
+	}
 }
 
 // transports are the two ways a client reaches the server.
