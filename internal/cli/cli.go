@@ -38,6 +38,7 @@ Usage:
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
   agentic-host plugin describe|call FILE.wasm …  inspect or call a Wasm plugin
+  agentic-host mcp --plugins DIR [--http ADDR]  serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
 
 Run "agentic-host COMMAND -h" for a command's flags.
@@ -63,6 +64,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = transcript(ctx, args[1:], env)
 	case "plugin":
 		err = pluginCmd(ctx, args[1:], env)
+	case "mcp":
+		err = mcpCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

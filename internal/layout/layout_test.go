@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"host":                {"host/ledger", "host/provider", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
 	"plugins":             {"host", "host/ledger", "host/provider", "storage"},
+	"internal/mcpserver":  {"plugins", "host", "host/ledger", "host/provider", "storage"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

@@ -287,3 +287,17 @@ func definition(spec host.ToolSpec, m *plugins.Module) *mcp.Tool {
 		Meta:        mcp.Meta{MetaModule: m.Hash(), MetaPlugin: m.Name(), MetaEffect: string(effect)},
 	}
 }
+
+// Close ends every session connected now: calls in flight finish, then
+// each session's connection (its event streams too) closes. Stop the
+// transport from accepting new sessions first (http.Server.Shutdown runs
+// well beside Close: the streams Close ends are what Shutdown waits for).
+func (s *Server) Close() error {
+	var errs []error
+	for ss := range s.mcp.Sessions() {
+		if err := ss.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
