@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
@@ -131,7 +132,10 @@ func TestCallTools(t *testing.T) {
 // tool error naming the kind (in the text and in _meta); the server serves
 // the next call.
 func TestFailuresAreToolErrors(t *testing.T) {
-	e := newEnv(t, pluginFiles(t), plugins.Limits{}, mcpserver.Options{})
+	// A memory bomb needs time to exhaust its memory on a loaded machine
+	// (and under the race detector): the tenant's timeout leaves it that.
+	// spin times out at its own 1s.
+	e := newEnv(t, pluginFiles(t), plugins.Limits{CallTimeout: time.Minute}, mcpserver.Options{})
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			cs := e.connect(t, transport, "caller", nil)

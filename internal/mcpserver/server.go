@@ -45,10 +45,15 @@ import (
 // module behind a tool (its content hash, "sha256:…"), the plugin (module
 // name), the tool's declared effect, and the kind of a failed call.
 const (
+	// MetaModule is the content hash of the module serving a tool, or
+	// that served a call.
 	MetaModule = "agentic-host/module"
+	// MetaPlugin is the module's name (its file name without .wasm).
 	MetaPlugin = "agentic-host/plugin"
+	// MetaEffect is the tool's declared effect: read, write or external.
 	MetaEffect = "agentic-host/effect"
-	MetaError  = "agentic-host/error"
+	// MetaError is the kind of a failed call (KindTimeout, KindTrap…).
+	MetaError = "agentic-host/error"
 )
 
 // Options configures a [Server].

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,12 +21,16 @@ const MaxMessageBytes = 4 << 20
 
 // ServeStdio serves one client over MCP's stdio transport (one JSON-RPC
 // message per line) on in and out, usually the process's stdin and stdout,
-// until in ends or ctx is done. A line that is not a JSON-RPC message is
-// answered with a JSON-RPC error (parse error, invalid request) and the
-// server reads on; the SDK's own transport would close the connection.
+// until the client leaves (in ends, or out is closed) or ctx is done, which
+// are not errors. A line that is not a JSON-RPC message is answered with a
+// JSON-RPC error (parse error, invalid request) and the server reads on;
+// the SDK's own transport would close the connection.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	err := s.mcp.Run(ctx, &lineTransport{in: in, out: out, log: s.log})
-	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) && ctx.Err() != nil {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrClosedPipe), errors.Is(err, syscall.EPIPE):
+		return nil // the client left
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
 		return nil
 	}
 	return err
