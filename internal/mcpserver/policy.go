@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,7 +187,7 @@ func (s *Server) authorize(ctx context.Context, req *mcp.CallToolRequest, spec h
 
 // answered turns the answer to an approval request into nil (approved) or
 // a refusal.
-func (s *Server) answered(log interface{ Info(string, ...any) }, name string, resp mcp.InputResponse) *mcp.CallToolResult {
+func (s *Server) answered(log *slog.Logger, name string, resp mcp.InputResponse) *mcp.CallToolResult {
 	er, ok := resp.(*mcp.ElicitResult)
 	if !ok {
 		return toolError(KindNotApproved, "", "%s was not run: the client answered the approval request with %T", name, resp)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"syscall"
 
@@ -40,7 +41,7 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 type lineTransport struct {
 	in  io.Reader
 	out io.Writer
-	log interface{ Warn(string, ...any) }
+	log *slog.Logger
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
@@ -58,7 +59,7 @@ type readResult struct {
 // what it cannot read with JSON-RPC errors instead of closing.
 type lineConn struct {
 	out      io.Writer
-	log      interface{ Warn(string, ...any) }
+	log      *slog.Logger
 	wmu      sync.Mutex
 	incoming chan readResult
 	closed   chan struct{}
