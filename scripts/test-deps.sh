@@ -75,7 +75,50 @@ need_plugin_toolchains() {
 	"$(dirname "$0")/plugin-toolchains.sh"
 }
 
+# --- Node and the TypeScript MCP client (internal/cli, agentic-host mcp) -------
+# AssemblyScript plugins and the TypeScript MCP client run on node. The
+# client is @modelcontextprotocol/sdk, pinned by
+# internal/cli/testdata/mcp-client/package-lock.json and installed there
+# with npm ci. Without npm the tests that need it skip, unless
+# AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
+need_node() {
+	if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing nodejs and npm"
+		apt_install nodejs npm
+		return
+	fi
+	echo "test-deps: node and npm are missing: install the Debian packages nodejs and npm" >&2
+	if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
+		echo "test-deps: AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1 requires them" >&2
+		exit 1
+	fi
+}
+
+need_mcp_client() {
+	local dir
+	dir="$(cd "$(dirname "$0")/.." && pwd)/internal/cli/testdata/mcp-client"
+	if [ -e "$dir/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+		return
+	fi
+	if ! command -v npm >/dev/null 2>&1; then
+		echo "test-deps: the TypeScript MCP client tests will be skipped (no npm)" >&2
+		return
+	fi
+	echo "test-deps: installing the TypeScript MCP client (npm ci in internal/cli/testdata/mcp-client)"
+	if ! (cd "$dir" && npm ci --no-audit --no-fund); then
+		echo "test-deps: npm ci in $dir failed" >&2
+		if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
+			exit 1
+		fi
+	fi
+}
+
 need_go
 need_redis
+need_node
 need_plugin_toolchains
+need_mcp_client
 echo "test-deps: everything the tests need is present"

@@ -43,6 +43,8 @@ Usage:
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
   agentic-host plugin new|build|describe|call|list …
                                              write, build, inspect, call or list Wasm plugins
+  agentic-host mcp --plugins DIR [--http ADDR]
+                                             serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
   agentic-host version                       print the version
 
@@ -107,6 +109,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = transcript(ctx, args[1:], env)
 	case "plugin":
 		err = pluginCmd(ctx, args[1:], env)
+	case "mcp":
+		err = mcpCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

@@ -296,15 +296,17 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 	liar := filepath.Join(bombsDir, "liar.wasm")
 	os.WriteFile(liar, plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"liar.c"}, []string{kit}, []string{"-DLIE_EXPLODE"}), 0o644)
 	deep := strings.Repeat(`{"a":`, 22) + "1" + strings.Repeat("}", 22)
+	// The misbehaviours that end on their own get a timeout a loaded
+	// machine (and the race detector) cannot reach; the spin gets 1s.
 	for _, tc := range []struct {
-		file, tool, input, want string
+		file, tool, input, timeout, want string
 	}{
-		{bombs, "recurse", "{}", "stack overflow"},
-		{bombs, "error_bomb", "{}", "more bytes cut"},
-		{bombs, "spin", "{}", "timed out after 1s"},
-		{liar, "t", deep, "too complex to check"},
+		{bombs, "recurse", "{}", "2m", "stack overflow"},
+		{bombs, "error_bomb", "{}", "2m", "more bytes cut"},
+		{bombs, "spin", "{}", "1s", "timed out after 1s"},
+		{liar, "t", deep, "2m", "too complex to check"},
 	} {
-		code, _, errOut := timed("plugin call "+tc.tool, time.Minute, "plugin", "call", "--cache-dir", "", "--timeout", "1s", tc.file, tc.tool, tc.input)
+		code, _, errOut := timed("plugin call "+tc.tool, 3*time.Minute, "plugin", "call", "--cache-dir", "", "--timeout", tc.timeout, tc.file, tc.tool, tc.input)
 		if code != 1 || !strings.Contains(errOut, tc.want) || len(errOut) > 8<<10 {
 			t.Errorf("plugin call %s: exit %d, %d bytes on stderr, want %q: %.300s", tc.tool, code, len(errOut), tc.want, errOut)
 		}

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"host":                {"host/ledger", "host/model", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
 	"plugins":             {"host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"internal/mcpserver":  {"plugins", "host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

@@ -1,0 +1,431 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/plugins/plugintest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpPlugins writes a plugin directory for agentic-host mcp: get_account
+// (Go), text_stats (AssemblyScript), count_vowels (C, with its sidecar),
+// the hostile Go plugin (trap, and the external tool fetch) and the
+// AssemblyScript kit's test plugin (the policy by_agent: the agent
+// "intern" is denied, external tools need approval). It returns the
+// directory and the files' bytes.
+func mcpPlugins(t *testing.T) (string, map[string][]byte) {
+	t.Helper()
+	kit, _ := filepath.Abs("../../pdk/c")
+	side, err := os.ReadFile("../../examples/plugins/count_vowels/count_vowels.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"get_account.wasm":  plugintest.GoPlugin(t, "../../examples/plugins/get_account"),
+		"text_stats.wasm":   plugintest.AssemblyScriptPlugin(t, "../../examples/plugins/text_stats", "text_stats.ts", "../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"}),
+		"count_vowels.wasm": plugintest.CPlugin(t, "../../examples/plugins/count_vowels", []string{"count_vowels.c"}, []string{kit}, nil),
+		"count_vowels.json": side,
+		"hostile.wasm":      plugintest.GoPlugin(t, "../../plugins/testdata/hostile"),
+		"kit.wasm":          plugintest.AssemblyScriptPlugin(t, "../../plugins/testdata/as", "kit.ts", "../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"}),
+	}
+	dir := t.TempDir()
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, files
+}
+
+func sha(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// newVersion returns wasm with a custom section appended: a new version
+// of the module (another hash) that behaves the same.
+func newVersion(wasm []byte) []byte {
+	name := "version-2"
+	body := append(append([]byte{byte(len(name))}, name...), name...)
+	return append(append(append([]byte(nil), wasm...), 0, byte(len(body))), body...)
+}
+
+// countingSite is a web site the external tool fetch may reach.
+func countingSite(t *testing.T) (*httptest.Server, *atomic.Int64, []string) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "fetched "+r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	return srv, &hits, []string{"--allow-host", u.Host, "--allow-private"}
+}
+
+// TestMCPCommandErrors: mistakes on the command line exit 2 with a reason,
+// before anything is served.
+func TestMCPCommandErrors(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "get_account.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/get_account"), 0o644)
+	file := filepath.Join(dir, "get_account.wasm")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no directory", []string{"mcp"}, "want --plugins DIR"},
+		{"not a directory", []string{"mcp", "--plugins", file}, "not a directory"},
+		{"an argument", []string{"mcp", "--plugins", dir, "extra"}, "unexpected arguments"},
+		{"open without a key", []string{"mcp", "--plugins", dir, "--http", "0.0.0.0:0"}, "not a loopback address: set an API key"},
+		{"all interfaces without a key", []string{"mcp", "--plugins", dir, "--http", ":0"}, "not a loopback address"},
+		{"an empty key variable", []string{"mcp", "--plugins", dir, "--http", "127.0.0.1:0", "--api-key-env", "MY_EMPTY_KEY"}, "MY_EMPTY_KEY: the variable is empty"},
+		{"a key for stdio", []string{"mcp", "--plugins", dir, "--api-key-env", "K"}, "--api-key-env is for --http"},
+		{"a missing policy", []string{"mcp", "--plugins", dir, "--policy", "nope"}, `--policy nope: mcpserver: no plugin "nope" is loaded`},
+		{"a plugin without policies", []string{"mcp", "--plugins", dir, "--policy", "get_account"}, "offers no policy"},
+		{"a bad policy spec", []string{"mcp", "--plugins", dir, "--policy", ":x"}, "want PLUGIN or PLUGIN:NAME"},
+		{"a bad config", []string{"mcp", "--plugins", dir, "--config", "k=v"}, "want PLUGIN:KEY=VALUE"},
+		{"a bad approval", []string{"mcp", "--plugins", dir, "--approve", "no such tool!"}, "is not a tool name"},
+		{"storage without kv", []string{"mcp", "--plugins", dir, "--storage", "memory:"}, "needs --kv"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := run(t, "", tc.args...)
+			if code != 2 || !strings.Contains(errOut, tc.want) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q: want 2 saying %q", code, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
+// mcpHTTP starts agentic-host mcp --http on a free loopback port with the
+// API key in the environment and returns its URL.
+func mcpHTTP(t *testing.T, bin, key string, args ...string) (string, *proc) {
+	t.Helper()
+	p := &proc{t: t, name: "mcp --http", cmd: exec.Command(bin, append([]string{"mcp", "--http", "127.0.0.1:0"}, args...)...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), "AGENTIC_MCP_API_KEY="+key)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		stopMCP(t, p)
+		if t.Failed() {
+			t.Logf("mcp --http stderr:\n%s", p.err.String())
+		}
+	})
+	listening := regexp.MustCompile(`listening on (http://\S+)`)
+	guard := time.After(2 * time.Minute)
+	for {
+		if m := listening.FindStringSubmatch(p.err.String()); m != nil {
+			return m[1], p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("mcp --http exited: %s", p.err.String())
+		case <-guard:
+			t.Fatalf("mcp --http does not listen (a guard against a hang): %s", p.err.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stopMCP stops a server with SIGTERM, as a service manager would: it
+// ends its sessions and exits 0.
+func stopMCP(t *testing.T, p *proc) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("mcp --http exited %d on SIGTERM, want 0", code)
+		}
+	case <-time.After(time.Minute):
+		t.Error("mcp --http did not stop on SIGTERM (a guard against a hang)")
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// bearerTransport adds an API key to every request.
+type bearerTransport struct{ key string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPGoClient: the Go SDK's client drives the real binary, over stdio
+// (the client starts the command, as an MCP client's configuration does)
+// and over streamable HTTP with an API key: it lists the tools, calls
+// them, gets a trap as a tool error, and the process ends cleanly.
+func TestMCPGoClient(t *testing.T) {
+	bin := needBinary(t)
+	dir, files := mcpPlugins(t)
+	const key = "test-key-7f3a"
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var (
+				tr     mcp.Transport
+				stderr lockedBuffer
+				server *proc
+			)
+			switch transport {
+			case "stdio":
+				cmd := exec.Command(bin, "mcp", "--plugins", dir, "--policy", "kit")
+				cmd.Stderr = &stderr
+				tr = &mcp.CommandTransport{Command: cmd}
+			case "http":
+				var u string
+				u, server = mcpHTTP(t, bin, key, "--plugins", dir, "--policy", "kit")
+				defer func() { stderr.Write([]byte(server.err.String())) }()
+				tr = &mcp.StreamableClientTransport{Endpoint: u, HTTPClient: &http.Client{Transport: bearerTransport{key}}}
+			}
+			defer func() {
+				if t.Failed() {
+					t.Logf("server stderr:\n%s", stderr.String())
+				}
+			}()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test", Version: "1"}, nil).Connect(ctx, tr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tools := map[string]*mcp.Tool{}
+			for tool, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tools[tool.Name] = tool
+			}
+			for _, name := range []string{"get_account", "text_stats", "count_vowels", "trap", "fetch", "remember"} {
+				if tools[name] == nil {
+					t.Errorf("%s is not listed", name)
+				}
+			}
+			if got := tools["get_account"].Meta["agentic-host/module"]; got != sha(files["get_account.wasm"]) {
+				t.Errorf("get_account is served by %v", got)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_account", Arguments: map[string]any{"account_id": "42"}})
+			if err != nil || res.IsError || !strings.Contains(goText(res), "Katherine Johnson") {
+				t.Errorf("get_account: %v %s", err, goText(res))
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "trap", Arguments: map[string]any{}})
+			if err != nil || !res.IsError || !strings.HasPrefix(goText(res), "[trap] ") {
+				t.Errorf("trap: %v %s", err, goText(res))
+			}
+			if server != nil {
+				// Stopped with a session open: it ends the session, exits 0.
+				stopMCP(t, server)
+			}
+			if err := cs.Close(); err != nil && transport == "stdio" {
+				t.Errorf("close: %v", err)
+			}
+		})
+	}
+}
+
+func goText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return "(no result)"
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// needMCPClient returns the directory of the TypeScript client, its
+// packages installed (npm ci from its package-lock.json when missing). A
+// machine without npm skips the test, unless
+// AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
+func needMCPClient(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs("testdata/mcp-client")
+	if _, err := exec.LookPath("node"); err != nil {
+		missingTool(t, "node is not installed (apt-get install nodejs npm): the TypeScript MCP client cannot run")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
+		return dir
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		missingTool(t, "npm is not installed (apt-get install npm): the TypeScript MCP client cannot be installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	return dir
+}
+
+func missingTool(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// tsReport is what client.mjs saw.
+type tsReport struct {
+	Error        string `json:"error"`
+	Unauthorized string `json:"unauthorized"`
+	Tools        []struct {
+		Name        string         `json:"name"`
+		Annotations map[string]any `json:"annotations"`
+		Module      string         `json:"module"`
+		Schema      map[string]any `json:"schema"`
+	} `json:"tools"`
+	Calls map[string]tsOutcome `json:"calls"`
+	Swap  struct {
+		Notified bool      `json:"notified"`
+		Module   string    `json:"module"`
+		Call     tsOutcome `json:"call"`
+	} `json:"swap"`
+	Denied   tsOutcome `json:"denied"`
+	Trap     tsOutcome `json:"trap"`
+	Approved tsOutcome `json:"approved"`
+	Asked    string    `json:"asked"`
+}
+
+type tsOutcome struct {
+	IsError bool           `json:"isError"`
+	Text    string         `json:"text"`
+	Meta    map[string]any `json:"meta"`
+}
+
+// TestMCPTypeScriptClient: the official TypeScript MCP client
+// (@modelcontextprotocol/sdk, pinned in testdata/mcp-client) drives the
+// real binary over stdio and over streamable HTTP: it lists the tools with
+// their annotations, calls a Go, an AssemblyScript and a C plugin, sees
+// notifications/tools/list_changed after a hot swap (and the new version
+// serving), gets a denial and a trap as tool errors, and approves an
+// external call when asked (elicitation), which then runs.
+func TestMCPTypeScriptClient(t *testing.T) {
+	client := needMCPClient(t)
+	bin := needBinary(t)
+	const key = "ts-key-93b1"
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			dir, files := mcpPlugins(t)
+			site, hits, allow := countingSite(t)
+			swapped := newVersion(files["text_stats.wasm"])
+			next := filepath.Join(t.TempDir(), "text_stats.wasm")
+			if err := os.WriteFile(next, swapped, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			serverArgs := append([]string{"--plugins", dir, "--policy", "kit"}, allow...)
+			cfg := map[string]any{
+				"transport": transport, "dir": dir, "site": site.URL + "/from-ts",
+				"swap": map[string]any{"from": next, "to": "text_stats.wasm", "tool": "text_stats", "args": map[string]any{"text": "one two"}},
+			}
+			var server *proc
+			switch transport {
+			case "stdio":
+				cfg["command"], cfg["args"] = bin, append([]string{"mcp"}, serverArgs...)
+			case "http":
+				cfg["url"], server = mcpHTTP(t, bin, key, serverArgs...)
+				cfg["key"] = key
+			}
+			raw, _ := json.Marshal(cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", filepath.Join(client, "client.mjs"), string(raw))
+			cmd.Dir = client
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			var rep tsReport
+			if jerr := json.Unmarshal(out, &rep); err != nil || jerr != nil || rep.Error != "" {
+				t.Fatalf("client.mjs: %v %v %s\nstdout %s\nstderr %s", err, jerr, rep.Error, out, stderr.String())
+			}
+			defer func() {
+				if t.Failed() {
+					t.Logf("report: %s\nclient stderr: %s", out, stderr.String())
+					if server != nil {
+						t.Logf("server stderr: %s", server.err.String())
+					}
+				}
+			}()
+
+			if transport == "http" && (!strings.Contains(rep.Unauthorized, "HTTP 401") || !strings.Contains(rep.Unauthorized, "Unauthorized")) {
+				t.Errorf("a client without the key: %q, want a 401", rep.Unauthorized)
+			}
+			tools := map[string]int{}
+			for i, tool := range rep.Tools {
+				tools[tool.Name] = i
+			}
+			for _, tc := range []struct {
+				name, annotations string
+			}{
+				{"get_account", `{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true}`}, // --allow-host: every tool may reach the web
+				{"fetch", `{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`},
+				{"remember", `{"destructiveHint":true,"idempotentHint":false,"openWorldHint":true,"readOnlyHint":false}`},
+			} {
+				i, ok := tools[tc.name]
+				if !ok {
+					t.Errorf("%s is not listed", tc.name)
+					continue
+				}
+				if got, _ := json.Marshal(rep.Tools[i].Annotations); string(got) != tc.annotations {
+					t.Errorf("%s: annotations %s, want %s", tc.name, got, tc.annotations)
+				}
+			}
+			if i, ok := tools["count_vowels"]; !ok || rep.Tools[i].Schema["required"] == nil || rep.Tools[i].Module != sha(files["count_vowels.wasm"]) {
+				t.Errorf("count_vowels: %+v", rep.Tools[i])
+			}
+			for name, want := range map[string]string{
+				"get_account":  `"owner":"Katherine Johnson"`,
+				"text_stats":   `"words":4`,
+				"count_vowels": `"count":4`,
+			} {
+				if c := rep.Calls[name]; c.IsError || !strings.Contains(c.Text, want) || c.Meta["agentic-host/module"] != sha(files[name+".wasm"]) {
+					t.Errorf("%s: %+v, want %q", name, c, want)
+				}
+			}
+			if !rep.Swap.Notified || rep.Swap.Module != sha(swapped) || rep.Swap.Call.IsError || rep.Swap.Call.Meta["agentic-host/module"] != sha(swapped) {
+				t.Errorf("hot swap: %+v, want list_changed and the new version %s serving", rep.Swap, sha(swapped))
+			}
+			if d := rep.Denied; !d.IsError || d.Meta["agentic-host/error"] != "denied" || !strings.Contains(d.Text, "interns may not call get_account") {
+				t.Errorf("denial: %+v", d)
+			}
+			if tr := rep.Trap; !tr.IsError || tr.Meta["agentic-host/error"] != "trap" || !strings.HasPrefix(tr.Text, "[trap] ") {
+				t.Errorf("trap: %+v", tr)
+			}
+			if a := rep.Approved; a.IsError || !strings.Contains(a.Text, "fetched /from-ts") || hits.Load() != 1 || !strings.Contains(rep.Asked, "/from-ts") {
+				t.Errorf("approved external call: %+v after being asked %q; %d fetches", a, rep.Asked, hits.Load())
+			}
+		})
+	}
+}

@@ -1,0 +1,177 @@
+package mcpserver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/internal/mcpserver"
+	"github.com/agentichost/agentic/plugins"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// changes counts a client's notifications/tools/list_changed.
+type changes chan struct{}
+
+func (c changes) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}}
+}
+
+// await waits for list_changed notifications until the listed tools
+// satisfy ok (a guard of a minute against a hang).
+func (c changes) await(t *testing.T, cs *mcp.ClientSession, what string, ok func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
+	t.Helper()
+	guard := time.After(time.Minute)
+	for {
+		select {
+		case <-c:
+			if tools := listTools(t, cs); ok(tools) {
+				return tools
+			}
+		case <-guard:
+			t.Fatalf("no notifications/tools/list_changed for %s (a guard against a hang); listed: %v", what, keys(listTools(t, cs)))
+		}
+	}
+}
+
+func keys(m map[string]*mcp.Tool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestHotReload: adding, replacing and removing a plugin's file sends
+// notifications/tools/list_changed to connected clients, over both
+// transports, and the list follows (each tool naming its module version).
+// A call in flight during a swap finishes on the version it started on;
+// that version shuts down after it, and the next call runs on the new one.
+func TestHotReload(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, "answered")
+	}))
+	defer slow.Close()
+	u, _ := url.Parse(slow.URL)
+	limits := plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, CallTimeout: 2 * time.Minute}
+
+	hostile := hostileWasm(t)
+	stats := textStatsWasm(t)
+	for i, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e := newEnv(t, map[string][]byte{"hostile.wasm": hostile}, limits, mcpserver.Options{Approve: []string{"fetch"}})
+			ch := make(changes, 1)
+			cs := e.connect(t, transport, "watcher", ch.options())
+			if tools := listTools(t, cs); tools["fetch"] == nil || tools["text_stats"] != nil {
+				t.Fatalf("listed %v", keys(tools))
+			}
+
+			writeAtomic(t, e.dir, "text_stats.wasm", stats)
+			ch.await(t, cs, "a new plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] != nil })
+
+			// A call in flight (the plugin waits for the slow site), then
+			// a new version of its module (other bytes, same tools).
+			old, _ := e.reg.Module("acme", "hostile")
+			result := make(chan *mcp.CallToolResult, 1)
+			go func() {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": slow.URL, "method": "GET"}})
+				if err != nil {
+					res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+				}
+				result <- res
+			}()
+			select {
+			case <-entered:
+			case <-time.After(time.Minute):
+				t.Fatal("the call did not reach the site (a guard against a hang)")
+			}
+			v2 := withCustomSection(hostile, fmt.Sprintf("v%d", i+2))
+			writeAtomic(t, e.dir, "hostile.wasm", v2)
+			tools := ch.await(t, cs, "a replaced plugin", func(m map[string]*mcp.Tool) bool {
+				return m["fetch"] != nil && m["fetch"].Meta[mcpserver.MetaModule] == hashOf(v2)
+			})
+			if tools["ok"].Meta[mcpserver.MetaModule] != hashOf(v2) {
+				t.Errorf("ok is listed from %v, want the new version", tools["ok"].Meta[mcpserver.MetaModule])
+			}
+			select {
+			case <-old.Done():
+				t.Error("the old version shut down with a call in flight")
+			default:
+			}
+			release <- struct{}{}
+			res := <-result
+			if res.IsError || meta(res, mcpserver.MetaModule) != hashOf(hostile) {
+				t.Errorf("the call in flight: %q from %s, want an answer from the old version %s", text(res), meta(res, mcpserver.MetaModule), hashOf(hostile))
+			}
+			select {
+			case <-old.Done():
+			case <-time.After(time.Minute):
+				t.Error("the old version did not shut down after its last call (a guard against a hang)")
+			}
+			if res := call(t, cs, "ok", nil); meta(res, mcpserver.MetaModule) != hashOf(v2) {
+				t.Errorf("a new call ran on %s, want the new version", meta(res, mcpserver.MetaModule))
+			}
+
+			if err := os.Remove(filepath.Join(e.dir, "text_stats.wasm")); err != nil {
+				t.Fatal(err)
+			}
+			ch.await(t, cs, "a removed plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] == nil })
+			if res := call(t, cs, "ok", nil); res.IsError {
+				t.Errorf("after the removal: %s", text(res))
+			}
+		})
+	}
+}
+
+// TestRefusalIsQuiet: a change of the registry that changes nothing a
+// client sees (a module refused: the registry serves what it served)
+// sends no list_changed; a name two modules offer is withdrawn from the
+// list, and calling it is an error.
+func TestRefusalIsQuiet(t *testing.T) {
+	wasm := getAccountWasm(t)
+	e := newEnv(t, map[string][]byte{"get_account.wasm": wasm, "text_stats.wasm": textStatsWasm(t)}, plugins.Limits{}, mcpserver.Options{})
+	ch := make(changes, 8)
+	cs := e.connect(t, "stdio", "watcher", ch.options())
+	listTools(t, cs)
+
+	writeAtomic(t, e.dir, "broken.wasm", []byte("not a module"))
+	e.awaitChange(t, plugins.Rejected, "broken")
+	// The SDK sends a notification 10ms after a change: wait well past
+	// that for one that must not come (correct code cannot fail this).
+	select {
+	case <-ch:
+		t.Error("list_changed after a refusal, which changed no tool")
+	case <-time.After(time.Second):
+	}
+	// The same bytes under another name: get_account is offered twice,
+	// and neither module serves it.
+	writeAtomic(t, e.dir, "second.wasm", wasm)
+	e.awaitChange(t, plugins.Loaded, "second")
+	tools := ch.await(t, cs, "a conflict", func(m map[string]*mcp.Tool) bool { return m["get_account"] == nil })
+	if len(tools) != 1 || tools["text_stats"] == nil {
+		t.Errorf("listed %v, want text_stats alone", keys(tools))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_account", Arguments: map[string]any{"account_id": "1"}})
+	if err == nil && !res.IsError {
+		t.Errorf("a withdrawn tool answered: %s", text(res))
+	}
+}
