@@ -156,6 +156,9 @@ func normalize(e *Event) {
 	}
 	if a := e.ApprovalRequest; a != nil {
 		a.Input = compactJSON(a.Input)
+		if !a.ExpiresAt.IsZero() {
+			a.ExpiresAt = a.ExpiresAt.UTC()
+		}
 	}
 	if r := e.RunStart; r != nil {
 		if len(r.Inputs) == 0 {
@@ -308,12 +311,15 @@ func Validate(e Event) error {
 		if in := e.ApprovalRequest.Input; len(in) > 0 && !json.Valid(in) {
 			return bad("approval_request.input", "not valid JSON")
 		}
+		if e.RunID == "" {
+			return bad("run_id", "missing: an approval request belongs to a run")
+		}
 	case KindApprovalDecision:
 		if e.ApprovalDecision.ApprovalID == "" {
 			return bad("approval_decision.approval_id", "missing")
 		}
-		if d := e.ApprovalDecision.Decision; d != "approve" && d != "deny" {
-			return bad("approval_decision.decision", "%q is neither \"approve\" nor \"deny\"", d)
+		if d := e.ApprovalDecision.Decision; d != DecisionApprove && d != DecisionDeny && d != DecisionExpire && d != DecisionVoid {
+			return bad("approval_decision.decision", "%q is not one of approve, deny, expire, void", d)
 		}
 	case KindCompaction:
 		if e.Compaction.Summary == "" {
@@ -420,9 +426,12 @@ func invalidText(e *Event) string {
 	case e.Retry != nil:
 		return check("retry.response_id", e.Retry.ResponseID, "retry.reason", e.Retry.Reason)
 	case e.ApprovalRequest != nil:
-		return check("approval_request.summary", e.ApprovalRequest.Summary, "approval_request.approval_id",
-			e.ApprovalRequest.ApprovalID, "approval_request.call_id", e.ApprovalRequest.CallID,
-			"approval_request.name", e.ApprovalRequest.Name)
+		a := e.ApprovalRequest
+		return check("approval_request.summary", a.Summary, "approval_request.approval_id",
+			a.ApprovalID, "approval_request.call_id", a.CallID, "approval_request.name", a.Name,
+			"approval_request.reason", a.Reason, "approval_request.policy", a.Policy,
+			"approval_request.policy_source", a.PolicySource, "approval_request.input_digest", a.InputDigest,
+			"approval_request.effect", a.Effect)
 	case e.ApprovalDecision != nil:
 		return check("approval_decision.reason", e.ApprovalDecision.Reason, "approval_decision.approval_id",
 			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By)

@@ -274,22 +274,57 @@ type ToolResult struct {
 	Synthetic bool `json:"synthetic,omitempty"`
 }
 
-// ApprovalRequest records that a tool call waits for a decision.
+// ApprovalRequest records that a tool call waits for a person's decision:
+// a policy required approval. Its run parks — nothing runs, nothing is
+// held — until every such call of the pass is decided.
 type ApprovalRequest struct {
-	ApprovalID string          `json:"approval_id"`
-	CallID     string          `json:"call_id"`
-	Name       string          `json:"name"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Summary    string          `json:"summary,omitempty"`
+	// ApprovalID identifies the request (and the decision on it).
+	ApprovalID string `json:"approval_id"`
+	// CallID is the tool call's id; Name its tool.
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Effect is the tool's declared effect.
+	Effect string `json:"effect,omitempty"`
+	// Input is the call's arguments (JSON), for the person to read.
+	Input json.RawMessage `json:"input,omitempty"`
+	// InputDigest is "sha256:" and the hex SHA-256 of the canonical
+	// (compacted) arguments: what an approval is bound to.
+	InputDigest string `json:"input_digest,omitempty"`
+	// Summary describes the call for the person; Reason is the policy's.
+	Summary string `json:"summary,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Policy names the policy that required approval, and PolicySource
+	// is its code's identity (a plugin module's content hash); a decision
+	// holds only while that code is the same.
+	Policy       string `json:"policy,omitempty"`
+	PolicySource string `json:"policy_source,omitempty"`
+	// ExpiresAt is when the request lapses undecided: the call is then
+	// refused as expired.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
+
+// The decisions on an approval request.
+const (
+	// DecisionApprove lets the call run.
+	DecisionApprove = "approve"
+	// DecisionDeny refuses it: the model is told, and the run goes on.
+	DecisionDeny = "deny"
+	// DecisionExpire refuses it because nobody decided in time.
+	DecisionExpire = "expire"
+	// DecisionVoid withdraws the request: the policy's code changed since
+	// it asked, so the call is asked about again.
+	DecisionVoid = "void"
+)
 
 // ApprovalDecision records the decision on an [ApprovalRequest].
 type ApprovalDecision struct {
 	ApprovalID string `json:"approval_id"`
-	// Decision is "approve" or "deny".
+	// Decision is DecisionApprove, DecisionDeny, DecisionExpire or
+	// DecisionVoid.
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
-	By       string `json:"by,omitempty"`
+	// By names who decided ("" for the host itself: an expiry, a void).
+	By string `json:"by,omitempty"`
 }
 
 // Compaction replaces the turns before it, for the model, with a summary.

@@ -31,6 +31,9 @@ const (
 	// StatusInterrupted: the process running the pass died; the run waits
 	// to be resumed.
 	StatusInterrupted ItemStatus = "interrupted"
+	// StatusApprovalRequired: the pass asked for tool calls that wait for
+	// a person's approval; the run is parked until they are decided.
+	StatusApprovalRequired ItemStatus = "approval_required"
 )
 
 // ToolStatus is the state of a tool call shown in a transcript.
@@ -42,6 +45,9 @@ const (
 	ToolDone        ToolStatus = "done"        // the tool returned
 	ToolError       ToolStatus = "error"       // the tool failed; Output says why
 	ToolInterrupted ToolStatus = "interrupted" // no result, and the run is not live
+	// ToolApprovalRequired: no result; the call waits for a person's
+	// approval (Approval says more once decided).
+	ToolApprovalRequired ToolStatus = "approval_required"
 )
 
 // Transcript is what a user sees of a session: user turns and response
@@ -100,6 +106,12 @@ type ItemToolCall struct {
 	Output string `json:"output,omitempty"`
 	// Source identifies the code that produced the result.
 	Source string `json:"source,omitempty"`
+	// Approval is what became of the approval the call needed: pending,
+	// approved, denied, expired (or void, while asked again); "" when it
+	// needed none.
+	Approval ApprovalState `json:"approval,omitempty"`
+	// ApprovalID identifies the call's latest approval request.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // Live describes a run in flight in this process, which the events alone
@@ -147,7 +159,8 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 	for _, l := range live {
 		liveRun[l.RunID] = l
 	}
-	queued := map[string]Item{} // inputs no run has picked up yet
+	approvalOf := map[string]string{} // approval id → call id
+	queued := map[string]Item{}       // inputs no run has picked up yet
 	var queueOrder []string
 	addUser := func(it Item) {
 		userIdx[it.ID] = len(t.Items)
@@ -338,6 +351,24 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 					open(e.RunID, r)
 				}
 			}
+		case KindApprovalRequest:
+			a := e.ApprovalRequest
+			approvalOf[a.ApprovalID] = a.CallID
+			if at, ok := callIdx[a.CallID]; ok {
+				c := &t.Items[at[0]].ToolCalls[at[1]]
+				c.Approval, c.ApprovalID = ApprovalPending, a.ApprovalID
+			}
+		case KindApprovalDecision:
+			d := e.ApprovalDecision
+			callID, ok := approvalOf[d.ApprovalID]
+			if !ok {
+				continue
+			}
+			if at, ok := callIdx[callID]; ok {
+				if c := &t.Items[at[0]].ToolCalls[at[1]]; c.ApprovalID == d.ApprovalID && c.Approval == ApprovalPending {
+					c.Approval = stateOf(d.Decision)
+				}
+			}
 		case KindRunEnd:
 			r := runs[e.RunID]
 			if r == nil || r.ended {
@@ -366,6 +397,17 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			continue
 		}
 		_, isLive := liveRun[id]
+		if !isLive && r.lastItem >= 0 && Parked(events, id) {
+			// Parked: the pass that asked for the calls waits for people.
+			it := &t.Items[r.lastItem]
+			it.Status, it.Reason = StatusApprovalRequired, "waiting for approval"
+			for j := range it.ToolCalls {
+				if c := &it.ToolCalls[j]; c.Status == ToolInterrupted && c.Approval == ApprovalPending {
+					c.Status = ToolApprovalRequired
+				}
+			}
+			continue
+		}
 		status, tool := StatusInterrupted, ToolInterrupted
 		if isLive {
 			status, tool = StatusStreaming, ToolRunning
@@ -501,6 +543,10 @@ type Run struct {
 	// Deliverable is the validated deliverable of a task run that ended
 	// with an accepted submission.
 	Deliverable json.RawMessage
+	// Parked tells whether the run waits for approvals (see [Parked]);
+	// Approvals are its approval requests, in order.
+	Parked    bool
+	Approvals []Approval
 }
 
 // ProjectRun builds the view of one run from a session's events. ok is
@@ -552,6 +598,10 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 	for _, s := range run.Steps {
 		run.Usage = run.Usage.Add(s.Usage)
 		run.Cost += s.Usage.Billed()
+	}
+	if ok {
+		run.Approvals = Approvals(events, runID)
+		run.Parked = !run.Ended && len(run.Approvals) > 0 && Parked(events, runID)
 	}
 	return run, ok
 }
