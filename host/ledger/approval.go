@@ -55,7 +55,7 @@ func stateOf(decision string) ApprovalState {
 // request counts.
 func Approvals(events []Event, runID string) []Approval {
 	var out []Approval
-	idx := map[string]int{}  // approval id → index in out
+	idx := map[string]int{} // approval id → index in out
 	answered := map[string]bool{}
 	for _, e := range events {
 		switch {
