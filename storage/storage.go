@@ -175,6 +175,10 @@ type KV interface {
 	// Len returns the number of keys in namespace (0 for one never
 	// used), for quotas.
 	Len(ctx context.Context, namespace string) (int, error)
+	// Keys returns the keys of namespace, sorted (none for one never
+	// used), for indexes a host keeps beside the ledgers, such as the
+	// inbox of pending approvals.
+	Keys(ctx context.Context, namespace string) ([]string, error)
 }
 
 // The bounds of [KV] namespaces, keys and values.

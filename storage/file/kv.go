@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentichost/agentic/storage"
@@ -159,6 +160,44 @@ func (st *Store) Len(ctx context.Context, namespace string) (int, error) {
 	return n, nil
 }
 
+// Keys implements [storage.KV]: it reads the key out of each of the
+// namespace's value files. A file that does not decode fails it with
+// [ErrCorruptValue].
+func (st *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
+	if err := st.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	ns := sha256.Sum256([]byte(namespace))
+	dir := filepath.Join(st.dir, kvDir, hex.EncodeToString(ns[:]))
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file: keys: %w", err)
+	}
+	var keys []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file: keys: %w", err)
+		}
+		gotNS, key, _, err := decodeEntry(data)
+		if err != nil || gotNS != namespace {
+			return nil, fmt.Errorf("file: keys: %s: %w", e.Name(), errors.Join(err, ErrCorruptValue))
+		}
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
 // removeTornValues removes the temporary files of Sets that a crash
 // interrupted before their rename (the Store owns its directory, so no Set
 // is in progress while it opens).
@@ -207,27 +246,39 @@ func encodeValue(namespace, key string, value []byte) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
-// decodeValue checks a value file and returns its value.
+// decodeValue checks a value file of namespace and key and returns its
+// value.
 func decodeValue(data []byte, namespace, key string) ([]byte, error) {
+	gotNS, gotKey, value, err := decodeEntry(data)
+	if err != nil {
+		return nil, err
+	}
+	if gotNS != namespace || gotKey != key {
+		return nil, fmt.Errorf("%w: it holds another namespace or key", ErrCorruptValue)
+	}
+	return value, nil
+}
+
+// decodeEntry checks a value file and returns its namespace, key and value.
+func decodeEntry(data []byte) (namespace, key string, value []byte, err error) {
 	if len(data) < len(kvMagic)+4 || !bytes.HasPrefix(data, kvMagic) {
-		return nil, fmt.Errorf("%w: no header (%d bytes)", ErrCorruptValue, len(data))
+		return "", "", nil, fmt.Errorf("%w: no header (%d bytes)", ErrCorruptValue, len(data))
 	}
 	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
 	if crc32.Checksum(body, crcTable) != sum {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptValue)
+		return "", "", nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptValue)
 	}
 	rest := body[len(kvMagic):]
-	for _, want := range []string{namespace, key} {
+	var names [2]string
+	for i := range names {
 		n, w := binary.Uvarint(rest)
 		if w <= 0 || n > uint64(len(rest)-w) {
-			return nil, fmt.Errorf("%w: bad length", ErrCorruptValue)
+			return "", "", nil, fmt.Errorf("%w: bad length", ErrCorruptValue)
 		}
-		if string(rest[w:w+int(n)]) != want {
-			return nil, fmt.Errorf("%w: it holds another namespace or key", ErrCorruptValue)
-		}
+		names[i] = string(rest[w : w+int(n)])
 		rest = rest[w+int(n):]
 	}
-	return bytes.Clone(rest), nil
+	return names[0], names[1], bytes.Clone(rest), nil
 }
 
 var _ storage.KV = (*Store)(nil)

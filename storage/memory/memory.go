@@ -12,6 +12,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -236,6 +238,17 @@ func (s *Store) Len(ctx context.Context, namespace string) (int, error) {
 	s.kvMu.RLock()
 	defer s.kvMu.RUnlock()
 	return len(s.kv[namespace]), nil
+}
+
+// Keys implements [storage.KV].
+func (s *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
+	if err := s.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	s.kvMu.RLock()
+	keys := slices.Sorted(maps.Keys(s.kv[namespace]))
+	s.kvMu.RUnlock()
+	return keys, nil
 }
 
 var _ storage.KV = (*Store)(nil)

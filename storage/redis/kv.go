@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/agentichost/agentic/storage"
 	goredis "github.com/redis/go-redis/v9"
@@ -86,6 +87,19 @@ func (s *Store) Len(ctx context.Context, namespace string) (int, error) {
 		return 0, s.fail(ctx, fmt.Sprintf("len of namespace %q", namespace), err)
 	}
 	return int(n), nil
+}
+
+// Keys implements [storage.KV] with HKEYS.
+func (s *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
+	if err := s.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	keys, err := s.client.HKeys(ctx, s.kvKey(namespace)).Result()
+	if err != nil {
+		return nil, s.fail(ctx, fmt.Sprintf("keys of namespace %q", namespace), err)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 var _ storage.KV = (*Store)(nil)

@@ -35,6 +35,7 @@ func runKV(t *testing.T, a, b storage.Storage) {
 		{"NoAliasing", testKVNoAliasing},
 		{"Concurrent", testKVConcurrent},
 		{"Len", testKVLen},
+		{"Keys", testKVKeys},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, ka, kb) })
 	}
@@ -204,6 +205,36 @@ func testKVLen(t *testing.T, a, b storage.KV) {
 		if _, err := b.Len(ctx, ns); !errors.Is(err, storage.ErrInvalidKey) {
 			t.Errorf("Len of an invalid namespace (%d bytes): %v, want storage.ErrInvalidKey", len(ns), err)
 		}
+	}
+}
+
+func testKVKeys(t *testing.T, a, b storage.KV) {
+	ctx := t.Context()
+	wantKeys := func(ns string, want []string, why string) {
+		t.Helper()
+		got, err := b.Keys(ctx, ns)
+		if err != nil {
+			t.Errorf("%s: Keys(%s): %v", why, q(ns), err)
+			return
+		}
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+			t.Errorf("%s: Keys(%s) = %q, want %q", why, q(ns), got, want)
+		}
+	}
+	wantKeys("keys", nil, "a namespace never used")
+	odd := "with/slash:colon\x00nul"
+	for _, k := range []string{"b", odd, "a", "c"} {
+		setOK(t, a, ctx, "keys", k, []byte(k))
+	}
+	setOK(t, a, ctx, "keys-other", "x", []byte("x"))
+	wantKeys("keys", []string{"a", "b", "c", odd}, "after 4 Sets (sorted, another namespace apart)")
+	setOK(t, a, ctx, "keys", "b", []byte("again"))
+	if err := a.Delete(ctx, "keys", "c"); err != nil {
+		t.Errorf("Delete: %v", err)
+	}
+	wantKeys("keys", []string{"a", "b", odd}, "after an overwrite and a Delete")
+	if _, err := b.Keys(ctx, ""); !errors.Is(err, storage.ErrInvalidKey) {
+		t.Errorf("Keys of an invalid namespace: %v, want storage.ErrInvalidKey", err)
 	}
 }
 

@@ -220,6 +220,14 @@ func (b *broken) Len(ctx context.Context, ns string) (int, error) {
 	return n, err
 }
 
+func (b *broken) Keys(ctx context.Context, ns string) ([]string, error) {
+	keys, err := b.Store.Keys(ctx, ns)
+	if b.mode == "kv-keys-unsorted" {
+		slices.Reverse(keys)
+	}
+	return keys, err
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -257,6 +265,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"kv-no-bounds", "KV/Invalid", "want storage.ErrValueTooLarge"},
 		{"kv-ignore-ctx", "DoneContext", "KV Set with a canceled ctx"},
 		{"kv-len-stale", "KV/Len", `after 3 Sets: Len("len") = 4`},
+		{"kv-keys-unsorted", "KV/Keys", `after 4 Sets (sorted, another namespace apart): Keys("keys")`},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
