@@ -280,7 +280,7 @@ func childHost(t *testing.T, tools []host.Tool, maxAttempts int) (*host.Host, *k
 	h := hosttest.New(t, host.Options{
 		Storage:    store,
 		Model:      client,
-		Agent:      host.Agent{Model: "fake/echo", Tools: tools},
+		Agent:      host.Agent{Model: "fake/echo", Tools: tools, ToolApprovals: map[string]host.ApprovalMode{"charge": host.ApproveAlways}},
 		Logger:     log,
 		Retry:      model.RetryPolicy{BaseDelay: 10 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
 		AutoResume: auto,

@@ -28,7 +28,32 @@ var (
 	// than waited for, and may subscribe again after the last
 	// [Progress.Seq] it read.
 	ErrSlowSubscriber = errors.New("host: subscriber fell behind and was dropped")
+	// ErrApprovalNotFound: the session holds no approval request of that
+	// id. Nothing changed.
+	ErrApprovalNotFound = errors.New("host: no such approval request")
+	// ErrApprovalDecided: the request was decided already (a second
+	// decision, or a replayed token). Nothing changed.
+	ErrApprovalDecided = errors.New("host: the approval request was decided already")
+	// ErrApprovalExpired: the request lapsed before the decision; the
+	// call was refused as expired and the run went on.
+	ErrApprovalExpired = errors.New("host: the approval request expired")
+	// ErrApprovalTokenInvalid: a token that is not one, or whose
+	// signature does not match the request it names (forged, or the
+	// request was changed since). Nothing changed.
+	ErrApprovalTokenInvalid = errors.New("host: invalid approval token")
+	// ErrApprovalTokenMismatch: a valid-looking token of another
+	// approval, session or tenant than the one it is used for. Nothing
+	// changed.
+	ErrApprovalTokenMismatch = errors.New("host: the approval token is for another request")
 )
+
+// errParked tells that the session's run waits for approvals: there is
+// nothing to resume until they are decided.
+var errParked = errors.New("host: the run waits for approval")
+
+// errNotRecorded wraps the failure to record what a resume's prepare step
+// returned (decisions on approvals): nothing changed.
+var errNotRecorded = errors.New("host: could not record the decision")
 
 // errReconciled tells that the interrupted run had been cancelled before
 // the crash, and was closed as such.

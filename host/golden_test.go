@@ -91,7 +91,8 @@ func TestGoldenResume(t *testing.T) {
 			}
 			store, _ := fileStoreWith(t, "golden", input)
 			var charged, published atomic.Int32
-			hs := hosttest.New(t, host.Options{Storage: store, HostID: "golden-host", Agent: host.Agent{Tools: goldenTools(&charged, &published)}})
+			hs := hosttest.New(t, host.Options{Storage: store, HostID: "golden-host", Agent: host.Agent{Tools: goldenTools(&charged, &published),
+				ToolApprovals: map[string]host.ApprovalMode{"charge": host.ApproveAlways, "publish": host.ApproveAlways}}})
 			before := len(hs.Events("golden"))
 			res, err := hs.Host.Resume(context.Background(), "golden")
 			if err != nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,9 @@ type Host struct {
 	leaseTTL    time.Duration
 	leaseOwner  string // this host's lease token
 	timeouts    Timeouts
+	tenant      string
+	secret      []byte     // approval tokens' HMAC key
+	approvalKV  storage.KV // the inbox of pending approvals; nil: none
 
 	// hooks is the chain of hooks around the model and the tools, swapped
 	// whole (under hookMu) when hooks are added.
@@ -98,6 +102,9 @@ func New(opts Options) (*Host, error) {
 	if opts.Model == nil {
 		errs = append(errs, errors.New("host: Options.Model is required"))
 	}
+	if n := len(opts.ApprovalSecret); n > 0 && n < 32 {
+		errs = append(errs, fmt.Errorf("host: Options.ApprovalSecret has %d bytes, want at least 32", n))
+	}
 	var auto *AutoResume
 	if opts.AutoResume != nil {
 		a, err := opts.AutoResume.normalized()
@@ -136,7 +143,16 @@ func New(opts Options) (*Host, error) {
 		jobs:        make(chan func()),
 		sweep:       make(chan struct{}),
 		timeouts:    timeouts,
+		tenant:      opts.Tenant,
+		secret:      slices.Clone(opts.ApprovalSecret),
 	}
+	if len(h.secret) == 0 {
+		h.secret = make([]byte, 32)
+		if _, err := rand.Read(h.secret); err != nil {
+			return nil, fmt.Errorf("host: an approval secret: %w", err)
+		}
+	}
+	h.approvalKV, _ = opts.Storage.(storage.KV)
 	h.hooks.Store(newHookChain(opts.Model, slices.DeleteFunc(slices.Clone(opts.Hooks), func(k Hook) bool { return k == nil })))
 	if h.hostID == "" {
 		name, _ := os.Hostname()
@@ -222,7 +238,10 @@ func (h *Host) Session(id string) *Session {
 // Cancel asks the run in flight of the session to stop, with reason. It
 // returns true only when this call newly requested the cancellation: false
 // when no run of the session is in flight in this host, or one was already
-// asked to stop. The run ends cancelled, durably (see [Session.Send]).
+// asked to stop. The run ends cancelled, durably (see [Session.Send]). A
+// run parked for approvals (in any host's storage, this host taking the
+// session's lease) ends cancelled too, its waiting calls answered as
+// cancelled and their requests denied.
 func (h *Host) Cancel(sessionID, reason string) bool {
 	cancelled := false
 	for _, st := range h.states(sessionID) {
@@ -232,6 +251,9 @@ func (h *Host) Cancel(sessionID, reason string) bool {
 		if r != nil && r.requestCancel(reason) {
 			cancelled = true
 		}
+	}
+	if !cancelled {
+		cancelled = h.cancelParked(sessionID, reason)
 	}
 	return cancelled
 }

@@ -386,7 +386,7 @@ func TestExternalToolRecordsIntent(t *testing.T) {
 		})
 	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{
 		{ToolCalls: []fakemodel.ToolCall{{Name: "publish", Arguments: `{}`}}}, {Text: "published"},
-	}}, host.Agent{Tools: []host.Tool{publish}})
+	}}, host.Agent{Tools: []host.Tool{publish}, ToolApprovals: map[string]host.ApprovalMode{"publish": host.ApproveAlways}})
 	if _, err := hs.host.Session("x").Send(context.Background(), "publish it", host.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -138,6 +138,30 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
 			}
 		}
 	}
+	if runID, parked := parkedRun(events); parked {
+		// The session's run waits for approvals: the message waits with
+		// it, queued, and the run folds it in when it continues.
+		if r.msgID == "" {
+			input, err := r.newInput("")
+			if err != nil {
+				return err
+			}
+			if lease != nil {
+				err = lease.Append(ctx, input)
+			} else {
+				err = st.store.Append(ctx, st.key.id, input)
+			}
+			if err != nil {
+				return fmt.Errorf("host: append message: %w", err)
+			}
+			events = append(events, input)
+			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, runID
+		}
+		res := h.parkedResult(st.key.id, events, runID)
+		res.MessageID = r.msgID
+		r.w = answeredWaiter(res)
+		return nil
+	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)
 	var batch []ledger.Event

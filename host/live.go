@@ -84,8 +84,8 @@ func (r *run) publish(p Progress) {
 		p.ResponseID = r.responseID
 	}
 	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
-	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" {
-		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason}
+	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" || p.Approval != nil {
+		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, approval: p.Approval}
 	}
 	r.hub.Publish(e)
 }
@@ -102,17 +102,18 @@ type event struct {
 }
 
 type eventMore struct {
-	tool   *ToolInfo
-	retry  *RetryInfo
-	status ledger.RunStatus
-	reason string
+	tool     *ToolInfo
+	retry    *RetryInfo
+	status   ledger.RunStatus
+	reason   string
+	approval *ApprovalInfo
 }
 
 // progress returns the event e of the run, published at offset seq.
 func (r *run) progress(e event, seq int) Progress {
 	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
 	if m := e.more; m != nil {
-		p.Tool, p.Retry, p.Status, p.Reason = m.tool, m.retry, m.status, m.reason
+		p.Tool, p.Retry, p.Status, p.Reason, p.Approval = m.tool, m.retry, m.status, m.reason, m.approval
 	}
 	return p
 }

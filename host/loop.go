@@ -70,6 +70,9 @@ type outcome struct {
 	status ledger.RunStatus
 	reason string
 	err    error
+	// parked: the run waits for approvals; it does not end (no run-end),
+	// and continues once they are decided.
+	parked bool
 }
 
 // newRun returns a run of the session over events, not started yet.
@@ -308,8 +311,12 @@ func (r *run) pass() (o outcome, stop bool) {
 	if err := r.append(r.stepEvent(res, next)); err != nil {
 		return outcome{err: err}, true
 	}
-	if err := r.runTools(res.ToolCalls, nil); err != nil {
+	waiting, err := r.runTools(res.ToolCalls, nil)
+	if err != nil {
 		return outcome{err: err}, true
+	}
+	if len(waiting) > 0 {
+		return outcome{status: ledger.RunApprovalRequired, parked: true}, true
 	}
 	return r.afterTools(next)
 }
@@ -538,7 +545,7 @@ func (r *run) end(o outcome) *run {
 		r.bound.stop()
 	}
 	st.mu.Unlock()
-	if storeErr == nil {
+	if storeErr == nil && !o.parked {
 		e := r.newEvent(ledger.KindRunEnd)
 		// Messages the last pass had folded in, if it left no step,
 		// are answered by this end.
@@ -549,7 +556,9 @@ func (r *run) end(o outcome) *run {
 		storeErr = r.appendLocked(e)
 	}
 	var next *run
-	if storeErr == nil {
+	if storeErr == nil && !o.parked {
+		// (A parked run starts no successor: messages queued meanwhile
+		// wait for it to continue.)
 		next = r.successorLocked()
 	}
 	st.mu.Lock()
@@ -575,6 +584,10 @@ func (r *run) end(o outcome) *run {
 	view, _ := ledger.ProjectRun(events, r.id)
 	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.id,
 		ResponseID: r.responseID, Usage: view.Usage, Cost: view.Cost}
+	if o.parked && storeErr == nil {
+		res = r.h.parkedResult(r.sessionID, events, r.id)
+		status, reason = res.Status, res.Reason
+	}
 	var err error
 	if storeErr != nil {
 		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.id, storeErr)
@@ -593,6 +606,12 @@ func (r *run) end(o outcome) *run {
 			w.res = res
 			w.res.MessageID = w.msgID
 			w.err = err
+			r.told = append(r.told, w)
+		case o.parked && storeErr == nil:
+			// Every message in the run, folded in or queued, waits for
+			// the run to continue.
+			w.res = res
+			w.res.MessageID = w.msgID
 			r.told = append(r.told, w)
 		case next != nil && slices.Contains(successorInputs, w.msgID):
 			st.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/agentichost/agentic/host/model"
@@ -51,6 +52,15 @@ type Options struct {
 	// locked before another host may resume it. The lease is renewed
 	// every third of it. Default: 0, which means 15s.
 	LeaseTTL time.Duration
+	// Tenant names the tenant the host serves: approval tokens are bound
+	// to it. Default: "".
+	Tenant string
+	// ApprovalSecret keys the HMAC of approval tokens (see
+	// [Session.DecideWithToken]): every host sharing a storage must share
+	// it, and it must survive restarts for tokens to. At least 32 bytes.
+	// Default: nil, a random secret for the life of the host (tokens it
+	// mints are then good only on it, until it stops).
+	ApprovalSecret []byte
 	// HostID names this host in the ledger's resume-attempt events.
 	// Default: "<hostname>-<pid>".
 	HostID string
@@ -128,6 +138,22 @@ type Agent struct {
 	MaxSteps int
 	// MaxTokens bounds each pass's output. Default: 0, the provider's own.
 	MaxTokens int
+	// Policies decide every tool call before it runs: allow, deny, or
+	// require a person's approval (see [Policy]); deny beats
+	// require_approval beats allow. Default: none, which means
+	// [DefaultPolicy]: read and write calls run, calls with an external
+	// effect need approval.
+	Policies []Policy
+	// ToolApprovals overrides the policies for the tools it names (see
+	// [ApprovalMode]), for unattended runs. Default: none.
+	ToolApprovals map[string]ApprovalMode
+	// ApprovalTTL is how long an approval request waits for a decision;
+	// past it, the call is refused as expired and the run goes on.
+	// Default: 0, which means 24h.
+	ApprovalTTL time.Duration
+	// PolicyTimeout bounds one policy's decision; a policy past it denies
+	// the call. Default: 0, which means 10s.
+	PolicyTimeout time.Duration
 }
 
 // DefaultMaxSteps is the bound on model passes per run when Agent.MaxSteps
@@ -172,8 +198,34 @@ func normalizeAgent(a Agent) (Agent, error) {
 			errs = append(errs, fmt.Errorf("host: Agent.Toolsets[%d] is nil", i))
 		}
 	}
+	for i, p := range a.Policies {
+		if p == nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Policies[%d] is nil", i))
+		}
+	}
+	for name, mode := range a.ToolApprovals {
+		switch mode {
+		case ApproveAlways, ApproveNever, ApproveAsk:
+		default:
+			errs = append(errs, fmt.Errorf("host: Agent.ToolApprovals[%q]: %q is not always, never or ask", name, mode))
+		}
+	}
+	switch {
+	case a.ApprovalTTL == 0:
+		a.ApprovalTTL = DefaultApprovalTTL
+	case a.ApprovalTTL < 0:
+		errs = append(errs, fmt.Errorf("host: Agent.ApprovalTTL %s is negative", a.ApprovalTTL))
+	}
+	switch {
+	case a.PolicyTimeout == 0:
+		a.PolicyTimeout = DefaultPolicyTimeout
+	case a.PolicyTimeout < 0:
+		errs = append(errs, fmt.Errorf("host: Agent.PolicyTimeout %s is negative", a.PolicyTimeout))
+	}
 	a.Tools = append([]Tool(nil), a.Tools...)
 	a.Toolsets = append([]Toolset(nil), a.Toolsets...)
+	a.Policies = append([]Policy(nil), a.Policies...)
+	a.ToolApprovals = maps.Clone(a.ToolApprovals)
 	return a, errors.Join(errs...)
 }
 

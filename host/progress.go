@@ -2,6 +2,7 @@ package host
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 )
@@ -30,8 +31,15 @@ const (
 	// item and appends what follows. Nothing of a failed attempt is ever
 	// persisted, so a transcript never shows it twice.
 	ProgressRetry ProgressType = "retry"
-	// ProgressRunEnd: the run ended with Status.
+	// ProgressRunEnd: the run ended with Status — or, with status
+	// approval_required, parked until its approval requests are decided.
 	ProgressRunEnd ProgressType = "run-end"
+	// ProgressApprovalRequested: a tool call waits for a person's
+	// decision (Approval).
+	ProgressApprovalRequested ProgressType = "approval-requested"
+	// ProgressApprovalDecided: a tool call's approval request was decided
+	// (Approval.State).
+	ProgressApprovalDecided ProgressType = "approval-decided"
 )
 
 // Progress is one live event of a run, for UIs. It is JSON-safe: marshal it
@@ -59,6 +67,24 @@ type Progress struct {
 	// Status and Reason describe how the run ended, on run-end.
 	Status ledger.RunStatus `json:"status,omitempty"`
 	Reason string           `json:"reason,omitempty"`
+	// Approval describes the request of an approval event.
+	Approval *ApprovalInfo `json:"approval,omitempty"`
+}
+
+// ApprovalInfo describes an approval request in a [Progress] event.
+type ApprovalInfo struct {
+	ApprovalID string          `json:"approvalId"`
+	CallID     string          `json:"callId"`
+	Tool       string          `json:"tool"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Summary    string          `json:"summary,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	// State is pending on approval-requested; approved, denied or expired
+	// on approval-decided.
+	State     ledger.ApprovalState `json:"state"`
+	ExpiresAt time.Time            `json:"expiresAt,omitzero"`
+	// Token decides the request with [Session.DecideWithToken].
+	Token string `json:"token,omitempty"`
 }
 
 // ToolInfo describes a tool call in a [Progress] event.

@@ -309,7 +309,7 @@ func TestResume(t *testing.T) {
 					ids.Store(c.ID, true)
 					return host.ToolResult{Output: "acted"}, nil
 				})
-			hs, res := crashThenResume(t, tc.appends, toolReply, host.Agent{Tools: []host.Tool{act}})
+			hs, res := crashThenResume(t, tc.appends, toolReply, host.Agent{Tools: []host.Tool{act}, ToolApprovals: map[string]host.ApprovalMode{"act": host.ApproveAlways}})
 			if res.Status != ledger.RunCompleted || res.Text != "finished" {
 				t.Fatalf("%+v", res)
 			}

@@ -84,12 +84,16 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 	if action == "" {
 		action = ActionResume
 	}
-	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action })
+	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action }, nil)
 	if r != nil {
 		return r.wait(ctx, opts.OnProgress)
 	}
-	if errors.Is(err, errReconciled) {
+	switch {
+	case errors.Is(err, errReconciled):
 		err = nil
+	case errors.Is(err, errParked):
+		// Waiting for people is not interrupted: nothing to resume.
+		err = fmt.Errorf("%w: the run waits for approval", ErrNothingToResume)
 	}
 	return res, err
 }
@@ -99,8 +103,13 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 // handle on it (bound to bind, when set: see Session.Send); onLive, when
 // set, is called once that run is the session's run in flight. Otherwise it
 // returns what it did: a run closed without running again (reconciled as
-// cancelled: errReconciled; failed by policy; given up).
-func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.Context, onLive func(), decide func(Interrupted) ResumeAction) (*Run, RunResult, error) {
+// cancelled: errReconciled; failed by policy; given up), or a run parked
+// for approvals (errParked, with the parked result). prepare, when set,
+// sees the ledger under the claim and lease first: it returns events to
+// record before anything else (decisions on approvals), or an error that
+// stops the resume with nothing recorded.
+func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.Context, onLive func(), decide func(Interrupted) ResumeAction,
+	prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, RunResult, error) {
 	if !storage.ValidSessionID(id) {
 		return nil, RunResult{}, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
 	}
@@ -138,6 +147,27 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	events, err := st.store.Load(ctx, id)
 	if err != nil {
 		return nil, RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
+	}
+	if prepare != nil {
+		add, err := prepare(events)
+		if err != nil {
+			return nil, RunResult{}, err
+		}
+		if len(add) > 0 {
+			if lease != nil {
+				err = lease.Append(ctx, add...)
+			} else {
+				err = st.store.Append(ctx, id, add...)
+			}
+			if err != nil {
+				return nil, RunResult{}, fmt.Errorf("%w: %w", errNotRecorded, err)
+			}
+			events = append(events, add...)
+			h.announceDecisions(id, add)
+		}
+	}
+	if runID, parked := parkedRun(events); parked {
+		return nil, h.parkedResult(id, events, runID), errParked
 	}
 	open := ledger.OpenRuns(events)
 	if len(open) == 0 && len(ledger.PendingInputs(events)) == 0 {
@@ -277,11 +307,14 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	}
 
 	// Resume: count the attempt first, so that a resume that crashes the
-	// process is counted too.
-	attempt := r.newEvent(ledger.KindResumeAttempt)
-	attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
-	if err := r.append(attempt); err != nil {
-		return nil, nil, RunResult{}, err
+	// process is counted too — unless the run goes on after people
+	// decided on its approvals: that is no crash recovery.
+	if !continuesApprovals(r.view(), r.id, last) {
+		attempt := r.newEvent(ledger.KindResumeAttempt)
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
+		if err := r.append(attempt); err != nil {
+			return nil, nil, RunResult{}, err
+		}
 	}
 	r.step = len(view.Steps)
 	r.responseID = view.ResponseID
@@ -319,12 +352,45 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 		}
 	}
 	r.snapshotTools()
-	if err := r.runTools(last.ToolCalls, prior); err != nil {
+	r.announceDecided()
+	waiting, err := r.runTools(last.ToolCalls, prior)
+	if err != nil {
 		return outcome{err: err}
+	}
+	if len(waiting) > 0 {
+		return outcome{status: ledger.RunApprovalRequired, parked: true}
 	}
 	r.step = last.Index
 	if o, stop := r.afterTools(last.NextResponseID); stop {
 		return o
 	}
 	return r.loop()
+}
+
+// continuesApprovals reports whether a run goes on after people decided
+// on its approval requests: every call of its last pass without a result
+// has a decided request, and there is at least one.
+func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) bool {
+	if last == nil || len(last.ToolCalls) == 0 {
+		return false
+	}
+	answered := map[string]bool{}
+	for _, e := range events {
+		if e.ToolResult != nil {
+			answered[e.ToolResult.CallID] = true
+		}
+	}
+	latest := latestApprovals(events, runID)
+	decided := 0
+	for _, c := range last.ToolCalls {
+		if answered[c.ID] {
+			continue
+		}
+		a, ok := latest[c.ID]
+		if !ok || a.State == ledger.ApprovalPending {
+			return false
+		}
+		decided++
+	}
+	return decided > 0
 }

@@ -86,6 +86,9 @@ type RunResult struct {
 	Usage ledger.Usage
 	// Cost sums the billed cost of the run's passes, in USD.
 	Cost float64
+	// Approvals are the approval requests a parked run waits on (Status
+	// approval_required).
+	Approvals []PendingApproval
 }
 
 // Start appends a user message to the session and returns once it is

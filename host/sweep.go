@@ -31,6 +31,9 @@ type SweepReport struct {
 	GaveUp int
 	// Skipped counts sessions already running in this host.
 	Skipped int
+	// Parked counts sessions whose run waits for approvals (not
+	// interrupted: left alone, but for the requests that expired).
+	Parked int
 	// Errors counts sessions that could not be loaded or resumed.
 	Errors int
 }
@@ -92,6 +95,19 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 		if len(ledger.OpenRuns(events)) == 0 && len(ledger.PendingInputs(events)) == 0 {
 			continue
 		}
+		if _, parked := parkedRun(events); parked {
+			// Waiting for people is not interrupted: the sweep only
+			// keeps the inbox whole, and expires what nobody decided
+			// in time (the run then goes on).
+			pending := ledger.PendingApprovals(events)
+			for _, a := range pending {
+				h.indexApproval(h.pendingOf(id, a.RunID, a.RequestedAt, a.Request))
+			}
+			if !anyExpired(pending, time.Now()) {
+				rep.Parked++
+				continue
+			}
+		}
 		rep.Interrupted++
 		if h.IsRunning(id) {
 			rep.Skipped++
@@ -144,6 +160,8 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 			rep.Reconciled++
 		case outcomeGaveUp:
 			rep.GaveUp++
+		case outcomeParked:
+			rep.Parked++
 		case outcomeSkipped:
 			rep.Skipped++
 		default:
@@ -170,6 +188,7 @@ const (
 	outcomeReconciled ResumeAction = "reconciled"
 	outcomeGaveUp     ResumeAction = "gave-up"
 	outcomeSkipped    ResumeAction = "skipped"
+	outcomeParked     ResumeAction = "parked"
 	outcomeError      ResumeAction = "error"
 )
 
@@ -206,11 +225,13 @@ func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAct
 		}
 		out = h.chooseAction(ctx, ir)
 		return out
-	})
+	}, expireApprovals)
 	if r != nil {
 		res, err = r.wait(ctx, nil)
 	}
 	switch {
+	case errors.Is(err, errParked):
+		return outcomeParked, res, nil
 	case errors.Is(err, ErrNothingToResume), errors.Is(err, ErrLeadElsewhere):
 		return outcomeSkipped, res, nil
 	case errors.Is(err, errReconciled):
@@ -296,4 +317,29 @@ func (h *Host) startSweeps() {
 			}
 		}
 	}()
+}
+
+// anyExpired reports whether one of the requests lapsed by now.
+func anyExpired(pending []ledger.Approval, now time.Time) bool {
+	for _, a := range pending {
+		if exp := a.Request.ExpiresAt; !exp.IsZero() && now.After(exp) {
+			return true
+		}
+	}
+	return false
+}
+
+// expireApprovals decides, as expired, the session's requests that nobody
+// decided in time.
+func expireApprovals(events []ledger.Event) ([]ledger.Event, error) {
+	now := time.Now().UTC()
+	var out []ledger.Event
+	for _, a := range ledger.PendingApprovals(events) {
+		if exp := a.Request.ExpiresAt; !exp.IsZero() && now.After(exp) {
+			out = append(out, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindApprovalDecision, Time: now, RunID: a.RunID,
+				ApprovalDecision: &ledger.ApprovalDecision{ApprovalID: a.Request.ApprovalID, Decision: ledger.DecisionExpire,
+					Reason: "nobody decided before " + exp.Format(time.RFC3339)}})
+		}
+	}
+	return out, nil
 }

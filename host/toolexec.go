@@ -30,19 +30,24 @@ type priorCalls struct {
 // answers them. A resumed run (prior set) skips the calls answered already,
 // and does not run again a call of a tool with an external effect whose
 // intent was recorded, unless the tool is idempotent: the model gets an
-// "outcome unknown" result instead. The error is non-nil only when the
-// ledger could not be written.
-func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) error {
+// "outcome unknown" result instead.
+//
+// Before a call runs, the agent's policies decide on it (see gate): it
+// runs, is denied (the model gets the reason), or waits for a person. The
+// calls left waiting are returned: the run then parks. The error is
+// non-nil only when the ledger could not be written.
+func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []PendingApproval, err error) {
+	approvals := latestApprovals(r.view(), r.id)
 	for _, c := range calls {
 		if prior != nil && prior.answered[c.ID] {
 			continue
 		}
 		if shutDown(r.ctx) {
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		if r.stopped() {
 			if err := r.appendResult(c, "error: the run was cancelled before this tool call ran", true); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -50,15 +55,135 @@ func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) error {
 			if ts := prior.started[c.ID]; ts != nil && !ts.Idempotent {
 				msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
 				if err := r.appendResult(c, msg, true); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
 		}
-		if err := r.runTool(c); err != nil {
-			return err
+		run, wait, err := r.gate(c, approvals[c.ID])
+		switch {
+		case err != nil:
+			return nil, err
+		case wait != nil:
+			waiting = append(waiting, *wait)
+		case run:
+			if err := r.runTool(c); err != nil {
+				return nil, err
+			}
 		}
 	}
+	return waiting, nil
+}
+
+// latestApprovals returns, per call id, the run's latest approval request
+// for it, with its state.
+func latestApprovals(events []ledger.Event, runID string) map[string]ledger.Approval {
+	out := map[string]ledger.Approval{}
+	for _, a := range ledger.Approvals(events, runID) {
+		out[a.Request.CallID] = a
+	}
+	return out
+}
+
+// gate decides whether call c runs now. prior is its latest approval
+// request, if it has one. Calls of unknown tools and calls whose arguments
+// are not JSON are not gated: runTool answers them with an error. gate
+// records what the decision needs — a denial's result, an approval
+// request, a decision that voids an approval — and returns run when the
+// call may run now, or the request it waits on.
+func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *PendingApproval, err error) {
+	tool, known := r.tools[c.Name]
+	input := json.RawMessage(argsOrEmpty(c.Arguments))
+	if !known || (c.Arguments != "" && !json.Valid([]byte(c.Arguments))) {
+		return true, nil, nil
+	}
+	spec := tool.Spec()
+	if prior.Request.ApprovalID != "" {
+		switch prior.State {
+		case ledger.ApprovalPending:
+			p := r.h.pendingOf(r.sessionID, prior.RunID, prior.RequestedAt, prior.Request)
+			return false, &p, nil
+		case ledger.ApprovalDenied:
+			msg := "error: a person denied this call"
+			if d := prior.Decision; d != nil && d.By != "" {
+				msg += " (" + d.By + ")"
+			}
+			if d := prior.Decision; d != nil && d.Reason != "" {
+				msg += ": " + d.Reason
+			}
+			return false, nil, r.appendResult(c, msg, true)
+		case ledger.ApprovalExpired:
+			return false, nil, r.appendResult(c, fmt.Sprintf("error: nobody approved this call in time (its approval request expired at %s); it did not run",
+				prior.Request.ExpiresAt.Format(time.RFC3339)), true)
+		case ledger.ApprovalApproved:
+			if ledger.InputDigest(c.Arguments) != prior.Request.InputDigest {
+				return false, nil, r.appendResult(c, "error: refused: the call's input is not the one that was approved", true)
+			}
+		}
+	}
+	v := r.decideCall(spec, c, input)
+	if prior.State == ledger.ApprovalApproved {
+		switch {
+		case v.Verdict == Deny:
+			// A deny stands, approval or not.
+		case v.Source == prior.Request.PolicySource:
+			return true, nil, nil // approved, and the policy's code is the one that asked
+		default:
+			// The policy's code changed since it asked: the approval is
+			// void, and the call is decided again.
+			if err := r.decideApproval(prior.Request, ledger.DecisionVoid,
+				fmt.Sprintf("the policy changed (%s, was %s): asked again", v.Source, prior.Request.PolicySource), ""); err != nil {
+				return false, nil, err
+			}
+		}
+	}
+	switch v.Verdict {
+	case Allow:
+		return true, nil, nil
+	case Deny:
+		reason := v.Reason
+		if reason == "" {
+			reason = "the policy denies it"
+		}
+		return false, nil, r.appendResult(c, "error: denied by policy "+v.policy+": "+reason, true)
+	}
+	p, err := r.requestApproval(c, spec, input, v)
+	if err != nil {
+		return false, nil, err
+	}
+	return false, &p, nil
+}
+
+// requestApproval records that call c waits for a person, and announces
+// it.
+func (r *run) requestApproval(c ledger.ToolCall, spec ToolSpec, input json.RawMessage, v verdictOf) (PendingApproval, error) {
+	e := r.newEvent(ledger.KindApprovalRequest)
+	e.ApprovalRequest = &ledger.ApprovalRequest{ApprovalID: ledger.NewID("appr"), CallID: c.ID, Name: c.Name,
+		Effect: string(spec.Effect), Input: input, InputDigest: ledger.InputDigest(c.Arguments),
+		Summary: v.Summary, Reason: v.Reason, Policy: v.policy, PolicySource: v.Source,
+		ExpiresAt: e.Time.Add(r.agent.ApprovalTTL)}
+	if err := r.append(e); err != nil {
+		return PendingApproval{}, err
+	}
+	p := r.h.pendingOf(r.sessionID, r.id, e.Time, *e.ApprovalRequest)
+	r.h.indexApproval(p)
+	r.publish(Progress{Type: ProgressApprovalRequested, Approval: p.info(ledger.ApprovalPending)})
+	return p, nil
+}
+
+// decideApproval records the host's own decision on a request (a void, an
+// expiry) and announces it.
+func (r *run) decideApproval(a ledger.ApprovalRequest, decision, reason, by string) error {
+	e := r.newEvent(ledger.KindApprovalDecision)
+	e.ApprovalDecision = &ledger.ApprovalDecision{ApprovalID: a.ApprovalID, Decision: decision, Reason: reason, By: by}
+	if err := r.append(e); err != nil {
+		return err
+	}
+	r.h.unindexApproval(r.sessionID, a.ApprovalID)
+	p := r.h.pendingOf(r.sessionID, r.id, time.Time{}, a)
+	info := p.info(ledger.ApprovalState(""))
+	info.State, info.Token = ledger.ApprovalStateOf(decision), ""
+	r.publish(Progress{Type: ProgressApprovalDecided, Approval: info})
 	return nil
 }
 

@@ -36,7 +36,8 @@ type Approval struct {
 	Answered bool
 }
 
-func stateOf(decision string) ApprovalState {
+// ApprovalStateOf returns the state a decision puts its request in.
+func ApprovalStateOf(decision string) ApprovalState {
 	switch decision {
 	case DecisionApprove:
 		return ApprovalApproved
@@ -52,7 +53,8 @@ func stateOf(decision string) ApprovalState {
 // Approvals returns the approval requests of a run (of every run when
 // runID is ""), in the order they were made, each with its state. A
 // decision on an unknown request is ignored; only the first decision on a
-// request counts.
+// request counts, except a void after an approval (the policy changed
+// before the call ran).
 func Approvals(events []Event, runID string) []Approval {
 	var out []Approval
 	idx := map[string]int{} // approval id → index in out
@@ -67,11 +69,17 @@ func Approvals(events []Event, runID string) []Approval {
 			out = append(out, Approval{RunID: e.RunID, Request: *e.ApprovalRequest, RequestedAt: e.Time, State: ApprovalPending})
 		case e.ApprovalDecision != nil:
 			i, ok := idx[e.ApprovalDecision.ApprovalID]
-			if !ok || out[i].Decision != nil {
+			if !ok {
+				continue
+			}
+			// Only the first decision counts — but the host voids an
+			// approval whose policy changed before the call ran.
+			if prev := out[i].Decision; prev != nil &&
+				(prev.Decision != DecisionApprove || e.ApprovalDecision.Decision != DecisionVoid) {
 				continue
 			}
 			d := *e.ApprovalDecision
-			out[i].Decision, out[i].DecidedAt, out[i].State = &d, e.Time, stateOf(d.Decision)
+			out[i].Decision, out[i].DecidedAt, out[i].State = &d, e.Time, ApprovalStateOf(d.Decision)
 		case e.ToolResult != nil:
 			answered[e.ToolResult.CallID] = true
 		}

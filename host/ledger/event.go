@@ -355,6 +355,10 @@ const (
 	RunFailed      RunStatus = "failed"
 	RunTimedOut    RunStatus = "timed_out"
 	RunInterrupted RunStatus = "interrupted"
+	// RunApprovalRequired is the state of a run parked until people
+	// decide its pending approval requests. It is never a run-end's
+	// status: a parked run has not ended.
+	RunApprovalRequired RunStatus = "approval_required"
 )
 
 // RunEnd closes a run.

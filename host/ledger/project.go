@@ -366,7 +366,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 			if at, ok := callIdx[callID]; ok {
 				if c := &t.Items[at[0]].ToolCalls[at[1]]; c.ApprovalID == d.ApprovalID && c.Approval == ApprovalPending {
-					c.Approval = stateOf(d.Decision)
+					c.Approval = ApprovalStateOf(d.Decision)
 				}
 			}
 		case KindRunEnd:

@@ -1,0 +1,436 @@
+package host
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Approvals: a tool call a policy does not allow at once waits for a
+// person. Its run records an approval-request and parks — no goroutine,
+// lease or model request is held — and continues, on whichever host, once
+// every such call of the pass is decided (Session.Decide).
+
+// ApprovalDecision is a person's decision on an approval request.
+type ApprovalDecision struct {
+	// Approve lets the call run; false denies it.
+	Approve bool
+	// Reason explains the decision (the model is told a denial's).
+	Reason string
+	// By names who decided.
+	By string
+}
+
+// PendingApproval is an approval request waiting for a decision.
+type PendingApproval struct {
+	SessionID  string `json:"session_id"`
+	RunID      string `json:"run_id"`
+	ApprovalID string `json:"approval_id"`
+	CallID     string `json:"call_id"`
+	// Tool is the tool the call is for, Effect its declared effect.
+	Tool   string `json:"tool"`
+	Effect string `json:"effect,omitempty"`
+	// Input is the call's arguments.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Summary describes the call for a person; Reason is the policy's.
+	Summary string `json:"summary,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Policy names the policy that asked.
+	Policy string `json:"policy,omitempty"`
+	// RequestedAt and ExpiresAt bound the request's life.
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	// Token decides the request with [Session.DecideWithToken].
+	Token string `json:"token,omitempty"`
+}
+
+// verdictOf is what became of one call: the policies' combined decision,
+// and the name of the policy that made it.
+type verdictOf struct {
+	Decision
+	policy string
+}
+
+// decideCall asks the agent's policies about a call (DefaultPolicy when
+// it names none), combines their verdicts — deny beats require_approval
+// beats allow — and applies the tool's ApprovalMode. A policy that fails,
+// panics or runs out of time denies the call, saying so.
+func (r *run) decideCall(spec ToolSpec, c ledger.ToolCall, input json.RawMessage) verdictOf {
+	policies := r.agent.Policies
+	if len(policies) == 0 {
+		policies = []Policy{DefaultPolicy}
+	}
+	req := PolicyRequest{Tool: spec, CallID: c.ID, Input: input, SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name}
+	best := verdictOf{Decision: Decision{Verdict: Allow}}
+	for i, p := range policies {
+		d := r.askPolicy(p, req)
+		if i == 0 || d.Verdict.rank() > best.Verdict.rank() {
+			best = d
+		}
+	}
+	switch r.agent.ToolApprovals[spec.Name] {
+	case ApproveNever:
+		best = verdictOf{Decision: Decision{Verdict: Deny, Reason: "the tool is never allowed for this agent"}, policy: "tool-approvals"}
+	case ApproveAlways:
+		if best.Verdict != Deny {
+			best = verdictOf{Decision: Decision{Verdict: Allow, Reason: "the tool is always allowed for this agent"}, policy: "tool-approvals"}
+		}
+	case ApproveAsk:
+		if best.Verdict == Allow {
+			best = verdictOf{Decision: Decision{Verdict: RequireApproval, Reason: "the agent asks a person for every call of the tool"}, policy: "tool-approvals"}
+		}
+	}
+	if best.Verdict == RequireApproval && best.Summary == "" {
+		best.Summary = fmt.Sprintf("%s %s", spec.Name, compactInput(input, 200))
+	}
+	return best
+}
+
+// askPolicy runs one policy within the agent's PolicyTimeout. Anything but
+// a verdict denies.
+func (r *run) askPolicy(p Policy, req PolicyRequest) (v verdictOf) {
+	name := p.Name()
+	v.policy = name
+	ctx, cancel := context.WithTimeout(r.ctx, r.agent.PolicyTimeout)
+	defer cancel()
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.h.log.Error("policy panicked", "session", r.sessionID, "run", r.id, "policy", name, "panic", rec, "stack", string(debug.Stack()))
+			v.Decision = Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s failed: it panicked: %v", name, rec)}
+		}
+	}()
+	d, err := p.Decide(ctx, req)
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("it did not decide within %s", r.agent.PolicyTimeout)
+	}
+	switch {
+	case err != nil:
+		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s failed: %s", name, truncate(err.Error(), 1000)), Source: d.Source}, policy: name}
+	case d.Verdict != Allow && d.Verdict != RequireApproval && d.Verdict != Deny:
+		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s answered %q, which is no verdict", name, d.Verdict), Source: d.Source}, policy: name}
+	}
+	d.Reason, d.Summary = truncate(d.Reason, 4000), truncate(d.Summary, 4000)
+	return verdictOf{Decision: d, policy: name}
+}
+
+// pendingOf describes a request, with its token.
+func (h *Host) pendingOf(sessionID, runID string, at time.Time, a ledger.ApprovalRequest) PendingApproval {
+	return PendingApproval{SessionID: sessionID, RunID: runID, ApprovalID: a.ApprovalID, CallID: a.CallID,
+		Tool: a.Name, Effect: a.Effect, Input: a.Input, Summary: a.Summary, Reason: a.Reason, Policy: a.Policy,
+		RequestedAt: at, ExpiresAt: a.ExpiresAt, Token: mintToken(h.secret, h.tenant, sessionID, runID, a)}
+}
+
+// info is the request as a progress event carries it.
+func (p PendingApproval) info(state ledger.ApprovalState) *ApprovalInfo {
+	return &ApprovalInfo{ApprovalID: p.ApprovalID, CallID: p.CallID, Tool: p.Tool, Input: p.Input, Summary: p.Summary,
+		Reason: p.Reason, State: state, ExpiresAt: p.ExpiresAt, Token: p.Token}
+}
+
+// approvalIndex is the storage.KV namespace of the inbox: one key per
+// pending request, "session/approval", whose value is the request
+// (without its token). The ledgers are the truth: PendingApprovals checks
+// each entry against its session's ledger and drops stale ones.
+func (h *Host) approvalIndex() string { return "approvals:" + h.tenant }
+
+func approvalKey(sessionID, approvalID string) string { return sessionID + "/" + approvalID }
+
+// indexApproval adds a pending request to the inbox. A failure is logged:
+// the ledger holds the request, and the next sweep indexes it again.
+func (h *Host) indexApproval(p PendingApproval) {
+	if h.approvalKV == nil {
+		return
+	}
+	p.Token = ""
+	b, _ := json.Marshal(p)
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeouts.Append)
+	defer cancel()
+	if err := h.approvalKV.Set(ctx, h.approvalIndex(), approvalKey(p.SessionID, p.ApprovalID), b); err != nil {
+		h.log.Warn("cannot index the approval request", "session", p.SessionID, "approval", p.ApprovalID, "err", err)
+	}
+}
+
+// unindexApproval removes a request from the inbox.
+func (h *Host) unindexApproval(sessionID, approvalID string) {
+	if h.approvalKV == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeouts.Append)
+	defer cancel()
+	if err := h.approvalKV.Delete(ctx, h.approvalIndex(), approvalKey(sessionID, approvalID)); err != nil {
+		h.log.Warn("cannot remove the approval request from the inbox", "session", sessionID, "approval", approvalID, "err", err)
+	}
+}
+
+// PendingApprovals returns the approval requests waiting for a decision
+// in every session of the host's storage, oldest first, each with its
+// token. It reads the inbox the host keeps in its storage (which must
+// implement storage.KV, as every built-in one does), not every ledger, and
+// checks each entry against its session's ledger.
+func (h *Host) PendingApprovals(ctx context.Context) ([]PendingApproval, error) {
+	if h.approvalKV == nil {
+		return nil, errors.New("host: PendingApprovals needs a storage that keeps values (storage.KV)")
+	}
+	keys, err := h.approvalKV.Keys(ctx, h.approvalIndex())
+	if err != nil {
+		return nil, fmt.Errorf("host: read the inbox: %w", err)
+	}
+	sessions := map[string]map[string]ledger.Approval{}
+	var out []PendingApproval
+	for _, k := range keys {
+		sessionID, approvalID, ok := strings.Cut(k, "/")
+		if !ok {
+			continue
+		}
+		pending, seen := sessions[sessionID]
+		if !seen {
+			events, err := h.Session(sessionID).Events(ctx)
+			if err != nil {
+				return nil, err
+			}
+			pending = map[string]ledger.Approval{}
+			for _, a := range ledger.PendingApprovals(events) {
+				pending[a.Request.ApprovalID] = a
+			}
+			sessions[sessionID] = pending
+		}
+		a, ok := pending[approvalID]
+		if !ok {
+			h.unindexApproval(sessionID, approvalID) // decided meanwhile, or never recorded
+			continue
+		}
+		out = append(out, h.pendingOf(sessionID, a.RunID, a.RequestedAt, a.Request))
+	}
+	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	return out, nil
+}
+
+// Decide records a person's decision on the session's approval request
+// approvalID, and then, once no other request of its run is pending,
+// continues the run — in this host, which takes the session's lease (on a
+// shared storage, whichever host decides continues the run). Approved,
+// the call runs (after the policy is asked again: if its code changed
+// since it asked, the approval is void and the call asked about again);
+// denied, the model is told, and the run goes on. The returned Run
+// follows the continued run (Wait, Subscribe); while other requests of the
+// run are pending, its Wait answers at once with status
+// approval_required.
+//
+// A request decided already fails with [ErrApprovalDecided]; one that
+// expired with [ErrApprovalExpired] (the call is then refused as expired,
+// and the run goes on); an unknown one with [ErrApprovalNotFound]. These
+// change nothing else.
+func (s *Session) Decide(ctx context.Context, approvalID string, d ApprovalDecision) (*Run, error) {
+	return s.decide(ctx, approvalID, d, nil)
+}
+
+// DecideWithToken is Decide for a holder of the request's token (see
+// [PendingApproval.Token]) rather than a caller the application trusts:
+// the token must be one this host's secret signed, for this tenant, this
+// session and a request recorded exactly as it was when the token was
+// minted (the run, the call, the tool, its input's digest, the policy's
+// code, the expiry). A token that is not one, or does not match the
+// recorded request, fails with [ErrApprovalTokenInvalid]; one of another
+// tenant or session with [ErrApprovalTokenMismatch]. Nothing changes on
+// these errors.
+func (s *Session) DecideWithToken(ctx context.Context, token string, d ApprovalDecision) (*Run, error) {
+	claims, mac, err := parseToken(token)
+	if err != nil {
+		return nil, err
+	}
+	if claims.Tenant != s.h.tenant || claims.SessionID != s.id {
+		return nil, fmt.Errorf("%w: it is for tenant %q, session %q", ErrApprovalTokenMismatch, claims.Tenant, claims.SessionID)
+	}
+	check := func(runID string, a ledger.ApprovalRequest) error {
+		if !hmac.Equal(mac, approvalMAC(s.h.secret, s.h.tenant, s.id, runID, a)) {
+			return fmt.Errorf("%w: its signature does not match approval request %s as recorded", ErrApprovalTokenInvalid, a.ApprovalID)
+		}
+		return nil
+	}
+	return s.decide(ctx, claims.ApprovalID, d, check)
+}
+
+// decide is Decide, checking the request with check (when set) before
+// anything is recorded.
+func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecision, check func(runID string, a ledger.ApprovalRequest) error) (*Run, error) {
+	h := s.h
+	var refused error
+	prepare := func(events []ledger.Event) ([]ledger.Event, error) {
+		var found *ledger.Approval
+		for _, a := range ledger.Approvals(events, "") {
+			if a.Request.ApprovalID == approvalID {
+				found = &a
+				break
+			}
+		}
+		if found == nil {
+			return nil, fmt.Errorf("%w: %s in session %s", ErrApprovalNotFound, approvalID, s.id)
+		}
+		if check != nil {
+			if err := check(found.RunID, found.Request); err != nil {
+				return nil, err
+			}
+		}
+		if found.State != ledger.ApprovalPending || found.Answered {
+			return nil, fmt.Errorf("%w: %s is %s", ErrApprovalDecided, approvalID, found.State)
+		}
+		now := time.Now().UTC()
+		decision, reason := ledger.DecisionDeny, truncate(d.Reason, 4000)
+		if d.Approve {
+			decision = ledger.DecisionApprove
+		}
+		if exp := found.Request.ExpiresAt; !exp.IsZero() && now.After(exp) {
+			decision, reason = ledger.DecisionExpire, "nobody decided before "+exp.Format(time.RFC3339)
+			refused = fmt.Errorf("%w: at %s", ErrApprovalExpired, exp.Format(time.RFC3339))
+		}
+		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindApprovalDecision, Time: now, RunID: found.RunID,
+			ApprovalDecision: &ledger.ApprovalDecision{ApprovalID: approvalID, Decision: decision, Reason: reason, By: truncate(d.By, 200)}}
+		return []ledger.Event{e}, nil
+	}
+	r, err := h.continueParked(ctx, s.id, prepare)
+	if refused != nil && err == nil {
+		err = refused
+	}
+	return r, err
+}
+
+// continueParked records what prepare returns (decisions on approval
+// requests; an error refuses, and nothing is recorded) under the session's
+// claim and lease, then continues its parked run when no request of it is
+// pending any more. It returns a handle on the run that continues, or one
+// that answers at once with status approval_required when the run still
+// waits.
+func (h *Host) continueParked(ctx context.Context, id string, prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, error) {
+	r, res, err := h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	switch {
+	case r != nil:
+		return r, nil
+	case errors.Is(err, errParked):
+		return &Run{h: h, sess: h.Session(id), msgID: res.MessageID, w: answeredWaiter(res)}, nil
+	case err != nil && !errors.Is(err, errReconciled):
+		return nil, err
+	}
+	return &Run{h: h, sess: h.Session(id), msgID: res.MessageID, w: answeredWaiter(res)}, nil
+}
+
+// parkedResult is what a parked run's callers get: status
+// approval_required, and the requests it waits on.
+func (h *Host) parkedResult(sessionID string, events []ledger.Event, runID string) RunResult {
+	view, _ := ledger.ProjectRun(events, runID)
+	res := RunResult{Status: ledger.RunApprovalRequired, Reason: "waiting for approval", Text: view.Text, RunID: runID,
+		ResponseID: view.ResponseID, Usage: view.Usage, Cost: view.Cost}
+	if n := len(view.Inputs); n > 0 {
+		res.MessageID = view.Inputs[n-1]
+	}
+	for _, a := range view.Approvals {
+		if a.State == ledger.ApprovalPending && !a.Answered {
+			res.Approvals = append(res.Approvals, h.pendingOf(sessionID, runID, a.RequestedAt, a.Request))
+		}
+	}
+	return res
+}
+
+// parkedRun returns the session's parked run, if its last open run is one.
+func parkedRun(events []ledger.Event) (string, bool) {
+	open := ledger.OpenRuns(events)
+	if len(open) == 0 {
+		return "", false
+	}
+	id := open[len(open)-1]
+	return id, ledger.Parked(events, id)
+}
+
+// announceDecisions takes the requests decided by events out of the inbox.
+// (The run that continues announces them to its subscribers.)
+func (h *Host) announceDecisions(sessionID string, events []ledger.Event) {
+	for _, e := range events {
+		if d := e.ApprovalDecision; d != nil {
+			h.unindexApproval(sessionID, d.ApprovalID)
+		}
+	}
+}
+
+// announceDecided publishes, as a run continues, the decisions on its
+// calls that are not answered yet.
+func (r *run) announceDecided() {
+	answered := map[string]bool{}
+	events := r.view()
+	for _, e := range events {
+		if e.ToolResult != nil {
+			answered[e.ToolResult.CallID] = true
+		}
+	}
+	for _, a := range ledger.Approvals(events, r.id) {
+		if a.State == ledger.ApprovalPending || answered[a.Request.CallID] {
+			continue
+		}
+		info := r.h.pendingOf(r.sessionID, r.id, a.RequestedAt, a.Request).info(a.State)
+		info.Token = ""
+		r.publish(Progress{Type: ProgressApprovalDecided, Approval: info})
+	}
+}
+
+// cancelParked ends the session's parked run as cancelled: its pending
+// requests denied, its calls without a result answered so, then its end.
+// It reports whether it did.
+func (h *Host) cancelParked(sessionID, reason string) bool {
+	if reason == "" {
+		reason = "cancelled"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeouts.Append)
+	defer cancel()
+	did := false
+	prepare := func(events []ledger.Event) ([]ledger.Event, error) {
+		runID, parked := parkedRun(events)
+		if !parked {
+			return nil, ErrNothingToResume
+		}
+		now := time.Now().UTC()
+		ev := func(kind ledger.Kind) ledger.Event {
+			return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: now, RunID: runID}
+		}
+		var out []ledger.Event
+		for _, a := range ledger.PendingApprovals(events) {
+			if a.RunID != runID {
+				continue
+			}
+			e := ev(ledger.KindApprovalDecision)
+			e.ApprovalDecision = &ledger.ApprovalDecision{ApprovalID: a.Request.ApprovalID, Decision: ledger.DecisionDeny, Reason: "the run was cancelled: " + reason}
+			out = append(out, e)
+		}
+		view, _ := ledger.ProjectRun(events, runID)
+		answered := map[string]bool{}
+		for _, res := range view.Results {
+			answered[res.CallID] = true
+		}
+		if n := len(view.Steps); n > 0 {
+			for _, c := range view.Steps[n-1].ToolCalls {
+				if !answered[c.ID] {
+					e := ev(ledger.KindToolResult)
+					e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true,
+						Output: "error: the run was cancelled before this tool call ran"}
+					out = append(out, e)
+				}
+			}
+		}
+		end := ev(ledger.KindRunEnd)
+		end.RunEnd = &ledger.RunEnd{Status: ledger.RunCancelled, Reason: reason}
+		did = true
+		return append(out, end), nil
+	}
+	_, _, err := h.resume(ctx, sessionID, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	if err != nil && !errors.Is(err, ErrNothingToResume) {
+		h.log.Warn("cannot cancel the parked run", "session", sessionID, "err", err)
+		if errors.Is(err, errNotRecorded) {
+			return false
+		}
+	}
+	return did
+}

@@ -1,0 +1,441 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// publishTool is a tool with an external effect that counts its runs.
+func publishTool(runs *atomic.Int64) host.Tool {
+	return host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}}}`)},
+		func(_ context.Context, c host.ToolCall) (host.ToolResult, error) {
+			runs.Add(1)
+			return host.ToolResult{Output: "published " + string(c.Input)}, nil
+		})
+}
+
+func lookupTool(runs *atomic.Int64) host.Tool {
+	return host.NewTool(host.ToolSpec{Name: "lookup", Effect: host.EffectRead}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		runs.Add(1)
+		return host.ToolResult{Output: "found"}, nil
+	})
+}
+
+var approvalSecret = []byte("0123456789abcdef0123456789abcdef")
+
+// approvalHost builds a host whose model first asks for calls, then
+// answers from the tool results (hosttest's default reply).
+func approvalHost(t *testing.T, store storage.Storage, agent host.Agent, calls ...hosttest.ToolCall) *hosttest.Harness {
+	t.Helper()
+	hs := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: approvalSecret})
+	if len(calls) > 0 {
+		hs.Model.Enqueue(hosttest.Reply{ToolCalls: calls})
+	}
+	return hs
+}
+
+// TestApprovalParksAndContinues: by default a call with an external effect
+// waits for a person: the run parks durably (no run-end, approval_required
+// in the transcript, listed in the inbox, a restarted host's boot sweep
+// leaves it alone), and Decide continues it — the tool runs once, and the
+// model's answer closes the run. A call the policy allows in the same
+// pass runs before the run parks; a message sent while it waits is
+// queued and answered by the continuation.
+func TestApprovalParksAndContinues(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	var published, looked atomic.Int64
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published), lookupTool(&looked)}}
+	hs := approvalHost(t, store, agent, hosttest.ToolCall{Name: "lookup", Arguments: `{}`}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+	sess := hs.Host.Session("s")
+	var progress []host.Progress
+	res, err := sess.Send(ctx, "publish it", host.SendOptions{OnProgress: func(p host.Progress) { progress = append(progress, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 1 || res.Approvals[0].Tool != "publish" || res.Approvals[0].Token == "" {
+		t.Fatalf("result %+v, want approval_required with one request", res)
+	}
+	if published.Load() != 0 || looked.Load() != 1 {
+		t.Fatalf("published %d, looked %d: want the lookup run and the publish waiting", published.Load(), looked.Load())
+	}
+	requested := false
+	for _, p := range progress {
+		if p.Type == host.ProgressApprovalRequested && p.Approval.Tool == "publish" && p.Approval.Token != "" && p.RunID == res.RunID && p.SessionID == "s" {
+			requested = true
+		}
+	}
+	if !requested {
+		t.Error("no approval-requested progress event")
+	}
+	events := hs.Events("s")
+	if hosttest.CountKind(events, ledger.KindRunEnd) != 0 || !ledger.Parked(events, res.RunID) {
+		t.Fatalf("the run is not parked: %s", hosttest.Kinds(events))
+	}
+	tr, _ := sess.Transcript(ctx)
+	last := tr.Items[len(tr.Items)-1]
+	if last.Status != ledger.StatusApprovalRequired || last.ToolCalls[1].Status != ledger.ToolApprovalRequired || last.ToolCalls[1].Approval != ledger.ApprovalPending {
+		t.Fatalf("transcript item %+v", last)
+	}
+	inbox, err := hs.Host.PendingApprovals(ctx)
+	if err != nil || len(inbox) != 1 || inbox[0].ApprovalID != res.Approvals[0].ApprovalID || inbox[0].SessionID != "s" {
+		t.Fatalf("inbox %+v, %v", inbox, err)
+	}
+
+	// A message sent meanwhile waits, queued.
+	queued, err := sess.Send(ctx, "and another thing", host.SendOptions{})
+	if err != nil || queued.Status != ledger.RunApprovalRequired || queued.RunID != res.RunID {
+		t.Fatalf("a send while parked: %+v, %v", queued, err)
+	}
+
+	// Another host on the same storage, as after a restart: its boot
+	// sweep does not treat the parked run as interrupted.
+	hs2 := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: approvalSecret, AutoResume: &host.AutoResume{}})
+	<-hs2.Host.SweepDone()
+	if rep := hs2.Host.LastSweep(); rep.Parked != 1 || rep.Resumed != 0 {
+		t.Fatalf("boot sweep %+v, want the parked session left alone", rep)
+	}
+	if published.Load() != 0 {
+		t.Fatal("the sweep ran the call")
+	}
+
+	run, err := hs2.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := run.Wait(ctx)
+	if err != nil || final.Status != ledger.RunCompleted {
+		t.Fatalf("after approval: %+v, %v", final, err)
+	}
+	if published.Load() != 1 {
+		t.Fatalf("published %d times, want once", published.Load())
+	}
+	events = hs.Events("s")
+	if !strings.Contains(hosttest.Kinds(events), "approval-decision tool-start tool-result step run-end") {
+		t.Fatalf("ledger: %s", hosttest.Kinds(events))
+	}
+	if hosttest.CountKind(events, ledger.KindResumeAttempt) != 0 {
+		t.Error("continuing after a decision was counted as a resume attempt")
+	}
+	if _, err := hs2.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalDecided) {
+		t.Fatalf("a second decision: %v", err)
+	}
+	if inbox, _ := hs.Host.PendingApprovals(ctx); len(inbox) != 0 {
+		t.Fatalf("inbox after the decision: %+v", inbox)
+	}
+	// The queued message was folded into the continued run.
+	msgRun := ledger.RunOfMessage(events, queued.MessageID)
+	if msgRun != res.RunID {
+		t.Errorf("the queued message was answered by run %q, want the continued run %s", msgRun, res.RunID)
+	}
+	tr, _ = sess.Transcript(ctx)
+	for _, it := range tr.Items {
+		for _, c := range it.ToolCalls {
+			if c.Name == "publish" && (c.Status != ledger.ToolDone || c.Approval != ledger.ApprovalApproved) {
+				t.Errorf("the publish call shows %s, %s", c.Status, c.Approval)
+			}
+		}
+	}
+}
+
+// TestApprovalDenied: a denial is a normal branch: the model gets a result
+// saying who denied it and why, and the run completes.
+func TestApprovalDenied(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	hs := approvalHost(t, nil, host.Agent{Tools: []host.Tool{publishTool(&published)}}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+	res, err := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("%+v %v", res, err)
+	}
+	run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: false, Reason: "not today", By: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := run.Wait(ctx)
+	if err != nil || final.Status != ledger.RunCompleted || !strings.Contains(final.Text, "a person denied this call (bob): not today") {
+		t.Fatalf("after the denial: %+v, %v", final, err)
+	}
+	if published.Load() != 0 {
+		t.Fatal("a denied call ran")
+	}
+}
+
+// TestPolicies: deny beats require_approval beats allow; a policy that
+// fails, panics or runs out of time denies (never allows); ToolApprovals
+// override: never denies, always runs without asking (a deny stands), ask
+// asks even what the policies allow.
+func TestPolicies(t *testing.T) {
+	ctx := context.Background()
+	verdict := func(v host.Verdict) host.Policy {
+		return host.PolicyFunc(string(v), func(context.Context, host.PolicyRequest) (host.Decision, error) {
+			return host.Decision{Verdict: v, Reason: "says " + string(v)}, nil
+		})
+	}
+	failing := host.PolicyFunc("broken", func(context.Context, host.PolicyRequest) (host.Decision, error) {
+		return host.Decision{}, errors.New("it trapped")
+	})
+	panicking := host.PolicyFunc("panicky", func(context.Context, host.PolicyRequest) (host.Decision, error) { panic("boom") })
+	slow := host.PolicyFunc("slow", func(ctx context.Context, _ host.PolicyRequest) (host.Decision, error) {
+		<-ctx.Done()
+		return host.Decision{Verdict: host.Allow}, nil // too late: the deadline passed
+	})
+	for _, tc := range []struct {
+		name      string
+		policies  []host.Policy
+		overrides map[string]host.ApprovalMode
+		want      string // "ran", "parked", or a denial's text
+	}{
+		{"allow", []host.Policy{verdict(host.Allow)}, nil, "ran"},
+		{"require beats allow", []host.Policy{verdict(host.Allow), verdict(host.RequireApproval)}, nil, "parked"},
+		{"deny beats require", []host.Policy{verdict(host.RequireApproval), verdict(host.Deny), verdict(host.Allow)}, nil, "denied by policy deny: says deny"},
+		{"failing", []host.Policy{verdict(host.Allow), failing}, nil, "policy broken failed: it trapped"},
+		{"panicking", []host.Policy{panicking}, nil, "policy panicky failed: it panicked: boom"},
+		{"timing out", []host.Policy{slow}, nil, "policy slow failed"},
+		{"never", []host.Policy{verdict(host.Allow)}, map[string]host.ApprovalMode{"publish": host.ApproveNever}, "never allowed"},
+		{"always", nil, map[string]host.ApprovalMode{"publish": host.ApproveAlways}, "ran"},
+		{"always, but a deny stands", []host.Policy{verdict(host.Deny)}, map[string]host.ApprovalMode{"publish": host.ApproveAlways}, "says deny"},
+		{"ask", []host.Policy{verdict(host.Allow)}, map[string]host.ApprovalMode{"publish": host.ApproveAsk}, "parked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var published atomic.Int64
+			agent := host.Agent{Tools: []host.Tool{publishTool(&published)}, Policies: tc.policies, ToolApprovals: tc.overrides,
+				PolicyTimeout: 50 * time.Millisecond}
+			hs := approvalHost(t, nil, agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+			res, err := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch tc.want {
+			case "ran":
+				if res.Status != ledger.RunCompleted || published.Load() != 1 {
+					t.Fatalf("%+v, published %d", res, published.Load())
+				}
+			case "parked":
+				if res.Status != ledger.RunApprovalRequired || published.Load() != 0 {
+					t.Fatalf("%+v, published %d", res, published.Load())
+				}
+			default:
+				if res.Status != ledger.RunCompleted || published.Load() != 0 || !strings.Contains(res.Text, tc.want) {
+					t.Fatalf("%+v, published %d; want a denial with %q", res, published.Load(), tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestApprovalTokens: a token decides exactly the request it was minted
+// for, once, before it expires; every other use is refused with its own
+// error and changes nothing.
+func TestApprovalTokens(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published)}}
+	park := func(t *testing.T, hs *hosttest.Harness, session string) host.RunResult {
+		t.Helper()
+		hs.Model.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{"title":"Hi"}`}}})
+		res, err := hs.Host.Session(session).Send(ctx, "publish it", host.SendOptions{})
+		if err != nil || res.Status != ledger.RunApprovalRequired {
+			t.Fatalf("%+v %v", res, err)
+		}
+		return res
+	}
+	store := memory.New()
+	hs := approvalHost(t, store, agent)
+	a, b := park(t, hs, "a"), park(t, hs, "b")
+	tokA, tokB := a.Approvals[0].Token, b.Approvals[0].Token
+	unchanged := func(t *testing.T, what string) {
+		t.Helper()
+		for _, id := range []string{"a", "b"} {
+			if ev := hs.Events(id); hosttest.CountKind(ev, ledger.KindApprovalDecision) != 0 {
+				t.Fatalf("%s: session %s has a decision", what, id)
+			}
+		}
+	}
+
+	forged := tokA[:len(tokA)-4] + "AAAA"
+	for _, tc := range []struct {
+		name    string
+		session string
+		token   string
+		want    error
+	}{
+		{"forged", "a", forged, host.ErrApprovalTokenInvalid},
+		{"garbage", "a", "not-a-token", host.ErrApprovalTokenInvalid},
+		{"another session's", "a", tokB, host.ErrApprovalTokenMismatch},
+	} {
+		if _, err := hs.Host.Session(tc.session).DecideWithToken(ctx, tc.token, host.ApprovalDecision{Approve: true}); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		unchanged(t, tc.name)
+	}
+	// Another tenant's host, same secret and storage.
+	other := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: approvalSecret, Tenant: "globex"})
+	if _, err := other.Host.Session("a").DecideWithToken(ctx, tokA, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalTokenMismatch) {
+		t.Errorf("another tenant's: %v", err)
+	}
+	// Another secret: the signature does not match.
+	stranger := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: []byte(strings.Repeat("x", 32))})
+	if _, err := stranger.Host.Session("a").DecideWithToken(ctx, tokA, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalTokenInvalid) {
+		t.Errorf("another secret's: %v", err)
+	}
+	unchanged(t, "other hosts")
+
+	run, err := hs.Host.Session("a").DecideWithToken(ctx, tokA, host.ApprovalDecision{Approve: true, By: "link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := run.Wait(ctx); err != nil || res.Status != ledger.RunCompleted || published.Load() != 1 {
+		t.Fatalf("approved by token: %+v, %v, published %d", res, err, published.Load())
+	}
+	if _, err := hs.Host.Session("a").DecideWithToken(ctx, tokA, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalDecided) {
+		t.Errorf("replayed: %v", err)
+	}
+	if published.Load() != 1 {
+		t.Fatal("the replay ran the call again")
+	}
+}
+
+// TestApprovalTampered: a request whose recorded input digest was changed
+// in the ledger no longer matches its token; and a call whose input does
+// not match the digest it was approved for is refused, not run.
+func TestApprovalTampered(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published)}}
+	store := memory.New()
+	hs := approvalHost(t, store, agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+	res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+	tok := res.Approvals[0].Token
+
+	// A copy of the ledger whose request says another input digest.
+	tampered := memory.New()
+	for _, e := range hs.Events("s") {
+		if e.ApprovalRequest != nil {
+			a := *e.ApprovalRequest
+			a.InputDigest = ledger.InputDigest(`{"title":"Something else"}`)
+			e.ApprovalRequest = &a
+		}
+		if err := tampered.Append(ctx, "s", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ht := hosttest.New(t, host.Options{Storage: tampered, Agent: agent, ApprovalSecret: approvalSecret})
+	if _, err := ht.Host.Session("s").DecideWithToken(ctx, tok, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalTokenInvalid) {
+		t.Fatalf("a token for a tampered request: %v", err)
+	}
+	// Decided without the token, the tampered request does not run the
+	// call: its input is not the one the digest names.
+	run, err := ht.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := run.Wait(ctx)
+	if err != nil || published.Load() != 0 || !strings.Contains(final.Text, "not the one that was approved") {
+		t.Fatalf("%+v, %v, published %d", final, err, published.Load())
+	}
+}
+
+// TestApprovalPolicyChanged: when the policy's code changed between the
+// request and the decision, the approval is void and the call is asked
+// about again.
+func TestApprovalPolicyChanged(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	var source atomic.Value
+	source.Store("sha256:v1")
+	policy := host.PolicyFunc("guard", func(context.Context, host.PolicyRequest) (host.Decision, error) {
+		return host.Decision{Verdict: host.RequireApproval, Summary: "publish?", Source: source.Load().(string)}, nil
+	})
+	hs := approvalHost(t, nil, host.Agent{Tools: []host.Tool{publishTool(&published)}, Policies: []host.Policy{policy}},
+		hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+	res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+	source.Store("sha256:v2") // a new version of the policy is loaded
+	run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := run.Wait(ctx)
+	if err != nil || again.Status != ledger.RunApprovalRequired || len(again.Approvals) != 1 || again.Approvals[0].ApprovalID == res.Approvals[0].ApprovalID {
+		t.Fatalf("after the policy changed: %+v, %v; want a new request", again, err)
+	}
+	if published.Load() != 0 {
+		t.Fatal("a void approval ran the call")
+	}
+	approvals := ledger.Approvals(hs.Events("s"), res.RunID)
+	if len(approvals) != 2 || approvals[0].State != ledger.ApprovalVoid || approvals[1].Request.PolicySource != "sha256:v2" {
+		t.Fatalf("approvals %+v", approvals)
+	}
+	run, _ = hs.Host.Session("s").Decide(ctx, again.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if final, err := run.Wait(ctx); err != nil || final.Status != ledger.RunCompleted || published.Load() != 1 {
+		t.Fatalf("%+v, %v, published %d", final, err, published.Load())
+	}
+}
+
+// TestApprovalExpires: a request nobody decides in time is refused as
+// expired — by the sweep, or when a late decision comes — and the run goes
+// on.
+func TestApprovalExpires(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published)}, ApprovalTTL: time.Millisecond}
+	for _, how := range []string{"sweep", "late decision"} {
+		t.Run(how, func(t *testing.T) {
+			store := memory.New()
+			hs := approvalHost(t, store, agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+			res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+			time.Sleep(5 * time.Millisecond) // past the TTL
+			var final host.RunResult
+			if how == "sweep" {
+				h2 := hosttest.New(t, host.Options{Storage: store, Agent: agent, AutoResume: &host.AutoResume{}})
+				<-h2.Host.SweepDone()
+				events := hosttest.WaitLedger(t, store, "s", time.Minute, "the run's end", hosttest.Settled)
+				final = host.RunResult{Text: ledger.ProjectSession("s", events).Items[len(ledger.ProjectSession("s", events).Items)-1].Text}
+			} else {
+				run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+				if !errors.Is(err, host.ErrApprovalExpired) || run == nil {
+					t.Fatalf("a late decision: %v", err)
+				}
+				final, _ = run.Wait(ctx)
+			}
+			if published.Load() != 0 || !strings.Contains(final.Text, "nobody approved this call in time") {
+				t.Fatalf("%+v, published %d", final, published.Load())
+			}
+		})
+	}
+}
+
+// TestCancelParkedRun: Host.Cancel ends a parked run as cancelled and
+// answers its waiting calls.
+func TestCancelParkedRun(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	hs := approvalHost(t, nil, host.Agent{Tools: []host.Tool{publishTool(&published)}}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+	res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+	if !hs.Host.Cancel("s", "changed my mind") {
+		t.Fatal("Cancel reported nothing to cancel")
+	}
+	events := hs.Events("s")
+	view, _ := ledger.ProjectRun(events, res.RunID)
+	if !view.Ended || view.Status != ledger.RunCancelled || view.Reason != "changed my mind" || len(view.Results) != 1 {
+		t.Fatalf("run %+v", view)
+	}
+	if len(ledger.PendingApprovals(events)) != 0 || published.Load() != 0 {
+		t.Fatal("a request is still pending, or the call ran")
+	}
+	if hs.Host.Cancel("s", "again") {
+		t.Error("a second Cancel reported a cancellation")
+	}
+}
