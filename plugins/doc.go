@@ -9,7 +9,7 @@
 //     disk with Options.CacheDir) and provides the host functions.
 //   - [Module] is one compiled, described module bound to a tenant and its
 //     [Limits]. It serves its tools as [host.Tool] values, its validators
-//     as [Validator] and its policies as [Policy], from a bounded pool of
+//     as [host.Validator] and its policies as [host.Policy], from a bounded pool of
 //     instances: an Extism plugin instance is not safe for concurrent calls,
 //     and one that trapped, timed out or misbehaved is discarded.
 //   - [Registry] holds every tenant's modules and serves

@@ -85,3 +85,16 @@ func callTool(t testing.TB, m *plugins.Module, name, input string) (host.ToolRes
 func hostCall(name, input string) host.ToolCall {
 	return host.ToolCall{ID: "call-1", SessionID: "s1", Name: name, Input: json.RawMessage(input)}
 }
+
+// verdict is a validator's answer, for tests to read.
+type verdict struct {
+	OK     bool
+	Value  json.RawMessage
+	Errors []string
+}
+
+// validate checks deliverable with v as the host does.
+func validate(v host.Validator, deliverable string) (verdict, error) {
+	value, problems, err := v.Validate(context.Background(), json.RawMessage(deliverable))
+	return verdict{OK: err == nil && problems == nil, Value: value, Errors: problems}, err
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
@@ -284,11 +285,11 @@ func TestLiars(t *testing.T) {
 	t.Run("value", func(t *testing.T) {
 		m := load(t, rt, "liar", liarWasm(t, "VALUE"), plugins.Limits{})
 		v, _ := m.Validator("v")
-		res, err := v.Validate(context.Background(), json.RawMessage(`{"title":"ok"}`))
+		res, err := validate(v, `{"title":"ok"}`)
 		if !errors.Is(err, plugins.ErrMalformedOutput) || !strings.Contains(err.Error(), "does not match the validator's own schema") {
 			t.Fatalf("lying validator: %+v, %v", res, err)
 		}
-		res, err = v.Validate(context.Background(), json.RawMessage(`{"title":7}`))
+		res, err = validate(v, `{"title":7}`)
 		if err != nil || res.OK || len(res.Errors) != 1 || !strings.HasPrefix(res.Errors[0], "/title: ") {
 			t.Fatalf("invalid deliverable: %+v, %v", res, err)
 		}
@@ -312,7 +313,7 @@ func TestLiars(t *testing.T) {
 			t.Errorf("ok after the rest: %q %v", res.Output, err)
 		}
 		p, _ := m.Policy("p")
-		if _, err := p.Decide(context.Background(), plugins.PolicyRequest{Tool: "x", Effect: "read"}); !errors.Is(err, plugins.ErrMalformedOutput) || !strings.Contains(err.Error(), `unknown decision "maybe"`) {
+		if _, err := p.Decide(context.Background(), host.PolicyRequest{Tool: host.ToolSpec{Name: "x", Effect: "read"}}); !errors.Is(err, plugins.ErrMalformedOutput) || !strings.Contains(err.Error(), `unknown decision "maybe"`) {
 			t.Errorf("policy: %v", err)
 		}
 	})

@@ -101,7 +101,7 @@ func (m *Module) Tool(name string) (host.Tool, bool) {
 }
 
 // Validator returns the named validator.
-func (m *Module) Validator(name string) (Validator, bool) {
+func (m *Module) Validator(name string) (host.Validator, bool) {
 	v, ok := m.validators[name]
 	if !ok {
 		return nil, false
@@ -110,7 +110,7 @@ func (m *Module) Validator(name string) (Validator, bool) {
 }
 
 // Policy returns the named policy.
-func (m *Module) Policy(name string) (Policy, bool) {
+func (m *Module) Policy(name string) (host.Policy, bool) {
 	p, ok := m.policies[name]
 	if !ok {
 		return nil, false

@@ -504,7 +504,7 @@ func (r *Registry) tool(tenant, name string) *regTool {
 }
 
 // Validator returns a tenant's validator by name.
-func (r *Registry) Validator(tenant, name string) (Validator, bool) {
+func (r *Registry) Validator(tenant, name string) (host.Validator, bool) {
 	v := r.validator(tenant, name)
 	if v == nil {
 		return nil, false
@@ -520,7 +520,7 @@ func (r *Registry) validator(tenant, name string) *regValidator {
 }
 
 // Policy returns a tenant's policy by name.
-func (r *Registry) Policy(tenant, name string) (Policy, bool) {
+func (r *Registry) Policy(tenant, name string) (host.Policy, bool) {
 	p := r.policy(tenant, name)
 	if p == nil {
 		return nil, false
@@ -632,14 +632,14 @@ type regValidator struct {
 	v      *moduleValidator
 }
 
-func (v *regValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
+func (v *regValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
 	lookup := func() (*moduleValidator, bool) {
 		if rv := v.reg.validator(v.tenant, v.v.desc.Name); rv != nil {
 			return rv.v, true
 		}
 		return nil, false
 	}
-	return follow(v.v, lookup, func(mv *moduleValidator) (ValidationResult, error) { return mv.Validate(ctx, deliverable) })
+	return asHostVerdict(follow(v.v, lookup, func(mv *moduleValidator) (validation, error) { return mv.check(ctx, deliverable) }))(deliverable)
 }
 
 type regPolicy struct {
@@ -648,19 +648,22 @@ type regPolicy struct {
 	p      *modulePolicy
 }
 
-func (p *regPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
+// Name returns the policy's name.
+func (p *regPolicy) Name() string { return p.p.desc.Name }
+
+func (p *regPolicy) Decide(ctx context.Context, req host.PolicyRequest) (host.Decision, error) {
 	lookup := func() (*modulePolicy, bool) {
 		if rp := p.reg.policy(p.tenant, p.p.desc.Name); rp != nil {
 			return rp.p, true
 		}
 		return nil, false
 	}
-	return follow(p.p, lookup, func(mp *modulePolicy) (Decision, error) { return mp.Decide(ctx, req) })
+	return follow(p.p, lookup, func(mp *modulePolicy) (host.Decision, error) { return mp.Decide(ctx, req) })
 }
 
 var (
-	_ host.Toolset = tenantToolset{}
-	_ host.Tool    = (*regTool)(nil)
-	_ Validator    = (*regValidator)(nil)
-	_ Policy       = (*regPolicy)(nil)
+	_ host.Toolset   = tenantToolset{}
+	_ host.Tool      = (*regTool)(nil)
+	_ host.Validator = (*regValidator)(nil)
+	_ host.Policy    = (*regPolicy)(nil)
 )

@@ -2,7 +2,6 @@ package plugins_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -395,8 +394,8 @@ func TestHostileSchema(t *testing.T) {
 		t.Fatalf("deep input: %v", err)
 	}
 	v, _ := m.Validator("v")
-	res := within(t, time.Minute, "checking a deep deliverable", func() plugins.ValidationResult {
-		res, err := v.Validate(context.Background(), json.RawMessage(deep))
+	res := within(t, time.Minute, "checking a deep deliverable", func() verdict {
+		res, err := validate(v, deep)
 		if err != nil {
 			t.Error(err)
 		}
@@ -409,7 +408,7 @@ func TestHostileSchema(t *testing.T) {
 	if _, err := callTool(t, m, "t", shallow); err != nil {
 		t.Fatalf("shallow input: %v", err)
 	}
-	if res, err := v.Validate(context.Background(), json.RawMessage(shallow)); err != nil || !res.OK {
+	if res, err := validate(v, shallow); err != nil || !res.OK {
 		t.Fatalf("shallow deliverable: %+v, %v", res, err)
 	}
 	// A tighter budget refuses sooner.

@@ -12,16 +12,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Validator checks a deliverable. Plugins' validators implement it.
-type Validator interface {
-	// Validate checks deliverable (JSON). An invalid deliverable is a
-	// result with OK false, not an error; an error means the validator
-	// could not run or misbehaved.
-	Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error)
-}
-
-// ValidationResult is a validator's verdict.
-type ValidationResult struct {
+// validation is a validator's verdict, as a plugin's validate export
+// returns it.
+type validation struct {
 	// OK reports whether the deliverable is valid.
 	OK bool
 	// Value is the validated (possibly normalised) deliverable when OK.
@@ -29,54 +22,6 @@ type ValidationResult struct {
 	// Errors are "path: message" problems when not OK, the path a JSON
 	// Pointer into the deliverable, "(root)" for the whole of it.
 	Errors []string
-	// Source is the content hash of the module that decided.
-	Source string
-}
-
-// Policy decides whether a tool call may run. Plugins' policies implement
-// it.
-type Policy interface {
-	// Decide returns the verdict on a call about to run. An error means
-	// the policy could not decide; callers choose their own fallback
-	// (typically: require approval).
-	Decide(ctx context.Context, req PolicyRequest) (Decision, error)
-}
-
-// PolicyRequest is a tool call a policy decides on. The tenant is the
-// policy's own.
-type PolicyRequest struct {
-	// Tool is the name of the tool about to be called.
-	Tool string
-	// Effect is the tool's declared effect.
-	Effect host.Effect
-	// Input is the call's input, JSON.
-	Input json.RawMessage
-	// SessionID is the session calling.
-	SessionID string
-	// Agent is the agent calling.
-	Agent string
-}
-
-// Verdict is a policy's answer.
-type Verdict string
-
-// The verdicts.
-const (
-	Allow           Verdict = "allow"
-	RequireApproval Verdict = "require_approval"
-	Deny            Verdict = "deny"
-)
-
-// Decision is a policy's verdict with its reason.
-type Decision struct {
-	// Verdict is allow, require_approval or deny.
-	Verdict Verdict
-	// Reason explains the verdict.
-	Reason string
-	// Summary describes the call for a person asked to approve it.
-	Summary string
-	// Source is the content hash of the module that decided.
-	Source string
 }
 
 // moduleTool is a tool of a module: a host.Tool.
@@ -213,8 +158,8 @@ type validateRequest struct {
 // runs the plugin, then checks the value it returns against the schema
 // again (a plugin's value that does not match its own schema is malformed
 // output).
-func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMessage) (ValidationResult, error) {
-	res := ValidationResult{Source: v.mod.hash}
+func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage) (validation, error) {
+	res := validation{}
 	deliverable = bytes.TrimSpace(deliverable)
 	if problems := schemaProblems(v.schema, deliverable, maxProblems, v.mod.limits.MaxSchemaSteps); problems != nil {
 		res.Errors = problems
@@ -222,7 +167,7 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 	}
 	req, err := json.Marshal(validateRequest{Validator: v.desc.Name, Deliverable: deliverable})
 	if err != nil {
-		return res, &PluginError{Plugin: v.mod.name, Export: "validate", Name: v.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+		return validation{}, &PluginError{Plugin: v.mod.name, Export: "validate", Name: v.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
 	}
 	err = v.mod.invoke(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
 		var wire struct {
@@ -258,7 +203,7 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 		return nil
 	})
 	if err != nil {
-		return ValidationResult{Source: v.mod.hash}, err
+		return validation{}, err
 	}
 	return res, nil
 }
@@ -301,24 +246,28 @@ type decideRequest struct {
 	Agent     string          `json:"agent"`
 }
 
-// Decide runs the plugin's policy.
-func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, error) {
+// Name returns the policy's name.
+func (p *modulePolicy) Name() string { return p.desc.Name }
+
+// Decide runs the plugin's policy. The decision's Source is the module's
+// content hash.
+func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.Decision, error) {
 	w := decideRequest{Policy: p.desc.Name, Input: bytes.TrimSpace(r.Input), SessionID: r.SessionID, Tenant: p.mod.tenant, Agent: r.Agent}
-	w.Tool.Name, w.Tool.Effect = r.Tool, r.Effect
+	w.Tool.Name, w.Tool.Effect = r.Tool.Name, r.Tool.Effect
 	if len(w.Input) == 0 {
 		w.Input = json.RawMessage("{}")
 	}
 	req, err := json.Marshal(w)
 	if err != nil {
-		return Decision{}, &PluginError{Plugin: p.mod.name, Export: "decide", Name: p.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+		return host.Decision{}, &PluginError{Plugin: p.mod.name, Export: "decide", Name: p.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
 	}
-	d := Decision{Source: p.mod.hash}
+	d := host.Decision{Source: p.mod.hash}
 	err = p.mod.invoke(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {
 		var wire struct {
-			Decision *Verdict `json:"decision"`
-			Reason   string   `json:"reason"`
-			Summary  string   `json:"summary"`
-			Error    *string  `json:"error"`
+			Decision *host.Verdict `json:"decision"`
+			Reason   string        `json:"reason"`
+			Summary  string        `json:"summary"`
+			Error    *string       `json:"error"`
 		}
 		if err := strictJSON(out, &wire); err != nil {
 			return err
@@ -330,7 +279,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, e
 			return errMalformed(`no "decision" in %s`, snippet(out))
 		}
 		switch *wire.Decision {
-		case Allow, RequireApproval, Deny:
+		case host.Allow, host.RequireApproval, host.Deny:
 		default:
 			return errMalformed("unknown decision %q", *wire.Decision)
 		}
@@ -338,40 +287,37 @@ func (p *modulePolicy) Decide(ctx context.Context, r PolicyRequest) (Decision, e
 		return nil
 	})
 	if err != nil {
-		return Decision{Source: p.mod.hash}, err
+		return host.Decision{Source: p.mod.hash}, err
 	}
 	return d, nil
 }
 
-var (
-	_ host.Tool = (*moduleTool)(nil)
-	_ Validator = (*moduleValidator)(nil)
-	_ Policy    = (*modulePolicy)(nil)
-)
-
-// HostValidator makes a plugin validator usable where the host takes one
-// (host.TaskSpec.Validator): an invalid deliverable's Errors become the
-// problems the model is shown.
-func HostValidator(v Validator) host.Validator { return hostValidator{v} }
-
-type hostValidator struct{ v Validator }
-
-func (h hostValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
-	res, err := h.v.Validate(ctx, deliverable)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !res.OK {
-		if len(res.Errors) == 0 {
-			return nil, []string{"(root): the validator refused the deliverable without saying why"}, nil
-		}
-		return nil, res.Errors, nil
-	}
-	value := res.Value
-	if len(value) == 0 {
-		value = deliverable
-	}
-	return value, nil, nil
+// Validate checks a deliverable as the host asks (see [host.Validator]):
+// against the validator's schema, then by the plugin; an invalid one's
+// problems are what the model is shown.
+func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
+	return asHostVerdict(v.check(ctx, deliverable))(deliverable)
 }
 
-var _ host.Validator = hostValidator{}
+// asHostVerdict turns a plugin's verdict into the host's.
+func asHostVerdict(res validation, err error) func(json.RawMessage) (json.RawMessage, []string, error) {
+	return func(deliverable json.RawMessage) (json.RawMessage, []string, error) {
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case !res.OK && len(res.Errors) == 0:
+			return nil, []string{rootPath + ": the validator refused the deliverable without saying why"}, nil
+		case !res.OK:
+			return nil, res.Errors, nil
+		case len(res.Value) == 0:
+			return deliverable, nil, nil
+		}
+		return res.Value, nil, nil
+	}
+}
+
+var (
+	_ host.Tool      = (*moduleTool)(nil)
+	_ host.Validator = (*moduleValidator)(nil)
+	_ host.Policy    = (*modulePolicy)(nil)
+)

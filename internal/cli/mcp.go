@@ -188,7 +188,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	srvOpts := mcpserver.Options{Registry: reg, Tenant: *tenant, Approve: approve, Logger: logger}
 	var pol mcpserver.PluginPolicy
 	if polModule != "" {
-		pol = mcpserver.PluginPolicy{Registry: reg, Tenant: *tenant, Module: polModule, Name: polName}
+		pol = mcpserver.PluginPolicy{Registry: reg, Tenant: *tenant, Module: polModule, Policy: polName}
 		srvOpts.Policy = pol
 	}
 	srv, err = mcpserver.New(srvOpts)

@@ -310,14 +310,14 @@ func pluginCall(ctx context.Context, args []string, env Env) error {
 		if err := needJSON("deliverable"); err != nil {
 			return err
 		}
-		res, err := v.Validate(ctx, input)
+		value, problems, err := v.Validate(ctx, input)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
-		if err := pluginPrintJSON(env, map[string]any{"ok": res.OK, "value": res.Value, "errors": res.Errors}); err != nil {
+		if err := pluginPrintJSON(env, map[string]any{"ok": problems == nil, "value": value, "errors": problems}); err != nil {
 			return err
 		}
-		if !res.OK {
+		if problems != nil {
 			return fail(1, "invalid deliverable")
 		}
 		return nil
@@ -335,7 +335,7 @@ func pluginCall(ctx context.Context, args []string, env Env) error {
 		if err := json.Unmarshal(input, &req); err != nil {
 			return fail(2, "the policy input: %v (want {\"tool\":…,\"effect\":…,\"input\":…})", err)
 		}
-		d, err := p.Decide(ctx, plugins.PolicyRequest{Tool: req.Tool, Effect: req.Effect, Input: req.Input, SessionID: *session, Agent: req.Agent})
+		d, err := p.Decide(ctx, host.PolicyRequest{Tool: host.ToolSpec{Name: req.Tool, Effect: req.Effect}, Input: req.Input, SessionID: *session, Agent: req.Agent})
 		if err != nil {
 			return fail(1, "%v", err)
 		}

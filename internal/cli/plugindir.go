@@ -118,5 +118,5 @@ func loadValidator(spec string, env Env) (host.Validator, func(), error) {
 		closeAll()
 		return nil, nil, fmt.Errorf("%s has no validator %q", path, name)
 	}
-	return plugins.HostValidator(v), closeAll, nil
+	return v, closeAll, nil
 }

@@ -19,47 +19,40 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The policy types are the plugins package's today. When the host package
-// takes them over, these aliases (and PluginPolicy) are all that changes.
+// The policy types are the host's (plugins' policies implement them).
 type (
 	// PolicyRequest is a tool call a policy decides on.
-	PolicyRequest = plugins.PolicyRequest
+	PolicyRequest = host.PolicyRequest
 	// Decision is a policy's verdict with its reason.
-	Decision = plugins.Decision
+	Decision = host.Decision
 	// Verdict is allow, require_approval or deny.
-	Verdict = plugins.Verdict
+	Verdict = host.Verdict
+	// Policy decides whether a tool call may run. The request's Agent is
+	// the MCP client's name (clientInfo.name of its handshake), its
+	// SessionID the MCP session's id ("stdio" over stdio). An error means
+	// the policy could not decide: the call then requires approval.
+	Policy = host.Policy
 )
 
 // The verdicts.
 const (
-	Allow           = plugins.Allow
-	RequireApproval = plugins.RequireApproval
-	Deny            = plugins.Deny
+	Allow           = host.Allow
+	RequireApproval = host.RequireApproval
+	Deny            = host.Deny
 )
 
-// Policy decides whether a tool call may run. The request's Agent is the
-// MCP client's name (clientInfo.name of its handshake), its SessionID the
-// MCP session's id ("stdio" over stdio). An error means the policy could
-// not decide: the call then requires approval.
-type Policy interface {
-	Decide(ctx context.Context, req PolicyRequest) (Decision, error)
-}
-
-// PolicyFunc makes a function a [Policy].
-type PolicyFunc func(ctx context.Context, req PolicyRequest) (Decision, error)
-
-// Decide calls f.
-func (f PolicyFunc) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
-	return f(ctx, req)
+// PolicyFunc makes a function a [Policy] named name.
+func PolicyFunc(name string, f func(ctx context.Context, req PolicyRequest) (Decision, error)) Policy {
+	return host.PolicyFunc(name, f)
 }
 
 // ByEffect is the policy when none is named: read and write tools (which
 // touch nothing beyond the host's own state) are allowed, external ones
 // (which send, publish, pay) require approval.
-var ByEffect Policy = PolicyFunc(func(_ context.Context, req PolicyRequest) (Decision, error) {
-	switch req.Effect {
+var ByEffect Policy = PolicyFunc("by-effect", func(_ context.Context, req PolicyRequest) (Decision, error) {
+	switch req.Tool.Effect {
 	case host.EffectExternal:
-		return Decision{Verdict: RequireApproval, Reason: "the tool changes the world outside the host", Summary: summary(req.Tool, req.Input)}, nil
+		return Decision{Verdict: RequireApproval, Reason: "the tool changes the world outside the host", Summary: summary(req.Tool.Name, req.Input)}, nil
 	default:
 		return Decision{Verdict: Allow, Reason: "the tool touches only the host's own state"}, nil
 	}
@@ -76,8 +69,16 @@ type PluginPolicy struct {
 	Tenant string
 	// Module is the plugin's module name (its file name without .wasm).
 	Module string
-	// Name is the policy's name. Default: "", the module's only policy.
-	Name string
+	// Policy is the policy's name. Default: "", the module's only policy.
+	Policy string
+}
+
+// Name names the policy: MODULE, or MODULE:POLICY.
+func (p PluginPolicy) Name() string {
+	if p.Policy == "" {
+		return p.Module
+	}
+	return p.Module + ":" + p.Policy
 }
 
 // Resolve returns the policy as the registry serves it now, or why it is
@@ -91,7 +92,7 @@ func (p PluginPolicy) Resolve() (Policy, error) {
 	for _, d := range m.Description().Policies {
 		names = append(names, d.Name)
 	}
-	name := p.Name
+	name := p.Policy
 	switch {
 	case len(names) == 0:
 		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy", p.Module)
@@ -129,7 +130,7 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // (to a client that fulfils input requests itself) the approval to ask.
 func (s *Server) authorize(ctx context.Context, req *mcp.CallToolRequest, spec host.ToolSpec, input json.RawMessage, c caller) *mcp.CallToolResult {
 	name := spec.Name
-	d, err := s.policy.Decide(ctx, PolicyRequest{Tool: name, Effect: spec.Effect, Input: input, SessionID: c.session, Agent: c.agent})
+	d, err := s.policy.Decide(ctx, PolicyRequest{Tool: spec, Input: input, SessionID: c.session, Agent: c.agent})
 	if err != nil {
 		d = Decision{Verdict: RequireApproval, Reason: "the policy could not decide: " + err.Error(), Summary: summary(name, input)}
 	}

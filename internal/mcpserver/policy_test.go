@@ -204,7 +204,7 @@ func TestPluginPolicyResolve(t *testing.T) {
 		{"get_account", "", "offers no policy"},
 		{"missing", "", `no plugin "missing" is loaded`},
 	} {
-		_, err := mcpserver.PluginPolicy{Registry: e.reg, Tenant: "acme", Module: tc.module, Name: tc.name}.Resolve()
+		_, err := mcpserver.PluginPolicy{Registry: e.reg, Tenant: "acme", Module: tc.module, Policy: tc.name}.Resolve()
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s:%s: %v, want %q", tc.module, tc.name, err, tc.err)
 		}
