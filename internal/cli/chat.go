@@ -22,6 +22,7 @@ import (
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/demotools"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
 )
 
@@ -51,6 +52,10 @@ type modelFlags struct {
 	pluginPrivate bool
 	pluginConfig  pluginList
 	pluginCompile time.Duration
+
+	// Approvals.
+	policy  string
+	approve pluginList
 
 	// validators are registered with the host (Options.Validators); the
 	// task command sets them.
@@ -85,6 +90,8 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.BoolVar(&m.pluginPrivate, "plugin-allow-private", false, "let the --plugins reach loopback and private addresses")
 	fs.Var(&m.pluginConfig, "plugin-config", "configuration `PLUGIN:KEY=VALUE` of one of the --plugins (repeatable)")
 	fs.DurationVar(&m.pluginCompile, "plugin-compile-timeout", 0, fmt.Sprintf("bound on compiling one of the --plugins: a module past it is refused (default %s)", plugins.DefaultCompileTimeout))
+	fs.StringVar(&m.policy, "policy", "", "decide every tool call with the policy of one of the --plugins: `PLUGIN[:NAME]` (default: calls with an external effect wait for approval, the others run)")
+	fs.Var(&m.approve, "approve", "run `TOOL`'s calls without asking a person (repeatable; a policy's deny still denies)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -129,14 +136,33 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			cleanup()
 			return nil, nil, fail(2, "%v", err)
 		}
-		toolset, stop, err := watchPlugins(m.plugins, logger, sandbox)
+		reg, stop, err := watchPlugins(m.plugins, logger, sandbox)
 		if err != nil {
 			cleanup()
 			return nil, nil, fail(2, "--plugins %s: %v", m.plugins, err)
 		}
-		agent.Toolsets = append(agent.Toolsets, toolset)
+		agent.Toolsets = append(agent.Toolsets, reg.Toolset(pluginTenant))
 		prev := cleanup
 		cleanup = func() { stop(); prev() }
+		if m.policy != "" {
+			module, name, _ := strings.Cut(m.policy, ":")
+			pol := mcpserver.PluginPolicy{Registry: reg, Tenant: pluginTenant, Module: module, Policy: name}
+			if _, err := pol.Resolve(); err != nil {
+				cleanup()
+				return nil, nil, fail(2, "--policy %s: %v", m.policy, err)
+			}
+			agent.Policies = []host.Policy{pol}
+		}
+	}
+	if m.policy != "" && m.plugins == "" {
+		cleanup()
+		return nil, nil, fail(2, "--policy names a plugin of --plugins DIR")
+	}
+	for _, tool := range m.approve {
+		if agent.ToolApprovals == nil {
+			agent.ToolApprovals = map[string]host.ApprovalMode{}
+		}
+		agent.ToolApprovals[tool] = host.ApproveAlways
 	}
 	if m.plugins == "" && (m.pluginKV || len(m.pluginHosts) > 0 || m.pluginPrivate || len(m.pluginConfig) > 0 || m.pluginCompile != 0) {
 		cleanup()
@@ -159,7 +185,12 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "%v", err)
 	}
-	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger,
+	secret, err := approvalSecret(env, store)
+	if err != nil {
+		cleanup()
+		return nil, nil, fail(1, "%v", err)
+	}
+	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
@@ -288,6 +319,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 		if *showUsage {
 			printUsage(env.Stderr)
 		}
+		if err == nil && res.Status == ledger.RunApprovalRequired {
+			tellParked(env.Stderr, m.session, res)
+		}
 		return outcome(res, err)
 	}
 
@@ -301,17 +335,20 @@ func chat(ctx context.Context, args []string, env Env) error {
 			lines <- sc.Text()
 		}
 	}()
+	// readLine returns the next line typed; false at the end of input,
+	// Ctrl-C at a prompt, or when ctx ends.
+	readLine := func() (string, bool) {
+		select {
+		case line, ok := <-lines:
+			return line, ok
+		case <-quit:
+		case <-ctx.Done():
+		}
+		return "", false
+	}
 	for {
 		fmt.Fprint(env.Stdout, "> ")
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-lines:
-		case <-quit:
-			ok = false
-		case <-ctx.Done():
-			ok = false
-		}
+		line, ok := readLine()
 		if !ok {
 			fmt.Fprintln(env.Stdout)
 			return nil
@@ -335,6 +372,19 @@ func chat(ctx context.Context, args []string, env Env) error {
 		}
 		line = strings.TrimPrefix(line, "/")
 		res, err := send(line)
+		// A call that waits for approval is asked about here; the run
+		// goes on with the answers, and may ask again.
+		for err == nil && res.Status == ledger.RunApprovalRequired {
+			var run *host.Run
+			run, err = askApproval(ctx, sess, res, readLine, env)
+			if err != nil || run == nil {
+				break
+			}
+			res, err = runOne(func(ctx context.Context, p *printer) (host.RunResult, error) { return follow(ctx, run, p) })
+		}
+		if err == nil && res.Status == ledger.RunApprovalRequired {
+			tellParked(env.Stderr, m.session, res)
+		}
 		if err := outcome(res, err); err != nil {
 			fmt.Fprintf(env.Stderr, "%v\n", err)
 		}
@@ -402,6 +452,12 @@ func outcome(res host.RunResult, err error) error {
 		return nil
 	case ledger.RunCancelled:
 		return fail(130, "run %s cancelled: %s", res.RunID, res.Reason)
+	case ledger.RunApprovalRequired:
+		ids := make([]string, len(res.Approvals))
+		for i, a := range res.Approvals {
+			ids[i] = a.ApprovalID
+		}
+		return fail(exitApproval, "run %s waits for approval of %s", res.RunID, strings.Join(ids, ", "))
 	default:
 		return fail(1, "run %s %s: %s", res.RunID, res.Status, res.Reason)
 	}
@@ -453,6 +509,12 @@ func (p *printer) progress(ev host.Progress) {
 			status = "error"
 		}
 		p.write(fmt.Sprintf("[tool %s %s: %s]\n", ev.Tool.Name, status, oneLine(ev.Tool.Output, 200)))
+	case host.ProgressApprovalRequested:
+		p.newline()
+		p.write(fmt.Sprintf("[tool %s waits for approval %s: %s]\n", ev.Approval.Tool, ev.Approval.ApprovalID, oneLine(ev.Approval.Reason, 200)))
+	case host.ProgressApprovalDecided:
+		p.newline()
+		p.write(fmt.Sprintf("[approval %s of %s: %s]\n", ev.Approval.ApprovalID, ev.Approval.Tool, ev.Approval.State))
 	case host.ProgressRetry:
 		// The failed attempt's text stays on screen; the retry streams
 		// the answer again below this line.

@@ -43,6 +43,8 @@ Usage:
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
   agentic-host plugin new|build|describe|call|list …
                                              write, build, inspect, call or list Wasm plugins
+  agentic-host approvals [--json]            list the tool calls waiting for a person's approval
+  agentic-host approve|deny SESSION ID       decide one, and continue its run
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -111,6 +113,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = pluginCmd(ctx, args[1:], env)
 	case "mcp":
 		err = mcpCmd(ctx, args[1:], env)
+	case "approvals":
+		err = approvalsCmd(ctx, args[1:], env)
+	case "approve", "deny":
+		err = decideCmd(ctx, args[0] == "approve", args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

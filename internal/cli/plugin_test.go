@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
@@ -191,7 +194,9 @@ func TestChatPluginSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeDir := t.TempDir()
-	sandbox := []string{"--plugin-allow-host", u.Host, "--plugin-allow-private", "--plugin-config", "publish_post:endpoint=" + blog.URL + "/api/posts"}
+	// --approve: this test is about the sandbox; it publishes unattended.
+	sandbox := []string{"--plugin-allow-host", u.Host, "--plugin-allow-private", "--plugin-config", "publish_post:endpoint=" + blog.URL + "/api/posts",
+		"--approve", "publish_post"}
 	chat := func(session string, extra ...string) (int, string, string) {
 		args := append([]string{"chat", "--offline", "--plugins", dir, "--storage", "file:" + storeDir, "--session", session}, sandbox...)
 		args = append(args, extra...)
@@ -205,8 +210,9 @@ func TestChatPluginSandbox(t *testing.T) {
 	if n := posts.Load(); n != 1 {
 		t.Fatalf("the blog got %d posts, want 1", n)
 	}
-	if files, _ := filepath.Glob(filepath.Join(storeDir, "kv", "*", "*")); len(files) != 1 {
-		t.Errorf("value files in the storage directory: %q, want the idempotency record", files)
+	ns := sha256.Sum256([]byte(plugins.StorageNamespace + "default"))
+	if files, _ := filepath.Glob(filepath.Join(storeDir, "kv", hex.EncodeToString(ns[:]), "*")); len(files) != 1 {
+		t.Errorf("the plugins' value files in the storage directory: %q, want the idempotency record", files)
 	}
 
 	// Without --plugin-kv the plugin cannot keep its record: it refuses to

@@ -52,9 +52,9 @@ func (m *modelFlags) pluginSandbox(store storage.Storage) (pluginSandbox, error)
 }
 
 // watchPlugins loads the plugins of dir and keeps them reloaded as its files
-// change; their tools are the returned toolset. Compiled modules are cached
+// change, in the returned registry (their tools: its Toolset(pluginTenant)). Compiled modules are cached
 // on disk (the user's cache directory), so a second start is fast.
-func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (host.Toolset, func(), error) {
+func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (*plugins.Registry, func(), error) {
 	var cache string
 	if d, err := os.UserCacheDir(); err == nil {
 		cache = filepath.Join(d, "agentic-host", "wazero")
@@ -75,7 +75,7 @@ func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (host.Toolset,
 		rt.Close(context.Background())
 		return nil, nil, err
 	}
-	return reg.Toolset(pluginTenant), func() {
+	return reg, func() {
 		w.Close()
 		cancel()
 		reg.Close(context.Background())

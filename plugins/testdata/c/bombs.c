@@ -98,7 +98,25 @@ static const agentic_tool tools[] = {
     {.name = "log_empty", .description = "Log a million empty lines.", .effect = "read", .handler = log_empty},
 };
 
-AGENTIC_PLUGIN(tools, AGENTIC_COUNT(tools), NULL, 0, NULL, 0);
+/* policies that never answer: one traps, one spins until interrupted */
+static int trap_policy(const agentic_policy_request *r, agentic_decision *d) {
+    (void)r;
+    (void)d;
+    __builtin_trap();
+}
+
+static int spin_policy(const agentic_policy_request *r, agentic_decision *d) {
+    (void)r;
+    (void)d;
+    for (;;) spins++;
+}
+
+static const agentic_policy policies[] = {
+    {.name = "trap", .description = "Trap.", .handler = trap_policy},
+    {.name = "spin", .description = "Spin until interrupted.", .handler = spin_policy},
+};
+
+AGENTIC_PLUGIN(tools, AGENTIC_COUNT(tools), NULL, 0, policies, AGENTIC_COUNT(policies));
 
 /* bomb_after is when the time bomb goes off, in nanoseconds since the
  * epoch. The tests patch these bytes in the built module; as built, the

@@ -1,0 +1,212 @@
+//go:build unix
+
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// blogServer is the endpoint publish_post posts to; it counts the posts.
+func blogServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var posts atomic.Int64
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := posts.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"post-%d","url":"https://blog.example/p/%d"}`, n, n)
+	}))
+	t.Cleanup(blog.Close)
+	return blog, &posts
+}
+
+// approvalPlugins writes the Wasm publish_post (an external tool) and the
+// C side_effects policy into a new directory, and returns the flags that
+// load them with the policy and let publish_post reach blog.
+func approvalPlugins(t *testing.T, blog *httptest.Server) []string {
+	t.Helper()
+	dir := t.TempDir()
+	kit, _ := filepath.Abs("../../pdk/c")
+	files := map[string][]byte{
+		"publish_post.wasm": plugintest.GoPlugin(t, "../../examples/plugins/publish_post"),
+		"side_effects.wasm": plugintest.CPlugin(t, "../../examples/plugins/side_effects", []string{"side_effects.c", kit + "/agentic.c"}, []string{kit}, nil),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse(blog.URL)
+	return []string{"--plugins", dir, "--policy", "side_effects", "--plugin-kv",
+		"--plugin-allow-host", u.Host, "--plugin-allow-private", "--plugin-config", "publish_post:endpoint=" + blog.URL + "/api/posts"}
+}
+
+// runBin runs the binary to its end and returns its exit code and output.
+func runBin(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// pendingApproval is an entry of "approvals --json".
+type pendingApproval struct {
+	SessionID  string          `json:"session_id"`
+	RunID      string          `json:"run_id"`
+	ApprovalID string          `json:"approval_id"`
+	Tool       string          `json:"tool"`
+	Effect     string          `json:"effect"`
+	Input      json.RawMessage `json:"input"`
+	Summary    string          `json:"summary"`
+	Policy     string          `json:"policy"`
+	Token      string          `json:"token"`
+}
+
+func inbox(t *testing.T, bin, storage string) []pendingApproval {
+	t.Helper()
+	code, out, errOut := runBin(t, bin, "approvals", "--json", "--storage", storage)
+	if code != 0 {
+		t.Fatalf("approvals: exit %d: %s", code, errOut)
+	}
+	var list []pendingApproval
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("approvals --json: %v\n%s", err, out)
+	}
+	return list
+}
+
+// TestApprovalCLI: with the Wasm publish_post and the side_effects policy,
+// a one-shot chat parks its run and exits 3 naming the approval; the inbox
+// lists it; a new process approves it, and the post is published exactly
+// once, the model's answer following in the transcript. Deny is the other
+// branch: the model is told why, and answers. Interactive chat asks inline.
+func TestApprovalCLI(t *testing.T) {
+	bin := needBinary(t)
+	blog, posts := blogServer(t)
+	plugins := approvalPlugins(t, blog)
+	storage := "file:" + t.TempDir()
+	common := append([]string{"--offline", "--storage", storage}, plugins...)
+	chat := func(session string) string {
+		t.Helper()
+		before := posts.Load()
+		code, out, errOut := runBin(t, bin, append(append([]string{"chat", "--session", session}, common...), `publish_post title="Hello" body="First"`)...)
+		if code != 3 || !strings.Contains(errOut, "agentic-host approve "+session+" appr_") || !strings.Contains(out, "waits for approval") {
+			t.Fatalf("chat in %s: exit %d, want 3 and the approval to decide\n%s\n%s", session, code, out, errOut)
+		}
+		if n := posts.Load(); n != before {
+			t.Fatalf("the blog got a post before any approval")
+		}
+		list := inbox(t, bin, storage)
+		if len(list) != 1 || list[0].SessionID != session || list[0].Tool != "publish_post" || list[0].Effect != "external" ||
+			list[0].Policy != "side_effects" || !strings.Contains(list[0].Summary, "Hello") || list[0].Token == "" {
+			t.Fatalf("inbox: %+v", list)
+		}
+		return list[0].ApprovalID
+	}
+
+	id := chat("yes")
+	code, out, errOut := runBin(t, bin, append([]string{"approve", "yes", id, "--by", "alice"}, common...)...)
+	if code != 0 || !strings.Contains(out, `The publish_post tool returned: {"status":"published"`) {
+		t.Fatalf("approve: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the blog got %d posts, want 1", n)
+	}
+	if list := inbox(t, bin, storage); len(list) != 0 {
+		t.Errorf("the inbox still holds %+v", list)
+	}
+	code, _, errOut = runBin(t, bin, append([]string{"approve", "yes", id}, common...)...)
+	if code != 1 || !strings.Contains(errOut, "decided already") || posts.Load() != 1 {
+		t.Errorf("a second approve: exit %d, %q, %d posts", code, errOut, posts.Load())
+	}
+	code, out, _ = runBin(t, bin, "transcript", "--storage", storage, "yes")
+	if code != 0 || !strings.Contains(out, `"approval": "approved"`) || !strings.Contains(out, "The publish_post tool returned") {
+		t.Errorf("transcript after approval:\n%s", out)
+	}
+
+	id = chat("no")
+	code, out, errOut = runBin(t, bin, append([]string{"deny", "no", id, "--reason", "not on a Friday"}, common...)...)
+	if code != 0 || !strings.Contains(out, "The publish_post tool returned: error: a person denied this call") || !strings.Contains(out, "not on a Friday") {
+		t.Fatalf("deny: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the blog got %d posts after a denial, want 1", n)
+	}
+	if _, out, _ = runBin(t, bin, "transcript", "--storage", storage, "no"); !strings.Contains(out, `"approval": "denied"`) {
+		t.Errorf("transcript after denial:\n%s", out)
+	}
+
+	// Interactive chat asks, and goes on with the answer.
+	cmd := exec.Command(bin, append([]string{"chat", "--session", "ask"}, common...)...)
+	cmd.Stdin = strings.NewReader("publish_post title=\"Asked\" body=\"Inline\"\ny\n")
+	raw, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(raw), `approve publish_post {"body":"Inline","title":"Asked"}? [y/N/reason]`) ||
+		!strings.Contains(string(raw), `The publish_post tool returned: {"status":"published"`) || posts.Load() != 2 {
+		t.Fatalf("interactive chat: %v, %d posts\n%s", err, posts.Load(), raw)
+	}
+}
+
+// TestApprovalTwoHostsRedis: two hosts on one Redis. Host A's interactive
+// chat parks a run and asks; A is SIGKILLed while it waits. Host B, another
+// process, finds the request in the inbox, approves it and continues the
+// run: the post is published once and the answer closes the run.
+func TestApprovalTwoHostsRedis(t *testing.T) {
+	bin := needBinary(t)
+	srv := redistest.Start(t, redistest.Options{})
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	blog, posts := blogServer(t)
+	storage := fmt.Sprintf("redis://127.0.0.1:%d/0", srv.Port())
+	common := append([]string{"--storage", storage, "--base-url", model.URL(), "--session", "shared"}, approvalPlugins(t, blog)...)
+
+	a := startProc(t, "host A", bin, append([]string{"chat"}, common...)...)
+	a.send(`publish_post title="Hello" body="From A"`)
+	a.waitOut("approve publish_post", time.Minute)
+	a.signal(syscall.SIGKILL)
+	a.wait(10 * time.Second)
+	if n := posts.Load(); n != 0 {
+		t.Fatalf("the blog got %d posts before any approval", n)
+	}
+
+	list := inbox(t, bin, storage)
+	if len(list) != 1 || list[0].SessionID != "shared" {
+		t.Fatalf("inbox after host A died: %+v", list)
+	}
+	b := startProc(t, "host B", bin, append([]string{"approve", "shared", list[0].ApprovalID}, common...)...)
+	if code := b.wait(time.Minute); code != 0 {
+		t.Fatalf("host B's approve: exit %d\n%s\n%s", code, b.out.String(), b.err.String())
+	}
+	if !strings.Contains(b.out.String(), `The publish_post tool returned: {"status":"published"`) || posts.Load() != 1 {
+		t.Fatalf("host B: %d posts\n%s", posts.Load(), b.out.String())
+	}
+	tr := transcriptOf(t, storage, "shared")
+	last := tr.Items[len(tr.Items)-1]
+	if last.Status != "completed" || !strings.Contains(last.Text, "The publish_post tool returned") {
+		t.Errorf("transcript: %+v", tr.Items)
+	}
+}
