@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -437,5 +438,78 @@ func TestCancelParkedRun(t *testing.T) {
 	}
 	if hs.Host.Cancel("s", "again") {
 		t.Error("a second Cancel reported a cancellation")
+	}
+}
+
+// TestTaskApproval: a durable task whose call needs a person waits in
+// Task until the request is decided, and its run's end is the task's
+// outcome; a task that is not durable cannot wait: the call is refused,
+// and the model goes on.
+func TestTaskApproval(t *testing.T) {
+	ctx := context.Background()
+	schema := json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`)
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
+			var published atomic.Int64
+			hs := approvalHost(t, nil, host.Agent{Tools: []host.Tool{publishTool(&published)}},
+				hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+			hs.Model.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: host.SubmitToolName, Arguments: `{"title":"Hi"}`}}})
+			var requested atomic.Value
+			done := make(chan host.Outcome, 1)
+			go func() {
+				done <- hs.Host.Task(ctx, host.TaskSpec{Prompt: "publish, then submit", Durable: durable, SessionID: "task",
+					Deliverable: host.Deliverable{Schema: schema},
+					OnProgress: func(p host.Progress) {
+						if p.Type == host.ProgressApprovalRequested {
+							requested.Store(p.Approval.ApprovalID)
+						}
+					}})
+			}()
+			if durable {
+				deadline := time.Now().Add(time.Minute)
+				for requested.Load() == nil {
+					if time.Now().After(deadline) {
+						t.Fatal("no approval requested")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				select {
+				case out := <-done:
+					t.Fatalf("the task ended before the decision: %+v", out)
+				case <-time.After(50 * time.Millisecond):
+				}
+				if _, err := hs.Host.Session("task").Decide(ctx, requested.Load().(string), host.ApprovalDecision{Approve: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := <-done
+			if out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Hi"}` {
+				t.Fatalf("outcome %+v", out)
+			}
+			if want := map[bool]int64{true: 1, false: 0}[durable]; published.Load() != want {
+				t.Errorf("published %d, want %d", published.Load(), want)
+			}
+			if !durable {
+				reqs := hs.Model.Requests()
+				if last := reqs[len(reqs)-1]; !strings.Contains(fmt.Sprint(last.Messages), "this task is not durable") {
+					t.Errorf("the model was not told why: %+v", last.Messages)
+				}
+			}
+		})
+	}
+}
+
+// TestTaskToolsBypassPolicies: a policy that denies every call does not
+// take a task's way out: submit_deliverable still ends it.
+func TestTaskToolsBypassPolicies(t *testing.T) {
+	denyAll := host.PolicyFunc("deny-all", func(context.Context, host.PolicyRequest) (host.Decision, error) {
+		return host.Decision{Verdict: host.Deny, Reason: "no"}, nil
+	})
+	hs := approvalHost(t, nil, host.Agent{Policies: []host.Policy{denyAll}},
+		hosttest.ToolCall{Name: host.SubmitToolName, Arguments: `{"title":"Hi"}`})
+	out := hs.Host.Task(context.Background(), host.TaskSpec{Prompt: "submit", Durable: true,
+		Deliverable: host.Deliverable{Schema: json.RawMessage(`{"type":"object"}`)}})
+	if out.Status != host.OutcomeSubmitted {
+		t.Fatalf("outcome %+v", out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 )
@@ -90,6 +91,13 @@ type TaskSpec struct {
 	// restart: its resumed run fails, saying so. Default: "", the
 	// schema's own validator.
 	ValidatorName string
+	// OnProgress, when set, receives the run's progress, as
+	// [SendOptions.OnProgress] does — approval-requested among it: a
+	// durable task whose call needs a person waits, in Task, until the
+	// request is decided (see [Session.Decide]) and the run ends. A task
+	// that is not durable cannot wait: such a call is refused, and the
+	// model told so.
+	OnProgress func(Progress)
 }
 
 // OutcomeStatus is how a task ended.
@@ -171,8 +179,14 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		// that Host.Cancel and IsRunning reach it.
 		sess.private = newMemStore()
 	}
-	res, err := sess.send(ctx, spec.Prompt, SendOptions{Agent: &agent}, t.hooks())
+	res, err := sess.send(ctx, spec.Prompt, SendOptions{Agent: &agent, OnProgress: spec.OnProgress}, t.hooks())
 	out.RunID, out.Usage, out.Cost = res.RunID, res.Usage, res.Cost
+	if err == nil && res.Status == ledger.RunApprovalRequired {
+		// The run waits for a person; whichever host continues it
+		// (Session.Decide) runs it as the task, and its end is the
+		// task's outcome.
+		return h.awaitTask(ctx, sess, out)
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -196,6 +210,31 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		out.Status, out.Reason = OutcomeFailed, res.Reason
 	}
 	return out
+}
+
+// awaitTask waits for the end of a durable task's run that waits for
+// approval, reading the ledger (the run may continue on another host);
+// ctx ending first cancels the run.
+func (h *Host) awaitTask(ctx context.Context, sess *Session, out Outcome) Outcome {
+	delay := 100 * time.Millisecond
+	for {
+		events, _, err := sess.view(ctx)
+		if err == nil {
+			if done, ok := OutcomeOf(events, out.RunID); ok {
+				done.SessionID = out.SessionID
+				return done
+			}
+		}
+		select {
+		case <-ctx.Done():
+			_, reason := doneStatus(ctx)
+			h.Cancel(out.SessionID, reason)
+			out.Status, out.Reason = OutcomeCancelled, reason
+			return out
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // TaskOutcome reads the outcome of the session's task run runID from the

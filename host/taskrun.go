@@ -150,11 +150,13 @@ func (t *taskState) agentFor(agent Agent) Agent {
 		Description: "Submit the task's result, the " + what + ", and end the task. " + argument +
 			" It is validated: an error result lists the problems (\"path: message\", paths are JSON Pointers); fix them and call again.",
 		InputSchema: params,
+		Effect:      EffectWrite, // the task's outcome, which the host owns
 	}, t.submit)
 	cancel := NewTool(ToolSpec{
 		Name:        CancelToolName,
 		Description: "Give up the task because it cannot be done, and say why. Use it only when no valid " + name + " can be produced.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string","description":"Why the task cannot be done."}},"required":["reason"]}`),
+		Effect:      EffectWrite,
 	}, t.cancel)
 	agent.Tools = append(slices.Clone(agent.Tools), submit, cancel)
 	note := "You are working on a task that ends only through a tool call. When it is done, call " + SubmitToolName +

@@ -98,6 +98,11 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *Pe
 		return true, nil, nil
 	}
 	spec := tool.Spec()
+	if r.taskRecord() != nil && (c.Name == SubmitToolName || c.Name == CancelToolName) {
+		// A task's own way to end is not a policy's to decide: denied,
+		// it would leave the task no way out.
+		return true, nil, nil
+	}
 	if prior.Request.ApprovalID != "" {
 		switch prior.State {
 		case ledger.ApprovalPending:
@@ -146,6 +151,10 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *Pe
 			reason = "the policy denies it"
 		}
 		return false, nil, r.appendResult(c, "error: denied by policy "+v.policy+": "+reason, true)
+	}
+	if r.st.key.private {
+		// Nobody can reach a task that is not durable to decide.
+		return false, nil, r.appendResult(c, "error: this call needs a person's approval, and this task is not durable, so nobody can give it; it did not run", true)
 	}
 	p, err := r.requestApproval(c, spec, input, v)
 	if err != nil {

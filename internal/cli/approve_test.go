@@ -210,3 +210,34 @@ func TestApprovalTwoHostsRedis(t *testing.T) {
 		t.Errorf("transcript: %+v", tr.Items)
 	}
 }
+
+// TestApprovalTask: a task whose call needs a person waits, saying how to
+// decide; another process approves, continuing the run as the task, and
+// the waiting task prints the outcome.
+func TestApprovalTask(t *testing.T) {
+	bin := needBinary(t)
+	blog, posts := blogServer(t)
+	storage := "file:" + t.TempDir()
+	common := append([]string{"--offline", "--storage", storage}, approvalPlugins(t, blog)...)
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"status":{"type":"string"}},"required":["status"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	task := startProc(t, "task", bin, append([]string{"task", "--session", "job", "--schema", schema, "--prompt", `publish_post title="Hello" body="Task"`}, common...)...)
+	var list []pendingApproval
+	for deadline := time.Now().Add(time.Minute); len(list) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no approval request; task stderr:\n%s", task.err.String())
+		}
+		list = inbox(t, bin, storage)
+	}
+	if !strings.Contains(task.err.String(), "agentic-host approve job "+list[0].ApprovalID) {
+		t.Errorf("the task does not say how to decide:\n%s", task.err.String())
+	}
+	if code, out, errOut := runBin(t, bin, append([]string{"approve", "job", list[0].ApprovalID}, common...)...); code != 0 {
+		t.Fatalf("approve: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code := task.wait(time.Minute); code != 0 || !strings.Contains(task.out.String(), `"status": "submitted"`) || posts.Load() != 1 {
+		t.Fatalf("task: exit %d, %d posts\n%s\n%s", code, posts.Load(), task.out.String(), task.err.String())
+	}
+}

@@ -129,6 +129,15 @@ Flags:
 		MaxPokes:      *maxPokes,
 		Validator:     validator,
 		ValidatorName: validatorName,
+		// A call that needs a person makes the task wait: say how to
+		// decide it.
+		OnProgress: func(p host.Progress) {
+			if p.Type == host.ProgressApprovalRequested {
+				fmt.Fprintf(env.Stderr, "the task waits for approval of %s\ndecide with: agentic-host approve %s %s  (or: agentic-host deny %s %s --reason WHY)\n",
+					waitingLine(host.PendingApproval{ApprovalID: p.Approval.ApprovalID, Tool: p.Approval.Tool, Input: p.Approval.Input, Summary: p.Approval.Summary}),
+					p.SessionID, p.Approval.ApprovalID, p.SessionID, p.Approval.ApprovalID)
+			}
+		},
 	})
 	return printOutcome(out, env)
 }

@@ -110,6 +110,9 @@ type session struct {
 	// size is the length of the file's committed records: the file's
 	// bytes beyond it are a torn tail or an Append in progress.
 	size int64
+	// seen is the file's length when size was last measured: a file that
+	// grew past it was appended to by another process since.
+	seen int64
 	// f is the file, opened for appending; nil until the first Append.
 	f *os.File
 	// dirSynced tells that the directory was fsynced since f was opened.
@@ -222,6 +225,10 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 		if err := st.openForAppend(s, sessionID); err != nil {
 			return err
 		}
+	} else if size, err := fileSize(s.f); err != nil {
+		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
+	} else if err := st.catchUp(s, s.f, sessionID, size); err != nil {
+		return err
 	}
 	if st.fsync && !s.dirSynced {
 		if err := syncDir(st.dir); err != nil {
@@ -238,6 +245,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
 	}
 	s.size += int64(len(rec))
+	s.seen = s.size
 	st.touch(s)
 	return nil
 }
@@ -314,27 +322,55 @@ func (st *Store) openForAppend(s *session, id string) error {
 			f.Close()
 			return err
 		}
-		s.known, s.size = true, good
+		s.known, s.size, s.seen = true, good, fi.Size()
 	}
-	switch {
-	case fi.Size() < s.size:
+	if err := st.catchUp(s, f, id, fi.Size()); err != nil {
 		f.Close()
-		s.known = false
-		return fmt.Errorf("file: append to session %q: %s has %d bytes, fewer than its %d bytes of records: it was changed outside the store",
-			id, path, fi.Size(), s.size)
-	case fi.Size() > s.size:
-		st.log.Warn("file: truncating the torn tail of a session file before appending",
-			"session", id, "path", path, "offset", s.size, "bytes", fi.Size()-s.size)
-		err := f.Truncate(s.size)
-		if err == nil && st.fsync {
-			err = f.Sync()
-		}
-		if err != nil {
-			f.Close()
-			return fmt.Errorf("file: append to session %q: truncating the torn tail: %w", id, err)
-		}
+		return err
 	}
 	s.f, s.dirSynced = f, false
+	return nil
+}
+
+// catchUp reconciles what the store knows of the session's file with the
+// file's size, before an append: records another process appended since
+// (a host that continued a run this one left waiting, say) are adopted,
+// and only a torn tail — an incomplete or undecodable last line — is
+// truncated. A file shorter than its known records was changed outside the
+// store: an error. s.mu is held.
+func (st *Store) catchUp(s *session, f *os.File, id string, size int64) error {
+	if size == s.size {
+		return nil
+	}
+	path := st.path(id)
+	if size < s.size {
+		s.known = false
+		return fmt.Errorf("file: append to session %q: %s has %d bytes, fewer than its %d bytes of records: it was changed outside the store",
+			id, path, size, s.size)
+	}
+	data := make([]byte, size-s.size)
+	if _, err := f.ReadAt(data, s.size); err != nil {
+		return fmt.Errorf("file: append to session %q: %w", id, err)
+	}
+	_, good, _, err := parse(path, data, false)
+	if err != nil {
+		return err
+	}
+	s.size += good
+	s.seen = size
+	if size == s.size {
+		return nil
+	}
+	st.log.Warn("file: truncating the torn tail of a session file before appending",
+		"session", id, "path", path, "offset", s.size, "bytes", size-s.size)
+	err = f.Truncate(s.size)
+	if err == nil && st.fsync {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("file: append to session %q: truncating the torn tail: %w", id, err)
+	}
+	s.seen = s.size
 	return nil
 }
 
@@ -374,20 +410,25 @@ func (st *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, er
 	}
 	if s.known {
 		// The committed records never change: read them without
-		// holding up appends.
+		// holding up appends — unless the file grew past them, when
+		// another process appended since (see catchUp): then it is
+		// parsed again, below.
 		size := s.size
-		s.mu.Unlock()
-		return loadPrefix(path, size)
+		if fi, err := os.Stat(path); err == nil && fi.Size() <= s.seen {
+			s.mu.Unlock()
+			return loadPrefix(path, size)
+		}
 	}
 	defer s.mu.Unlock()
 	data, err := readFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		s.known, s.size = true, 0
+		s.known, s.size, s.seen = true, 0, 0
 		return []ledger.Event{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("file: load session %q: %w", sessionID, err)
 	}
+	s.seen = int64(len(data))
 	events, good, torn, err := parse(path, data, false)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -447,5 +448,53 @@ func TestHammerLoadDuringAppends(t *testing.T) {
 				t.Errorf("warnings during concurrent Loads and Appends: %q", w)
 			}
 		})
+	}
+}
+
+// TestHandOverBetweenStores: two Stores on one directory — two processes,
+// one after the other, as when one host leaves a run waiting for approval
+// and another continues it. Each sees the records the other appended, and
+// an Append (its file already open, or opened again) keeps them rather
+// than truncating them as a torn tail.
+func TestHandOverBetweenStores(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	rec := &logRecorder{}
+	a, err := file.Open(dir, file.Options{Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := file.Open(dir, file.Options{Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	step := func(st *file.Store, n int, want []ledger.Event) []ledger.Event {
+		t.Helper()
+		if got, err := st.Load(ctx, "s"); err != nil || !equal(got, want) {
+			t.Fatalf("Load before poke %d: %d events, want %d (%v)", n, len(got), len(want), err)
+		}
+		if err := st.Append(ctx, "s", poke(n)); err != nil {
+			t.Fatal(err)
+		}
+		return append(want, poke(n))
+	}
+	var want []ledger.Event
+	want = step(a, 1, want) // a's file is open from here on
+	want = step(b, 2, want)
+	want = step(a, 3, want) // a's open file grew under it
+	want = step(b, 4, want)
+	if err := a.Append(ctx, "s", poke(5)); err != nil { // no Load first
+		t.Fatal(err)
+	}
+	want = append(want, poke(5))
+	for name, st := range map[string]*file.Store{"a": a, "b": b} {
+		if got, err := st.Load(ctx, "s"); err != nil || !equal(got, want) {
+			t.Errorf("store %s: %d events, want %d (%v)", name, len(got), len(want), err)
+		}
+	}
+	if w := rec.warnings(); len(w) > 0 {
+		t.Errorf("warnings: %q", w)
 	}
 }
