@@ -158,6 +158,25 @@ func TestApprovalCLI(t *testing.T) {
 		t.Errorf("transcript after denial:\n%s", out)
 	}
 
+	// The policy's module is replaced between the request and the
+	// decision: the approval is void, and the new module asks again.
+	id = chat("swap")
+	kit, _ := filepath.Abs("../../pdk/c")
+	rebuilt := plugintest.CPlugin(t, "../../examples/plugins/side_effects", []string{"side_effects.c", kit + "/agentic.c"}, []string{kit}, []string{"-O1"})
+	if err := os.WriteFile(filepath.Join(plugins[1], "side_effects.wasm"), rebuilt, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runBin(t, bin, append([]string{"approve", "swap", id}, common...)...)
+	if code != 3 || !strings.Contains(errOut, "agentic-host approve swap appr_") || !strings.Contains(out, id+" of publish_post: void") {
+		t.Fatalf("approve after the policy changed: exit %d, want 3 and a new request\n%s\n%s", code, out, errOut)
+	}
+	if list := inbox(t, bin, storage); len(list) != 1 || list[0].ApprovalID == id || posts.Load() != 1 {
+		t.Fatalf("after the policy changed: inbox %+v, %d posts", list, posts.Load())
+	}
+	if _, out, _ = runBin(t, bin, "transcript", "--storage", storage, "swap"); !strings.Contains(out, `"approval": "pending"`) {
+		t.Errorf("transcript after the policy changed:\n%s", out)
+	}
+
 	// Interactive chat asks, and goes on with the answer.
 	cmd := exec.Command(bin, append([]string{"chat", "--session", "ask"}, common...)...)
 	cmd.Stdin = strings.NewReader("publish_post title=\"Asked\" body=\"Inline\"\ny\n")
