@@ -132,7 +132,7 @@ type Decision struct {
 // itself failed.
 type ValidationError struct {
 	// Problems are "path: message" strings, the path a JSON Pointer
-	// ("/items/0/price") or "(root)" for the whole deliverable.
+	// ("/items/0/price") or "/" for the whole deliverable.
 	Problems []string
 }
 
@@ -145,7 +145,7 @@ func (e *ValidationError) Error() string {
 // problems.
 func Invalid(problems ...string) error {
 	if len(problems) == 0 {
-		problems = []string{"(root): invalid"}
+		problems = []string{"/: invalid"}
 	}
 	return &ValidationError{Problems: problems}
 }
@@ -264,7 +264,7 @@ func RegisterValidator[T any](v Validator, handler func(deliverable T) (any, err
 	registry.validators = append(registry.validators, validatorEntry{spec: v, handler: func(raw json.RawMessage) (json.RawMessage, error) {
 		var d T
 		if err := json.Unmarshal(raw, &d); err != nil {
-			return nil, Invalid("(root): " + err.Error())
+			return nil, Invalid("/: " + err.Error())
 		}
 		value, err := handler(d)
 		if err != nil {

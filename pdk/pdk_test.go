@@ -120,7 +120,7 @@ func TestValidate(t *testing.T) {
 		{`{"validator":"title","deliverable":{"title":"ok"}}`, `{"ok":true,"value":{"title":"ok"}}`},
 		{`{"validator":"title","deliverable":{"title":"lower"}}`, `{"ok":true,"value":{"title":"LOWER"}}`},
 		{`{"validator":"title","deliverable":{"title":""}}`, `{"ok":false,"errors":["/title: must not be empty"]}`},
-		{`{"validator":"title","deliverable":[1]}`, `{"ok":false,"errors":["(root): json: cannot unmarshal array into Go value of type struct { Title string \"json:\\\"title\\\"\" }"]}`},
+		{`{"validator":"title","deliverable":[1]}`, `{"ok":false,"errors":["/: json: cannot unmarshal array into Go value of type struct { Title string \"json:\\\"title\\\"\" }"]}`},
 		{`{"validator":"title","deliverable":{"title":"broken"}}`, `{"error":"validator crashed"}`},
 		{`{"validator":"nope","deliverable":{}}`, `{"error":"pdk: unknown validator \"nope\""}`},
 	}

@@ -11,9 +11,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+	"github.com/agentichost/agentic/host/schema"
 )
 
 // ABIMajor is the plugin ABI major version this host speaks. describe must
@@ -90,7 +88,7 @@ const maxDescriptionItems = 256
 
 // parseDescription decodes and validates describe's output. It compiles
 // every schema; the compiled ones are returned by name.
-func parseDescription(out []byte) (Description, map[string]*jsonschema.Schema, error) {
+func parseDescription(out []byte) (Description, map[string]*schema.Schema, error) {
 	var raw struct {
 		ABI        *string                `json:"abi"`
 		Tools      []ToolDescription      `json:"tools"`
@@ -134,7 +132,7 @@ func checkABI(v string) error {
 // validate checks names, effects, timeouts and schemas, sorts the lists and
 // fills defaults. sidecar is true for plain modules, whose tools name an
 // export.
-func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, error) {
+func (d *Description) validate(sidecar bool) (map[string]*schema.Schema, error) {
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidDescription, fmt.Sprintf(format, args...)))
@@ -144,7 +142,7 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 	} else if n > maxDescriptionItems {
 		bad("it offers %d items, more than %d", n, maxDescriptionItems)
 	}
-	schemas := map[string]*jsonschema.Schema{}
+	schemas := map[string]*schema.Schema{}
 	seen := map[string]bool{}
 	// claim checks an item's name and that no item of its kind has it
 	// already; false when the name is unusable.
@@ -184,7 +182,7 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 		if len(bytes.TrimSpace(t.InputSchema)) == 0 || string(t.InputSchema) == "null" {
 			t.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
-		sch, err := compileSchema(t.InputSchema)
+		sch, err := schema.Compile(t.InputSchema)
 		if err != nil {
 			bad("tool %s: input_schema: %v", t.Name, err)
 			continue
@@ -203,7 +201,7 @@ func (d *Description) validate(sidecar bool) (map[string]*jsonschema.Schema, err
 		if len(bytes.TrimSpace(v.Schema)) == 0 || string(v.Schema) == "null" {
 			v.Schema = json.RawMessage(`{}`)
 		}
-		sch, err := compileSchema(v.Schema)
+		sch, err := schema.Compile(v.Schema)
 		if err != nil {
 			bad("validator %s: schema: %v", v.Name, err)
 			continue
@@ -240,89 +238,6 @@ func (t ToolDescription) spec() host.ToolSpec {
 	}
 }
 
-// noLoader refuses every external reference: a plugin's schema must be
-// self-contained (no file: or http: $ref reaching the host's disk or
-// network). The JSON Schema meta-schemas are built into the library.
-var noLoader = jsonschema.SchemeURLLoader{}
-
-// compileSchema compiles a JSON Schema (draft 2020-12 unless it says
-// otherwise).
-func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(noLoader)
-	const loc = "mem:///schema.json"
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	sch, err := c.Compile(loc)
-	if err != nil {
-		return nil, oneLine(err)
-	}
-	if kw := dynamicReference(sch); kw != "" {
-		return nil, fmt.Errorf("uses %s, which plugin schemas may not: where it leads is known only while checking, so the cost of a check cannot be bounded before it runs", kw)
-	}
-	return sch, nil
-}
-
-// dynamicReference returns "$dynamicRef" or "$recursiveRef" when a schema
-// reachable from sch uses one, "" otherwise.
-func dynamicReference(sch *jsonschema.Schema) string {
-	seen := map[*jsonschema.Schema]bool{}
-	var walk func(s *jsonschema.Schema) string
-	walk = func(s *jsonschema.Schema) string {
-		if s == nil || seen[s] {
-			return ""
-		}
-		seen[s] = true
-		switch {
-		case s.DynamicRef != nil:
-			return "$dynamicRef"
-		case s.RecursiveRef != nil:
-			return "$recursiveRef"
-		}
-		subs := []*jsonschema.Schema{s.Ref, s.Not, s.If, s.Then, s.Else, s.PropertyNames, s.UnevaluatedProperties,
-			s.Contains, s.Items2020, s.UnevaluatedItems, s.ContentSchema}
-		subs = append(subs, s.AllOf...)
-		subs = append(subs, s.AnyOf...)
-		subs = append(subs, s.OneOf...)
-		subs = append(subs, s.PrefixItems...)
-		for _, p := range s.Properties {
-			subs = append(subs, p)
-		}
-		for _, p := range s.PatternProperties {
-			subs = append(subs, p)
-		}
-		for _, p := range s.DependentSchemas {
-			subs = append(subs, p)
-		}
-		for _, d := range s.Dependencies {
-			if p, ok := d.(*jsonschema.Schema); ok {
-				subs = append(subs, p)
-			}
-		}
-		for _, x := range []any{s.AdditionalProperties, s.AdditionalItems, s.Items} {
-			switch p := x.(type) {
-			case *jsonschema.Schema:
-				subs = append(subs, p)
-			case []*jsonschema.Schema:
-				subs = append(subs, p...)
-			}
-		}
-		for _, sub := range subs {
-			if kw := walk(sub); kw != "" {
-				return kw
-			}
-		}
-		return ""
-	}
-	return walk(sch)
-}
-
 // checkObjectSchema requires {"type":"object"} at the top: tool inputs are
 // objects for every provider.
 func checkObjectSchema(raw json.RawMessage) error {
@@ -344,63 +259,4 @@ func oneLine(err error) error {
 		s = s[:500] + "…"
 	}
 	return errors.New(s)
-}
-
-var printer = message.NewPrinter(language.English)
-
-// rootPath is the path of the whole document in "path: message" problems.
-const rootPath = "(root)"
-
-// schemaProblems validates doc against sch and returns "path: message"
-// problems (the path a JSON Pointer, "(root)" for the whole document), at most
-// max of them; nil when doc is valid. A document whose check would take
-// more than steps (see schemaWork) is not checked: its one problem says it
-// is too complex.
-func schemaProblems(sch *jsonschema.Schema, doc []byte, max int, steps int64) []string {
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-	if err != nil {
-		return []string{rootPath + ": not JSON: " + err.Error()}
-	}
-	if w := schemaWork(sch, v, steps); w > steps {
-		return []string{fmt.Sprintf("%s: too complex to check against the schema: more than %d validation steps (the limit)", rootPath, steps)}
-	}
-	err = sch.Validate(v)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return []string{rootPath + ": " + err.Error()}
-	}
-	var out []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(out) >= max {
-			return
-		}
-		if len(e.Causes) == 0 {
-			out = append(out, pointer(e.InstanceLocation)+": "+e.ErrorKind.LocalizedString(printer))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return out
-}
-
-// pointer renders an instance location as a JSON Pointer, the whole
-// document as "(root)".
-func pointer(loc []string) string {
-	if len(loc) == 0 {
-		return rootPath
-	}
-	var b strings.Builder
-	for _, tok := range loc {
-		b.WriteByte('/')
-		tok = strings.ReplaceAll(tok, "~", "~0")
-		b.WriteString(strings.ReplaceAll(tok, "/", "~1"))
-	}
-	return b.String()
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/agentichost/agentic/host/schema"
 )
 
 // describe loads the module's description from describe or a sidecar, and
@@ -12,7 +12,7 @@ import (
 func (m *Module) describe(ctx context.Context, sidecar *Sidecar) error {
 	var (
 		d       Description
-		schemas map[string]*jsonschema.Schema
+		schemas map[string]*schema.Schema
 		err     error
 	)
 	switch {

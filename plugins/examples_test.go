@@ -197,7 +197,7 @@ func TestExampleReleaseNotes(t *testing.T) {
 			"/changes/2: repeats an earlier change"}},
 		// The schema is checked by the host before the plugin runs.
 		{`{"version":"1.0.0","title":"x","changes":[]}`, false, "", []string{"/changes: minItems: got 0, want 1"}},
-		{`{"version":"1.0.0"}`, false, "", []string{"(root): missing properties 'title', 'changes'"}},
+		{`{"version":"1.0.0"}`, false, "", []string{"/: missing properties 'title', 'changes'"}},
 	}
 	for _, tt := range tests {
 		res, err := validate(v, tt.deliverable)
@@ -206,6 +206,35 @@ func TestExampleReleaseNotes(t *testing.T) {
 		}
 		if res.OK != tt.ok || string(res.Value) != tt.value || strings.Join(res.Errors, "|") != strings.Join(tt.errors, "|") {
 			t.Errorf("%s:\n got %+v\nwant ok=%v value=%s errors=%q", tt.deliverable, res, tt.ok, tt.value, tt.errors)
+		}
+	}
+}
+
+// TestSchemaProblemsMatchHost: a validator plugin's schema problems are
+// the ones the host's own task validator gives for the same schema and
+// deliverable: one renderer, one root path, one bound.
+func TestSchemaProblemsMatchHost(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "release_notes", cExampleWasm(t, "release_notes"), plugins.Limits{})
+	v, _ := m.Validator("release_notes")
+	var sch json.RawMessage
+	for _, d := range m.Description().Validators {
+		if d.Name == "release_notes" {
+			sch = d.Schema
+		}
+	}
+	hv, err := host.SchemaValidator(sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, deliverable := range []string{`{"version":"1.0.0"}`, `{"version":"1.0.0","title":"x","changes":[]}`, `[1]`, `{"version":7,"title":[],"changes":"no"}`} {
+		res, err := validate(v, deliverable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want, _ := hv.Validate(context.Background(), json.RawMessage(deliverable))
+		if res.OK || len(want) == 0 || strings.Join(res.Errors, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: plugin %q, host %q", deliverable, res.Errors, want)
 		}
 	}
 }
@@ -392,7 +421,7 @@ func TestAssemblyScriptKit(t *testing.T) {
 		`{"count":4}`:  `ok {"count":4,"half":2}`,
 		`{"count":3}`:  `invalid [/count: must be even]`,
 		`{"count":-1}`: `error`,
-		`{}`:           `invalid [(root): missing property 'count']`,
+		`{}`:           `invalid [/: missing property 'count']`,
 	} {
 		res, err := validate(v, deliverable)
 		got := ""

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/agentichost/agentic/host/schema"
 )
 
 // validation is a validator's verdict, as a plugin's validate export
@@ -20,7 +20,7 @@ type validation struct {
 	// Value is the validated (possibly normalised) deliverable when OK.
 	Value json.RawMessage
 	// Errors are "path: message" problems when not OK, the path a JSON
-	// Pointer into the deliverable, "(root)" for the whole of it.
+	// Pointer into the deliverable, "/" for the whole of it.
 	Errors []string
 }
 
@@ -29,13 +29,11 @@ type moduleTool struct {
 	mod    *Module
 	desc   ToolDescription
 	spec   host.ToolSpec
-	schema *jsonschema.Schema
+	schema *schema.Schema
 }
 
 func (t *moduleTool) Spec() host.ToolSpec { return t.spec }
 
-// maxProblems bounds the schema problems reported at once.
-const maxProblems = 8
 
 type callRequest struct {
 	Tool      string          `json:"tool"`
@@ -53,7 +51,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 	if len(input) == 0 {
 		input = []byte("{}")
 	}
-	if problems := schemaProblems(t.schema, input, maxProblems, t.mod.limits.MaxSchemaSteps); problems != nil {
+	if problems := t.schema.Problems(input, schema.Limits{MaxSteps: t.mod.limits.MaxSchemaSteps}); problems != nil {
 		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name,
 			Err: detailed(ErrInvalidInput, "%s", strings.Join(problems, "; "))}
 	}
@@ -146,7 +144,7 @@ func snippet(b []byte) string {
 type moduleValidator struct {
 	mod    *Module
 	desc   ValidatorDescription
-	schema *jsonschema.Schema
+	schema *schema.Schema
 }
 
 type validateRequest struct {
@@ -161,7 +159,7 @@ type validateRequest struct {
 func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage) (validation, error) {
 	res := validation{}
 	deliverable = bytes.TrimSpace(deliverable)
-	if problems := schemaProblems(v.schema, deliverable, maxProblems, v.mod.limits.MaxSchemaSteps); problems != nil {
+	if problems := v.schema.Problems(deliverable, schema.Limits{MaxSteps: v.mod.limits.MaxSchemaSteps}); problems != nil {
 		res.Errors = problems
 		return res, nil
 	}
@@ -187,7 +185,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 		case !*wire.OK:
 			res.Errors = v.mod.problems(wire.Errors)
 			if len(res.Errors) == 0 {
-				res.Errors = []string{rootPath + ": invalid"}
+				res.Errors = []string{schema.Root + ": invalid"}
 			}
 			return nil
 		}
@@ -196,7 +194,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 		if len(res.Value) == 0 {
 			res.Value = deliverable
 		}
-		if problems := schemaProblems(v.schema, res.Value, maxProblems, v.mod.limits.MaxSchemaSteps); problems != nil {
+		if problems := v.schema.Problems(res.Value, schema.Limits{MaxSteps: v.mod.limits.MaxSchemaSteps}); problems != nil {
 			res.OK, res.Value = false, nil
 			return errMalformed("the value returned does not match the validator's own schema: %s", strings.Join(problems, "; "))
 		}
@@ -306,7 +304,7 @@ func asHostVerdict(res validation, err error) func(json.RawMessage) (json.RawMes
 		case err != nil:
 			return nil, nil, err
 		case !res.OK && len(res.Errors) == 0:
-			return nil, []string{rootPath + ": the validator refused the deliverable without saying why"}, nil
+			return nil, []string{schema.Root + ": the validator refused the deliverable without saying why"}, nil
 		case !res.OK:
 			return nil, res.Errors, nil
 		case len(res.Value) == 0:

@@ -22,11 +22,12 @@ var allowed = map[string][]string{
 	"storage/storagetest": {"storage", "host/ledger"},
 	"storage/redis":       {"storage", "host/ledger"},
 	"host/internal/hub":   {},
-	"host/hosttest":       {"host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
-	"host":                {"host/ledger", "host/model", "host/internal/hub", "storage"},
+	"host/schema":         {},
+	"host/hosttest":       {"host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
+	"host":                {"host/ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
-	"internal/mcpserver":  {"plugins", "host", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"plugins":             {"host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"internal/mcpserver":  {"plugins", "host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

@@ -339,7 +339,7 @@ export class Validation {
   failure: string | null = null;
   /** invalid records a problem at path (a JSON Pointer; "" for the whole deliverable). */
   invalid(path: string, message: string): void {
-    this.problems.push((path.length ? path : "(root)") + ": " + message);
+    this.problems.push((path.length ? path : "/") + ": " + message);
   }
   /** setValue replaces the value returned when valid (raw JSON). */
   setValue(raw: string): void {

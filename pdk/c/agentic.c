@@ -562,7 +562,7 @@ void agentic_fail(agentic_validation *v, const char *message) {
 
 void agentic_invalid(agentic_validation *v, const char *path, const char *message) {
     agentic_buf line = {0};
-    agentic_buf_puts(&line, path && *path ? path : "(root)");
+    agentic_buf_puts(&line, path && *path ? path : "/");
     agentic_buf_puts(&line, ": ");
     agentic_buf_puts(&line, message ? message : "invalid");
     if (v->count++) {

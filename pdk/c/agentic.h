@@ -141,7 +141,7 @@ typedef struct {
 
 /* What a validator handler reports. */
 typedef struct agentic_validation agentic_validation;
-/* Records a problem: path is a JSON Pointer ("" or "(root)" for the whole
+/* Records a problem: path is a JSON Pointer ("" or "/" for the whole
  * deliverable), message plain text. Any problem makes it invalid. */
 void agentic_invalid(agentic_validation *v, const char *path, const char *message);
 /* Replaces the value returned for a valid deliverable (default: the

@@ -1,4 +1,4 @@
-package plugins
+package schema
 
 import (
 	"reflect"
@@ -12,7 +12,7 @@ import (
 // plugin's schema of three such branches and a value nested 22 deep ran
 // for minutes and took gigabytes). The validator cannot be interrupted, so
 // the work is estimated before it runs, and a value whose check would cost
-// more than the tenant allows (Limits.MaxSchemaSteps) is refused unchecked.
+// more than the caller allows (Limits.MaxSteps) is refused unchecked.
 
 // schemaWork returns an upper bound of the steps the validator takes to
 // check v (a value of jsonschema.UnmarshalJSON) against sch, or a number
