@@ -34,7 +34,6 @@ type moduleTool struct {
 
 func (t *moduleTool) Spec() host.ToolSpec { return t.spec }
 
-
 type callRequest struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input"`
