@@ -100,7 +100,8 @@
 // crash, sees the old value or the new one whole; with [Options.Fsync] the
 // file and its directory are fsynced, as an Append's are. A crash between
 // the write and the rename leaves a ".set-*" file, which Get ignores and
-// the next Open removes.
+// an Open removes once it is a minute old (a younger one may be a Set of
+// another process in progress).
 //
 // # One Store per directory
 //

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentichost/agentic/storage"
 )
@@ -198,13 +199,23 @@ func (st *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
 	return keys, nil
 }
 
+// tornAge is how old a Set's temporary file must be before Open takes it
+// for the leftover of a Set that crashed. A Set writes and renames its file
+// within milliseconds; a younger file may be another process's Set in
+// progress (the CLI's processes share a directory: an approve beside the
+// chat that parked), which removing would fail.
+const tornAge = time.Minute
+
 // removeTornValues removes the temporary files of Sets that a crash
-// interrupted before their rename (the Store owns its directory, so no Set
-// is in progress while it opens).
+// interrupted before their rename: those older than tornAge.
 func removeTornValues(dir string, log *slog.Logger) {
 	torn, _ := filepath.Glob(filepath.Join(dir, kvDir, "*", ".set-*"))
 	for _, f := range torn {
-		if err := os.Remove(f); err != nil {
+		fi, err := os.Stat(f)
+		if err != nil || time.Since(fi.ModTime()) < tornAge {
+			continue // gone meanwhile, or a Set in progress
+		}
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			log.Warn("file: cannot remove the temporary file of an interrupted Set", "path", f, "error", err)
 		}
 	}

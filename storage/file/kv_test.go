@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -71,7 +72,18 @@ func TestKVCorruptValue(t *testing.T) {
 	if len(files) != 2 {
 		t.Fatalf("value files: %q", files)
 	}
-	if err := os.WriteFile(filepath.Join(filepath.Dir(files[0]), ".set-123"), []byte("torn"), 0o600); err != nil {
+	torn := filepath.Join(filepath.Dir(files[0]), ".set-123")
+	if err := os.WriteFile(torn, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A young temporary file may be another process's Set in progress: an
+	// Open leaves it.
+	young := filepath.Join(filepath.Dir(files[0]), ".set-456")
+	if err := os.WriteFile(young, []byte("in progress"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(torn, old, old); err != nil {
 		t.Fatal(err)
 	}
 	whichA := func() (a, b string) {
@@ -106,11 +118,12 @@ func TestKVCorruptValue(t *testing.T) {
 			t.Errorf("%s: Get = %q, %v, %v; want ErrCorruptValue saying %q", c.name, v, ok, err, c.want)
 		}
 	}
-	// The next Open removes the leftover of the interrupted Set.
+	// The next Open removes the leftover of the interrupted Set, and
+	// leaves the young one.
 	st.Close()
 	st2, _ := openStore(t, dir, false)
-	if torn, _ := filepath.Glob(filepath.Join(dir, "kv", "*", ".set-*")); len(torn) != 0 {
-		t.Errorf("temporary files after reopening: %q", torn)
+	if left, _ := filepath.Glob(filepath.Join(dir, "kv", "*", ".set-*")); len(left) != 1 || left[0] != young {
+		t.Errorf("temporary files after reopening: %q, want only %q", left, young)
 	}
 	st = st2
 	// A Set replaces the damaged file.
