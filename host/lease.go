@@ -35,7 +35,7 @@ func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, 
 	id := st.key.id
 	l, err := st.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
 	if errors.Is(err, storage.ErrLeaseHeld) {
-		return nil, fmt.Errorf("%w: %v", ErrLeadElsewhere, err)
+		return nil, fmt.Errorf("%w: %w", ErrLeadElsewhere, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host: take the lease of session %s: %w", id, err)

@@ -242,6 +242,31 @@ var (
 	ErrLeaseLost = errors.New("storage: session lease was lost")
 )
 
+// LeaseHeldError is how a [Leaser] may tell who holds a session's lease and
+// for how long: AcquireLease fails with it while another owner holds the
+// lease. It matches [ErrLeaseHeld] (errors.Is), which remains the contract;
+// callers find the details with errors.As.
+type LeaseHeldError struct {
+	// Session is the session whose lease is held.
+	Session string
+	// Holder is the owner that holds the lease, as it acquired it.
+	Holder string
+	// Left is how long the lease runs unless its holder renews it; 0 when
+	// the store cannot tell.
+	Left time.Duration
+}
+
+func (e *LeaseHeldError) Error() string {
+	left := "an unknown time"
+	if e.Left > 0 {
+		left = e.Left.String()
+	}
+	return fmt.Sprintf("storage: the lease of session %q is held by %s (it expires in %s unless renewed)", e.Session, e.Holder, left)
+}
+
+// Unwrap returns [ErrLeaseHeld].
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
 // ValidSessionID reports whether id is acceptable to every built-in adapter:
 // 1 to 128 characters from [A-Za-z0-9._:-], not starting with a dot. Ids
 // that pass can name a Redis key, a URL path segment unescaped, and a file

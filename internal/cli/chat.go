@@ -24,6 +24,7 @@ import (
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/storage"
 )
 
 // DefaultModel is the model chat uses when neither --model nor AGENTIC_MODEL
@@ -292,6 +293,18 @@ func chat(ctx context.Context, args []string, env Env) error {
 		})
 		switch {
 		case errors.Is(err, host.ErrNothingToResume):
+		case errors.Is(err, host.ErrLeadElsewhere):
+			// Another host runs the session: the message joins its
+			// run; if that host died, this one takes over (and
+			// answers) once its lease lapses.
+			holder, wait := "another host", "its lease"
+			if held, ok := errors.AsType[*storage.LeaseHeldError](err); ok {
+				holder = "host " + held.Holder
+				if held.Left > 0 {
+					wait = fmt.Sprintf("up to %s for its lease", held.Left.Round(100*time.Millisecond))
+				}
+			}
+			fmt.Fprintf(env.Stderr, "[%s runs session %s: the message joins its run (if that host died, this one takes over: waiting %s)]\n", holder, m.session, wait)
 		case err != nil:
 			return res, err
 		}
@@ -492,6 +505,9 @@ func (p *printer) progress(ev host.Progress) {
 	case host.ProgressText:
 		p.streamed = true
 		if ev.ResponseID != p.item {
+			if p.item != "" {
+				p.newline() // another item: a message queued into the run is answered
+			}
 			p.item = ev.ResponseID
 			if ev.Offset > 0 {
 				// A message that joined a run in flight sees its text

@@ -165,8 +165,9 @@ func TestFencing(t *testing.T) {
 	}
 	if _, err := hostB.AcquireLease(ctx, id, "host-b", time.Minute); !errors.Is(err, storage.ErrLeaseHeld) {
 		t.Fatalf("AcquireLease by B while A holds it: %v, want ErrLeaseHeld", err)
-	} else if !strings.Contains(err.Error(), "expires in") {
-		t.Errorf("ErrLeaseHeld does not say when the lease expires: %v", err)
+	} else if held, ok := errors.AsType[*storage.LeaseHeldError](err); !ok || held.Holder != "host-a" || held.Session != id ||
+		held.Left <= 0 || held.Left > 150*time.Millisecond || !strings.Contains(err.Error(), "expires in") {
+		t.Errorf("ErrLeaseHeld does not name the holder and say when its lease expires: %v (%+v)", err, held)
 	}
 	// A stalls (a GC pause, a partition) past its ttl.
 	time.Sleep(300 * time.Millisecond)

@@ -16,7 +16,7 @@ import (
 // already holds it, so that a retried acquisition whose first reply was
 // lost succeeds. KEYS: the lease. ARGV: the owner, the ttl in ms. It
 // returns {1} when the owner holds the lease, else {0, the holder's
-// remaining ms}.
+// remaining ms, the holder}.
 var acquireScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[1])
 if not holder then
@@ -27,7 +27,7 @@ if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, redis.call('PTTL', KEYS[1]), holder}
 `)
 
 // renewScript extends the lease only while the owner holds it: 1 if so,
@@ -49,8 +49,9 @@ return 0
 `)
 
 // AcquireLease takes the session's lease for ttl (at least a millisecond,
-// Redis's resolution) on behalf of owner, or fails with an error matching
-// [storage.ErrLeaseHeld] that tells when the holder's lease expires. An
+// Redis's resolution) on behalf of owner, or fails with a
+// [*storage.LeaseHeldError] (matching [storage.ErrLeaseHeld]) that names
+// the holder and tells when its lease expires. An
 // owner that holds the lease already gets it again, extended to ttl. The
 // lease is a key with a TTL (see the package documentation); the returned
 // [*Lease] renews, releases and appends through it.
@@ -74,19 +75,26 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, ttl t
 	}
 	what := fmt.Sprintf("acquire lease of session %q", sessionID)
 	key := s.leaseKey(sessionID)
-	res, err := acquireScript.Run(ctx, s.client, []string{key}, owner, ttl.Milliseconds()).Int64Slice()
+	res, err := acquireScript.Run(ctx, s.client, []string{key}, owner, ttl.Milliseconds()).Slice()
 	if err != nil {
 		return nil, s.fail(ctx, what, err)
 	}
 	if len(res) == 0 {
 		return nil, fmt.Errorf("storage/redis: %s: unexpected reply %v", what, res)
 	}
-	if res[0] != 1 {
-		left := "unknown"
-		if len(res) > 1 && res[1] >= 0 {
-			left = (time.Duration(res[1]) * time.Millisecond).String()
+	if ok, _ := res[0].(int64); ok != 1 {
+		held := &storage.LeaseHeldError{Session: sessionID, Holder: "another owner"}
+		if len(res) > 1 {
+			if ms, _ := res[1].(int64); ms > 0 {
+				held.Left = time.Duration(ms) * time.Millisecond
+			}
 		}
-		return nil, fmt.Errorf("storage/redis: %s: %w (it expires in %s unless renewed)", what, storage.ErrLeaseHeld, left)
+		if len(res) > 2 {
+			if holder, _ := res[2].(string); holder != "" {
+				held.Holder = holder
+			}
+		}
+		return nil, fmt.Errorf("storage/redis: %s: %w", what, held)
 	}
 	return &Lease{store: s, session: sessionID, owner: owner, ttl: ttl, key: key}, nil
 }
