@@ -81,6 +81,8 @@ type TimeoutError struct {
 	// Name names what was bounded, when there is a name: the tool, for
 	// TimeoutTool.
 	Name string
+	// Step is the index of the step, for TimeoutStep.
+	Step int
 	// After is the bound.
 	After time.Duration
 	// Err is what the bounded operation returned.
@@ -97,8 +99,22 @@ const (
 	// TimeoutLeaseRelease: giving a session's lease back
 	// (Timeouts.LeaseRelease).
 	TimeoutLeaseRelease TimeoutKind = "lease-release"
-	// TimeoutTool: a tool call (ToolSpec.Timeout, Options.ToolTimeout).
+	// TimeoutTool: a tool call (ToolSpec.Timeout, AgentTimeouts.Tool,
+	// Options.ToolTimeout). The model is told, and the run goes on.
 	TimeoutTool TimeoutKind = "tool"
+	// TimeoutTotal: a run's working time (AgentTimeouts.Total). The run
+	// ends timed_out.
+	TimeoutTotal TimeoutKind = "total"
+	// TimeoutStep: one step, a model pass and its tool calls
+	// (AgentTimeouts.Step). The run ends timed_out.
+	TimeoutStep TimeoutKind = "step"
+	// TimeoutFirstChunk: the wait for a model pass's first streamed
+	// fragment (AgentTimeouts.FirstChunk). The attempt is retried as a
+	// transient failure; the run ends timed_out once retries are spent.
+	TimeoutFirstChunk TimeoutKind = "first-chunk"
+	// TimeoutChunk: the silence between two streamed fragments of a model
+	// pass (AgentTimeouts.Chunk); retried like TimeoutFirstChunk.
+	TimeoutChunk TimeoutKind = "chunk"
 )
 
 // Error describes the bound reached.
@@ -108,8 +124,23 @@ func (e *TimeoutError) Error() string {
 		return fmt.Sprintf("tool %s timed out after %s", e.Name, e.After)
 	case TimeoutAppend:
 		return fmt.Sprintf("host: a ledger append timed out after %s: %v", e.After, e.Err)
+	case TimeoutTotal:
+		return fmt.Sprintf("the run timed out: it worked for its total timeout of %s", e.After)
+	case TimeoutStep:
+		return fmt.Sprintf("the run timed out: step %d ran past its step timeout of %s", e.Step, e.After)
+	case TimeoutFirstChunk:
+		return fmt.Sprintf("the model sent nothing for %s after the request (first-chunk timeout)", e.After)
+	case TimeoutChunk:
+		return fmt.Sprintf("the model stream was silent for %s (chunk timeout)", e.After)
 	}
 	return fmt.Sprintf("host: %s timed out after %s: %v", e.Kind, e.After, e.Err)
+}
+
+// Retryable reports whether the operation may be tried again: a model
+// attempt cut by a chunk timeout may (nothing of it was kept); the other
+// bounds end what they bound.
+func (e *TimeoutError) Retryable() bool {
+	return e.Kind == TimeoutFirstChunk || e.Kind == TimeoutChunk
 }
 
 // Unwrap returns what the bounded operation returned, and

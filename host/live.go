@@ -85,7 +85,7 @@ func (r *run) publish(p Progress) {
 	}
 	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
 	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" || p.Approval != nil {
-		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, approval: p.Approval}
+		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, timeout: p.Timeout, approval: p.Approval}
 	}
 	r.hub.Publish(e)
 }
@@ -106,6 +106,7 @@ type eventMore struct {
 	retry    *RetryInfo
 	status   ledger.RunStatus
 	reason   string
+	timeout  TimeoutKind
 	approval *ApprovalInfo
 }
 
@@ -113,7 +114,7 @@ type eventMore struct {
 func (r *run) progress(e event, seq int) Progress {
 	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
 	if m := e.more; m != nil {
-		p.Tool, p.Retry, p.Status, p.Reason, p.Approval = m.tool, m.retry, m.status, m.reason, m.approval
+		p.Tool, p.Retry, p.Status, p.Reason, p.Timeout, p.Approval = m.tool, m.retry, m.status, m.reason, m.timeout, m.approval
 	}
 	return p
 }

@@ -35,7 +35,11 @@ type run struct {
 	hooks     *runHooks
 	lease     storage.Lease // the session's lease, when the store has leases
 
+	// ctx is the context the run's work is done under: base, or while a
+	// pass runs under a step timeout, the pass's. Both are used by the
+	// run's goroutine only (cancel may be called from anywhere).
 	ctx    context.Context
+	base   context.Context // the run's own: cancel and its total timeout end it
 	cancel context.CancelCauseFunc
 	hub    *hub.Hub[event] // the run's progress, for every subscriber
 
@@ -67,9 +71,10 @@ type run struct {
 // that kept the ledger from recording more (storage failed, or the host is
 // closing): then nothing more is recorded and the run stays resumable.
 type outcome struct {
-	status ledger.RunStatus
-	reason string
-	err    error
+	status  ledger.RunStatus
+	reason  string
+	timeout TimeoutKind // the timeout that ended a timed_out run, if one did
+	err     error
 	// parked: the run waits for approvals; it does not end (no run-end),
 	// and continues once they are decided.
 	parked bool
@@ -79,7 +84,7 @@ type outcome struct {
 func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks, lease storage.Lease, events []ledger.Event) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
-		ctx: ctx, cancel: cancel, hub: hub.New[event](hub.Options{Capacity: 8}), events: events}
+		ctx: ctx, base: ctx, cancel: cancel, hub: hub.New[event](hub.Options{Capacity: 8}), events: events}
 }
 
 // launch makes r the session's run in flight and runs it on a goroutine of
@@ -163,10 +168,43 @@ func (r *run) goLive() {
 	}
 }
 
-// execute runs body and records the run's end (see end); a panic ends the
-// run failed. It returns the successor run the end started, if any.
+// execute runs body under the run's total timeout and records the run's
+// end (see end); a panic ends the run failed. It returns the successor run
+// the end started, if any.
 func (r *run) execute(body func(*run) outcome) *run {
+	stop := r.armTotal()
+	defer stop()
 	return r.end(r.protect(body))
+}
+
+// armTotal bounds the run's context by what is left of the agent's total
+// timeout: the ledger tells how long the run has worked already (see
+// ledger.ActiveTime), on this host or another.
+func (r *run) armTotal() (stop func()) {
+	total := r.agent.Timeouts.Total
+	if total <= 0 {
+		return func() {}
+	}
+	now := time.Now()
+	left := total - ledger.ActiveTime(r.view(), r.id, now)
+	ctx, cancel := context.WithDeadlineCause(r.base, now.Add(left), &TimeoutError{Kind: TimeoutTotal, After: total})
+	r.base, r.ctx = ctx, ctx
+	return cancel
+}
+
+// armStep bounds the context of the pass about to run by the agent's step
+// timeout; done restores the run's own.
+func (r *run) armStep() (done func()) {
+	d := r.agent.Timeouts.Step
+	if d <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithTimeoutCause(r.base, d, &TimeoutError{Kind: TimeoutStep, Step: r.step, After: d})
+	r.ctx = ctx
+	return func() {
+		cancel()
+		r.ctx = r.base
+	}
 }
 
 // protect runs body, turning a panic into a failed outcome.
@@ -232,7 +270,17 @@ func (r *run) loop() outcome {
 // pass runs one model pass and its tools. It returns stop when the run must
 // end with the outcome o.
 func (r *run) pass() (o outcome, stop bool) {
+	defer r.armStep()()
 	ctx := r.ctx
+	if shutDown(ctx) {
+		return outcome{err: ErrClosed}, true
+	}
+	if r.stopped() {
+		// Stopped between passes (or resumed past its total timeout):
+		// no model call is made.
+		status, reason, timeout := doneStatus(ctx)
+		return outcome{status: status, reason: reason, timeout: timeout}, true
+	}
 	r.snapshotTools()
 	// Messages queued while the run worked join this pass.
 	r.sync()
@@ -277,6 +325,15 @@ func (r *run) pass() (o outcome, stop bool) {
 	}
 	if merr != nil {
 		if !r.stopped() {
+			if te, ok := errors.AsType[*TimeoutError](merr); ok {
+				// The stream stayed silent past a chunk timeout, on every
+				// attempt.
+				reason := te.Error()
+				if tries.attempts > 1 {
+					reason = fmt.Sprintf("%s (gave up after %d attempts)", reason, tries.attempts)
+				}
+				return outcome{status: ledger.RunTimedOut, reason: reason, timeout: te.Kind}, true
+			}
 			c := model.Classify(merr)
 			reason := fmt.Sprintf("model: %v", merr)
 			if tries.attempts > 1 {
@@ -290,7 +347,7 @@ func (r *run) pass() (o outcome, stop bool) {
 			return outcome{err: ErrClosed}, true // the pass restarts on resume
 		}
 		// Cancelled or timed out mid-pass: keep what streamed.
-		status, reason := doneStatus(ctx)
+		status, reason, timeout := doneStatus(ctx)
 		if res.Text != "" || res.Reasoning != "" {
 			step := r.stepEvent(res, "")
 			step.Step.Partial = true
@@ -299,7 +356,10 @@ func (r *run) pass() (o outcome, stop bool) {
 				return outcome{err: err}, true
 			}
 		}
-		return outcome{status: status, reason: reason}, true
+		return outcome{status: status, reason: reason, timeout: timeout}, true
+	}
+	if reason := cutShort(res.FinishReason); reason != "" {
+		return r.failCutShort(res, reason), true
 	}
 	if len(res.ToolCalls) == 0 {
 		return r.turnEnd(res)
@@ -319,6 +379,34 @@ func (r *run) pass() (o outcome, stop bool) {
 		return outcome{status: ledger.RunApprovalRequired, parked: true}, true
 	}
 	return r.afterTools(next)
+}
+
+// cutShort returns why a pass that finished for finishReason is no answer,
+// "" when it is one: a reply cut at its max tokens, or stopped by the
+// provider's content filter, is a failure, never a completed turn.
+func cutShort(finishReason string) string {
+	switch finishReason {
+	case "length":
+		return "truncated at max tokens"
+	case "content_filter":
+		return "stopped by the provider's content filter"
+	}
+	return ""
+}
+
+// failCutShort records a pass that was cut short (see cutShort) as it
+// streamed — its tool calls, whose arguments may be cut, are answered
+// without running — and fails the run with reason.
+func (r *run) failCutShort(res model.Result, reason string) outcome {
+	if err := r.append(r.stepEvent(res, "")); err != nil {
+		return outcome{err: err}
+	}
+	for _, c := range res.ToolCalls {
+		if err := r.appendResult(c, "error: not run: the model's reply was "+reason, true); err != nil {
+			return outcome{err: err}
+		}
+	}
+	return outcome{status: ledger.RunFailed, reason: reason}
 }
 
 // turnEnd records a pass in which the model ended its turn, and decides
@@ -378,8 +466,8 @@ func (r *run) afterTools(next string) (outcome, bool) {
 		return outcome{err: ErrClosed}, true
 	}
 	if r.stopped() {
-		status, reason := doneStatus(r.ctx)
-		return outcome{status: status, reason: reason}, true
+		status, reason, timeout := doneStatus(r.ctx)
+		return outcome{status: status, reason: reason, timeout: timeout}, true
 	}
 	if r.hooks != nil && r.hooks.afterTools != nil {
 		if stop, status, reason := r.hooks.afterTools(); stop {
@@ -409,9 +497,18 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		t.attempts = attempt
 		sink := &deltaSink{r: r, open: true}
 		defer sink.close()
+		ctx, watch := watchChunks(ctx, r.agent.Timeouts)
+		onDelta := sink.add
+		if watch != nil {
+			onDelta = func(d model.Delta) {
+				watch.kick()
+				sink.add(d)
+			}
+		}
 		chain := r.h.hooks.Load()
 		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
-		return chain.stream(ctx, req, sink.add)
+		res, err := chain.stream(ctx, req, onDelta)
+		return res, watch.stop(err)
 	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
 		// The failed attempt's text is dropped: the retry streams into
@@ -499,22 +596,26 @@ func (r *run) stepEvent(res model.Result, next string) ledger.Event {
 	return e
 }
 
-// doneStatus maps a done context to the run status it ends with.
-func doneStatus(ctx context.Context) (ledger.RunStatus, string) {
+// doneStatus maps a done context to the run status it ends with, and the
+// agent's timeout that ended it, if one did.
+func doneStatus(ctx context.Context) (ledger.RunStatus, string, TimeoutKind) {
 	cause, ctxErr := context.Cause(ctx), ctx.Err()
 	var ce *CancelledError
 	if gone, ok := errors.AsType[*callerGone](cause); ok {
 		ctxErr, cause = gone.err, gone.cause
 	}
+	if te, ok := errors.AsType[*TimeoutError](cause); ok {
+		return ledger.RunTimedOut, te.Error(), te.Kind
+	}
 	switch {
 	case errors.As(cause, &ce):
-		return ledger.RunCancelled, ce.Reason
+		return ledger.RunCancelled, ce.Reason, ""
 	case errors.Is(ctxErr, context.DeadlineExceeded):
-		return ledger.RunTimedOut, "the run's deadline passed"
+		return ledger.RunTimedOut, "the run's deadline passed", ""
 	case cause != nil && !errors.Is(cause, context.Canceled):
-		return ledger.RunCancelled, cause.Error()
+		return ledger.RunCancelled, cause.Error(), ""
 	}
-	return ledger.RunCancelled, "cancelled by the caller"
+	return ledger.RunCancelled, "cancelled by the caller", ""
 }
 
 func truncate(s string, n int) string {
@@ -549,7 +650,7 @@ func (r *run) end(o outcome) *run {
 		e := r.newEvent(ledger.KindRunEnd)
 		// Messages the last pass had folded in, if it left no step,
 		// are answered by this end.
-		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Inputs: r.unrecordedFolds()}
+		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Timeout: string(o.timeout), Inputs: r.unrecordedFolds()}
 		if status == ledger.RunCompleted && r.hooks != nil && r.hooks.deliverable != nil {
 			e.RunEnd.Deliverable = r.hooks.deliverable()
 		}
@@ -584,6 +685,9 @@ func (r *run) end(o outcome) *run {
 	view, _ := ledger.ProjectRun(events, r.id)
 	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.id,
 		ResponseID: r.responseID, Usage: view.Usage, Cost: view.Cost}
+	if status == ledger.RunTimedOut {
+		res.Timeout = o.timeout
+	}
 	if o.parked && storeErr == nil {
 		res = r.h.parkedResult(r.sessionID, events, r.id)
 		status, reason = res.Status, res.Reason
@@ -592,7 +696,7 @@ func (r *run) end(o outcome) *run {
 	if storeErr != nil {
 		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.id, storeErr)
 	}
-	r.publish(Progress{Type: ProgressRunEnd, Status: status, Reason: reason})
+	r.publish(Progress{Type: ProgressRunEnd, Status: status, Reason: reason, Timeout: res.Timeout})
 	// Senders whose messages the run answered get its result; the others
 	// (queued after its last pass began) go on to the successor run.
 	answered := ledger.RunInputs(events, r.id)

@@ -154,6 +154,54 @@ type Agent struct {
 	// PolicyTimeout bounds one policy's decision; a policy past it denies
 	// the call. Default: 0, which means 10s.
 	PolicyTimeout time.Duration
+	// Timeouts bound the agent's runs, their steps, model streams and
+	// tool calls (see [AgentTimeouts]). Default: the zero AgentTimeouts,
+	// no bound but the tool calls' Options.ToolTimeout.
+	Timeouts AgentTimeouts
+}
+
+// AgentTimeouts are the named bounds of an agent's runs. Each that fires is
+// reported as a [*TimeoutError] of its kind, in the run's end (reason and
+// [RunResult.Timeout]), its progress and its live events; none rolls back
+// what the run recorded. The zero value of every field means no bound
+// (Tool: Options.ToolTimeout); a negative one is an error.
+type AgentTimeouts struct {
+	// Total bounds a run's working time: from its run-start, less the time
+	// it waited for approvals, counted from the ledger's times (so a run
+	// resumed after a crash, on any host, keeps the time it used — the
+	// downtime counts). Past it, the run ends timed_out ("total"), keeping
+	// the text that streamed. Default: 0, none.
+	Total time.Duration
+	// Step bounds one step: a model pass, with its retries, and the tool
+	// calls it asked for. Past it, the run ends timed_out ("step").
+	// Default: 0, none.
+	Step time.Duration
+	// FirstChunk bounds the wait, after a model request is sent, for the
+	// first fragment of the reply (text, reasoning or a tool call). Past
+	// it, the attempt is cut and retried as a transient failure; once the
+	// retries are spent, the run ends timed_out ("first-chunk"). Default:
+	// 0, none (the model client's own bounds apply).
+	FirstChunk time.Duration
+	// Chunk bounds the silence between two fragments of a reply; past it,
+	// as FirstChunk ("chunk"). Default: 0, none.
+	Chunk time.Duration
+	// Tool bounds a tool call whose ToolSpec sets no Timeout, instead of
+	// Options.ToolTimeout. Past it, the model is told that the call timed
+	// out, and the run goes on. Default: 0, Options.ToolTimeout.
+	Tool time.Duration
+}
+
+func (t AgentTimeouts) check() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"Total", t.Total}, {"Step", t.Step}, {"FirstChunk", t.FirstChunk}, {"Chunk", t.Chunk}, {"Tool", t.Tool}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("host: Agent.Timeouts.%s %s is negative", f.name, f.v))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultMaxSteps is the bound on model passes per run when Agent.MaxSteps
@@ -221,6 +269,9 @@ func normalizeAgent(a Agent) (Agent, error) {
 		a.PolicyTimeout = DefaultPolicyTimeout
 	case a.PolicyTimeout < 0:
 		errs = append(errs, fmt.Errorf("host: Agent.PolicyTimeout %s is negative", a.PolicyTimeout))
+	}
+	if err := a.Timeouts.check(); err != nil {
+		errs = append(errs, err)
 	}
 	a.Tools = append([]Tool(nil), a.Tools...)
 	a.Toolsets = append([]Toolset(nil), a.Toolsets...)

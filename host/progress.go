@@ -64,9 +64,11 @@ type Progress struct {
 	Tool *ToolInfo `json:"tool,omitempty"`
 	// Retry describes a retry event.
 	Retry *RetryInfo `json:"retry,omitempty"`
-	// Status and Reason describe how the run ended, on run-end.
-	Status ledger.RunStatus `json:"status,omitempty"`
-	Reason string           `json:"reason,omitempty"`
+	// Status and Reason describe how the run ended, on run-end; Timeout
+	// names the timeout that ended a timed_out run, if one did.
+	Status  ledger.RunStatus `json:"status,omitempty"`
+	Reason  string           `json:"reason,omitempty"`
+	Timeout TimeoutKind      `json:"timeout,omitempty"`
 	// Approval describes the request of an approval event.
 	Approval *ApprovalInfo `json:"approval,omitempty"`
 }

@@ -73,6 +73,10 @@ type RunResult struct {
 	Status ledger.RunStatus
 	// Reason explains a status other than completed.
 	Reason string
+	// Timeout names the agent's timeout that ended a timed_out run
+	// (TimeoutTotal, TimeoutStep, TimeoutFirstChunk, TimeoutChunk); empty
+	// otherwise, and when the run timed out on its caller's deadline.
+	Timeout TimeoutKind
 	// Text is the run's answer: the text of its last model pass (the
 	// partial text, when the run was cancelled mid-pass).
 	Text string

@@ -192,7 +192,7 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 	defer t.mu.Unlock()
 	switch {
 	case err != nil && ctx.Err() != nil:
-		_, reason := doneStatus(ctx)
+		_, reason, _ := doneStatus(ctx)
 		out.Status, out.Reason = OutcomeCancelled, reason
 	case err != nil:
 		out.Status, out.Reason = OutcomeFailed, err.Error()
@@ -227,7 +227,7 @@ func (h *Host) awaitTask(ctx context.Context, sess *Session, out Outcome) Outcom
 		}
 		select {
 		case <-ctx.Done():
-			_, reason := doneStatus(ctx)
+			_, reason, _ := doneStatus(ctx)
 			h.Cancel(out.SessionID, reason)
 			out.Status, out.Reason = OutcomeCancelled, reason
 			return out

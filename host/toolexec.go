@@ -46,7 +46,11 @@ func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []Pe
 			return nil, ErrClosed
 		}
 		if r.stopped() {
-			if err := r.appendResult(c, "error: the run was cancelled before this tool call ran", true); err != nil {
+			msg := "error: the run was cancelled before this tool call ran"
+			if status, reason, _ := doneStatus(r.ctx); status == ledger.RunTimedOut {
+				msg = "error: the run timed out before this tool call ran: " + reason
+			}
+			if err := r.appendResult(c, msg, true); err != nil {
 				return nil, err
 			}
 			continue
@@ -276,6 +280,9 @@ func argsOrEmpty(args string) string {
 // text the model sees.
 func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
 	timeout := r.h.toolTimeout
+	if t := r.agent.Timeouts.Tool; t > 0 {
+		timeout = t
+	}
 	if spec.Timeout > 0 {
 		timeout = spec.Timeout
 	}
@@ -292,8 +299,16 @@ func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolC
 	chain := r.h.hooks.Load()
 	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
 	res, err = chain.call(ctx, tool, call)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil:
 		err = &TimeoutError{Kind: TimeoutTool, Name: spec.Name, After: timeout, Err: err}
+	case r.ctx.Err() != nil:
+		// The run stopped while the tool ran: say why, rather than the
+		// tool's own words for its cut context.
+		if status, reason, _ := doneStatus(r.ctx); status == ledger.RunTimedOut {
+			err = fmt.Errorf("the run timed out while the tool ran: %s (%w)", reason, err)
+		}
 	}
 	return res, err
 }

@@ -37,6 +37,17 @@ type Reply struct {
 	// Usage is the usage the call reports. Default: nil, an estimate (about
 	// four bytes a token, no cost).
 	Usage *ledger.Usage
+	// FinishReason is the finish reason the call reports ("length",
+	// "content_filter", …). Default: "", which means "tool_calls" with
+	// tool calls, else "stop".
+	FinishReason string
+	// Wait is a silence before the first word, as of a model slow to
+	// answer; the call's context cuts it. Default: 0, none.
+	Wait time.Duration
+	// Stall is a silence once the words streamed, before the call ends, as
+	// of a stream that hangs; the call's context cuts it. Default: 0,
+	// none.
+	Stall time.Duration
 }
 
 // ToolCall is a call a [Reply] makes.
@@ -109,6 +120,22 @@ func (m *Model) Stream(ctx context.Context, req model.Request, onDelta func(mode
 		reply = respond(req)
 	}
 	res := model.Result{Model: req.Model, FinishReason: "stop"}
+	pause := func(d time.Duration) error {
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := pause(reply.Wait); err != nil {
+		return res, err
+	}
 	emit := func(kind model.DeltaKind, text string, into *string) error {
 		for _, w := range strings.SplitAfter(text, " ") {
 			if w == "" {
@@ -138,6 +165,9 @@ func (m *Model) Stream(ctx context.Context, req model.Request, onDelta func(mode
 	if err := emit(model.DeltaText, reply.Text, &res.Text); err != nil {
 		return res, err
 	}
+	if err := pause(reply.Stall); err != nil {
+		return res, err
+	}
 	if reply.Err != nil {
 		return res, reply.Err
 	}
@@ -157,6 +187,9 @@ func (m *Model) Stream(ctx context.Context, req model.Request, onDelta func(mode
 	}
 	if len(res.ToolCalls) > 0 {
 		res.FinishReason = "tool_calls"
+	}
+	if reply.FinishReason != "" {
+		res.FinishReason = reply.FinishReason
 	}
 	if reply.Usage != nil {
 		res.Usage = *reply.Usage

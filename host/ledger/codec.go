@@ -341,6 +341,13 @@ func Validate(e Event) error {
 		if d := e.RunEnd.Deliverable; len(d) > 0 && !json.Valid(d) {
 			return bad("run_end.deliverable", "not valid JSON")
 		}
+		switch t := e.RunEnd.Timeout; {
+		case t == "":
+		case e.RunEnd.Status != RunTimedOut:
+			return bad("run_end.timeout", "set on a run that ended %s, not timed_out", e.RunEnd.Status)
+		case t != "total" && t != "step" && t != "first-chunk" && t != "chunk":
+			return bad("run_end.timeout", "unknown timeout %q", t)
+		}
 	case KindResumeAttempt:
 		if e.ResumeAttempt.Attempt < 1 {
 			return bad("resume_attempt.attempt", "must be at least 1")

@@ -66,7 +66,7 @@ func fullEvents() []Event {
 	po.Poke = &Poke{Text: "please finish the task"}
 
 	re := ev("ev_re", KindRunEnd, "run_1")
-	re.RunEnd = &RunEnd{Status: RunFailed, Reason: "provider error 502", Inputs: []string{"msg_q2"}, RestartedBy: "run_2",
+	re.RunEnd = &RunEnd{Status: RunTimedOut, Reason: "step 2 ran past its step timeout", Timeout: "step", Inputs: []string{"msg_q2"}, RestartedBy: "run_2",
 		Deliverable: json.RawMessage(`{"title":"<&>"}`)}
 
 	ra := ev("ev_ra", KindResumeAttempt, "run_1")
@@ -340,6 +340,8 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "poke.text", in: obj("poke", `,"poke":{}`), is: ErrInvalid, id: "e1", kind: KindPoke, field: "poke.text"},
 		{name: "run_end.status missing", in: obj("run-end", `,"run_end":{}`), is: ErrInvalid, id: "e1", kind: KindRunEnd, field: "run_end.status"},
 		{name: "run_end.status unknown", in: obj("run-end", `,"run_end":{"status":"exploded"}`), is: ErrInvalid, id: "e1", kind: KindRunEnd, field: "run_end.status", msg: `"exploded"`},
+		{name: "run_end.timeout unknown", in: obj("run-end", `,"run_end":{"status":"timed_out","timeout":"lunch"}`), is: ErrInvalid, id: "e1", kind: KindRunEnd, field: "run_end.timeout", msg: `"lunch"`},
+		{name: "run_end.timeout on a failed run", in: obj("run-end", `,"run_end":{"status":"failed","timeout":"step"}`), is: ErrInvalid, id: "e1", kind: KindRunEnd, field: "run_end.timeout", msg: "not timed_out"},
 		{name: "resume_attempt.attempt", in: obj("resume-attempt", `,"resume_attempt":{"attempt":0}`), is: ErrInvalid, id: "e1", kind: KindResumeAttempt, field: "resume_attempt.attempt"},
 		{name: "body null", in: obj("poke", `,"poke":null`), is: ErrInvalid, id: "e1", kind: KindPoke, field: "poke"},
 

@@ -366,6 +366,10 @@ type RunEnd struct {
 	Status RunStatus `json:"status"`
 	// Reason explains a status other than completed.
 	Reason string `json:"reason,omitempty"`
+	// Timeout names the timeout that ended a timed_out run: "total",
+	// "step", "first-chunk" or "chunk" (see host.AgentTimeouts); empty
+	// for a run that timed out on its caller's deadline.
+	Timeout string `json:"timeout,omitempty"`
 	// Inputs are the ids of queued messages that the run's last pass had
 	// folded in when the run ended without recording that pass (it failed
 	// or was cancelled before streaming): the run answered them with its

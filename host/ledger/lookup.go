@@ -1,6 +1,9 @@
 package ledger
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Lookups over a session's events: which message a request id names, which
 // run picked a message up, and what a run picked up. Like the projections,
@@ -56,4 +59,57 @@ func inputsOf(e Event) []string {
 		return e.RunEnd.Inputs
 	}
 	return nil
+}
+
+// ActiveTime returns how long the run runID has worked by now: the time
+// from its run-start to its run-end (or to now, while it is open), less
+// the time it was parked waiting for approval decisions — from its last
+// event before the decisions to the decision that left no request of it
+// pending. Time in which no process ran it (a crash, before a resume)
+// counts. It is 0 for a run the events do not start.
+func ActiveTime(events []Event, runID string, now time.Time) time.Duration {
+	var active time.Duration
+	var segStart, last time.Time
+	pending := map[string]bool{}
+	started, parked := false, false
+	for _, e := range events {
+		if e.RunID != runID {
+			continue
+		}
+		switch {
+		case e.RunStart != nil:
+			segStart, started = e.Time, true
+		case !started:
+			continue
+		case e.ApprovalRequest != nil:
+			pending[e.ApprovalRequest.ApprovalID] = true
+		case e.ApprovalDecision != nil:
+			if !parked && len(pending) > 0 {
+				active += last.Sub(segStart)
+				parked = true
+			}
+			delete(pending, e.ApprovalDecision.ApprovalID)
+			if parked && len(pending) == 0 {
+				parked, segStart = false, e.Time
+			}
+		case e.RunEnd != nil:
+			if !parked {
+				active += e.Time.Sub(segStart)
+			}
+			return max(active, 0)
+		}
+		last = e.Time
+	}
+	switch {
+	case !started:
+		return 0
+	case parked || len(pending) > 0:
+		// Parked (or about to): the wait has not ended.
+		if !parked {
+			active += last.Sub(segStart)
+		}
+	default:
+		active += now.Sub(segStart)
+	}
+	return max(active, 0)
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestLookups(t *testing.T) {
@@ -55,5 +56,58 @@ func TestLookups(t *testing.T) {
 	}
 	if got := PendingInputs(events); !slices.Equal(got, []string{"m4"}) {
 		t.Errorf("PendingInputs = %v", got)
+	}
+}
+
+// TestActiveTime: a run's working time counts from its run-start, stops
+// while it waits for approval decisions (from its last event before them
+// to the decision that leaves none pending), and counts again after.
+func TestActiveTime(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	ev := func(sec int, run string, set func(*Event)) Event {
+		e := Event{ID: NewID("evt"), Time: at(sec), RunID: run}
+		set(&e)
+		return e
+	}
+	start := func(sec int) Event {
+		return ev(sec, "r1", func(e *Event) { e.Kind, e.RunStart = KindRunStart, &RunStart{ResponseID: "resp1"} })
+	}
+	step := func(sec int) Event {
+		return ev(sec, "r1", func(e *Event) { e.Kind, e.Step = KindStep, &Step{ResponseID: "resp1", FinishReason: "tool_calls"} })
+	}
+	request := func(sec int, id string) Event {
+		return ev(sec, "r1", func(e *Event) {
+			e.Kind, e.ApprovalRequest = KindApprovalRequest, &ApprovalRequest{ApprovalID: id, CallID: "c-" + id, Name: "pay"}
+		})
+	}
+	decide := func(sec int, id string) Event {
+		return ev(sec, "r1", func(e *Event) {
+			e.Kind, e.ApprovalDecision = KindApprovalDecision, &ApprovalDecision{ApprovalID: id, Decision: DecisionApprove}
+		})
+	}
+	end := func(sec int) Event {
+		return ev(sec, "r1", func(e *Event) { e.Kind, e.RunEnd = KindRunEnd, &RunEnd{Status: RunCompleted} })
+	}
+	other := ev(5, "r2", func(e *Event) { e.Kind, e.RunStart = KindRunStart, &RunStart{ResponseID: "resp9"} })
+	for _, c := range []struct {
+		name   string
+		events []Event
+		now    int
+		want   int
+	}{
+		{"not started", []Event{other}, 100, 0},
+		{"open", []Event{start(10), other, step(15)}, 40, 30},
+		{"ended", []Event{start(10), step(15), end(25)}, 1000, 15},
+		{"parked now", []Event{start(10), step(12), request(13, "a")}, 5000, 3},
+		{"parked, then decided", []Event{start(10), step(12), request(13, "a"), decide(600, "a")}, 610, 13},
+		{"two requests, decided one by one", []Event{start(10), step(12), request(13, "a"), request(14, "b"),
+			decide(300, "a"), decide(900, "b"), end(905)}, 2000, 9},
+		{"parked twice", []Event{start(0), request(10, "a"), decide(100, "a"), step(105), request(110, "b"),
+			decide(1000, "b"), end(1010)}, 5000, 30},
+	} {
+		if got := ActiveTime(c.events, "r1", at(c.now)); got != time.Duration(c.want)*time.Second {
+			t.Errorf("%s: ActiveTime = %s, want %ds", c.name, got, c.want)
+		}
 	}
 }

@@ -26,8 +26,11 @@ const (
 	StatusCompleted ItemStatus = "completed"
 	// StatusCancelled: the run was cancelled; Text holds what had streamed.
 	StatusCancelled ItemStatus = "cancelled"
-	// StatusFailed: the run failed (or timed out); Reason tells why.
+	// StatusFailed: the run failed; Reason tells why.
 	StatusFailed ItemStatus = "failed"
+	// StatusTimedOut: one of the run's timeouts fired; Reason tells which.
+	// Text holds what had streamed.
+	StatusTimedOut ItemStatus = "timed_out"
 	// StatusInterrupted: the process running the pass died; the run waits
 	// to be resumed.
 	StatusInterrupted ItemStatus = "interrupted"
@@ -73,7 +76,8 @@ type Item struct {
 	Text string `json:"text"`
 	// Status is set on responses only.
 	Status ItemStatus `json:"status,omitempty"`
-	// Reason explains a failed, cancelled or interrupted response.
+	// Reason explains a failed, timed out, cancelled or interrupted
+	// response.
 	Reason string `json:"reason,omitempty"`
 	// Parts is a user message's content when it has more than text.
 	Parts []Part `json:"parts,omitempty"`
@@ -382,7 +386,9 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 			if !finish(e.RunID, r, status, e.RunEnd.Reason) && r.lastItem >= 0 {
 				it := &t.Items[r.lastItem]
-				if it.Status == StatusCompleted {
+				if it.Status == StatusCompleted || (it.Status == StatusCancelled && status == StatusTimedOut) {
+					// (A pass cut short by a timeout shows how the run
+					// ended, not as cancelled.)
 					it.Status = status
 				}
 				if it.Reason == "" {
@@ -455,7 +461,9 @@ func itemStatus(s RunStatus) ItemStatus {
 		return StatusCancelled
 	case RunInterrupted:
 		return StatusInterrupted
-	default: // failed, timed_out
+	case RunTimedOut:
+		return StatusTimedOut
+	default: // failed
 		return StatusFailed
 	}
 }

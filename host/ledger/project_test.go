@@ -214,7 +214,7 @@ func TestProjectSession(t *testing.T) {
 		{
 			name:   "timed out",
 			events: newBuilder().input("m1", "", "hello").runStart("run1", "resp1", "m1").runEnd("run1", RunTimedOut, "deadline exceeded").build(),
-			want:   []itemView{user("m1", "run1", "hello"), resp("resp1", "run1", "", StatusFailed, "deadline exceeded")},
+			want:   []itemView{user("m1", "run1", "hello"), resp("resp1", "run1", "", StatusTimedOut, "deadline exceeded")},
 		},
 		{
 			name:   "given up as interrupted",

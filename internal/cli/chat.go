@@ -41,6 +41,7 @@ type modelFlags struct {
 	offline  bool
 	maxSteps int
 	idle     time.Duration
+	timeouts host.AgentTimeouts
 	compact  float64
 	resume   bool
 	leaseTTL time.Duration
@@ -84,7 +85,12 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.baseURL, "base-url", base, "OpenAI-compatible base `URL` (default from OPENROUTER_BASE_URL); the key comes from OPENROUTER_API_KEY")
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
-	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model stream silent for this `DURATION`")
+	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model response whose connection stays silent for this `DURATION` (the HTTP client's bound)")
+	fs.DurationVar(&m.timeouts.Total, "timeout-total", 0, "end a run timed_out once it has worked this `DURATION` (time waiting for approvals does not count; default: none)")
+	fs.DurationVar(&m.timeouts.Step, "timeout-step", 0, "end a run timed_out when one step (a model pass and its tools) takes longer than this `DURATION` (default: none)")
+	fs.DurationVar(&m.timeouts.FirstChunk, "timeout-first-chunk", 0, "cut and retry a model pass that streams nothing for this `DURATION` after the request; a run whose retries are spent ends timed_out (default: none)")
+	fs.DurationVar(&m.timeouts.Chunk, "timeout-chunk", 0, "cut and retry a model pass whose stream falls silent for this `DURATION` (default: none)")
+	fs.DurationVar(&m.timeouts.Tool, "timeout-tool", 0, fmt.Sprintf("bound on a tool call whose tool sets none; the model is told, and the run goes on (default %s)", host.DefaultToolTimeout))
 	fs.StringVar(&m.plugins, "plugins", "", "offer the tools of the Wasm plugins in `DIR` (NAME.wasm, with NAME.json for plain Extism modules), reloaded as the files change")
 	fs.BoolVar(&m.pluginKV, "plugin-kv", false, "give the --plugins their key-value store, kept in --storage")
 	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
@@ -110,7 +116,14 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(2, "--idle-timeout must be positive, got %s", m.idle)
 	}
 	pcfg := provider.Config{BaseURL: m.baseURL, APIKey: env.Getenv("OPENROUTER_API_KEY"), IdleTimeout: m.idle}
-	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps}
+	for name, d := range map[string]time.Duration{"total": m.timeouts.Total, "step": m.timeouts.Step,
+		"first-chunk": m.timeouts.FirstChunk, "chunk": m.timeouts.Chunk, "tool": m.timeouts.Tool} {
+		if d < 0 {
+			cleanup()
+			return nil, nil, fail(2, "--timeout-%s must not be negative, got %s", name, d)
+		}
+	}
+	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts}
 	if m.offline {
 		if !m.modelSet {
 			agent.Model = fakemodel.DefaultModel
@@ -455,6 +468,10 @@ func usageLine(u ledger.SessionUsage) string {
 // errCtrlC is the cause of a run's context when the user pressed Ctrl-C.
 var errCtrlC = errors.New("interrupted (Ctrl-C)")
 
+// exitTimedOut is the exit status of a command whose run timed out, as
+// timeout(1)'s.
+const exitTimedOut = 124
+
 // outcome turns a run's result into the command's exit status.
 func outcome(res host.RunResult, err error) error {
 	if err != nil {
@@ -465,6 +482,8 @@ func outcome(res host.RunResult, err error) error {
 		return nil
 	case ledger.RunCancelled:
 		return fail(130, "run %s cancelled: %s", res.RunID, res.Reason)
+	case ledger.RunTimedOut:
+		return fail(exitTimedOut, "run %s timed out: %s", res.RunID, res.Reason)
 	case ledger.RunApprovalRequired:
 		ids := make([]string, len(res.Approvals))
 		for i, a := range res.Approvals {
