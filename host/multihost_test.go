@@ -561,3 +561,53 @@ wait:
 		t.Errorf("the ledger grew after the run ended: %s", kinds(evs2))
 	}
 }
+
+// TestMultiHostStatus: the status of a session is the same on every host
+// sharing the storage — running on the host that leads the run and on the
+// other (which reads the lease, and names its holder); interrupted on the
+// other once the leader stopped without ending the run.
+func TestMultiHostStatus(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{Latency: 15 * time.Millisecond, ChunkSize: 1})
+	storeA, storeB := mhOpen(t, srv.URL()), mhOpen(t, srv.URL())
+	hostA := mhHost(t, storeA, "host-a", model.URL())
+	hostB := mhHost(t, storeB, "host-b", model.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := hostA.Session("s").Start(ctx, mhWords("w", 400), host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := run.Subscribe(0)
+	for {
+		p, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type == host.ProgressText {
+			break
+		}
+	}
+	sub.Close()
+	a, err := hostA.Session("s").Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := hostB.Session("s").Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != host.StateRunning || b.State != host.StateRunning || a.RunID != run.ID() || b.RunID != a.RunID ||
+		!strings.HasPrefix(b.Holder, "host-a") || !a.Since.Equal(b.Since) || a.Step != b.Step {
+		t.Fatalf("while A runs s: on A %+v, on B %+v; want both running, B naming A as the holder", a, b)
+	}
+	// A stops without recording an end (as a crash would, but releasing
+	// its lease): the run is interrupted, for B too.
+	closeCtx, closeNow := context.WithCancel(ctx)
+	closeNow()
+	hostA.Close(closeCtx)
+	b, err = hostB.Session("s").Status(ctx)
+	if err != nil || b.State != host.StateInterrupted || b.RunID != run.ID() || b.Holder != "" {
+		t.Fatalf("after A stopped: on B %+v %v, want interrupted", b, err)
+	}
+}

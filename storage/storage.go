@@ -100,6 +100,17 @@ type Leaser interface {
 	AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error)
 }
 
+// LeaseInspector is implemented by Leasers that can tell who holds a
+// session's lease without taking it: the host's [Session.Status] uses it to
+// tell a run another host leads (running) from one whose host died
+// (interrupted). Without it, a host takes a run it does not run itself for
+// interrupted.
+type LeaseInspector interface {
+	// LeaseHolder returns the owner holding the session's lease and how
+	// long it runs unless renewed; holder is "" when nobody holds it.
+	LeaseHolder(ctx context.Context, sessionID string) (holder string, left time.Duration, err error)
+}
+
 // Lease is one owner's hold on a session, from [Leaser.AcquireLease]. The
 // store, not the holder's clock, decides when it expires: the holder must
 // Renew it well within its ttl, and learns that it lost it from

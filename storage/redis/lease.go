@@ -48,6 +48,38 @@ end
 return 0
 `)
 
+// holderScript reads a lease. KEYS: the lease. It returns {holder, its
+// remaining ms}, or {} when nobody holds it.
+var holderScript = goredis.NewScript(`
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  return {}
+end
+return {holder, redis.call('PTTL', KEYS[1])}
+`)
+
+// LeaseHolder returns the owner that holds the session's lease and how
+// long it has left, or "" when nobody holds it.
+func (s *Store) LeaseHolder(ctx context.Context, sessionID string) (string, time.Duration, error) {
+	if err := checkID(sessionID); err != nil {
+		return "", 0, err
+	}
+	if s.closed.Load() {
+		return "", 0, storage.ErrClosed
+	}
+	what := fmt.Sprintf("read the lease of session %q", sessionID)
+	res, err := holderScript.Run(ctx, s.client, []string{s.leaseKey(sessionID)}).Slice()
+	if err != nil {
+		return "", 0, s.fail(ctx, what, err)
+	}
+	if len(res) < 2 {
+		return "", 0, nil
+	}
+	holder, _ := res[0].(string)
+	ms, _ := res[1].(int64)
+	return holder, time.Duration(max(ms, 0)) * time.Millisecond, nil
+}
+
 // AcquireLease takes the session's lease for ttl (at least a millisecond,
 // Redis's resolution) on behalf of owner, or fails with a
 // [*storage.LeaseHeldError] (matching [storage.ErrLeaseHeld]) that names

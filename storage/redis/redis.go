@@ -666,9 +666,10 @@ func checkID(id string) error {
 }
 
 var (
-	_ storage.Storage = (*Store)(nil)
-	_ storage.Lister  = (*Store)(nil)
-	_ storage.Closer  = (*Store)(nil)
-	_ storage.Leaser  = (*Store)(nil)
-	_ storage.Watcher = (*Store)(nil)
+	_ storage.Storage        = (*Store)(nil)
+	_ storage.Lister         = (*Store)(nil)
+	_ storage.Closer         = (*Store)(nil)
+	_ storage.Leaser         = (*Store)(nil)
+	_ storage.LeaseInspector = (*Store)(nil)
+	_ storage.Watcher        = (*Store)(nil)
 )

@@ -42,6 +42,7 @@ func runLeaser(t *testing.T, a, b storage.Storage) {
 		{"Release", testLeaseRelease},
 		{"FencedAppend", testLeaseFencedAppend},
 		{"Invalid", testLeaseInvalid},
+		{"Holder", testLeaseHolder},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, a, b, la, lb) })
 	}
@@ -295,5 +296,36 @@ func testLeaseInvalid(t *testing.T, a, b storage.Storage, la, lb storage.Leaser)
 			t.Errorf("AcquireLease with ttl %v: no error, want one", ttl)
 			_ = lease.Release(ctx)
 		}
+	}
+}
+
+// testLeaseHolder checks a LeaseInspector: nobody holds a new session's
+// lease; an owner that acquired it holds it, on both handles, for at most
+// its ttl; nobody once it released it.
+func testLeaseHolder(t *testing.T, a, b storage.Storage, la, lb storage.Leaser) {
+	ia, okA := a.(storage.LeaseInspector)
+	ib, okB := b.(storage.LeaseInspector)
+	switch {
+	case !okA && !okB:
+		t.Skip("the store does not implement storage.LeaseInspector")
+	case okA != okB:
+		t.Fatal("only one of the two handles implements storage.LeaseInspector")
+	}
+	ctx := t.Context()
+	const id = "lease-holder"
+	if holder, left, err := ia.LeaseHolder(ctx, id); err != nil || holder != "" || left != 0 {
+		t.Errorf("LeaseHolder of a session nobody leased = %q, %v, %v; want \"\", 0, nil", holder, left, err)
+	}
+	lease := acquire(t, la, id, "owner-a", longTTL)
+	for name, in := range map[string]storage.LeaseInspector{"a": ia, "b": ib} {
+		if holder, left, err := in.LeaseHolder(ctx, id); err != nil || holder != "owner-a" || left <= 0 || left > longTTL {
+			t.Errorf("LeaseHolder on handle %s while owner-a holds the lease = %q, %v, %v; want owner-a, at most %v left", name, holder, left, err, longTTL)
+		}
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if holder, _, err := ib.LeaseHolder(ctx, id); err != nil || holder != "" {
+		t.Errorf("LeaseHolder after the release = %q, %v; want nobody", holder, err)
 	}
 }

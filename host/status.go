@@ -1,0 +1,151 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// State is what a session is doing, as [Session.Status] reports it.
+type State string
+
+// The states of a session.
+const (
+	// StateIdle: the session has no run and no message waiting.
+	StateIdle State = "idle"
+	// StateQueued: messages wait for a run to pick them up (none runs).
+	StateQueued State = "queued"
+	// StateRunning: a run is in flight, in this host or in another that
+	// holds the session's lease.
+	StateRunning State = "running"
+	// StateApprovalRequired: the session's run is parked until people
+	// decide its approval requests.
+	StateApprovalRequired State = "approval_required"
+	// StateCompleted, StateFailed, StateCancelled, StateTimedOut: how the
+	// session's last run ended.
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+	StateTimedOut  State = "timed_out"
+	// StateInterrupted: the session's run has no end and no host runs it
+	// (its process died); a resume continues it.
+	StateInterrupted State = "interrupted"
+)
+
+// Status is what a session is doing and how it got there (see
+// [Session.Status]).
+type Status struct {
+	SessionID string `json:"session_id"`
+	State     State  `json:"state"`
+	// RunID is the run in flight, parked or interrupted, else the last
+	// run; "" when the session has none.
+	RunID string `json:"run_id,omitempty"`
+	// Step is the number of model passes the run has recorded: while it
+	// runs, the index of the pass in flight.
+	Step int `json:"step"`
+	// Since is when the state began: the run's start (running,
+	// interrupted), the last approval request (approval_required), the
+	// run's end, or the oldest message waiting (queued).
+	Since time.Time `json:"since,omitzero"`
+	// Queued counts the messages that no run has picked up yet.
+	Queued int `json:"queued"`
+	// Reason explains how the last run ended; Timeout names the timeout
+	// that ended a timed_out one.
+	Reason  string      `json:"reason,omitempty"`
+	Timeout TimeoutKind `json:"timeout,omitempty"`
+	// Holder names the host that leads the running run, when the storage
+	// tells (storage.LeaseInspector); "" otherwise.
+	Holder string `json:"holder,omitempty"`
+	// Approvals are the requests a parked run waits on, with their tokens.
+	Approvals []PendingApproval `json:"approvals,omitempty"`
+}
+
+// Status returns what the session is doing: its state, the run it concerns
+// and its progress, the messages waiting, and the approvals pending. It is
+// read from the ledger — so it is the same on every host sharing the
+// storage — and from this host's live view of a run in flight, and, for a
+// run another host may lead, from the session's lease (when the storage
+// implements storage.LeaseInspector; otherwise a run this host does not
+// run is reported interrupted).
+func (s *Session) Status(ctx context.Context) (Status, error) {
+	events, live, err := s.view(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("host: status of session %s: %w", s.id, err)
+	}
+	st := Status{SessionID: s.id, State: StateIdle}
+	pending := ledger.PendingInputs(events)
+	st.Queued = len(pending)
+	open := ledger.OpenRuns(events)
+	if len(open) > 0 {
+		id := open[len(open)-1]
+		st.RunID = id
+		st.Step, st.Since = stepsAndStart(events, id)
+		switch {
+		case ledger.Parked(events, id):
+			st.State = StateApprovalRequired
+			res := s.h.parkedResult(s.id, events, id)
+			st.Approvals = res.Approvals
+			for _, a := range st.Approvals {
+				st.Since = a.RequestedAt // the last request's
+			}
+		case len(live) > 0 && live[0].RunID == id:
+			st.State = StateRunning
+		default:
+			st.State = StateInterrupted
+			if in, ok := s.h.store.(storage.LeaseInspector); ok {
+				holder, _, err := in.LeaseHolder(ctx, s.id)
+				if err != nil {
+					return Status{}, fmt.Errorf("host: status of session %s: %w", s.id, err)
+				}
+				if holder != "" {
+					st.State, st.Holder = StateRunning, holder
+				}
+			}
+		}
+		return st, nil
+	}
+	if len(pending) > 0 {
+		st.State = StateQueued
+		for _, e := range events {
+			if e.Input != nil && e.Input.MessageID == pending[0] {
+				st.Since = e.Time
+				break
+			}
+		}
+		return st, nil
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if e.RunEnd == nil {
+			continue
+		}
+		st.RunID, st.Since = e.RunID, e.Time
+		st.Step, _ = stepsAndStart(events, e.RunID)
+		st.State, st.Reason, st.Timeout = State(e.RunEnd.Status), e.RunEnd.Reason, TimeoutKind(e.RunEnd.Timeout)
+		if e.RunEnd.Status == ledger.RunInterrupted {
+			st.State = StateInterrupted
+		}
+		break
+	}
+	return st, nil
+}
+
+// stepsAndStart returns the number of whole passes the run recorded and
+// the time of its run-start.
+func stepsAndStart(events []ledger.Event, runID string) (steps int, start time.Time) {
+	for _, e := range events {
+		if e.RunID != runID {
+			continue
+		}
+		switch {
+		case e.RunStart != nil:
+			start = e.Time
+		case e.Step != nil && !e.Step.Partial:
+			steps++
+		}
+	}
+	return steps, start
+}
