@@ -5,11 +5,22 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/cli"
+	"github.com/agentichost/agentic/plugins/plugintest"
+	"github.com/agentichost/agentic/storage/file"
 )
 
 // approvalItem is a transcript item, with its tool calls.
@@ -204,5 +215,247 @@ func TestApprovalQueuedFromAnotherProcess(t *testing.T) {
 	}
 	if want := "user: response:completed user: response:completed"; strings.Join(got, " ") != want || items[3].Text != "You said: what comes next" {
 		t.Fatalf("transcript %q, want %q, the last answering the queued message: %+v", strings.Join(got, " "), want, items)
+	}
+}
+
+// TestApprovalAllowedCallRunsFirst: one pass calls get_account (read: the
+// policy allows it) and publish_post (external: it waits). The allowed
+// call ran before any decision — its result is in the transcript while
+// the other waits — and the approval runs only the waiting one.
+func TestApprovalAllowedCallRunsFirst(t *testing.T) {
+	bin := needBinary(t)
+	blog, posts := blogServer(t)
+	plugins := approvalPlugins(t, blog)
+	if err := os.WriteFile(filepath.Join(plugins[1], "get_account.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/get_account"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	storage := "file:" + dir
+	common := append([]string{"--offline", "--storage", storage, "--session", "mixed"}, plugins...)
+	code, out, errOut := runBin(t, bin, append(append([]string{"chat"}, common...), `get_account then publish_post title="Hello" body="Mixed"`)...)
+	ran := strings.Index(out, `[tool get_account ok: {"account_id"`)
+	waits := strings.Index(out, "[tool publish_post waits for approval")
+	if code != 3 || ran < 0 || waits < ran {
+		t.Fatalf("chat: exit %d, want 3, get_account run, then publish_post waiting\n%s\n%s", code, out, errOut)
+	}
+	items := itemsOf(t, storage, "mixed")
+	last := items[len(items)-1]
+	if last.Status != "approval_required" || len(last.ToolCalls) != 2 ||
+		last.ToolCalls[0].Name != "get_account" || last.ToolCalls[0].Status != "done" || !strings.Contains(last.ToolCalls[0].Output, `"owner"`) || last.ToolCalls[0].Approval != "" ||
+		last.ToolCalls[1].Name != "publish_post" || last.ToolCalls[1].Status != "approval_required" || last.ToolCalls[1].Approval != "pending" {
+		t.Fatalf("transcript before the decision: %+v", last)
+	}
+	if posts.Load() != 0 {
+		t.Fatal("published before the decision")
+	}
+
+	list := inbox(t, bin, storage)
+	if len(list) != 1 || list[0].Tool != "publish_post" {
+		t.Fatalf("inbox %+v, want publish_post alone", list)
+	}
+	if code, out, errOut := runBin(t, bin, append([]string{"approve", "mixed", list[0].ApprovalID}, common...)...); code != 0 ||
+		strings.Contains(out, "[tool get_account") || !strings.Contains(out, `[tool publish_post ok:`) {
+		t.Fatalf("approve: exit %d, want publish_post alone to run\n%s\n%s", code, out, errOut)
+	}
+	store, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	results := map[string]int{}
+	for _, e := range hosttest.Load(t, store, "mixed") {
+		if e.ToolResult != nil {
+			results[e.ToolResult.Name]++
+		}
+	}
+	if results["get_account"] != 1 || results["publish_post"] != 1 || posts.Load() != 1 {
+		t.Fatalf("tool results %v, %d posts; want each call once", results, posts.Load())
+	}
+}
+
+// TestApprovalInbox: "approvals" lists what waits in every session of the
+// storage, oldest first: a table (session, approval, tool, how long it has
+// waited, how long until it expires, the summary), or JSON with the
+// summary, tool, input, when it was requested (its age) and when it
+// expires, and the token.
+func TestApprovalInbox(t *testing.T) {
+	bin := needBinary(t)
+	blog, _ := blogServer(t)
+	storage := "file:" + t.TempDir()
+	common := append([]string{"--offline", "--storage", storage}, approvalPlugins(t, blog)...)
+	if code, out, _ := runBin(t, bin, "approvals", "--storage", storage); code != 0 || out != "no approval requests waiting\n" {
+		t.Fatalf("an empty inbox: exit %d, %q", code, out)
+	}
+	if code, out, _ := runBin(t, bin, "approvals", "--json", "--storage", storage); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("an empty inbox as JSON: exit %d, %q", code, out)
+	}
+	started := time.Now()
+	for _, s := range []string{"older", "newer"} {
+		if code, _, errOut := runBin(t, bin, append([]string{"chat", "--session", s}, append(common, `publish_post title="From `+s+`" body="B"`)...)...); code != 3 {
+			t.Fatalf("chat %s: exit %d\n%s", s, code, errOut)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond) // a visible age
+
+	list := inbox(t, bin, storage)
+	if len(list) != 2 || list[0].SessionID != "older" || list[1].SessionID != "newer" {
+		t.Fatalf("inbox %+v, want older, then newer", list)
+	}
+	for _, p := range list {
+		var input map[string]string
+		if err := json.Unmarshal(p.Input, &input); err != nil || input["title"] != "From "+p.SessionID || input["body"] != "B" {
+			t.Errorf("%s: input %s (%v)", p.SessionID, p.Input, err)
+		}
+		if p.Tool != "publish_post" || p.Summary != `publish_post with {"body":"B","title":"From `+p.SessionID+`"}` || p.Reason == "" || p.Token == "" ||
+			!strings.HasPrefix(p.ApprovalID, "appr_") || !strings.HasPrefix(p.CallID, "call_") {
+			t.Errorf("%s: %+v", p.SessionID, p)
+		}
+		if age := time.Since(p.RequestedAt); p.RequestedAt.Before(started.Add(-time.Second)) || age < time.Second || age > time.Minute {
+			t.Errorf("%s: requested at %s, %s ago", p.SessionID, p.RequestedAt, age)
+		}
+		if ttl := p.ExpiresAt.Sub(p.RequestedAt); ttl != host.DefaultApprovalTTL {
+			t.Errorf("%s: expires %s after the request, want %s", p.SessionID, ttl, host.DefaultApprovalTTL)
+		}
+	}
+	if !list[0].RequestedAt.Before(list[1].RequestedAt) {
+		t.Errorf("not oldest first: %s, %s", list[0].RequestedAt, list[1].RequestedAt)
+	}
+
+	code, out, errOut := runBin(t, bin, "approvals", "--storage", storage)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 0 || len(lines) != 3 {
+		t.Fatalf("approvals: exit %d, want a header and two rows\n%s\n%s", code, out, errOut)
+	}
+	if header := strings.Fields(lines[0]); strings.Join(header, " ") != "SESSION APPROVAL TOOL WAITING EXPIRES IN SUMMARY" {
+		t.Errorf("header %q", lines[0])
+	}
+	for i, p := range list {
+		row := regexp.MustCompile(`^` + p.SessionID + ` +` + p.ApprovalID + ` +publish_post +(\d+)s +(23h59m0s|24h0m0s) +` +
+			regexp.QuoteMeta(p.Summary) + `$`).FindStringSubmatch(lines[i+1])
+		if row == nil {
+			t.Errorf("row %d: %q, want %s's request", i+1, lines[i+1], p.SessionID)
+		} else if row[1] == "0" {
+			t.Errorf("row %d: waited %ss", i+1, row[1])
+		}
+	}
+	// The columns line up.
+	if col := strings.Index(lines[0], "TOOL"); strings.Index(lines[1], "publish_post") != col || strings.Index(lines[2], "publish_post") != col {
+		t.Errorf("the columns do not line up:\n%s", out)
+	}
+}
+
+// TestApprovalSecretAcrossProcesses: the approval secret is the same in
+// every process on one storage: from AGENTIC_APPROVAL_SECRET, or, without
+// it, the one the first process kept in the storage. So a token "approvals
+// --json" printed in one process is the one every other process mints,
+// and it decides the request in another process (this test's, with the
+// secret as the command finds it — no command takes a token); with
+// another secret, the token differs and is refused, changing nothing.
+func TestApprovalSecretAcrossProcesses(t *testing.T) {
+	bin := needBinary(t)
+	blog, _ := blogServer(t)
+	dir := t.TempDir()
+	storage := "file:" + dir
+	common := append([]string{"--offline", "--storage", storage}, approvalPlugins(t, blog)...)
+	envA := "AGENTIC_APPROVAL_SECRET=" + strings.Repeat("a", 32)
+	envB := "AGENTIC_APPROVAL_SECRET=" + strings.Repeat("b", 64) // hex
+	kept := "AGENTIC_APPROVAL_SECRET="                           // unset: the kept one
+	for _, s := range []string{"kept", "env"} {
+		if code, _, errOut := runBinEnv(t, bin, []string{kept}, append([]string{"chat", "--session", s}, append(common, `publish_post title="T" body="B"`)...)...); code != 3 {
+			t.Fatalf("chat %s: exit %d\n%s", s, code, errOut)
+		}
+	}
+	tokens := func(env string) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, p := range inbox(t, bin, storage, env) {
+			out[p.SessionID] = p.Token
+		}
+		if len(out) != 2 {
+			t.Fatalf("inbox %v", out)
+		}
+		return out
+	}
+	keptTok, keptAgain := tokens(kept), tokens(kept)
+	aTok, aAgain, bTok := tokens(envA), tokens(envA), tokens(envB)
+	if keptTok["kept"] != keptAgain["kept"] || aTok["env"] != aAgain["env"] {
+		t.Fatalf("two processes with one secret minted different tokens: %v %v, %v %v", keptTok, keptAgain, aTok, aAgain)
+	}
+	if aTok["env"] == keptTok["env"] || aTok["env"] == bTok["env"] || keptTok["env"] == bTok["env"] {
+		t.Fatalf("different secrets minted the same token: kept %v, A %v, B %v", keptTok, aTok, bTok)
+	}
+
+	// Another process — this one — on the same storage.
+	store, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() }) // after the hosts'
+	hostWith := func(env string) *hosttest.Harness {
+		t.Helper()
+		k, v, _ := strings.Cut(env, "=")
+		secret, err := cli.ApprovalSecret(cli.Env{Getenv: func(name string) string {
+			if name == k {
+				return v
+			}
+			return ""
+		}}, store)
+		if err != nil || len(secret) < 32 {
+			t.Fatalf("secret %x, %v", secret, err)
+		}
+		// The tool as the binary's host has it, minus the effect: a denial
+		// must not call it.
+		publish := host.NewTool(host.ToolSpec{Name: "publish_post", Effect: host.EffectExternal}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+			t.Error("a denied call ran")
+			return host.ToolResult{}, errors.New("denied")
+		})
+		return hosttest.New(t, host.Options{Storage: store, ApprovalSecret: secret, Agent: host.Agent{Tools: []host.Tool{publish}}})
+	}
+	kh, ah, bh := hostWith(kept), hostWith(envA), hostWith(envB)
+	ctx := context.Background()
+	ledgerOf := func(session string) string {
+		t.Helper()
+		var b strings.Builder
+		for _, e := range hosttest.Load(t, store, session) {
+			line, _ := ledger.Encode(e)
+			b.Write(line)
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name    string
+		h       *hosttest.Harness
+		session string
+		token   string
+	}{
+		{"the kept secret's token, under secret A", ah, "kept", keptTok["kept"]},
+		{"the kept secret's token, under secret B", bh, "kept", keptTok["kept"]},
+		{"secret A's token, under the kept secret", kh, "env", aTok["env"]},
+		{"secret A's token, under secret B", bh, "env", aTok["env"]},
+	} {
+		before := ledgerOf(tc.session)
+		if _, err := tc.h.Host.Session(tc.session).DecideWithToken(ctx, tc.token, host.ApprovalDecision{By: "link"}); !errors.Is(err, host.ErrApprovalTokenInvalid) {
+			t.Errorf("%s: %v, want ErrApprovalTokenInvalid", tc.name, err)
+		}
+		if ledgerOf(tc.session) != before {
+			t.Errorf("%s: the refused token changed the ledger", tc.name)
+		}
+	}
+	// Accepted where the secret is the same: a denial, so that no tool
+	// needs to run here.
+	for _, tc := range []struct {
+		h              *hosttest.Harness
+		session, token string
+	}{{kh, "kept", keptTok["kept"]}, {ah, "env", aTok["env"]}} {
+		run, err := tc.h.Host.Session(tc.session).DecideWithToken(ctx, tc.token, host.ApprovalDecision{Reason: "by token", By: "link"})
+		if err != nil {
+			t.Fatalf("session %s: %v", tc.session, err)
+		}
+		if res, err := run.Wait(ctx); err != nil || res.Status != ledger.RunCompleted || !strings.Contains(res.Text, "a person denied this call (link): by token") {
+			t.Fatalf("session %s: %+v, %v", tc.session, res, err)
+		}
+	}
+	if list := inbox(t, bin, storage, kept); len(list) != 0 {
+		t.Fatalf("inbox after the decisions: %+v", list)
 	}
 }
