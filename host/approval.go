@@ -223,10 +223,13 @@ func (h *Host) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 // run are pending, its Wait answers at once with status
 // approval_required.
 //
-// A request decided already fails with [ErrApprovalDecided]; one that
-// expired with [ErrApprovalExpired] (the call is then refused as expired,
-// and the run goes on); an unknown one with [ErrApprovalNotFound]. These
-// change nothing else.
+// A request decided already fails with [ErrApprovalDecided], an unknown
+// one with [ErrApprovalNotFound]; these change nothing. A request that
+// expired fails with [ErrApprovalExpired]: the decision does not count,
+// so the person learns that the call did not run. What Decide records
+// then is not that decision but the expiry the host records anyway once a
+// request lapsed (as the sweep does): the call is refused as expired, the
+// model is told, and the run goes on — the returned Run follows it.
 func (s *Session) Decide(ctx context.Context, approvalID string, d ApprovalDecision) (*Run, error) {
 	return s.decide(ctx, approvalID, d, nil)
 }
@@ -236,10 +239,14 @@ func (s *Session) Decide(ctx context.Context, approvalID string, d ApprovalDecis
 // the token must be one this host's secret signed, for this tenant, this
 // session and a request recorded exactly as it was when the token was
 // minted (the run, the call, the tool, its input's digest, the policy's
-// code, the expiry). A token that is not one, or does not match the
-// recorded request, fails with [ErrApprovalTokenInvalid]; one of another
-// tenant or session with [ErrApprovalTokenMismatch]. Nothing changes on
-// these errors.
+// code, the expiry). It is refused, and nothing changes — nothing is
+// recorded, no run continues — when it is not a token, or does not match
+// the request it names ([ErrApprovalTokenInvalid]); when it is a token of
+// another tenant, session or approval request, even of the same run
+// ([ErrApprovalTokenMismatch]); when its request was decided already
+// ([ErrApprovalDecided]); and when its request expired
+// ([ErrApprovalExpired]): unlike Decide, an expired token records not even
+// the expiry, which the host's sweep (or a Decide) records.
 func (s *Session) DecideWithToken(ctx context.Context, token string, d ApprovalDecision) (*Run, error) {
 	claims, mac, err := parseToken(token)
 	if err != nil {
@@ -248,9 +255,22 @@ func (s *Session) DecideWithToken(ctx context.Context, token string, d ApprovalD
 	if claims.Tenant != s.h.tenant || claims.SessionID != s.id {
 		return nil, fmt.Errorf("%w: it is for tenant %q, session %q", ErrApprovalTokenMismatch, claims.Tenant, claims.SessionID)
 	}
-	check := func(runID string, a ledger.ApprovalRequest) error {
-		if !hmac.Equal(mac, approvalMAC(s.h.secret, s.h.tenant, s.id, runID, a)) {
-			return fmt.Errorf("%w: its signature does not match approval request %s as recorded", ErrApprovalTokenInvalid, a.ApprovalID)
+	check := func(events []ledger.Event, found ledger.Approval) error {
+		if !hmac.Equal(mac, approvalMAC(s.h.secret, s.h.tenant, s.id, found.RunID, found.Request)) {
+			// A genuine token of another request of the session, its
+			// claims edited to name this one, is a mismatch, not a forgery.
+			for _, a := range ledger.Approvals(events, "") {
+				if a.Request.ApprovalID != found.Request.ApprovalID && hmac.Equal(mac, approvalMAC(s.h.secret, s.h.tenant, s.id, a.RunID, a.Request)) {
+					return fmt.Errorf("%w: it is the token of approval request %s, not of %s", ErrApprovalTokenMismatch, a.Request.ApprovalID, found.Request.ApprovalID)
+				}
+			}
+			return fmt.Errorf("%w: its signature does not match approval request %s as recorded", ErrApprovalTokenInvalid, found.Request.ApprovalID)
+		}
+		if found.State != ledger.ApprovalPending || found.Answered {
+			return fmt.Errorf("%w: %s is %s", ErrApprovalDecided, found.Request.ApprovalID, found.State)
+		}
+		if exp := found.Request.ExpiresAt; !exp.IsZero() && time.Now().After(exp) {
+			return fmt.Errorf("%w: at %s; the token no longer decides it", ErrApprovalExpired, exp.Format(time.RFC3339))
 		}
 		return nil
 	}
@@ -258,8 +278,8 @@ func (s *Session) DecideWithToken(ctx context.Context, token string, d ApprovalD
 }
 
 // decide is Decide, checking the request with check (when set) before
-// anything is recorded.
-func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecision, check func(runID string, a ledger.ApprovalRequest) error) (*Run, error) {
+// anything is recorded: an error of check refuses the decision.
+func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecision, check func(events []ledger.Event, found ledger.Approval) error) (*Run, error) {
 	h := s.h
 	var refused error
 	prepare := func(events []ledger.Event) ([]ledger.Event, error) {
@@ -274,7 +294,7 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 			return nil, fmt.Errorf("%w: %s in session %s", ErrApprovalNotFound, approvalID, s.id)
 		}
 		if check != nil {
-			if err := check(found.RunID, found.Request); err != nil {
+			if err := check(events, *found); err != nil {
 				return nil, err
 			}
 		}
@@ -282,16 +302,18 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 			return nil, fmt.Errorf("%w: %s is %s", ErrApprovalDecided, approvalID, found.State)
 		}
 		now := time.Now().UTC()
-		decision, reason := ledger.DecisionDeny, truncate(d.Reason, 4000)
+		decision, reason, by := ledger.DecisionDeny, truncate(d.Reason, 4000), truncate(d.By, 200)
 		if d.Approve {
 			decision = ledger.DecisionApprove
 		}
 		if exp := found.Request.ExpiresAt; !exp.IsZero() && now.After(exp) {
-			decision, reason = ledger.DecisionExpire, "nobody decided before "+exp.Format(time.RFC3339)
-			refused = fmt.Errorf("%w: at %s", ErrApprovalExpired, exp.Format(time.RFC3339))
+			// The decision does not count: what is recorded is the
+			// host's expiry, as the sweep records it.
+			decision, reason, by = ledger.DecisionExpire, "nobody decided before "+exp.Format(time.RFC3339), ""
+			refused = fmt.Errorf("%w: at %s; the decision did not count, and the call was refused as expired", ErrApprovalExpired, exp.Format(time.RFC3339))
 		}
 		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindApprovalDecision, Time: now, RunID: found.RunID,
-			ApprovalDecision: &ledger.ApprovalDecision{ApprovalID: approvalID, Decision: decision, Reason: reason, By: truncate(d.By, 200)}}
+			ApprovalDecision: &ledger.ApprovalDecision{ApprovalID: approvalID, Decision: decision, Reason: reason, By: by}}
 		return []ledger.Event{e}, nil
 	}
 	r, err := h.continueParked(ctx, s.id, prepare)

@@ -2,9 +2,11 @@ package host_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -386,33 +388,252 @@ func TestApprovalPolicyChanged(t *testing.T) {
 }
 
 // TestApprovalExpires: a request nobody decides in time is refused as
-// expired — by the sweep, or when a late decision comes — and the run goes
-// on.
+// expired — by the sweep, or when a late decision comes — the call never
+// runs, and the model is told it expired and goes on. A late Decide fails
+// with ErrApprovalExpired (the person learns the approval did not count),
+// and what it records is the host's expiry, as the sweep records it, not
+// the person's decision. A late token is refused with the same error and
+// records nothing: the sweep expires the request afterwards.
 func TestApprovalExpires(t *testing.T) {
 	ctx := context.Background()
-	var published atomic.Int64
-	agent := host.Agent{Tools: []host.Tool{publishTool(&published)}, ApprovalTTL: time.Millisecond}
-	for _, how := range []string{"sweep", "late decision"} {
+	for _, how := range []string{"sweep", "late decision", "late token"} {
 		t.Run(how, func(t *testing.T) {
+			var published atomic.Int64
+			agent := host.Agent{Tools: []host.Tool{publishTool(&published)}, ApprovalTTL: time.Millisecond}
 			store := memory.New()
 			hs := approvalHost(t, store, agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
 			res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
 			time.Sleep(5 * time.Millisecond) // past the TTL
-			var final host.RunResult
-			if how == "sweep" {
-				h2 := hosttest.New(t, host.Options{Storage: store, Agent: agent, AutoResume: &host.AutoResume{}})
+			sweep := func() *hosttest.Harness {
+				t.Helper()
+				h2 := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: approvalSecret, AutoResume: &host.AutoResume{}})
 				<-h2.Host.SweepDone()
-				events := hosttest.WaitLedger(t, store, "s", time.Minute, "the run's end", hosttest.Settled)
-				final = host.RunResult{Text: ledger.ProjectSession("s", events).Items[len(ledger.ProjectSession("s", events).Items)-1].Text}
-			} else {
-				run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
-				if !errors.Is(err, host.ErrApprovalExpired) || run == nil {
-					t.Fatalf("a late decision: %v", err)
-				}
-				final, _ = run.Wait(ctx)
+				hosttest.WaitLedger(t, store, "s", time.Minute, "the run's end", hosttest.Settled)
+				return h2
 			}
-			if published.Load() != 0 || !strings.Contains(final.Text, "nobody approved this call in time") {
-				t.Fatalf("%+v, published %d", final, published.Load())
+			seen := hs // the host whose model answered after the expiry
+			switch how {
+			case "sweep":
+				seen = sweep()
+			case "late decision":
+				run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "alice"})
+				if !errors.Is(err, host.ErrApprovalExpired) || run == nil {
+					t.Fatalf("a late decision: %v (a run: %t); want ErrApprovalExpired and the run going on", err, run != nil)
+				}
+				if final, err := run.Wait(ctx); err != nil || final.Status != ledger.RunCompleted {
+					t.Fatalf("after a late decision: %+v, %v", final, err)
+				}
+			case "late token":
+				before := encoded(t, hs.Events("s"))
+				run, err := hs.Host.Session("s").DecideWithToken(ctx, res.Approvals[0].Token, host.ApprovalDecision{Approve: true, By: "link"})
+				if !errors.Is(err, host.ErrApprovalExpired) || run != nil {
+					t.Fatalf("a late token: %v (a run: %t); want ErrApprovalExpired and nothing continued", err, run != nil)
+				}
+				if after := encoded(t, hs.Events("s")); after != before {
+					t.Fatalf("a refused token changed the ledger:\n%s\nwas:\n%s", after, before)
+				}
+				if inbox, _ := hs.Host.PendingApprovals(ctx); len(inbox) != 1 {
+					t.Fatalf("a refused token changed the inbox: %+v", inbox)
+				}
+				seen = sweep()
+			}
+			events := hs.Events("s")
+			if published.Load() != 0 {
+				t.Fatalf("an expired call ran %d times", published.Load())
+			}
+			approvals := ledger.Approvals(events, res.RunID)
+			if len(approvals) != 1 || approvals[0].State != ledger.ApprovalExpired || approvals[0].Decision.By != "" ||
+				!strings.HasPrefix(approvals[0].Decision.Reason, "nobody decided before") {
+				t.Fatalf("approvals %+v, want one expired by the host", approvals)
+			}
+			if n := hosttest.CountKind(events, ledger.KindApprovalDecision); n != 1 {
+				t.Fatalf("%d decisions recorded, want the expiry alone", n)
+			}
+			// The model was told, and answered.
+			reqs := seen.Model.Requests()
+			if len(reqs) == 0 {
+				t.Fatal("the model was not asked again")
+			}
+			told := false
+			for _, m := range reqs[len(reqs)-1].Messages {
+				if m.ToolCallID != "" && strings.Contains(m.Text(), "nobody approved this call in time (its approval request expired at") {
+					told = true
+				}
+			}
+			if !told {
+				t.Errorf("the model was not told the request expired: %+v", reqs[len(reqs)-1].Messages)
+			}
+			tr := ledger.ProjectSession("s", events)
+			if last := tr.Items[len(tr.Items)-1]; last.Status != ledger.StatusCompleted || !strings.Contains(last.Text, "expired") {
+				t.Errorf("the run's answer: %+v", last)
+			}
+		})
+	}
+}
+
+// TestApprovalTokenRefusals: two calls of one pass wait, so one run holds
+// two requests. The token of one, its claims edited to name the other, is
+// refused as a mismatch (not taken for a forgery); an expired token is
+// refused as expired. Neither changes anything: the ledger byte for byte,
+// the inbox, the model and the tools are as before; and each request is
+// still decided by its own token afterwards.
+func TestApprovalTokenRefusals(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	store := memory.New()
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published)}}
+	hs := approvalHost(t, store, agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"A"}`}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"B"}`})
+	res, err := hs.Host.Session("s").Send(ctx, "publish both", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 2 {
+		t.Fatalf("%+v, %v; want two requests", res, err)
+	}
+	a, b := res.Approvals[0], res.Approvals[1]
+	if a.RunID != b.RunID {
+		t.Fatalf("the requests are of runs %s and %s, want one", a.RunID, b.RunID)
+	}
+	// Expired tokens: a host whose requests lapse at once, on another
+	// session of the store.
+	late := hosttest.New(t, host.Options{Storage: store, Agent: host.Agent{Tools: agent.Tools, ApprovalTTL: time.Millisecond}, ApprovalSecret: approvalSecret})
+	late.Model.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{"title":"C"}`}}})
+	lres, err := late.Host.Session("late").Send(ctx, "publish it", host.SendOptions{})
+	if err != nil || len(lres.Approvals) != 1 {
+		t.Fatalf("%+v, %v", lres, err)
+	}
+	time.Sleep(5 * time.Millisecond) // past the TTL
+
+	for _, tc := range []struct {
+		name    string
+		h       *hosttest.Harness
+		session string
+		token   string
+		want    error
+		says    string
+	}{
+		{"another approval's token", hs, "s", respliced(t, a.Token, b.ApprovalID), host.ErrApprovalTokenMismatch, "token of approval request " + a.ApprovalID + ", not of " + b.ApprovalID},
+		{"the other way round", hs, "s", respliced(t, b.Token, a.ApprovalID), host.ErrApprovalTokenMismatch, "token of approval request " + b.ApprovalID},
+		{"expired", late, "late", lres.Approvals[0].Token, host.ErrApprovalExpired, "no longer decides it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ledgers := map[string]string{"s": encoded(t, hs.Events("s")), "late": encoded(t, hs.Events("late"))}
+			inbox, err := hs.Host.PendingApprovals(ctx)
+			if err != nil || len(inbox) != 3 {
+				t.Fatalf("inbox %+v, %v", inbox, err)
+			}
+			asked := hs.Model.RequestCount() + late.Model.RequestCount()
+			run, err := tc.h.Host.Session(tc.session).DecideWithToken(ctx, tc.token, host.ApprovalDecision{Approve: true})
+			if !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.says) || run != nil {
+				t.Fatalf("%v (a run: %t), want %v saying %q", err, run != nil, tc.want, tc.says)
+			}
+			for id, was := range ledgers {
+				if now := encoded(t, hs.Events(id)); now != was {
+					t.Errorf("session %s changed:\n%s\nwas:\n%s", id, now, was)
+				}
+			}
+			if now, _ := hs.Host.PendingApprovals(ctx); fmt.Sprint(now) != fmt.Sprint(inbox) {
+				t.Errorf("the inbox changed: %+v, was %+v", now, inbox)
+			}
+			if n := hs.Model.RequestCount() + late.Model.RequestCount(); n != asked || published.Load() != 0 {
+				t.Errorf("model asked %d times (was %d), published %d", n, asked, published.Load())
+			}
+		})
+	}
+
+	// Each token still decides its own request: a, then b, continues the
+	// run, each call running once.
+	run, err := hs.Host.Session("s").DecideWithToken(ctx, a.Token, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := run.Wait(ctx); err != nil || r.Status != ledger.RunApprovalRequired || len(r.Approvals) != 1 || r.Approvals[0].ApprovalID != b.ApprovalID {
+		t.Fatalf("after a's token: %+v, %v; want the run waiting on b", r, err)
+	}
+	if run, err = hs.Host.Session("s").DecideWithToken(ctx, b.Token, host.ApprovalDecision{Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := run.Wait(ctx); err != nil || r.Status != ledger.RunCompleted || published.Load() != 2 {
+		t.Fatalf("after b's token: %+v, %v, published %d", r, err, published.Load())
+	}
+}
+
+// respliced returns token with its claims edited to name approval id,
+// its signature left as it was.
+func respliced(t *testing.T, token, id string) string {
+	t.Helper()
+	claims, sig, _ := strings.Cut(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["a"] = id
+	raw, _ = json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(raw) + "." + sig
+}
+
+// encoded renders a ledger as its stored bytes, to compare.
+func encoded(t *testing.T, events []ledger.Event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range events {
+		line, err := ledger.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestApprovalDecidedProgress: the run a decision continues announces it
+// to its subscribers: an approval-decided event carrying the session, the
+// run, the approval id and what was decided (no token), before the call's
+// tool events.
+func TestApprovalDecidedProgress(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		approve bool
+		want    ledger.ApprovalState
+	}{{true, ledger.ApprovalApproved}, {false, ledger.ApprovalDenied}} {
+		t.Run(string(tc.want), func(t *testing.T) {
+			var published atomic.Int64
+			hs := approvalHost(t, nil, host.Agent{Tools: []host.Tool{publishTool(&published)}}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`})
+			res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+			id := res.Approvals[0].ApprovalID
+			run, err := hs.Host.Session("s").Decide(ctx, id, host.ApprovalDecision{Approve: tc.approve, Reason: "because", By: "alice"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub := run.Subscribe(0)
+			defer sub.Close()
+			var decided []host.Progress
+			var types []string
+			for {
+				p, err := sub.Next(ctx)
+				if err != nil {
+					break
+				}
+				types = append(types, string(p.Type))
+				if p.Type == host.ProgressApprovalDecided {
+					decided = append(decided, p)
+				}
+			}
+			if _, err := run.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(decided) != 1 {
+				t.Fatalf("%d approval-decided events in %v, want 1", len(decided), types)
+			}
+			p := decided[0]
+			if p.SessionID != "s" || p.RunID != res.RunID || p.Approval == nil || p.Approval.ApprovalID != id ||
+				p.Approval.State != tc.want || p.Approval.Tool != "publish" || p.Approval.Token != "" {
+				t.Fatalf("approval-decided %+v (approval %+v)", p, p.Approval)
+			}
+			if i := slices.Index(types, string(host.ProgressApprovalDecided)); i < 0 || i > slices.Index(types, string(host.ProgressToolEnd)) {
+				t.Errorf("the decision is announced after the call's result: %v", types)
 			}
 		})
 	}

@@ -34,8 +34,11 @@ var (
 	// ErrApprovalDecided: the request was decided already (a second
 	// decision, or a replayed token). Nothing changed.
 	ErrApprovalDecided = errors.New("host: the approval request was decided already")
-	// ErrApprovalExpired: the request lapsed before the decision; the
-	// call was refused as expired and the run went on.
+	// ErrApprovalExpired: the request lapsed before the decision, which
+	// did not count: the call does not run. Session.Decide then records
+	// the expiry (what the host records of every lapsed request) and the
+	// run goes on, the model told; Session.DecideWithToken changes
+	// nothing.
 	ErrApprovalExpired = errors.New("host: the approval request expired")
 	// ErrApprovalTokenInvalid: a token that is not one, or whose
 	// signature does not match the request it names (forged, or the

@@ -22,8 +22,9 @@ import (
 )
 
 // update regenerates the results of the golden ledgers in testdata/resume
-// (never the ledgers, which are fixed inputs).
-var update = flag.Bool("update", false, "regenerate the results in testdata/resume")
+// and testdata/resume/approval (never the ledgers, which are fixed
+// inputs).
+var update = flag.Bool("update", false, "regenerate the results in testdata/resume and testdata/resume/approval")
 
 // mintedID matches an id the host mints (see ledger.NewID).
 var mintedID = regexp.MustCompile(`\b(evt|run|resp|msg)_[0-9A-HJKMNP-TV-Z]{26}\b`)
@@ -122,6 +123,95 @@ func TestGoldenResume(t *testing.T) {
 			}
 			if !bytes.Equal(got, golden) {
 				t.Errorf("resuming %s appended (run with -update to accept):\n%s\nwant:\n%s", path, got, golden)
+			}
+		})
+	}
+}
+
+// TestGoldenApproval replays checked-in ledgers of runs parked on an
+// approval request (testdata/resume/approval) through the loop: each is
+// put in a file store as it was left, decided — approved or denied with
+// Decide, or expired by a boot sweep, its request having lapsed — and
+// continued by a host whose model is hosttest's deterministic default;
+// what that appends must be the checked-in result (-update regenerates
+// the results, never the ledgers).
+func TestGoldenApproval(t *testing.T) {
+	for _, tc := range []struct {
+		ledger, how string
+		published   int32  // runs of the publish call the decision led to
+		says        string // in the answer
+	}{
+		{"parked", "approve", 1, "The publish tool returned: published with key call_2"},
+		{"parked", "deny", 0, "a person denied this call (golden): not this one"},
+		{"lapsed", "sweep", 0, "nobody approved this call in time"},
+	} {
+		name := tc.ledger + "." + tc.how
+		t.Run(name, func(t *testing.T) {
+			input, err := os.ReadFile(filepath.Join("testdata", "resume", "approval", tc.ledger+".jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, _ := fileStoreWith(t, "golden", input)
+			var charged, published atomic.Int32
+			opts := host.Options{Storage: store, HostID: "golden-host", Agent: host.Agent{Tools: goldenTools(&charged, &published)},
+				ApprovalSecret: approvalSecret}
+			if tc.how == "sweep" {
+				opts.AutoResume = &host.AutoResume{}
+			}
+			events := hosttest.Load(t, store, "golden")
+			runID, parked := "", false
+			if open := ledger.OpenRuns(events); len(open) == 1 {
+				runID, parked = open[0], ledger.Parked(events, open[0])
+			}
+			if !parked {
+				t.Fatalf("%s.jsonl holds no parked run", tc.ledger)
+			}
+			before := len(events)
+			hs := hosttest.New(t, opts)
+			var res host.RunResult
+			switch tc.how {
+			case "sweep":
+				<-hs.Host.SweepDone()
+				after := hosttest.WaitLedger(t, store, "golden", time.Minute, "the run's end", hosttest.Settled)
+				view, _ := ledger.ProjectRun(after, runID)
+				res = host.RunResult{Status: view.Status, Text: view.Text, RunID: runID}
+			default:
+				d := host.ApprovalDecision{Approve: true, By: "golden"}
+				if tc.how == "deny" {
+					d = host.ApprovalDecision{Reason: "not this one", By: "golden"}
+				}
+				run, err := hs.Host.Session("golden").Decide(context.Background(), "appr_1", d)
+				if err != nil {
+					t.Fatalf("Decide: %v", err)
+				}
+				if res, err = run.Wait(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after := hs.Events("golden")
+			if res.Status != ledger.RunCompleted || res.RunID != runID || !strings.Contains(res.Text, tc.says) {
+				t.Errorf("the continued run: %+v, want run %s completed saying %q", res, runID, tc.says)
+			}
+			if open := ledger.OpenRuns(after); len(open) != 0 {
+				t.Errorf("runs left open: %v", open)
+			}
+			if published.Load() != tc.published || charged.Load() != 0 {
+				t.Errorf("published %d times (want %d), charged %d", published.Load(), tc.published, charged.Load())
+			}
+			got := normalize(t, after[before:])
+			want := filepath.Join("testdata", "resume", "approval", name+".result.jsonl")
+			if *update {
+				if err := os.WriteFile(want, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			golden, err := os.ReadFile(want)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, golden) {
+				t.Errorf("continuing %s.jsonl (%s) appended (run with -update to accept):\n%s\nwant:\n%s", tc.ledger, tc.how, got, golden)
 			}
 		})
 	}

@@ -191,7 +191,7 @@ func decideCmd(ctx context.Context, approve bool, args []string, env Env) error 
 	sess := h.Session(pos[0])
 	run, err := sess.Decide(ctx, pos[1], host.ApprovalDecision{Approve: approve, Reason: *reason, By: *by})
 	if errors.Is(err, host.ErrApprovalExpired) {
-		fmt.Fprintf(env.Stderr, "the request had expired: the call was refused as expired, and the run goes on\n")
+		fmt.Fprintf(env.Stderr, "the request had expired: the decision did not count; the call was refused as expired, and the run goes on\n")
 	} else if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -210,8 +210,11 @@ func (noModel) Stream(context.Context, model.Request, func(model.Delta)) (model.
 }
 
 // askApproval asks, on the terminal, about each call a parked run waits
-// on, and decides it; it returns the handle of the run that continues
-// (nil when the input ended first).
+// on, and decides it: "y" or "yes" approves, "", "n" or "no" denies, and
+// any other answer denies with that answer as the reason (the model is
+// told it). It returns the handle of the run that continues, or nil when
+// the input ended (or Ctrl-C came) before every call was decided: a call
+// not answered then is not decided, and waits as before.
 func askApproval(ctx context.Context, sess *host.Session, res host.RunResult, readLine func() (string, bool), env Env) (*host.Run, error) {
 	var run *host.Run
 	for _, p := range res.Approvals {
@@ -231,7 +234,9 @@ func askApproval(ctx context.Context, sess *host.Session, res host.RunResult, re
 			d.Reason = line
 		}
 		r, err := sess.Decide(ctx, p.ApprovalID, d)
-		if err != nil && !errors.Is(err, host.ErrApprovalExpired) {
+		if errors.Is(err, host.ErrApprovalExpired) {
+			fmt.Fprintf(env.Stdout, "[approval %s had expired: the answer did not count, and the call was refused as expired]\n", p.ApprovalID)
+		} else if err != nil {
 			return nil, err
 		}
 		run = r

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -59,9 +60,17 @@ func approvalPlugins(t *testing.T, blog *httptest.Server) []string {
 // runBin runs the binary to its end and returns its exit code and output.
 func runBin(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runBinEnv(t, bin, nil, args...)
+}
+
+// runBinEnv is runBin with the environment variables env ("KEY=VALUE";
+// "KEY=" unsets KEY) in place of the test's own of those names.
+func runBinEnv(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = environ(env...)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -71,22 +80,40 @@ func runBin(t *testing.T, bin string, args ...string) (int, string, string) {
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
-// pendingApproval is an entry of "approvals --json".
-type pendingApproval struct {
-	SessionID  string          `json:"session_id"`
-	RunID      string          `json:"run_id"`
-	ApprovalID string          `json:"approval_id"`
-	Tool       string          `json:"tool"`
-	Effect     string          `json:"effect"`
-	Input      json.RawMessage `json:"input"`
-	Summary    string          `json:"summary"`
-	Policy     string          `json:"policy"`
-	Token      string          `json:"token"`
+// environ is the test's environment with env ("KEY=VALUE"; "KEY=" unsets
+// KEY) in place of its own variables of those names.
+func environ(env ...string) []string {
+	out := os.Environ()
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		out = slices.DeleteFunc(out, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+		if v != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
-func inbox(t *testing.T, bin, storage string) []pendingApproval {
+// pendingApproval is an entry of "approvals --json".
+type pendingApproval struct {
+	SessionID   string          `json:"session_id"`
+	RunID       string          `json:"run_id"`
+	ApprovalID  string          `json:"approval_id"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Effect      string          `json:"effect"`
+	Input       json.RawMessage `json:"input"`
+	Summary     string          `json:"summary"`
+	Reason      string          `json:"reason"`
+	Policy      string          `json:"policy"`
+	RequestedAt time.Time       `json:"requested_at"`
+	ExpiresAt   time.Time       `json:"expires_at"`
+	Token       string          `json:"token"`
+}
+
+func inbox(t *testing.T, bin, storage string, env ...string) []pendingApproval {
 	t.Helper()
-	code, out, errOut := runBin(t, bin, "approvals", "--json", "--storage", storage)
+	code, out, errOut := runBinEnv(t, bin, env, "approvals", "--json", "--storage", storage)
 	if code != 0 {
 		t.Fatalf("approvals: exit %d: %s", code, errOut)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -323,7 +324,16 @@ func chat(ctx context.Context, args []string, env Env) error {
 		}
 		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
 			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
-			if !p.streamed && res.Text != "" {
+			switch {
+			case err != nil:
+			case res.Status == ledger.RunApprovalRequired:
+				if events, err := sess.Events(ctx); err == nil && slices.Contains(ledger.PendingInputs(events), res.MessageID) {
+					// The session's run waits for approval: the
+					// message waits in it, to be answered once the
+					// run goes on.
+					fmt.Fprintf(env.Stderr, "[run %s waits for approval: the message is queued, and answered once the run goes on]\n", res.RunID)
+				}
+			case !p.streamed && res.Text != "":
 				// The message joined a run another host leads: its
 				// progress stayed there.
 				p.write(res.Text)
@@ -372,6 +382,14 @@ func chat(ctx context.Context, args []string, env Env) error {
 		}
 		return "", false
 	}
+	interrupted := func() bool {
+		select {
+		case <-quit:
+			return true
+		default:
+			return false
+		}
+	}
 	for {
 		fmt.Fprint(env.Stdout, "> ")
 		line, ok := readLine()
@@ -399,12 +417,26 @@ func chat(ctx context.Context, args []string, env Env) error {
 		line = strings.TrimPrefix(line, "/")
 		res, err := send(line)
 		// A call that waits for approval is asked about here; the run
-		// goes on with the answers, and may ask again.
+		// goes on with the answers, and may ask again. Ctrl-C at that
+		// prompt cancels the run, durably; the end of input leaves it
+		// waiting, undecided, and the command exits 3 saying how to
+		// decide.
 		for err == nil && res.Status == ledger.RunApprovalRequired {
 			var run *host.Run
 			run, err = askApproval(ctx, sess, res, readLine, env)
-			if err != nil || run == nil {
+			if err != nil {
 				break
+			}
+			if run == nil {
+				if interrupted() {
+					reason := "cancelled at the approval prompt (Ctrl-C)"
+					if !h.Cancel(m.session, reason) {
+						return fail(1, "run %s: could not cancel it; it still waits for approval", res.RunID)
+					}
+					return fail(130, "run %s %s", res.RunID, reason)
+				}
+				tellParked(env.Stderr, m.session, res)
+				return outcome(res, nil)
 			}
 			res, err = runOne(func(ctx context.Context, p *printer) (host.RunResult, error) { return follow(ctx, run, p) })
 		}
@@ -452,7 +484,9 @@ const chatHelp = `Commands:
   /help    this list
   /quit    leave (so does Ctrl-D); Ctrl-C stops the reply in flight
 Anything else is sent as a message; start it with // to send one that
-begins with a slash.
+begins with a slash. Asked to approve a tool call: y approves, Enter or n
+denies, anything else denies with that reason; Ctrl-C cancels the run,
+Ctrl-D leaves the call waiting (decide it with agentic-host approve|deny).
 `
 
 // usageLine renders a session's usage in one line.
