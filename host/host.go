@@ -48,7 +48,8 @@ type Host struct {
 	leaser      storage.Leaser  // nil: one host per store
 	watcher     storage.Watcher // nil: no cross-host wake-ups
 	leaseTTL    time.Duration
-	leaseOwner  string // this host's lease token
+	leaseOwner  string    // this host's lease token
+	events      *eventBus // the live events' queue; nil without Options.OnEvent
 	timeouts    Timeouts
 	tenant      string
 	secret      []byte     // approval tokens' HMAC key
@@ -175,6 +176,10 @@ func New(opts Options) (*Host, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	if opts.OnEvent != nil {
+		log := h.log
+		h.events = newEventBus(opts.OnEvent, eventQueueSize, func(msg string, args ...any) { log.Warn(msg, args...) })
+	}
 	h.startSweeps()
 	return h, nil
 }
@@ -205,6 +210,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		h.events.close(ctx)
 		return nil
 	case <-ctx.Done():
 	}
@@ -220,6 +226,7 @@ func (h *Host) Close(ctx context.Context) error {
 		st.mu.Unlock()
 	}
 	<-done
+	h.events.close(ctx)
 	return ctx.Err()
 }
 

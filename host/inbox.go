@@ -156,6 +156,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
 			}
 			events = append(events, input)
 			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, runID
+			h.emitFor(st.key.id, runID, "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: r.msgID})
 		}
 		res := h.parkedResult(st.key.id, events, runID)
 		res.MessageID = r.msgID

@@ -149,5 +149,6 @@ func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.E
 	if err := st.store.Append(ctx, st.key.id, input); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
+	h.emitFor(st.key.id, "", "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: input.Input.MessageID})
 	return nil
 }

@@ -58,6 +58,7 @@ func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
 	r.st.mu.Lock()
 	r.events = append(r.events, evs...)
 	r.st.mu.Unlock()
+	r.observe(evs)
 	return nil
 }
 

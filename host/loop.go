@@ -44,9 +44,13 @@ type run struct {
 	hub    *hub.Hub[event] // the run's progress, for every subscriber
 
 	// The loop's own state, used by the run's goroutine only.
-	responseID string   // the item the next pass streams into
-	step       int      // index of the next pass
-	folding    []string // queued messages the current pass folded in
+	fresh      bool      // this run's run-start was minted here (not resumed)
+	startedAt  time.Time // its run-start's time, once known
+	passStart  time.Time // when the pass in flight started
+	retryClass string    // the class of the failure retried last
+	responseID string    // the item the next pass streams into
+	step       int       // index of the next pass
+	folding    []string  // queued messages the current pass folded in
 	tools      map[string]Tool
 	specs      []model.ToolSpec
 
@@ -174,6 +178,7 @@ func (r *run) goLive() {
 func (r *run) execute(body func(*run) outcome) *run {
 	stop := r.armTotal()
 	defer stop()
+	r.emitStart()
 	return r.end(r.protect(body))
 }
 
@@ -221,6 +226,7 @@ func (r *run) protect(body func(*run) outcome) (o outcome) {
 // startEvent mints the run-start event, and with it the first response id.
 func (r *run) startEvent(inputs []string, now time.Time) ledger.Event {
 	r.responseID = ledger.NewID("resp")
+	r.fresh, r.startedAt = true, now
 	return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: r.id,
 		RunStart: &ledger.RunStart{Inputs: inputs, ResponseID: r.responseID, Agent: r.agent.Name,
 			Model: r.agent.Model, MaxSteps: r.agent.MaxSteps, Task: r.taskRecord()}}
@@ -271,6 +277,7 @@ func (r *run) loop() outcome {
 // end with the outcome o.
 func (r *run) pass() (o outcome, stop bool) {
 	defer r.armStep()()
+	r.passStart = time.Now()
 	ctx := r.ctx
 	if shutDown(ctx) {
 		return outcome{err: ErrClosed}, true
@@ -508,9 +515,14 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		chain := r.h.hooks.Load()
 		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
 		res, err := chain.stream(ctx, req, onDelta)
-		return res, watch.stop(err)
+		err = watch.stop(err)
+		if te, ok := errors.AsType[*TimeoutError](err); ok && watch != nil {
+			r.emit(Event{Type: EventTimeout, Timeout: te.Kind, Reason: te.Error()})
+		}
+		return res, err
 	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
+		r.retryClass = string(ri.Class.Kind)
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
 		// clients to reset it.
@@ -697,6 +709,7 @@ func (r *run) end(o outcome) *run {
 		err = fmt.Errorf("host: session %s run %s: %w", r.sessionID, r.id, storeErr)
 	}
 	r.publish(Progress{Type: ProgressRunEnd, Status: status, Reason: reason, Timeout: res.Timeout})
+	r.emitEnd(status, reason, res.Timeout)
 	// Senders whose messages the run answered get its result; the others
 	// (queued after its last pass began) go on to the successor run.
 	answered := ledger.RunInputs(events, r.id)

@@ -70,6 +70,16 @@ type Options struct {
 	// Timeouts bound the host's own work (see [Timeouts]). Default: the
 	// zero Timeouts, every bound at its default.
 	Timeouts Timeouts
+	// OnEvent receives the live events of the host's runs (see [Event]):
+	// run-start, step, retry, compaction, poke, queued-message,
+	// auto-resume, approval-requested, approval-decided, timeout, run-end.
+	// Each is sent once what it tells is durable, in order per run. It is
+	// called from a goroutine of its own, one event at a time, through a
+	// queue of 4096 events: a hook that falls behind loses events (counted
+	// by [Host.DroppedEvents], with a warning in the log) rather than
+	// stall a run, and one that panics is logged and called with the next
+	// event. Close waits for the events queued. Default: nil, none.
+	OnEvent func(Event)
 }
 
 // Timeouts names the bounds the host puts on its own work; each is reported

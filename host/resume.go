@@ -164,6 +164,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			}
 			events = append(events, add...)
 			h.announceDecisions(id, add)
+			h.observeDecided(id, events, add)
 		}
 	}
 	if runID, parked := parkedRun(events); parked {

@@ -30,7 +30,9 @@ func TestSessionStatus(t *testing.T) {
 	m := hosttest.NewModel()
 	m.Delay = 5 * time.Millisecond
 	publish := host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal},
-		func(context.Context, host.ToolCall) (host.ToolResult, error) { return host.ToolResult{Output: "ok"}, nil })
+		func(context.Context, host.ToolCall) (host.ToolResult, error) {
+			return host.ToolResult{Output: "ok"}, nil
+		})
 	hs := hosttest.New(t, host.Options{Model: m, Agent: host.Agent{Tools: []host.Tool{publish}}})
 	ctx := context.Background()
 	s := hs.Host.Session("s")

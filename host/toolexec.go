@@ -303,6 +303,7 @@ func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolC
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && r.ctx.Err() == nil:
 		err = &TimeoutError{Kind: TimeoutTool, Name: spec.Name, After: timeout, Err: err}
+		r.emit(Event{Type: EventTimeout, Timeout: TimeoutTool, Tool: spec.Name, Reason: err.Error(), DurationMS: timeout.Milliseconds()})
 	case r.ctx.Err() != nil:
 		// The run stopped while the tool ran: say why, rather than the
 		// tool's own words for its cut context.

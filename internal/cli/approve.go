@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,8 +121,12 @@ func approvalsCmd(ctx context.Context, args []string, env Env) error {
 		return fail(1, "%v", err)
 	}
 	// Listing runs no model.
+	logger, err := newLogger(fs, env)
+	if err != nil {
+		return err
+	}
 	h, err := host.New(host.Options{Storage: store, Model: noModel{}, Agent: host.Agent{Model: "none"}, ApprovalSecret: secret,
-		Logger: slog.New(slog.DiscardHandler)})
+		Logger: logger})
 	if err != nil {
 		return fail(1, "%v", err)
 	}

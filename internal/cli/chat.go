@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -63,9 +62,14 @@ type modelFlags struct {
 	// validators are registered with the host (Options.Validators); the
 	// task command sets them.
 	validators map[string]host.Validator
+
+	logs bool          // print the runs' live events
+	fs   *flag.FlagSet // for its logging flags
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
+	m.fs = fs
+	fs.BoolVar(&m.logs, "logs", false, "print a line on stderr for each live event of the runs (run-start, step, retry, timeout, run-end, …), in --log-format")
 	fs.StringVar(&m.session, "session", "cli", "session `ID`")
 	fs.StringVar(&m.storage, "storage", DefaultStorage, storageHelp)
 	model := env.Getenv("AGENTIC_MODEL")
@@ -140,7 +144,18 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			agent.Tools = append(agent.Tools, demotools.GetAccount())
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger, err := newLogger(m.fs, env)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	var onEvent func(host.Event)
+	if m.logs {
+		if onEvent, err = eventPrinter(m.fs, env); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
 	if m.plugins != "" {
 		if st, err := os.Stat(m.plugins); err != nil || !st.IsDir() {
 			cleanup()
@@ -206,7 +221,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(1, "%v", err)
 	}
 	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret,
-		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators}
+		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators, OnEvent: onEvent}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
 	}

@@ -147,10 +147,12 @@ func Main(ctx context.Context, args []string, env Env) int {
 }
 
 // newFlags returns a flag set that reports errors instead of exiting: a
-// usage error to stderr, the help asked for with -h to stdout.
+// usage error to stderr, the help asked for with -h to stdout. It has the
+// logging flags every subcommand takes (see newLogger).
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentic-host "+name, flag.ContinueOnError)
 	fs.SetOutput(&flagOutput{Writer: env.Stderr, stdout: env.Stdout})
+	addLogFlags(fs)
 	return fs
 }
 

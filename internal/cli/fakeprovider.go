@@ -22,6 +22,9 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if _, err := newLogger(fs, env); err != nil {
+		return err
+	}
 	opts := fakemodel.Options{Addr: *addr, Latency: *latency}
 	if *faults != "" {
 		spec, err := fakemodel.ParseFaults(*faults)

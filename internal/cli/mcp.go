@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +47,7 @@ Flags:
 // mcpCmd implements "agentic-host mcp".
 func mcpCmd(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("mcp", env)
+	setLogLevelDefault(fs, "info")
 	var (
 		dir         = fs.String("plugins", "", "the plugin `DIR` (NAME.wasm, with NAME.json for plain Extism modules)")
 		addr        = fs.String("http", "", "serve streamable HTTP on `ADDR` (host:port; port 0 picks one) instead of stdio")
@@ -62,7 +62,6 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		kv          = fs.Bool("kv", false, "give the plugins their key-value store (in memory, unless --storage)")
 		storeURL    = fs.String("storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), where chat --plugin-kv keeps it")
 		cacheDir    = fs.String("cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
-		logLevel    = fs.String("log-level", "info", "log on stderr from `LEVEL`: debug, info, warn, error")
 		approve     pluginList
 		allowHosts  pluginList
 		config      pluginList
@@ -89,9 +88,9 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fail(2, "--plugins %s: not a directory", *dir)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail(2, "--log-level %q: want debug, info, warn or error", *logLevel)
+	logger, err := newLogger(fs, env)
+	if err != nil {
+		return err
 	}
 	if *memoryPages > 65536 {
 		return fail(2, "--memory-pages %d is above 65536", *memoryPages)
@@ -144,7 +143,6 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		return fail(2, "--api-key-env is for --http: a stdio server is reached only by the client that starts it")
 	}
 
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 	opts := plugins.Options{Logger: logger, CacheDir: *cacheDir}
 	if *cacheDir != "" {
 		if err := os.MkdirAll(*cacheDir, 0o755); err != nil {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,8 +77,8 @@ type pluginFlags struct {
 	storage        string
 	config         pluginList
 	cacheDir       string
-	logLevel       string
 	verbose        bool
+	fs             *flag.FlagSet // for its logging flags
 }
 
 // pluginList is a repeatable string flag.
@@ -100,7 +99,8 @@ func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&f.storage, "storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), as chat --plugin-kv does")
 	fs.Var(&f.config, "config", "plugin configuration `KEY=VALUE` (repeatable)")
 	fs.StringVar(&f.cacheDir, "cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "the plugin's log lines shown on stderr from `LEVEL`: debug, info, warn, error")
+	setLogLevelDefault(fs, "info") // the plugin's own log lines, at info
+	f.fs = fs
 	fs.BoolVar(&f.verbose, "v", false, "also print the module hash and timings on stderr")
 }
 
@@ -139,9 +139,9 @@ func (f *pluginFlags) limits() (plugins.Limits, error) {
 
 // load reads FILE.wasm (and its sidecar) and loads it in a new runtime.
 func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.Module, func(), error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, nil, fail(2, "--log-level %q: want debug, info, warn or error", f.logLevel)
+	logger, err := newLogger(f.fs, env)
+	if err != nil {
+		return nil, nil, err
 	}
 	limits, err := f.limits()
 	if err != nil {
@@ -162,7 +162,7 @@ func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.
 	}
 	opts := plugins.Options{
 		CacheDir: f.cacheDir,
-		Logger:   slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger:   logger,
 	}
 	closeStore := func() {}
 	if f.storage != "" {

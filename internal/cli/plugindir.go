@@ -85,12 +85,11 @@ func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (*plugins.Regi
 
 // loadValidator loads the validator spec names: FILE.wasm, or
 // FILE.wasm:NAME for one of several validators of the plugin.
-func loadValidator(spec string, env Env) (host.Validator, func(), error) {
+func loadValidator(spec string, log *slog.Logger) (host.Validator, func(), error) {
 	path, name := spec, ""
 	if i := strings.LastIndex(spec, ".wasm:"); i >= 0 {
 		path, name = spec[:i+len(".wasm")], spec[i+len(".wasm:"):]
 	}
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rt, err := plugins.NewRuntime(plugins.Options{Logger: log})
 	if err != nil {
 		return nil, nil, err

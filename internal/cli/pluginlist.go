@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +20,7 @@ func pluginListCmd(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("plugin list", env)
 	var f pluginFlags
 	f.register(fs, env)
+	setLogLevelDefault(fs, "error") // the table tells what the log would
 	dir := fs.String("plugins", "", "the plugin `DIR` (NAME.wasm, with NAME.json for plain Extism modules)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.Usage = func() {
@@ -50,9 +50,12 @@ func pluginListCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	logger := slog.New(slog.DiscardHandler)
 	if f.verbose {
-		logger = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		fs.Set("log-level", "info")
+	}
+	logger, err := newLogger(fs, env)
+	if err != nil {
+		return err
 	}
 	rt, err := plugins.NewRuntime(plugins.Options{CacheDir: f.cacheDir, Logger: logger})
 	if err != nil {

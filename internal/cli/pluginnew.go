@@ -45,6 +45,9 @@ func pluginNewCmd(_ context.Context, args []string, env Env) error {
 		fs.Usage()
 		return fail(2, "want NAME [DIR]")
 	}
+	if _, err := newLogger(fs, env); err != nil {
+		return err
+	}
 	name := pos[0]
 	if !host.ValidToolName(name) || strings.Contains(name, "-") {
 		return fail(2, "NAME %q: want 1 to 64 characters of [A-Za-z0-9_] (it names the tool, the module and the file)", name)
@@ -154,6 +157,9 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 1 {
 		fs.Usage()
 		return fail(2, "want at most one DIR")
+	}
+	if _, err := newLogger(fs, env); err != nil {
+		return err
 	}
 	dir := "."
 	if len(pos) == 1 {

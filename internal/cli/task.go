@@ -85,7 +85,11 @@ Flags:
 		validatorName string
 	)
 	if *validatorFlag != "" {
-		v, closeV, err := loadValidator(*validatorFlag, env)
+		log, err := newLogger(fs, env)
+		if err != nil {
+			return err
+		}
+		v, closeV, err := loadValidator(*validatorFlag, log)
 		if err != nil {
 			return fail(2, "--validator: %v", err)
 		}

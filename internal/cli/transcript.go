@@ -25,6 +25,9 @@ func transcript(ctx context.Context, args []string, env Env) error {
 		fs.Usage()
 		return fail(2, "want exactly one SESSION, got %d arguments", len(pos))
 	}
+	if _, err := newLogger(fs, env); err != nil {
+		return err
+	}
 	id := pos[0]
 	if !storage.ValidSessionID(id) {
 		return fail(2, "invalid session id %q", id)
