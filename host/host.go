@@ -48,8 +48,9 @@ type Host struct {
 	leaser      storage.Leaser  // nil: one host per store
 	watcher     storage.Watcher // nil: no cross-host wake-ups
 	leaseTTL    time.Duration
-	leaseOwner  string    // this host's lease token
-	events      *eventBus // the live events' queue; nil without Options.OnEvent
+	leaseOwner  string     // this host's lease token
+	events      *eventBus  // the live events' queue; nil without Options.OnEvent
+	tel         *telemetry // spans and metrics; nil without Options.Telemetry
 	timeouts    Timeouts
 	tenant      string
 	secret      []byte     // approval tokens' HMAC key
@@ -126,10 +127,15 @@ func New(opts Options) (*Host, error) {
 		}
 		compaction = &c
 	}
+	tel, err := newTelemetry(opts.Telemetry)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("host: Options.Telemetry: %w", err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	h := &Host{
+		tel:         tel,
 		compaction:  compaction,
 		store:       opts.Storage,
 		model:       opts.Model,

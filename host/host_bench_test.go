@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
@@ -42,8 +46,12 @@ func BenchmarkLoopStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	newHost := func(m host.Model) *host.Host {
-		h, err := host.New(host.Options{Storage: memory.New(), Model: m, Agent: host.Agent{Model: "fake/echo"}})
+	newHost := func(m host.Model, tel ...*host.Telemetry) *host.Host {
+		opts := host.Options{Storage: memory.New(), Model: m, Agent: host.Agent{Model: "fake/echo"}}
+		if len(tel) > 0 {
+			opts.Telemetry = tel[0]
+		}
+		h, err := host.New(opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -60,6 +68,14 @@ func BenchmarkLoopStep(b *testing.B) {
 		}
 	}
 	b.Run("host", func(b *testing.B) { send(b, newHost(instantModel{})) })
+	// Telemetry on, exported nowhere: the spans and metrics the SDK
+	// makes, without the cost of an exporter's I/O.
+	b.Run("host+telemetry", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer tp.Shutdown(ctx)
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		send(b, newHost(instantModel{}, &host.Telemetry{TracerProvider: tp, MeterProvider: mp}))
+	})
 	b.Run("fake-model-only", func(b *testing.B) {
 		b.ReportAllocs()
 		req := model.Request{Model: "fake/echo", Messages: []ledger.Message{{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("hello")}}}}

@@ -178,8 +178,12 @@ func (r *run) goLive() {
 func (r *run) execute(body func(*run) outcome) *run {
 	stop := r.armTotal()
 	defer stop()
+	span := r.startRunSpan()
+	r.approvalWaitSpans()
 	r.emitStart()
-	return r.end(r.protect(body))
+	next := r.end(r.protect(body))
+	r.endRunSpan(span, r.res)
+	return next
 }
 
 // armTotal bounds the run's context by what is left of the agent's total
@@ -277,6 +281,8 @@ func (r *run) loop() outcome {
 // end with the outcome o.
 func (r *run) pass() (o outcome, stop bool) {
 	defer r.armStep()()
+	span := r.startStepSpan()
+	defer func() { endStepSpan(span, o, stop) }()
 	r.passStart = time.Now()
 	ctx := r.ctx
 	if shutDown(ctx) {
@@ -514,8 +520,10 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		}
 		chain := r.h.hooks.Load()
 		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
-		res, err := chain.stream(ctx, req, onDelta)
-		err = watch.stop(err)
+		res, err := r.modelCall(ctx, req, attempt, func(ctx context.Context) (model.Result, error) {
+			res, err := chain.stream(ctx, req, onDelta)
+			return res, watch.stop(err)
+		})
 		if te, ok := errors.AsType[*TimeoutError](err); ok && watch != nil {
 			r.emit(Event{Type: EventTimeout, Timeout: te.Kind, Reason: te.Error()})
 		}
@@ -523,6 +531,7 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 	}, func(ri model.RetryInfo) error {
 		t.retried = ri.Attempt
 		r.retryClass = string(ri.Class.Kind)
+		r.h.tel.countRetry(ri.Class.Kind)
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
 		// clients to reset it.

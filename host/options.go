@@ -80,6 +80,9 @@ type Options struct {
 	// stall a run, and one that panics is logged and called with the next
 	// event. Close waits for the events queued. Default: nil, none.
 	OnEvent func(Event)
+	// Telemetry turns on OpenTelemetry spans and metrics of the runs (see
+	// [Telemetry]). Default: nil, none, at no cost.
+	Telemetry *Telemetry
 }
 
 // Timeouts names the bounds the host puts on its own work; each is reported

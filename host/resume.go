@@ -304,6 +304,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		if err := r.append(end, start, attempt); err != nil {
 			return nil, nil, RunResult{}, err
 		}
+		h.countResumed()
 		return r, (*run).loop, RunResult{}, nil
 	}
 
@@ -316,6 +317,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		if err := r.append(attempt); err != nil {
 			return nil, nil, RunResult{}, err
 		}
+		h.countResumed()
 	}
 	r.step = len(view.Steps)
 	r.responseID = view.ResponseID

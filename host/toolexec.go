@@ -277,8 +277,15 @@ func argsOrEmpty(args string) string {
 
 // callTool runs one tool call through the hooks, with its timeout,
 // turning a panic into an error and an overrun into a *TimeoutError, whose
-// text the model sees.
-func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
+// text the model sees; traced and measured when telemetry is on.
+func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (ToolResult, error) {
+	return r.toolCall(ctx, spec, call, func(ctx context.Context) (ToolResult, error) {
+		return r.invokeTool(ctx, tool, spec, call)
+	})
+}
+
+// invokeTool is callTool without its telemetry.
+func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
 	timeout := r.h.toolTimeout
 	if t := r.agent.Timeouts.Tool; t > 0 {
 		timeout = t

@@ -100,6 +100,39 @@ func (e *PluginError) Error() string {
 // Unwrap returns the cause, for errors.Is and errors.As.
 func (e *PluginError) Unwrap() error { return e.Err }
 
+// ErrorType names the failure's class, for telemetry (OpenTelemetry's
+// error.type; see host.ErrorTyper): "timeout", "trap", "out_of_memory",
+// "exited", "output_too_large", "input_too_large", "malformed_output",
+// "tool_failed", "invalid_input", "busy", "closed", else "plugin_error".
+func (e *PluginError) ErrorType() string {
+	var b *busyError
+	switch {
+	case errors.Is(e.Err, ErrTimeout):
+		return "timeout"
+	case errors.Is(e.Err, ErrTrap):
+		return "trap"
+	case errors.Is(e.Err, ErrOutOfMemory):
+		return "out_of_memory"
+	case errors.Is(e.Err, ErrExited):
+		return "exited"
+	case errors.Is(e.Err, ErrOutputTooLarge):
+		return "output_too_large"
+	case errors.Is(e.Err, ErrInputTooLarge):
+		return "input_too_large"
+	case errors.Is(e.Err, ErrMalformedOutput):
+		return "malformed_output"
+	case errors.Is(e.Err, ErrToolFailed):
+		return "tool_failed"
+	case errors.Is(e.Err, ErrInvalidInput):
+		return "invalid_input"
+	case errors.As(e.Err, &b):
+		return "busy"
+	case errors.Is(e.Err, ErrClosed):
+		return "closed"
+	}
+	return "plugin_error"
+}
+
 // Retryable reports whether the operation may be retried as is: only when
 // the plugin surely did not run (its module was closed or unloaded before
 // the call started, or no instance became free in time). A timeout, trap or

@@ -220,7 +220,22 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(1, "%v", err)
 	}
-	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret,
+	tel, stopTel, err := otelFromEnv(context.Background(), env)
+	if err != nil {
+		cleanup()
+		return nil, nil, fail(2, "OpenTelemetry: %v", err)
+	}
+	cleanup = func(prev func()) func() {
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+			defer cancel()
+			if err := stopTel(ctx); err != nil {
+				logger.Warn("cannot flush the telemetry", "err", err)
+			}
+			prev()
+		}
+	}(cleanup)
+	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret, Telemetry: tel,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators, OnEvent: onEvent}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}

@@ -1,0 +1,219 @@
+package host_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
+)
+
+// attrOf returns the value of a span's attribute key, "" when it has none.
+func attrOf(s sdktrace.ReadOnlySpan, key string) string {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// telemetryRun runs, with telemetry on, a session whose first pass fails
+// once (a retry), then asks for an allowed tool and one that needs
+// approval in the same step; the request is approved, and the run
+// answers.
+func telemetryRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, metricdata.ResourceMetrics, host.RunResult) {
+	t.Helper()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	m := hosttest.NewModel(
+		hosttest.Reply{Text: "fl", Err: model.ErrStalled},
+		hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "lookup", Arguments: `{"q":"secret plans"}`}, {Name: "publish", Arguments: `{"title":"x"}`}}},
+		hosttest.Reply{Text: "all done"})
+	lookup := host.NewTool(host.ToolSpec{Name: "lookup"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "found", Source: "sha256:abc"}, nil
+	})
+	publish := host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal},
+		func(context.Context, host.ToolCall) (host.ToolResult, error) {
+			return host.ToolResult{Output: "ok"}, nil
+		})
+	hs := hosttest.New(t, host.Options{Model: m, Retry: quickRetries,
+		Telemetry: &host.Telemetry{TracerProvider: tp, MeterProvider: mp, RecordContent: content},
+		Agent:     host.Agent{Tools: []host.Tool{lookup, publish}}})
+	ctx := context.Background()
+	s := hs.Host.Session("s")
+	res, err := s.Send(ctx, "look up the secret plans and publish", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("%+v %v", res, err)
+	}
+	run, err := s.Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = run.Wait(ctx); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	return spans.GetSpans().Snapshots(), rm, res
+}
+
+// TestTelemetrySpans: the span tree of a run with a retry, a tool call and
+// an approval — invoke_agent → step → chat (per attempt) and
+// execute_tool, and, as the run goes on after the decision, approval.wait
+// — with the GenAI conventions' attributes and the run's and session's
+// ids on every span, and no prompt or completion text.
+func TestTelemetrySpans(t *testing.T) {
+	spans, _, res := telemetryRun(t, false)
+	byID := map[string]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byID[s.SpanContext().SpanID().String()] = s
+	}
+	// path names a span by the names of its ancestors.
+	path := func(s sdktrace.ReadOnlySpan) string {
+		var names []string
+		for cur, ok := s, true; ok; cur, ok = byID[cur.Parent().SpanID().String()] {
+			names = append([]string{cur.Name()}, names...)
+		}
+		return strings.Join(names, " > ")
+	}
+	var got []string
+	for _, s := range spans {
+		got = append(got, path(s))
+		if attrOf(s, "agentic.run.id") != res.RunID || attrOf(s, "agentic.session.id") != "s" || attrOf(s, "gen_ai.conversation.id") != "s" {
+			t.Errorf("span %s lacks the run's and session's ids: %v", s.Name(), s.Attributes())
+		}
+		for _, kv := range s.Attributes() {
+			if strings.Contains(kv.Value.Emit(), "secret plans") || strings.Contains(kv.Value.Emit(), "all done") {
+				t.Errorf("span %s carries content without RecordContent: %s", s.Name(), kv.Key)
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"invoke_agent default",
+		"invoke_agent default",
+		"invoke_agent default > approval.wait",
+		"invoke_agent default > execute_tool publish",
+		"invoke_agent default > step",
+		"invoke_agent default > step",
+		"invoke_agent default > step > chat test/model",
+		"invoke_agent default > step > chat test/model",
+		"invoke_agent default > step > chat test/model",
+		"invoke_agent default > step > execute_tool lookup",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("span tree:\n %s\nwant\n %s", strings.Join(got, "\n "), strings.Join(want, "\n "))
+	}
+	var chats, runs []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		switch {
+		case strings.HasPrefix(s.Name(), "chat "):
+			chats = append(chats, s)
+		case strings.HasPrefix(s.Name(), "invoke_agent"):
+			runs = append(runs, s)
+		case s.Name() == "execute_tool lookup":
+			if attrOf(s, "gen_ai.operation.name") != "execute_tool" || attrOf(s, "gen_ai.tool.name") != "lookup" ||
+				attrOf(s, "agentic.tool.effect") != "read" || attrOf(s, "agentic.tool.source") != "sha256:abc" ||
+				attrOf(s, "agentic.tool.outcome") != "ok" || attrOf(s, "gen_ai.tool.call.id") == "" {
+				t.Errorf("tool span attributes %v", s.Attributes())
+			}
+		case s.Name() == "approval.wait":
+			if attrOf(s, "agentic.approval.decision") != "approve" || attrOf(s, "gen_ai.tool.name") != "publish" || !s.EndTime().After(s.StartTime()) {
+				t.Errorf("approval.wait span %v, %s → %s", s.Attributes(), s.StartTime(), s.EndTime())
+			}
+		}
+	}
+	// Ended in order: the failed attempt first.
+	first, last := chats[0], chats[len(chats)-1]
+	if first.Status().Code != codes.Error || attrOf(first, "error.type") == "" || attrOf(first, "agentic.attempt") != "1" {
+		t.Errorf("the failed attempt's span: %v %v", first.Status(), first.Attributes())
+	}
+	if attrOf(last, "gen_ai.operation.name") != "chat" || attrOf(last, "gen_ai.request.model") != hosttest.DefaultModel ||
+		attrOf(last, "gen_ai.response.model") != hosttest.DefaultModel || attrOf(last, "gen_ai.usage.input_tokens") == "" ||
+		attrOf(last, "gen_ai.usage.output_tokens") == "" || attrOf(last, "gen_ai.response.finish_reasons") != `["stop"]` ||
+		attrOf(last, "agentic.usage.cost") == "" {
+		t.Errorf("the last model span's attributes: %v", last.Attributes())
+	}
+	if attrOf(runs[0], "agentic.run.status") != "approval_required" || attrOf(runs[1], "agentic.run.status") != "completed" ||
+		attrOf(runs[1], "agentic.run.resumed") != "true" {
+		t.Errorf("run spans: %v / %v", runs[0].Attributes(), runs[1].Attributes())
+	}
+}
+
+// TestTelemetryContent: with RecordContent, the model span carries the
+// messages and the reply, and the tool span its arguments and result.
+func TestTelemetryContent(t *testing.T) {
+	spans, _, _ := telemetryRun(t, true)
+	var input, output, args bool
+	for _, s := range spans {
+		input = input || strings.Contains(attrOf(s, "gen_ai.input.messages"), "secret plans")
+		output = output || strings.Contains(attrOf(s, "gen_ai.output.messages"), "all done")
+		args = args || (s.Name() == "execute_tool lookup" && strings.Contains(attrOf(s, "gen_ai.tool.call.arguments"), "secret plans") &&
+			attrOf(s, "gen_ai.tool.call.result") == "found")
+	}
+	if !input || !output || !args {
+		t.Errorf("content recorded: input %v, output %v, tool arguments and result %v", input, output, args)
+	}
+}
+
+// TestTelemetryMetrics: the metrics of the same run: runs by status,
+// steps, tokens, retries by class, tool calls by tool and outcome, and
+// their durations.
+func TestTelemetryMetrics(t *testing.T) {
+	_, rm, _ := telemetryRun(t, false)
+	sums := map[string]int64{}
+	histograms := map[string]uint64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					key := m.Name
+					for _, k := range []attribute.Key{"agentic.run.status", "agentic.retry.class", "gen_ai.tool.name"} {
+						if v, ok := p.Attributes.Value(k); ok {
+							key += "{" + v.Emit() + "}"
+						}
+					}
+					sums[key] += p.Value
+				}
+			case metricdata.Histogram[int64]:
+				for _, p := range d.DataPoints {
+					histograms[m.Name] += p.Count
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					histograms[m.Name] += p.Count
+				}
+			}
+		}
+	}
+	for key, want := range map[string]int64{
+		"agentic.runs{approval_required}": 1, "agentic.runs{completed}": 1, "agentic.steps": 2,
+		"agentic.retries{transient}": 1, "agentic.tool.calls{lookup}": 1, "agentic.tool.calls{publish}": 1,
+	} {
+		if sums[key] != want {
+			t.Errorf("%s = %d, want %d (all: %v)", key, sums[key], want, sums)
+		}
+	}
+	for name, want := range map[string]uint64{"gen_ai.client.token.usage": 4, "gen_ai.client.operation.duration": 3, "agentic.tool.duration": 2} {
+		if histograms[name] != want {
+			t.Errorf("%s has %d points, want %d (all: %v)", name, histograms[name], want, histograms)
+		}
+	}
+}
