@@ -243,9 +243,9 @@ func (r *run) emitStart() {
 }
 
 // emitEnd tells how the run ended (or that it parked), and which timeout
-// ended it, if one did.
+// ended it, if one did (a chunk timeout was told as it cut the attempt).
 func (r *run) emitEnd(status ledger.RunStatus, reason string, timeout TimeoutKind) {
-	if timeout != "" {
+	if timeout == TimeoutTotal || timeout == TimeoutStep {
 		r.emit(Event{Type: EventTimeout, Timeout: timeout, Reason: reason})
 	}
 	r.emit(Event{Type: EventRunEnd, Status: status, Reason: reason, Timeout: timeout})
