@@ -60,8 +60,12 @@ func (s *deltaSink) add(d model.Delta) {
 		l.reasoning = append(l.reasoning, d.Text...)
 		l.reasonsRunes += utf8.RuneCountInString(d.Text)
 	}
-	r.st.mu.Unlock()
+	// Published under the session's lock (the hub is a leaf), so that the
+	// live text and the progress that carries it never part: a viewer's
+	// snapshot, taken under the same lock, ends where the progress after
+	// its cursor begins.
 	r.publish(Progress{Type: typ, Delta: d.Text, Offset: offset})
+	r.st.mu.Unlock()
 }
 
 // close stops the sink, once any delta being taken is.

@@ -75,6 +75,12 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("host: status of session %s: %w", s.id, err)
 	}
+	return s.statusOf(ctx, events, live)
+}
+
+// statusOf is the status of the session whose ledger is events, with live
+// the view of its run in flight in this host, if any.
+func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []ledger.Live) (Status, error) {
 	st := Status{SessionID: s.id, State: StateIdle}
 	pending := ledger.PendingInputs(events)
 	st.Queued = len(pending)

@@ -1,0 +1,248 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/agentichost/agentic/host/internal/hub"
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Viewers: a caller that did not start a run — a browser reconnecting, a
+// second console — follows a session through an Attachment: a snapshot of
+// the session, then the live progress of its run in flight, exactly: the
+// snapshot's partial text and the progress after its cursor join without a
+// character twice or missing.
+
+// Cursor names a point in a session's live progress: the run whose
+// progress was read, and the [Progress.Seq] of the last event read. The
+// zero Cursor is the start.
+type Cursor struct {
+	RunID string `json:"runId,omitempty"`
+	Seq   int    `json:"seq"`
+}
+
+// Snapshot is a session as it stands: its transcript (with the partial
+// text of a run in flight in this host) and its status. The live progress
+// that follows it starts after Cursor.
+type Snapshot struct {
+	Transcript ledger.Transcript `json:"transcript"`
+	Status     Status            `json:"status"`
+	Cursor     Cursor            `json:"cursor"`
+}
+
+// Update is what an [Attachment] reads next: a Snapshot, or one Progress
+// event of the session's run in flight.
+type Update struct {
+	Snapshot *Snapshot
+	Progress *Progress
+}
+
+// Attachment follows a session for a viewer (see [Session.Attach]). It is
+// meant for one goroutine; Close it when done.
+type Attachment struct {
+	s  *Session
+	st *sessionState
+
+	cursor   Cursor
+	resume   bool       // the first Next may go on after cursor without a snapshot
+	snapshot bool       // the next Next is a snapshot
+	run      *run       // the run whose progress sub reads
+	sub      *hub.Sub[event]
+	seen     int        // the ledger's length at the last snapshot
+	remote   <-chan struct{}
+	stop     func()
+	closed   bool
+}
+
+// attachPoll paces the look for other processes' appends to a session when
+// the storage cannot watch sessions (storage.Watcher).
+const attachPoll = time.Second
+
+// Attach follows the session: Next returns a Snapshot of it first, then
+// the Progress of its run in flight in this host, event by event, then —
+// when that run has ended and another starts, or the ledger changes
+// otherwise (a run on another host records a step, a decision) — a new
+// Snapshot, and so on until ctx passed to Next ends or the host closes.
+//
+// after resumes an attachment that broke off: when it names the run in
+// flight here, Next goes on with the events after it, without a snapshot,
+// so that a viewer that reconnects gets no character twice and misses
+// none; otherwise (the run ended meanwhile, or runs elsewhere) it starts
+// with a snapshot. The zero Cursor starts with a snapshot.
+//
+// A run another host leads shows as snapshots, one per change to the
+// ledger: its live text streams only on the host that runs it.
+func (s *Session) Attach(ctx context.Context, after Cursor) (*Attachment, error) {
+	if s.private != nil {
+		return nil, errors.New("host: a task that is not durable cannot be attached to")
+	}
+	st, err := s.h.ref(s)
+	if err != nil {
+		return nil, err
+	}
+	a := &Attachment{s: s, st: st, cursor: after, resume: after.RunID != "", snapshot: true, stop: func() {}}
+	if st.watcher != nil {
+		wctx, cancel := context.WithCancel(context.Background())
+		if ch, err := st.watcher.Watch(wctx, s.id); err == nil {
+			a.remote, a.stop = ch, cancel
+		} else {
+			cancel()
+		}
+	}
+	return a, nil
+}
+
+// Cursor returns the point the attachment has read up to: give it to
+// Attach to go on from there.
+func (a *Attachment) Cursor() Cursor { return a.cursor }
+
+// Close ends the attachment. Closing twice does nothing.
+func (a *Attachment) Close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	if a.sub != nil {
+		a.sub.Close()
+	}
+	a.stop()
+	a.s.h.unref(a.st)
+}
+
+// Next returns the next update, waiting for one. It returns ctx.Err() when
+// ctx ends, [ErrClosed] when the host closes, and [ErrSlowSubscriber] when
+// the viewer fell too far behind the run's progress (attach again with
+// Cursor to go on).
+func (a *Attachment) Next(ctx context.Context) (Update, error) {
+	h := a.s.h
+	if a.closed {
+		return Update{}, io.EOF
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(h.bg, func() { cancel(ErrClosed) })()
+	for {
+		if a.sub != nil {
+			e, seq, err := a.sub.Next(ctx)
+			switch {
+			case err == nil:
+				p := a.run.progress(e, seq)
+				a.cursor = Cursor{RunID: a.run.id, Seq: seq}
+				return Update{Progress: &p}, nil
+			case errors.Is(err, io.EOF):
+				// The run ended; its run-end was read. Wait for the next
+				// change.
+				a.sub.Close()
+				a.sub, a.run = nil, nil
+				a.seen = -1 // whatever comes next is news
+			case errors.Is(err, hub.ErrDropped):
+				a.sub.Close()
+				a.sub, a.run = nil, nil
+				return Update{}, ErrSlowSubscriber
+			default:
+				return Update{}, stopped(ctx, err)
+			}
+		}
+		if a.snapshot {
+			snap, err := a.take(ctx)
+			if err != nil {
+				return Update{}, stopped(ctx, err)
+			}
+			a.snapshot = false
+			if snap != nil {
+				return Update{Snapshot: snap}, nil
+			}
+			continue // resumed after the cursor, or nothing new
+		}
+		if err := a.wait(ctx); err != nil {
+			return Update{}, stopped(ctx, err)
+		}
+		a.snapshot = true
+	}
+}
+
+// stopped returns ErrClosed when ctx ended because the host closed, else
+// err.
+func stopped(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}
+
+// take takes a snapshot, and subscribes to the progress of the run in
+// flight that follows it — both at one instant, under the session's lock,
+// so that the snapshot's partial text ends where the progress after its
+// cursor begins. It returns nil (and subscribes after the cursor) when the
+// attachment resumes in the run in flight, and nil when nothing changed
+// since the last snapshot.
+func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
+	st := a.st
+	var events []ledger.Event
+	var live []ledger.Live
+	var cursor Cursor
+	st.mu.Lock()
+	if r := st.cur; r != nil {
+		if a.resume && a.cursor.RunID == r.id && a.cursor.Seq <= r.hub.Len() {
+			a.resume = false
+			a.run, a.sub = r, r.hub.Subscribe(a.cursor.Seq)
+			st.mu.Unlock()
+			return nil, nil
+		}
+		seq := r.hub.Len()
+		events = r.events[:len(r.events):len(r.events)]
+		live = []ledger.Live{{RunID: r.id, ResponseID: r.live.responseID, Text: string(r.live.text), Reasoning: string(r.live.reasoning)}}
+		cursor = Cursor{RunID: r.id, Seq: seq}
+		a.run, a.sub = r, r.hub.Subscribe(seq)
+	}
+	st.mu.Unlock()
+	a.resume = false
+	if events == nil {
+		var err error
+		if events, err = st.store.Load(ctx, a.s.id); err != nil {
+			return nil, err
+		}
+		if len(events) == a.seen {
+			return nil, nil // woken, but the ledger did not change
+		}
+	}
+	a.seen = len(events)
+	status, err := a.s.statusOf(ctx, events, live)
+	if err != nil {
+		return nil, err
+	}
+	a.cursor = cursor
+	return &Snapshot{Transcript: ledger.ProjectSession(a.s.id, events, live...), Status: status, Cursor: cursor}, nil
+}
+
+// wait waits for the session to change: a run goes live in this host, or
+// (another host's, or another process's) appends reach the storage.
+func (a *Attachment) wait(ctx context.Context) error {
+	a.st.mu.Lock()
+	if a.st.cur != nil {
+		a.st.mu.Unlock()
+		return nil
+	}
+	changed := a.st.changedLocked()
+	a.st.mu.Unlock()
+	var poll <-chan time.Time
+	if a.remote == nil {
+		t := time.NewTimer(attachPoll)
+		defer t.Stop()
+		poll = t.C
+	}
+	select {
+	case <-changed:
+	case _, ok := <-a.remote:
+		if !ok {
+			a.remote = nil
+		}
+	case <-poll:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
