@@ -47,11 +47,11 @@ type Attachment struct {
 	st *sessionState
 
 	cursor   Cursor
-	resume   bool       // the first Next may go on after cursor without a snapshot
-	snapshot bool       // the next Next is a snapshot
-	run      *run       // the run whose progress sub reads
+	resume   bool // the first Next may go on after cursor without a snapshot
+	snapshot bool // the next Next is a snapshot
+	run      *run // the run whose progress sub reads
 	sub      *hub.Sub[event]
-	seen     int        // the ledger's length at the last snapshot
+	seen     int // the ledger's length at the last snapshot
 	remote   <-chan struct{}
 	stop     func()
 	closed   bool
