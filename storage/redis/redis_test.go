@@ -51,6 +51,27 @@ func TestConformanceShared(t *testing.T) {
 	})
 }
 
+// TestConformancePrefixed: a tenant's prefixed view of a shared store is a
+// shared store too, leases and watches included.
+func TestConformancePrefixed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	view := func(t *testing.T, s storage.Storage) storage.Storage {
+		p, err := storage.Prefix(s, "tenant-a:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.(storage.Leaser); !ok {
+			t.Fatal("the view of a Redis store has no leases")
+		}
+		return p
+	}
+	storagetest.RunShared(t, func(t *testing.T) (storage.Storage, storage.Storage) {
+		opts := redis.Options{Prefix: freshPrefix()}
+		return view(t, open(t, srv.URL(), opts)), view(t, open(t, srv.URL(), opts))
+	})
+}
+
 func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")

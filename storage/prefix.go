@@ -1,0 +1,229 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Prefix returns a view of store in which every session id and every
+// key-value namespace is prefixed with prefix: the store of one tenant
+// among several sharing one backend. Sessions and values of other
+// prefixes are invisible through it — absent, exactly as missing ones are.
+// The view passes Close through to nobody: the code that opened store
+// closes it.
+//
+// store must implement [Lister] and [KV], as every built-in store does. The
+// view implements [Leaser], [LeaseInspector] and [Watcher] when store
+// implements all three (a store shared by several hosts), none otherwise.
+// prefix must be a valid session id of at most 48 bytes that ends with ':'
+// (so that "a:" and "ab:" never overlap). Every id [ValidSessionID]
+// accepts is accepted: one too long to prefix within 128 bytes is kept
+// under the prefix and its SHA-256 (with the way back to the id in a
+// value of the prefix's), as is a namespace too long to prefix within
+// [MaxNamespaceBytes].
+func Prefix(store Storage, prefix string) (Storage, error) {
+	switch {
+	case prefix == "" || len(prefix) > maxPrefix || !strings.HasSuffix(prefix, ":") || !ValidSessionID(prefix):
+		return nil, fmt.Errorf("storage: prefix %q: want a valid session id of at most %d bytes ending with ':'", prefix, maxPrefix)
+	case store == nil:
+		return nil, errors.New("storage: Prefix of a nil store")
+	}
+	lister, ok1 := store.(Lister)
+	kv, ok2 := store.(KV)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("storage: Prefix needs a store that lists sessions and keeps values (storage.Lister and storage.KV); %T does not", store)
+	}
+	p := &prefixed{store: store, lister: lister, kv: kv, prefix: prefix}
+	leaser, ok1 := store.(Leaser)
+	inspector, ok2 := store.(LeaseInspector)
+	watcher, ok3 := store.(Watcher)
+	if ok1 && ok2 && ok3 {
+		return &sharedPrefixed{prefixed: p, leaser: leaser, inspector: inspector, watcher: watcher}, nil
+	}
+	return p, nil
+}
+
+// maxPrefix bounds a prefix, so that a prefixed hash of a session id is a
+// session id.
+const maxPrefix = 48
+
+// prefixed is a Prefix view of a store that lists and keeps values.
+type prefixed struct {
+	store  Storage
+	lister Lister
+	kv     KV
+	prefix string
+	named  sync.Map // store ids of long session ids whose way back is kept
+}
+
+// longIDs is the namespace (under the prefix) that maps the store's ids of
+// sessions whose ids are too long to prefix back to those ids.
+const longIDs = "~sessions"
+
+// id returns the store's id of the session id: the prefix and id, or, when
+// that would pass the 128 bytes of a session id, the prefix, '.' and the
+// SHA-256 of id (which cannot be a prefixed id: no id starts with '.').
+func (p *prefixed) id(id string) (string, error) {
+	if !ValidSessionID(id) {
+		return "", fmt.Errorf("%w: %q", ErrInvalidSessionID, id)
+	}
+	if full := p.prefix + id; ValidSessionID(full) {
+		return full, nil
+	}
+	sum := sha256.Sum256([]byte(id))
+	return p.prefix + "." + hex.EncodeToString(sum[:]), nil
+}
+
+func (p *prefixed) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return err
+	}
+	if long := id != p.prefix+sessionID; long {
+		// Keep the way back to the id before the first append, so that
+		// ListSessions can name the session.
+		if _, seen := p.named.Load(id); !seen {
+			if err := p.kv.Set(ctx, p.ns(longIDs), id, []byte(sessionID)); err != nil {
+				return err
+			}
+			p.named.Store(id, true)
+		}
+	}
+	return p.store.Append(ctx, id, events...)
+}
+
+func (p *prefixed) Load(ctx context.Context, sessionID string) ([]ledger.Event, error) {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return p.store.Load(ctx, id)
+}
+
+// ListSessions returns the sessions of the prefix, without it.
+func (p *prefixed) ListSessions(ctx context.Context) ([]string, error) {
+	all, err := p.lister.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range all {
+		rest, ok := strings.CutPrefix(id, p.prefix)
+		switch {
+		case !ok || rest == "":
+		case strings.HasPrefix(rest, "."):
+			name, found, err := p.kv.Get(ctx, p.ns(longIDs), id)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				out = append(out, string(name))
+			}
+		default:
+			out = append(out, rest)
+		}
+	}
+	return out, nil
+}
+
+// ns returns the store's namespace of the namespace ns: the prefix and ns,
+// or, when that would pass MaxNamespaceBytes (or ns starts with '~'), the
+// prefix, '~' and the SHA-256 of ns, so that no two namespaces meet.
+func (p *prefixed) ns(ns string) string {
+	if len(p.prefix)+len(ns) <= MaxNamespaceBytes && !strings.HasPrefix(ns, "~") {
+		return p.prefix + ns
+	}
+	sum := sha256.Sum256([]byte(ns))
+	return p.prefix + "~" + hex.EncodeToString(sum[:])
+}
+
+func (p *prefixed) Get(ctx context.Context, namespace, key string) ([]byte, bool, error) {
+	if err := CheckKV(namespace, key, nil); err != nil {
+		return nil, false, err
+	}
+	return p.kv.Get(ctx, p.ns(namespace), key)
+}
+
+func (p *prefixed) Set(ctx context.Context, namespace, key string, value []byte) error {
+	if err := CheckKV(namespace, key, value); err != nil {
+		return err
+	}
+	return p.kv.Set(ctx, p.ns(namespace), key, value)
+}
+
+func (p *prefixed) Delete(ctx context.Context, namespace, key string) error {
+	if err := CheckKV(namespace, key, nil); err != nil {
+		return err
+	}
+	return p.kv.Delete(ctx, p.ns(namespace), key)
+}
+
+func (p *prefixed) Len(ctx context.Context, namespace string) (int, error) {
+	if err := CheckNamespace(namespace); err != nil {
+		return 0, err
+	}
+	return p.kv.Len(ctx, p.ns(namespace))
+}
+
+func (p *prefixed) Keys(ctx context.Context, namespace string) ([]string, error) {
+	if err := CheckNamespace(namespace); err != nil {
+		return nil, err
+	}
+	return p.kv.Keys(ctx, p.ns(namespace))
+}
+
+// sharedPrefixed is a Prefix view of a store shared by several hosts.
+type sharedPrefixed struct {
+	*prefixed
+	leaser    Leaser
+	inspector LeaseInspector
+	watcher   Watcher
+}
+
+func (p *sharedPrefixed) AcquireLease(ctx context.Context, sessionID, owner string, ttl time.Duration) (Lease, error) {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.leaser.AcquireLease(ctx, id, owner, ttl)
+	if held, ok := errors.AsType[*LeaseHeldError](err); ok {
+		// The holder's error names the session as the store knows it.
+		h := *held
+		h.Session = sessionID
+		return nil, &h
+	}
+	return l, err
+}
+
+func (p *sharedPrefixed) LeaseHolder(ctx context.Context, sessionID string) (string, time.Duration, error) {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return "", 0, err
+	}
+	return p.inspector.LeaseHolder(ctx, id)
+}
+
+func (p *sharedPrefixed) Watch(ctx context.Context, sessionID string) (<-chan struct{}, error) {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return p.watcher.Watch(ctx, id)
+}
+
+var (
+	_ Storage        = (*prefixed)(nil)
+	_ Lister         = (*prefixed)(nil)
+	_ KV             = (*prefixed)(nil)
+	_ Leaser         = (*sharedPrefixed)(nil)
+	_ LeaseInspector = (*sharedPrefixed)(nil)
+	_ Watcher        = (*sharedPrefixed)(nil)
+)
