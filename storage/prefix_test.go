@@ -97,5 +97,5 @@ func TestPrefixRefuses(t *testing.T) {
 
 type appendOnly struct{}
 
-func (appendOnly) Append(context.Context, string, ...ledger.Event) error  { return nil }
-func (appendOnly) Load(context.Context, string) ([]ledger.Event, error) { return nil, nil }
+func (appendOnly) Append(context.Context, string, ...ledger.Event) error { return nil }
+func (appendOnly) Load(context.Context, string) ([]ledger.Event, error)  { return nil, nil }
