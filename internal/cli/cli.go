@@ -45,6 +45,8 @@ Usage:
                                              write, build, inspect, call or list Wasm plugins
   agentic-host approvals [--json]            list the tool calls waiting for a person's approval
   agentic-host approve|deny SESSION ID       decide one, and continue its run
+  agentic-host serve --config FILE           serve the multi-tenant HTTP + SSE API
+  agentic-host keys create|list|revoke|hash  manage the API keys of serve
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -117,6 +119,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = approvalsCmd(ctx, args[1:], env)
 	case "approve", "deny":
 		err = decideCmd(ctx, args[0] == "approve", args[1:], env)
+	case "serve":
+		err = serveCmd(ctx, args[1:], env)
+	case "keys":
+		err = keysCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

@@ -1,0 +1,292 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
+)
+
+const serveUsage = `Usage: agentic-host serve --config FILE [flags]
+
+Serve the HTTP + SSE API (and the AI SDK's UI message stream) for the
+tenants of the YAML configuration FILE: each API key opens one tenant's
+sessions, plugins, approvals and budget. Runs belong to the server: a
+client that leaves never stops one. Interrupted runs resume at start.
+SIGTERM stops taking work, gives the runs in flight shutdown_grace to end,
+and leaves the others, resumable, for the next host.
+
+Every field of the configuration can be set from the environment
+(AGENTIC_CONFIG_TENANTS__ACME__BUDGET_USD_PER_DAY=5; AGENTIC_LISTEN,
+AGENTIC_STORAGE) or with --set PATH=VALUE (tenants.acme.budget_usd_per_day=5),
+a flag winning over the environment, the environment over the file.
+
+Flags:
+`
+
+// serveCmd implements "agentic-host serve".
+func serveCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("serve", env)
+	setLogLevelDefault(fs, "info")
+	configPath := fs.String("config", "", "the YAML configuration `FILE`")
+	listen := fs.String("listen", "", "listen on `ADDR` (host:port; port 0 picks one), instead of the configuration's")
+	storeURL := fs.String("storage", "", "the storage `URL`, instead of the configuration's")
+	offline := fs.Bool("offline", false, "answer with the built-in fake model (no network), instead of the configuration's endpoint")
+	var sets pluginList
+	fs.Var(&sets, "set", "set a configuration field: `PATH=VALUE` (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *configPath == "" {
+		fs.Usage()
+		return fail(2, "want --config FILE")
+	}
+	log, err := newLogger(fs, env)
+	if err != nil {
+		return err
+	}
+	cfg, err := server.LoadConfig(*configPath)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	flags := append([]string(nil), sets...)
+	if *listen != "" {
+		flags = append(flags, "listen="+*listen)
+	}
+	if *storeURL != "" {
+		flags = append(flags, "storage="+*storeURL)
+	}
+	if *offline {
+		flags = append(flags, "model.offline=true")
+	}
+	if cfg, err = server.ApplyOverrides(cfg, os.Environ(), flags); err != nil {
+		return fail(2, "%v", err)
+	}
+	if cfg.Storage == "" {
+		cfg.Storage = server.DefaultStorage
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = server.DefaultListen
+	}
+	store, closeStore, err := openStorage(cfg.Storage)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeStore()
+	model, closeModel, err := serveModel(cfg.Model, env)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	secret, err := approvalSecret(env, store)
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	tel, stopTel, err := otelFromEnv(ctx, env)
+	if err != nil {
+		return fail(2, "OpenTelemetry: %v", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+		defer cancel()
+		stopTel(ctx)
+	}()
+	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, ApprovalSecret: secret, Logger: log, Telemetry: tel})
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		srv.Close(context.Background())
+		return fail(2, "listen on %s: %v", cfg.Listen, err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	fmt.Fprintf(env.Stdout, "agentic-host serve: listening on http://%s\n", ln.Addr())
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		srv.Close(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	// Graceful: stop taking work, let the runs end within the grace, leave
+	// the rest resumable for the next host.
+	grace := cfg.ShutdownGrace
+	if grace == 0 {
+		grace = server.Duration(server.DefaultShutdownGrace)
+	}
+	log.Info("shutting down", "grace", time.Duration(grace))
+	srv.Drain()
+	gctx, cancel := context.WithTimeout(context.Background(), time.Duration(grace))
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- srv.Close(gctx) }()
+	// Event streams end as their runs' hosts close; then the listener.
+	hs.Shutdown(gctx)
+	hs.Close()
+	if err := <-closed; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}
+
+// serveModel builds the model client of the configuration, or the fake
+// model when offline.
+func serveModel(mc server.ModelConfig, env Env) (host.Model, func(), error) {
+	cfg := provider.Config{BaseURL: mc.BaseURL, APIKey: env.Getenv(mc.APIKeyEnv)}
+	if mc.APIKeyEnv == "" {
+		cfg.APIKey = env.Getenv("OPENROUTER_API_KEY")
+	}
+	closeModel := func() {}
+	if mc.Offline {
+		srv, err := fakemodel.Start(fakemodel.Options{})
+		if err != nil {
+			return nil, nil, fmt.Errorf("start the fake model: %w", err)
+		}
+		cfg.BaseURL, cfg.APIKey = srv.URL(), "offline"
+		closeModel = func() { srv.Close() }
+	} else if cfg.BaseURL == "" {
+		cfg.BaseURL = provider.DefaultBaseURL
+	}
+	if !mc.Offline {
+		if err := checkEndpoint(cfg.BaseURL, cfg.APIKey); err != nil {
+			return nil, nil, err
+		}
+	}
+	client, err := provider.New(cfg)
+	if err != nil {
+		closeModel()
+		return nil, nil, fail(2, "%v", err)
+	}
+	return client, closeModel, nil
+}
+
+const keysUsage = `Usage:
+  agentic-host keys create --tenant T [--storage URL]   make a key for tenant T (printed once)
+  agentic-host keys list [--storage URL] [--json]       list the stored keys (never the keys themselves)
+  agentic-host keys revoke ID [--storage URL]           revoke a key: requests with it fail, streams close
+  agentic-host keys hash KEY                            print a key's hash, for a configuration's keys
+
+Keys are kept hashed in the storage that serve uses, so every host sharing
+it knows them.
+
+Flags:
+`
+
+// keysCmd implements "agentic-host keys".
+func keysCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("keys", env)
+	storeURL := fs.String("storage", DefaultStorage, storageHelp)
+	tenant := fs.String("tenant", "", "the `TENANT` a new key opens")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), keysUsage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return fail(2, "want create, list, revoke or hash")
+	}
+	if pos[0] == "hash" {
+		if len(pos) != 2 {
+			return fail(2, "want keys hash KEY")
+		}
+		fmt.Fprintln(env.Stdout, server.HashKey(pos[1]))
+		return nil
+	}
+	if _, err := newLogger(fs, env); err != nil {
+		return err
+	}
+	store, closeStore, err := openStorage(*storeURL)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeStore()
+	kv, ok := store.(storage.KV)
+	if !ok {
+		return fail(2, "storage %s cannot keep values", *storeURL)
+	}
+	switch pos[0] {
+	case "create":
+		if len(pos) != 1 || *tenant == "" {
+			return fail(2, "want keys create --tenant T")
+		}
+		key, rec, err := server.CreateKey(ctx, kv, *tenant)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if *asJSON {
+			return printJSON(env, map[string]any{"key": key, "record": rec})
+		}
+		fmt.Fprintln(env.Stdout, key)
+		fmt.Fprintf(env.Stderr, "key %s for tenant %s: keep it now, it is not shown again\n", rec.ID, rec.Tenant)
+	case "list":
+		recs, err := server.ListKeys(ctx, kv)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if *asJSON {
+			if recs == nil {
+				recs = []server.KeyRecord{}
+			}
+			return printJSON(env, recs)
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tREVOKED")
+		for _, r := range recs {
+			revoked := "-"
+			if !r.RevokedAt.IsZero() {
+				revoked = r.RevokedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tenant, r.CreatedAt.Format(time.RFC3339), revoked)
+		}
+		tw.Flush()
+	case "revoke":
+		if len(pos) != 2 {
+			return fail(2, "want keys revoke ID")
+		}
+		rec, err := server.RevokeKey(ctx, kv, pos[1])
+		if errors.Is(err, server.ErrNoSuchKey) {
+			return fail(1, "%v", err)
+		}
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		fmt.Fprintf(env.Stdout, "key %s of tenant %s revoked\n", rec.ID, rec.Tenant)
+	default:
+		fs.Usage()
+		return fail(2, "unknown keys command %q", pos[0])
+	}
+	return nil
+}
+
+func printJSON(env Env, v any) error {
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/storage"
+)
+
+// The routes, authentication, and the JSON shapes of answers and errors.
+
+// apiError is the body of every error answer: {"error":{"code","message"}}.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// The error codes of the API, each with its HTTP status.
+const (
+	codeInvalid      = "invalid_request"   // 400
+	codeUnauthorized = "unauthorized"      // 401
+	codeBudget       = "budget_exceeded"   // 402
+	codeNotFound     = "not_found"         // 404
+	codeConflict     = "conflict"          // 409
+	codeTooLarge     = "payload_too_large" // 413
+	codeRateLimited  = "rate_limited"      // 429
+	codeInternal     = "internal"          // 500
+	codeUnavailable  = "unavailable"       // 503
+)
+
+// writeError answers with an error.
+func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
+	var e apiError
+	e.Error.Code, e.Error.Message = code, fmt.Sprintf(format, args...)
+	writeJSON(w, status, e)
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// notFound is the answer for a session, run, approval, task or plugin that
+// does not exist — or is another tenant's: the two are indistinguishable.
+func notFound(w http.ResponseWriter, what, id string) {
+	writeError(w, http.StatusNotFound, codeNotFound, "no %s %q", what, id)
+}
+
+// decodeBody reads a JSON request body into v, strictly: unknown fields,
+// wrong types, trailing data and bodies past the limit are errors that say
+// which field. It answers the error itself and returns false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("the body holds more than one JSON value")
+	}
+	if err == nil {
+		if _, rerr := dec.Token(); rerr != io.EOF {
+			err = errors.New("the body holds more than one JSON value")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooBig *http.MaxBytesError
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", tooBig.Limit)
+	case errors.As(err, &typ):
+		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.As(err, &syn):
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is not JSON: %v (at byte %d)", syn, syn.Offset)
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want a JSON object")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		writeError(w, http.StatusBadRequest, codeInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body: %v", err)
+	}
+	return false
+}
+
+// apiKey returns the key a request presents: "Authorization: Bearer KEY",
+// or the X-API-Key header.
+func apiKey(r *http.Request) string {
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(k)
+	}
+	return r.Header.Get("X-API-Key")
+}
+
+// tenantHandler is a handler for an authenticated tenant.
+type tenantHandler func(w http.ResponseWriter, r *http.Request, t *tenant)
+
+// authed authenticates a request, applies its tenant's rate limit, counts
+// it, and calls h.
+func (s *Server) authed(route string, h tenantHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			s.metrics.requests.Add(context.Background(), 1, metric.WithAttributes(
+				attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status)))
+		}()
+		name, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
+		if err != nil {
+			s.log.Warn("cannot check an API key", "err", err)
+			writeError(rec, http.StatusServiceUnavailable, codeUnavailable, "cannot check the API key now; try again")
+			return
+		}
+		if name == "" {
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="agentic-host"`)
+			writeError(rec, http.StatusUnauthorized, codeUnauthorized, "a valid API key is required (Authorization: Bearer KEY)")
+			return
+		}
+		t := s.tenants[name]
+		if t.limiter != nil && !t.limiter.Allow() {
+			rec.Header().Set("Retry-After", "1")
+			writeError(rec, http.StatusTooManyRequests, codeRateLimited, "tenant %s is past its rate limit of %g requests a second", name, t.cfg.RateLimit.RequestsPerSecond)
+			return
+		}
+		h(rec, r, t)
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes through, for event streams.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// routes registers the API.
+func (s *Server) routes() {
+	handle := func(pattern string, h tenantHandler) {
+		_, route, _ := strings.Cut(pattern, " ")
+		s.mux.Handle(pattern, s.authed(route, h))
+	}
+	handle("POST /v1/sessions/{id}/messages", s.postMessage)
+	handle("GET /v1/sessions", s.listSessions)
+	handle("GET /v1/sessions/{id}", s.getSession)
+	handle("GET /v1/sessions/{id}/transcript", s.getTranscript)
+	handle("GET /v1/sessions/{id}/events", s.getEvents)
+	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
+	handle("POST /v1/tasks", s.postTask)
+	handle("GET /v1/tasks/{id}", s.getTask)
+	handle("GET /v1/approvals", s.listApprovals)
+	handle("POST /v1/approvals/{id}", s.decideApproval)
+	handle("GET /v1/plugins", s.listPlugins)
+	handle("GET /v1/plugins/{name}", s.getPlugin)
+	handle("PUT /v1/plugins/{name}", s.putPlugin)
+	handle("DELETE /v1/plugins/{name}", s.deletePlugin)
+	handle("POST /v1/ui/chat", s.uiChat)
+	handle("GET /v1/ui/chat/{id}/stream", s.uiResume)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path)
+	})
+}
+
+// readyz answers 200 while the server takes work and its storage answers.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.closing.Load() {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "shutting down")
+		return
+	}
+	if _, _, err := s.kv.Get(r.Context(), keysNamespace, "readyz"); err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the storage does not answer: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// serveMetrics serves the Prometheus metrics, behind Config.MetricsKey
+// when one is set.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.MetricsKey != "" && apiKey(r) != s.cfg.MetricsKey {
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, "the metrics key is required")
+		return
+	}
+	s.metrics.handler.ServeHTTP(w, r)
+}
+
+// sessionID returns the request's {id}, answering 400 when it is not a
+// session id.
+func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !storage.ValidSessionID(id) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "session id %q: want 1 to 128 of [A-Za-z0-9._:-], not starting with '.'", id)
+		return "", false
+	}
+	return id, true
+}
+
+// onEvent observes a tenant's live events: the runs in flight, for the
+// tenant's bound on concurrent runs and the metrics.
+func (s *Server) onEvent(t *tenant, e host.Event) {
+	switch {
+	case e.Type == host.EventRunStart:
+		t.active.Add(1)
+		s.metrics.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("tenant", t.name)))
+	case e.Type == host.EventRunEnd:
+		t.active.Add(-1)
+		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
+	}
+}

@@ -1,0 +1,433 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agentichost/agentic/host"
+)
+
+// Config is the service's configuration: the YAML file `agentic-host serve
+// --config` reads (see docs/operations.md for an example), after the
+// environment's and the flags' overrides (see [ApplyOverrides]). The zero
+// value of every optional field is its default.
+type Config struct {
+	// Listen is the address the service listens on. Default:
+	// "127.0.0.1:8080".
+	Listen string `yaml:"listen"`
+	// Storage is the storage URL (memory:, file:DIR, redis://…). Default:
+	// "file:.agentic".
+	Storage string `yaml:"storage"`
+	// Model is the model endpoint.
+	Model ModelConfig `yaml:"model"`
+	// HostID names this host in the ledgers. Default: "<hostname>-<pid>".
+	HostID string `yaml:"host_id"`
+	// LeaseTTL is the sessions' lease time to live on a shared storage.
+	// Default: 0, which means 15s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// PluginsDir keeps each tenant's plugins, in PluginsDir/TENANT/
+	// (uploaded through the API, or put there; hot-reloaded). Default: "",
+	// no plugins.
+	PluginsDir string `yaml:"plugins_dir"`
+	// PluginCacheDir keeps compiled plugins. Default: "", none.
+	PluginCacheDir string `yaml:"plugin_cache_dir"`
+	// AutoResume resumes the runs that a host left interrupted, at start
+	// and whenever a dead host's lease lapses. Default: true.
+	AutoResume *bool `yaml:"auto_resume"`
+	// ShutdownGrace is how long runs get to end on SIGTERM before they are
+	// left, resumable, for the next host. Default: 0, which means 10s.
+	ShutdownGrace Duration `yaml:"shutdown_grace"`
+	// MaxRequestBytes bounds a request body. Default: 0, which means 1 MiB.
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// MaxPluginBytes bounds an uploaded module. Default: 0, which means
+	// 64 MiB.
+	MaxPluginBytes int64 `yaml:"max_plugin_bytes"`
+	// Heartbeat paces the comments that keep an idle event stream open.
+	// Default: 0, which means 15s.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
+	// "", /metrics is open (bind it to a private network).
+	MetricsKey string `yaml:"metrics_key"`
+	// Tenants are the tenants the service serves, by name.
+	Tenants map[string]TenantConfig `yaml:"tenants"`
+}
+
+// ModelConfig is the model endpoint: any OpenAI-compatible server.
+type ModelConfig struct {
+	// BaseURL is the endpoint. Default: OpenRouter's.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the endpoint's key.
+	// Default: "OPENROUTER_API_KEY".
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Offline runs the built-in fake model instead (tests, demos).
+	// Default: false.
+	Offline bool `yaml:"offline"`
+}
+
+// TenantConfig is one tenant: its keys, agents, models, sandbox and
+// limits.
+type TenantConfig struct {
+	// Keys are SHA-256 hashes ("sha256:HEX") of the tenant's API keys.
+	// More are kept in the storage by `agentic-host keys create`.
+	// Default: none.
+	Keys []string `yaml:"keys"`
+	// Agents are the tenant's agents by name; a request names one, or
+	// gets "default". Default: one "default" agent on the first allowed
+	// model.
+	Agents map[string]AgentConfig `yaml:"agents"`
+	// Models is the allow-list of model ids the tenant's agents may use.
+	// Default: none, any.
+	Models []string `yaml:"models"`
+	// BudgetUSDPerDay bounds the tenant's billed cost per UTC day: a run
+	// does not start past it, and a run that crosses it stops before its
+	// next model pass. Default: 0, no budget.
+	BudgetUSDPerDay float64 `yaml:"budget_usd_per_day"`
+	// RateLimit bounds the tenant's requests and runs.
+	RateLimit RateLimitConfig `yaml:"rate_limit"`
+	// Sandbox is what the tenant's plugins may do.
+	Sandbox SandboxConfig `yaml:"sandbox"`
+}
+
+// AgentConfig is one of a tenant's agents.
+type AgentConfig struct {
+	// Model is the model id. Required unless the tenant allows exactly
+	// one model.
+	Model string `yaml:"model"`
+	// System is the system prompt. Default: none.
+	System string `yaml:"system"`
+	// MaxSteps bounds the passes of a run. Default: 0, which means 16.
+	MaxSteps int `yaml:"max_steps"`
+	// MaxTokens bounds each pass's output. Default: 0, the provider's.
+	MaxTokens int `yaml:"max_tokens"`
+	// Plugins names the plugins whose tools the agent offers. Default:
+	// none, every plugin of the tenant.
+	Plugins []string `yaml:"plugins"`
+	// Policy decides every tool call with a plugin's policy:
+	// "PLUGIN[:NAME]". Default: "", by effect (external calls wait for a
+	// person).
+	Policy string `yaml:"policy"`
+	// Approve names the tools whose calls run without a person. Default:
+	// none.
+	Approve []string `yaml:"approve"`
+	// CompactionLimit compacts a session whose prompt reaches this
+	// fraction of the model's context window. Default: 0, which means 0.8.
+	CompactionLimit float64 `yaml:"compaction_limit"`
+	// Timeouts are the agent's named timeouts.
+	Timeouts TimeoutsConfig `yaml:"timeouts"`
+}
+
+// TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
+type TimeoutsConfig struct {
+	Total      Duration `yaml:"total"`
+	Step       Duration `yaml:"step"`
+	FirstChunk Duration `yaml:"first_chunk"`
+	Chunk      Duration `yaml:"chunk"`
+	Tool       Duration `yaml:"tool"`
+}
+
+// RateLimitConfig bounds a tenant's use.
+type RateLimitConfig struct {
+	// RequestsPerSecond bounds the tenant's API requests (token bucket).
+	// Default: 0, no bound.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	// Burst is the bucket's size. Default: 0, which means twice
+	// RequestsPerSecond (at least 1).
+	Burst int `yaml:"burst"`
+	// ConcurrentRuns bounds the tenant's runs in flight in this host.
+	// Default: 0, no bound.
+	ConcurrentRuns int `yaml:"concurrent_runs"`
+}
+
+// SandboxConfig is what a tenant's plugins may do (see plugins.Limits);
+// the zero value is the deny-by-default sandbox.
+type SandboxConfig struct {
+	AllowedHosts        []string `yaml:"allowed_hosts"`
+	AllowPrivateNetwork bool     `yaml:"allow_private_network"`
+	KV                  bool     `yaml:"kv"`
+	MemoryPages         uint32   `yaml:"memory_pages"`
+	CallTimeout         Duration `yaml:"call_timeout"`
+	MaxOutputBytes      int      `yaml:"max_output_bytes"`
+	Instances           int      `yaml:"instances"`
+}
+
+// Duration is a time.Duration written as "10s", "2m30s".
+type Duration time.Duration
+
+// UnmarshalYAML reads "10s", or a number of seconds.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 10s", n.Line)
+	}
+	if v, err := time.ParseDuration(n.Value); err == nil {
+		*d = Duration(v)
+		return nil
+	}
+	if secs, err := strconv.ParseFloat(n.Value, 64); err == nil {
+		*d = Duration(secs * float64(time.Second))
+		return nil
+	}
+	return fmt.Errorf("line %d: %q is not a duration (want e.g. 10s, 2m)", n.Line, n.Value)
+}
+
+// MarshalYAML writes the duration as "10s".
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// The defaults of Config.
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultStorage         = "file:.agentic"
+	DefaultShutdownGrace   = 10 * time.Second
+	DefaultMaxRequestBytes = 1 << 20
+	DefaultMaxPluginBytes  = 64 << 20
+	DefaultHeartbeat       = 15 * time.Second
+)
+
+// tenantName is what a tenant may be called: it prefixes the tenant's
+// session ids in the storage.
+var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// LoadConfig reads the YAML configuration at path. Unknown fields are
+// errors that name their line, as are values of the wrong type.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("server: config: %w", err)
+	}
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true) // an unknown field fails, naming its line
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("server: config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// decode decodes a YAML document strictly.
+func decode(root *yaml.Node) (Config, error) {
+	var cfg Config
+	if root.Kind == 0 {
+		return cfg, nil // an empty file
+	}
+	b, err := yaml.Marshal(root)
+	if err != nil {
+		return cfg, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// ApplyOverrides sets fields of cfg from the environment and from flags, in
+// that order (a flag wins). An override is PATH=VALUE, PATH the fields'
+// YAML names joined by dots (tenants.acme.budget_usd_per_day=5); a list is
+// written as a YAML flow sequence ([a, b]). From the environment, a
+// variable AGENTIC_CONFIG_PATH sets PATH, its dots written "__" and its
+// names in any case (AGENTIC_CONFIG_TENANTS__ACME__BUDGET_USD_PER_DAY=5);
+// AGENTIC_LISTEN and AGENTIC_STORAGE set listen and storage.
+func ApplyOverrides(cfg Config, environ []string, flags []string) (Config, error) {
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return cfg, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return cfg, err
+	}
+	var errs []error
+	set := func(path, value, from string) {
+		if err := setPath(&root, strings.Split(path, "."), value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", from, err))
+		}
+	}
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "AGENTIC_LISTEN":
+			set("listen", value, name)
+		case name == "AGENTIC_STORAGE":
+			set("storage", value, name)
+		case strings.HasPrefix(name, "AGENTIC_CONFIG_"):
+			path := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "AGENTIC_CONFIG_"), "__", "."))
+			set(path, value, name)
+		}
+	}
+	for _, f := range flags {
+		path, value, ok := strings.Cut(f, "=")
+		if !ok || path == "" {
+			errs = append(errs, fmt.Errorf("--set %q: want PATH=VALUE", f))
+			continue
+		}
+		set(path, value, "--set "+path)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	out, err := decode(&root)
+	if err != nil {
+		return cfg, fmt.Errorf("server: config overrides: %w", err)
+	}
+	return out, nil
+}
+
+// setPath sets the scalar (or flow sequence) at path in the document root,
+// creating the mappings it goes through. Mapping keys match in any case.
+func setPath(root *yaml.Node, path []string, value string) error {
+	n := root
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			n.Content = []*yaml.Node{{Kind: yaml.MappingNode}}
+		}
+		n = n.Content[0]
+	}
+	for i, key := range path {
+		if key == "" {
+			return fmt.Errorf("empty name in %q", strings.Join(path, "."))
+		}
+		if n.Kind != yaml.MappingNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				n.Kind, n.Tag, n.Value = yaml.MappingNode, "", ""
+			} else {
+				return fmt.Errorf("%s is not a mapping", strings.Join(path[:i], "."))
+			}
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if strings.EqualFold(n.Content[j].Value, key) {
+				next = n.Content[j+1]
+				break
+			}
+		}
+		if next == nil {
+			next = &yaml.Node{Kind: yaml.MappingNode}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, next)
+		}
+		n = next
+	}
+	var v yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &v); err != nil || len(v.Content) == 0 {
+		*n = yaml.Node{Kind: yaml.ScalarNode, Value: value, Tag: "!!str"}
+		return nil
+	}
+	*n = *v.Content[0]
+	return nil
+}
+
+// normalized fills the defaults and checks cfg, returning every problem.
+func (cfg Config) normalized() (Config, error) {
+	var errs []error
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Storage == "" {
+		cfg.Storage = DefaultStorage
+	}
+	if cfg.Model.APIKeyEnv == "" {
+		cfg.Model.APIKeyEnv = "OPENROUTER_API_KEY"
+	}
+	if cfg.AutoResume == nil {
+		on := true
+		cfg.AutoResume = &on
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxPluginBytes == 0 {
+		cfg.MaxPluginBytes = DefaultMaxPluginBytes
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = Duration(DefaultHeartbeat)
+	}
+	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
+		}
+	}
+	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 {
+		errs = append(errs, errors.New("max_request_bytes and max_plugin_bytes must be positive"))
+	}
+	if len(cfg.Tenants) == 0 {
+		errs = append(errs, errors.New("tenants: none configured"))
+	}
+	tenants := map[string]TenantConfig{}
+	for _, name := range sortedKeys(cfg.Tenants) {
+		t, err := cfg.Tenants[name].normalized(name)
+		errs = append(errs, err)
+		tenants[name] = t
+	}
+	cfg.Tenants = tenants
+	return cfg, errors.Join(errs...)
+}
+
+func (t TenantConfig) normalized(name string) (TenantConfig, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("tenants.%s: "+format, append([]any{name}, args...)...))
+	}
+	if !tenantName.MatchString(name) {
+		bad("a tenant's name is 1 to 32 of [a-z0-9_-], starting with a letter or digit")
+	}
+	for i, k := range t.Keys {
+		if hex, ok := strings.CutPrefix(k, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
+		}
+	}
+	if t.BudgetUSDPerDay < 0 {
+		bad("budget_usd_per_day is negative")
+	}
+	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 {
+		bad("rate_limit: negative values")
+	}
+	if len(t.Agents) == 0 {
+		model := ""
+		if len(t.Models) > 0 {
+			model = t.Models[0]
+		}
+		t.Agents = map[string]AgentConfig{"default": {Model: model}}
+	}
+	agents := map[string]AgentConfig{}
+	for _, an := range sortedKeys(t.Agents) {
+		a := t.Agents[an]
+		if a.Model == "" && len(t.Models) == 1 {
+			a.Model = t.Models[0]
+		}
+		switch {
+		case !host.ValidToolName(an):
+			bad("agents.%s: an agent's name is 1 to 64 of [A-Za-z0-9_-]", an)
+		case a.Model == "":
+			bad("agents.%s: model is required", an)
+		case len(t.Models) > 0 && !slices.Contains(t.Models, a.Model):
+			bad("agents.%s: model %s is not among the tenant's models", an, a.Model)
+		}
+		if a.CompactionLimit < 0 || a.CompactionLimit > 1 {
+			bad("agents.%s: compaction_limit must be in (0, 1]", an)
+		}
+		agents[an] = a
+	}
+	t.Agents = agents
+	return t, errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+)
+
+// GET /v1/sessions/{id}/events: a session's live events over SSE. The
+// first event is a snapshot (the transcript with the live partial text,
+// the status); then each progress event of the run in flight, with id
+// "RUN:SEQ"; a new snapshot when another run starts or the ledger changes
+// otherwise. A client that reconnects with Last-Event-ID goes on after the
+// event it names, with no character twice and none missing (or, when that
+// run has ended, with a snapshot). Comments keep an idle stream open; the
+// stream closes when the key is revoked, the server shuts down, or the
+// client falls too far behind (it reconnects from its last id).
+
+// writeTimeout bounds one write to an event stream's client: a client that
+// stops reading is dropped, never waited for.
+const writeTimeout = 30 * time.Second
+
+// parseEventID reads a Last-Event-ID: "RUN:SEQ".
+func parseEventID(id string) (host.Cursor, bool) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return host.Cursor{}, false
+	}
+	seq, err := strconv.Atoi(id[i+1:])
+	if err != nil || seq < 0 {
+		return host.Cursor{}, false
+	}
+	return host.Cursor{RunID: id[:i], Seq: seq}, true
+}
+
+// eventID renders a cursor as an event id; "" for the zero cursor.
+func eventID(c host.Cursor) string {
+	if c.RunID == "" {
+		return ""
+	}
+	return c.RunID + ":" + strconv.Itoa(c.Seq)
+}
+
+// sse writes server-sent events, each within writeTimeout.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: http.NewResponseController(w)}
+	s.flush()
+	return s
+}
+
+// event writes one event; name and id may be empty.
+func (s *sse) event(name, id string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	var buf strings.Builder
+	if name != "" {
+		fmt.Fprintf(&buf, "event: %s\n", name)
+	}
+	if id != "" {
+		fmt.Fprintf(&buf, "id: %s\n", id)
+	}
+	fmt.Fprintf(&buf, "data: %s\n\n", b)
+	if _, err := s.w.Write([]byte(buf.String())); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// comment writes an SSE comment (a heartbeat).
+func (s *sse) comment(text string) error {
+	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *sse) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok || !s.exists(w, r, t, id) {
+		return
+	}
+	var after host.Cursor
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, _ = parseEventID(v)
+	}
+	a, err := t.host.Session(id).Attach(r.Context(), after)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	defer a.Close()
+	s.metrics.streams.Add(context.Background(), 1)
+	defer s.metrics.streams.Add(context.Background(), -1)
+	out := newSSE(w)
+	s.stream(r.Context(), out, a, apiKey(r), t, func(u host.Update, cur host.Cursor) error {
+		if u.Snapshot != nil {
+			return out.event("snapshot", eventID(cur), u.Snapshot)
+		}
+		return out.event("progress", eventID(cur), u.Progress)
+	})
+}
+
+// stream relays an attachment's updates through send until the client
+// leaves, the key is revoked, the server shuts down or the client falls
+// behind; it writes heartbeats while nothing happens.
+func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, send func(host.Update, host.Cursor) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	type item struct {
+		u   host.Update
+		cur host.Cursor
+		err error
+	}
+	updates := make(chan item)
+	exited := make(chan struct{})
+	defer func() {
+		cancel()
+		<-exited // the attachment is read by one goroutine at a time
+	}()
+	go func() {
+		defer close(exited)
+		for {
+			u, err := a.Next(ctx)
+			select {
+			case updates <- item{u, a.Cursor(), err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	beat := time.NewTicker(time.Duration(s.cfg.Heartbeat))
+	defer beat.Stop()
+	for {
+		select {
+		case it := <-updates:
+			if it.err != nil {
+				if errors.Is(it.err, host.ErrSlowSubscriber) {
+					out.event("error", "", map[string]string{"code": "too_slow", "message": "the client fell too far behind; reconnect with Last-Event-ID"})
+				}
+				return
+			}
+			if err := send(it.u, it.cur); err != nil {
+				return
+			}
+		case <-beat.C:
+			if tenant, err := s.keys.tenantOf(ctx, key, s.serves); err == nil && tenant != t.name {
+				out.event("error", "", map[string]string{"code": codeUnauthorized, "message": "the API key was revoked"})
+				return
+			}
+			if err := out.comment("ping"); err != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}

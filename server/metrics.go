@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Metrics: the hosts' OpenTelemetry metrics (runs, steps, tokens, cost,
+// retries, tool calls, takeovers), the server's own (requests by route and
+// status, event streams open, active runs by tenant) and the Go runtime's,
+// served at /metrics in Prometheus's text format, through OpenTelemetry's
+// Prometheus exporter.
+
+type metrics struct {
+	provider *sdkmetric.MeterProvider
+	handler  http.Handler
+
+	requests metric.Int64Counter
+	streams  metric.Int64UpDownCounter
+	runs     metric.Int64UpDownCounter
+}
+
+func newMetrics() (*metrics, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, err
+	}
+	m := &metrics{provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	meter := m.provider.Meter("github.com/agentichost/agentic/server")
+	if m.requests, err = meter.Int64Counter("agentic.http.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("API requests, by route and status code.")); err != nil {
+		return nil, err
+	}
+	if m.streams, err = meter.Int64UpDownCounter("agentic.http.event_streams", metric.WithUnit("{stream}"),
+		metric.WithDescription("Event streams open (SSE).")); err != nil {
+		return nil, err
+	}
+	if m.runs, err = meter.Int64UpDownCounter("agentic.runs.active", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs in flight in this host, by tenant.")); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *metrics) shutdown(ctx context.Context) { m.provider.Shutdown(ctx) }

@@ -1,0 +1,321 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/internal/mcpserver"
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Options are what a [Server] is built from: its configuration, and the
+// pieces the program wires (the storage, the model).
+type Options struct {
+	// Config is the service's configuration. Its Storage and Model fields
+	// are for the program that opens them; the server uses Storage and
+	// Model below.
+	Config Config
+	// Storage keeps every tenant's sessions (each under a prefix of its
+	// own, see storage.Prefix) and the keys. It must implement
+	// storage.Lister and storage.KV, as every built-in store does.
+	// Required.
+	Storage storage.Storage
+	// Model streams model passes. Required.
+	Model host.Model
+	// ApprovalSecret keys approval tokens; every host sharing the storage
+	// must share it. Default: nil, a random one for the life of the
+	// server.
+	ApprovalSecret []byte
+	// Logger receives the server's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Telemetry traces the runs (its TracerProvider); the runs' metrics go
+	// to the server's /metrics whatever its MeterProvider. Default: nil.
+	Telemetry *host.Telemetry
+}
+
+// Server is the multi-tenant HTTP + SSE service: an http.Handler over one
+// host per tenant. Runs belong to the hosts, never to the requests that
+// start or watch them.
+type Server struct {
+	cfg     Config
+	store   storage.Storage
+	kv      storage.KV
+	keys    *keyring
+	log     *slog.Logger
+	tenants map[string]*tenant
+	mux     *http.ServeMux
+	metrics *metrics
+
+	rt       *plugins.Runtime
+	registry *plugins.Registry
+	watchers []*plugins.DirWatcher
+	stopBg   context.CancelFunc
+
+	closing atomic.Bool
+	tasks   sync.WaitGroup // tasks the server runs for POST /v1/tasks
+}
+
+// tenant is one tenant's runtime.
+type tenant struct {
+	name    string
+	cfg     TenantConfig
+	storage storage.Storage // the tenant's prefix of the server's storage
+	host    *host.Host
+	agents  map[string]host.Agent
+	limiter *rate.Limiter // nil: no request bound
+	active  atomic.Int64  // runs in flight in this host
+	budget  *budget       // nil: no budget
+}
+
+// New builds the server: a host per tenant over its prefix of the storage,
+// each tenant's plugins loaded from PluginsDir/TENANT (and hot-reloaded),
+// and the routes. It returns every problem of the configuration at once.
+func New(opts Options) (*Server, error) {
+	cfg, err := opts.Config.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("server: config: %w", err)
+	}
+	if opts.Storage == nil || opts.Model == nil {
+		return nil, errors.New("server: Options.Storage and Options.Model are required")
+	}
+	kv, ok := opts.Storage.(storage.KV)
+	if !ok {
+		return nil, errors.New("server: the storage must keep values (storage.KV)")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
+		tenants: map[string]*tenant{}, mux: http.NewServeMux()}
+	if s.metrics, err = newMetrics(); err != nil {
+		return nil, err
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stopBg = stop
+	if err := s.startPlugins(bg); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	tel := &host.Telemetry{MeterProvider: s.metrics.provider}
+	if opts.Telemetry != nil {
+		tel.TracerProvider, tel.RecordContent = opts.Telemetry.TracerProvider, opts.Telemetry.RecordContent
+	}
+	var errs []error
+	for _, name := range sortedKeys(cfg.Tenants) {
+		t, err := s.newTenant(name, cfg.Tenants[name], opts, tel)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.tenants[name] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.Close(context.Background())
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// startPlugins starts the runtime and registry of the tenants' plugins,
+// and watches each tenant's directory.
+func (s *Server) startPlugins(ctx context.Context) error {
+	rt, err := plugins.NewRuntime(plugins.Options{CacheDir: s.cfg.PluginCacheDir, Logger: s.log, KV: s.kv})
+	if err != nil {
+		return fmt.Errorf("server: plugins: %w", err)
+	}
+	s.rt = rt
+	s.registry = plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(tenant string) plugins.Limits {
+		return s.cfg.Tenants[tenant].Sandbox.limits()
+	}})
+	if s.cfg.PluginsDir == "" {
+		return nil
+	}
+	for _, name := range sortedKeys(s.cfg.Tenants) {
+		if err := s.cfg.Tenants[name].Sandbox.limits().Validate(); err != nil {
+			return fmt.Errorf("server: tenants.%s.sandbox: %w", name, err)
+		}
+		dir := filepath.Join(s.cfg.PluginsDir, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("server: plugins of %s: %w", name, err)
+		}
+		w, err := s.registry.Watch(ctx, name, dir, plugins.WatchOptions{})
+		if err != nil {
+			return fmt.Errorf("server: plugins of %s: %w", name, err)
+		}
+		s.watchers = append(s.watchers, w)
+	}
+	return nil
+}
+
+// limits maps a tenant's sandbox onto the plugins' Limits.
+func (c SandboxConfig) limits() plugins.Limits {
+	return plugins.Limits{AllowedHosts: c.AllowedHosts, AllowPrivateNetwork: c.AllowPrivateNetwork, KV: c.KV,
+		MemoryPages: c.MemoryPages, CallTimeout: time.Duration(c.CallTimeout), MaxOutputBytes: c.MaxOutputBytes, Instances: c.Instances}
+}
+
+// newTenant builds a tenant's host and agents.
+func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host.Telemetry) (*tenant, error) {
+	store, err := storage.Prefix(s.store, name+":")
+	if err != nil {
+		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+	}
+	t := &tenant{name: name, cfg: tc, storage: store, agents: map[string]host.Agent{}}
+	if r := tc.RateLimit.RequestsPerSecond; r > 0 {
+		burst := tc.RateLimit.Burst
+		if burst == 0 {
+			burst = max(int(2*r), 1)
+		}
+		t.limiter = rate.NewLimiter(rate.Limit(r), burst)
+	}
+	if tc.BudgetUSDPerDay > 0 {
+		t.budget = newBudget(s.kv, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+	}
+	var errs []error
+	for _, an := range sortedKeys(tc.Agents) {
+		a, err := s.agent(name, an, tc.Agents[an])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.agents[an] = a
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	def, ok := t.agents["default"]
+	if !ok {
+		def = t.agents[sortedKeys(t.agents)[0]]
+	}
+	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
+		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
+		Compaction: &host.Compaction{}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
+	if t.budget != nil {
+		hopts.Hooks = []host.Hook{t.budget.hook()}
+	}
+	if *s.cfg.AutoResume {
+		hopts.AutoResume = &host.AutoResume{AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) { return def, nil }}
+	}
+	h, err := host.New(hopts)
+	if err != nil {
+		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+	}
+	t.host = h
+	return t, nil
+}
+
+// agent builds one of a tenant's agents.
+func (s *Server) agent(tenant, name string, ac AgentConfig) (host.Agent, error) {
+	a := host.Agent{Name: name, Model: ac.Model, System: ac.System, MaxSteps: ac.MaxSteps, MaxTokens: ac.MaxTokens,
+		Toolsets: []host.Toolset{pluginTools{reg: s.registry, tenant: tenant, only: ac.Plugins}},
+		Timeouts: host.AgentTimeouts{Total: time.Duration(ac.Timeouts.Total), Step: time.Duration(ac.Timeouts.Step),
+			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)}}
+	if ac.Policy != "" {
+		module, policy, _ := strings.Cut(ac.Policy, ":")
+		a.Policies = []host.Policy{mcpserver.PluginPolicy{Registry: s.registry, Tenant: tenant, Module: module, Policy: policy}}
+	}
+	if len(ac.Approve) > 0 {
+		a.ToolApprovals = map[string]host.ApprovalMode{}
+		for _, tool := range ac.Approve {
+			a.ToolApprovals[tool] = host.ApproveAlways
+		}
+	}
+	return a, nil
+}
+
+// pluginTools offers a tenant's plugin tools, or those of some of its
+// modules only.
+type pluginTools struct {
+	reg    *plugins.Registry
+	tenant string
+	only   []string // module names; none: every module
+}
+
+func (p pluginTools) Tools() []host.Tool {
+	all := p.reg.Toolset(p.tenant).Tools()
+	if len(p.only) == 0 {
+		return all
+	}
+	allowed := map[string]bool{}
+	for _, m := range p.reg.Modules(p.tenant) {
+		if slices.Contains(p.only, m.Name()) {
+			for _, d := range m.Description().Tools {
+				allowed[d.Name] = true
+			}
+		}
+	}
+	return slices.DeleteFunc(all, func(t host.Tool) bool { return !allowed[t.Spec().Name] })
+}
+
+// hostIDOf is the id of this host in the storage's per-host records.
+func hostIDOf(id string) string {
+	if id != "" {
+		return id
+	}
+	name, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", name, os.Getpid())
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Drain makes the server refuse new work (readyz answers 503, new runs
+// 503), as the first step of a graceful shutdown.
+func (s *Server) Drain() { s.closing.Store(true) }
+
+// Close shuts the server down: it refuses new work, lets the runs in
+// flight end until ctx ends, then leaves the others, unrecorded and
+// resumable, for the next host; then it stops the plugins.
+func (s *Server) Close(ctx context.Context) error {
+	s.closing.Store(true)
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, t := range s.tenants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.host.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	s.tasks.Wait()
+	if s.stopBg != nil {
+		s.stopBg()
+	}
+	for _, w := range s.watchers {
+		w.Close()
+	}
+	if s.registry != nil {
+		s.registry.Close(context.Background())
+	}
+	if s.rt != nil {
+		s.rt.Close(context.Background())
+	}
+	return errors.Join(errs...)
+}
+
+// serves reports whether the server serves tenant.
+func (s *Server) serves(tenant string) bool { _, ok := s.tenants[tenant]; return ok }
+
+// store returns the tenant's prefix of the server's storage.
+func (t *tenant) store() storage.Storage { return t.storage }

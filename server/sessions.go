@@ -1,0 +1,267 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// Sessions: send a message (a run starts, or the message joins the run in
+// flight), list, read, cancel.
+
+// messageRequest is the body of POST /v1/sessions/{id}/messages.
+type messageRequest struct {
+	// Text is the message. Required unless Parts has content.
+	Text string `json:"text"`
+	// Parts is content after the text (images, audio, files).
+	Parts []ledger.Part `json:"parts,omitempty"`
+	// Agent names the tenant's agent that runs the message. Default:
+	// "default".
+	Agent string `json:"agent,omitempty"`
+}
+
+// messageResponse answers an accepted message.
+type messageResponse struct {
+	SessionID string `json:"session_id"`
+	MessageID string `json:"message_id"`
+	RunID     string `json:"run_id"`
+}
+
+// resultResponse answers ?wait=true, or a task's outcome.
+type resultResponse struct {
+	SessionID  string                 `json:"session_id"`
+	MessageID  string                 `json:"message_id"`
+	RunID      string                 `json:"run_id"`
+	ResponseID string                 `json:"response_id,omitempty"`
+	Status     ledger.RunStatus       `json:"status"`
+	Reason     string                 `json:"reason,omitempty"`
+	Timeout    host.TimeoutKind       `json:"timeout,omitempty"`
+	Text       string                 `json:"text"`
+	Usage      ledger.Usage           `json:"usage"`
+	Cost       float64                `json:"cost"`
+	Approvals  []host.PendingApproval `json:"approvals,omitempty"`
+}
+
+func resultOf(sessionID string, res host.RunResult) resultResponse {
+	return resultResponse{SessionID: sessionID, MessageID: res.MessageID, RunID: res.RunID, ResponseID: res.ResponseID,
+		Status: res.Status, Reason: res.Reason, Timeout: res.Timeout, Text: res.Text, Usage: res.Usage, Cost: res.Cost,
+		Approvals: res.Approvals}
+}
+
+// agentFor returns the tenant's agent name, answering 400 when it has no
+// such agent.
+func (t *tenant) agentFor(w http.ResponseWriter, name string) (*host.Agent, bool) {
+	if name == "" {
+		name = "default"
+	}
+	a, ok := t.agents[name]
+	if !ok {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"agent\": tenant %s has no agent %q", t.name, name)
+		return nil, false
+	}
+	return &a, true
+}
+
+// admit decides whether a new run may start for the tenant: not while the
+// server shuts down, past the tenant's budget, or past its concurrent
+// runs. running tells that the session's run is in flight here (a message
+// joins it: no new run). It answers the refusal itself.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, t *tenant, running bool) bool {
+	if s.closing.Load() {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; send to another host")
+		return false
+	}
+	if t.budget != nil {
+		over, err := t.budget.exceeded(r.Context())
+		if err != nil {
+			s.log.Warn("cannot read the budget's spend; admitting", "tenant", t.name, "err", err)
+		}
+		if over != nil {
+			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
+			return false
+		}
+	}
+	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 && !running && t.active.Load() >= int64(n) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, "tenant %s has %d runs in flight, its limit", t.name, n)
+		return false
+	}
+	return true
+}
+
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var req messageRequest
+	if !s.decodeBody(w, r, &req) {
+		return
+	}
+	agent, ok := t.agentFor(w, req.Agent)
+	if !ok {
+		return
+	}
+	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
+	if !s.admit(w, r, t, t.host.IsRunning(id)) {
+		return
+	}
+	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts,
+		RequestID: r.Header.Get("Idempotency-Key"), Agent: agent})
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	if !wait {
+		writeJSON(w, http.StatusAccepted, messageResponse{SessionID: id, MessageID: run.MessageID(), RunID: run.ID()})
+		return
+	}
+	// Waiting is bounded by the request; the run is not: a client that
+	// leaves leaves the run going.
+	res, err := run.Wait(r.Context())
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.startError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resultOf(id, res))
+}
+
+// startError answers a failed Start or Wait.
+func (s *Server) startError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, host.ErrInvalidInput):
+		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
+	case errors.Is(err, host.ErrClosed):
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; the run is left for another host")
+	default:
+		s.log.Error("cannot start the run", "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "the message could not be accepted: %v", err)
+	}
+}
+
+// sessionSummary is an entry of GET /v1/sessions.
+type sessionSummary struct {
+	ID     string      `json:"id"`
+	Status host.Status `json:"status"`
+}
+
+// listSessions pages the tenant's sessions in id order: ?limit (1 to 200,
+// default 50) after ?after (an id).
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			writeError(w, http.StatusBadRequest, codeInvalid, "limit %q: want 1 to 200", v)
+			return
+		}
+		limit = n
+	}
+	after := r.URL.Query().Get("after")
+	ids, err := t.store().(storage.Lister).ListSessions(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot list the sessions: %v", err)
+		return
+	}
+	slices.Sort(ids)
+	start, _ := slices.BinarySearch(ids, after)
+	if start < len(ids) && ids[start] == after {
+		start++
+	}
+	page := ids[start:min(start+limit, len(ids))]
+	out := struct {
+		Sessions []sessionSummary `json:"sessions"`
+		Next     string           `json:"next,omitempty"`
+	}{Sessions: []sessionSummary{}}
+	for _, id := range page {
+		st, err := t.host.Session(id).Status(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			return
+		}
+		out.Sessions = append(out.Sessions, sessionSummary{ID: id, Status: st})
+	}
+	if start+limit < len(ids) {
+		out.Next = page[len(page)-1]
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// exists answers 404 and returns false when the tenant has no session id.
+func (s *Server) exists(w http.ResponseWriter, r *http.Request, t *tenant, id string) bool {
+	events, err := t.host.Session(id).Events(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		return false
+	}
+	if len(events) == 0 {
+		notFound(w, "session", id)
+		return false
+	}
+	return true
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok || !s.exists(w, r, t, id) {
+		return
+	}
+	sess := t.host.Session(id)
+	st, err := sess.Status(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
+	usage, err := sess.Usage(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID     string              `json:"id"`
+		Status host.Status         `json:"status"`
+		Usage  ledger.SessionUsage `json:"usage"`
+	}{id, st, usage})
+}
+
+func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok || !s.exists(w, r, t, id) {
+		return
+	}
+	tr, err := t.host.Session(id).Transcript(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ledger.WireTranscript(tr))
+}
+
+func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var req struct {
+		Reason string `json:"reason,omitempty"`
+	}
+	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+		return
+	}
+	if !s.exists(w, r, t, id) {
+		return
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = "cancelled through the API"
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": t.host.Cancel(id, reason)})
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// Tasks: POST /v1/tasks starts a task — a run that ends with a validated
+// deliverable, a cancellation or a failure, never an error — durably, in a
+// session of its own; GET /v1/tasks/{id} reads its outcome from the
+// ledger (on any host).
+
+// taskRequest is the body of POST /v1/tasks.
+type taskRequest struct {
+	// Prompt asks for the deliverable. Required.
+	Prompt string `json:"prompt"`
+	// Schema is the deliverable's JSON Schema. Required unless Validator.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Name and Description tell the model what the deliverable is.
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Validator names a validator of the tenant's plugins. Default: none.
+	Validator string `json:"validator,omitempty"`
+	// Agent names the tenant's agent. Default: "default".
+	Agent string `json:"agent,omitempty"`
+	// MaxPokes bounds the reminders to submit. Default: 0, which means 3.
+	MaxPokes int `json:"max_pokes,omitempty"`
+}
+
+func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
+	var req taskRequest
+	if !s.decodeBody(w, r, &req) {
+		return
+	}
+	if req.Prompt == "" {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"prompt\" is required")
+		return
+	}
+	if len(req.Schema) == 0 && req.Validator == "" {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"schema\" (or \"validator\") is required")
+		return
+	}
+	agent, ok := t.agentFor(w, req.Agent)
+	if !ok || !s.admit(w, r, t, false) {
+		return
+	}
+	spec := host.TaskSpec{Agent: agent, Prompt: req.Prompt, Durable: true, SessionID: ledger.NewID("task"), MaxPokes: req.MaxPokes,
+		Deliverable: host.Deliverable{Name: req.Name, Description: req.Description, Schema: req.Schema}}
+	if req.Validator != "" {
+		v, ok := s.registry.Validator(t.name, req.Validator)
+		if !ok {
+			writeError(w, http.StatusBadRequest, codeInvalid, "field \"validator\": tenant %s has no validator %q", t.name, req.Validator)
+			return
+		}
+		spec.Validator, spec.ValidatorName = v, req.Validator
+	}
+	started := make(chan string, 1)
+	spec.OnProgress = func(p host.Progress) {
+		select {
+		case started <- p.RunID:
+		default:
+		}
+	}
+	s.tasks.Add(1)
+	done := make(chan host.Outcome, 1)
+	go func() {
+		defer s.tasks.Done()
+		done <- t.host.Task(context.Background(), spec)
+	}()
+	// Answer once the task's message is durable: its run reports
+	// progress, or the task ended first (refused).
+	select {
+	case runID := <-started:
+		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": spec.SessionID, "run_id": runID})
+	case out := <-done:
+		if out.RunID == "" {
+			writeError(w, http.StatusBadRequest, codeInvalid, "the task was refused: %s", out.Reason)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": spec.SessionID, "run_id": out.RunID})
+	case <-r.Context().Done():
+	}
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok || !s.exists(w, r, t, id) {
+		return
+	}
+	sess := t.host.Session(id)
+	out, done, err := sess.TaskOutcome(r.Context(), "")
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
+	if !done {
+		st, err := sess.Status(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+			return
+		}
+		if st.RunID == "" {
+			notFound(w, "task", id)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "status": "running", "run_id": st.RunID, "session": st})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "status": out.Status, "value": out.Value, "reason": out.Reason,
+		"run_id": out.RunID, "usage": out.Usage, "cost": out.Cost})
+}
