@@ -678,7 +678,7 @@ func TestTaskApproval(t *testing.T) {
 			var requested atomic.Value
 			done := make(chan host.Outcome, 1)
 			go func() {
-				done <- hs.Host.Task(ctx, host.TaskSpec{Prompt: "publish, then submit", Durable: durable, SessionID: "task",
+				done <- hs.Host.Task(ctx, host.TaskSpec{Prompt: "publish, then submit", Ephemeral: !durable, SessionID: "task",
 					Deliverable: host.Deliverable{Schema: schema},
 					OnProgress: func(p host.Progress) {
 						if p.Type == host.ProgressApprovalRequested {
@@ -728,7 +728,7 @@ func TestTaskToolsBypassPolicies(t *testing.T) {
 	})
 	hs := approvalHost(t, nil, host.Agent{Policies: []host.Policy{denyAll}},
 		hosttest.ToolCall{Name: host.SubmitToolName, Arguments: `{"title":"Hi"}`})
-	out := hs.Host.Task(context.Background(), host.TaskSpec{Prompt: "submit", Durable: true,
+	out := hs.Host.Task(context.Background(), host.TaskSpec{Prompt: "submit",
 		Deliverable: host.Deliverable{Schema: json.RawMessage(`{"type":"object"}`)}})
 	if out.Status != host.OutcomeSubmitted {
 		t.Fatalf("outcome %+v", out)

@@ -10,7 +10,7 @@ import (
 )
 
 // memStore is the private in-memory [storage.Storage] of non-durable tasks
-// (TaskSpec.Durable false). The host may not import a storage adapter
+// (TaskSpec.Ephemeral). The host may not import a storage adapter
 // (arrows point inward), so it keeps this minimal one of its own: events are
 // kept in their ledger encoding, so that loads share nothing with appends,
 // as the storage contract asks.

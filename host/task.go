@@ -64,13 +64,15 @@ type TaskSpec struct {
 	Prompt string
 	// Deliverable is what the task must produce.
 	Deliverable Deliverable
-	// Durable keeps the task's session in the host's storage, where it
-	// can be read (and its usage counted) like any other. When false, the
-	// session lives in a private in-memory store that is dropped when
-	// Task returns: nothing is written to the host's storage. Either way
-	// the run is one of the host's: [Host.Cancel] and [Host.IsRunning]
-	// reach it by its session id. Default: false.
-	Durable bool
+	// Ephemeral keeps the task's session out of the host's storage: it
+	// lives in a private in-memory store that is dropped when Task
+	// returns, nothing is written to the host's storage, and a crash
+	// loses it. By default a task is durable: its session is kept in the
+	// host's storage, where it can be read (and its usage counted) like
+	// any other, and a host resumes it after a crash. Either way the run
+	// is one of the host's: [Host.Cancel] and [Host.IsRunning] reach it by
+	// its session id. Default: false, durable.
+	Ephemeral bool
 	// SessionID is the session the task runs in. A durable task may name
 	// an existing session: the model then sees the conversation so far.
 	// Default: a new id, "task-<id>".
@@ -169,7 +171,7 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		return t.fail(out, err.Error())
 	}
 	sess := h.Session(t.sessionID)
-	if spec.Durable {
+	if !spec.Ephemeral {
 		if h.IsRunning(t.sessionID) {
 			return t.fail(out, fmt.Sprintf("task: session %s has a run in flight; a task needs a run of its own", t.sessionID))
 		}

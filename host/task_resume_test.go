@@ -25,7 +25,6 @@ func crashingTask(t *testing.T, n int32, script []fakemodel.Reply, spec host.Tas
 	crash := &crashAfter{Storage: base}
 	crash.n.Store(n)
 	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{}, append(mutate, func(o *host.Options) { o.Storage = crash })...)
-	spec.Durable = true
 	if spec.SessionID == "" {
 		spec.SessionID = "task-crash"
 	}
@@ -85,7 +84,6 @@ func TestTaskResumedAfterCrash(t *testing.T) {
 	// deliverable, and the ledger tells the outcome Task returned.
 	hs := newHarness(t, fakemodel.Options{Script: script}, host.Agent{})
 	s := spec
-	s.Durable = true
 	direct := hs.host.Task(context.Background(), s)
 	evs := hs.events(direct.SessionID)
 	if rs := evs[1].RunStart; rs == nil || rs.Task == nil || rs.Task.Deliverable != "headline" || string(rs.Task.Schema) != string(titleSchema) || rs.Task.MaxPokes != 3 {

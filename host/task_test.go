@@ -51,7 +51,7 @@ func TestTaskInvalidSubmissionIsFixed(t *testing.T) {
 		submit(`{"title":"a"}`),
 		submit(`{"title":"Hello","count":2}`),
 	}}, host.Agent{})
-	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", Durable: true,
+	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.",
 		Deliverable: host.Deliverable{Name: "headline", Schema: titleSchema}})
 	if out.Status != host.OutcomeSubmitted || out.Reason != "" {
 		t.Fatalf("outcome = %+v", out)
@@ -109,7 +109,7 @@ func TestTaskPokedThenSubmits(t *testing.T) {
 		{Text: "Here is your title: Hello."},
 		submit(`{"title":"Hello","count":1}`),
 	}}, host.Agent{})
-	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", Durable: true, SessionID: "poked",
+	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "poked",
 		Deliverable: host.Deliverable{Schema: titleSchema}})
 	if out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Hello","count":1}` || out.SessionID != "poked" {
 		t.Fatalf("outcome = %+v (value %s)", out, out.Value)
@@ -166,7 +166,7 @@ func TestTaskOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hs := newHarness(t, fakemodel.Options{Script: tc.script}, host.Agent{})
-			out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Do it.", Durable: true, MaxPokes: tc.maxPokes,
+			out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Do it.", MaxPokes: tc.maxPokes,
 				Deliverable: host.Deliverable{Schema: titleSchema}})
 			if out.Status != tc.status || !strings.Contains(out.Reason, tc.reason) {
 				t.Fatalf("outcome = %+v, want %s with reason containing %q", out, tc.status, tc.reason)
@@ -204,7 +204,7 @@ func TestTaskContextDone(t *testing.T) {
 		})
 		hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{{ToolCalls: []fakemodel.ToolCall{{Name: "stop"}}}}},
 			host.Agent{Tools: []host.Tool{stop}})
-		out := hs.host.Task(ctx, host.TaskSpec{Prompt: "Go.", Durable: true, Deliverable: host.Deliverable{Schema: titleSchema}})
+		out := hs.host.Task(ctx, host.TaskSpec{Prompt: "Go.", Deliverable: host.Deliverable{Schema: titleSchema}})
 		if out.Status != host.OutcomeCancelled || out.Reason != "cancelled by the caller" {
 			t.Errorf("outcome = %+v", out)
 		}
@@ -220,7 +220,7 @@ func TestTaskDurability(t *testing.T) {
 		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
 			hs := newHarness(t, fakemodel.Options{}, host.Agent{})
 			out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "submit_deliverable title=Hello count=4",
-				Durable: durable, Deliverable: host.Deliverable{Schema: titleSchema}})
+				Ephemeral: !durable, Deliverable: host.Deliverable{Schema: titleSchema}})
 			if out.Status != host.OutcomeSubmitted || string(out.Value) != `{"count":4,"title":"Hello"}` {
 				t.Fatalf("outcome = %+v (value %s)", out, out.Value)
 			}
@@ -237,7 +237,7 @@ func TestTaskDurability(t *testing.T) {
 					t.Errorf("session usage = %+v, %v; outcome %+v", u, err, out)
 				}
 			} else if len(ids) != 0 {
-				t.Errorf("a task that is not durable left sessions %v in storage", ids)
+				t.Errorf("an ephemeral task left sessions %v in storage", ids)
 			}
 		})
 	}
@@ -292,7 +292,6 @@ func TestTaskInvalidSpecFailsFast(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hs := newHarness(t, fakemodel.Options{}, host.Agent{})
-			tc.spec.Durable = true
 			out := hs.host.Task(context.Background(), tc.spec)
 			if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, tc.reason) {
 				t.Errorf("outcome = %+v, want failed with %q", out, tc.reason)
@@ -345,22 +344,22 @@ func TestTaskOnClosedHost(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
 	hs.host.Close(context.Background())
 	for _, durable := range []bool{false, true} {
-		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "x", Durable: durable, Deliverable: host.Deliverable{Schema: titleSchema}})
+		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "x", Ephemeral: !durable, Deliverable: host.Deliverable{Schema: titleSchema}})
 		if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "closed") {
 			t.Errorf("durable=%v: outcome = %+v", durable, out)
 		}
 	}
 }
 
-// TestHostCancelReachesNonDurableTask: Host.Cancel stops the run of a task
-// that is not durable, as it stops any other run of the host, and nothing
+// TestHostCancelReachesEphemeralTask: Host.Cancel stops the run of an
+// ephemeral task, as it stops any other run of the host, and nothing
 // of the task reaches the host's storage.
-func TestHostCancelReachesNonDurableTask(t *testing.T) {
+func TestHostCancelReachesEphemeralTask(t *testing.T) {
 	long := strings.Repeat("slow ", 400)
 	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, Script: []fakemodel.Reply{{Text: long}}}, host.Agent{})
 	done := make(chan host.Outcome, 1)
 	go func() {
-		done <- hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "ephemeral",
+		done <- hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "ephemeral", Ephemeral: true,
 			Deliverable: host.Deliverable{Schema: titleSchema}})
 	}()
 	var out host.Outcome
@@ -386,7 +385,7 @@ wait:
 		t.Errorf("outcome = %+v", out)
 	}
 	if ids := sessionIDs(t, hs.store); len(ids) != 0 {
-		t.Errorf("a task that is not durable left sessions %v in storage", ids)
+		t.Errorf("an ephemeral task left sessions %v in storage", ids)
 	}
 	if hs.host.IsRunning("ephemeral") {
 		t.Error("IsRunning after the task ended")
@@ -411,3 +410,19 @@ func TestTaskPanicIsRecovered(t *testing.T) {
 type panicToolset struct{}
 
 func (panicToolset) Tools() []host.Tool { panic("toolset exploded") }
+
+// TestTasksAreDurableByDefault: a task that says nothing of its durability
+// keeps its session in the host's storage, where its outcome can be read
+// again.
+func TestTasksAreDurableByDefault(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
+	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "submit_deliverable title=Hello", SessionID: "kept",
+		Deliverable: host.Deliverable{Schema: titleSchema}})
+	if out.Status != host.OutcomeSubmitted {
+		t.Fatalf("%+v", out)
+	}
+	again, ok, err := hs.host.Session("kept").TaskOutcome(context.Background(), "")
+	if err != nil || !ok || again.Status != host.OutcomeSubmitted || string(again.Value) != string(out.Value) {
+		t.Fatalf("the outcome read from the storage: %+v %v %v", again, ok, err)
+	}
+}

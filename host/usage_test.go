@@ -53,7 +53,7 @@ func TestSessionUsage(t *testing.T) {
 			{ToolCalls: []fakemodel.ToolCall{{Name: "submit_deliverable", Arguments: `{"title":"Fine","count":1}`}}, Usage: byok},
 			{Text: "second run", Usage: credits},
 		}}, host.Agent{})
-		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Title.", Durable: true, SessionID: "e2e",
+		out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Title.", SessionID: "e2e",
 			Deliverable: host.Deliverable{Schema: titleSchema}})
 		if out.Status != host.OutcomeSubmitted || !near(out.Cost, 2*0.021) {
 			t.Fatalf("outcome = %+v", out)

@@ -48,7 +48,7 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if !ok || !s.admit(w, r, t, false) {
 		return
 	}
-	spec := host.TaskSpec{Agent: agent, Prompt: req.Prompt, Durable: true, SessionID: ledger.NewID("task"), MaxPokes: req.MaxPokes,
+	spec := host.TaskSpec{Agent: agent, Prompt: req.Prompt, SessionID: ledger.NewID("task"), MaxPokes: req.MaxPokes,
 		Deliverable: host.Deliverable{Name: req.Name, Description: req.Description, Schema: req.Schema}}
 	if req.Validator != "" {
 		v, ok := s.registry.Validator(t.name, req.Validator)

@@ -128,7 +128,6 @@ Flags:
 	out := h.Task(ctx, host.TaskSpec{
 		Prompt:        *prompt,
 		Deliverable:   host.Deliverable{Name: *name, Description: *description, Schema: schema},
-		Durable:       true,
 		SessionID:     session,
 		MaxPokes:      *maxPokes,
 		Validator:     validator,
