@@ -171,7 +171,16 @@ type Agent struct {
 	// tool calls (see [AgentTimeouts]). Default: the zero AgentTimeouts,
 	// no bound but the tool calls' Options.ToolTimeout.
 	Timeouts AgentTimeouts
+	// MaxToolResultBytes bounds what one tool result puts before the
+	// model (and in the ledger): a longer one is cut, with a line saying
+	// how much was (see ledger.CapToolOutput), so that one result cannot
+	// fill the context window. Default: 0, which means 64 KiB; -1
+	// disables the bound.
+	MaxToolResultBytes int
 }
+
+// DefaultMaxToolResultBytes is Agent.MaxToolResultBytes when it is 0.
+const DefaultMaxToolResultBytes = 64 << 10
 
 // AgentTimeouts are the named bounds of an agent's runs. Each that fires is
 // reported as a [*TimeoutError] of its kind, in the run's end (reason and
@@ -282,6 +291,12 @@ func normalizeAgent(a Agent) (Agent, error) {
 		a.PolicyTimeout = DefaultPolicyTimeout
 	case a.PolicyTimeout < 0:
 		errs = append(errs, fmt.Errorf("host: Agent.PolicyTimeout %s is negative", a.PolicyTimeout))
+	}
+	switch {
+	case a.MaxToolResultBytes == 0:
+		a.MaxToolResultBytes = DefaultMaxToolResultBytes
+	case a.MaxToolResultBytes < -1:
+		errs = append(errs, fmt.Errorf("host: Agent.MaxToolResultBytes %d is negative (use -1 to disable the bound)", a.MaxToolResultBytes))
 	}
 	if err := a.Timeouts.check(); err != nil {
 		errs = append(errs, err)

@@ -246,6 +246,7 @@ func (r *run) runTool(c ledger.ToolCall) error {
 		}
 	}
 	result.DurationMS = time.Since(started).Milliseconds()
+	result.Output = ledger.CapToolOutput(result.Output, r.agent.MaxToolResultBytes)
 	e := r.newEvent(ledger.KindToolResult)
 	e.ToolResult = result
 	if err := r.append(e); err != nil {

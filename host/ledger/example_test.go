@@ -53,3 +53,31 @@ func ExampleDecode() {
 	// {"v":1,"id":"ev_1","kind":"poke","time":"2025-01-02T03:04:05Z","run_id":"run_1","poke":{"text":"please finish <the> task"}}
 	// ledger: event "ev_9" (poke): field "v": unsupported schema version 2 (this build reads 1)
 }
+
+// ExampleSanitizeConversation heals a history whose process died between
+// a tool call and its result, and which kept a stray result: the call
+// gets an "outcome unknown" answer, the stray is dropped.
+func ExampleSanitizeConversation() {
+	msgs := []ledger.Message{
+		{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("pay the invoice")}},
+		{Role: ledger.RoleAssistant, ToolCalls: []ledger.ToolCall{{ID: "c1", Name: "pay", Arguments: `{"invoice":7}`}}},
+		{Role: ledger.RoleTool, ToolCallID: "c9", Name: "pay", Parts: []ledger.Part{ledger.TextPart("stray")}},
+		{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart("did it work?")}},
+	}
+	for _, m := range ledger.SanitizeConversation(msgs) {
+		fmt.Printf("%s|%s|%.37s\n", m.Role, m.ToolCallID, m.Text())
+	}
+	// Output:
+	// user||pay the invoice
+	// assistant||
+	// tool|c1|error: this tool call was interrupted
+	// user||did it work?
+}
+
+// ExampleCapToolOutput bounds what a tool result puts before the model.
+func ExampleCapToolOutput() {
+	fmt.Println(ledger.CapToolOutput("0123456789", 4))
+	// Output:
+	// 0123
+	// [truncated 6 bytes]
+}

@@ -2,9 +2,12 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
@@ -64,4 +67,39 @@ func ExampleClient_ContextWindow() {
 	n, err := c.ContextWindow(context.Background(), "mistralai/mistral-7b-instruct")
 	fmt.Println(n, err)
 	// Output: 8192 <nil>
+}
+
+// ExampleParseUsage reads the usage of a call billed to the caller's own
+// key through OpenRouter (BYOK): its billed cost is OpenRouter's fee plus
+// the upstream provider's cost.
+func ExampleParseUsage() {
+	u := provider.ParseUsage(fixtures.Bytes("usage_byok.json"))
+	fmt.Println(u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens, *u.IsBYOK)
+	fmt.Printf("billed $%.5f\n", u.Billed())
+	// Output:
+	// 12000 800 8000 200 true
+	// billed $0.02772
+}
+
+// ExampleTransport bounds a plain HTTP client's wait on a model endpoint
+// that sends its headers, then falls silent.
+func ExampleTransport() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: {}\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then nothing
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &provider.Transport{HeaderTimeout: 5 * time.Second, IdleTimeout: 50 * time.Millisecond}}
+	res, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer res.Body.Close()
+	_, err = io.ReadAll(res.Body)
+	fmt.Println(errors.Is(err, model.ErrStalled), err)
+	// Output:
+	// true model: stream stalled: no data for 50ms
 }

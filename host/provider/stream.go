@@ -396,10 +396,19 @@ func (s *streamState) result() model.Result {
 	return r
 }
 
-// parseUsage reads a usage object leniently: a field of an unexpected
-// type is skipped, not fatal. is_byok is taken only when it is a JSON
-// boolean.
-func parseUsage(raw string) ledger.Usage {
+// parseUsage is ParseUsage of the raw JSON openai-go keeps as a string.
+func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
+
+// ParseUsage reads a chat completion's usage object — the "usage" of the
+// final chunk of a stream (with OpenAI's "stream_options":
+// {"include_usage": true}), or of a whole response — with the fields
+// OpenRouter adds: the billed cost, whether the key was the caller's own
+// (is_byok) and the upstream cost, cached, cache-write and reasoning
+// tokens. A field of an unexpected type is skipped, never fatal (is_byok
+// is taken only when it is a JSON boolean), and anything that is not a
+// JSON object reads as a zero Usage. The step's billed cost is then
+// [ledger.Usage.Billed].
+func ParseUsage(raw []byte) ledger.Usage {
 	var u struct {
 		Prompt     json.RawMessage `json:"prompt_tokens"`
 		Completion json.RawMessage `json:"completion_tokens"`
@@ -420,7 +429,7 @@ func parseUsage(raw string) ledger.Usage {
 	var out ledger.Usage
 	// Decode field by field so that one odd field spoils nothing else.
 	var top map[string]json.RawMessage
-	if json.Unmarshal([]byte(raw), &top) != nil {
+	if json.Unmarshal(raw, &top) != nil {
 		return out
 	}
 	set := func(key string, dst any) {
