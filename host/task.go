@@ -62,6 +62,9 @@ type TaskSpec struct {
 	Agent *Agent
 	// Prompt is the user message that states the task. Required.
 	Prompt string
+	// Parts is content sent after the prompt: the documents, images or
+	// audio the task is about. Default: none.
+	Parts []ledger.Part
 	// Deliverable is what the task must produce.
 	Deliverable Deliverable
 	// Ephemeral keeps the task's session out of the host's storage: it
@@ -181,7 +184,7 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		// that Host.Cancel and IsRunning reach it.
 		sess.private = newMemStore()
 	}
-	res, err := sess.send(ctx, spec.Prompt, SendOptions{Agent: &agent, OnProgress: spec.OnProgress}, t.hooks())
+	res, err := sess.send(ctx, spec.Prompt, SendOptions{Agent: &agent, Parts: spec.Parts, OnProgress: spec.OnProgress}, t.hooks())
 	out.RunID, out.Usage, out.Cost = res.RunID, res.Usage, res.Cost
 	if err == nil && res.Status == ledger.RunApprovalRequired {
 		// The run waits for a person; whichever host continues it

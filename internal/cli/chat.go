@@ -265,6 +265,8 @@ func chat(ctx context.Context, args []string, env Env) error {
 	var m modelFlags
 	m.register(fs, env)
 	showUsage := fs.Bool("usage", false, "after the reply, print a line with the tokens and cost of the session so far (stderr)")
+	var attach pluginList
+	fs.Var(&attach, "attach", "send `FILE` (an image, audio, a PDF…) with the message (repeatable; interactive: with the first message)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host chat [flags] [MESSAGE]\n\nWith MESSAGE, send it and stream the reply; without, chat interactively\n(/help lists the commands). Flags go anywhere; a message word that\nstarts with \"-\" goes after \"--\".\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -272,6 +274,14 @@ func chat(ctx context.Context, args []string, env Env) error {
 	words, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	var parts []ledger.Part // sent with the next message
+	for _, path := range attach {
+		p, err := readAttachment(path)
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		parts = append(parts, p)
 	}
 	h, cleanup, err := m.setup(env)
 	if err != nil {
@@ -353,7 +363,10 @@ func chat(ctx context.Context, args []string, env Env) error {
 			return res, err
 		}
 		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
-			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress})
+			res, err := sess.Send(ctx, text, host.SendOptions{OnProgress: p.progress, Parts: parts})
+			if err == nil {
+				parts = nil // sent
+			}
 			switch {
 			case err != nil:
 			case res.Status == ledger.RunApprovalRequired:
@@ -440,6 +453,16 @@ func chat(ctx context.Context, args []string, env Env) error {
 			printUsage(env.Stdout)
 			continue
 		}
+		if path, ok := strings.CutPrefix(line, "/attach "); ok {
+			p, err := readAttachment(strings.TrimSpace(path))
+			if err != nil {
+				fmt.Fprintln(env.Stdout, err)
+				continue
+			}
+			parts = append(parts, p)
+			fmt.Fprintf(env.Stdout, "[%s (%s, %d bytes) goes with the next message]\n", strings.TrimSpace(path), p.MIME, len(p.Data))
+			continue
+		}
 		if strings.HasPrefix(line, "/") && !strings.HasPrefix(line, "//") {
 			fmt.Fprintf(env.Stdout, "unknown command %s (/help lists them; start a message with // to send a slash)\n", strings.Fields(line)[0])
 			continue
@@ -511,6 +534,7 @@ func checkEndpoint(base, key string) error {
 // chatHelp lists the interactive commands.
 const chatHelp = `Commands:
   /usage   tokens and cost of this session so far
+  /attach FILE  send FILE (an image, audio, a PDF…) with the next message
   /help    this list
   /quit    leave (so does Ctrl-D); Ctrl-C stops the reply in flight
 Anything else is sent as a message; start it with // to send one that

@@ -49,6 +49,8 @@ func task(ctx context.Context, args []string, env Env) error {
 	description := fs.String("description", "", "what the deliverable is, as the model is told")
 	validatorFlag := fs.String("validator", "", "check the deliverable with the validator of a Wasm plugin: `FILE.wasm[:NAME]` (NAME may be left out when the plugin has one validator); the schema still shapes submit_deliverable")
 	maxPokes := fs.Int("max-pokes", host.DefaultMaxPokes, "nudges for a model that stops without submitting (-1: none)")
+	var attach pluginList
+	fs.Var(&attach, "attach", "send `FILE` (a document, an image, audio) with the prompt (repeatable)")
 	resume := fs.Bool("resume", false, "resume the interrupted task of --session (its process died), or read the outcome of its last task, and print it (give the same --validator)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: agentic-host task --prompt TEXT --schema FILE.json [--validator PLUGIN.wasm[:NAME]] [flags]
@@ -125,8 +127,17 @@ Flags:
 		return err
 	}
 	defer cleanup()
+	var parts []ledger.Part
+	for _, path := range attach {
+		p, err := readAttachment(path)
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		parts = append(parts, p)
+	}
 	out := h.Task(ctx, host.TaskSpec{
 		Prompt:        *prompt,
+		Parts:         parts,
 		Deliverable:   host.Deliverable{Name: *name, Description: *description, Schema: schema},
 		SessionID:     session,
 		MaxPokes:      *maxPokes,

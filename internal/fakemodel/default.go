@@ -1,7 +1,9 @@
 package fakemodel
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"sort"
 	"strconv"
@@ -26,7 +28,9 @@ import (
 //     placeholder: "example" for strings, 1 for numbers, true for booleans,
 //     {} for objects (filled recursively with required properties) and []
 //     for arrays. The finish reason is "tool_calls".
-//  3. Else it echoes: "You said: <last user text>".
+//  3. Else it echoes: "You said: <last user text>", followed, when the
+//     message has attachments, by " [attached: …]" describing each
+//     (type and size, a file's name).
 func DefaultReply(req Request) Reply {
 	msgs := req.Messages
 	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
@@ -57,7 +61,64 @@ func DefaultReply(req Request) Reply {
 		}
 		return reply
 	}
+	if n := len(msgs); n > 0 {
+		if att := attachments(lastUser(msgs)); att != "" {
+			return Reply{Text: "You said: " + user + " [attached: " + att + "]"}
+		}
+	}
 	return Reply{Text: "You said: " + user}
+}
+
+// lastUser returns the last user message.
+func lastUser(msgs []Message) Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i]
+		}
+	}
+	return Message{}
+}
+
+// attachments describes a message's parts other than text — "image/png,
+// 67 bytes; file report.pdf, application/pdf, 2048 bytes" — so that a test
+// (or a demo) sees what reached the model; "" when there are none.
+func attachments(m Message) string {
+	var out []string
+	for _, p := range m.Parts {
+		switch p.Type {
+		case "image_url":
+			out = append(out, describeDataURL(p.ImageURL))
+		case "input_audio":
+			n, _ := base64.StdEncoding.DecodeString(p.AudioData)
+			out = append(out, fmt.Sprintf("audio/%s, %d bytes", p.AudioFormat, len(n)))
+		case "file":
+			var f struct {
+				File struct {
+					Filename string `json:"filename"`
+					FileData string `json:"file_data"`
+				} `json:"file"`
+			}
+			json.Unmarshal(p.Raw, &f)
+			out = append(out, "file "+f.File.Filename+", "+describeDataURL(f.File.FileData))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// describeDataURL says a data URL's type and size ("image/png, 67
+// bytes"), or gives a plain URL.
+func describeDataURL(u string) string {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		return u
+	}
+	meta, data, _ := strings.Cut(rest, ",")
+	typ, _, _ := strings.Cut(meta, ";")
+	n, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return typ + ", undecodable"
+	}
+	return fmt.Sprintf("%s, %d bytes", typ, len(n))
 }
 
 // toolNameFor finds the name of the tool call with the given id.
