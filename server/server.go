@@ -209,7 +209,22 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		hopts.Hooks = []host.Hook{t.budget.hook()}
 	}
 	if *s.cfg.AutoResume {
-		hopts.AutoResume = &host.AutoResume{AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) { return def, nil }}
+		// A resumed run goes on with the agent it started with.
+		hopts.AutoResume = &host.AutoResume{AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) {
+			events, err := store.Load(ctx, sessionID)
+			if err != nil {
+				return host.Agent{}, err
+			}
+			for i := len(events) - 1; i >= 0; i-- {
+				if rs := events[i].RunStart; rs != nil {
+					if a, ok := t.agents[rs.Agent]; ok {
+						return a, nil
+					}
+					break
+				}
+			}
+			return def, nil
+		}}
 	}
 	h, err := host.New(hopts)
 	if err != nil {
