@@ -352,7 +352,7 @@ func (r *run) pass() (o outcome, stop bool) {
 			if tries.attempts > 1 {
 				reason = fmt.Sprintf("model: %v (%s; gave up after %d attempts)", merr, c.Reason, tries.attempts)
 			} else if c.Kind != model.Transient {
-				reason = fmt.Sprintf("model: %v (%s, not retried)", merr, c.Kind)
+				reason = fmt.Sprintf("model: %v (%s: %s, not retried)", merr, c.Kind, c.Reason)
 			}
 			return outcome{status: ledger.RunFailed, reason: reason}, true
 		}

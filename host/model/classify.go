@@ -85,7 +85,9 @@ var notOverflow = regexp.MustCompile(`(?i)can only afford|requires more credits`
 //     timeout (context.DeadlineExceeded included: a caller must check its
 //     own context first, as [WithRetries] does);
 //   - fatal: everything else, notably 400, 401, 402, 403 and 404, an
-//     invalid request, and cancellation (context.Canceled).
+//     invalid request, a host name that does not resolve (a DNS "no such
+//     host": the endpoint is misconfigured), and cancellation
+//     (context.Canceled).
 //
 // Retry-After, when the server sent it, is in the class.
 func Classify(err error) Class {
@@ -126,6 +128,11 @@ func Classify(err error) Class {
 		return Class{Kind: Transient, Reason: "connection refused"}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Class{Kind: Transient, Reason: "connection reset"}
+	}
+	if dns, ok := errors.AsType[*net.DNSError](err); ok && dns.IsNotFound {
+		// The endpoint's host does not exist: a configuration error,
+		// which no retry mends.
+		return Class{Kind: Fatal, Reason: "the endpoint's host name does not resolve (" + dns.Name + ")"}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {

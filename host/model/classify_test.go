@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/model"
+	"net"
+	"net/url"
+	"syscall"
 )
 
 func TestClassifyPlainErrors(t *testing.T) {
@@ -21,6 +24,9 @@ func TestClassifyPlainErrors(t *testing.T) {
 		{model.ErrIncompleteStream, model.Transient},
 		{model.ErrInvalidRequest, model.Fatal},
 		{errors.New("something odd"), model.Fatal},
+		{&url.Error{Op: "Post", URL: "https://no-such-host.invalid/v1", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Name: "no-such-host.invalid", Err: "no such host", IsNotFound: true}}}, model.Fatal},
+		{&net.DNSError{Name: "openrouter.ai", Err: "i/o timeout", IsTimeout: true}, model.Transient},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, model.Transient},
 	} {
 		if got := model.Classify(tc.err); got.Kind != tc.want {
 			t.Errorf("Classify(%v) = %s, want %s", tc.err, got.Kind, tc.want)

@@ -156,3 +156,15 @@ func requireToolchain(t *testing.T, lang string) {
 		t.Skipf("%s is not installed", bin)
 	}
 }
+
+// TestEndpointThatDoesNotResolve: a base URL whose host does not resolve
+// is a configuration error — chat fails at once, naming the host, instead
+// of retrying — and a refused connection names the URL.
+func TestEndpointThatDoesNotResolve(t *testing.T) {
+	bin := needBinary(t)
+	code, out, errOut := runBinEnv(t, bin, []string{"OPENROUTER_API_KEY=sk-test"},
+		"chat", "--storage", "memory:", "--base-url", "https://no-such-host.invalid/v1", "hello")
+	if code != 1 || !strings.Contains(errOut, "does not resolve (no-such-host.invalid)") || strings.Contains(errOut, "gave up after") {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant a failure at once naming the host", code, out, errOut)
+	}
+}
