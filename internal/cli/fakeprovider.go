@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/agentichost/agentic/internal/fakemodel"
@@ -14,6 +16,8 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("fake-provider", env)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen `HOST:PORT`")
 	latency := fs.Duration("latency", 0, "pause between streamed chunks")
+	var windows pluginList
+	fs.Var(&windows, "context-window", "list `MODEL=TOKENS` in the models endpoint with that context window (repeatable), so that a client compacts early")
 	faults := fs.String("faults", "", "inject faults at random: `SPEC` such as rate=0.3,kinds=429+500+sever+stall,seed=7 (kinds: 429 500 502 503 401 402 overflow drop sever stall errorchunk nofinish finisherror, or all)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host fake-provider [flags]\n\nRun the fake OpenAI-compatible model server used by tests and the offline demo.\n\nFlags:\n")
@@ -26,6 +30,17 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	opts := fakemodel.Options{Addr: *addr, Latency: *latency}
+	for _, w := range windows {
+		name, n, ok := strings.Cut(w, "=")
+		tokens, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || tokens <= 0 {
+			return fail(2, "--context-window %q: want MODEL=TOKENS", w)
+		}
+		if opts.Models == nil {
+			opts.Models = map[string]int{}
+		}
+		opts.Models[name] = tokens
+	}
 	if *faults != "" {
 		spec, err := fakemodel.ParseFaults(*faults)
 		if err != nil {

@@ -31,8 +31,21 @@ import (
 //  3. Else it echoes: "You said: <last user text>", followed, when the
 //     message has attachments, by " [attached: …]" describing each
 //     (type and size, a file's name).
+//
+// Before those, it remembers, so that a conversation can be seen to
+// survive compaction: asked to write a compaction's note (the host's
+// "[compaction]" system prompt), it writes "NOTE: The user's X is Y." for
+// every "my X is Y" it reads; asked "what is my X?", it answers "Your X is
+// Y." from the latest such statement (a note's included), or "I do not
+// know your X.".
 func DefaultReply(req Request) Reply {
 	msgs := req.Messages
+	if len(msgs) > 0 && msgs[0].Role == "system" && strings.HasPrefix(msgs[0].Text, "[compaction]") {
+		return Reply{Text: compactionNote(msgs)}
+	}
+	if m := recallRE.FindStringSubmatch(lastUserText(msgs)); m != nil {
+		return Reply{Text: recall(msgs, strings.ToLower(m[1]))}
+	}
 	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
 		start := n - 1
 		for start > 0 && msgs[start-1].Role == "tool" {
@@ -387,4 +400,56 @@ func cleanValue(v string) string {
 	}
 	v = strings.TrimRight(v, ".!?)")
 	return strings.TrimPrefix(v, "#")
+}
+
+// factRE finds "my X is Y" statements; recallRE, "what is my X?".
+var (
+	factRE   = regexp.MustCompile(`(?i)\bmy ([a-z][a-z ]{0,30}?) is ([^\s.,;!?]+)`)
+	noteRE   = regexp.MustCompile(`(?i)\bthe user's ([a-z][a-z ]{0,30}?) is ([^\s.,;!?]+)`)
+	recallRE = regexp.MustCompile(`(?i)\bwhat is my ([a-z][a-z ]{0,30}?)\s*\?`)
+)
+
+// facts returns what the messages state of the user, by name: the latest
+// statement wins.
+func facts(msgs []Message) (map[string]string, []string) {
+	got := map[string]string{}
+	var order []string
+	for _, m := range msgs {
+		if m.Role == "system" {
+			continue
+		}
+		for _, re := range []*regexp.Regexp{factRE, noteRE} {
+			for _, f := range re.FindAllStringSubmatch(m.Text, -1) {
+				name := strings.ToLower(f[1])
+				if _, seen := got[name]; !seen {
+					order = append(order, name)
+				}
+				got[name] = f[2]
+			}
+		}
+	}
+	return got, order
+}
+
+// compactionNote is the note a compaction asks for: what the user stated.
+func compactionNote(msgs []Message) string {
+	got, order := facts(msgs)
+	if len(order) == 0 {
+		return "NOTE: nothing to remember."
+	}
+	var b strings.Builder
+	b.WriteString("NOTE:")
+	for _, name := range order {
+		fmt.Fprintf(&b, " The user's %s is %s.", name, got[name])
+	}
+	return b.String()
+}
+
+// recall answers "what is my name?" from the conversation.
+func recall(msgs []Message, name string) string {
+	got, _ := facts(msgs[:len(msgs)-1])
+	if v, ok := got[name]; ok {
+		return "Your " + name + " is " + v + "."
+	}
+	return "I do not know your " + name + "."
 }

@@ -129,3 +129,22 @@ func TestRespond(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultReplyRemembers: the compaction note carries what the user
+// stated, and a question is answered from the latest statement — a note's
+// included.
+func TestDefaultReplyRemembers(t *testing.T) {
+	user := func(text string) Message { return Message{Role: "user", Text: text} }
+	note := DefaultReply(Request{Messages: []Message{{Role: "system", Text: "[compaction] summarise"},
+		user("Hello. My secret code is ZEBRA42, and my city is Oslo."), {Role: "assistant", Text: "Noted."}, user("My city is Rome.")}})
+	if note.Text != "NOTE: The user's secret code is ZEBRA42. The user's city is Rome." {
+		t.Errorf("note: %q", note.Text)
+	}
+	got := DefaultReply(Request{Messages: []Message{user(note.Text), user("filler"), user("What is my secret code?")}})
+	if got.Text != "Your secret code is ZEBRA42." {
+		t.Errorf("recall: %q", got.Text)
+	}
+	if got := DefaultReply(Request{Messages: []Message{user("What is my favourite colour?")}}); got.Text != "I do not know your favourite colour." {
+		t.Errorf("unknown: %q", got.Text)
+	}
+}
