@@ -142,6 +142,8 @@ func (s *Server) startPlugins(ctx context.Context) error {
 	s.rt = rt
 	s.registry = plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(tenant string) plugins.Limits {
 		return s.cfg.Tenants[tenant].Sandbox.limits()
+	}, Config: func(tenant, module string) map[string]string {
+		return s.cfg.Tenants[tenant].PluginConfig[module]
 	}})
 	if s.cfg.PluginsDir == "" {
 		return nil
