@@ -163,6 +163,9 @@ type SandboxConfig struct {
 	CallTimeout         Duration `yaml:"call_timeout"`
 	MaxOutputBytes      int      `yaml:"max_output_bytes"`
 	Instances           int      `yaml:"instances"`
+	// CompileTimeout bounds compiling a module not compiled before
+	// (plugins.Limits.CompileTimeout). Default: 0, which means 10s.
+	CompileTimeout Duration `yaml:"compile_timeout"`
 }
 
 // Duration is a time.Duration written as "10s", "2m30s".
