@@ -88,7 +88,7 @@ func (s *Server) decodeLoose(w http.ResponseWriter, r *http.Request, v any) bool
 	case err == nil:
 		return true
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", tooBig.Limit)
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_request_bytes); only the last message is read: send only it (DefaultChatTransport's prepareSendMessagesRequest)", tooBig.Limit)
 	case errors.As(err, &typ):
 		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
 	case errors.Is(err, io.EOF):

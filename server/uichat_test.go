@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/server"
 )
 
 // uiBody is a DefaultChatTransport body whose last message is the user's
@@ -178,5 +179,11 @@ func TestUIChatRefusals(t *testing.T) {
 	}
 	if code, _ := ts.do(t, "", "GET", "/v1/ui/chat/r1/stream", ""); code != 401 {
 		t.Errorf("resume without a key: %d", code)
+	}
+
+	small := newTestServer(t, func(c *server.Config) { c.MaxRequestBytes = 256 })
+	if code, body := small.do(t, small.acme, "POST", "/v1/ui/chat", uiBody("r1", strings.Repeat("long history ", 40))); code != 413 ||
+		!strings.Contains(body, "larger than 256 bytes") || !strings.Contains(body, "send only it") {
+		t.Errorf("a body past the limit: %d %s", code, body)
 	}
 }
