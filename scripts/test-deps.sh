@@ -75,11 +75,14 @@ need_plugin_toolchains() {
 	"$(dirname "$0")/plugin-toolchains.sh"
 }
 
-# --- Node and the TypeScript MCP client (internal/cli, agentic-host mcp) -------
-# AssemblyScript plugins and the TypeScript MCP client run on node. The
-# client is @modelcontextprotocol/sdk, pinned by
-# internal/cli/testdata/mcp-client/package-lock.json and installed there
-# with npm ci. Without npm the tests that need it skip, unless
+# --- Node and the npm test clients (internal/cli) ------------------------------
+# AssemblyScript plugins and the npm clients the tests drive run on node:
+# the TypeScript MCP client (@modelcontextprotocol/sdk, for agentic-host mcp)
+# and the AI SDK's UI client (ai, for serve's /v1/ui/chat), each pinned by
+# the package-lock.json of its directory in internal/cli/testdata and
+# installed there with npm ci. (ai asks for node 22 in its engines; the
+# tests pass on node 20, so npm's warning about it is no error.) Without
+# npm the tests that need them skip, unless
 # AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
 need_node() {
 	if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
@@ -97,17 +100,19 @@ need_node() {
 	fi
 }
 
-need_mcp_client() {
-	local dir
-	dir="$(cd "$(dirname "$0")/.." && pwd)/internal/cli/testdata/mcp-client"
-	if [ -e "$dir/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+# need_npm_client WHAT DIR PACKAGE: npm ci in internal/cli/testdata/DIR
+# unless node_modules/PACKAGE is installed there.
+need_npm_client() {
+	local what=$1 dir
+	dir="$(cd "$(dirname "$0")/.." && pwd)/internal/cli/testdata/$2"
+	if [ -e "$dir/node_modules/$3/package.json" ]; then
 		return
 	fi
 	if ! command -v npm >/dev/null 2>&1; then
-		echo "test-deps: the TypeScript MCP client tests will be skipped (no npm)" >&2
+		echo "test-deps: the $what tests will be skipped (no npm)" >&2
 		return
 	fi
-	echo "test-deps: installing the TypeScript MCP client (npm ci in internal/cli/testdata/mcp-client)"
+	echo "test-deps: installing the $what (npm ci in internal/cli/testdata/$2)"
 	if ! (cd "$dir" && npm ci --no-audit --no-fund); then
 		echo "test-deps: npm ci in $dir failed" >&2
 		if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
@@ -120,5 +125,6 @@ need_go
 need_redis
 need_node
 need_plugin_toolchains
-need_mcp_client
+need_npm_client "TypeScript MCP client" mcp-client @modelcontextprotocol/sdk
+need_npm_client "AI SDK UI client" ai-client ai
 echo "test-deps: everything the tests need is present"

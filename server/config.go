@@ -96,6 +96,11 @@ type TenantConfig struct {
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
 	Sandbox SandboxConfig `yaml:"sandbox"`
+	// PluginConfig is the configuration of the tenant's plugins, by
+	// module name (the file's name without .wasm): what each reads with
+	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
+	// read when a module loads. Default: none.
+	PluginConfig map[string]map[string]string `yaml:"plugin_config"`
 }
 
 // AgentConfig is one of a tenant's agents.
@@ -158,6 +163,9 @@ type SandboxConfig struct {
 	CallTimeout         Duration `yaml:"call_timeout"`
 	MaxOutputBytes      int      `yaml:"max_output_bytes"`
 	Instances           int      `yaml:"instances"`
+	// CompileTimeout bounds compiling a module not compiled before
+	// (plugins.Limits.CompileTimeout). Default: 0, which means 10s.
+	CompileTimeout Duration `yaml:"compile_timeout"`
 }
 
 // Duration is a time.Duration written as "10s", "2m30s".
@@ -392,6 +400,16 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 {
 		bad("rate_limit: negative values")
+	}
+	for _, m := range sortedKeys(t.PluginConfig) {
+		if m == "" || strings.ContainsAny(m, `/\`) || strings.HasSuffix(m, ".wasm") {
+			bad("plugin_config: %q is not a module name (a plugin file's name without .wasm)", m)
+		}
+		for _, k := range sortedKeys(t.PluginConfig[m]) {
+			if k == "" {
+				bad("plugin_config.%s: an empty key", m)
+			}
+		}
 	}
 	if len(t.Agents) == 0 {
 		model := ""

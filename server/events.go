@@ -96,6 +96,15 @@ func (s *sse) comment(text string) error {
 	return s.flush()
 }
 
+// done ends a UI message stream: data: [DONE].
+func (s *sse) done() error {
+	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := fmt.Fprint(s.w, "data: [DONE]\n\n"); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
 func (s *sse) flush() error {
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
@@ -126,13 +135,19 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 			return out.event("snapshot", eventID(cur), u.Snapshot)
 		}
 		return out.event("progress", eventID(cur), u.Progress)
+	}, func(code, message string) {
+		if code != codeUnavailable { // at shutdown the stream just ends: the client reconnects
+			out.event("error", "", map[string]string{"code": code, "message": message})
+		}
 	})
 }
 
 // stream relays an attachment's updates through send until the client
 // leaves, the key is revoked, the server shuts down or the client falls
-// behind; it writes heartbeats while nothing happens.
-func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, send func(host.Update, host.Cursor) error) {
+// behind (these three are told to stopped, with an error code and a
+// message, before the stream ends); it writes heartbeats while nothing
+// happens.
+func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, send func(host.Update, host.Cursor) error, stopped func(code, message string)) {
 	ctx, cancel := context.WithCancel(ctx)
 	type item struct {
 		u   host.Update
@@ -165,8 +180,11 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		select {
 		case it := <-updates:
 			if it.err != nil {
-				if errors.Is(it.err, host.ErrSlowSubscriber) {
-					out.event("error", "", map[string]string{"code": "too_slow", "message": "the client fell too far behind; reconnect with Last-Event-ID"})
+				switch {
+				case errors.Is(it.err, host.ErrSlowSubscriber):
+					stopped("too_slow", "the client fell too far behind; reconnect with Last-Event-ID")
+				case errors.Is(it.err, host.ErrClosed):
+					stopped(codeUnavailable, "the server is shutting down; reconnect")
 				}
 				return
 			}
@@ -175,7 +193,7 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			}
 		case <-beat.C:
 			if tenant, err := s.keys.tenantOf(ctx, key, s.serves); err == nil && tenant != t.name {
-				out.event("error", "", map[string]string{"code": codeUnauthorized, "message": "the API key was revoked"})
+				stopped(codeUnauthorized, "the API key was revoked")
 				return
 			}
 			if err := out.comment("ping"); err != nil {

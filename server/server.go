@@ -142,6 +142,8 @@ func (s *Server) startPlugins(ctx context.Context) error {
 	s.rt = rt
 	s.registry = plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(tenant string) plugins.Limits {
 		return s.cfg.Tenants[tenant].Sandbox.limits()
+	}, Config: func(tenant, module string) map[string]string {
+		return s.cfg.Tenants[tenant].PluginConfig[module]
 	}})
 	if s.cfg.PluginsDir == "" {
 		return nil
@@ -166,7 +168,8 @@ func (s *Server) startPlugins(ctx context.Context) error {
 // limits maps a tenant's sandbox onto the plugins' Limits.
 func (c SandboxConfig) limits() plugins.Limits {
 	return plugins.Limits{AllowedHosts: c.AllowedHosts, AllowPrivateNetwork: c.AllowPrivateNetwork, KV: c.KV,
-		MemoryPages: c.MemoryPages, CallTimeout: time.Duration(c.CallTimeout), MaxOutputBytes: c.MaxOutputBytes, Instances: c.Instances}
+		MemoryPages: c.MemoryPages, CallTimeout: time.Duration(c.CallTimeout), MaxOutputBytes: c.MaxOutputBytes, Instances: c.Instances,
+		CompileTimeout: time.Duration(c.CompileTimeout)}
 }
 
 // newTenant builds a tenant's host and agents.

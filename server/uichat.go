@@ -2,75 +2,101 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
 )
 
-// The AI SDK's UI message stream: POST /v1/ui/chat answers the body that
-// useChat's DefaultChatTransport sends (id: the session, messages, trigger,
-// messageId) with the run's progress as UI message chunks over SSE
-// (x-vercel-ai-ui-message-stream: v1); GET /v1/ui/chat/{id}/stream resumes
-// the stream of the session's run in flight (204 when there is none). Only
-// the new user message is appended: the session's ledger is the history.
-// A tool call that waits for a person is sent as tool-approval-request; the
-// client's answer (the tool part's approval, in the next request) decides
-// it.
+// The AI SDK UI routes, for useChat / DefaultChatTransport unchanged
+// (api: "http://HOST/v1/ui/chat"):
+//
+// POST /v1/ui/chat takes the transport's body — id (the session), messages,
+// trigger, messageId — and answers with the UI message stream of the run
+// that answers (SSE, x-vercel-ai-ui-message-stream: v1; see uichunks.go).
+// The session's ledger is the history: of messages, only the last is read.
+// A user message is appended (its id deduplicates a retried request) and
+// starts or joins a run; an assistant message whose tool parts are in
+// state approval-responded decides those approval requests, and the
+// stream follows the run that continues, into the same message. The
+// client leaving ends the stream, never the run.
+//
+// GET /v1/ui/chat/{id}/stream resumes the stream of the session's run in
+// flight, as a replay from the run's start (the transport's default,
+// resumeStreamIsReplay), then live; 204 when no run is in flight.
+//
+// The ledger is append-only, so what rewrites history is refused with a
+// clear error: trigger regenerate-message, and a submit-message whose
+// messageId names a user message (an edited message).
 
 // uiMessage is a message of the AI SDK's UI (UIMessage).
 type uiMessage struct {
-	ID       string          `json:"id"`
-	Role     string          `json:"role"`
-	Parts    []uiPart        `json:"parts"`
-	Metadata json.RawMessage `json:"metadata,omitempty"`
+	ID    string   `json:"id"`
+	Role  string   `json:"role"`
+	Parts []uiPart `json:"parts"`
 }
 
 // uiPart is a part of a UIMessage; only what the server reads is typed.
 type uiPart struct {
 	Type       string      `json:"type"`
 	Text       string      `json:"text,omitempty"`
+	MediaType  string      `json:"mediaType,omitempty"`
+	URL        string      `json:"url,omitempty"`
+	Filename   string      `json:"filename,omitempty"`
 	ToolCallID string      `json:"toolCallId,omitempty"`
 	State      string      `json:"state,omitempty"`
 	Approval   *uiApproval `json:"approval,omitempty"`
 }
 
 // uiApproval is a tool part's approval: its request's id and, once the
-// person answered, the answer.
+// person answered (addToolApprovalResponse), the answer.
 type uiApproval struct {
 	ID       string `json:"id"`
 	Approved *bool  `json:"approved,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 }
 
-// uiChatRequest is the body DefaultChatTransport sends.
+// uiChatRequest is the body DefaultChatTransport sends, with the fields of
+// its body option beside them.
 type uiChatRequest struct {
-	ID        string          `json:"id"`
-	Messages  []uiMessage     `json:"messages"`
-	Trigger   string          `json:"trigger"`
-	MessageID string          `json:"messageId,omitempty"`
-	Body      json.RawMessage `json:"body,omitempty"`
+	ID        string      `json:"id"`
+	Messages  []uiMessage `json:"messages"`
+	Trigger   string      `json:"trigger"`
+	MessageID string      `json:"messageId,omitempty"`
+	// Agent names the tenant's agent that runs a new message (the
+	// transport's body: {agent: NAME}). Default: "default".
+	Agent string `json:"agent,omitempty"`
 }
 
 // decodeLoose reads a JSON body that may carry fields the server does not
 // read (the AI SDK's messages carry many), within the size limit.
 func (s *Server) decodeLoose(w http.ResponseWriter, r *http.Request, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
-	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", tooBig.Limit)
-			return false
-		}
+	err := json.NewDecoder(r.Body).Decode(v)
+	var tooBig *http.MaxBytesError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_request_bytes); only the last message is read: send only it (DefaultChatTransport's prepareSendMessagesRequest)", tooBig.Limit)
+	case errors.As(err, &typ):
+		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.Is(err, io.EOF):
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the JSON of a chat request (id, messages, trigger)")
+	default:
 		writeError(w, http.StatusBadRequest, codeInvalid, "the body is not the JSON of a chat request: %v", err)
-		return false
 	}
-	return true
+	return false
 }
 
 func (s *Server) uiChat(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -78,322 +104,299 @@ func (s *Server) uiChat(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if !s.decodeLoose(w, r, &req) {
 		return
 	}
-	if !validSession(req.ID) {
-		writeError(w, http.StatusBadRequest, codeInvalid, "field \"id\" %q: want a session id", req.ID)
+	if !storage.ValidSessionID(req.ID) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"id\" %q: want the chat's id, a session id (1 to 128 of [A-Za-z0-9._:-], not starting with '.')", req.ID)
+		return
+	}
+	switch req.Trigger {
+	case "submit-message", "":
+	case "regenerate-message":
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"trigger\": regenerate-message is not supported: the session's history is its append-only ledger, so an answer cannot be replaced; send a new message instead")
+		return
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"trigger\" %q: want submit-message", req.Trigger)
 		return
 	}
 	if len(req.Messages) == 0 {
-		writeError(w, http.StatusBadRequest, codeInvalid, "field \"messages\" is empty")
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"messages\" is empty; want the chat's messages, the new one last")
 		return
 	}
 	sess := t.host.Session(req.ID)
 	last := req.Messages[len(req.Messages)-1]
-	var run *host.Run
-	switch {
-	case last.Role == "assistant":
-		// The person answered approval requests of the assistant's
-		// message: decide them; the run goes on.
-		var err error
-		run, err = s.uiDecide(r.Context(), sess, last)
+	switch last.Role {
+	case "user":
+		if req.MessageID != "" {
+			writeError(w, http.StatusBadRequest, codeInvalid, "field \"messageId\" %q: editing a sent message is not supported: the session's history is its append-only ledger; send a new message instead", req.MessageID)
+			return
+		}
+		text, parts, err := uiContent(last)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
+			writeError(w, http.StatusBadRequest, codeInvalid, "messages[%d]: %v", len(req.Messages)-1, err)
 			return
 		}
-	case last.Role == "user":
-		text := uiText(last)
-		if text == "" {
-			writeError(w, http.StatusBadRequest, codeInvalid, "the last message has no text")
-			return
-		}
-		agent, ok := t.agentFor(w, "")
+		agent, ok := t.agentFor(w, req.Agent)
 		if !ok || !s.admit(w, r, t, t.host.IsRunning(req.ID)) {
 			return
 		}
-		var err error
-		if run, err = sess.Start(r.Context(), text, host.StartOptions{RequestID: last.ID, Agent: agent}); err != nil {
+		run, err := sess.Start(r.Context(), text, host.StartOptions{Parts: parts, RequestID: last.ID, Agent: agent})
+		if err != nil {
 			s.startError(w, err)
 			return
 		}
+		runID := run.ID()
+		s.uiStream(w, r, t, sess, host.Cursor{RunID: runID}, newUIConverter(runID, runID, nil))
+	case "assistant":
+		// The person answered approval requests in the assistant's
+		// message: decide them; the run goes on, into that message.
+		conv, status, err := s.uiDecide(r.Context(), sess, last)
+		if err != nil {
+			code := codeInvalid
+			switch status {
+			case http.StatusNotFound:
+				code = codeNotFound
+			case http.StatusConflict:
+				code = codeConflict
+			case http.StatusServiceUnavailable:
+				code = codeUnavailable
+			}
+			writeError(w, status, code, "messages[%d]: %v", len(req.Messages)-1, err)
+			return
+		}
+		s.uiStream(w, r, t, sess, host.Cursor{RunID: conv.runID}, conv)
 	default:
-		writeError(w, http.StatusBadRequest, codeInvalid, "the last message's role %q is neither user nor assistant", last.Role)
-		return
+		writeError(w, http.StatusBadRequest, codeInvalid, "messages[%d]: role %q: the last message must be the user's new message, or the assistant's message with answered tool approvals", len(req.Messages)-1, last.Role)
 	}
-	s.uiStream(w, r, t, sess, run.ID(), host.Cursor{RunID: run.ID()})
 }
 
-// uiText joins a UI message's text parts.
-func uiText(m uiMessage) string {
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Type == "text" {
-			b.WriteString(p.Text)
+// uiContent reads a user message's content: its text parts, joined by
+// newlines, and its file parts (data: URLs, or http(s) URLs for images and
+// files). Other parts are the client's own and are ignored.
+func uiContent(m uiMessage) (string, []ledger.Part, error) {
+	var texts []string
+	var parts []ledger.Part
+	for i, p := range m.Parts {
+		switch p.Type {
+		case "text":
+			if p.Text != "" {
+				texts = append(texts, p.Text)
+			}
+		case "file":
+			part, err := uiFile(p)
+			if err != nil {
+				return "", nil, fmt.Errorf("parts[%d] (file): %w", i, err)
+			}
+			parts = append(parts, part)
 		}
 	}
-	return b.String()
+	if len(texts) == 0 && len(parts) == 0 {
+		return "", nil, errors.New("the user's message has no text part and no file part")
+	}
+	return strings.Join(texts, "\n"), parts, nil
 }
 
-// uiDecide decides the approval requests the assistant message m answers,
-// and returns the run that goes on.
-func (s *Server) uiDecide(ctx context.Context, sess *host.Session, m uiMessage) (*host.Run, error) {
-	var run *host.Run
+// uiFile reads a FileUIPart.
+func uiFile(p uiPart) (ledger.Part, error) {
+	kind := ledger.PartFile
+	switch {
+	case strings.HasPrefix(p.MediaType, "image/"):
+		kind = ledger.PartImage
+	case strings.HasPrefix(p.MediaType, "audio/"):
+		kind = ledger.PartAudio
+	}
+	part := ledger.Part{Type: kind, MIME: p.MediaType, Name: p.Filename}
+	if p.MediaType == "" {
+		return part, errors.New("mediaType is empty")
+	}
+	rest, isData := strings.CutPrefix(p.URL, "data:")
+	if !isData {
+		u, err := url.Parse(p.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return part, fmt.Errorf("url %.60q: want a data: URL or an http(s) URL", p.URL)
+		}
+		if kind == ledger.PartAudio {
+			return part, errors.New("audio must be sent inline, as a data: URL")
+		}
+		part.URL = p.URL
+		return part, nil
+	}
+	meta, payload, ok := strings.Cut(rest, ",")
+	if !ok {
+		return part, errors.New("url: a data: URL without a comma")
+	}
+	var err error
+	if strings.HasSuffix(meta, ";base64") {
+		part.Data, err = base64.StdEncoding.DecodeString(payload)
+	} else {
+		var s string
+		s, err = url.PathUnescape(payload)
+		part.Data = []byte(s)
+	}
+	if err != nil {
+		return part, fmt.Errorf("url: the data: URL's data: %v", err)
+	}
+	return part, nil
+}
+
+// uiDecide decides the approval requests that the assistant message m
+// answers (its tool parts in state approval-responded), and returns the
+// converter for the stream of the run that continues: it knows what the
+// client's message holds (the run as it stood, parked, and the answers).
+// The status tells the HTTP status of an error.
+func (s *Server) uiDecide(ctx context.Context, sess *host.Session, m uiMessage) (*uiConverter, int, error) {
+	type answer struct {
+		callID string
+		a      uiApproval
+	}
+	var answers []answer
 	for _, p := range m.Parts {
-		if p.Approval == nil || p.Approval.Approved == nil || p.State != "approval-responded" {
+		if !strings.HasPrefix(p.Type, "tool-") && p.Type != "dynamic-tool" {
 			continue
 		}
-		r, err := sess.Decide(ctx, p.Approval.ID, host.ApprovalDecision{Approve: *p.Approval.Approved, Reason: p.Approval.Reason, By: "ui"})
-		if errors.Is(err, host.ErrApprovalDecided) {
-			continue // decided already (a retried request)
+		if p.State == "approval-responded" && p.Approval != nil && p.Approval.Approved != nil {
+			answers = append(answers, answer{p.ToolCallID, *p.Approval})
 		}
-		if err != nil {
-			return nil, fmt.Errorf("approval %s: %w", p.Approval.ID, err)
+	}
+	if len(answers) == 0 {
+		return nil, http.StatusBadRequest, errors.New("the assistant's message answers no approval: none of its tool parts is in state approval-responded with approval.approved set (addToolApprovalResponse)")
+	}
+	prior, err := sess.Transcript(ctx)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, err
+	}
+	var run *host.Run
+	decided := 0
+	for _, a := range answers {
+		r, err := sess.Decide(ctx, a.a.ID, host.ApprovalDecision{Approve: *a.a.Approved, Reason: a.a.Reason, By: "ui"})
+		switch {
+		case errors.Is(err, host.ErrApprovalDecided):
+			decided++
+			continue // decided already (a retried request, or decided elsewhere)
+		case errors.Is(err, host.ErrApprovalNotFound):
+			return nil, http.StatusNotFound, fmt.Errorf("approval %q: no such request in session %s", a.a.ID, sess.ID())
+		case errors.Is(err, host.ErrApprovalExpired) && r != nil:
+			// The answer came too late: the call is refused as
+			// expired, and the run goes on; the stream shows it.
+		case err != nil:
+			return nil, http.StatusServiceUnavailable, fmt.Errorf("approval %q: %w", a.a.ID, err)
 		}
 		run = r
 	}
 	if run == nil {
-		return nil, errors.New("the last message is the assistant's, and answers no pending approval request")
+		return nil, http.StatusConflict, fmt.Errorf("the %d approval requests the message answers were decided already", decided)
 	}
-	return run, nil
+	runID := run.ID()
+	if runID == "" {
+		// Another host continues the run: find it in the transcript.
+		for _, it := range prior.Items {
+			for _, tc := range it.ToolCalls {
+				if tc.ApprovalID == answers[0].a.ID {
+					runID = it.RunID
+				}
+			}
+		}
+	}
+	conv := newUIConverter(runID, m.ID, nil)
+	conv.seed(prior)
+	for _, a := range answers {
+		conv.answered(a.callID, a.a.ID)
+	}
+	return conv, 0, nil
 }
 
-func validSession(id string) bool {
-	return id != "" && len(id) <= 128 && !strings.HasPrefix(id, ".") && strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") == ""
-}
-
-// uiResume resumes the stream of the session's run in flight, from its
-// start (the client replaces the message it had).
+// uiResume resumes the stream of the session's run in flight: a replay of
+// the run so far, then its live progress.
 func (s *Server) uiResume(w http.ResponseWriter, r *http.Request, t *tenant) {
-	id := r.PathValue("id")
-	if !validSession(id) {
-		writeError(w, http.StatusBadRequest, codeInvalid, "session id %q", id)
+	id, ok := sessionID(w, r)
+	if !ok {
 		return
 	}
-	st, err := t.host.Session(id).Status(r.Context())
+	sess := t.host.Session(id)
+	st, err := sess.Status(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
 		return
 	}
-	if st.State != host.StateRunning || !t.host.IsRunning(id) {
-		w.WriteHeader(http.StatusNoContent)
+	if st.State != host.StateRunning {
+		w.WriteHeader(http.StatusNoContent) // no active stream
 		return
 	}
-	s.uiStream(w, r, t, t.host.Session(id), st.RunID, host.Cursor{RunID: st.RunID})
+	a, err := sess.Attach(r.Context(), host.Cursor{})
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	first, err := a.Next(ctx)
+	cancel()
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.startError(w, err)
+		}
+		return
+	}
+	if first.Snapshot == nil || first.Snapshot.Status.State != host.StateRunning {
+		w.WriteHeader(http.StatusNoContent) // the run ended meanwhile
+		return
+	}
+	runID := first.Snapshot.Status.RunID
+	s.uiRelay(w, r, t, a, newUIConverter(runID, runID, nil), &first)
 }
 
-// uiStream streams the run runID (from after the cursor) as UI message
-// chunks, until its end. The client leaving stops the stream, never the
-// run.
-func (s *Server) uiStream(w http.ResponseWriter, r *http.Request, t *tenant, sess *host.Session, runID string, from host.Cursor) {
+// uiStream attaches to the session from cursor and relays the run as UI
+// message chunks.
+func (s *Server) uiStream(w http.ResponseWriter, r *http.Request, t *tenant, sess *host.Session, from host.Cursor, conv *uiConverter) {
 	a, err := sess.Attach(r.Context(), from)
 	if err != nil {
 		s.startError(w, err)
 		return
 	}
 	defer a.Close()
+	s.uiRelay(w, r, t, a, conv, nil)
+}
+
+// uiRelay streams the attachment's updates (first, if set, then the next
+// ones) through conv until the run's message ends, then data: [DONE]. The
+// client leaving ends the stream, never the run.
+func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *host.Attachment, conv *uiConverter, first *host.Update) {
 	w.Header().Set("x-vercel-ai-ui-message-stream", "v1")
+	s.metrics.streams.Add(context.Background(), 1)
+	defer s.metrics.streams.Add(context.Background(), -1)
 	out := newSSE(w)
-	conv := &uiConverter{messageID: runID, emit: func(chunk map[string]any) error { return out.event("", "", chunk) }}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	s.stream(ctx, out, a, apiKey(r), t, func(u host.Update, _ host.Cursor) error {
-		if u.Snapshot != nil {
-			// The run ended before the stream could follow it (or
-			// another host runs it): end the message.
-			if err := conv.fromSnapshot(u.Snapshot, runID); err != nil {
-				return err
+	var werr error
+	conv.emit = func(ch uiChunk) error {
+		if werr == nil {
+			werr = out.event("", "", ch)
+		}
+		return werr
+	}
+	if first != nil {
+		if done, err := conv.update(*first); done || err != nil {
+			if err == nil {
+				out.done()
 			}
-			cancel()
+			return
+		}
+	}
+	s.stream(r.Context(), out, a, apiKey(r), t, func(u host.Update, _ host.Cursor) error {
+		done, err := conv.update(u)
+		if err == nil && done {
 			return io.EOF
 		}
-		done, err := conv.progress(*u.Progress)
-		if err != nil {
-			return err
+		return err
+	}, func(code, message string) {
+		// The stream cannot go on: the client sees an error; the run goes
+		// on, and resumeStream replays it.
+		switch code {
+		case "too_slow":
+			message = "the client fell too far behind; resume the stream (resumeStream)"
+		case codeUnavailable:
+			message = "the server is shutting down; the run goes on elsewhere: resume the stream (resumeStream)"
 		}
-		if done {
-			cancel()
-			return io.EOF
-		}
-		return nil
+		conv.start()
+		conv.emit(uiChunk{Type: "error", ErrorText: strp(message)})
 	})
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	out.flush()
-}
-
-// uiConverter turns a run's progress into UI message chunks.
-type uiConverter struct {
-	messageID string
-	emit      func(map[string]any) error
-
-	started   bool
-	stepOpen  bool
-	text      string // id of the open text part
-	reasoning string // id of the open reasoning part
-	resets    int
-	inputs    map[string]bool // tool calls whose input was sent
-}
-
-func (c *uiConverter) send(chunk map[string]any) error { return c.emit(chunk) }
-
-func (c *uiConverter) start() error {
-	if c.started {
-		return nil
-	}
-	c.started = true
-	c.inputs = map[string]bool{}
-	return c.send(map[string]any{"type": "start", "messageId": c.messageID})
-}
-
-// closeParts ends the open text and reasoning parts.
-func (c *uiConverter) closeParts() error {
-	if c.text != "" {
-		if err := c.send(map[string]any{"type": "text-end", "id": c.text}); err != nil {
-			return err
-		}
-		c.text = ""
-	}
-	if c.reasoning != "" {
-		if err := c.send(map[string]any{"type": "reasoning-end", "id": c.reasoning}); err != nil {
-			return err
-		}
-		c.reasoning = ""
-	}
-	return nil
-}
-
-func (c *uiConverter) endStep() error {
-	if err := c.closeParts(); err != nil {
-		return err
-	}
-	if c.stepOpen {
-		c.stepOpen = false
-		return c.send(map[string]any{"type": "finish-step"})
-	}
-	return nil
-}
-
-func (c *uiConverter) toolInput(callID, name string, input json.RawMessage) error {
-	if c.inputs[callID] {
-		return nil
-	}
-	c.inputs[callID] = true
-	if len(input) == 0 {
-		input = json.RawMessage(`{}`)
-	}
-	return c.send(map[string]any{"type": "tool-input-available", "toolCallId": callID, "toolName": name, "input": input})
-}
-
-// progress converts one event; done tells that the run ended.
-func (c *uiConverter) progress(p host.Progress) (done bool, err error) {
-	if err := c.start(); err != nil {
-		return false, err
-	}
-	partID := func(kind string) string {
-		if c.resets > 0 {
-			return fmt.Sprintf("%s-%s-%d", kind, p.ResponseID, c.resets)
-		}
-		return kind + "-" + p.ResponseID
-	}
-	switch p.Type {
-	case host.ProgressResponseStart:
-		if err := c.endStep(); err != nil {
-			return false, err
-		}
-		c.stepOpen = true
-		return false, c.send(map[string]any{"type": "start-step"})
-	case host.ProgressText:
-		if c.text == "" {
-			c.text = partID("text")
-			if err := c.send(map[string]any{"type": "text-start", "id": c.text}); err != nil {
-				return false, err
-			}
-		}
-		return false, c.send(map[string]any{"type": "text-delta", "id": c.text, "delta": p.Delta})
-	case host.ProgressReasoning:
-		if c.reasoning == "" {
-			c.reasoning = partID("reasoning")
-			if err := c.send(map[string]any{"type": "reasoning-start", "id": c.reasoning}); err != nil {
-				return false, err
-			}
-		}
-		return false, c.send(map[string]any{"type": "reasoning-delta", "id": c.reasoning, "delta": p.Delta})
-	case host.ProgressRetry:
-		// The protocol cannot take text back: the failed attempt's part
-		// ends, and the retry streams into a new one.
-		c.resets++
-		return false, c.closeParts()
-	case host.ProgressToolStart:
-		if err := c.closeParts(); err != nil {
-			return false, err
-		}
-		return false, c.toolInput(p.Tool.CallID, p.Tool.Name, p.Tool.Input)
-	case host.ProgressToolEnd:
-		if err := c.toolInput(p.Tool.CallID, p.Tool.Name, p.Tool.Input); err != nil {
-			return false, err
-		}
-		if p.Tool.IsError {
-			return false, c.send(map[string]any{"type": "tool-output-error", "toolCallId": p.Tool.CallID, "errorText": p.Tool.Output})
-		}
-		var output any = p.Tool.Output
-		if json.Valid([]byte(p.Tool.Output)) {
-			output = json.RawMessage(p.Tool.Output)
-		}
-		return false, c.send(map[string]any{"type": "tool-output-available", "toolCallId": p.Tool.CallID, "output": output})
-	case host.ProgressApprovalRequested:
-		a := p.Approval
-		if err := c.closeParts(); err != nil {
-			return false, err
-		}
-		if err := c.toolInput(a.CallID, a.Tool, a.Input); err != nil {
-			return false, err
-		}
-		return false, c.send(map[string]any{"type": "tool-approval-request", "approvalId": a.ApprovalID, "toolCallId": a.CallID})
-	case host.ProgressRunEnd:
-		if err := c.endStep(); err != nil {
-			return true, err
-		}
-		switch p.Status {
-		case ledger.RunCompleted, ledger.RunApprovalRequired:
-		default:
-			if err := c.send(map[string]any{"type": "error", "errorText": fmt.Sprintf("the run %s: %s", p.Status, p.Reason)}); err != nil {
-				return true, err
-			}
-		}
-		return true, c.send(map[string]any{"type": "finish", "finishReason": uiFinishReason(p.Status)})
-	}
-	return false, nil
-}
-
-// fromSnapshot ends the message from a snapshot of a run that ended (or
-// that another host runs): its last response's text, then its end.
-func (c *uiConverter) fromSnapshot(s *host.Snapshot, runID string) error {
-	if err := c.start(); err != nil {
-		return err
-	}
-	var last *ledger.Item
-	for i := range s.Transcript.Items {
-		if it := &s.Transcript.Items[i]; it.Kind == ledger.ItemResponse && it.RunID == runID {
-			last = it
-		}
-	}
-	if last != nil && last.Text != "" {
-		id := "text-" + last.ID
-		for _, ch := range []map[string]any{{"type": "start-step"}, {"type": "text-start", "id": id},
-			{"type": "text-delta", "id": id, "delta": last.Text}, {"type": "text-end", "id": id}, {"type": "finish-step"}} {
-			if err := c.send(ch); err != nil {
-				return err
-			}
-		}
-	}
-	return c.send(map[string]any{"type": "finish"})
-}
-
-// uiFinishReason maps a run's end onto the AI SDK's finish reasons.
-func uiFinishReason(s ledger.RunStatus) string {
-	switch s {
-	case ledger.RunCompleted:
-		return "stop"
-	case ledger.RunApprovalRequired:
-		return "tool-calls"
-	default:
-		return "error"
+	if conv.ended && werr == nil {
+		out.done()
 	}
 }

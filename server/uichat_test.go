@@ -1,0 +1,197 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/server"
+)
+
+// uiBody is a DefaultChatTransport body whose last message is the user's
+// text.
+func uiBody(session, text string) string {
+	b, _ := json.Marshal(map[string]any{"id": session, "trigger": "submit-message", "messageId": nil,
+		"messages": []any{map[string]any{"id": "m-" + text, "role": "user", "parts": []any{map[string]any{"type": "text", "text": text}}}}})
+	return string(b)
+}
+
+// uiChunks posts body to /v1/ui/chat and returns the response's headers
+// and its data lines: each chunk's JSON, then [DONE].
+func (ts *testServer) uiChunks(t *testing.T, method, path, body string) (*http.Response, []string) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ts.acme)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var data []string
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			data = append(data, d)
+		}
+	}
+	return res, data
+}
+
+// types returns the chunks' types, space-separated, a run of text-delta
+// written once: how many deltas a text takes depends on whether the stream
+// followed the run live or replayed it ended.
+func types(t *testing.T, data []string) string {
+	t.Helper()
+	var out []string
+	for _, d := range data {
+		if d == "[DONE]" {
+			out = append(out, d)
+			continue
+		}
+		var ch struct{ Type string }
+		if err := json.Unmarshal([]byte(d), &ch); err != nil || ch.Type == "" {
+			t.Fatalf("a chunk that is not a typed JSON object: %q", d)
+		}
+		if ch.Type == "text-delta" && len(out) > 0 && out[len(out)-1] == ch.Type {
+			continue
+		}
+		out = append(out, ch.Type)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestUIChatStream: POST /v1/ui/chat answers with the UI message stream
+// (its header, chunks, [DONE]) of the run the message starts; the same
+// message again (a retried request: its id) is not appended twice; a
+// retried model pass is taken back with reset-step; a failed run ends with
+// an error chunk; GET …/stream answers 204 once no run is in flight.
+func TestUIChatStream(t *testing.T) {
+	ts := newTestServer(t)
+	res, data := ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u1", "hello"))
+	if res.StatusCode != 200 || res.Header.Get("x-vercel-ai-ui-message-stream") != "v1" || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %v", res.StatusCode, res.Header)
+	}
+	if got, want := types(t, data), "start start-step text-start text-delta text-end finish-step finish [DONE]"; got != want {
+		t.Fatalf("chunks %s, want %s\n%s", got, want, strings.Join(data, "\n"))
+	}
+	var text strings.Builder
+	for _, d := range data {
+		var ch struct{ Type, Delta string }
+		json.Unmarshal([]byte(d), &ch)
+		text.WriteString(ch.Delta)
+	}
+	if text.String() != "You said: hello" || data[len(data)-2] != `{"type":"finish","finishReason":"stop"}` {
+		t.Errorf("text %q, end %s", text.String(), data[len(data)-2])
+	}
+	ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u1", "hello"))
+	if _, body := ts.do(t, ts.acme, "GET", "/v1/sessions/u1/transcript", ""); strings.Count(body, `"kind":"user"`) != 1 {
+		t.Errorf("a retried request appended its message again: %s", body)
+	}
+
+	// The retry waits: the run is still in flight when the stream
+	// attaches, and the stream follows it from its start.
+	ts.model.Enqueue(hosttest.Reply{Text: "half", Err: model.ErrStalled}, hosttest.Reply{Text: "whole", Wait: time.Second})
+	_, data = ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u2", "retry"))
+	if got, want := types(t, data), "start start-step text-start text-delta reset-step text-start text-delta text-end finish-step finish [DONE]"; got != want {
+		t.Errorf("a retried pass: %s, want %s\n%s", got, want, strings.Join(data, "\n"))
+	}
+
+	ts.model.Enqueue(hosttest.Reply{Err: &model.Error{StatusCode: 402, Message: "no credits"}})
+	_, data = ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u3", "fail"))
+	if got := strings.Join(data, "\n"); !strings.Contains(got, `{"type":"error","errorText":"the run failed: `) || !strings.HasSuffix(got, `{"type":"finish","finishReason":"error"}`+"\n[DONE]") {
+		t.Errorf("a failed run:\n%s", got)
+	}
+
+	for _, id := range []string{"u1", "never-used"} {
+		if code, body := ts.do(t, ts.acme, "GET", "/v1/ui/chat/"+id+"/stream", ""); code != http.StatusNoContent || body != "" {
+			t.Errorf("resume %s with no run in flight: %d %q, want 204", id, code, body)
+		}
+	}
+}
+
+// TestUIChatFiles: a user message's file parts (data: URLs, http(s) URLs)
+// reach the ledger with the text.
+func TestUIChatFiles(t *testing.T) {
+	ts := newTestServer(t)
+	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG fake"))
+	body := `{"id":"f1","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[` +
+		`{"type":"file","mediaType":"image/png","filename":"a.png","url":"data:image/png;base64,` + png + `"},` +
+		`{"type":"file","mediaType":"application/pdf","url":"https://example.com/r.pdf"},` +
+		`{"type":"text","text":"what is this?"}]}]}`
+	if res, data := ts.uiChunks(t, "POST", "/v1/ui/chat", body); res.StatusCode != 200 || !strings.Contains(types(t, data), "finish") {
+		t.Fatalf("%d %v", res.StatusCode, data)
+	}
+	_, tr := ts.do(t, ts.acme, "GET", "/v1/sessions/f1/transcript", "")
+	for _, want := range []string{`"text":"what is this?"`, `"type":"image"`, `"mime":"image/png"`, `"name":"a.png"`, `"data":"` + png + `"`, `"url":"https://example.com/r.pdf"`} {
+		if !strings.Contains(tr, want) {
+			t.Errorf("transcript lacks %s: %s", want, tr)
+		}
+	}
+}
+
+// TestUIChatRefusals: every request the routes cannot serve is refused
+// with a JSON error that says why; nothing is appended.
+func TestUIChatRefusals(t *testing.T) {
+	ts := newTestServer(t)
+	user := func(extra string) string {
+		return `{"id":"r1","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[` + extra + `]}]}`
+	}
+	for _, tc := range []struct {
+		name, key, body string
+		code            int
+		want            string
+	}{
+		{"no key", "", uiBody("r1", "hi"), 401, "a valid API key is required"},
+		{"not JSON", ts.acme, `{"id":`, 400, "not the JSON of a chat request"},
+		{"an empty body", ts.acme, ``, 400, "the body is empty"},
+		{"messages of the wrong type", ts.acme, `{"id":"r1","messages":"hi"}`, 400, `field \"messages\": want []server.uiMessage, got a JSON string`},
+		{"no id", ts.acme, `{"messages":[]}`, 400, `field \"id\" \"\": want the chat's id`},
+		{"a bad id", ts.acme, `{"id":"../x","messages":[]}`, 400, `field \"id\" \"../x\"`},
+		{"regenerate", ts.acme, strings.Replace(uiBody("r1", "hi"), "submit-message", "regenerate-message", 1), 400, "regenerate-message is not supported"},
+		{"an unknown trigger", ts.acme, strings.Replace(uiBody("r1", "hi"), "submit-message", "resume-stream", 1), 400, `field \"trigger\" \"resume-stream\": want submit-message`},
+		{"no messages", ts.acme, `{"id":"r1","trigger":"submit-message","messages":[]}`, 400, `field \"messages\" is empty`},
+		{"an edited message", ts.acme, strings.Replace(uiBody("r1", "hi"), `"messageId":null`, `"messageId":"m-hi"`, 1), 400, "editing a sent message is not supported"},
+		{"a system message last", ts.acme, `{"id":"r1","messages":[{"id":"s","role":"system","parts":[{"type":"text","text":"x"}]}]}`, 400, `role \"system\"`},
+		{"no text", ts.acme, user(`{"type":"step-start"}`), 400, "has no text part and no file part"},
+		{"a file without a type", ts.acme, user(`{"type":"file","url":"data:,x"}`), 400, "parts[0] (file): mediaType is empty"},
+		{"a file URL of another scheme", ts.acme, user(`{"type":"file","mediaType":"image/png","url":"file:///etc/passwd"}`), 400, "want a data: URL or an http(s) URL"},
+		{"audio by URL", ts.acme, user(`{"type":"file","mediaType":"audio/wav","url":"https://example.com/a.wav"}`), 400, "audio must be sent inline"},
+		{"bad base64", ts.acme, user(`{"type":"file","mediaType":"image/png","url":"data:image/png;base64,%%%"}`), 400, "the data: URL's data"},
+		{"an unknown agent", ts.acme, strings.Replace(uiBody("r1", "hi"), `"id":"r1"`, `"id":"r1","agent":"nope"`, 1), 400, `has no agent \"nope\"`},
+		{"an assistant message without answers", ts.acme, `{"id":"r1","trigger":"submit-message","messages":[{"id":"a","role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"approval-requested","approval":{"id":"ap"}}]}]}`, 400, "answers no approval"},
+		{"an unknown approval", ts.acme, `{"id":"r1","trigger":"submit-message","messages":[{"id":"a","role":"assistant","parts":[{"type":"tool-x","toolCallId":"c","state":"approval-responded","approval":{"id":"ap_nope","approved":true}}]}]}`, 404, `approval \"ap_nope\": no such request in session r1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := ts.do(t, tc.key, "POST", "/v1/ui/chat", tc.body, "Content-Type", "application/json")
+			if code != tc.code || !strings.Contains(body, tc.want) || !strings.HasPrefix(body, `{"error":{"code":`) {
+				t.Errorf("%d %s, want %d saying %s", code, body, tc.code, tc.want)
+			}
+		})
+	}
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/sessions/r1", ""); code != 404 {
+		t.Errorf("a refused request left a session: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/ui/chat/.x/stream", ""); code != 400 || !strings.Contains(body, "session id") {
+		t.Errorf("resume with a bad id: %d %s", code, body)
+	}
+	if code, _ := ts.do(t, "", "GET", "/v1/ui/chat/r1/stream", ""); code != 401 {
+		t.Errorf("resume without a key: %d", code)
+	}
+
+	small := newTestServer(t, func(c *server.Config) { c.MaxRequestBytes = 256 })
+	if code, body := small.do(t, small.acme, "POST", "/v1/ui/chat", uiBody("r1", strings.Repeat("long history ", 40))); code != 413 ||
+		!strings.Contains(body, "larger than 256 bytes") || !strings.Contains(body, "send only it") {
+		t.Errorf("a body past the limit: %d %s", code, body)
+	}
+}

@@ -1,0 +1,512 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+)
+
+// The AI SDK's UI message stream, as its client (npm ai, DefaultChatTransport)
+// validates it: one assistant message per run, one step (start-step …
+// finish-step) per model pass, text and reasoning as start/delta/end parts
+// (id: "text-RESPONSE", "reasoning-RESPONSE"), each tool call as a
+// tool-NAME part (tool-input-available, then tool-output-available,
+// tool-output-error or tool-output-denied; tool-approval-request and
+// tool-approval-response in between when a person decides), and the run's
+// end as finish (finishReason stop, tool-calls when it parks for an
+// approval, interrupted), error + finish (error) when it failed or timed
+// out, or abort when it was cancelled. A retried pass's void text is taken
+// back with reset-step.
+//
+// The converter keeps what it sent of each part, so that it can follow a
+// run from its progress, from snapshots of its transcript, or from both
+// (a resumed stream replays the snapshot, then the progress after it), and
+// never sends a character or a tool state twice.
+
+// uiChunk is one chunk of the UI message stream. Which fields a chunk has
+// depends on its type (see the ai package's uiMessageChunkSchema).
+type uiChunk struct {
+	Type               string          `json:"type"`
+	MessageID          string          `json:"messageId,omitempty"`
+	ID                 string          `json:"id,omitempty"`
+	Delta              *string         `json:"delta,omitempty"`
+	ToolCallID         string          `json:"toolCallId,omitempty"`
+	ToolName           string          `json:"toolName,omitempty"`
+	Input              json.RawMessage `json:"input,omitempty"`
+	Output             json.RawMessage `json:"output,omitempty"`
+	ErrorText          *string         `json:"errorText,omitempty"`
+	ApprovalID         string          `json:"approvalId,omitempty"`
+	Approved           *bool           `json:"approved,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	ApprovalDescriptor *uiDescriptor   `json:"approvalDescriptor,omitempty"`
+	FinishReason       string          `json:"finishReason,omitempty"`
+}
+
+// uiDescriptor is a tool-approval-request's approvalDescriptor: what the
+// host tells the person deciding (the part's approval.descriptor).
+type uiDescriptor struct {
+	Summary   string `json:"summary,omitempty"`
+	ExpiresAt string `json:"expiresAt,omitempty"`
+}
+
+// The stages of a tool part, in the order the client sees them.
+const (
+	stageNone      = iota
+	stageInput     // tool-input-available
+	stageRequested // tool-approval-request
+	stageResponded // tool-approval-response (or the client's own answer)
+	stageDone      // tool-output-available, -error or -denied
+)
+
+// uiCall is what the client was sent of a tool call.
+type uiCall struct {
+	stage      int
+	approvalID string
+	denied     bool // a person denied it: its error result is sent as tool-output-denied
+}
+
+// uiResponse is what the client was sent of a response item (a model pass).
+type uiResponse struct {
+	text, reasoning         int // code points sent
+	textOpen, reasoningOpen bool
+}
+
+// uiConverter turns one run's progress and snapshots into UI message
+// chunks.
+type uiConverter struct {
+	runID     string // "" until a snapshot names the session's run
+	messageID string
+	emit      func(uiChunk) error
+
+	started   bool
+	step      string // the response whose step is open; "" when none is
+	responses map[string]*uiResponse
+	calls     map[string]*uiCall
+	ended     bool
+}
+
+func newUIConverter(runID, messageID string, emit func(uiChunk) error) *uiConverter {
+	return &uiConverter{runID: runID, messageID: messageID, emit: emit,
+		responses: map[string]*uiResponse{}, calls: map[string]*uiCall{}}
+}
+
+func strp(s string) *string { return &s }
+
+// seed records that the client holds the run's items of transcript as
+// they stand (a continuation after approvals: the client's message is the
+// stream that ended when the run parked), so that only what follows is
+// sent.
+func (c *uiConverter) seed(t ledger.Transcript) {
+	for _, it := range t.Items {
+		if it.Kind != ledger.ItemResponse || it.RunID != c.runID {
+			continue
+		}
+		c.responses[it.ID] = &uiResponse{text: utf8.RuneCountInString(it.Text), reasoning: utf8.RuneCountInString(it.Reasoning)}
+		for _, tc := range it.ToolCalls {
+			call := &uiCall{stage: stageInput, approvalID: tc.ApprovalID}
+			switch {
+			case tc.Status == ledger.ToolDone || tc.Status == ledger.ToolError:
+				call.stage = stageDone
+			case tc.Approval == ledger.ApprovalPending:
+				call.stage = stageRequested
+			case tc.Approval != "":
+				call.stage = stageResponded
+			}
+			c.calls[tc.ID] = call
+		}
+	}
+}
+
+// answered records that the client answered approval requests itself
+// (its message's tool parts in state approval-responded).
+func (c *uiConverter) answered(callID, approvalID string) {
+	call := c.call(callID)
+	call.stage, call.approvalID = max(call.stage, stageResponded), approvalID
+}
+
+func (c *uiConverter) call(id string) *uiCall {
+	call := c.calls[id]
+	if call == nil {
+		call = &uiCall{}
+		c.calls[id] = call
+	}
+	return call
+}
+
+// update converts one update of the session's attachment; done tells that
+// the run's message ended (finish, error or abort was sent).
+func (c *uiConverter) update(u host.Update) (done bool, err error) {
+	if c.ended {
+		return true, nil
+	}
+	if u.Snapshot != nil {
+		if c.runID == "" && u.Snapshot.Status.State == host.StateRunning {
+			c.runID = u.Snapshot.Status.RunID
+		}
+		if err := c.start(); err != nil {
+			return false, err
+		}
+		return c.snapshot(u.Snapshot)
+	}
+	if u.Progress == nil || c.runID == "" || u.Progress.RunID != c.runID {
+		return false, nil
+	}
+	if err := c.start(); err != nil {
+		return false, err
+	}
+	return c.progress(*u.Progress)
+}
+
+func (c *uiConverter) start() error {
+	if c.started {
+		return nil
+	}
+	c.started = true
+	if c.messageID == "" {
+		c.messageID = c.runID
+	}
+	return c.emit(uiChunk{Type: "start", MessageID: c.messageID})
+}
+
+// openStep ends the open step, if another, and starts the step of response
+// id, if it is not open.
+func (c *uiConverter) openStep(id string) error {
+	if c.step == id {
+		return nil
+	}
+	if err := c.endStep(); err != nil {
+		return err
+	}
+	c.step = id
+	if c.responses[id] == nil {
+		c.responses[id] = &uiResponse{}
+	}
+	return c.emit(uiChunk{Type: "start-step"})
+}
+
+// closeParts ends the open step's text and reasoning parts.
+func (c *uiConverter) closeParts() error {
+	r := c.responses[c.step]
+	if r == nil {
+		return nil
+	}
+	if r.reasoningOpen {
+		r.reasoningOpen = false
+		if err := c.emit(uiChunk{Type: "reasoning-end", ID: "reasoning-" + c.step}); err != nil {
+			return err
+		}
+	}
+	if r.textOpen {
+		r.textOpen = false
+		if err := c.emit(uiChunk{Type: "text-end", ID: "text-" + c.step}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *uiConverter) endStep() error {
+	if c.step == "" {
+		return nil
+	}
+	if err := c.closeParts(); err != nil {
+		return err
+	}
+	c.step = ""
+	return c.emit(uiChunk{Type: "finish-step"})
+}
+
+// appendText sends the code points of s that start at offset and were not
+// sent yet, into the text (or reasoning) part of response id.
+func (c *uiConverter) appendText(id string, reasoning bool, s string, offset int) error {
+	if err := c.openStep(id); err != nil {
+		return err
+	}
+	r := c.responses[id]
+	sent, open, kind := &r.text, &r.textOpen, "text"
+	if reasoning {
+		sent, open, kind = &r.reasoning, &r.reasoningOpen, "reasoning"
+	}
+	for skip := *sent - offset; skip > 0 && s != ""; skip-- {
+		_, n := utf8.DecodeRuneInString(s)
+		s = s[n:]
+	}
+	if s == "" {
+		return nil
+	}
+	if !*open {
+		if !reasoning && r.reasoningOpen {
+			// Text follows the reasoning: the reasoning is done.
+			r.reasoningOpen = false
+			if err := c.emit(uiChunk{Type: "reasoning-end", ID: "reasoning-" + id}); err != nil {
+				return err
+			}
+		}
+		*open = true
+		if err := c.emit(uiChunk{Type: kind + "-start", ID: kind + "-" + id}); err != nil {
+			return err
+		}
+	}
+	*sent = max(*sent, offset) + utf8.RuneCountInString(s)
+	return c.emit(uiChunk{Type: kind + "-delta", ID: kind + "-" + id, Delta: strp(s)})
+}
+
+// toolInput sends a tool call's input, once.
+func (c *uiConverter) toolInput(id, name string, input json.RawMessage) error {
+	call := c.call(id)
+	if call.stage >= stageInput {
+		return nil
+	}
+	call.stage = stageInput
+	if len(input) == 0 || !json.Valid(input) {
+		input = json.RawMessage(`{}`)
+	}
+	return c.emit(uiChunk{Type: "tool-input-available", ToolCallID: id, ToolName: name, Input: input})
+}
+
+// approvalRequest sends a call's approval request, once per request.
+func (c *uiConverter) approvalRequest(callID, approvalID, reason, summary string, expires string) error {
+	call := c.call(callID)
+	if call.approvalID == approvalID && call.stage >= stageRequested {
+		return nil
+	}
+	call.stage, call.approvalID, call.denied = stageRequested, approvalID, false
+	ch := uiChunk{Type: "tool-approval-request", ApprovalID: approvalID, ToolCallID: callID, Reason: reason}
+	if summary != "" || expires != "" {
+		ch.ApprovalDescriptor = &uiDescriptor{Summary: summary, ExpiresAt: expires}
+	}
+	return c.emit(ch)
+}
+
+// approvalResponse sends the decision on a call's approval request, once.
+func (c *uiConverter) approvalResponse(callID, approvalID string, state ledger.ApprovalState) error {
+	call := c.call(callID)
+	call.denied = state == ledger.ApprovalDenied
+	if call.stage >= stageResponded && call.approvalID == approvalID {
+		return nil
+	}
+	call.stage, call.approvalID = max(call.stage, stageResponded), approvalID
+	approved := state == ledger.ApprovalApproved
+	return c.emit(uiChunk{Type: "tool-approval-response", ApprovalID: approvalID, Approved: &approved})
+}
+
+// toolOutput sends a call's result, once.
+func (c *uiConverter) toolOutput(id, output string, isError bool) error {
+	call := c.call(id)
+	if call.stage >= stageDone {
+		return nil
+	}
+	call.stage = stageDone
+	switch {
+	case isError && call.denied && call.approvalID != "":
+		return c.emit(uiChunk{Type: "tool-output-denied", ToolCallID: id})
+	case isError:
+		return c.emit(uiChunk{Type: "tool-output-error", ToolCallID: id, ErrorText: strp(output)})
+	}
+	out := json.RawMessage(output)
+	if !json.Valid(out) {
+		out, _ = json.Marshal(output)
+	}
+	return c.emit(uiChunk{Type: "tool-output-available", ToolCallID: id, Output: out})
+}
+
+// progress converts one progress event of the run.
+func (c *uiConverter) progress(p host.Progress) (done bool, err error) {
+	switch p.Type {
+	case host.ProgressResponseStart:
+		return false, c.openStep(p.ResponseID)
+	case host.ProgressText:
+		return false, c.appendText(p.ResponseID, false, p.Delta, p.Offset)
+	case host.ProgressReasoning:
+		return false, c.appendText(p.ResponseID, true, p.Delta, p.Offset)
+	case host.ProgressRetry:
+		// The failed attempt's text is void, and the retry streams into
+		// the same item from its start: reset-step takes back the parts
+		// the step received.
+		r := c.responses[p.ResponseID]
+		if p.Retry == nil || !p.Retry.Reset || r == nil || c.step != p.ResponseID || r.text+r.reasoning == 0 {
+			return false, nil
+		}
+		*r = uiResponse{}
+		return false, c.emit(uiChunk{Type: "reset-step"})
+	case host.ProgressToolStart:
+		if err := c.closeParts(); err != nil {
+			return false, err
+		}
+		return false, c.toolInput(p.Tool.CallID, p.Tool.Name, p.Tool.Input)
+	case host.ProgressToolEnd:
+		if err := c.closeParts(); err != nil {
+			return false, err
+		}
+		if err := c.toolInput(p.Tool.CallID, p.Tool.Name, p.Tool.Input); err != nil {
+			return false, err
+		}
+		return false, c.toolOutput(p.Tool.CallID, p.Tool.Output, p.Tool.IsError)
+	case host.ProgressApprovalRequested:
+		a := p.Approval
+		if err := c.closeParts(); err != nil {
+			return false, err
+		}
+		if err := c.toolInput(a.CallID, a.Tool, a.Input); err != nil {
+			return false, err
+		}
+		expires := ""
+		if !a.ExpiresAt.IsZero() {
+			expires = a.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		return false, c.approvalRequest(a.CallID, a.ApprovalID, a.Reason, a.Summary, expires)
+	case host.ProgressApprovalDecided:
+		a := p.Approval
+		switch a.State {
+		case ledger.ApprovalApproved, ledger.ApprovalDenied, ledger.ApprovalExpired:
+			if err := c.toolInput(a.CallID, a.Tool, a.Input); err != nil {
+				return false, err
+			}
+			return false, c.approvalResponse(a.CallID, a.ApprovalID, a.State)
+		}
+		return false, nil // void: the call is asked about again
+	case host.ProgressRunEnd:
+		return true, c.end(p.Status, p.Reason)
+	}
+	return false, nil
+}
+
+// snapshot sends what the snapshot shows of the run that the client was
+// not sent yet, and ends the message when the run no longer runs.
+func (c *uiConverter) snapshot(s *host.Snapshot) (done bool, err error) {
+	var items []ledger.Item
+	for _, it := range s.Transcript.Items {
+		if it.Kind == ledger.ItemResponse && it.RunID == c.runID && c.runID != "" {
+			items = append(items, it)
+		}
+	}
+	for _, it := range items {
+		if err := c.item(it); err != nil {
+			return false, err
+		}
+	}
+	if s.Status.RunID == c.runID && s.Status.State == host.StateRunning {
+		return false, nil
+	}
+	// The run ended (or parked) before its progress could be followed
+	// here, or another host ran it.
+	status, reason := ledger.RunCompleted, ""
+	switch {
+	case s.Status.RunID == c.runID:
+		status, reason = runStatusOf(s.Status.State), s.Status.Reason
+	case len(items) > 0:
+		last := items[len(items)-1]
+		status, reason = runStatusOfItem(last.Status), last.Reason
+	}
+	if err := c.endStep(); err != nil {
+		return true, err
+	}
+	return true, c.end(status, reason)
+}
+
+// item sends what is new in a response item of the run.
+func (c *uiConverter) item(it ledger.Item) error {
+	r := c.responses[it.ID]
+	live := it.Status == ledger.StatusStreaming
+	if r == nil || c.step == it.ID {
+		if err := c.appendText(it.ID, true, it.Reasoning, 0); err != nil {
+			return err
+		}
+		if err := c.appendText(it.ID, false, it.Text, 0); err != nil {
+			return err
+		}
+		if !live || len(it.ToolCalls) > 0 {
+			if err := c.closeParts(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, tc := range it.ToolCalls {
+		if err := c.toolInput(tc.ID, tc.Name, tc.Input); err != nil {
+			return err
+		}
+		if tc.ApprovalID != "" && tc.Approval != ledger.ApprovalVoid {
+			if err := c.approvalRequest(tc.ID, tc.ApprovalID, "", "", ""); err != nil {
+				return err
+			}
+			if tc.Approval != ledger.ApprovalPending {
+				if err := c.approvalResponse(tc.ID, tc.ApprovalID, tc.Approval); err != nil {
+					return err
+				}
+			}
+		}
+		if tc.Status == ledger.ToolDone || tc.Status == ledger.ToolError {
+			if err := c.toolOutput(tc.ID, tc.Output, tc.Status == ledger.ToolError); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// end ends the message as the run ended.
+func (c *uiConverter) end(status ledger.RunStatus, reason string) error {
+	if err := c.endStep(); err != nil {
+		return err
+	}
+	c.ended = true
+	switch status {
+	case ledger.RunCompleted:
+		return c.emit(uiChunk{Type: "finish", FinishReason: "stop"})
+	case ledger.RunApprovalRequired:
+		return c.emit(uiChunk{Type: "finish", FinishReason: "tool-calls"})
+	case ledger.RunInterrupted:
+		return c.emit(uiChunk{Type: "finish", FinishReason: "interrupted"})
+	case ledger.RunCancelled:
+		if reason == "" {
+			reason = "cancelled"
+		}
+		return c.emit(uiChunk{Type: "abort", Reason: reason})
+	}
+	text := fmt.Sprintf("the run %s", status)
+	if reason != "" {
+		text += ": " + reason
+	}
+	if err := c.emit(uiChunk{Type: "error", ErrorText: strp(text)}); err != nil {
+		return err
+	}
+	return c.emit(uiChunk{Type: "finish", FinishReason: "error"})
+}
+
+// runStatusOf maps a session's state after its run onto the run's end.
+func runStatusOf(s host.State) ledger.RunStatus {
+	switch s {
+	case host.StateApprovalRequired:
+		return ledger.RunApprovalRequired
+	case host.StateFailed:
+		return ledger.RunFailed
+	case host.StateCancelled:
+		return ledger.RunCancelled
+	case host.StateTimedOut:
+		return ledger.RunTimedOut
+	case host.StateInterrupted:
+		return ledger.RunInterrupted
+	}
+	return ledger.RunCompleted
+}
+
+// runStatusOfItem maps a run's last response item onto the run's end.
+func runStatusOfItem(s ledger.ItemStatus) ledger.RunStatus {
+	switch s {
+	case ledger.StatusApprovalRequired:
+		return ledger.RunApprovalRequired
+	case ledger.StatusFailed:
+		return ledger.RunFailed
+	case ledger.StatusCancelled:
+		return ledger.RunCancelled
+	case ledger.StatusTimedOut:
+		return ledger.RunTimedOut
+	case ledger.StatusInterrupted:
+		return ledger.RunInterrupted
+	}
+	return ledger.RunCompleted
+}
