@@ -12,7 +12,7 @@ FUZZTIME  ?= 20s
 BENCH_COUNT ?= 5
 PKGS      := ./...
 
-.PHONY: all build demo test test-short bench examples lint fuzz check clean
+.PHONY: all build demo test test-short bench examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
 
 all: build
 
@@ -30,6 +30,11 @@ demo: build
 	@echo
 	@echo '$$ agentic-host transcript --storage file:$(DEMO_DIR) demo'
 	@$(BIN) transcript --storage file:$(DEMO_DIR) demo
+
+## demo-NAME: one offline demo each — chaos (injected faults, exact text), restart (SIGKILL mid-run, the next process resumes),
+## compaction (a fact survives compactions), queue (a message sent mid-run joins it), task, approval, media
+demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media: build
+	@BIN=$(BIN) ./scripts/demo.sh $(@:demo-%=%)
 
 ## test: install what the tests need when missing, then vet and run every test with the race detector
 test:

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/agentic-host}
 name=${1:?usage: scripts/demo.sh chaos|restart|compaction|queue|task|approval|media}
-dir=.demo/$name
+dir=${DEMO_DIR:-.demo}/$name
 rm -rf "$dir"
 mkdir -p "$dir"
 store="file:$dir/sessions"
@@ -113,18 +113,30 @@ EOF
 approval)
 	# A tool with an external effect waits for a person: the run parks
 	# (exit 3), the inbox lists it, another process approves it, and the
-	# run goes on.
+	# run goes on: the post is published once.
 	./scripts/plugin-toolchains.sh >/dev/null
 	OUT="$dir/plugins" ./scripts/build-plugins.sh publish_post >/dev/null
+	go build -o "$dir/blog" ./internal/demotools/blog
+	"$dir/blog" >"$dir/blog.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		blog=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$dir/blog.log")
+		[ -n "$blog" ] && break
+		sleep 0.05
+	done
+	sandbox=(--plugins "$dir/plugins" --plugin-kv --plugin-allow-host "${blog#http://}" --plugin-allow-private
+		--plugin-config "publish_post:endpoint=$blog/api/posts")
 	set +e
-	run "$BIN" chat --offline --plugins "$dir/plugins" --storage "$store" --session a \
+	run "$BIN" chat --offline "${sandbox[@]}" --storage "$store" --session a \
 		"publish_post title=Launch body=Today"
 	echo "[exit $?]"
 	set -e
 	say "$BIN approvals --storage $store"
 	"$BIN" approvals --storage "$store" | tee "$dir/inbox.txt"
 	id=$(awk 'NR==2 {print $2}' "$dir/inbox.txt")
-	run "$BIN" approve --offline --plugins "$dir/plugins" --storage "$store" a "$id" --reason "looks good"
+	run "$BIN" approve --offline "${sandbox[@]}" --storage "$store" a "$id" --reason "looks good"
+	say "cat $dir/blog.log"
+	cat "$dir/blog.log"
 	;;
 media)
 	# An image and a PDF go with a message, byte for byte, to the model
