@@ -84,10 +84,12 @@ type Limits struct {
 	MaxSchemaSteps int64
 	// MaxErrorBytes bounds every text a plugin returns beside its output:
 	// its error message (Extism's error_set, or an {"error": …} answer),
-	// a policy's reason and summary, a validator's problems. Longer text
-	// is cut, saying how many bytes were dropped, so that no plugin puts
-	// more than this into a ledger or a model request through its errors.
-	// Default: 0, which means 4 KiB.
+	// a policy's reason and summary, a validator's problems, and the cause
+	// of every *PluginError of its load and calls (a trap quoting its
+	// stderr, the problems of its description). Longer text is cut, saying
+	// how many bytes were dropped, so that no plugin puts more than this
+	// into a ledger or a model request through its errors. Default: 0,
+	// which means 4 KiB.
 	MaxErrorBytes int
 
 	// TenantInstances bounds the live instances of all the tenant's

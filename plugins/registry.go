@@ -224,7 +224,7 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 	if err := next.checkCaps(m.limits); err != nil {
 		r.mu.Unlock()
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: err})
+		return reject(m.fail("load", "", err))
 	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
@@ -261,7 +261,7 @@ func ReadSource(path string) (Source, error) {
 	case err == nil:
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
-			return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+			return Source{}, newPluginError(name, "sidecar", "", err, DefaultMaxErrorBytes)
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}

@@ -199,8 +199,9 @@ type Source struct {
 // The returned Module is the caller's: close it when done (a [Registry]
 // does that for the modules it loads).
 func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
+	maxErr := DefaultMaxErrorBytes // Limits.MaxErrorBytes, once they are read
 	fail := func(export string, err error) (*Module, error) {
-		return nil, &PluginError{Plugin: src.Name, Export: export, Err: err}
+		return nil, newPluginError(src.Name, export, "", err, maxErr)
 	}
 	if !validModuleName(src.Name) {
 		return fail("load", detailed(ErrInvalidModule, "module name %q: want 1 to 128 characters of [A-Za-z0-9._-]", src.Name))
@@ -212,6 +213,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	if err != nil {
 		return fail("load", err)
 	}
+	maxErr = limits.MaxErrorBytes
 	if len(src.Wasm) > limits.MaxModuleBytes {
 		return fail("load", detailed(ErrInvalidModule, "%d bytes, the limit is %d (Limits.MaxModuleBytes)", len(src.Wasm), limits.MaxModuleBytes))
 	}

@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,6 +210,68 @@ func TestHostileErrorText(t *testing.T) {
 	}
 	if n := okCalls(t, m); n < 1 {
 		t.Fatalf("ok: %d", n)
+	}
+}
+
+// TestHostileErrorWordedAsRuntime: a plugin's error_set text that reads
+// like the runtime's own errors — a wasm trap, a closed module, a failed
+// initialisation, running out of memory, wazero's recovered panic — is the
+// plugin's answer (ErrToolFailed), never a trap: on an instance's first
+// call (through go-sdk) and on a warm one (the host's own call path); cut to
+// MaxErrorBytes however it is worded; and the call ran once ("module is
+// closed" is not retried on another instance).
+func TestHostileErrorWordedAsRuntime(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute})
+	for _, tc := range []struct {
+		text string
+		pad  int
+	}{
+		{"wasm error: unreachable ", 64 << 10},
+		{"module is closed", 0},
+		{"wasm error: out of memory", 0},
+		{"failed to initialize runtime: wasm error: unreachable", 0},
+		{"boom (recovered by wazero)\nwasm stack trace:\n\tmain.f()", 0},
+		{"stack overflow", 0},
+		{"module closed with exit_code(3)", 0},
+	} {
+		input := fmt.Sprintf(`{"text":%q,"pad":%d}`, tc.text, tc.pad)
+		for _, path := range []string{"warm", "fresh"} {
+			if path == "warm" {
+				okCalls(t, m) // the next call runs on an instance that already served one
+			} // else: the last error discarded the instance; the next one is new
+			before := m.Stats().Calls
+			_, err := callTool(t, m, "error_text", input)
+			if !errors.Is(err, plugins.ErrToolFailed) || errors.Is(err, plugins.ErrTrap) || errors.Is(err, plugins.ErrOutOfMemory) || errors.Is(err, plugins.ErrExited) {
+				t.Errorf("%s instance, error_set %.40q: %.300v, want the plugin's own error", path, tc.text, err)
+				continue
+			}
+			if n := len(err.Error()); n > plugins.DefaultMaxErrorBytes+200 {
+				t.Errorf("%s instance, error_set %.40q: an error of %d bytes reached the host", path, tc.text, n)
+			}
+			if want := tc.text[:min(len(tc.text), 20)]; !strings.Contains(err.Error(), want) {
+				t.Errorf("%s instance: the error %.200q does not quote the plugin's %q", path, err, want)
+			}
+			if ran := m.Stats().Calls - before; ran != 1 {
+				t.Errorf("%s instance, error_set %.40q: the call ran %d times, want once", path, tc.text, ran)
+			}
+		}
+	}
+	// A raw export's error_set, and a tighter bound.
+	_, err := m.CallExport(context.Background(), "call", []byte(`{"tool":"error_text","input":{"text":"wasm error: x","pad":100000}}`))
+	if !errors.Is(err, plugins.ErrToolFailed) || errors.Is(err, plugins.ErrTrap) || len(err.Error()) > plugins.DefaultMaxErrorBytes+200 {
+		t.Fatalf("raw export: %d bytes: %.200v", len(err.Error()), err)
+	}
+	tight := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{MaxErrorBytes: 100, CallTimeout: 2 * time.Minute})
+	for _, c := range []struct{ tool, input string }{
+		{"error_text", `{"text":"wasm error: x","pad":5000}`},
+		{"error_answer", `{}`},
+		{"error_bomb", `{}`},
+	} {
+		_, err := callTool(t, tight, c.tool, c.input)
+		if !errors.Is(err, plugins.ErrToolFailed) || len(err.Error()) > 100+100 || !strings.Contains(err.Error(), "more bytes cut") {
+			t.Errorf("%s under MaxErrorBytes 100: %d bytes: %.300v", c.tool, len(err.Error()), err)
+		}
 	}
 }
 
@@ -486,7 +549,7 @@ func TestTenantCaps(t *testing.T) {
 			t.Fatalf("the 4th tool: %v", err)
 		}
 		_, err = reg.Load(ctx, "acme", plugins.Source{Name: "bombs", Wasm: bombsWasm(t)})
-		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "would offer 11 tools, the limit is 4") {
+		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "would offer 12 tools, the limit is 4") {
 			t.Fatalf("over the tools cap: %v", err)
 		}
 		if _, err := reg.Load(ctx, "globex", plugins.Source{Name: "get_account", Wasm: getAccountWasm(t)}); err != nil {

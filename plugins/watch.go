@@ -258,7 +258,7 @@ func (w *DirWatcher) sync(ctx context.Context, name string) {
 	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
-			w.reg.notify(Change{Kind: Rejected, Tenant: w.tenant, Name: name, Hash: contentHash(wasm), Err: &PluginError{Plugin: name, Export: "sidecar", Err: err}})
+			w.reg.notify(Change{Kind: Rejected, Tenant: w.tenant, Name: name, Hash: contentHash(wasm), Err: newPluginError(name, "sidecar", "", err, DefaultMaxErrorBytes)})
 			return
 		}
 	}
