@@ -190,7 +190,9 @@ func writeAtomic(t testing.TB, path string, b []byte) {
 // put megabytes into a ledger or a model request through its errors.
 func TestHostileErrorText(t *testing.T) {
 	rt, _ := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
+	// Writing 20 MB a byte at a time takes seconds under -race: a timeout
+	// a loaded machine cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{CallTimeout: 2 * time.Minute})
 	for _, tool := range []string{"error_bomb", "error_answer"} {
 		_, err := callTool(t, m, tool, `{}`)
 		if !errors.Is(err, plugins.ErrToolFailed) {
@@ -279,7 +281,8 @@ func TestHostileErrorWordedAsRuntime(t *testing.T) {
 // call's line bound (and one warning), not a million lines.
 func TestHostileLogFlood(t *testing.T) {
 	rt, logs := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
+	// A million host calls: a timeout a loaded machine cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{CallTimeout: 2 * time.Minute})
 	res, err := callTool(t, m, "log_empty", `{}`)
 	if err != nil || res.Output != "logged" {
 		t.Fatalf("log_empty: %q, %v", res.Output, err)
@@ -299,7 +302,9 @@ func TestHostileLogFlood(t *testing.T) {
 // is the number of calls that may run at once: Options.MaxConcurrentCalls.
 func TestHostileStackOverflow(t *testing.T) {
 	rt, _ := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1})
+	// Growing the native stack to its ceiling: a timeout a loaded machine
+	// cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute})
 	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
 	before := okCalls(t, m)
 	_, err := callTool(t, m, "recurse", `{}`)
