@@ -186,29 +186,55 @@ func (r *Registry) notify(c Change) {
 // conflict is logged and reported in the Change. On any error the
 // registry is unchanged and the previous version keeps serving.
 func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
+	src = r.source(tenant, src)
+	m, err := r.prepare(ctx, src)
+	return r.commit(ctx, tenant, src.Name, contentHash(src.Wasm), m, err)
+}
+
+// source is src as the registry loads it for tenant: with the tenant's
+// limits and the module's configuration.
+func (r *Registry) source(tenant string, src Source) Source {
 	src.Tenant = tenant
 	src.Limits = r.limits(tenant)
 	if r.opts.Config != nil {
 		src.Config = r.opts.Config(tenant, src.Name)
 	}
-	sum := contentHash(src.Wasm)
-	reject := func(err error) (*Module, error) {
-		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: src.Name, Hash: sum, Err: err})
-		return nil, err
-	}
+	return src
+}
+
+// prepare is the slow part of a load, which touches nothing of the
+// registry and may run beside other loads: compiling, instantiating and
+// describing the module.
+func (r *Registry) prepare(ctx context.Context, src Source) (*Module, error) {
 	m, err := r.rt.Load(ctx, src)
 	if err != nil {
-		return reject(err)
+		return nil, err
 	}
 	if !m.Described() {
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrNoDescription})
+		return nil, &PluginError{Plugin: src.Name, Export: "load", Err: ErrNoDescription}
+	}
+	return m, nil
+}
+
+// commit registers a prepared module as name, or rejects it with err (the
+// error of prepare, or one of its own: the registry is closed, or the
+// module would pass a tenant cap); hash is the content hash of the module's
+// bytes. Order matters to commits only (which of two modules passes a
+// tenant cap): loads that prepare together commit in a fixed order.
+func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Module, err error) (*Module, error) {
+	reject := func(err error) (*Module, error) {
+		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: name, Hash: hash, Err: err})
+		return nil, err
+	}
+	if err != nil {
+		return reject(err)
 	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrClosed})
+		return reject(&PluginError{Plugin: name, Export: "load", Err: ErrClosed})
 	}
 	old := r.snap.Load()
 	tv := old.tenants[tenant]
@@ -218,8 +244,8 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 			modules[name] = mod
 		}
 	}
-	prev := modules[src.Name]
-	modules[src.Name] = m
+	prev := modules[name]
+	modules[name] = m
 	next := r.build(tenant, modules)
 	if err := next.checkCaps(m.limits); err != nil {
 		r.mu.Unlock()
@@ -228,7 +254,7 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
-	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash(), Conflicts: next.conflictsOf(src.Name)}
+	change := Change{Kind: Loaded, Tenant: tenant, Name: name, Hash: m.Hash(), Conflicts: next.conflictsOf(name)}
 	if prev != nil {
 		change.Kind, change.Previous = Replaced, prev.Hash()
 		_ = prev.Close(ctx) // finishes its calls in flight, then shuts down

@@ -155,3 +155,23 @@ __attribute__((export_name("bomb"))) void bomb(void) {
     if (now < bomb_after) return;
     for (;;) spins++;
 }
+
+/* linger_ns is how long the start function linger spins before it returns,
+ * in nanoseconds. The tests patch these bytes in the built module; as
+ * built, linger returns at once. */
+#define LINGER_UNSET 0x11A6E511A6E511A6ull
+volatile uint64_t linger_ns = LINGER_UNSET;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* linger is made the module's start function by the tests: a module that
+ * loads, only slowly (every instance spins linger_ns first). */
+__attribute__((export_name("linger"))) void linger(void) {
+    if (linger_ns == LINGER_UNSET) return;
+    uint64_t end = now_ns() + linger_ns;
+    while (now_ns() < end) spins++;
+}
