@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -171,5 +172,65 @@ func TestDirectoryLoadOrder(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"aaa loaded", "zzz rejected"}; !slices.Equal(changes, want) {
 		t.Fatalf("changes %q, want %q", changes, want)
+	}
+}
+
+// TestHostileDirectoryHugeFiles: a module file over MaxModuleBytes, one
+// that never ends (/dev/zero) and a sidecar that never ends are refused
+// once the limit's worth of them was read, with the bound that refused
+// them, while the directory's healthy module loads; LoadFile reads no
+// further than the tenant's limit either.
+func TestHostileDirectoryHugeFiles(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	rt, _ := newRuntime(t)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	dir := t.TempDir()
+	writeAtomic(t, filepath.Join(dir, "get_account.wasm"), getAccountWasm(t))
+	writeAtomic(t, filepath.Join(dir, "sidecar.wasm"), plainWasm(t))
+	big := filepath.Join(dir, "big.wasm")
+	if err := os.WriteFile(big, []byte("\x00asm\x01\x00\x00\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, plugins.DefaultMaxModuleBytes+1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	for _, link := range []string{"endless.wasm", "sidecar.json"} {
+		if err := os.Symlink("/dev/zero", filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, time.Minute, "Watch over a directory of endless files", func() bool {
+		_, err := reg.Watch(context.Background(), "acme", dir, plugins.WatchOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		return true
+	})
+	want := map[string]string{
+		"big":     "over 67108864 bytes, the limit (Limits.MaxModuleBytes)",
+		"endless": "over 67108864 bytes, the limit (Limits.MaxModuleBytes)",
+		"sidecar": "over 1048576 bytes, the limit (Limits.MaxOutputBytes",
+	}
+	refusals := reg.Refusals("acme")
+	if len(refusals) != len(want) {
+		t.Errorf("refusals %v, want %d", refusals, len(want))
+	}
+	for _, r := range refusals {
+		if !strings.Contains(r.Err.Error(), want[r.Name]) || !errors.Is(r.Err, plugins.ErrInvalidModule) && !errors.Is(r.Err, plugins.ErrInvalidDescription) {
+			t.Errorf("%s refused with %v, want %q", r.Name, r.Err, want[r.Name])
+		}
+	}
+	if _, ok := reg.Tool("acme", "get_account"); !ok {
+		t.Fatal("get_account is not served")
+	}
+
+	tight := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits { return plugins.Limits{MaxModuleBytes: 1 << 20} }})
+	t.Cleanup(func() { _ = tight.Close(context.Background()) })
+	_, err := tight.LoadFile(context.Background(), "acme", filepath.Join(dir, "get_account.wasm"))
+	if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), "over 1048576 bytes, the limit (Limits.MaxModuleBytes)") {
+		t.Fatalf("LoadFile of a 3 MB module under a 1 MiB limit: %v", err)
 	}
 }

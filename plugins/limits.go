@@ -26,7 +26,9 @@ type Limits struct {
 	// Memory.MaxPages. Default: 0, which means 512 pages (32 MiB).
 	MemoryPages uint32
 	// MaxModuleBytes bounds the size of a module's bytes; a larger one is
-	// refused before anything reads it. Default: 0, which means 64 MiB.
+	// refused before anything parses or compiles it, and a module file
+	// (a watched directory's, [ReadSourceWithin]'s) is read no further
+	// than this. Default: 0, which means 64 MiB.
 	MaxModuleBytes int
 	// CompileTimeout bounds compiling a module the runtime has not
 	// compiled before (in a compiler process; see Options.CompileInProcess):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -264,9 +265,10 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 }
 
 // LoadFile loads path (NAME.wasm) for tenant under NAME, with the sidecar
-// manifest NAME.json beside it if there is one.
+// manifest NAME.json beside it if there is one. It reads no more of the
+// files than the tenant's limits allow (see [ReadSourceWithin]).
 func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, error) {
-	src, err := ReadSource(path)
+	src, err := ReadSourceWithin(path, r.limits(tenant))
 	if err != nil {
 		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: moduleName(path), Err: err})
 		return nil, err
@@ -274,25 +276,82 @@ func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, 
 	return r.Load(ctx, tenant, src)
 }
 
-// ReadSource reads NAME.wasm and, if present, its sidecar NAME.json.
-func ReadSource(path string) (Source, error) {
+// ReadSource reads NAME.wasm and, if present, its sidecar NAME.json,
+// within the bounds of the zero Limits (see [ReadSourceWithin]): a module
+// file over DefaultMaxModuleBytes is refused.
+func ReadSource(path string) (Source, error) { return ReadSourceWithin(path, Limits{}) }
+
+// ReadSourceWithin reads NAME.wasm and, if present, its sidecar NAME.json,
+// reading no more of either than l allows, however large the file (or
+// endless, like /dev/zero): a module file over l.MaxModuleBytes is refused
+// (ErrInvalidModule), and so is a sidecar over l.MaxOutputBytes, which
+// bounds what a module's describe may answer (ErrInvalidDescription).
+func ReadSourceWithin(path string, l Limits) (Source, error) {
 	name := moduleName(path)
-	wasm, err := os.ReadFile(path)
+	wasm, side, err := readModuleFiles(path, l)
 	if err != nil {
-		return Source{}, &PluginError{Plugin: name, Export: "load", Err: err}
+		return Source{}, err
 	}
 	src := Source{Name: name, Wasm: wasm}
-	side, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
-	switch {
-	case err == nil:
+	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
 			return Source{}, newPluginError(name, "sidecar", "", err, DefaultMaxErrorBytes)
 		}
-	case !errors.Is(err, os.ErrNotExist):
-		return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
 	}
 	return src, nil
+}
+
+// readModuleFiles reads a module's file (path, NAME.wasm) and its sidecar
+// (NAME.json; nil when there is none) within l's bounds. A missing module
+// file is an error wrapping os.ErrNotExist.
+func readModuleFiles(path string, l Limits) (wasm, side []byte, err error) {
+	name := moduleName(path)
+	l, err = l.normalize()
+	if err != nil {
+		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	wasm, err = readCapped(path, l.MaxModuleBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, nil, &PluginError{Plugin: name, Export: "load",
+			Err: detailed(ErrInvalidModule, "%s is over %d bytes, the limit (Limits.MaxModuleBytes): not read further", path, l.MaxModuleBytes)}
+	case err != nil:
+		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	sidePath := strings.TrimSuffix(path, ".wasm") + ".json"
+	side, err = readCapped(sidePath, l.MaxOutputBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return wasm, nil, nil
+	case errors.Is(err, errTooLarge):
+		return nil, nil, &PluginError{Plugin: name, Export: "sidecar",
+			Err: detailed(ErrInvalidDescription, "%s is over %d bytes, the limit (Limits.MaxOutputBytes, what a describe may answer): not read further", sidePath, l.MaxOutputBytes)}
+	case err != nil:
+		return nil, nil, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+	}
+	return wasm, side, nil
+}
+
+// errTooLarge: a file is larger than readCapped's bound.
+var errTooLarge = errors.New("plugins: file too large")
+
+// readCapped reads a file of at most max bytes; a longer one is
+// errTooLarge, once max+1 bytes of it were read.
+func readCapped(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, errTooLarge
+	}
+	return b, nil
 }
 
 func moduleName(path string) string {

@@ -325,17 +325,13 @@ func (w *DirWatcher) syncAll(ctx context.Context, names []string) {
 // instantiates and describes it (the slow part, which touches nothing of
 // the registry).
 func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
-	wasm, err := os.ReadFile(filepath.Join(w.dir, j.name+".wasm"))
+	wasm, side, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
 	if errors.Is(err, os.ErrNotExist) {
 		j.remove = true
 		return
 	}
-	side, serr := os.ReadFile(filepath.Join(w.dir, j.name+".json"))
-	if serr != nil && !errors.Is(serr, os.ErrNotExist) {
-		err = serr
-	}
 	if err != nil {
-		j.err = &PluginError{Plugin: j.name, Export: "load", Err: err}
+		j.err = err
 		return
 	}
 	j.version = contentHash(append(append(bytes.Clone(wasm), 0), side...))
