@@ -2,15 +2,18 @@ package plugins_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
@@ -437,6 +440,79 @@ func TestHostileNameSquatting(t *testing.T) {
 	if !strings.Contains(logs.String(), "tool get_account is offered by aaa and get_account") {
 		t.Error("the conflict was not logged")
 	}
+}
+
+// TestHostileNameSquattingValidatorsAndPolicies: a module claiming another
+// module's validator or policy name takes nothing either: a copy of the
+// release_notes validator and of the side_effects policy under other names
+// (sorting before the originals, or after them), loaded in either order —
+// neither module serves the name, both conflicts are reported, and
+// removing the copies gives the names back.
+func TestHostileNameSquattingValidatorsAndPolicies(t *testing.T) {
+	rt, _ := newRuntime(t)
+	notes, effects := cExampleWasm(t, "release_notes"), cExampleWasm(t, "side_effects")
+	for _, copies := range []struct{ notes, effects string }{{"aaa", "aab"}, {"zzz", "zzy"}} {
+		originals := []plugins.Source{{Name: "release_notes", Wasm: notes}, {Name: "side_effects", Wasm: effects}}
+		impostors := []plugins.Source{{Name: copies.notes, Wasm: notes}, {Name: copies.effects, Wasm: effects}}
+		want := []plugins.Conflict{
+			{Kind: "policy", Name: "side_effects", Modules: sortedNames(copies.effects, "side_effects")},
+			{Kind: "validator", Name: "release_notes", Modules: sortedNames(copies.notes, "release_notes")},
+		}
+		for _, first := range []string{"originals", "impostors"} {
+			t.Run(copies.notes+"_"+first+"_first", func(t *testing.T) {
+				reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+				defer reg.Close(context.Background())
+				order := append(slices.Clone(originals), impostors...)
+				if first == "impostors" {
+					order = append(slices.Clone(impostors), originals...)
+				}
+				for _, src := range order {
+					if _, err := reg.Load(context.Background(), "acme", src); err != nil {
+						t.Fatalf("load %s: %v", src.Name, err)
+					}
+				}
+				if _, ok := reg.Validator("acme", "release_notes"); ok {
+					t.Error("the validator release_notes is served by one of the two")
+				}
+				if _, ok := reg.Policy("acme", "side_effects"); ok {
+					t.Error("the policy side_effects is served by one of the two")
+				}
+				if got := reg.Conflicts("acme"); !equalConflicts(got, want) {
+					t.Fatalf("conflicts %v, want %v", got, want)
+				}
+				for _, src := range impostors {
+					if !reg.Unload("acme", src.Name) {
+						t.Fatalf("unload %s", src.Name)
+					}
+				}
+				if c := reg.Conflicts("acme"); len(c) != 0 {
+					t.Fatalf("conflicts after removing the copies: %v", c)
+				}
+				v, ok := reg.Validator("acme", "release_notes")
+				if !ok {
+					t.Fatal("release_notes is not served after removing its copy")
+				}
+				if _, problems, err := v.Validate(context.Background(), json.RawMessage(`{}`)); err != nil || len(problems) == 0 {
+					t.Errorf("release_notes on {}: %v, %v; want problems", problems, err)
+				}
+				p, ok := reg.Policy("acme", "side_effects")
+				if !ok {
+					t.Fatal("side_effects is not served after removing its copy")
+				}
+				d, err := p.Decide(context.Background(), host.PolicyRequest{Tool: host.ToolSpec{Name: "t", Effect: host.EffectRead}, Input: json.RawMessage(`{}`)})
+				if mod, _ := reg.Module("acme", "side_effects"); err != nil || d.Source != mod.Hash() {
+					t.Errorf("side_effects decided %+v, %v; want a decision of the module side_effects", d, err)
+				}
+			})
+		}
+	}
+}
+
+// sortedNames returns its arguments in order.
+func sortedNames(a, b string) []string {
+	s := []string{a, b}
+	slices.Sort(s)
+	return s
 }
 
 func equalConflicts(a, b []plugins.Conflict) bool {
