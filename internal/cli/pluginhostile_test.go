@@ -1,0 +1,109 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// More hostile modules through the commands: what else a tenant may upload
+// to make loading hang or exhaust the host, and a directory of them.
+
+// cKitDir is the C kit, for building the test plugins.
+func cKitDir(t *testing.T) string {
+	t.Helper()
+	kit, err := filepath.Abs("../../pdk/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kit
+}
+
+// bombsWasm builds the hostile C plugin of the plugins package's tests.
+func bombsWasm(t *testing.T) []byte {
+	kit := cKitDir(t)
+	return plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"bombs.c", kit + "/agentic.c"}, []string{kit}, nil)
+}
+
+// timedRun runs the command and fails the test if it took longer than
+// guard (a guard against a hang, not a speed check).
+func timedRun(t *testing.T, what string, guard time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	start := time.Now()
+	code, out, errOut := run(t, "", args...)
+	if took := time.Since(start); took > guard {
+		t.Errorf("%s took %s (a guard against a hang: %s)", what, took, guard)
+	}
+	return code, out, errOut
+}
+
+// TestPluginCommandsLoadBombs: plugin describe and plugin call on a time
+// bomb that went off (bombs.c, its start function looping from a time in
+// the past), the compile memory bomb (3 MB of nested blocks) and a module
+// file over Limits.MaxModuleBytes: each ends within its deadline, with an
+// error that says which bound stopped it.
+func TestPluginCommandsLoadBombs(t *testing.T) {
+	dir := t.TempDir()
+	bomb, err := plugintest.WithStart(bombsWasm(t), "bomb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bombs.c goes off at bomb_after (built as 0x5EED5EED5EED5EED): one
+	// nanosecond after the epoch has long passed.
+	if bomb, err = plugintest.PatchU64(bomb, 0x5EED5EED5EED5EED, 1); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"timebomb.wasm":   bomb,
+		"memorybomb.wasm": plugintest.NestedBlocks(1_000_000),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Over the default MaxModuleBytes by one byte: a sparse file, read no
+	// further than the limit.
+	big := filepath.Join(dir, "big.wasm")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{0, 'a', 's', 'm', 1, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(plugins.DefaultMaxModuleBytes + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	for _, tc := range []struct {
+		file  string
+		flags []string
+		guard time.Duration // the deadline, and a generous bound beyond it
+		want  string
+	}{
+		{"timebomb.wasm", []string{"--timeout", "1s"}, time.Minute, "instantiating: timed out after 1s"},
+		// Its compile runs out of the default 1 GiB long before this
+		// deadline, which only guards against a hang.
+		{"memorybomb.wasm", []string{"--compile-timeout", "2m"}, 3 * time.Minute, "needed more than 1024 MiB (Limits.MaxCompileBytes)"},
+		{"big.wasm", nil, time.Minute, "over 67108864 bytes, the limit (Limits.MaxModuleBytes)"},
+	} {
+		for _, cmd := range [][]string{{"describe"}, {"call"}} {
+			args := append(append(append([]string{"plugin"}, cmd...), "--cache-dir", ""), tc.flags...)
+			args = append(args, filepath.Join(dir, tc.file))
+			if cmd[0] == "call" {
+				args = append(args, "ok", "{}")
+			}
+			code, out, errOut := timedRun(t, strings.Join(args[:2], " ")+" "+tc.file, tc.guard, args...)
+			if code != 1 || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, plugins.ErrInvalidModule.Error()) {
+				t.Errorf("plugin %s %s: exit %d, want 1 and %q\nstdout: %.300s\nstderr: %.500s", cmd[0], tc.file, code, tc.want, out, errOut)
+			}
+		}
+	}
+}
