@@ -107,3 +107,51 @@ func TestPluginCommandsLoadBombs(t *testing.T) {
 		}
 	}
 }
+
+// TestChatHostilePluginDirLoadsTogether: chat --plugins on a directory of
+// two compile bombs and two start functions that never return, beside
+// count_vowels, starts within about the slowest module's deadlines (5s
+// each), not their sum (20s), and answers with count_vowels: the real
+// binary, as a user runs it.
+func TestChatHostilePluginDirLoadsTogether(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	kit := cKitDir(t)
+	vowels := plugintest.CPlugin(t, "../../examples/plugins/count_vowels", []string{"count_vowels.c"}, []string{kit}, nil)
+	sidecar, err := os.ReadFile("../../examples/plugins/count_vowels/count_vowels.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{
+		"bomb1.wasm":        plugintest.NestedBlocks(100_000),
+		"bomb2.wasm":        plugintest.NestedBlocks(100_001),
+		"loop1.wasm":        plugintest.StartLoop(),
+		"loop2.wasm":        plugintest.StartLoop(),
+		"count_vowels.wasm": vowels,
+		"count_vowels.json": sidecar,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const compile = 5 * time.Second
+	sum := 2*compile + 2*plugins.DefaultCallTimeout // the bombs' compiles, the loops' starts
+	start := time.Now()
+	code, out, errOut := runBin(t, bin, "chat", "--offline", "--plugins", dir, "--plugin-compile-timeout", compile.String(),
+		"--storage", "file:"+t.TempDir(), "--session", "h", "count_vowels text=Hello")
+	took := time.Since(start)
+	if code != 0 || !strings.Contains(out, "[tool count_vowels") || !strings.Contains(out, `"count":2`) {
+		t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("chat answered in %s (its modules' deadlines add up to %s)", took.Round(time.Millisecond), sum)
+	// Generous: well under the sum, for a noisy machine.
+	if bound := sum * 2 / 3; took > bound {
+		t.Errorf("chat took %s, over %s: the modules of --plugins loaded one after the other", took, bound)
+	}
+}
