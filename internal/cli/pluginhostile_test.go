@@ -1,6 +1,9 @@
 package cli_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,4 +157,112 @@ func TestChatHostilePluginDirLoadsTogether(t *testing.T) {
 	if bound := sum * 2 / 3; took > bound {
 		t.Errorf("chat took %s, over %s: the modules of --plugins loaded one after the other", took, bound)
 	}
+}
+
+// TestPluginListConflictsAndHashes: plugin list reports a validator and a
+// policy that two modules offer — the release_notes validator and the
+// side_effects policy, each in a copy under another name — as conflicts,
+// whether the copy's name sorts before or after the original's (so loads
+// before or after it); neither module serves them. Every module's hash,
+// served or refused, is "sha256:" and the hex SHA-256 of its file (the
+// table shows its first 12 digits).
+func TestPluginListConflictsAndHashes(t *testing.T) {
+	kit := cKitDir(t)
+	notes := plugintest.CPlugin(t, "../../examples/plugins/release_notes", []string{"release_notes.c", kit + "/agentic.c"}, []string{kit}, nil)
+	effects := plugintest.CPlugin(t, "../../examples/plugins/side_effects", []string{"side_effects.c", kit + "/agentic.c"}, []string{kit}, nil)
+	broken := []byte("\x00asm\x01\x00\x00\x00 not a module")
+	hashOf := func(b []byte) string {
+		sum := sha256.Sum256(b)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+
+	for _, copies := range []struct{ notes, effects string }{{"aaa", "aab"}, {"zzz", "zzy"}} {
+		t.Run(copies.notes, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[string][]byte{
+				"release_notes.wasm":     notes,
+				copies.notes + ".wasm":   notes,
+				"side_effects.wasm":      effects,
+				copies.effects + ".wasm": effects,
+				"broken.wasm":            broken,
+			}
+			for name, b := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			notesPair := strings.Join(sorted(copies.notes, "release_notes"), " and ")
+			effectsPair := strings.Join(sorted(copies.effects, "side_effects"), " and ")
+
+			code, out, errOut := run(t, "", "plugin", "list", "--plugins", dir)
+			for _, want := range []string{
+				"validator release_notes: offered by " + notesPair,
+				"policy side_effects: offered by " + effectsPair,
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("plugin list does not say %q:\n%s", want, out)
+				}
+			}
+			if code != 1 || !strings.Contains(errOut, "1 refused, 2 in conflict") {
+				t.Errorf("plugin list: exit %d, %q", code, errOut)
+			}
+			// The table's hash column, for the modules served and the one
+			// refused: the first 12 hex digits.
+			rows := map[string]string{}
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && strings.HasPrefix(f[1], "sha256:") {
+					rows[f[0]] = f[1]
+				}
+			}
+			for name, b := range files {
+				mod, want := strings.TrimSuffix(name, ".wasm"), hashOf(b)[:len("sha256:")+12]
+				if rows[mod] != want {
+					t.Errorf("plugin list shows %s with hash %q, want %q:\n%s", mod, rows[mod], want, out)
+				}
+			}
+
+			code, out, _ = run(t, "", "plugin", "list", "--json", "--plugins", dir)
+			var listing struct {
+				Modules   []struct{ Name, Hash string } `json:"modules"`
+				Conflicts []struct {
+					Kind, Name string
+					Modules    []string
+				} `json:"conflicts"`
+				Refusals []struct{ Name, Hash, Error string } `json:"refusals"`
+			}
+			if err := json.Unmarshal([]byte(out), &listing); err != nil || code != 1 {
+				t.Fatalf("plugin list --json: exit %d, %v\n%s", code, err, out)
+			}
+			var conflicts []string
+			for _, c := range listing.Conflicts {
+				conflicts = append(conflicts, c.Kind+" "+c.Name+": "+strings.Join(c.Modules, ","))
+			}
+			want := []string{
+				"policy side_effects: " + strings.Join(sorted(copies.effects, "side_effects"), ","),
+				"validator release_notes: " + strings.Join(sorted(copies.notes, "release_notes"), ","),
+			}
+			if strings.Join(conflicts, "; ") != strings.Join(want, "; ") {
+				t.Errorf("conflicts %q, want %q", conflicts, want)
+			}
+			if len(listing.Modules) != 4 {
+				t.Errorf("%d modules listed, want 4", len(listing.Modules))
+			}
+			for _, m := range listing.Modules {
+				if want := hashOf(files[m.Name+".wasm"]); m.Hash != want {
+					t.Errorf("module %s: hash %q, want %q (the SHA-256 of its file)", m.Name, m.Hash, want)
+				}
+			}
+			if len(listing.Refusals) != 1 || listing.Refusals[0].Name != "broken" || listing.Refusals[0].Hash != hashOf(broken) {
+				t.Errorf("refusals %+v, want broken with hash %s", listing.Refusals, hashOf(broken))
+			}
+		})
+	}
+}
+
+// sorted returns its arguments in order.
+func sorted(a, b string) []string {
+	if b < a {
+		return []string{b, a}
+	}
+	return []string{a, b}
 }
