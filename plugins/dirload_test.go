@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
 // Loading a directory: its modules load side by side, so that modules that
@@ -232,5 +234,42 @@ func TestHostileDirectoryHugeFiles(t *testing.T) {
 	_, err := tight.LoadFile(context.Background(), "acme", filepath.Join(dir, "get_account.wasm"))
 	if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), "over 1048576 bytes, the limit (Limits.MaxModuleBytes)") {
 		t.Fatalf("LoadFile of a 3 MB module under a 1 MiB limit: %v", err)
+	}
+}
+
+// TestConcurrentLoadsHammer: many loads of modules at once on one runtime
+// (a directory's loads run side by side) — the same module under several
+// names, and every module's Extism kernel, compiled from the on-disk cache
+// at the same time — each load serves, under -race. wazero v1.12.0
+// publishes a module it read from the file cache before finishing it
+// (wazero#2547): unless the runtime keeps those compiles apart, a second
+// load of the same module can instantiate a half-made one.
+func TestConcurrentLoadsHammer(t *testing.T) {
+	wasm := [][]byte{versionWasm(t, "A"), bombsWasm(t), plainWasm(t)}
+	exports := []string{"describe", "describe", "count_vowels"}
+	for round := range 5 {
+		rt := plugintest.Runtime(t, plugins.Options{})
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m, err := rt.Load(context.Background(), plugins.Source{Name: fmt.Sprintf("m%d", i), Wasm: wasm[i%len(wasm)], Tenant: "acme"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer m.Close(context.Background())
+				if _, err := m.CallExport(context.Background(), exports[i%len(wasm)], []byte("{}")); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", round, err)
+		}
 	}
 }
