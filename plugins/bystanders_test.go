@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
 )
 
@@ -24,7 +25,7 @@ func (s span) within(o span) bool { return !s.start.Before(o.start) && !s.end.Af
 // module's runtime — one of the hostile module's tenant, one of another
 // tenant — in a loop each, until stopped.
 type bystanders struct {
-	names []string // of the callers, for errors
+	names []string // of the callers, for errors; set before they start
 
 	mu     sync.Mutex
 	calls  [][]span // completed calls, per caller
@@ -42,12 +43,15 @@ func startBystanders(t *testing.T, rt *plugins.Runtime, tenant string) *bystande
 	t.Helper()
 	b := &bystanders{stop: make(chan struct{})}
 	limits := plugins.Limits{CallTimeout: 2 * time.Minute}
+	var tools []host.Tool
 	for _, tn := range []string{tenant, tenant + "-other"} {
 		m := plugintestLoad(t, rt, "bystander", getAccountWasm(t), tn, limits)
 		tool, _ := m.Tool("get_account")
-		i := len(b.names)
+		tools = append(tools, tool)
 		b.names = append(b.names, fmt.Sprintf("get_account of tenant %s", tn))
-		b.calls = append(b.calls, nil)
+	}
+	b.calls = make([][]span, len(tools))
+	for i, tool := range tools {
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
