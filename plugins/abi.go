@@ -104,7 +104,7 @@ func parseDescription(out []byte) (Description, map[string]*schema.Schema, error
 		return Description{}, nil, detailed(ErrMalformedOutput, "describe: trailing data after the JSON object")
 	}
 	if raw.Error != nil {
-		return Description{}, nil, detailed(ErrInvalidDescription, "describe failed: %s", clip(firstLines(*raw.Error, 20), DefaultMaxErrorBytes))
+		return Description{}, nil, detailed(ErrInvalidDescription, "describe failed: %s", firstLines(*raw.Error, 20))
 	}
 	if raw.ABI == nil {
 		return Description{}, nil, detailed(ErrABIVersion, "describe reports no \"abi\" (this host speaks %d.x)", ABIMajor)

@@ -177,7 +177,7 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 		return fmt.Errorf("plugins: the compiler process answered %q: %v (stderr: %s)", snippet(stdout.Bytes()), err, firstLines(stderr.String(), 3))
 	}
 	if res.Error != "" {
-		return detailed(ErrInvalidModule, "%s", clip(oneLine(errors.New(res.Error)).Error(), DefaultMaxErrorBytes))
+		return detailed(ErrInvalidModule, "%v", oneLine(errors.New(res.Error)))
 	}
 	r.compiled.Store(hash, struct{}{})
 	return nil

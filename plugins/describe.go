@@ -20,12 +20,11 @@ func (m *Module) describe(ctx context.Context, sidecar *Sidecar) error {
 		d = sidecar.description()
 		schemas, err = d.validate(true)
 		if err != nil {
-			return &PluginError{Plugin: m.name, Export: "sidecar", Err: err}
+			return m.fail("sidecar", "", err)
 		}
 		for _, t := range d.Tools {
 			if !m.exports[t.Export] {
-				return &PluginError{Plugin: m.name, Export: "sidecar", Name: t.Name,
-					Err: detailed(ErrInvalidDescription, "the module exports no %q", t.Export)}
+				return m.fail("sidecar", t.Name, detailed(ErrInvalidDescription, "the module exports no %q", t.Export))
 			}
 		}
 	case m.exports["describe"]:
@@ -45,13 +44,12 @@ func (m *Module) describe(ctx context.Context, sidecar *Sidecar) error {
 			if errors.As(err, &pe) {
 				return err
 			}
-			return &PluginError{Plugin: m.name, Export: "describe", Err: err}
+			return m.fail("describe", "", err)
 		}
 		need := map[string]bool{"call": len(d.Tools) > 0, "validate": len(d.Validators) > 0, "decide": len(d.Policies) > 0}
 		for export, needed := range need {
 			if needed && !m.exports[export] {
-				return &PluginError{Plugin: m.name, Export: "describe",
-					Err: detailed(ErrInvalidDescription, "it describes items its module cannot serve: no %q export", export)}
+				return m.fail("describe", "", detailed(ErrInvalidDescription, "it describes items its module cannot serve: no %q export", export))
 			}
 		}
 	default:

@@ -142,8 +142,38 @@ func (e *PluginError) Retryable() bool {
 	return errors.Is(e.Err, ErrClosed) || errors.As(e.Err, &b)
 }
 
-// remoteError is an {"error": …} answer: its message is the plugin's own.
-// Make it with [Module.remote], which bounds the text.
+// newPluginError is a *PluginError whose cause's text is cut to max bytes
+// (saying how many were dropped), keeping errors.Is and errors.As on the
+// cause working. Errors of a loaded module are made by [Module.fail].
+func newPluginError(plugin, export, name string, err error, max int) *PluginError {
+	if err != nil {
+		if msg := err.Error(); len(msg) > max {
+			err = &clippedError{msg: clip(msg, max), err: err}
+		}
+	}
+	return &PluginError{Plugin: plugin, Export: export, Name: name, Err: err}
+}
+
+// clippedError is an error whose text was cut (see newPluginError).
+type clippedError struct {
+	msg string
+	err error
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
+
+// guestError is the text a plugin set with Extism's error_set for an
+// export that returned: the plugin's own words, whatever they say (they
+// may look like the runtime's). instance.call returns it, and classify
+// makes it the plugin's answer (ErrToolFailed), never a trap.
+type guestError struct{ msg string }
+
+func (e *guestError) Error() string { return e.msg }
+
+// remoteError is an {"error": …} answer (or error_set text): its message
+// is the plugin's own. Make it with [Module.remote]; [Module.fail] bounds
+// the text.
 type remoteError struct{ msg string }
 
 func (e *remoteError) Error() string        { return e.msg }

@@ -165,7 +165,7 @@ func (k *kernelCall) call(ctx context.Context, export string, input []byte) (uin
 	}
 	var returnErr error
 	if msg := k.errorText(ctx); msg != "" {
-		returnErr = errors.New(msg)
+		returnErr = &guestError{msg: msg} // the plugin's error_set, not the runtime's
 	}
 	out, err := k.output(ctx)
 	if err != nil {

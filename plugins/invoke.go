@@ -21,9 +21,7 @@ func errMalformed(format string, args ...any) error {
 // output; an ErrMalformedOutput from it discards the instance. timeout 0
 // means the tenant's CallTimeout (and it can only be shorter).
 func (m *Module) invoke(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) error {
-	fail := func(err error) error {
-		return &PluginError{Plugin: m.name, Export: export, Name: name, Err: err}
-	}
+	fail := func(err error) error { return m.fail(export, name, err) }
 	if len(input) > m.limits.MaxInputBytes {
 		return fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
 	}
@@ -63,7 +61,7 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		inst.env = env
 		rc, out, err := inst.call(runCtx, export, input)
 		inst.env = nil
-		if err != nil && err.Error() == "module is closed" && attempt < 2 && callCtx.Err() == nil {
+		if closedBeforeRun(err) && attempt < 2 && callCtx.Err() == nil {
 			// The instance exited in an earlier call (exit code 0 closes
 			// it too); this call did not run. Retry on another.
 			m.discard(inst)
@@ -94,8 +92,41 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 	}
 }
 
+// closedBeforeRun reports whether err is go-sdk's (or the fast path's)
+// refusal to call an instance that exited in an earlier call: the call did
+// not run. A plugin's error_set text saying the same is the plugin's
+// answer, not this.
+func closedBeforeRun(err error) bool {
+	var guest *guestError
+	return err != nil && !errors.As(err, &guest) && err.Error() == "module is closed"
+}
+
 // classify turns an Extism/wazero call error into one of the package's.
+// Where the error came from decides what it is, never what it says: the
+// plugin's own error_set text (a *guestError, told apart by
+// instance.call) is the plugin's answer, ErrToolFailed, whatever it says;
+// everything else is the runtime's, and only the runtime's own words are
+// read to tell a trap, an interruption or running out of memory apart.
 func (m *Module) classify(err error, parent, callCtx context.Context, timeout time.Duration, stderr string) error {
+	var guest *guestError
+	if errors.As(err, &guest) {
+		return m.remote(guest.msg)
+	}
+	if c := m.runtimeFailure(err, parent, callCtx, timeout, stderr); c != nil {
+		return c
+	}
+	// An error of the runtime that names no known cause (a failure of
+	// Extism's kernel, an export of the wrong type): the call failed, and
+	// not by the plugin's own answer.
+	return detailed(ErrTrap, "%s%s", firstLine(err.Error()), stderrSuffix(stderr))
+}
+
+// runtimeFailure recognises an error of wazero or Extism (never a
+// plugin's error_set text): an exit, an interruption, a trap, running out
+// of memory. It returns nil for an error it does not recognise. Of a trap's
+// text only the first line is wazero's own; the stack trace after it names
+// the module's functions, which the plugin chose.
+func (m *Module) runtimeFailure(err error, parent, callCtx context.Context, timeout time.Duration, stderr string) error {
 	interrupted := func() error {
 		if parent.Err() != nil && !errors.Is(parent.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("call cancelled: %w", parent.Err())
@@ -120,30 +151,40 @@ func (m *Module) classify(err error, parent, callCtx context.Context, timeout ti
 	if msg == "stack overflow" { // wazero's ErrRuntimeStackOverflow, returned as is
 		return detailed(ErrTrap, "stack overflow: the call nested deeper than the host's native stack allows")
 	}
-	if strings.Contains(msg, "wasm error") || strings.Contains(msg, "wasm stack trace") ||
-		strings.Contains(msg, "recovered by wazero") || strings.Contains(msg, "module is closed") ||
-		strings.Contains(msg, "failed to initialize runtime") {
-		if outOfMemory(stderr) || strings.Contains(msg, "out of memory") {
+	first := firstLine(msg)
+	if strings.Contains(first, "wasm error") || strings.Contains(msg, "\nwasm stack trace:") ||
+		strings.Contains(first, "recovered by wazero") || first == "module is closed" ||
+		strings.HasPrefix(first, "failed to initialize runtime") {
+		if outOfMemory(stderr) || strings.Contains(first, "out of memory") {
 			return m.oom(stderr)
 		}
 		if strings.Contains(stderr, "wasmexport function called before runtime initialization") {
 			return detailed(ErrTrap, "%s: a Go plugin built as a command, not a library: build it with "+
-				"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared%s", firstLine(msg), stderrSuffix(stderr))
+				"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared%s", first, stderrSuffix(stderr))
 		}
-		return detailed(ErrTrap, "%s%s", firstLine(msg), stderrSuffix(stderr))
+		return detailed(ErrTrap, "%s%s", first, stderrSuffix(stderr))
 	}
-	// What remains is the plugin's own error (Extism's error_set).
-	return m.remote(msg)
+	return nil
 }
 
-// remote is the plugin's own error message, cut to its first 20 lines and
-// Limits.MaxErrorBytes.
+// remote is the plugin's own error message, cut to its first 20 lines
+// (and, like every error text of a call, to Limits.MaxErrorBytes by
+// [Module.fail]).
 func (m *Module) remote(msg string) error {
-	return &remoteError{msg: m.clip(firstLines(msg, 20))}
+	return &remoteError{msg: firstLines(msg, 20)}
 }
 
 // clip cuts a text the plugin returned to Limits.MaxErrorBytes.
 func (m *Module) clip(s string) string { return clip(s, m.limits.MaxErrorBytes) }
+
+// fail is the error of an operation on the module: every error of a
+// plugin's load or call leaves the package through it, so that whatever
+// text the plugin put into it (its error_set or {"error"} answer, its
+// stderr quoted in a trap, names and schemas in a description) is cut to
+// Limits.MaxErrorBytes, in this one place.
+func (m *Module) fail(export, name string, err error) *PluginError {
+	return newPluginError(m.name, export, name, err, m.limits.MaxErrorBytes)
+}
 
 // instantiateFailure says why an instance could not be made: its start
 // function trapped or ran out of time (as a call would), or the module
@@ -153,8 +194,8 @@ func (m *Module) instantiateFailure(err error, parent, ctx context.Context, time
 	if errors.As(err, &busy) || errors.Is(err, ErrInvalidLimits) {
 		return err // the tenant's budget: nothing ran
 	}
-	c := m.classify(err, parent, ctx, timeout, "")
-	if errors.Is(c, ErrToolFailed) { // not the plugin's answer: wazero's or Extism's
+	c := m.runtimeFailure(err, parent, ctx, timeout, "")
+	if c == nil { // not the start function's failure: wazero's or Extism's refusal
 		c = detailed(ErrInvalidModule, "%v", oneLine(err))
 	}
 	return fmt.Errorf("instantiating: %w", c)

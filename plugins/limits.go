@@ -26,7 +26,9 @@ type Limits struct {
 	// Memory.MaxPages. Default: 0, which means 512 pages (32 MiB).
 	MemoryPages uint32
 	// MaxModuleBytes bounds the size of a module's bytes; a larger one is
-	// refused before anything reads it. Default: 0, which means 64 MiB.
+	// refused before anything parses or compiles it, and a module file
+	// (a watched directory's, [ReadSourceWithin]'s) is read no further
+	// than this. Default: 0, which means 64 MiB.
 	MaxModuleBytes int
 	// CompileTimeout bounds compiling a module the runtime has not
 	// compiled before (in a compiler process; see Options.CompileInProcess):
@@ -84,10 +86,12 @@ type Limits struct {
 	MaxSchemaSteps int64
 	// MaxErrorBytes bounds every text a plugin returns beside its output:
 	// its error message (Extism's error_set, or an {"error": …} answer),
-	// a policy's reason and summary, a validator's problems. Longer text
-	// is cut, saying how many bytes were dropped, so that no plugin puts
-	// more than this into a ledger or a model request through its errors.
-	// Default: 0, which means 4 KiB.
+	// a policy's reason and summary, a validator's problems, and the cause
+	// of every *PluginError of its load and calls (a trap quoting its
+	// stderr, the problems of its description). Longer text is cut, saying
+	// how many bytes were dropped, so that no plugin puts more than this
+	// into a ledger or a model request through its errors. Default: 0,
+	// which means 4 KiB.
 	MaxErrorBytes int
 
 	// TenantInstances bounds the live instances of all the tenant's

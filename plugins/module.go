@@ -124,7 +124,7 @@ func (m *Module) Policy(name string) (host.Policy, bool) {
 // error_set) wraps ErrToolFailed.
 func (m *Module) CallExport(ctx context.Context, export string, input []byte) ([]byte, error) {
 	if !m.exports[export] {
-		return nil, &PluginError{Plugin: m.name, Export: export, Err: detailed(ErrNotFound, "the module exports no %q", export)}
+		return nil, m.fail(export, "", detailed(ErrNotFound, "the module exports no %q", export))
 	}
 	var out []byte
 	err := m.invoke(ctx, export, "", "", input, 0, func(b []byte) error {
@@ -141,7 +141,7 @@ func (m *Module) CallExport(ctx context.Context, export string, input []byte) ([
 func (m *Module) Prewarm(ctx context.Context, n int) error {
 	n = min(n, m.limits.Instances)
 	if !m.acquire() {
-		return &PluginError{Plugin: m.name, Export: "prewarm", Err: ErrClosed}
+		return m.fail("prewarm", "", ErrClosed)
 	}
 	defer m.release()
 	var held []*instance
@@ -153,7 +153,7 @@ func (m *Module) Prewarm(ctx context.Context, n int) error {
 	for len(held) < n {
 		in, err := m.prewarmOne(ctx)
 		if err != nil {
-			return &PluginError{Plugin: m.name, Export: "prewarm", Err: err}
+			return m.fail("prewarm", "", err)
 		}
 		held = append(held, in)
 	}

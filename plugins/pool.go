@@ -3,8 +3,10 @@ package plugins
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -36,8 +38,43 @@ func (in *instance) call(ctx context.Context, export string, input []byte) (uint
 		return in.fast.call(ctx, export, input)
 	}
 	in.warm = true
-	return in.p.CallWithContext(ctx, export, input)
+	rc, out, err := in.p.CallWithContext(ctx, export, input)
+	return rc, out, in.guestText(ctx, err)
 }
+
+// guestText marks, of the errors go-sdk's CallWithContext returns, the
+// text the plugin set with error_set as a *guestError. go-sdk returns it as
+// a plain errors.New string, as it does some of its own errors ("module is
+// closed", "failed to initialize runtime: …"); the plugin's is the one that
+// equals the error the instance's Extism kernel holds, which go-sdk read
+// after the export returned. wazero's traps wrap their cause, and an exit
+// is a *sys.ExitError: neither is the plugin's text, whatever it says.
+func (in *instance) guestText(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	first, rest := err, []error(nil)
+	if j, ok := err.(interface{ Unwrap() []error }); ok { // the plugin's error joined with a failure to read the output
+		if errs := j.Unwrap(); len(errs) > 0 {
+			first, rest = errs[0], errs[1:]
+		}
+	}
+	if reflect.TypeOf(first) != plainErrorType {
+		return err
+	}
+	msg := in.p.GetErrorWithContext(ctx)
+	if msg == "" || msg != first.Error() {
+		return err
+	}
+	if rest == nil {
+		return &guestError{msg: msg}
+	}
+	return errors.Join(append([]error{&guestError{msg: msg}}, rest...)...)
+}
+
+// plainErrorType is the type of errors.New's errors: go-sdk's for a
+// plugin's error_set text.
+var plainErrorType = reflect.TypeOf(errors.New(""))
 
 // close closes the instance and returns its share of the tenant's budget.
 func (in *instance) close() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -186,29 +187,55 @@ func (r *Registry) notify(c Change) {
 // conflict is logged and reported in the Change. On any error the
 // registry is unchanged and the previous version keeps serving.
 func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
+	src = r.source(tenant, src)
+	m, err := r.prepare(ctx, src)
+	return r.commit(ctx, tenant, src.Name, contentHash(src.Wasm), m, err)
+}
+
+// source is src as the registry loads it for tenant: with the tenant's
+// limits and the module's configuration.
+func (r *Registry) source(tenant string, src Source) Source {
 	src.Tenant = tenant
 	src.Limits = r.limits(tenant)
 	if r.opts.Config != nil {
 		src.Config = r.opts.Config(tenant, src.Name)
 	}
-	sum := contentHash(src.Wasm)
-	reject := func(err error) (*Module, error) {
-		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: src.Name, Hash: sum, Err: err})
-		return nil, err
-	}
+	return src
+}
+
+// prepare is the slow part of a load, which touches nothing of the
+// registry and may run beside other loads: compiling, instantiating and
+// describing the module.
+func (r *Registry) prepare(ctx context.Context, src Source) (*Module, error) {
 	m, err := r.rt.Load(ctx, src)
 	if err != nil {
-		return reject(err)
+		return nil, err
 	}
 	if !m.Described() {
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrNoDescription})
+		return nil, &PluginError{Plugin: src.Name, Export: "load", Err: ErrNoDescription}
+	}
+	return m, nil
+}
+
+// commit registers a prepared module as name, or rejects it with err (the
+// error of prepare, or one of its own: the registry is closed, or the
+// module would pass a tenant cap); hash is the content hash of the module's
+// bytes. Order matters to commits only (which of two modules passes a
+// tenant cap): loads that prepare together commit in a fixed order.
+func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Module, err error) (*Module, error) {
+	reject := func(err error) (*Module, error) {
+		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: name, Hash: hash, Err: err})
+		return nil, err
+	}
+	if err != nil {
+		return reject(err)
 	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: ErrClosed})
+		return reject(&PluginError{Plugin: name, Export: "load", Err: ErrClosed})
 	}
 	old := r.snap.Load()
 	tv := old.tenants[tenant]
@@ -218,17 +245,17 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 			modules[name] = mod
 		}
 	}
-	prev := modules[src.Name]
-	modules[src.Name] = m
+	prev := modules[name]
+	modules[name] = m
 	next := r.build(tenant, modules)
 	if err := next.checkCaps(m.limits); err != nil {
 		r.mu.Unlock()
 		_ = m.Close(ctx)
-		return reject(&PluginError{Plugin: src.Name, Export: "load", Err: err})
+		return reject(m.fail("load", "", err))
 	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
-	change := Change{Kind: Loaded, Tenant: tenant, Name: src.Name, Hash: m.Hash(), Conflicts: next.conflictsOf(src.Name)}
+	change := Change{Kind: Loaded, Tenant: tenant, Name: name, Hash: m.Hash(), Conflicts: next.conflictsOf(name)}
 	if prev != nil {
 		change.Kind, change.Previous = Replaced, prev.Hash()
 		_ = prev.Close(ctx) // finishes its calls in flight, then shuts down
@@ -238,9 +265,10 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 }
 
 // LoadFile loads path (NAME.wasm) for tenant under NAME, with the sidecar
-// manifest NAME.json beside it if there is one.
+// manifest NAME.json beside it if there is one. It reads no more of the
+// files than the tenant's limits allow (see [ReadSourceWithin]).
 func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, error) {
-	src, err := ReadSource(path)
+	src, err := ReadSourceWithin(path, r.limits(tenant))
 	if err != nil {
 		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: moduleName(path), Err: err})
 		return nil, err
@@ -248,25 +276,82 @@ func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, 
 	return r.Load(ctx, tenant, src)
 }
 
-// ReadSource reads NAME.wasm and, if present, its sidecar NAME.json.
-func ReadSource(path string) (Source, error) {
+// ReadSource reads NAME.wasm and, if present, its sidecar NAME.json,
+// within the bounds of the zero Limits (see [ReadSourceWithin]): a module
+// file over DefaultMaxModuleBytes is refused.
+func ReadSource(path string) (Source, error) { return ReadSourceWithin(path, Limits{}) }
+
+// ReadSourceWithin reads NAME.wasm and, if present, its sidecar NAME.json,
+// reading no more of either than l allows, however large the file (or
+// endless, like /dev/zero): a module file over l.MaxModuleBytes is refused
+// (ErrInvalidModule), and so is a sidecar over l.MaxOutputBytes, which
+// bounds what a module's describe may answer (ErrInvalidDescription).
+func ReadSourceWithin(path string, l Limits) (Source, error) {
 	name := moduleName(path)
-	wasm, err := os.ReadFile(path)
+	wasm, side, err := readModuleFiles(path, l)
 	if err != nil {
-		return Source{}, &PluginError{Plugin: name, Export: "load", Err: err}
+		return Source{}, err
 	}
 	src := Source{Name: name, Wasm: wasm}
-	side, err := os.ReadFile(strings.TrimSuffix(path, ".wasm") + ".json")
-	switch {
-	case err == nil:
+	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
-			return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+			return Source{}, newPluginError(name, "sidecar", "", err, DefaultMaxErrorBytes)
 		}
-	case !errors.Is(err, os.ErrNotExist):
-		return Source{}, &PluginError{Plugin: name, Export: "sidecar", Err: err}
 	}
 	return src, nil
+}
+
+// readModuleFiles reads a module's file (path, NAME.wasm) and its sidecar
+// (NAME.json; nil when there is none) within l's bounds. A missing module
+// file is an error wrapping os.ErrNotExist.
+func readModuleFiles(path string, l Limits) (wasm, side []byte, err error) {
+	name := moduleName(path)
+	l, err = l.normalize()
+	if err != nil {
+		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	wasm, err = readCapped(path, l.MaxModuleBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, nil, &PluginError{Plugin: name, Export: "load",
+			Err: detailed(ErrInvalidModule, "%s is over %d bytes, the limit (Limits.MaxModuleBytes): not read further", path, l.MaxModuleBytes)}
+	case err != nil:
+		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	sidePath := strings.TrimSuffix(path, ".wasm") + ".json"
+	side, err = readCapped(sidePath, l.MaxOutputBytes)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return wasm, nil, nil
+	case errors.Is(err, errTooLarge):
+		return nil, nil, &PluginError{Plugin: name, Export: "sidecar",
+			Err: detailed(ErrInvalidDescription, "%s is over %d bytes, the limit (Limits.MaxOutputBytes, what a describe may answer): not read further", sidePath, l.MaxOutputBytes)}
+	case err != nil:
+		return nil, nil, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+	}
+	return wasm, side, nil
+}
+
+// errTooLarge: a file is larger than readCapped's bound.
+var errTooLarge = errors.New("plugins: file too large")
+
+// readCapped reads a file of at most max bytes; a longer one is
+// errTooLarge, once max+1 bytes of it were read.
+func readCapped(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, errTooLarge
+	}
+	return b, nil
 }
 
 func moduleName(path string) string {

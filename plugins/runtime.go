@@ -45,8 +45,9 @@ type Options struct {
 	// compiler process (this program started again, under
 	// Limits.CompileTimeout and Limits.MaxCompileBytes). wazero cannot
 	// interrupt a compile, so in this process only Limits.MaxModuleBytes
-	// bounds one: set it only when every module is trusted, or where this
-	// program cannot start itself. Default: false, a compiler process.
+	// bounds one, and modules compile one at a time: set it only when
+	// every module is trusted, or where this program cannot start itself.
+	// Default: false, a compiler process.
 	CompileInProcess bool
 	// MaxConcurrentCalls bounds the plugin calls running at once in the
 	// runtime, across all modules and tenants; more wait for one to end,
@@ -75,6 +76,14 @@ type Runtime struct {
 	inProcess bool      // Options.CompileInProcess
 	compiles  semaphore // compiler processes running at once
 	compiled  sync.Map  // content hash → struct{}: compiled into the cache
+	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart.
+	// They compile through the shared cache, and wazero v1.12.0 publishes
+	// a module it read from the file cache to other compiles before it
+	// has finished it (wazero#2547): every plugin's Extism kernel is the
+	// same module, so two overlapping loads could instantiate a half-made
+	// one, and panic. From the cache a compile takes milliseconds; the
+	// compiler process, instantiation and describe run outside the lock.
+	loadMu sync.Mutex
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
@@ -199,8 +208,9 @@ type Source struct {
 // The returned Module is the caller's: close it when done (a [Registry]
 // does that for the modules it loads).
 func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
+	maxErr := DefaultMaxErrorBytes // Limits.MaxErrorBytes, once they are read
 	fail := func(export string, err error) (*Module, error) {
-		return nil, &PluginError{Plugin: src.Name, Export: export, Err: err}
+		return nil, newPluginError(src.Name, export, "", err, maxErr)
 	}
 	if !validModuleName(src.Name) {
 		return fail("load", detailed(ErrInvalidModule, "module name %q: want 1 to 128 characters of [A-Za-z0-9._-]", src.Name))
@@ -212,6 +222,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	if err != nil {
 		return fail("load", err)
 	}
+	maxErr = limits.MaxErrorBytes
 	if len(src.Wasm) > limits.MaxModuleBytes {
 		return fail("load", detailed(ErrInvalidModule, "%d bytes, the limit is %d (Limits.MaxModuleBytes)", len(src.Wasm), limits.MaxModuleBytes))
 	}
@@ -242,8 +253,10 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	cfg := runtimeConfig(r.cache, limits.MemoryPages)
 	manifest := limits.Manifest(src.Wasm)
 	manifest.Config = maps.Clone(src.Config)
+	r.loadMu.Lock()
 	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
 		manifest, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, r.funcs)
+	r.loadMu.Unlock()
 	if err != nil {
 		return fail("compile", detailed(ErrInvalidModule, "%v", oneLine(err)))
 	}

@@ -2,14 +2,18 @@ package plugins_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
@@ -44,25 +48,23 @@ func within[T any](t *testing.T, guard time.Duration, what string, fn func() T) 
 
 // TestHostileStartFunction: a start function that never returns is
 // interrupted at the load's deadline and the module refused, while the
-// host serves other plugins.
+// host serves other plugins of the tenant and other tenants.
 func TestHostileStartFunction(t *testing.T) {
 	rt, _ := newRuntime(t)
-	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
-	err := within(t, time.Minute, "loading a module whose start function loops", func() error {
-		_, err := rt.Load(context.Background(), plugins.Source{Name: "startloop", Wasm: startLoop(), Limits: plugins.Limits{CallTimeout: time.Second}})
-		return err
+	startBystanders(t, rt, "acme").during(t, "loading a start-function loop", func() {
+		err := within(t, time.Minute, "loading a module whose start function loops", func() error {
+			_, err := rt.Load(context.Background(), plugins.Source{Name: "startloop", Wasm: startLoop(), Tenant: "acme", Limits: plugins.Limits{CallTimeout: time.Second}})
+			return err
+		})
+		if !errors.Is(err, plugins.ErrInvalidModule) || !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiat") {
+			t.Fatalf("load: %v, want an invalid module that timed out instantiating", err)
+		}
 	})
-	if !errors.Is(err, plugins.ErrInvalidModule) || !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiat") {
-		t.Fatalf("load: %v, want an invalid module that timed out instantiating", err)
-	}
-	if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
-		t.Fatalf("healthy plugin: %v", err)
-	}
 
 	// The caller's own context ends the load too.
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	err = within(t, time.Minute, "loading under a cancelled context", func() error {
+	err := within(t, time.Minute, "loading under a cancelled context", func() error {
 		_, err := rt.Load(ctx, plugins.Source{Name: "startloop", Wasm: startLoop(), Limits: plugins.Limits{CallTimeout: time.Hour}})
 		return err
 	})
@@ -74,10 +76,10 @@ func TestHostileStartFunction(t *testing.T) {
 // TestHostileTimeBomb: a start function that starts looping only after the
 // module loaded. Every fresh instance (one is made after a trap discarded
 // the last) is interrupted at the call's deadline, the call fails as a
-// timeout, its pool slot is freed, and the host keeps serving.
+// timeout, its pool slot is freed, and the host keeps serving the tenant's
+// other plugins and other tenants meanwhile.
 func TestHostileTimeBomb(t *testing.T) {
 	rt, _ := newRuntime(t)
-	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
 	built := withStart(t, bombsWasm(t), "bomb")
 	var m *plugins.Module
 	var goesOff time.Time
@@ -105,18 +107,17 @@ func TestHostileTimeBomb(t *testing.T) {
 	if _, err := callTool(t, m, "trap", `{}`); !errors.Is(err, plugins.ErrTrap) {
 		t.Fatalf("trap: %v", err)
 	}
-	for i := range 3 {
-		err := within(t, time.Minute, "a call on a fresh instance", func() error {
-			_, err := callTool(t, m, "ok", `{}`)
-			return err
-		})
-		if !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiating") {
-			t.Fatalf("call %d after the bomb went off: %v, want a timeout while instantiating", i, err)
+	startBystanders(t, rt, "acme").during(t, "calls on fresh instances of a time bomb", func() {
+		for i := range 3 {
+			err := within(t, time.Minute, "a call on a fresh instance", func() error {
+				_, err := callTool(t, m, "ok", `{}`)
+				return err
+			})
+			if !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "instantiating") {
+				t.Fatalf("call %d after the bomb went off: %v, want a timeout while instantiating", i, err)
+			}
 		}
-		if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
-			t.Fatalf("healthy plugin: %v", err)
-		}
-	}
+	})
 	// The caller's context interrupts instantiation as well.
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
@@ -189,19 +190,23 @@ func writeAtomic(t testing.TB, path string, b []byte) {
 // put megabytes into a ledger or a model request through its errors.
 func TestHostileErrorText(t *testing.T) {
 	rt, _ := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
-	for _, tool := range []string{"error_bomb", "error_answer"} {
-		_, err := callTool(t, m, tool, `{}`)
-		if !errors.Is(err, plugins.ErrToolFailed) {
-			t.Fatalf("%s: %v", tool, err)
+	// Writing 20 MB a byte at a time takes seconds under -race: a timeout
+	// a loaded machine cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{CallTimeout: 2 * time.Minute})
+	startBystanders(t, rt, "acme").during(t, "the error bombs", func() {
+		for _, tool := range []string{"error_bomb", "error_answer"} {
+			_, err := callTool(t, m, tool, `{}`)
+			if !errors.Is(err, plugins.ErrToolFailed) {
+				t.Fatalf("%s: %v", tool, err)
+			}
+			if n := len(err.Error()); n > plugins.DefaultMaxErrorBytes+200 {
+				t.Errorf("%s: an error of %d bytes reached the host, the limit is %d", tool, n, plugins.DefaultMaxErrorBytes)
+			}
+			if !strings.Contains(err.Error(), "more bytes cut") {
+				t.Errorf("%s: the error does not say it was cut: …%s", tool, err.Error()[max(0, len(err.Error())-80):])
+			}
 		}
-		if n := len(err.Error()); n > plugins.DefaultMaxErrorBytes+200 {
-			t.Errorf("%s: an error of %d bytes reached the host, the limit is %d", tool, n, plugins.DefaultMaxErrorBytes)
-		}
-		if !strings.Contains(err.Error(), "more bytes cut") {
-			t.Errorf("%s: the error does not say it was cut: …%s", tool, err.Error()[max(0, len(err.Error())-80):])
-		}
-	}
+	})
 	// A raw export's error_set, too.
 	_, err := m.CallExport(context.Background(), "call", []byte(`{"tool":"error_bomb","input":{}}`))
 	if !errors.Is(err, plugins.ErrToolFailed) || len(err.Error()) > plugins.DefaultMaxErrorBytes+200 {
@@ -212,18 +217,90 @@ func TestHostileErrorText(t *testing.T) {
 	}
 }
 
+// TestHostileErrorWordedAsRuntime: a plugin's error_set text that reads
+// like the runtime's own errors — a wasm trap, a closed module, a failed
+// initialisation, running out of memory, wazero's recovered panic — is the
+// plugin's answer (ErrToolFailed), never a trap: on an instance's first
+// call (through go-sdk) and on a warm one (the host's own call path); cut to
+// MaxErrorBytes however it is worded; and the call ran once ("module is
+// closed" is not retried on another instance).
+func TestHostileErrorWordedAsRuntime(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute})
+	for _, tc := range []struct {
+		text string
+		pad  int
+	}{
+		{"wasm error: unreachable ", 64 << 10},
+		{"module is closed", 0},
+		{"wasm error: out of memory", 0},
+		{"failed to initialize runtime: wasm error: unreachable", 0},
+		{"boom (recovered by wazero)\nwasm stack trace:\n\tmain.f()", 0},
+		{"stack overflow", 0},
+		{"module closed with exit_code(3)", 0},
+	} {
+		input := fmt.Sprintf(`{"text":%q,"pad":%d}`, tc.text, tc.pad)
+		for _, path := range []string{"warm", "fresh"} {
+			if path == "warm" {
+				okCalls(t, m) // the next call runs on an instance that already served one
+			} // else: the last error discarded the instance; the next one is new
+			before := m.Stats().Calls
+			_, err := callTool(t, m, "error_text", input)
+			if !errors.Is(err, plugins.ErrToolFailed) || errors.Is(err, plugins.ErrTrap) || errors.Is(err, plugins.ErrOutOfMemory) || errors.Is(err, plugins.ErrExited) {
+				t.Errorf("%s instance, error_set %.40q: %.300v, want the plugin's own error", path, tc.text, err)
+				continue
+			}
+			if n := len(err.Error()); n > plugins.DefaultMaxErrorBytes+200 {
+				t.Errorf("%s instance, error_set %.40q: an error of %d bytes reached the host", path, tc.text, n)
+			}
+			if want := tc.text[:min(len(tc.text), 20)]; !strings.Contains(err.Error(), want) {
+				t.Errorf("%s instance: the error %.200q does not quote the plugin's %q", path, err, want)
+			}
+			if ran := m.Stats().Calls - before; ran != 1 {
+				t.Errorf("%s instance, error_set %.40q: the call ran %d times, want once", path, tc.text, ran)
+			}
+		}
+	}
+	// A raw export's error_set, and a tighter bound.
+	_, err := m.CallExport(context.Background(), "call", []byte(`{"tool":"error_text","input":{"text":"wasm error: x","pad":100000}}`))
+	if !errors.Is(err, plugins.ErrToolFailed) || errors.Is(err, plugins.ErrTrap) || len(err.Error()) > plugins.DefaultMaxErrorBytes+200 {
+		t.Fatalf("raw export: %d bytes: %.200v", len(err.Error()), err)
+	}
+	tight := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{MaxErrorBytes: 100, CallTimeout: 2 * time.Minute})
+	for _, c := range []struct{ tool, input string }{
+		{"error_text", `{"text":"wasm error: x","pad":5000}`},
+		{"error_answer", `{}`},
+		{"error_bomb", `{}`},
+	} {
+		_, err := callTool(t, tight, c.tool, c.input)
+		if !errors.Is(err, plugins.ErrToolFailed) || len(err.Error()) > 100+100 || !strings.Contains(err.Error(), "more bytes cut") {
+			t.Errorf("%s under MaxErrorBytes 100: %d bytes: %.300v", c.tool, len(err.Error()), err)
+		}
+	}
+}
+
 // TestHostileLogFlood: a million empty log lines cost the host at most the
-// call's line bound (and one warning), not a million lines.
+// call's line bound (and one warning), not a million lines, while the host
+// serves the tenant's other plugins and other tenants.
 func TestHostileLogFlood(t *testing.T) {
 	rt, logs := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{})
-	res, err := callTool(t, m, "log_empty", `{}`)
-	if err != nil || res.Output != "logged" {
-		t.Fatalf("log_empty: %q, %v", res.Output, err)
-	}
-	lines := strings.Count(logs.String(), "\n")
-	if lines > plugins.DefaultMaxLogLines+10 {
-		t.Fatalf("one call wrote %d log lines (%d bytes), the bound is %d", lines, len(logs.String()), plugins.DefaultMaxLogLines)
+	// A million host calls: a timeout a loaded machine cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{CallTimeout: 2 * time.Minute})
+	// The bystanders log too (get_account logs each call): count the
+	// flooder's lines.
+	flooder := func() int { return strings.Count(logs.String(), " plugin=bombs ") }
+	startBystanders(t, rt, "acme").during(t, "a log flood", func() {
+		before := flooder()
+		res, err := callTool(t, m, "log_empty", `{}`)
+		if err != nil || res.Output != "logged" {
+			t.Fatalf("log_empty: %q, %v", res.Output, err)
+		}
+		if lines := flooder() - before; lines > plugins.DefaultMaxLogLines+10 {
+			t.Fatalf("one call wrote %d log lines, the bound is %d", lines, plugins.DefaultMaxLogLines)
+		}
+	})
+	if flooder() == 0 {
+		t.Fatal("the flooder's lines are not tagged plugin=bombs")
 	}
 	if !strings.Contains(logs.String(), "log budget of the call exhausted") {
 		t.Error("no warning that lines were dropped")
@@ -232,23 +309,24 @@ func TestHostileLogFlood(t *testing.T) {
 
 // TestHostileStackOverflow: unbounded recursion overflows wazero's native
 // stack (about 50 MB, which wazero does not let a host lower): a trap, the
-// instance discarded, the host serving. What bounds its cost in host memory
+// instance discarded, the host serving the tenant's other plugins and other
+// tenants throughout. What bounds its cost in host memory
 // is the number of calls that may run at once: Options.MaxConcurrentCalls.
 func TestHostileStackOverflow(t *testing.T) {
 	rt, _ := newRuntime(t)
-	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1})
-	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
-	before := okCalls(t, m)
-	_, err := callTool(t, m, "recurse", `{}`)
-	if !errors.Is(err, plugins.ErrTrap) || !strings.Contains(err.Error(), "stack overflow") {
-		t.Fatalf("recurse: %v, want a trap naming the stack overflow", err)
-	}
-	if after := okCalls(t, m); after != 1 {
-		t.Errorf("instance kept after a stack overflow (calls %d then %d)", before, after)
-	}
-	if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
-		t.Fatalf("healthy plugin: %v", err)
-	}
+	// Growing the native stack to its ceiling: a timeout a loaded machine
+	// cannot reach.
+	m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute})
+	startBystanders(t, rt, "acme").during(t, "a native stack overflow", func() {
+		before := okCalls(t, m)
+		_, err := callTool(t, m, "recurse", `{}`)
+		if !errors.Is(err, plugins.ErrTrap) || !strings.Contains(err.Error(), "stack overflow") {
+			t.Fatalf("recurse: %v, want a trap naming the stack overflow", err)
+		}
+		if after := okCalls(t, m); after != 1 {
+			t.Errorf("instance kept after a stack overflow (calls %d then %d)", before, after)
+		}
+	})
 }
 
 // TestMaxConcurrentCalls: beyond Options.MaxConcurrentCalls, a call waits
@@ -364,6 +442,79 @@ func TestHostileNameSquatting(t *testing.T) {
 	}
 }
 
+// TestHostileNameSquattingValidatorsAndPolicies: a module claiming another
+// module's validator or policy name takes nothing either: a copy of the
+// release_notes validator and of the side_effects policy under other names
+// (sorting before the originals, or after them), loaded in either order —
+// neither module serves the name, both conflicts are reported, and
+// removing the copies gives the names back.
+func TestHostileNameSquattingValidatorsAndPolicies(t *testing.T) {
+	rt, _ := newRuntime(t)
+	notes, effects := cExampleWasm(t, "release_notes"), cExampleWasm(t, "side_effects")
+	for _, copies := range []struct{ notes, effects string }{{"aaa", "aab"}, {"zzz", "zzy"}} {
+		originals := []plugins.Source{{Name: "release_notes", Wasm: notes}, {Name: "side_effects", Wasm: effects}}
+		impostors := []plugins.Source{{Name: copies.notes, Wasm: notes}, {Name: copies.effects, Wasm: effects}}
+		want := []plugins.Conflict{
+			{Kind: "policy", Name: "side_effects", Modules: sortedNames(copies.effects, "side_effects")},
+			{Kind: "validator", Name: "release_notes", Modules: sortedNames(copies.notes, "release_notes")},
+		}
+		for _, first := range []string{"originals", "impostors"} {
+			t.Run(copies.notes+"_"+first+"_first", func(t *testing.T) {
+				reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+				defer reg.Close(context.Background())
+				order := append(slices.Clone(originals), impostors...)
+				if first == "impostors" {
+					order = append(slices.Clone(impostors), originals...)
+				}
+				for _, src := range order {
+					if _, err := reg.Load(context.Background(), "acme", src); err != nil {
+						t.Fatalf("load %s: %v", src.Name, err)
+					}
+				}
+				if _, ok := reg.Validator("acme", "release_notes"); ok {
+					t.Error("the validator release_notes is served by one of the two")
+				}
+				if _, ok := reg.Policy("acme", "side_effects"); ok {
+					t.Error("the policy side_effects is served by one of the two")
+				}
+				if got := reg.Conflicts("acme"); !equalConflicts(got, want) {
+					t.Fatalf("conflicts %v, want %v", got, want)
+				}
+				for _, src := range impostors {
+					if !reg.Unload("acme", src.Name) {
+						t.Fatalf("unload %s", src.Name)
+					}
+				}
+				if c := reg.Conflicts("acme"); len(c) != 0 {
+					t.Fatalf("conflicts after removing the copies: %v", c)
+				}
+				v, ok := reg.Validator("acme", "release_notes")
+				if !ok {
+					t.Fatal("release_notes is not served after removing its copy")
+				}
+				if _, problems, err := v.Validate(context.Background(), json.RawMessage(`{}`)); err != nil || len(problems) == 0 {
+					t.Errorf("release_notes on {}: %v, %v; want problems", problems, err)
+				}
+				p, ok := reg.Policy("acme", "side_effects")
+				if !ok {
+					t.Fatal("side_effects is not served after removing its copy")
+				}
+				d, err := p.Decide(context.Background(), host.PolicyRequest{Tool: host.ToolSpec{Name: "t", Effect: host.EffectRead}, Input: json.RawMessage(`{}`)})
+				if mod, _ := reg.Module("acme", "side_effects"); err != nil || d.Source != mod.Hash() {
+					t.Errorf("side_effects decided %+v, %v; want a decision of the module side_effects", d, err)
+				}
+			})
+		}
+	}
+}
+
+// sortedNames returns its arguments in order.
+func sortedNames(a, b string) []string {
+	s := []string{a, b}
+	slices.Sort(s)
+	return s
+}
+
 func equalConflicts(a, b []plugins.Conflict) bool {
 	if len(a) != len(b) {
 		return false
@@ -380,30 +531,33 @@ func equalConflicts(a, b []plugins.Conflict) bool {
 // value's depth ($ref recursion through three anyOf branches) is not run
 // on a value it would take minutes and gigabytes to check: the input (or
 // deliverable) is refused at once as too complex, while small values are
-// checked as usual. Schemas whose cost cannot be known before checking
-// ($dynamicRef) are refused at load.
+// checked as usual, and the host serves the tenant's other plugins and
+// other tenants meanwhile. Schemas whose cost cannot be known before
+// checking ($dynamicRef) are refused at load.
 func TestHostileSchema(t *testing.T) {
 	rt, _ := newRuntime(t)
 	m := load(t, rt, "liar", liarWasm(t, "EXPLODE"), plugins.Limits{})
 	deep := strings.Repeat(`{"a":`, 22) + "1" + strings.Repeat("}", 22)
-	err := within(t, time.Minute, "checking a deep input", func() error {
-		_, err := callTool(t, m, "t", deep)
-		return err
-	})
-	if !errors.Is(err, plugins.ErrInvalidInput) || !strings.Contains(err.Error(), "too complex to check") {
-		t.Fatalf("deep input: %v", err)
-	}
 	v, _ := m.Validator("v")
-	res := within(t, time.Minute, "checking a deep deliverable", func() verdict {
-		res, err := validate(v, deep)
-		if err != nil {
-			t.Error(err)
+	startBystanders(t, rt, "acme").during(t, "deep values against an exploding schema", func() {
+		err := within(t, time.Minute, "checking a deep input", func() error {
+			_, err := callTool(t, m, "t", deep)
+			return err
+		})
+		if !errors.Is(err, plugins.ErrInvalidInput) || !strings.Contains(err.Error(), "too complex to check") {
+			t.Fatalf("deep input: %v", err)
 		}
-		return res
+		res := within(t, time.Minute, "checking a deep deliverable", func() verdict {
+			res, err := validate(v, deep)
+			if err != nil {
+				t.Error(err)
+			}
+			return res
+		})
+		if res.OK || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "too complex to check") {
+			t.Fatalf("deep deliverable: %+v", res)
+		}
 	})
-	if res.OK || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "too complex to check") {
-		t.Fatalf("deep deliverable: %+v", res)
-	}
 	shallow := `{"a":{"a":{"a":{}}}}`
 	if _, err := callTool(t, m, "t", shallow); err != nil {
 		t.Fatalf("shallow input: %v", err)
@@ -417,7 +571,7 @@ func TestHostileSchema(t *testing.T) {
 		t.Fatalf("a budget of 10 steps: %v", err)
 	}
 
-	_, err = rt.Load(context.Background(), plugins.Source{Name: "liar", Wasm: liarWasm(t, "DYNAMIC_REF")})
+	_, err := rt.Load(context.Background(), plugins.Source{Name: "liar", Wasm: liarWasm(t, "DYNAMIC_REF")})
 	if !errors.Is(err, plugins.ErrInvalidDescription) || !strings.Contains(err.Error(), "$dynamicRef") {
 		t.Fatalf("a $dynamicRef schema: %v", err)
 	}
@@ -430,7 +584,6 @@ func TestHostileSchema(t *testing.T) {
 // process that is stopped, not in the host.
 func TestHostileCompileBomb(t *testing.T) {
 	rt, _ := newRuntime(t)
-	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
 	for _, tc := range []struct {
 		name     string
 		wasm     []byte
@@ -442,24 +595,16 @@ func TestHostileCompileBomb(t *testing.T) {
 		{"large", getAccountWasm(t), plugins.Limits{MaxModuleBytes: 1 << 20}, "the limit is 1048576 (Limits.MaxModuleBytes)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			done := make(chan error, 1)
-			go func() {
-				_, err := rt.Load(context.Background(), plugins.Source{Name: "bomb", Wasm: tc.wasm, Limits: tc.limits})
-				done <- err
-			}()
 			// The host serves while the bomb compiles.
-			if _, err := callTool(t, healthy, "get_account", `{"account_id":"42"}`); err != nil {
-				t.Fatalf("healthy plugin: %v", err)
-			}
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(3 * time.Minute):
-				t.Fatal("the load did not end")
-			}
-			if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), tc.contains) {
-				t.Fatalf("load: %v, want an invalid module: %s", err, tc.contains)
-			}
+			startBystanders(t, rt, "acme").during(t, "loading a compile bomb", func() {
+				err := within(t, 3*time.Minute, "loading a compile bomb", func() error {
+					_, err := rt.Load(context.Background(), plugins.Source{Name: "bomb", Wasm: tc.wasm, Tenant: "acme", Limits: tc.limits})
+					return err
+				})
+				if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), tc.contains) {
+					t.Fatalf("load: %v, want an invalid module: %s", err, tc.contains)
+				}
+			})
 		})
 	}
 }
@@ -486,7 +631,7 @@ func TestTenantCaps(t *testing.T) {
 			t.Fatalf("the 4th tool: %v", err)
 		}
 		_, err = reg.Load(ctx, "acme", plugins.Source{Name: "bombs", Wasm: bombsWasm(t)})
-		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "would offer 11 tools, the limit is 4") {
+		if !errors.Is(err, plugins.ErrTenantLimit) || !strings.Contains(err.Error(), "would offer 12 tools, the limit is 4") {
 			t.Fatalf("over the tools cap: %v", err)
 		}
 		if _, err := reg.Load(ctx, "globex", plugins.Source{Name: "get_account", Wasm: getAccountWasm(t)}); err != nil {

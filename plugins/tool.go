@@ -51,8 +51,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 		input = []byte("{}")
 	}
 	if problems := t.schema.Problems(input, schema.Limits{MaxSteps: t.mod.limits.MaxSchemaSteps}); problems != nil {
-		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name,
-			Err: detailed(ErrInvalidInput, "%s", strings.Join(problems, "; "))}
+		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%s", strings.Join(problems, "; ")))
 	}
 	var output string
 	if t.desc.Export != "" {
@@ -62,8 +61,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 		if f := t.desc.InputField; f != "" {
 			var members map[string]json.RawMessage
 			if err := json.Unmarshal(input, &members); err != nil || members[f] == nil {
-				return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: t.desc.Export, Name: t.spec.Name,
-					Err: detailed(ErrInvalidInput, "the input has no %q", f)}
+				return host.ToolResult{}, t.mod.fail(t.desc.Export, t.spec.Name, detailed(ErrInvalidInput, "the input has no %q", f))
 			}
 			raw = []byte(unquote(members[f]))
 		}
@@ -78,7 +76,7 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 	}
 	req, err := json.Marshal(callRequest{Tool: t.spec.Name, Input: input, CallID: call.ID, SessionID: call.SessionID, Tenant: t.mod.tenant})
 	if err != nil {
-		return host.ToolResult{}, &PluginError{Plugin: t.mod.name, Export: "call", Name: t.spec.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	err = t.mod.invoke(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, func(out []byte) error {
 		var res struct {
@@ -164,7 +162,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 	}
 	req, err := json.Marshal(validateRequest{Validator: v.desc.Name, Deliverable: deliverable})
 	if err != nil {
-		return validation{}, &PluginError{Plugin: v.mod.name, Export: "validate", Name: v.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+		return validation{}, v.mod.fail("validate", v.desc.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	err = v.mod.invoke(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
 		var wire struct {
@@ -256,7 +254,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.D
 	}
 	req, err := json.Marshal(w)
 	if err != nil {
-		return host.Decision{}, &PluginError{Plugin: p.mod.name, Export: "decide", Name: p.desc.Name, Err: detailed(ErrInvalidInput, "%v", err)}
+		return host.Decision{}, p.mod.fail("decide", p.desc.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	d := host.Decision{Source: p.mod.hash}
 	err = p.mod.invoke(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {

@@ -2,10 +2,13 @@ package plugins
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,9 +49,12 @@ type DirWatcher struct {
 }
 
 // Watch loads every module of dir for tenant, then keeps watching it until
-// ctx is done or the DirWatcher is closed. Modules that fail to load are
-// rejected (logged, reported to OnChange) without failing Watch; Watch
-// fails only when dir cannot be watched.
+// ctx is done or the DirWatcher is closed. The modules load side by side
+// (at most max(4, GOMAXPROCS) at once), so Watch returns in about the time
+// of the slowest of them, not the sum; they register in the order of their
+// names, as if loaded one by one. Modules that fail to load are rejected
+// (logged, reported to OnChange) without failing Watch; Watch fails only
+// when dir cannot be watched.
 func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOptions) (*DirWatcher, error) {
 	if opts.Debounce == 0 {
 		opts.Debounce = 100 * time.Millisecond
@@ -76,9 +82,7 @@ func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOpti
 	}
 	// The initial scan, synchronous: the directory's modules are served
 	// when Watch returns.
-	for _, name := range w.scan() {
-		w.sync(ctx, name)
-	}
+	w.syncAll(ctx, w.scan())
 	if !r.addWatcher(w) {
 		cancel()
 		fsw.Close()
@@ -184,31 +188,20 @@ func (w *DirWatcher) mark(name string) {
 	}
 }
 
-// work loads the modules whose files settled, one at a time.
+// work loads the modules whose files settled. Files that settle within a
+// Debounce of the first of them load together, as one batch (see
+// syncAll): the files of a deployment copied in one after the other, or a
+// rescan of the whole directory, load side by side.
 func (w *DirWatcher) work(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		w.mu.Lock()
-		var due []string
-		next := time.Duration(-1)
-		now := time.Now()
-		for name, at := range w.pending {
-			if wait := at.Add(w.debounce).Sub(now); wait <= 0 {
-				due = append(due, name)
-				delete(w.pending, name)
-			} else if next < 0 || wait < next {
-				next = wait
-			}
-		}
-		w.mu.Unlock()
-		for _, name := range due {
-			if ctx.Err() != nil {
-				return
-			}
-			w.sync(ctx, name)
+		due, next := w.takeDue(time.Now())
+		if ctx.Err() != nil {
+			return
 		}
 		if len(due) > 0 {
+			w.syncAll(ctx, due)
 			continue
 		}
 		if next < 0 {
@@ -224,48 +217,162 @@ func (w *DirWatcher) work(ctx context.Context) {
 	}
 }
 
-// sync makes module name match its files: load, reload or unload.
-func (w *DirWatcher) sync(ctx context.Context, name string) {
-	path := filepath.Join(w.dir, name+".wasm")
-	wasm, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		w.mu.Lock()
-		delete(w.loaded, name)
-		w.mu.Unlock()
-		if !w.reg.Unload(w.tenant, name) {
-			w.reg.forgetRefusal(w.tenant, name)
-		}
-		return
+// takeDue returns the batch of pending modules to load now, or nothing and
+// how long to wait (-1: nothing pending). A module is due a Debounce after
+// its last event; once the first is due, the batch waits for every module
+// due within a Debounce of it (at most one Debounce more), and takes them
+// all.
+func (w *DirWatcher) takeDue(now time.Time) (due []string, next time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.pending) == 0 {
+		return nil, -1
 	}
-	side, serr := os.ReadFile(filepath.Join(w.dir, name+".json"))
-	if serr != nil && !errors.Is(serr, os.ErrNotExist) {
-		err = serr
+	var first time.Time
+	for _, at := range w.pending {
+		if d := at.Add(w.debounce); first.IsZero() || d.Before(first) {
+			first = d
+		}
+	}
+	if first.After(now) {
+		return nil, first.Sub(now)
+	}
+	window, last := first.Add(w.debounce), first
+	for _, at := range w.pending {
+		if d := at.Add(w.debounce); !d.After(window) && d.After(last) {
+			last = d
+		}
+	}
+	if last.After(now) {
+		return nil, last.Sub(now)
+	}
+	for name, at := range w.pending {
+		if !at.Add(w.debounce).After(now) {
+			due = append(due, name)
+			delete(w.pending, name)
+		}
+	}
+	return due, 0
+}
+
+// loadWorkers bounds the modules of a directory that load at once.
+func loadWorkers() int { return max(4, runtime.GOMAXPROCS(0)) }
+
+// syncJob is one module of a batch syncAll makes match its files.
+type syncJob struct {
+	name string
+	size int64         // of NAME.wasm: the loads start smallest first
+	done chan struct{} // closed when prepare is done
+
+	// Set by prepare.
+	remove  bool   // NAME.wasm is gone: unload the module
+	skip    bool   // unchanged since it loaded
+	version string // hash of the wasm and the sidecar
+	hash    string // of the wasm ("" when it could not be read)
+	mod     *Module
+	err     error // why it cannot load
+}
+
+// syncAll makes the modules names match their files: load, reload or
+// unload. The loads run together, at most loadWorkers at once, so that a
+// directory loads in about the time of its slowest module rather than the
+// sum of them all: modules that use up their deadlines (a compile bomb, a
+// start function that never returns) do not add up. They start smallest
+// first (a small module then does not wait for a compiler process behind a
+// large one), and their results apply in the order of the names, whatever
+// the order they finished in: which module a tenant cap refuses, the
+// conflicts and the refusals are those of loading the modules one by one,
+// in that order. Once ctx is done, nothing more applies.
+func (w *DirWatcher) syncAll(ctx context.Context, names []string) {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	jobs := make([]*syncJob, len(names))
+	for i, name := range names {
+		jobs[i] = &syncJob{name: name, done: make(chan struct{})}
+		if st, err := os.Stat(filepath.Join(w.dir, name+".wasm")); err == nil {
+			jobs[i].size = st.Size()
+		}
+	}
+	bySize := slices.Clone(jobs)
+	slices.SortStableFunc(bySize, func(a, b *syncJob) int { return cmp.Compare(a.size, b.size) })
+	go func() {
+		slots := make(chan struct{}, loadWorkers())
+		for _, j := range bySize {
+			slots <- struct{}{}
+			go func() {
+				defer func() {
+					<-slots
+					close(j.done)
+				}()
+				w.prepare(ctx, j)
+			}()
+		}
+	}()
+	for _, j := range jobs {
+		<-j.done
+		if ctx.Err() != nil {
+			if j.mod != nil {
+				_ = j.mod.Close(context.Background())
+			}
+			continue
+		}
+		w.commit(ctx, j)
+	}
+}
+
+// prepare reads module j.name's files and, when they changed, compiles,
+// instantiates and describes it (the slow part, which touches nothing of
+// the registry).
+func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
+	wasm, side, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
+	if errors.Is(err, os.ErrNotExist) {
+		j.remove = true
+		return
 	}
 	if err != nil {
-		w.reg.notify(Change{Kind: Rejected, Tenant: w.tenant, Name: name, Err: &PluginError{Plugin: name, Export: "load", Err: err}})
+		j.err = err
 		return
 	}
-	version := contentHash(append(append(bytes.Clone(wasm), 0), side...))
+	j.version = contentHash(append(append(bytes.Clone(wasm), 0), side...))
 	w.mu.Lock()
-	same := w.loaded[name] == version
+	same := w.loaded[j.name] == j.version
 	w.mu.Unlock()
 	if same {
-		if _, ok := w.reg.Module(w.tenant, name); ok {
-			return // an event without a change (chmod, a touch)
-		}
-	}
-	src := Source{Name: name, Wasm: wasm}
-	if side != nil {
-		src.Sidecar, err = ParseSidecar(side)
-		if err != nil {
-			w.reg.notify(Change{Kind: Rejected, Tenant: w.tenant, Name: name, Hash: contentHash(wasm), Err: &PluginError{Plugin: name, Export: "sidecar", Err: err}})
+		if _, ok := w.reg.Module(w.tenant, j.name); ok {
+			j.skip = true // an event without a change (chmod, a touch)
 			return
 		}
 	}
-	if _, err := w.reg.Load(ctx, w.tenant, src); err != nil {
-		return // rejected (notified by Load); retried on the next event
+	j.hash = contentHash(wasm)
+	src := Source{Name: j.name, Wasm: wasm}
+	if side != nil {
+		src.Sidecar, err = ParseSidecar(side)
+		if err != nil {
+			j.err = newPluginError(j.name, "sidecar", "", err, DefaultMaxErrorBytes)
+			return
+		}
 	}
-	w.mu.Lock()
-	w.loaded[name] = version
-	w.mu.Unlock()
+	j.mod, j.err = w.reg.prepare(ctx, w.reg.source(w.tenant, src))
+}
+
+// commit applies what prepare found: the module is unloaded, registered
+// or rejected (a rejected one is retried on its next event).
+func (w *DirWatcher) commit(ctx context.Context, j *syncJob) {
+	switch {
+	case j.skip:
+	case j.remove:
+		w.mu.Lock()
+		delete(w.loaded, j.name)
+		w.mu.Unlock()
+		if !w.reg.Unload(w.tenant, j.name) {
+			w.reg.forgetRefusal(w.tenant, j.name)
+		}
+	default:
+		if _, err := w.reg.commit(ctx, w.tenant, j.name, j.hash, j.mod, j.err); err == nil {
+			w.mu.Lock()
+			w.loaded[j.name] = j.version
+			w.mu.Unlock()
+		}
+	}
 }

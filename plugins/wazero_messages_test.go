@@ -3,6 +3,9 @@ package plugins_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +59,21 @@ func TestWazeroMessages(t *testing.T) {
 			}
 		})
 	}
+	// A plugin's error_set text reaches go-sdk's caller as a plain
+	// errors.New value equal to the error the instance's kernel holds: how
+	// the runtime tells it from go-sdk's and wazero's own errors
+	// (instance.guestText), whatever it says.
+	t.Run("error_set", func(t *testing.T) {
+		p := bareInstance(t, bombs, lim, io.Discard)
+		in := []byte(`{"tool":"error_text","input":{"text":"wasm error: mine"},"call_id":"c","session_id":"s","tenant":""}`)
+		_, _, err := p.CallWithContext(context.Background(), "call", in)
+		if err == nil || reflect.TypeOf(err) != reflect.TypeOf(errors.New("")) || err.Error() != "wasm error: mine" || p.GetError() != err.Error() {
+			t.Fatalf("error_set came back as %T %q (the kernel holds %q)", err, err, p.GetError())
+		}
+		// A trap is not: it wraps wazero's cause.
+		_, _, err = p.CallWithContext(context.Background(), "call", call("trap"))
+		if err == nil || errors.Unwrap(err) == nil || reflect.TypeOf(err) == reflect.TypeOf(errors.New("")) {
+			t.Fatalf("a trap came back as %T %q", err, err)
+		}
+	})
 }

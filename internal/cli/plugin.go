@@ -186,7 +186,7 @@ func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.
 		return nil, nil, fail(1, "%v", err)
 	}
 	closeRT := func() { _ = rt.Close(context.Background()); closeStore() }
-	src, err := plugins.ReadSource(path)
+	src, err := plugins.ReadSourceWithin(path, limits)
 	if err != nil {
 		closeRT()
 		return nil, nil, fail(1, "%v", err)

@@ -317,7 +317,7 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 			t.Errorf("plugin call %s: exit %d, %d bytes on stderr, want %q: %.300s", tc.tool, code, len(errOut), tc.want, errOut)
 		}
 	}
-	code, _, errOut = timed("plugin call log_empty", time.Minute, "plugin", "call", "--cache-dir", "", bombs, "log_empty")
+	code, _, errOut = timed("plugin call log_empty", 3*time.Minute, "plugin", "call", "--cache-dir", "", "--timeout", "2m", bombs, "log_empty")
 	if code != 0 || strings.Count(errOut, "\n") > 300 {
 		t.Errorf("plugin call log_empty: exit %d, %d lines on stderr", code, strings.Count(errOut, "\n"))
 	}

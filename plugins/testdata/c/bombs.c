@@ -6,6 +6,7 @@
  */
 #include "agentic.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -80,6 +81,26 @@ static int error_answer(const agentic_call *c, agentic_buf *out) {
     return AGENTIC_ERROR;
 }
 
+/* error_text sets, through Extism's error_set, an error the plugin words as
+ * the runtime's: the input's "text", then "pad" bytes of 'e' on the same
+ * line ("wasm error: …", "module is closed", "failed to initialize
+ * runtime"…). The host must take it for the plugin's own error, and bound
+ * it. */
+static int error_text(const agentic_call *c, agentic_buf *out) {
+    (void)out;
+    char *text = agentic_json_get_string(c->input, "text");
+    long long pad = 0;
+    agentic_json_get_int(c->input, "pad", &pad);
+    size_t n = text ? strlen(text) : 0;
+    if (pad < 0 || pad > (64 << 20)) pad = 0;
+    extism_ptr off = extism_alloc(n + (size_t)pad);
+    for (size_t i = 0; i < n; i++) extism_store_u8(off + i, (uint8_t)text[i]);
+    for (size_t i = 0; i < (size_t)pad; i++) extism_store_u8(off + n + i, 'e');
+    extism_error_set(off);
+    free(text);
+    return AGENTIC_ERROR;
+}
+
 /* log_empty writes a million empty log lines. */
 static int log_empty(const agentic_call *c, agentic_buf *out) {
     (void)c;
@@ -96,6 +117,7 @@ static const agentic_tool tools[] = {
     {.name = "error_bomb", .description = "Set a 20 MB error.", .effect = "read", .handler = error_bomb},
     {.name = "error_answer", .description = "Answer a 900 KB error.", .effect = "read", .handler = error_answer},
     {.name = "log_empty", .description = "Log a million empty lines.", .effect = "read", .handler = log_empty},
+    {.name = "error_text", .description = "Set an error worded as the runtime's.", .effect = "read", .handler = error_text},
 };
 
 /* policies that never answer: one traps, one spins until interrupted */
@@ -132,4 +154,24 @@ __attribute__((export_name("bomb"))) void bomb(void) {
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     if (now < bomb_after) return;
     for (;;) spins++;
+}
+
+/* linger_ns is how long the start function linger spins before it returns,
+ * in nanoseconds. The tests patch these bytes in the built module; as
+ * built, linger returns at once. */
+#define LINGER_UNSET 0x11A6E511A6E511A6ull
+volatile uint64_t linger_ns = LINGER_UNSET;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* linger is made the module's start function by the tests: a module that
+ * loads, only slowly (every instance spins linger_ns first). */
+__attribute__((export_name("linger"))) void linger(void) {
+    if (linger_ns == LINGER_UNSET) return;
+    uint64_t end = now_ns() + linger_ns;
+    while (now_ns() < end) spins++;
 }
