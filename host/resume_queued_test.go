@@ -57,3 +57,61 @@ func TestResumeGoesOnAfterATurnEnd(t *testing.T) {
 		t.Errorf("transcript items = %v, want %v", items, want)
 	}
 }
+
+// heldLister holds the boot sweep's listing until release is closed.
+type heldLister struct {
+	*memory.Store
+	release chan struct{}
+}
+
+func (l *heldLister) ListSessions(ctx context.Context) ([]string, error) {
+	<-l.release
+	return l.Store.ListSessions(ctx)
+}
+
+// TestSendResumesTheInterruptedRun: with auto-resume, a message sent to a
+// session whose run was interrupted before a sweep resumed it (another
+// host's sweep, or this one's, comes later) resumes that run, as the sweep
+// would, and joins it. It used to supersede the run instead — ended
+// interrupted, its pass in flight lost, the message answered by a new run —
+// so that whether a host's sweep or a waiting sender got to the session
+// first decided what the transcript showed (found by two serve processes:
+// a POST ?wait=true to B while A led the run, then A SIGKILLed).
+func TestSendResumesTheInterruptedRun(t *testing.T) {
+	held := &heldLister{Store: memory.New(), release: make(chan struct{})}
+	runID := appendInterrupted(t, held, "s", "resume me")
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+		o.Storage = held
+		o.AutoResume = &host.AutoResume{}
+	})
+	res, err := hs.host.Session("s").Send(context.Background(), "second", host.SendOptions{})
+	close(held.release)
+	if err != nil || res.Status != ledger.RunCompleted || res.RunID != runID || res.Text != "You said: second" {
+		t.Fatalf("send: %+v %v; want it answered by the interrupted run %s, resumed", res, err, runID)
+	}
+	<-hs.host.SweepDone()
+	evs := hosttest.Load(t, held, "s")
+	if n := hosttest.CountKind(evs, ledger.KindRunStart); n != 1 {
+		t.Errorf("%d runs started: %s", n, hosttest.Kinds(evs))
+	}
+	if n := hosttest.CountKind(evs, ledger.KindResumeAttempt); n != 1 {
+		t.Errorf("%d resume attempts: %s", n, hosttest.Kinds(evs))
+	}
+	for _, e := range evs {
+		if e.RunEnd != nil && (e.RunID != runID || e.RunEnd.Status != ledger.RunCompleted) {
+			t.Errorf("run-end %+v of run %s", e.RunEnd, e.RunID)
+		}
+	}
+	answers := 0
+	for _, it := range ledger.ProjectSession("s", evs).Items {
+		if it.RunID != runID {
+			t.Errorf("item %s (%s) of run %s, want %s", it.ID, it.Kind, it.RunID, runID)
+		}
+		if it.Kind == ledger.ItemResponse && it.Text == "You said: second" {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Errorf("the message was answered %d times", answers)
+	}
+}
