@@ -1,0 +1,446 @@
+//go:build unix
+
+package cli_test
+
+// agentic-host serve as real processes: two serve processes on one real
+// redis-server share a tenant's sessions (a message posted to one joins the
+// run the other leads; SIGKILL one and the other resumes its run), and
+// SIGTERM drains a serve process (it refuses work, its runs stop at a step
+// boundary, and the next process resumes them).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
+)
+
+// serveKey is the API key of tenant acme in the tests' configurations.
+const serveKey = "ak_test_serve_acme"
+
+// writeServeConfig writes a serve configuration of one tenant, acme, with
+// serveKey, over storage, answered by the model at modelURL, and returns
+// its path. extra is appended to the YAML as it is.
+func writeServeConfig(t *testing.T, storageURL, modelURL, extra string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`storage: %s
+model:
+  base_url: %s
+tenants:
+  acme:
+    keys: [%q]
+    models: [fake/echo]
+%s`, storageURL, modelURL, server.HashKey(serveKey), extra)
+	path := filepath.Join(t.TempDir(), "agentic.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serveProc is a running agentic-host serve process.
+type serveProc struct {
+	*proc
+	url string // http://ADDR
+}
+
+// startServe starts agentic-host serve with the configuration at config
+// on a free port, and waits until it listens.
+func startServe(t *testing.T, name, bin, config string, args ...string) *serveProc {
+	t.Helper()
+	p := startProc(t, name, bin, append([]string{"serve", "--config", config, "--listen", "127.0.0.1:0"}, args...)...)
+	const banner = "listening on http://"
+	p.waitOut(banner, 30*time.Second)
+	out := p.out.String()
+	addr, _, _ := strings.Cut(out[strings.Index(out, banner)+len(banner):], "\n")
+	return &serveProc{proc: p, url: "http://" + strings.TrimSpace(addr)}
+}
+
+// do sends a request with the tenant's key and returns the status and the
+// body; err is a transport error (the process is gone).
+func (s *serveProc) do(method, path, body string, header ...string) (int, string, error) {
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+serveKey)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
+// must is do that fails the test on a transport error or another status
+// than want, and decodes the body into out (when not nil).
+func (s *serveProc) must(method, path, body string, want int, out any) string {
+	s.t.Helper()
+	code, b, err := s.do(method, path, body)
+	if err != nil || code != want {
+		s.t.Fatalf("%s: %s %s: %d %v %s (want %d)", s.name, method, path, code, err, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(b), out); err != nil {
+			s.t.Fatalf("%s: %s %s: %v: %s", s.name, method, path, err, b)
+		}
+	}
+	return b
+}
+
+// post posts a message to the session and returns the answer's ids.
+func (s *serveProc) post(session, text string) (msgID, runID string) {
+	s.t.Helper()
+	body, _ := json.Marshal(map[string]string{"text": text})
+	var res struct {
+		MessageID string `json:"message_id"`
+		RunID     string `json:"run_id"`
+	}
+	s.must("POST", "/v1/sessions/"+session+"/messages", string(body), http.StatusAccepted, &res)
+	return res.MessageID, res.RunID
+}
+
+// state returns the session's state as the process reports it.
+func (s *serveProc) state(session string) string {
+	s.t.Helper()
+	var res struct {
+		Status struct {
+			State string `json:"state"`
+		} `json:"status"`
+	}
+	s.must("GET", "/v1/sessions/"+session, "", http.StatusOK, &res)
+	return res.Status.State
+}
+
+// waitState waits until the session's state is want.
+func (s *serveProc) waitState(session, want string, d time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := s.state(session)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: session %s is %s after %v, want %s", s.name, session, got, d, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// transcript returns the session's transcript from the process.
+func (s *serveProc) transcript(session string) wireTranscript {
+	s.t.Helper()
+	var tr wireTranscript
+	s.must("GET", "/v1/sessions/"+session+"/transcript", "", http.StatusOK, &tr)
+	return tr
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	name, id string
+	data     json.RawMessage
+}
+
+// progress decodes a progress event's data.
+func (e sseEvent) progress() (p struct {
+	Type       string `json:"type"`
+	RunID      string `json:"runId"`
+	ResponseID string `json:"responseId"`
+	Delta      string `json:"delta"`
+	Offset     int    `json:"offset"`
+	Status     string `json:"status"`
+	Retry      *struct {
+		Reset bool `json:"reset"`
+	} `json:"retry"`
+}) {
+	json.Unmarshal(e.data, &p)
+	return p
+}
+
+// events opens the session's event stream on the process: its events
+// arrive on the channel, which closes when the stream ends.
+func (s *serveProc) events(session string) <-chan sseEvent {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/sessions/"+session+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+serveKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s: events of %s: %v", s.name, session, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		s.t.Fatalf("%s: events of %s: %d %s", s.name, session, res.StatusCode, b)
+	}
+	ch := make(chan sseEvent, 4096)
+	go func() {
+		defer close(ch)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		var e sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if e.data != nil {
+					ch <- e
+				}
+				e = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				e.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "id: "):
+				e.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				e.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
+			}
+		}
+	}()
+	return ch
+}
+
+// viewer is what a client following an event stream shows: the text of
+// each response item, as snapshots set it and progress extends it.
+type viewer struct {
+	t    *testing.T
+	ch   <-chan sseEvent
+	text map[string]string // by response item id
+}
+
+func (s *serveProc) viewer(session string) *viewer {
+	return &viewer{t: s.t, ch: s.events(session), text: map[string]string{}}
+}
+
+// read applies the stream's events until until reports true; it fails the
+// test when the stream ends first or d passes, and when a text delta does
+// not start where the item's text ends (a character twice or missing).
+func (v *viewer) read(d time.Duration, what string, until func(sseEvent) bool) {
+	v.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case e, ok := <-v.ch:
+			if !ok {
+				v.t.Fatalf("the event stream ended before %s", what)
+			}
+			switch e.name {
+			case "snapshot":
+				var snap struct {
+					Transcript wireTranscript `json:"transcript"`
+				}
+				if err := json.Unmarshal(e.data, &snap); err != nil {
+					v.t.Fatalf("snapshot: %v", err)
+				}
+				for _, it := range snap.Transcript.Items {
+					if it.Kind == "response" {
+						v.text[it.ID] = it.Text
+					}
+				}
+			case "progress":
+				p := e.progress()
+				switch {
+				case p.Type == "retry" && p.Retry != nil && p.Retry.Reset:
+					v.text[p.ResponseID] = ""
+				case p.Type == "text":
+					if have := utf8.RuneCountInString(v.text[p.ResponseID]); p.Offset != have {
+						v.t.Errorf("a delta of %s at offset %d, where its text has %d characters", p.ResponseID, p.Offset, have)
+					}
+					v.text[p.ResponseID] += p.Delta
+				}
+			}
+			if until(e) {
+				return
+			}
+		case <-timeout:
+			v.t.Fatalf("no %s within %v", what, d)
+		}
+	}
+}
+
+// startsWith reports whether an item's text starts with prefix.
+func (v *viewer) startsWith(prefix string) bool {
+	for _, s := range v.text {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// tenantLedger opens tenant acme's view of the Redis storage, as the
+// server keeps it.
+func tenantLedger(t *testing.T, url string) storage.Storage {
+	t.Helper()
+	s, err := storage.Prefix(ledgerOf(t, url), "acme:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestServeTwoHostsRedis: two agentic-host serve processes, A and B, with
+// one configuration on one redis-server. A streams a long reply over SSE;
+// a message posted to B meanwhile (?wait=true) joins the run A leads and is
+// answered in it (A streams the answer); A is SIGKILLed while it streams
+// that answer, and B, once A's lease lapses, resumes the run — once — and
+// completes it: the waiting POST gets the answer from that run. B's
+// transcript then holds every item once, each of A's run, with no text
+// twice; a viewer attached to B follows the run B took over to its end,
+// with no character twice or missing.
+func TestServeTwoHostsRedis(t *testing.T) {
+	bin := needBinary(t)
+	rds := redistest.Start(t, redistest.Options{})
+	model := slowModel(t)
+	store := tenantLedger(t, rds.URL())
+	config := writeServeConfig(t, rds.URL(), model.URL(), "lease_ttl: 2s\n")
+	a := startServe(t, "A", bin, config, "--set", "host_id=host-a")
+	b := startServe(t, "B", bin, config, "--set", "host_id=host-b")
+	first, second := words("a", 300), words("b", 300) // about 3 s of streaming each
+
+	_, runID := a.post("s", first)
+	if runID == "" {
+		t.Fatal("A started no run")
+	}
+	onA := a.viewer("s")
+	onA.read(20*time.Second, "A's reply streaming", func(sseEvent) bool { return onA.startsWith("You said: a0 a1 a2") })
+	onB := b.viewer("s")
+	if got := b.state("s"); got != "running" {
+		t.Fatalf("B says the session is %s while A streams its reply", got)
+	}
+	type reply struct {
+		code int
+		body string
+		err  error
+	}
+	waited := make(chan reply, 1)
+	go func() {
+		body, _ := json.Marshal(map[string]string{"text": second})
+		code, res, err := b.do("POST", "/v1/sessions/s/messages?wait=true", string(body), "Idempotency-Key", "second")
+		waited <- reply{code, res, err}
+	}()
+	var msgID string
+	for deadline := time.Now().Add(10 * time.Second); msgID == ""; time.Sleep(5 * time.Millisecond) {
+		for _, e := range hosttest.Load(t, store, "s") {
+			if e.Input != nil && e.Input.RequestID == "second" {
+				msgID = e.Input.MessageID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message posted to B is not in the ledger")
+		}
+	}
+	if evs := hosttest.Load(t, store, "s"); hosttest.Settled(evs) || hosttest.CountKind(evs, ledger.KindStep) != 0 {
+		t.Fatalf("A's first pass ended before the message to B was durable (make the reply longer): %s", hosttest.Kinds(evs))
+	}
+
+	// A folds the message in at its next step boundary and streams its
+	// answer, in the same run.
+	var answer string
+	onA.read(30*time.Second, "A streaming the answer to the message posted to B", func(e sseEvent) bool {
+		if e.name != "progress" {
+			return false
+		}
+		p := e.progress()
+		if p.RunID != runID {
+			t.Fatalf("progress of run %s on A, want run %s", p.RunID, runID)
+		}
+		if p.Type == "run-end" {
+			t.Fatalf("A's run ended (%s) before it answered the message posted to B", p.Status)
+		}
+		answer = p.ResponseID
+		return strings.HasPrefix(onA.text[answer], "You said: b0 b1 b2")
+	})
+	a.signal(syscall.SIGKILL)
+	a.wait(10 * time.Second)
+	killed := time.Now()
+	if evs := hosttest.Load(t, store, "s"); hosttest.CountKind(evs, ledger.KindResumeAttempt) != 0 {
+		t.Fatalf("B resumed the run before A died: %s", hosttest.Kinds(evs))
+	}
+
+	// B takes over once A's lease lapses (its sweeps repeat every lease
+	// ttl), and its viewer follows the run it resumed to its end.
+	var end string
+	onB.read(60*time.Second, "the run's end on B's event stream", func(e sseEvent) bool {
+		if p := e.progress(); e.name == "progress" && p.Type == "run-end" {
+			end = p.Status
+			return true
+		}
+		return false
+	})
+	t.Logf("B completed the run %v after A was killed", time.Since(killed).Round(time.Millisecond))
+	if end != "completed" {
+		t.Errorf("B's viewer saw the run end %q", end)
+	}
+	if got := onB.text[answer]; got != "You said: "+second {
+		t.Errorf("B's viewer shows %.60q… in %s, want the whole answer", got, answer)
+	}
+	b.waitState("s", "completed", 10*time.Second)
+	// The POST that waited on B for its answer gets it from the run B
+	// resumed.
+	w := <-waited
+	var res struct {
+		MessageID string `json:"message_id"`
+		RunID     string `json:"run_id"`
+		Status    string `json:"status"`
+		Text      string `json:"text"`
+	}
+	if w.err != nil || w.code != http.StatusOK || json.Unmarshal([]byte(w.body), &res) != nil || res.MessageID != msgID ||
+		res.RunID != runID || res.Status != "completed" || res.Text != "You said: "+second {
+		t.Errorf("the POST ?wait=true to B: %d %v %.200s…; want message %s answered by run %s, completed", w.code, w.err, w.body, msgID, runID)
+	}
+
+	evs := hosttest.Load(t, store, "s")
+	if got, want := hosttest.Kinds(evs), "input run-start input step resume-attempt step run-end"; got != want {
+		t.Errorf("ledger = %s, want %s", got, want)
+	}
+	for _, e := range evs {
+		if e.ResumeAttempt != nil && (e.ResumeAttempt.Host != "host-b" || e.RunID != runID) {
+			t.Errorf("resume attempt %+v of run %s, want run %s by host-b", e.ResumeAttempt, e.RunID, runID)
+		}
+	}
+
+	tr := b.transcript("s")
+	checkNoDuplicates(t, tr)
+	var got []string
+	for _, it := range tr.Items {
+		got = append(got, it.Kind+":"+it.Status)
+		if it.RunID != runID {
+			t.Errorf("item %s (%s) belongs to run %s, want A's run %s", it.ID, it.Kind, it.RunID, runID)
+		}
+	}
+	if want := "user: response:completed user: response:completed"; strings.Join(got, " ") != want {
+		t.Fatalf("transcript = %q, want %q", strings.Join(got, " "), want)
+	}
+	for i, want := range []string{first, "You said: " + first, second, "You said: " + second} {
+		if tr.Items[i].Text != want {
+			t.Errorf("item %d = %.60q…, want %.60q…", i, tr.Items[i].Text, want)
+		}
+	}
+	if tr.Items[2].ID != msgID || tr.Items[3].ID != answer {
+		t.Errorf("items %s, %s; want the message posted to B (%s) and the answer A streamed into %s",
+			tr.Items[2].ID, tr.Items[3].ID, msgID, answer)
+	}
+}
