@@ -447,7 +447,7 @@ func (r *run) othersLocked(own string) bool {
 func (r *run) successorLocked() *run {
 	events := r.view()
 	pending := ledger.PendingInputs(events)
-	if len(pending) == 0 || r.h.stopping.Load() {
+	if len(pending) == 0 || r.h.stopping.Load() || r.h.draining.Load() {
 		return nil
 	}
 	// The agent the first waiting sender asked for; the host's for
