@@ -28,6 +28,7 @@ import (
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
 )
 
 // serveKey is the API key of tenant acme in the tests' configurations.
@@ -280,6 +281,23 @@ func (v *viewer) read(d time.Duration, what string, until func(sseEvent) bool) {
 	}
 }
 
+// closes reads the stream's events until it ends; it fails the test when
+// d passes first.
+func (v *viewer) closes(d time.Duration) {
+	v.t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case _, ok := <-v.ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			v.t.Fatalf("the event stream is still open after %v", d)
+		}
+	}
+}
+
 // startsWith reports whether an item's text starts with prefix.
 func (v *viewer) startsWith(prefix string) bool {
 	for _, s := range v.text {
@@ -442,5 +460,136 @@ func TestServeTwoHostsRedis(t *testing.T) {
 	if tr.Items[2].ID != msgID || tr.Items[3].ID != answer {
 		t.Errorf("items %s, %s; want the message posted to B (%s) and the answer A streamed into %s",
 			tr.Items[2].ID, tr.Items[3].ID, msgID, answer)
+	}
+}
+
+// fileLedger opens tenant acme's view of the file storage in dir, as the
+// server keeps it.
+func fileLedger(t *testing.T, dir string) storage.Storage {
+	t.Helper()
+	fs, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	s, err := storage.Prefix(fs, "acme:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestServeSIGTERMDrains: SIGTERM a serve process while a run streams. It
+// stops taking work — readyz and new messages answer 503 while it drains,
+// the event stream closes — and exits 0 within its shutdown grace (and a
+// bound). The run is never recorded as cancelled or failed: given the
+// grace, it stops at its next step boundary (the pass in flight recorded,
+// the queued message left for the next host); past the grace, it stops as
+// a crash would (the pass in flight dropped). Either way a new serve
+// process resumes it at boot and answers, with no item or text twice.
+func TestServeSIGTERMDrains(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	for _, tc := range []struct {
+		name    string
+		grace   time.Duration
+		queued  string // a message queued into the run before SIGTERM
+		drained string // the ledger once the process exited
+		passes  int    // the model passes made in all
+		items   string
+	}{
+		{name: "step boundary", grace: time.Minute, queued: "queued meanwhile", drained: "input run-start input step", passes: 2,
+			items: "user: response:completed user: response:completed"},
+		{name: "grace passed", grace: 300 * time.Millisecond, drained: "input run-start", passes: 2,
+			items: "user: response:completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := fileLedger(t, dir)
+			config := writeServeConfig(t, "file:"+dir, model.URL(), fmt.Sprintf("shutdown_grace: %s\n", tc.grace))
+			calls := model.RequestCount()
+			a := startServe(t, "A", bin, config)
+			first := words("d", 300) // about 3 s of streaming
+			_, runID := a.post("s", first)
+			onA := a.viewer("s")
+			onA.read(20*time.Second, "the reply streaming", func(sseEvent) bool { return onA.startsWith("You said: d0 d1 d2") })
+			if tc.queued != "" {
+				a.post("s", tc.queued)
+			}
+			if evs := hosttest.Load(t, store, "s"); hosttest.CountKind(evs, ledger.KindStep) != 0 {
+				t.Fatalf("the pass ended before SIGTERM (make the reply longer): %s", hosttest.Kinds(evs))
+			}
+			a.signal(syscall.SIGTERM)
+			signalled := time.Now()
+
+			if tc.queued != "" {
+				// Draining: readyz and new work answer 503 while the run
+				// finishes its pass; reads are served.
+				for {
+					code, body, err := a.do("GET", "/readyz", "")
+					if err != nil {
+						t.Fatalf("readyz while draining: %v (the process exited before its run stopped?)", err)
+					}
+					if code == http.StatusServiceUnavailable {
+						break
+					}
+					if code != http.StatusOK || time.Since(signalled) > 10*time.Second {
+						t.Fatalf("readyz after SIGTERM: %d %s", code, body)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				for _, session := range []string{"s", "new"} {
+					code, body, err := a.do("POST", "/v1/sessions/"+session+"/messages", `{"text":"too late"}`)
+					if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, `"code":"unavailable"`) {
+						t.Errorf("a message to %s while draining: %d %v %s; want 503 unavailable", session, code, err, body)
+					}
+				}
+				if evs := hosttest.Load(t, store, "s"); hosttest.Settled(evs) || hosttest.CountKind(evs, ledger.KindStep) != 0 {
+					t.Fatalf("the pass ended before the probes of the draining process (make the reply longer): %s", hosttest.Kinds(evs))
+				}
+				a.must("GET", "/v1/sessions/s/transcript", "", http.StatusOK, nil)
+			}
+			onA.closes(30 * time.Second)
+			if code := a.wait(tc.grace + 20*time.Second); code != 0 {
+				t.Fatalf("serve exited %d after SIGTERM", code)
+			}
+			t.Logf("serve exited %v after SIGTERM", time.Since(signalled).Round(time.Millisecond))
+
+			evs := hosttest.Load(t, store, "s")
+			if got := hosttest.Kinds(evs); got != tc.drained {
+				t.Errorf("the ledger after the shutdown = %s, want %s", got, tc.drained)
+			}
+			if open := ledger.OpenRuns(evs); len(open) != 1 || open[0] != runID {
+				t.Errorf("open runs %v, want %s left interrupted", open, runID)
+			}
+
+			// The next serve process resumes the run at boot.
+			b := startServe(t, "B", bin, config)
+			b.waitState("s", "completed", 60*time.Second)
+			evs = hosttest.Load(t, store, "s")
+			if got, want := hosttest.Kinds(evs), tc.drained+" resume-attempt step run-end"; got != want {
+				t.Errorf("the ledger after the next process = %s, want %s", got, want)
+			}
+			if n := model.RequestCount() - calls; n != tc.passes {
+				t.Errorf("%d model passes, want %d", n, tc.passes)
+			}
+			for _, e := range evs {
+				if e.RunEnd != nil && (e.RunID != runID || e.RunEnd.Status != ledger.RunCompleted) {
+					t.Errorf("run %s ended %s (%s)", e.RunID, e.RunEnd.Status, e.RunEnd.Reason)
+				}
+			}
+			tr := b.transcript("s")
+			checkNoDuplicates(t, tr)
+			var got []string
+			for _, it := range tr.Items {
+				got = append(got, it.Kind+":"+it.Status)
+			}
+			if strings.Join(got, " ") != tc.items {
+				t.Errorf("transcript = %q, want %q", strings.Join(got, " "), tc.items)
+			}
+			if tr.Items[1].Text != "You said: "+first {
+				t.Errorf("the answer = %.60q…", tr.Items[1].Text)
+			}
+		})
 	}
 }
