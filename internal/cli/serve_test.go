@@ -58,6 +58,7 @@ tenants:
 type serveProc struct {
 	*proc
 	url string // http://ADDR
+	key string // the API key requests present; default serveKey
 }
 
 // startServe starts agentic-host serve with the configuration at config
@@ -69,7 +70,7 @@ func startServe(t *testing.T, name, bin, config string, args ...string) *servePr
 	p.waitOut(banner, 30*time.Second)
 	out := p.out.String()
 	addr, _, _ := strings.Cut(out[strings.Index(out, banner)+len(banner):], "\n")
-	return &serveProc{proc: p, url: "http://" + strings.TrimSpace(addr)}
+	return &serveProc{proc: p, url: "http://" + strings.TrimSpace(addr), key: serveKey}
 }
 
 // do sends a request with the tenant's key and returns the status and the
@@ -79,7 +80,7 @@ func (s *serveProc) do(method, path, body string, header ...string) (int, string
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+serveKey)
+	req.Header.Set("Authorization", "Bearer "+s.key)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -187,7 +188,7 @@ func (s *serveProc) events(session string) <-chan sseEvent {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/sessions/"+session+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+serveKey)
+	req.Header.Set("Authorization", "Bearer "+s.key)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s: events of %s: %v", s.name, session, err)
@@ -229,6 +230,7 @@ type viewer struct {
 	t    *testing.T
 	ch   <-chan sseEvent
 	text map[string]string // by response item id
+	done bool              // the last run seen ended completed
 }
 
 func (s *serveProc) viewer(session string) *viewer {
@@ -258,6 +260,7 @@ func (v *viewer) read(d time.Duration, what string, until func(sseEvent) bool) {
 				for _, it := range snap.Transcript.Items {
 					if it.Kind == "response" {
 						v.text[it.ID] = it.Text
+						v.done = it.Status == "completed"
 					}
 				}
 			case "progress":
@@ -265,6 +268,10 @@ func (v *viewer) read(d time.Duration, what string, until func(sseEvent) bool) {
 				switch {
 				case p.Type == "retry" && p.Retry != nil && p.Retry.Reset:
 					v.text[p.ResponseID] = ""
+				case p.Type == "response-start":
+					v.done = false
+				case p.Type == "run-end":
+					v.done = p.Status == "completed"
 				case p.Type == "text":
 					if have := utf8.RuneCountInString(v.text[p.ResponseID]); p.Offset != have {
 						v.t.Errorf("a delta of %s at offset %d, where its text has %d characters", p.ResponseID, p.Offset, have)
@@ -297,6 +304,10 @@ func (v *viewer) closes(d time.Duration) {
 		}
 	}
 }
+
+// completed reports whether the last run the viewer saw ended completed
+// (a run-end, or a snapshot whose last response is completed).
+func (v *viewer) completed() bool { return v.done }
 
 // startsWith reports whether an item's text starts with prefix.
 func (v *viewer) startsWith(prefix string) bool {
@@ -591,5 +602,45 @@ func TestServeSIGTERMDrains(t *testing.T) {
 				t.Errorf("the answer = %.60q…", tr.Items[1].Text)
 			}
 		})
+	}
+}
+
+// TestServeQuickStart: README's quick start, as an operator runs it — a
+// key made with keys create, serve --offline with the example
+// configuration, a message posted and its answer followed over SSE — then
+// the key revoked from another process: the running server refuses it.
+func TestServeQuickStart(t *testing.T) {
+	bin := needBinary(t)
+	storageURL := "file:" + t.TempDir()
+	code, out, errOut := runBin(t, bin, "keys", "create", "--tenant", "acme", "--storage", storageURL)
+	if code != 0 || !strings.HasPrefix(out, "ak_") {
+		t.Fatalf("keys create: %d %q %s", code, out, errOut)
+	}
+	key := strings.TrimSpace(out)
+	s := startServe(t, "serve", bin, exampleConfig, "--offline", "--storage", storageURL, "--set", "plugins_dir="+t.TempDir())
+	s.key = key
+	s.must("GET", "/readyz", "", http.StatusOK, nil)
+	s.post("s1", "hello")
+	v := s.viewer("s1")
+	v.read(30*time.Second, "the answer", func(sseEvent) bool { return v.startsWith("You said: hello") && v.completed() })
+	s.waitState("s1", "completed", 10*time.Second)
+
+	var keys []struct {
+		ID     string `json:"id"`
+		Tenant string `json:"tenant"`
+	}
+	code, out, errOut = runBin(t, bin, "keys", "list", "--json", "--storage", storageURL)
+	if code != 0 || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 1 || keys[0].Tenant != "acme" || !strings.Contains(key, keys[0].ID) {
+		t.Fatalf("keys list: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runBin(t, bin, "keys", "revoke", keys[0].ID, "--storage", storageURL); code != 0 {
+		t.Fatalf("keys revoke: %d %s %s", code, out, errOut)
+	}
+	if code, body, err := s.do("GET", "/v1/sessions/s1", ""); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("a revoked key: %d %v %s, want 401", code, err, body)
+	}
+	s.signal(syscall.SIGTERM)
+	if code := s.wait(30 * time.Second); code != 0 {
+		t.Errorf("serve exited %d after SIGTERM", code)
 	}
 }
