@@ -10,9 +10,10 @@ BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 20s
 BENCH_COUNT ?= 5
+LOAD_SESSIONS ?= 1000
 PKGS      := ./...
 
-.PHONY: all build demo test test-short bench examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
+.PHONY: all build demo test test-short bench load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
 
 all: build
 
@@ -53,6 +54,12 @@ bench:
 	@echo
 	@echo "Medians of $(BENCH_COUNT) runs:"
 	$(GO) run $(BENCHSTAT) bin/bench.txt
+
+## load: LOAD_SESSIONS (1000) sessions at once through the HTTP + SSE service, against the fake model, over file and memory storage: accept and append latency, events/s, memory per idle session
+load:
+	@mkdir -p bin
+	$(GO) build -o bin/load ./internal/cmd/load
+	bin/load -sessions $(LOAD_SESSIONS)
 
 ## examples: run every Example function (they are tests with checked output)
 examples:

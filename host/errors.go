@@ -58,6 +58,10 @@ var errParked = errors.New("host: the run waits for approval")
 // returned (decisions on approvals): nothing changed.
 var errNotRecorded = errors.New("host: could not record the decision")
 
+// errResumeFirst tells a message looking for its run that the session's
+// interrupted run is to be resumed first (see Run.leadLocked).
+var errResumeFirst = errors.New("host: the session's interrupted run is resumed first")
+
 // errReconciled tells that the interrupted run had been cancelled before
 // the crash, and was closed as such.
 var errReconciled = errors.New("host: interrupted run reconciled as cancelled")

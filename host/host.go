@@ -75,6 +75,7 @@ type Host struct {
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
 	closed   bool        // Close was called: no new work
+	draining atomic.Bool // Drain was called: runs stop at their next step boundary
 	stopping atomic.Bool // Close's context ended: runs in flight stop
 	wg       sync.WaitGroup
 }
@@ -193,7 +194,8 @@ func New(opts Options) (*Host, error) {
 // Close shuts the host down. It refuses new work at once ([ErrClosed]),
 // stops the sweeps, and waits for the runs in flight to end as they would
 // have: when they finish, are cancelled ([Host.Cancel]), or their callers'
-// contexts end. Close cancels nothing itself.
+// contexts end — or, after [Host.Drain], when they reach their next step
+// boundary. Close cancels nothing itself.
 //
 // When ctx ends first, Close stops the runs still in flight the way a
 // crash would, but cleanly: nothing more is recorded for them, so they
@@ -234,6 +236,29 @@ func (h *Host) Close(ctx context.Context) error {
 	<-done
 	h.events.close(ctx)
 	return ctx.Err()
+}
+
+// Drain begins a graceful shutdown: the host refuses new work at once
+// ([ErrClosed]), stops the sweeps and the viewers ([Session.Attach]), and
+// each run in flight stops at its next step boundary — once the model pass
+// it is in, and the tool calls that pass asked for, are recorded. Nothing
+// more is recorded for such a run (no run-end): it stays interrupted in
+// the ledger, its lease is released, and the next host resumes it from
+// that step, with no pass made twice. A run whose pass in flight ends it
+// (the model's final answer, with no message queued meanwhile) ends as it
+// would have; a run parked for approvals is not in flight, and stays
+// parked. Messages queued into a stopped run wait in the ledger for the
+// run that resumes it.
+//
+// Drain does not wait: call [Host.Close] next, which waits for the runs
+// to stop, and stops those still in a step when its context ends (their
+// pass in flight then restarts on resume).
+func (h *Host) Drain() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	h.draining.Store(true)
+	h.stopBg()
 }
 
 // shutDown reports whether ctx, a run's context, ended because the host is

@@ -34,6 +34,12 @@ func (r *Run) waiter() *waiter {
 // ledger). The message may be durable already (r.msgID set): then enter
 // only finds the run that answers it.
 func (r *Run) enter(ctx context.Context) error {
+	return r.enterSession(ctx, true)
+}
+
+// enterSession is enter; mayResume lets it resume the session's
+// interrupted run first, once (see leadLocked).
+func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
 	h := r.h
 	st, err := h.ref(r.sess)
 	if err != nil {
@@ -49,8 +55,15 @@ func (r *Run) enter(ctx context.Context) error {
 		st.appendMu.Unlock()
 		return err
 	}
-	err = r.leadLocked(ctx, st)
+	err = r.leadLocked(ctx, st, mayResume)
 	st.appendMu.Unlock()
+	if errors.Is(err, errResumeFirst) {
+		// The sweep's rules decide, as the sweep would have: resumed
+		// (or restarted), the run is in flight and the message joins
+		// it; given up on, the message's run supersedes it.
+		h.goResume(ctx, st.key.id, nil)
+		return r.enterSession(ctx, false)
+	}
 	if !errors.Is(err, ErrLeadElsewhere) {
 		return err
 	}
@@ -105,8 +118,12 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 // leadLocked starts a run for the message and every message still pending,
 // with the session claimed (busy) and st.appendMu held; it hands the claim
 // to the run, or gives it back when it starts none. It returns
-// ErrLeadElsewhere when another host holds the session's lease.
-func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
+// ErrLeadElsewhere when another host holds the session's lease, and, when
+// mayResume and the host auto-resumes, errResumeFirst for a session whose
+// last run was interrupted (its process died, and no sweep resumed it
+// yet), so that the message joins that run once resumed rather than
+// superseding it.
+func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) (err error) {
 	h := r.h
 	launched := false
 	defer func() {
@@ -162,6 +179,9 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState) (err error) {
 		res.MessageID = r.msgID
 		r.w = answeredWaiter(res)
 		return nil
+	}
+	if mayResume && h.auto != nil && r.hooks == nil && !st.key.private && len(ledger.OpenRuns(events)) > 0 {
+		return errResumeFirst
 	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)
@@ -427,7 +447,7 @@ func (r *run) othersLocked(own string) bool {
 func (r *run) successorLocked() *run {
 	events := r.view()
 	pending := ledger.PendingInputs(events)
-	if len(pending) == 0 || r.h.stopping.Load() {
+	if len(pending) == 0 || r.h.stopping.Load() || r.h.draining.Load() {
 		return nil
 	}
 	// The agent the first waiting sender asked for; the host's for

@@ -285,8 +285,8 @@ func (r *run) pass() (o outcome, stop bool) {
 	defer func() { endStepSpan(span, o, stop) }()
 	r.passStart = time.Now()
 	ctx := r.ctx
-	if shutDown(ctx) {
-		return outcome{err: ErrClosed}, true
+	if shutDown(ctx) || r.h.draining.Load() {
+		return outcome{err: ErrClosed}, true // a step boundary: the next host makes this pass
 	}
 	if r.stopped() {
 		// Stopped between passes (or resumed past its total timeout):
@@ -475,7 +475,7 @@ func (r *run) turnEnd(res model.Result) (outcome, bool) {
 // at its bound of passes (no next item was minted), or goes on with the
 // pass that streams into next.
 func (r *run) afterTools(next string) (outcome, bool) {
-	if shutDown(r.ctx) {
+	if shutDown(r.ctx) || r.h.draining.Load() {
 		return outcome{err: ErrClosed}, true
 	}
 	if r.stopped() {

@@ -331,18 +331,21 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 		return r.loop() // died in its first pass
 	}
 	if len(last.ToolCalls) == 0 {
-		if r.taskRecord() == nil {
-			// The final pass was recorded; only the end was not.
-			return outcome{status: ledger.RunCompleted}
-		}
-		// A task's model stopped without a terminal tool. Its pass
-		// recorded what the task decided: a poke (the run goes on) or
-		// the end, which only a failure can be.
+		// The model ended its turn. The pass recorded what the run
+		// decided then: to go on (messages were queued meanwhile, or a
+		// task's poke), naming the item the next pass streams into, or
+		// to end.
 		if last.NextResponseID != "" && last.Index+1 < r.agent.MaxSteps {
 			r.step = last.Index
 			r.advance(last.NextResponseID)
 			return r.loop()
 		}
+		if r.taskRecord() == nil {
+			// The final pass was recorded; only the end was not.
+			return outcome{status: ledger.RunCompleted}
+		}
+		// A task's model stopped without a terminal tool, and no poke
+		// followed: only a failure ends a task so.
 		return outcome{status: ledger.RunFailed, reason: "the model stopped without submitting"}
 	}
 	prior := &priorCalls{answered: map[string]bool{}, started: map[string]*ledger.ToolStart{}}

@@ -129,27 +129,17 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 			}
 		}
 		first = false
-		if !h.track() {
+		runs.Add(1)
+		out, ok := h.goResume(ctx, id, func() {
+			<-h.resumeSlots
+			runs.Done()
+		})
+		if !ok {
+			runs.Done()
 			<-h.resumeSlots
 			break // closed
 		}
-		runs.Add(1)
-		// started tells what the resume did, once its run is under way
-		// (or, when it started none, once it is over).
-		started := make(chan ResumeAction, 2)
-		go func() {
-			defer h.wg.Done()
-			defer runs.Done()
-			defer func() { <-h.resumeSlots }()
-			// The run is the host's, not the sweep's: when the sweep
-			// stops (Close), the run goes on; Close decides its fate.
-			out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
-			started <- out
-			if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
-				h.auto.OnResumed(id, res, err)
-			}
-		}()
-		switch <-started {
+		switch out {
 		case ActionResume:
 			rep.Resumed++
 		case ActionRestart:
@@ -181,6 +171,32 @@ func (h *Host) track() bool {
 	}
 	h.wg.Add(1)
 	return true
+}
+
+// goResume re-drives the session's interrupted run under the sweep's rules
+// (see autoResume) on a goroutine of the host's, and returns what it did
+// once the run is under way — or, when it started none, once it is over.
+// done, when set, is called when that goroutine is over. ok is false (and
+// nothing is done) when the host is closed.
+func (h *Host) goResume(ctx context.Context, id string, done func()) (out ResumeAction, ok bool) {
+	if !h.track() {
+		return "", false
+	}
+	started := make(chan ResumeAction, 2)
+	go func() {
+		defer h.wg.Done()
+		if done != nil {
+			defer done()
+		}
+		// The run is the host's, not the sweep's: when the sweep stops
+		// (Close), the run goes on; Close decides its fate.
+		out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
+		started <- out
+		if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
+			h.auto.OnResumed(id, res, err)
+		}
+	}()
+	return <-started, true
 }
 
 // Outcomes of autoResume besides the actions.

@@ -18,7 +18,8 @@ import (
 )
 
 // Config is the service's configuration: the YAML file `agentic-host serve
-// --config` reads (see docs/operations.md for an example), after the
+// --config` reads (examples/serve/agentic.yaml is one; docs/operations.md
+// explains the fields that matter to an operator), after the
 // environment's and the flags' overrides (see [ApplyOverrides]). The zero
 // value of every optional field is its default.
 type Config struct {
@@ -44,8 +45,10 @@ type Config struct {
 	// AutoResume resumes the runs that a host left interrupted, at start
 	// and whenever a dead host's lease lapses. Default: true.
 	AutoResume *bool `yaml:"auto_resume"`
-	// ShutdownGrace is how long runs get to end on SIGTERM before they are
-	// left, resumable, for the next host. Default: 0, which means 10s.
+	// ShutdownGrace is how long, on SIGTERM, the runs in flight get to
+	// reach their next step boundary (see [Server.Close]); those still in
+	// a step then are stopped as a crash would stop them. Either way they
+	// are left, resumable, for the next host. Default: 0, which means 10s.
 	ShutdownGrace Duration `yaml:"shutdown_grace"`
 	// MaxRequestBytes bounds a request body. Default: 0, which means 1 MiB.
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`

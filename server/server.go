@@ -292,15 +292,25 @@ func hostIDOf(id string) string {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Drain makes the server refuse new work (readyz answers 503, new runs
-// 503), as the first step of a graceful shutdown.
+// Drain makes the server refuse new work (readyz answers 503, new
+// messages and tasks 503), as the first step of a graceful shutdown;
+// reads are still served. Close refuses the rest (approval decisions,
+// event streams).
 func (s *Server) Drain() { s.closing.Store(true) }
 
-// Close shuts the server down: it refuses new work, lets the runs in
-// flight end until ctx ends, then leaves the others, unrecorded and
-// resumable, for the next host; then it stops the plugins.
+// Close shuts the server down: it refuses new work, ends the event
+// streams, and has every run in flight stop at its next step boundary
+// (see host.Host.Drain): a run whose pass in flight ends it completes, the
+// others stop once that pass and its tool calls are recorded, and stay
+// interrupted for the next host to resume from there. Runs still in a
+// step when ctx ends are stopped as a crash would stop them, recording
+// nothing more (their pass in flight restarts on resume). Then Close
+// stops the plugins. It returns ctx.Err() when ctx ended first.
 func (s *Server) Close(ctx context.Context) error {
 	s.closing.Store(true)
+	for _, t := range s.tenants {
+		t.host.Drain()
+	}
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

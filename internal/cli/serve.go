@@ -26,8 +26,13 @@ Serve the HTTP + SSE API (and the AI SDK's UI message stream) for the
 tenants of the YAML configuration FILE: each API key opens one tenant's
 sessions, plugins, approvals and budget. Runs belong to the server: a
 client that leaves never stops one. Interrupted runs resume at start.
-SIGTERM stops taking work, gives the runs in flight shutdown_grace to end,
-and leaves the others, resumable, for the next host.
+SIGTERM (or SIGINT) drains: readyz and new messages answer 503, event
+streams close, and each run in flight stops at its next step boundary
+(or completes, when its pass in flight is its last), left interrupted for
+the next host to resume from there; runs still in a step after
+shutdown_grace are stopped as a crash would stop them (their pass in
+flight restarts on resume). The process then exits 0. A second signal
+ends it at once.
 
 Every field of the configuration can be set from the environment
 (AGENTIC_CONFIG_TENANTS__ACME__BUDGET_USD_PER_DAY=5; AGENTIC_LISTEN,
@@ -130,26 +135,39 @@ func serveCmd(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	// Graceful: stop taking work, let the runs end within the grace, leave
-	// the rest resumable for the next host.
+	// Graceful: stop taking work (the listener stays open, so that a load
+	// balancer reads 503 from readyz and new messages rather than refused
+	// connections), let the runs reach a step boundary within the grace,
+	// leave them resumable for the next host; then stop the listener. A
+	// second signal ends the process at once (a crash, as recoverable).
+	stop()
 	grace := cfg.ShutdownGrace
 	if grace == 0 {
 		grace = server.Duration(server.DefaultShutdownGrace)
 	}
-	log.Info("shutting down", "grace", time.Duration(grace))
+	log.Info("shutting down: draining", "grace", time.Duration(grace))
 	srv.Drain()
 	gctx, cancel := context.WithTimeout(context.Background(), time.Duration(grace))
 	defer cancel()
-	closed := make(chan error, 1)
-	go func() { closed <- srv.Close(gctx) }()
-	// Event streams end as their runs' hosts close; then the listener.
-	hs.Shutdown(gctx)
-	hs.Close()
-	if err := <-closed; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	switch err := srv.Close(gctx); {
+	case errors.Is(err, context.DeadlineExceeded):
+		log.Warn("shutdown: the grace passed; the runs still in a step were stopped, to resume on the next host", "grace", time.Duration(grace))
+	case err != nil:
 		log.Warn("shutdown", "err", err)
 	}
+	// The runs have stopped, and with them the event streams and the
+	// waiting requests: what is left are short reads.
+	sctx, cancel2 := context.WithTimeout(context.Background(), listenerDrain)
+	defer cancel2()
+	hs.Shutdown(sctx)
+	hs.Close()
+	log.Info("shut down")
 	return nil
 }
+
+// listenerDrain bounds the wait for the requests in flight once the runs
+// have stopped.
+const listenerDrain = 5 * time.Second
 
 // serveModel builds the model client of the configuration, or the fake
 // model when offline.
