@@ -231,7 +231,8 @@ func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // onEvent observes a tenant's live events: the runs in flight, for the
-// tenant's bound on concurrent runs and the metrics.
+// tenant's bound on concurrent runs and the metrics; the approval
+// requests, for their index.
 func (s *Server) onEvent(t *tenant, e host.Event) {
 	switch {
 	case e.Type == host.EventRunStart:
@@ -240,5 +241,7 @@ func (s *Server) onEvent(t *tenant, e host.Event) {
 	case e.Type == host.EventRunEnd:
 		t.active.Add(-1)
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
+	case e.Type == host.EventApprovalRequested && e.Approval != nil:
+		s.indexApproval(t, e.SessionID, e.Approval.ApprovalID)
 	}
 }
