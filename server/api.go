@@ -236,10 +236,9 @@ func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 func (s *Server) onEvent(t *tenant, e host.Event) {
 	switch {
 	case e.Type == host.EventRunStart:
-		t.active.Add(1)
+		t.slots.observe(e.SessionID)
 		s.metrics.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("tenant", t.name)))
 	case e.Type == host.EventRunEnd:
-		t.active.Add(-1)
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
 	case e.Type == host.EventApprovalRequested && e.Approval != nil:
 		s.indexApproval(t, e.SessionID, e.Approval.ApprovalID)

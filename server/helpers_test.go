@@ -310,3 +310,15 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	}
 	return path
 }
+
+// newRequest makes a request of the test server with key.
+func newRequest(ts *testServer, key, method, path, body string) (*http.Request, error) {
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return req, nil
+}

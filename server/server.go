@@ -77,8 +77,10 @@ type tenant struct {
 	host    *host.Host
 	agents  map[string]host.Agent
 	limiter *rate.Limiter // nil: no request bound
-	active  atomic.Int64  // runs in flight in this host
+	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
+
+	pluginsMu sync.Mutex // uploads and removals of the tenant's modules take turns
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,

@@ -57,7 +57,7 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 		return
 	}
 	agent, ok := t.agentFor(w, req.Agent)
-	if !ok || !s.admit(w, r, t, false) {
+	if !ok {
 		return
 	}
 	spec := host.TaskSpec{Agent: agent, Prompt: req.Prompt, Durable: true, SessionID: ledger.NewID("task"), MaxPokes: req.MaxPokes,
@@ -70,8 +70,13 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}
 		spec.Validator, spec.ValidatorName = v, req.Validator
 	}
+	release, ok := s.admitRun(w, r, t, spec.SessionID)
+	if !ok {
+		return
+	}
 	started := make(chan string, 1)
 	spec.OnProgress = func(p host.Progress) {
+		release() // the run is in flight: it counts as such
 		select {
 		case started <- p.RunID:
 		default:
@@ -81,6 +86,7 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	done := make(chan host.Outcome, 1)
 	go func() {
 		defer s.tasks.Done()
+		defer release()
 		done <- t.host.Task(context.Background(), spec)
 	}()
 	// Answer once the task's message is durable: its run reports
