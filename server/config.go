@@ -56,6 +56,11 @@ type Config struct {
 	// Heartbeat paces the comments that keep an idle event stream open.
 	// Default: 0, which means 15s.
 	Heartbeat Duration `yaml:"heartbeat"`
+	// StreamWriteTimeout bounds one write to an event stream's client: a
+	// client that stops reading is dropped once a write waits this long
+	// (it reconnects with Last-Event-ID and loses nothing); runs never
+	// wait for it. Default: 0, which means 30s.
+	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
 	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
 	// "", /metrics is open (bind it to a private network).
 	MetricsKey string `yaml:"metrics_key"`
@@ -193,6 +198,7 @@ const (
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultMaxPluginBytes  = 64 << 20
 	DefaultHeartbeat       = 15 * time.Second
+	DefaultStreamWrite     = 30 * time.Second
 )
 
 // tenantName is what a tenant may be called: it prefixes the tenant's
@@ -438,7 +444,11 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = Duration(DefaultHeartbeat)
 	}
-	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat} {
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = Duration(DefaultStreamWrite)
+	}
+	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat,
+		"stream_write_timeout": cfg.StreamWriteTimeout} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}

@@ -127,7 +127,7 @@ type serverSetup struct {
 }
 
 // startServer is newTestServer with a setup.
-func startServer(t *testing.T, setup serverSetup) *testServer {
+func startServer(t testing.TB, setup serverSetup) *testServer {
 	t.Helper()
 	ts := &testServer{store: setup.Store, model: hosttest.NewModel(), acme: "ak_test_acme", beta: "ak_test_beta"}
 	if ts.store == nil {

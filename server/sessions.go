@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
@@ -208,13 +211,23 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 	if !ok {
 		return
 	}
-	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
-	release, ok := s.admitRun(w, r, t, id)
+	wait, ok := boolParam(w, r, "wait")
 	if !ok {
 		return
 	}
-	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts,
-		RequestID: r.Header.Get("Idempotency-Key"), Agent: agent})
+	key, retry, ok := s.idempotent(w, r, t, id, req)
+	if !ok {
+		return
+	}
+	release := func() {}
+	if !retry {
+		// A retry starts no run: it is answered as the first time, even
+		// when no new run could start now.
+		if release, ok = s.admitRun(w, r, t, id); !ok {
+			return
+		}
+	}
+	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts, RequestID: key, Agent: agent})
 	release()
 	if err != nil {
 		s.startError(w, err)
@@ -235,6 +248,62 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 		return
 	}
 	writeJSON(w, http.StatusOK, resultOf(id, res))
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// idempotent reads the request's Idempotency-Key, and tells whether the
+// session holds a message sent with it already (retry). The same key with
+// another message is refused (422): a retry sends the same message. It
+// answers the refusal itself.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, t *tenant, id string, req messageRequest) (key string, retry, ok bool) {
+	key = r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", false, true
+	}
+	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "the Idempotency-Key header: want 1 to %d bytes of UTF-8 text", maxIdempotencyKey)
+		return "", false, false
+	}
+	events, err := t.host.Session(id).Events(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		return "", false, false
+	}
+	for _, e := range events {
+		if e.Input == nil || e.Input.RequestID != key {
+			continue
+		}
+		var parts []ledger.Part
+		if req.Text != "" {
+			parts = append(parts, ledger.TextPart(req.Text))
+		}
+		parts = append(parts, req.Parts...)
+		sent, _ := json.Marshal(e.Input.Parts)
+		now, _ := json.Marshal(parts)
+		if !bytes.Equal(sent, now) {
+			writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the Idempotency-Key %q was sent with another message (%s): a retry sends the same message", key, e.Input.MessageID)
+			return "", false, false
+		}
+		return key, true, true
+	}
+	return key, false, true
+}
+
+// boolParam reads the query parameter name as a boolean (absent: false),
+// answering 400 when it is not one.
+func boolParam(w http.ResponseWriter, r *http.Request, name string) (bool, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalid, "query parameter %s=%q: want true or false", name, v)
+		return false, false
+	}
+	return b, true
 }
 
 // startError answers a failed Start or Wait.
@@ -269,6 +338,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 		limit = n
 	}
 	after := r.URL.Query().Get("after")
+	if after != "" && !storage.ValidSessionID(after) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "query parameter after=%q: want a session id", after)
+		return
+	}
 	ids, err := t.store().(storage.Lister).ListSessions(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot list the sessions: %v", err)
@@ -356,7 +429,7 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant
 	var req struct {
 		Reason string `json:"reason,omitempty"`
 	}
-	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+	if !s.decodeOptionalBody(w, r, &req) {
 		return
 	}
 	if !s.exists(w, r, t, id) {
