@@ -134,11 +134,20 @@ type AgentConfig struct {
 
 // TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
 type TimeoutsConfig struct {
-	Total      Duration `yaml:"total"`
-	Step       Duration `yaml:"step"`
+	// Total bounds a run's working time (approvals' waits aside).
+	// Default: 0, none.
+	Total Duration `yaml:"total"`
+	// Step bounds one model pass with its retries and tool calls.
+	// Default: 0, none.
+	Step Duration `yaml:"step"`
+	// FirstChunk bounds the wait for a reply's first fragment. Default:
+	// 0, none.
 	FirstChunk Duration `yaml:"first_chunk"`
-	Chunk      Duration `yaml:"chunk"`
-	Tool       Duration `yaml:"tool"`
+	// Chunk bounds the silence between two fragments. Default: 0, none.
+	Chunk Duration `yaml:"chunk"`
+	// Tool bounds a tool call whose tool sets no timeout. Default: 0, the
+	// host's (60s).
+	Tool Duration `yaml:"tool"`
 }
 
 // RateLimitConfig bounds a tenant's use.
@@ -157,13 +166,27 @@ type RateLimitConfig struct {
 // SandboxConfig is what a tenant's plugins may do (see plugins.Limits);
 // the zero value is the deny-by-default sandbox.
 type SandboxConfig struct {
-	AllowedHosts        []string `yaml:"allowed_hosts"`
-	AllowPrivateNetwork bool     `yaml:"allow_private_network"`
-	KV                  bool     `yaml:"kv"`
-	MemoryPages         uint32   `yaml:"memory_pages"`
-	CallTimeout         Duration `yaml:"call_timeout"`
-	MaxOutputBytes      int      `yaml:"max_output_bytes"`
-	Instances           int      `yaml:"instances"`
+	// AllowedHosts are the hosts the plugins' HTTP may reach
+	// ("example.com", "example.com:8443", "*.example.com"). Default: none,
+	// HTTP denied.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowPrivateNetwork lets HTTP reach loopback and private addresses.
+	// Default: false.
+	AllowPrivateNetwork bool `yaml:"allow_private_network"`
+	// KV enables the tenant's key-value store for its plugins. Default:
+	// false.
+	KV bool `yaml:"kv"`
+	// MemoryPages caps each instance's memory, in 64 KiB pages (at most
+	// 65536). Default: 0, which means 512 (32 MiB).
+	MemoryPages uint32 `yaml:"memory_pages"`
+	// CallTimeout bounds one call of a plugin. Default: 0, which means 5s.
+	CallTimeout Duration `yaml:"call_timeout"`
+	// MaxOutputBytes bounds one call's output. Default: 0, which means
+	// 1 MiB.
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// Instances bounds a module's live instances (its calls at once).
+	// Default: 0, which means 4.
+	Instances int `yaml:"instances"`
 }
 
 // Duration is a time.Duration written as "10s", "2m30s".

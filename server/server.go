@@ -314,6 +314,9 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.rt != nil {
 		s.rt.Close(context.Background())
 	}
+	if s.metrics != nil {
+		s.metrics.shutdown(context.Background())
+	}
 	return errors.Join(errs...)
 }
 
