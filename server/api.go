@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,15 +30,19 @@ type apiError struct {
 
 // The error codes of the API, each with its HTTP status.
 const (
-	codeInvalid      = "invalid_request"   // 400
-	codeUnauthorized = "unauthorized"      // 401
-	codeBudget       = "budget_exceeded"   // 402
-	codeNotFound     = "not_found"         // 404
-	codeConflict     = "conflict"          // 409
-	codeTooLarge     = "payload_too_large" // 413
-	codeRateLimited  = "rate_limited"      // 429
-	codeInternal     = "internal"          // 500
-	codeUnavailable  = "unavailable"       // 503
+	codeInvalid      = "invalid_request"    // 400
+	codeUnauthorized = "unauthorized"       // 401
+	codeBudget       = "budget_exceeded"    // 402
+	codeNotFound     = "not_found"          // 404
+	codeMethod       = "method_not_allowed" // 405
+	codeConflict     = "conflict"           // 409
+	codeTooLarge     = "payload_too_large"  // 413
+	codeRateLimited  = "rate_limited"       // 429
+	codeInternal     = "internal"           // 500
+	codeUnavailable  = "unavailable"        // 503
+	// codeTooSlow ends an event stream whose client fell behind (an SSE
+	// "error" event, not an HTTP status).
+	codeTooSlow = "too_slow"
 )
 
 // writeError answers with an error.
@@ -62,17 +68,48 @@ func notFound(w http.ResponseWriter, what, id string) {
 	writeError(w, http.StatusNotFound, codeNotFound, "no %s %q", what, id)
 }
 
-// decodeBody reads a JSON request body into v, strictly: unknown fields,
-// wrong types, trailing data and bodies past the limit are errors that say
-// which field. It answers the error itself and returns false.
+// decodeBody reads a JSON request body into v, strictly: a body that is
+// not one JSON object, unknown fields, wrong types, trailing data and
+// bodies past the limit are errors that say which field. It answers the
+// error itself and returns false.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("the body holds more than one JSON value")
+	return s.decode(w, r, v, false)
+}
+
+// decodeOptionalBody is decodeBody for a body that may be left out: an
+// empty one leaves v as it is.
+func (s *Server) decodeOptionalBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	return s.decode(w, r, v, true)
+}
+
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_request_bytes)", tooBig.Limit)
+			return false
+		}
+		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the body: %v", err)
+		return false
 	}
+	body := bytes.TrimSpace(b)
+	switch {
+	case len(body) == 0 && optional:
+		return true
+	case len(body) == 0:
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want a JSON object")
+		return false
+	case body[0] != '{' && !json.Valid(body):
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is not JSON; want a JSON object")
+		return false
+	case body[0] != '{':
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is JSON but not an object; want a JSON object")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
 	if err == nil {
 		if _, rerr := dec.Token(); rerr != io.EOF {
 			err = errors.New("the body holds more than one JSON value")
@@ -81,24 +118,44 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool 
 	if err == nil {
 		return true
 	}
-	var tooBig *http.MaxBytesError
 	var typ *json.UnmarshalTypeError
 	var syn *json.SyntaxError
 	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes", tooBig.Limit)
-	case errors.As(err, &typ):
-		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
+	case errors.As(err, &typ) && typ.Field != "":
+		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	case errors.As(err, &syn):
 		writeError(w, http.StatusBadRequest, codeInvalid, "the body is not JSON: %v (at byte %d)", syn, syn.Offset)
-	case errors.Is(err, io.EOF):
-		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is not JSON: it ends within a value")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		writeError(w, http.StatusBadRequest, codeInvalid, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	default:
-		writeError(w, http.StatusBadRequest, codeInvalid, "the body: %v", err)
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return false
+}
+
+// jsonKind names the JSON value a Go type is read from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another value"
 }
 
 // apiKey returns the key a request presents: "Authorization: Bearer KEY",
@@ -192,8 +249,28 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, codeMethod, "%s %s: the route takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+			return
+		}
 		writeError(w, http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path)
 	})
+}
+
+// allowed returns the methods of the routes of r's path, none when the
+// path has no route. (The catch-all route "/" takes every method, so
+// that the mux never answers 405 itself, in plain text.)
+func (s *Server) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // readyz answers 200 while the server takes work and its storage answers.
@@ -231,14 +308,16 @@ func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 }
 
 // onEvent observes a tenant's live events: the runs in flight, for the
-// tenant's bound on concurrent runs and the metrics.
+// tenant's bound on concurrent runs and the metrics; the approval
+// requests, for their index.
 func (s *Server) onEvent(t *tenant, e host.Event) {
 	switch {
 	case e.Type == host.EventRunStart:
-		t.active.Add(1)
+		t.slots.observe(e.SessionID)
 		s.metrics.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("tenant", t.name)))
 	case e.Type == host.EventRunEnd:
-		t.active.Add(-1)
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
+	case e.Type == host.EventApprovalRequested && e.Approval != nil:
+		s.indexApproval(t, e.SessionID, e.Approval.ApprovalID)
 	}
 }

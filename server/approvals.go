@@ -1,14 +1,29 @@
 package server
 
 import (
+	"context"
+	"crypto/subtle"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
 )
 
 // Approvals: the tenant's inbox, and decisions, which continue the run on
 // this host (it takes the session's lease).
+//
+// A request's session is found in the inbox while it is pending, and
+// afterwards in an index the server keeps in the tenant's key-value store
+// (approval id → session id, written as each request is made, never
+// removed: a few bytes per request), so that a second decision on a
+// request answers 409, as a conflict, rather than 404.
+
+// approvalSessions is the tenant's key-value namespace of the index of
+// approval requests' sessions.
+const approvalSessions = "agentic:approval-sessions"
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, t *tenant) {
 	pending, err := t.host.PendingApprovals(r.Context())
@@ -24,11 +39,15 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, t *tenant
 
 // decisionRequest is the body of POST /v1/approvals/{id}.
 type decisionRequest struct {
-	Approve bool   `json:"approve"`
+	// Approve is the decision: true lets the call run, false denies it.
+	// Required: a body that forgets it decides nothing.
+	Approve *bool  `json:"approve"`
 	Reason  string `json:"reason,omitempty"`
 	By      string `json:"by,omitempty"`
 	// Token, when set, decides with the request's token (see
-	// host.Session.DecideWithToken) rather than as the tenant.
+	// host.Session.DecideWithToken) rather than as the tenant: the
+	// decision is refused unless the token is that of this very request,
+	// as it was asked.
 	Token string `json:"token,omitempty"`
 }
 
@@ -38,41 +57,121 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	pending, err := t.host.PendingApprovals(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+	if req.Approve == nil {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"approve\" is required: true approves the call, false denies it")
 		return
 	}
-	var found *host.PendingApproval
-	for i := range pending {
-		if pending[i].ApprovalID == id {
-			found = &pending[i]
+	sessionID, err := s.approvalSession(r.Context(), t, id)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot find approval request %s: %v", id, err)
+		return
+	}
+	if sessionID == "" {
+		notFound(w, "approval request", id)
+		return
+	}
+	sess := t.host.Session(sessionID)
+	events, err := sess.Events(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sessionID, err)
+		return
+	}
+	var found *ledger.Approval
+	for _, a := range ledger.Approvals(events, "") {
+		if a.Request.ApprovalID == id {
+			found = &a
+			break
 		}
 	}
-	if found == nil {
-		notFound(w, "pending approval", id)
+	switch {
+	case found == nil:
+		notFound(w, "approval request", id)
+		return
+	case found.State != ledger.ApprovalPending || found.Answered:
+		writeError(w, http.StatusConflict, codeConflict, "approval request %s was decided already: it is %s", id, found.State)
 		return
 	}
-	sess := t.host.Session(found.SessionID)
-	d := host.ApprovalDecision{Approve: req.Approve, Reason: req.Reason, By: req.By}
+	d := host.ApprovalDecision{Approve: *req.Approve, Reason: req.Reason, By: req.By}
 	var run *host.Run
 	if req.Token != "" {
+		// DecideWithToken decides the request its token names: check
+		// first that it names this one.
+		st, err := sess.Status(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sessionID, err)
+			return
+		}
+		want := ""
+		for _, p := range st.Approvals {
+			if p.ApprovalID == id {
+				want = p.Token
+			}
+		}
+		if want == "" {
+			writeError(w, http.StatusConflict, codeConflict, "approval request %s does not wait for a decision now", id)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(want), []byte(req.Token)) != 1 {
+			writeError(w, http.StatusBadRequest, codeInvalid, "field \"token\": it is not the token of approval request %s as it was asked", id)
+			return
+		}
 		run, err = sess.DecideWithToken(r.Context(), req.Token, d)
 	} else {
 		run, err = sess.Decide(r.Context(), id, d)
 	}
 	switch {
 	case errors.Is(err, host.ErrApprovalNotFound):
-		notFound(w, "pending approval", id)
-	case errors.Is(err, host.ErrApprovalDecided):
+		notFound(w, "approval request", id)
+	case errors.Is(err, host.ErrApprovalDecided), errors.Is(err, host.ErrApprovalExpired):
 		writeError(w, http.StatusConflict, codeConflict, "%v", err)
-	case errors.Is(err, host.ErrApprovalExpired):
-		writeError(w, http.StatusConflict, codeConflict, "%v", err)
+	case errors.Is(err, host.ErrNothingToResume):
+		// A decision made at the same time continued the run: this one
+		// came second, and recorded nothing.
+		writeError(w, http.StatusConflict, codeConflict, "approval request %s was decided already: its run goes on", id)
 	case errors.Is(err, host.ErrApprovalTokenInvalid), errors.Is(err, host.ErrApprovalTokenMismatch):
-		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"token\": %v", err)
 	case err != nil:
 		s.startError(w, err)
 	default:
-		writeJSON(w, http.StatusOK, map[string]string{"session_id": found.SessionID, "approval_id": id, "run_id": run.ID()})
+		writeJSON(w, http.StatusOK, map[string]string{"session_id": sessionID, "approval_id": id, "run_id": run.ID()})
+	}
+}
+
+// approvalSession returns the session of the tenant's approval request
+// id: from the inbox while it is pending, else from the index; "" when
+// neither knows it.
+func (s *Server) approvalSession(ctx context.Context, t *tenant, id string) (string, error) {
+	pending, err := t.host.PendingApprovals(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pending {
+		if p.ApprovalID == id {
+			return p.SessionID, nil
+		}
+	}
+	kv, ok := t.store().(storage.KV)
+	if !ok || storage.CheckKV(approvalSessions, id, nil) != nil {
+		return "", nil
+	}
+	b, ok, err := kv.Get(ctx, approvalSessions, id)
+	if err != nil || !ok {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// indexApproval records the session of an approval request, as its
+// request is made. A failure is logged: the request stays decidable while
+// it is pending; only a second decision would then answer 404, not 409.
+func (s *Server) indexApproval(t *tenant, sessionID, approvalID string) {
+	kv, ok := t.store().(storage.KV)
+	if !ok || approvalID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := kv.Set(ctx, approvalSessions, approvalID, []byte(sessionID)); err != nil {
+		s.log.Warn("cannot index an approval request", "tenant", t.name, "session", sessionID, "approval", approvalID, "err", err)
 	}
 }

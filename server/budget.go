@@ -24,7 +24,9 @@ import (
 
 // ErrBudgetExceeded is the error of a model call a tenant's budget stops.
 type ErrBudgetExceeded struct {
-	Tenant       string
+	// Tenant is the tenant whose budget is spent.
+	Tenant string
+	// Spent and Limit are the day's spend and the budget, in USD.
 	Spent, Limit float64
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,6 +59,11 @@ type Config struct {
 	// Heartbeat paces the comments that keep an idle event stream open.
 	// Default: 0, which means 15s.
 	Heartbeat Duration `yaml:"heartbeat"`
+	// StreamWriteTimeout bounds one write to an event stream's client: a
+	// client that stops reading is dropped once a write waits this long
+	// (it reconnects with Last-Event-ID and loses nothing); runs never
+	// wait for it. Default: 0, which means 30s.
+	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
 	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
 	// "", /metrics is open (bind it to a private network).
 	MetricsKey string `yaml:"metrics_key"`
@@ -136,11 +142,20 @@ type AgentConfig struct {
 
 // TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
 type TimeoutsConfig struct {
-	Total      Duration `yaml:"total"`
-	Step       Duration `yaml:"step"`
+	// Total bounds a run's working time (approvals' waits aside).
+	// Default: 0, none.
+	Total Duration `yaml:"total"`
+	// Step bounds one model pass with its retries and tool calls.
+	// Default: 0, none.
+	Step Duration `yaml:"step"`
+	// FirstChunk bounds the wait for a reply's first fragment. Default:
+	// 0, none.
 	FirstChunk Duration `yaml:"first_chunk"`
-	Chunk      Duration `yaml:"chunk"`
-	Tool       Duration `yaml:"tool"`
+	// Chunk bounds the silence between two fragments. Default: 0, none.
+	Chunk Duration `yaml:"chunk"`
+	// Tool bounds a tool call whose tool sets no timeout. Default: 0, the
+	// host's (60s).
+	Tool Duration `yaml:"tool"`
 }
 
 // RateLimitConfig bounds a tenant's use.
@@ -159,13 +174,27 @@ type RateLimitConfig struct {
 // SandboxConfig is what a tenant's plugins may do (see plugins.Limits);
 // the zero value is the deny-by-default sandbox.
 type SandboxConfig struct {
-	AllowedHosts        []string `yaml:"allowed_hosts"`
-	AllowPrivateNetwork bool     `yaml:"allow_private_network"`
-	KV                  bool     `yaml:"kv"`
-	MemoryPages         uint32   `yaml:"memory_pages"`
-	CallTimeout         Duration `yaml:"call_timeout"`
-	MaxOutputBytes      int      `yaml:"max_output_bytes"`
-	Instances           int      `yaml:"instances"`
+	// AllowedHosts are the hosts the plugins' HTTP may reach
+	// ("example.com", "example.com:8443", "*.example.com"). Default: none,
+	// HTTP denied.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AllowPrivateNetwork lets HTTP reach loopback and private addresses.
+	// Default: false.
+	AllowPrivateNetwork bool `yaml:"allow_private_network"`
+	// KV enables the tenant's key-value store for its plugins. Default:
+	// false.
+	KV bool `yaml:"kv"`
+	// MemoryPages caps each instance's memory, in 64 KiB pages (at most
+	// 65536). Default: 0, which means 512 (32 MiB).
+	MemoryPages uint32 `yaml:"memory_pages"`
+	// CallTimeout bounds one call of a plugin. Default: 0, which means 5s.
+	CallTimeout Duration `yaml:"call_timeout"`
+	// MaxOutputBytes bounds one call's output. Default: 0, which means
+	// 1 MiB.
+	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// Instances bounds a module's live instances (its calls at once).
+	// Default: 0, which means 4.
+	Instances int `yaml:"instances"`
 	// CompileTimeout bounds compiling a module not compiled before
 	// (plugins.Limits.CompileTimeout). Default: 0, which means 10s.
 	CompileTimeout Duration `yaml:"compile_timeout"`
@@ -174,10 +203,12 @@ type SandboxConfig struct {
 // Duration is a time.Duration written as "10s", "2m30s".
 type Duration time.Duration
 
-// UnmarshalYAML reads "10s", or a number of seconds.
+// UnmarshalYAML reads "10s", or a number of seconds. A bad value is a
+// *yaml.TypeError, so that the decoder goes on and reports the file's
+// other problems with it.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 10s", n.Line)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration such as 10s", n.Line)}}
 	}
 	if v, err := time.ParseDuration(n.Value); err == nil {
 		*d = Duration(v)
@@ -187,7 +218,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		*d = Duration(secs * float64(time.Second))
 		return nil
 	}
-	return fmt.Errorf("line %d: %q is not a duration (want e.g. 10s, 2m)", n.Line, n.Value)
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration (want e.g. 10s, 2m)", n.Line, n.Value)}}
 }
 
 // MarshalYAML writes the duration as "10s".
@@ -201,6 +232,7 @@ const (
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultMaxPluginBytes  = 64 << 20
 	DefaultHeartbeat       = 15 * time.Second
+	DefaultStreamWrite     = 30 * time.Second
 )
 
 // tenantName is what a tenant may be called: it prefixes the tenant's
@@ -208,46 +240,44 @@ const (
 var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // LoadConfig reads the YAML configuration at path. Unknown fields are
-// errors that name their line, as are values of the wrong type.
+// errors that name their line, as are values of the wrong type; every such
+// problem of the file is reported at once.
 func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("server: config: %w", err)
 	}
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true) // an unknown field fails, naming its line
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+	cfg, err := decodeStrict(b)
+	if err != nil {
 		return Config{}, fmt.Errorf("server: config %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// decode decodes a YAML document strictly.
-func decode(root *yaml.Node) (Config, error) {
+// decodeStrict decodes a YAML document into a Config: an unknown field is
+// an error that names its line.
+func decodeStrict(b []byte) (Config, error) {
 	var cfg Config
-	if root.Kind == 0 {
-		return cfg, nil // an empty file
-	}
-	b, err := yaml.Marshal(root)
-	if err != nil {
-		return cfg, err
-	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return cfg, err
+		return Config{}, err
 	}
 	return cfg, nil
 }
 
 // ApplyOverrides sets fields of cfg from the environment and from flags, in
 // that order (a flag wins). An override is PATH=VALUE, PATH the fields'
-// YAML names joined by dots (tenants.acme.budget_usd_per_day=5); a list is
-// written as a YAML flow sequence ([a, b]). From the environment, a
+// YAML names joined by dots (tenants.acme.budget_usd_per_day=5). VALUE is
+// read as a YAML scalar (5 is a number, true a bool), or as a flow
+// sequence or mapping ([a, b], {k: v}); anything else is text as it is
+// written ("Note: be brief" stays that text). From the environment, a
 // variable AGENTIC_CONFIG_PATH sets PATH, its dots written "__" and its
 // names in any case (AGENTIC_CONFIG_TENANTS__ACME__BUDGET_USD_PER_DAY=5);
-// AGENTIC_LISTEN and AGENTIC_STORAGE set listen and storage.
+// AGENTIC_LISTEN and AGENTIC_STORAGE set listen and storage. An override
+// of a field that does not exist, or whose value does not fit the field,
+// is an error naming the override; every bad override is reported at once,
+// and cfg is then returned unchanged.
 func ApplyOverrides(cfg Config, environ []string, flags []string) (Config, error) {
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -259,8 +289,8 @@ func ApplyOverrides(cfg Config, environ []string, flags []string) (Config, error
 	}
 	var errs []error
 	set := func(path, value, from string) {
-		if err := setPath(&root, strings.Split(path, "."), value); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", from, err))
+		if err := setOverride(&root, strings.Split(path, "."), value); err != nil {
+			errs = append(errs, fmt.Errorf("server: config: %s: %w", from, err))
 		}
 	}
 	for _, kv := range environ {
@@ -278,7 +308,7 @@ func ApplyOverrides(cfg Config, environ []string, flags []string) (Config, error
 	for _, f := range flags {
 		path, value, ok := strings.Cut(f, "=")
 		if !ok || path == "" {
-			errs = append(errs, fmt.Errorf("--set %q: want PATH=VALUE", f))
+			errs = append(errs, fmt.Errorf("server: config: --set %q: want PATH=VALUE", f))
 			continue
 		}
 		set(path, value, "--set "+path)
@@ -286,16 +316,108 @@ func ApplyOverrides(cfg Config, environ []string, flags []string) (Config, error
 	if err := errors.Join(errs...); err != nil {
 		return cfg, err
 	}
-	out, err := decode(&root)
+	b, err = yaml.Marshal(&root)
+	if err != nil {
+		return cfg, err
+	}
+	out, err := decodeStrict(b)
 	if err != nil {
 		return cfg, fmt.Errorf("server: config overrides: %w", err)
 	}
 	return out, nil
 }
 
-// setPath sets the scalar (or flow sequence) at path in the document root,
-// creating the mappings it goes through. Mapping keys match in any case.
-func setPath(root *yaml.Node, path []string, value string) error {
+// setOverride checks that path names a field of Config and that value
+// fits it, then sets it in the document root.
+func setOverride(root *yaml.Node, path []string, value string) error {
+	typ, err := fieldType(path)
+	if err != nil {
+		return err
+	}
+	v := overrideValue(value)
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(reflect.New(typ).Interface()); err != nil {
+		// The lines are those of the value itself: say nothing of them.
+		return fmt.Errorf("%s", lineOf.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), ""))
+	}
+	return setPath(root, path, v)
+}
+
+// lineOf matches the line numbers of YAML errors.
+var lineOf = regexp.MustCompile(`(?m)^\s*line \d+: `)
+
+// fieldType returns the type of the field of Config at path: the fields'
+// YAML names (in any case), the keys of maps (any), or an error naming the
+// first name that is no field.
+func fieldType(path []string) (reflect.Type, error) {
+	typ := reflect.TypeFor[Config]()
+	for i, name := range path {
+		if name == "" {
+			return nil, fmt.Errorf("an empty name in %q", strings.Join(path, "."))
+		}
+		for typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		at := "the configuration"
+		if i > 0 {
+			at = strings.Join(path[:i], ".")
+		}
+		switch {
+		case typ.Kind() == reflect.Map:
+			typ = typ.Elem()
+		case typ.Kind() == reflect.Struct && typ != reflect.TypeFor[Duration]():
+			var names []string
+			found := false
+			for j := range typ.NumField() {
+				f := typ.Field(j)
+				tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				if tag == "" || tag == "-" {
+					continue
+				}
+				names = append(names, tag)
+				if strings.EqualFold(tag, name) {
+					typ, found = f.Type, true
+					break
+				}
+			}
+			if !found {
+				return nil, fmt.Errorf("%s has no field %q (it has %s)", at, name, strings.Join(names, ", "))
+			}
+		default:
+			return nil, fmt.Errorf("%s is a value, not a mapping: it has no field %q", at, name)
+		}
+	}
+	return typ, nil
+}
+
+// overrideValue is the YAML node of an override's value: a plain or
+// quoted scalar, or a flow sequence or mapping; anything else (a block
+// mapping such as "Note: be brief") is the text itself.
+func overrideValue(value string) *yaml.Node {
+	text := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &doc); err != nil || len(doc.Content) != 1 {
+		return text
+	}
+	n := doc.Content[0]
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) == 0:
+	case (n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode) && n.Style&yaml.FlowStyle != 0:
+	default:
+		return text
+	}
+	n.Line, n.Column, n.HeadComment, n.LineComment, n.FootComment = 0, 0, "", "", ""
+	return n
+}
+
+// setPath sets the node at path in the document root to v, creating the
+// mappings it goes through. Mapping keys match in any case.
+func setPath(root *yaml.Node, path []string, v *yaml.Node) error {
 	n := root
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
@@ -304,9 +426,6 @@ func setPath(root *yaml.Node, path []string, value string) error {
 		n = n.Content[0]
 	}
 	for i, key := range path {
-		if key == "" {
-			return fmt.Errorf("empty name in %q", strings.Join(path, "."))
-		}
 		if n.Kind != yaml.MappingNode {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				n.Kind, n.Tag, n.Value = yaml.MappingNode, "", ""
@@ -327,12 +446,7 @@ func setPath(root *yaml.Node, path []string, value string) error {
 		}
 		n = next
 	}
-	var v yaml.Node
-	if err := yaml.Unmarshal([]byte(value), &v); err != nil || len(v.Content) == 0 {
-		*n = yaml.Node{Kind: yaml.ScalarNode, Value: value, Tag: "!!str"}
-		return nil
-	}
-	*n = *v.Content[0]
+	*n = *v
 	return nil
 }
 
@@ -364,7 +478,11 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = Duration(DefaultHeartbeat)
 	}
-	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat} {
+	if cfg.StreamWriteTimeout == 0 {
+		cfg.StreamWriteTimeout = Duration(DefaultStreamWrite)
+	}
+	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat,
+		"stream_write_timeout": cfg.StreamWriteTimeout} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}
@@ -413,6 +531,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 				bad("plugin_config.%s: an empty key", m)
 			}
 		}
+	}
+	if err := t.Sandbox.limits().Validate(); err != nil {
+		bad("sandbox: %v", err)
 	}
 	if len(t.Agents) == 0 {
 		model := ""

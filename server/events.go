@@ -23,10 +23,6 @@ import (
 // stream closes when the key is revoked, the server shuts down, or the
 // client falls too far behind (it reconnects from its last id).
 
-// writeTimeout bounds one write to an event stream's client: a client that
-// stops reading is dropped, never waited for.
-const writeTimeout = 30 * time.Second
-
 // parseEventID reads a Last-Event-ID: "RUN:SEQ".
 func parseEventID(id string) (host.Cursor, bool) {
 	i := strings.LastIndexByte(id, ':')
@@ -48,10 +44,21 @@ func eventID(c host.Cursor) string {
 	return c.RunID + ":" + strconv.Itoa(c.Seq)
 }
 
-// sse writes server-sent events, each within writeTimeout.
+// sse writes server-sent events, each within timeout: a client that stops
+// reading is dropped, never waited for.
 type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration // 0: DefaultStreamWrite
+}
+
+// deadline bounds the next write.
+func (s *sse) deadline() {
+	d := s.timeout
+	if d <= 0 {
+		d = DefaultStreamWrite
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(d))
 }
 
 func newSSE(w http.ResponseWriter) *sse {
@@ -72,7 +79,7 @@ func (s *sse) event(name, id string, data any) error {
 	if err != nil {
 		return err
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	s.deadline()
 	var buf strings.Builder
 	if name != "" {
 		fmt.Fprintf(&buf, "event: %s\n", name)
@@ -89,7 +96,7 @@ func (s *sse) event(name, id string, data any) error {
 
 // comment writes an SSE comment (a heartbeat).
 func (s *sse) comment(text string) error {
-	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
@@ -98,7 +105,7 @@ func (s *sse) comment(text string) error {
 
 // done ends a UI message stream: data: [DONE].
 func (s *sse) done() error {
-	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	s.deadline()
 	if _, err := fmt.Fprint(s.w, "data: [DONE]\n\n"); err != nil {
 		return err
 	}
@@ -144,10 +151,12 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 
 // stream relays an attachment's updates through send until the client
 // leaves, the key is revoked, the server shuts down or the client falls
-// behind (these three are told to stopped, with an error code and a
-// message, before the stream ends); it writes heartbeats while nothing
-// happens.
+// behind (the run's progress outgrows its buffer: ErrSlowSubscriber, or a
+// write waits past StreamWriteTimeout) — these three are told to stopped,
+// with an error code and a message, before the stream ends; it writes
+// heartbeats while nothing happens.
 func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, send func(host.Update, host.Cursor) error, stopped func(code, message string)) {
+	out.timeout = time.Duration(s.cfg.StreamWriteTimeout)
 	ctx, cancel := context.WithCancel(ctx)
 	type item struct {
 		u   host.Update
@@ -182,7 +191,7 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			if it.err != nil {
 				switch {
 				case errors.Is(it.err, host.ErrSlowSubscriber):
-					stopped("too_slow", "the client fell too far behind; reconnect with Last-Event-ID")
+					stopped(codeTooSlow, "the client fell too far behind; reconnect with Last-Event-ID")
 				case errors.Is(it.err, host.ErrClosed):
 					stopped(codeUnavailable, "the server is shutting down; reconnect")
 				}

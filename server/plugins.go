@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -93,10 +94,13 @@ func (s *Server) getPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	writeJSON(w, http.StatusOK, s.pluginInfo(t.name, m))
 }
 
-// putPlugin loads an uploaded module for the tenant, then keeps it. A
-// module that does not load is refused (422) and changes nothing; one
-// whose tools, validators or policies another module of the tenant offers
-// too is refused (409), the previous version (if any) restored.
+// putPlugin loads an uploaded module for the tenant, then keeps it. The
+// module is first loaded on its own, outside the tenant's registry: one
+// that does not load is refused (422), one offering a tool, validator or
+// policy that another module of the tenant offers is refused (409), and
+// either way nothing changes — the previous version, if any, serves on,
+// and nothing is listed among the refusals (which are the plugin
+// directory's). Uploads and removals of a tenant's modules take turns.
 func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	name, path := s.pluginPath(w, r, t)
 	if name == "" {
@@ -106,36 +110,55 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the module is larger than %d bytes", tooBig.Limit)
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the module is larger than %d bytes (max_plugin_bytes)", tooBig.Limit)
 			return
 		}
 		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the module: %v", err)
 		return
 	}
-	prev, hadPrev := s.registry.Module(t.name, name)
-	var prevWasm []byte
-	var before []string
-	if hadPrev {
-		prevWasm, _ = os.ReadFile(path)
-		before = s.pluginInfo(t.name, prev).Conflicting
+	if len(wasm) == 0 {
+		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the module's bytes")
+		return
 	}
-	m, err := s.registry.Load(r.Context(), t.name, plugins.Source{Name: name, Wasm: wasm, Tenant: t.name})
+	t.pluginsMu.Lock()
+	defer t.pluginsMu.Unlock()
+	src := plugins.Source{Name: name, Wasm: wasm, Tenant: t.name, Limits: t.cfg.Sandbox.limits()}
+	probe, err := s.rt.Load(r.Context(), src)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
-	if info := s.pluginInfo(t.name, m); len(info.Conflicting) > len(before) {
-		// Refused: put back what served before.
-		if hadPrev && len(prevWasm) > 0 {
-			s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Tenant: t.name})
-		} else {
-			s.registry.Unload(t.name, name)
-		}
-		writeError(w, http.StatusConflict, codeConflict, "%s", info.Conflicting[0])
+	if !probe.Described() {
+		probe.Close(context.WithoutCancel(r.Context()))
+		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: it has no describe export (a plain Extism module needs a sidecar manifest, which uploads do not take)")
+		return
+	}
+	conflict := s.conflictOf(t.name, name, probe.Description())
+	probe.Close(context.WithoutCancel(r.Context()))
+	if conflict != "" {
+		writeError(w, http.StatusConflict, codeConflict, "%s", conflict)
+		return
+	}
+	prev, hadPrev := s.registry.Module(t.name, name)
+	var prevWasm []byte
+	if hadPrev {
+		prevWasm, _ = os.ReadFile(path)
+	}
+	m, err := s.registry.Load(context.WithoutCancel(r.Context()), t.name, src)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
 	if err := writeFileAtomic(path, wasm); err != nil {
-		s.log.Error("cannot keep an uploaded plugin; it serves until the server restarts", "tenant", t.name, "plugin", name, "err", err)
+		// Not kept, so not taken: put back what served before.
+		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
+		if hadPrev && len(prevWasm) > 0 && prev.Hash() != m.Hash() {
+			s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Tenant: t.name})
+		} else if !hadPrev {
+			s.registry.Unload(t.name, name)
+		}
+		writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the module: %v", err)
+		return
 	}
 	status := http.StatusCreated
 	if hadPrev {
@@ -144,11 +167,51 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	writeJSON(w, status, s.pluginInfo(t.name, m))
 }
 
+// conflictOf says which of the names d offers another module of the
+// tenant than name offers too; "" when none.
+func (s *Server) conflictOf(tenant, name string, d plugins.Description) string {
+	type offer struct{ kind, name string }
+	var offers []offer
+	for _, x := range d.Tools {
+		offers = append(offers, offer{"tool", x.Name})
+	}
+	for _, x := range d.Validators {
+		offers = append(offers, offer{"validator", x.Name})
+	}
+	for _, x := range d.Policies {
+		offers = append(offers, offer{"policy", x.Name})
+	}
+	for _, m := range s.registry.Modules(tenant) {
+		if m.Name() == name {
+			continue
+		}
+		od := m.Description()
+		has := map[offer]bool{}
+		for _, x := range od.Tools {
+			has[offer{"tool", x.Name}] = true
+		}
+		for _, x := range od.Validators {
+			has[offer{"validator", x.Name}] = true
+		}
+		for _, x := range od.Policies {
+			has[offer{"policy", x.Name}] = true
+		}
+		for _, o := range offers {
+			if has[o] {
+				return fmt.Sprintf("%s %s is offered by plugin %s already: remove it first, or upload this module under its name", o.kind, o.name, m.Name())
+			}
+		}
+	}
+	return ""
+}
+
 func (s *Server) deletePlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	name, path := s.pluginPath(w, r, t)
 	if name == "" {
 		return
 	}
+	t.pluginsMu.Lock()
+	defer t.pluginsMu.Unlock()
 	if _, ok := s.registry.Module(t.name, name); !ok {
 		notFound(w, "plugin", name)
 		return

@@ -77,24 +77,30 @@ type tenant struct {
 	host    *host.Host
 	agents  map[string]host.Agent
 	limiter *rate.Limiter // nil: no request bound
-	active  atomic.Int64  // runs in flight in this host
+	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
+
+	pluginsMu sync.Mutex // uploads and removals of the tenant's modules take turns
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
 // each tenant's plugins loaded from PluginsDir/TENANT (and hot-reloaded),
 // and the routes. It returns every problem of the configuration at once.
 func New(opts Options) (*Server, error) {
+	var problems []error
 	cfg, err := opts.Config.normalized()
 	if err != nil {
-		return nil, fmt.Errorf("server: config: %w", err)
+		problems = append(problems, fmt.Errorf("server: config: %w", err))
 	}
 	if opts.Storage == nil || opts.Model == nil {
-		return nil, errors.New("server: Options.Storage and Options.Model are required")
+		problems = append(problems, errors.New("server: Options.Storage and Options.Model are required"))
 	}
 	kv, ok := opts.Storage.(storage.KV)
-	if !ok {
-		return nil, errors.New("server: the storage must keep values (storage.KV)")
+	if _, lists := opts.Storage.(storage.Lister); opts.Storage != nil && (!ok || !lists) {
+		problems = append(problems, errors.New("server: the storage must list sessions and keep values (storage.Lister and storage.KV)"))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -149,9 +155,6 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return nil
 	}
 	for _, name := range sortedKeys(s.cfg.Tenants) {
-		if err := s.cfg.Tenants[name].Sandbox.limits().Validate(); err != nil {
-			return fmt.Errorf("server: tenants.%s.sandbox: %w", name, err)
-		}
 		dir := filepath.Join(s.cfg.PluginsDir, name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("server: plugins of %s: %w", name, err)
@@ -338,6 +341,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	if s.rt != nil {
 		s.rt.Close(context.Background())
+	}
+	if s.metrics != nil {
+		s.metrics.shutdown(context.Background())
 	}
 	return errors.Join(errs...)
 }

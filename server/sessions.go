@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
@@ -70,8 +74,42 @@ func (t *tenant) agentFor(w http.ResponseWriter, name string) (*host.Agent, bool
 // admit decides whether a new run may start for the tenant: not while the
 // server shuts down, past the tenant's budget, or past its concurrent
 // runs. running tells that the session's run is in flight here (a message
-// joins it: no new run). It answers the refusal itself.
+// joins it: no new run). It answers the refusal itself. It reserves
+// nothing: two requests at once may both pass the bound; [Server.admitRun]
+// does not let them.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request, t *tenant, running bool) bool {
+	if !s.admitAny(w, r, t) {
+		return false
+	}
+	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 && !running && t.slots.count(t.host) >= n {
+		tooMany(w, t)
+		return false
+	}
+	return true
+}
+
+// admitRun is admit for a message to session id, holding the run's place
+// under the tenant's bound on concurrent runs until release is called —
+// once Start returned, when the run is in flight (or the message joined
+// one, or was refused).
+func (s *Server) admitRun(w http.ResponseWriter, r *http.Request, t *tenant, id string) (release func(), ok bool) {
+	if !s.admitAny(w, r, t) {
+		return nil, false
+	}
+	n := t.cfg.RateLimit.ConcurrentRuns
+	if n <= 0 || t.host.IsRunning(id) {
+		return func() {}, true
+	}
+	release, ok = t.slots.reserve(t.host, id, n)
+	if !ok {
+		tooMany(w, t)
+	}
+	return release, ok
+}
+
+// admitAny refuses any new work while the server shuts down or the
+// tenant is past its budget.
+func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) bool {
 	if s.closing.Load() {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; send to another host")
 		return false
@@ -86,12 +124,78 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, t *tenant, runnin
 			return false
 		}
 	}
-	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 && !running && t.active.Load() >= int64(n) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, "tenant %s has %d runs in flight, its limit", t.name, n)
-		return false
-	}
 	return true
+}
+
+func tooMany(w http.ResponseWriter, t *tenant) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, codeRateLimited, "tenant %s has %d runs in flight, its limit", t.name, t.cfg.RateLimit.ConcurrentRuns)
+}
+
+// runSlots counts a tenant's runs in flight in this host: the sessions
+// whose runs were admitted (counted from their admission on, so that
+// requests at once cannot all pass the bound) or told by the live events
+// (runs resumed, continued after approvals), each counted while an
+// admission of it is in progress or its run is in flight
+// (host.IsRunning), and forgotten otherwise.
+type runSlots struct {
+	mu       sync.Mutex
+	sessions map[string]int // session id → admissions in progress
+}
+
+// countLocked counts the runs in flight, forgetting the sessions that have
+// none.
+func (rs *runSlots) countLocked(h *host.Host) int {
+	n := 0
+	for id, admitting := range rs.sessions {
+		if admitting > 0 || h.IsRunning(id) {
+			n++
+		} else {
+			delete(rs.sessions, id)
+		}
+	}
+	return n
+}
+
+func (rs *runSlots) count(h *host.Host) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.countLocked(h)
+}
+
+// reserve holds a place for a run of session id, unless limit runs are
+// in flight; a session counted already takes no second place.
+func (rs *runSlots) reserve(h *host.Host, id string, limit int) (release func(), ok bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.sessions == nil {
+		rs.sessions = map[string]int{}
+	}
+	n := rs.countLocked(h)
+	if _, counted := rs.sessions[id]; !counted && n >= limit {
+		return nil, false
+	}
+	rs.sessions[id]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			rs.mu.Lock()
+			rs.sessions[id]--
+			rs.mu.Unlock()
+		})
+	}, true
+}
+
+// observe counts session id's run, which went live.
+func (rs *runSlots) observe(id string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.sessions == nil {
+		rs.sessions = map[string]int{}
+	}
+	if _, ok := rs.sessions[id]; !ok {
+		rs.sessions[id] = 0
+	}
 }
 
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -107,12 +211,24 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 	if !ok {
 		return
 	}
-	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
-	if !s.admit(w, r, t, t.host.IsRunning(id)) {
+	wait, ok := boolParam(w, r, "wait")
+	if !ok {
 		return
 	}
-	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts,
-		RequestID: r.Header.Get("Idempotency-Key"), Agent: agent})
+	key, retry, ok := s.idempotent(w, r, t, id, req)
+	if !ok {
+		return
+	}
+	release := func() {}
+	if !retry {
+		// A retry starts no run: it is answered as the first time, even
+		// when no new run could start now.
+		if release, ok = s.admitRun(w, r, t, id); !ok {
+			return
+		}
+	}
+	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts, RequestID: key, Agent: agent})
+	release()
 	if err != nil {
 		s.startError(w, err)
 		return
@@ -132,6 +248,62 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 		return
 	}
 	writeJSON(w, http.StatusOK, resultOf(id, res))
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 255
+
+// idempotent reads the request's Idempotency-Key, and tells whether the
+// session holds a message sent with it already (retry). The same key with
+// another message is refused (422): a retry sends the same message. It
+// answers the refusal itself.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, t *tenant, id string, req messageRequest) (key string, retry, ok bool) {
+	key = r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return "", false, true
+	}
+	if len(key) > maxIdempotencyKey || !utf8.ValidString(key) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "the Idempotency-Key header: want 1 to %d bytes of UTF-8 text", maxIdempotencyKey)
+		return "", false, false
+	}
+	events, err := t.host.Session(id).Events(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		return "", false, false
+	}
+	for _, e := range events {
+		if e.Input == nil || e.Input.RequestID != key {
+			continue
+		}
+		var parts []ledger.Part
+		if req.Text != "" {
+			parts = append(parts, ledger.TextPart(req.Text))
+		}
+		parts = append(parts, req.Parts...)
+		sent, _ := json.Marshal(e.Input.Parts)
+		now, _ := json.Marshal(parts)
+		if !bytes.Equal(sent, now) {
+			writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the Idempotency-Key %q was sent with another message (%s): a retry sends the same message", key, e.Input.MessageID)
+			return "", false, false
+		}
+		return key, true, true
+	}
+	return key, false, true
+}
+
+// boolParam reads the query parameter name as a boolean (absent: false),
+// answering 400 when it is not one.
+func boolParam(w http.ResponseWriter, r *http.Request, name string) (bool, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalid, "query parameter %s=%q: want true or false", name, v)
+		return false, false
+	}
+	return b, true
 }
 
 // startError answers a failed Start or Wait.
@@ -166,6 +338,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 		limit = n
 	}
 	after := r.URL.Query().Get("after")
+	if after != "" && !storage.ValidSessionID(after) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "query parameter after=%q: want a session id", after)
+		return
+	}
 	ids, err := t.store().(storage.Lister).ListSessions(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot list the sessions: %v", err)
@@ -253,7 +429,7 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant
 	var req struct {
 		Reason string `json:"reason,omitempty"`
 	}
-	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+	if !s.decodeOptionalBody(w, r, &req) {
 		return
 	}
 	if !s.exists(w, r, t, id) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
@@ -36,7 +38,7 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	if req.Prompt == "" {
+	if strings.TrimSpace(req.Prompt) == "" {
 		writeError(w, http.StatusBadRequest, codeInvalid, "field \"prompt\" is required")
 		return
 	}
@@ -44,8 +46,18 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusBadRequest, codeInvalid, "field \"schema\" (or \"validator\") is required")
 		return
 	}
+	if len(req.Schema) > 0 {
+		if _, err := host.SchemaValidator(req.Schema); err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalid, "field \"schema\": %v", err)
+			return
+		}
+	}
+	if req.MaxPokes < 0 {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"max_pokes\": want 0 (the default, 3) or more")
+		return
+	}
 	agent, ok := t.agentFor(w, req.Agent)
-	if !ok || !s.admit(w, r, t, false) {
+	if !ok {
 		return
 	}
 	spec := host.TaskSpec{Agent: agent, Prompt: req.Prompt, SessionID: ledger.NewID("task"), MaxPokes: req.MaxPokes,
@@ -58,8 +70,13 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}
 		spec.Validator, spec.ValidatorName = v, req.Validator
 	}
+	release, ok := s.admitRun(w, r, t, spec.SessionID)
+	if !ok {
+		return
+	}
 	started := make(chan string, 1)
 	spec.OnProgress = func(p host.Progress) {
+		release() // the run is in flight: it counts as such
 		select {
 		case started <- p.RunID:
 		default:
@@ -69,6 +86,7 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	done := make(chan host.Outcome, 1)
 	go func() {
 		defer s.tasks.Done()
+		defer release()
 		done <- t.host.Task(context.Background(), spec)
 	}()
 	// Answer once the task's message is durable: its run reports
@@ -86,28 +104,38 @@ func (s *Server) postTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	}
 }
 
+// getTask answers a task's outcome; while its run has not ended, its
+// status is "running", "approval_required" (its run waits for a person) or
+// "interrupted" (its run waits to be resumed). A session that is not a
+// task is not found.
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request, t *tenant) {
 	id, ok := sessionID(w, r)
-	if !ok || !s.exists(w, r, t, id) {
+	if !ok {
 		return
 	}
 	sess := t.host.Session(id)
-	out, done, err := sess.TaskOutcome(r.Context(), "")
+	events, err := sess.Events(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read task %s: %v", id, err)
 		return
 	}
+	if !slices.ContainsFunc(events, func(e ledger.Event) bool { return e.RunStart != nil && e.RunStart.Task != nil }) {
+		notFound(w, "task", id)
+		return
+	}
+	out, done := host.OutcomeOf(events, "")
 	if !done {
 		st, err := sess.Status(r.Context())
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read task %s: %v", id, err)
 			return
 		}
-		if st.RunID == "" {
-			notFound(w, "task", id)
-			return
+		status := "running"
+		switch st.State {
+		case host.StateApprovalRequired, host.StateInterrupted:
+			status = string(st.State)
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "status": "running", "run_id": st.RunID, "session": st})
+		writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "status": status, "run_id": out.RunID, "session": st})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"task_id": id, "status": out.Status, "value": out.Value, "reason": out.Reason,

@@ -1,0 +1,358 @@
+package server_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// withTenant changes tenant name's configuration.
+func withTenant(name string, f func(*server.TenantConfig)) func(*server.Config) {
+	return func(c *server.Config) {
+		tc := c.Tenants[name]
+		f(&tc)
+		c.Tenants[name] = tc
+	}
+}
+
+// costing is a reply that reports cost dollars spent.
+func costing(r hosttest.Reply, cost float64) hosttest.Reply {
+	r.Usage = &ledger.Usage{PromptTokens: 10, CompletionTokens: 10, TotalTokens: 20, Cost: cost}
+	return r
+}
+
+// TestBudget: a tenant's daily budget is checked before a run starts
+// (402), and the run that crosses it finishes the step it is in, then stops
+// with budget_exceeded; other tenants are not affected, and a second host
+// on the same storage counts the first one's spend.
+func TestBudget(t *testing.T) {
+	store := memory.New()
+	budget := withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 1 })
+	ts := startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) { budget(c); c.HostID = "host-1" }})
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", getAccount(t)); code != 201 {
+		t.Fatalf("%d %s", code, body)
+	}
+	lookup := func(id string) hosttest.Reply {
+		return hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "get_account", Arguments: `{"account_id":"` + id + `"}`}}}
+	}
+	ts.model.Enqueue(costing(lookup("1"), 0.6), costing(lookup("2"), 0.6), hosttest.Reply{Text: "never said"})
+	code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/spend/messages?wait=true", `{"text":"look up two accounts"}`)
+	res := decodeJSON[struct {
+		Status, Reason string
+		Cost           float64
+	}](t, body)
+	// It ends failed, as a provider's 402 would end it.
+	if code != 200 || !strings.Contains(res.Reason, "budget_exceeded: tenant acme spent $1.2000 of its $1.00 daily budget") || res.Status != "failed" {
+		t.Fatalf("the run crossing the budget: %d %s, want it stopped with budget_exceeded", code, body)
+	}
+	if n := ts.model.RequestCount(); n != 2 {
+		t.Errorf("the model was called %d times, want 2 (the third pass is past the budget)", n)
+	}
+	// The crossing step finished: its tool call has its result.
+	_, body = ts.do(t, ts.acme, "GET", "/v1/sessions/spend/transcript", "")
+	if strings.Count(body, `"status":"done","output"`) != 2 || strings.Contains(body, "never said") {
+		t.Errorf("the transcript: %s, want both steps' calls answered", body)
+	}
+	_, body = ts.do(t, ts.acme, "GET", "/v1/sessions/spend", "")
+	if !strings.Contains(body, `"state":"failed"`) || !strings.Contains(body, "budget_exceeded") {
+		t.Errorf("the session: %s", body)
+	}
+
+	// No new run starts: the message is refused, and nothing recorded.
+	_, before := ts.do(t, ts.acme, "GET", "/v1/sessions/spend/transcript", "")
+	for _, c := range []struct{ path, body string }{
+		{"/v1/sessions/spend/messages", `{"text":"more"}`},
+		{"/v1/sessions/other/messages?wait=true", `{"text":"more"}`},
+		{"/v1/tasks", `{"prompt":"x","schema":{"type":"object"}}`},
+		{"/v1/ui/chat", `{"id":"ui","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"more"}]}]}`},
+	} {
+		code, body := ts.do(t, ts.acme, "POST", c.path, c.body)
+		if code != 402 || !strings.Contains(body, `"code":"budget_exceeded"`) {
+			t.Errorf("POST %s past the budget: %d %s, want 402", c.path, code, body)
+		}
+	}
+	if _, after := ts.do(t, ts.acme, "GET", "/v1/sessions/spend/transcript", ""); after != before {
+		t.Errorf("a refused message changed the session:\n%s\n%s", before, after)
+	}
+	if code, _ := ts.do(t, ts.acme, "GET", "/v1/sessions/other", ""); code != 404 {
+		t.Errorf("a refused message made a session: %d", code)
+	}
+	if n := ts.model.RequestCount(); n != 2 {
+		t.Errorf("the model was called %d times after the budget ran out", n)
+	}
+	// Beta has no budget.
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/b/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, `"completed"`) {
+		t.Errorf("beta: %d %s", code, body)
+	}
+
+	// Another host sharing the storage counts the first one's spend.
+	other := startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) { budget(c); c.HostID = "host-2" }})
+	if code, body := other.do(t, other.acme, "POST", "/v1/sessions/elsewhere/messages", `{"text":"more"}`); code != 402 {
+		t.Errorf("the second host: %d %s, want 402", code, body)
+	}
+}
+
+// TestBudgetAdmitsBelowIt: a run under the budget starts, and its spend
+// is what counts: the next run is refused only once it is reached.
+func TestBudgetAdmitsBelowIt(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 1 })})
+	ts.model.Enqueue(costing(hosttest.Reply{Text: "one"}, 0.5), costing(hosttest.Reply{Text: "two"}, 0.49), costing(hosttest.Reply{Text: "three"}, 0.2))
+	for i, want := range []int{200, 200, 200, 402} {
+		code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"go"}`)
+		if code != want {
+			t.Fatalf("message %d: %d %s, want %d", i+1, code, body, want)
+		}
+	}
+}
+
+// TestRateLimit: a tenant's requests per second (a token bucket of Burst)
+// answer 429 with Retry-After past it, without touching other tenants, and
+// requests without a valid key spend nothing of it.
+func TestRateLimit(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.RateLimit = server.RateLimitConfig{RequestsPerSecond: 1, Burst: 2}
+	})})
+	for range 5 {
+		if code, _ := ts.do(t, "ak_wrong", "GET", "/v1/sessions", ""); code != 401 {
+			t.Fatalf("a wrong key: %d", code)
+		}
+	}
+	var codes []int
+	for range 3 {
+		code, _ := ts.do(t, ts.acme, "GET", "/v1/sessions", "")
+		codes = append(codes, code)
+	}
+	if !slices.Equal(codes, []int{200, 200, 429}) {
+		t.Errorf("three requests at once: %v, want the third past the burst of 2", codes)
+	}
+	req, _ := newRequest(ts, ts.acme, "GET", "/v1/sessions", "")
+	res, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 429 || res.Header.Get("Retry-After") == "" {
+		t.Errorf("past the limit: %d, Retry-After %q", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	for range 5 {
+		if code, body := ts.do(t, ts.beta, "GET", "/v1/sessions", ""); code != 200 {
+			t.Errorf("beta: %d %s", code, body)
+		}
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/sessions", ""); code != 200 {
+		t.Errorf("a second later: %d %s", code, body)
+	}
+}
+
+// stallModel makes the model think until cancelled when the last user
+// message says "stall", and answer as the default agent otherwise.
+func stallModel(m *hosttest.Model) {
+	m.Respond = func(req model.Request) hosttest.Reply {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if msg := req.Messages[i]; msg.Role == ledger.RoleUser {
+				if strings.Contains(msg.Text(), "stall") {
+					return hosttest.Reply{Text: "thinking ", Stall: time.Hour}
+				}
+				break
+			}
+		}
+		return hosttest.DefaultReply(req)
+	}
+}
+
+// TestConcurrentRuns: a tenant's bound on runs in flight holds under a
+// burst of requests at once; a message to a session whose run is in
+// flight joins it, whatever the bound; a run that ends frees its place.
+func TestConcurrentRuns(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 2}
+	})})
+	stallModel(ts.model)
+	const burst = 12
+	codes := make([]int, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = ts.do(t, ts.acme, "POST", "/v1/sessions/s"+string(rune('a'+i))+"/messages", `{"text":"stall"}`)
+		}()
+	}
+	wg.Wait()
+	var running []string
+	for i, c := range codes {
+		switch c {
+		case 202:
+			running = append(running, "s"+string(rune('a'+i)))
+		case 429:
+		default:
+			t.Errorf("message %d: %d", i, c)
+		}
+	}
+	if len(running) != 2 {
+		t.Fatalf("a burst of %d: %v, want exactly 2 accepted", burst, codes)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/new/messages", `{"text":"stall"}`); code != 429 || !strings.Contains(body, `"code":"rate_limited"`) {
+		t.Errorf("a third run: %d %s, want 429", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/tasks", `{"prompt":"stall","schema":{"type":"object"}}`); code != 429 {
+		t.Errorf("a task past the bound: %d %s, want 429", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+running[0]+"/messages", `{"text":"and this"}`); code != 202 {
+		t.Errorf("a message joining a run in flight: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/b/messages?wait=true", `{"text":"hi"}`); code != 200 {
+		t.Errorf("beta: %d %s", code, body)
+	}
+	// (The cancelled run's place is freed; the message that joined the
+	// other one is answered by it.)
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+running[1]+"/cancel", ""); code != 200 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	ts.waitState(t, ts.acme, running[1], "cancelled")
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/new/messages?wait=true", `{"text":"quick"}`); code != 200 {
+		t.Errorf("once a run ended: %d %s, want its place free", code, body)
+	}
+	ts.do(t, ts.acme, "POST", "/v1/sessions/"+running[0]+"/cancel", "")
+}
+
+// TestPluginsPerTenant: a module PUT for a tenant is hot-loaded for it
+// alone (its hash answered), kept across restarts, listed and read; a
+// broken module answers 422 and changes nothing; a module offering a tool
+// another module offers answers 409 and changes nothing; DELETE removes
+// it.
+func TestPluginsPerTenant(t *testing.T) {
+	dir := t.TempDir()
+	wasm := getAccount(t)
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.PluginsDir = dir; c.MaxPluginBytes = int64(len(wasm) + 1024) }})
+	sum := sha256.Sum256(wasm)
+	hash := "sha256:" + hex.EncodeToString(sum[:])
+	acmeTools := func() []string {
+		t.Helper()
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/tools/messages?wait=true", `{"text":"which tools now"}`); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		return offeredTools(t, ts.model, "which tools now")
+	}
+	file := filepath.Join(dir, "acme", "accounts.wasm")
+
+	code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", wasm)
+	info := decodeJSON[struct {
+		Name, Hash string
+		Tools      []struct{ Name string }
+	}](t, body)
+	if code != 201 || info.Name != "accounts" || info.Hash != hash || len(info.Tools) != 1 || info.Tools[0].Name != "get_account" {
+		t.Fatalf("PUT: %d %s, want 201 with hash %s", code, body, hash)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != string(wasm) {
+		t.Errorf("the module is not kept in %s: %v", file, err)
+	}
+	if tools := acmeTools(); !slices.Equal(tools, []string{"get_account"}) {
+		t.Errorf("acme's agent offers %v, want get_account", tools)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/call/messages?wait=true", `{"text":"get_account account_id=42"}`); code != 200 || !strings.Contains(body, "The get_account tool returned") {
+		t.Errorf("acme calls the tool: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/call/messages?wait=true", `{"text":"get_account account_id=42"}`); code != 200 || strings.Contains(body, "tool returned") {
+		t.Errorf("beta calls acme's tool: %d %s", code, body)
+	}
+	if tools := offeredTools(t, ts.model, "get_account account_id=42"); len(tools) != 0 {
+		t.Errorf("beta's agent offers %v, want no tools", tools)
+	}
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/plugins", ""); code != 200 || !strings.Contains(body, `"name":"accounts"`) || !strings.Contains(body, hash) {
+		t.Errorf("list: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.beta, "GET", "/v1/plugins", ""); code != 200 || strings.Contains(body, "accounts") {
+		t.Errorf("beta's list: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/plugins/accounts", ""); code != 200 || !strings.Contains(body, hash) {
+		t.Errorf("get: %d %s", code, body)
+	}
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", wasm); code != 200 || !strings.Contains(body, hash) {
+		t.Errorf("PUT again: %d %s, want 200", code, body)
+	}
+
+	// Refused uploads change nothing.
+	unchanged := func(what string) {
+		t.Helper()
+		code, body := ts.do(t, ts.acme, "GET", "/v1/plugins", "")
+		list := decodeJSON[struct {
+			Plugins   []struct{ Name, Hash string }
+			Conflicts []string
+			Refusals  []any
+		}](t, body)
+		if code != 200 || len(list.Plugins) != 1 || list.Plugins[0].Name != "accounts" || list.Plugins[0].Hash != hash ||
+			len(list.Conflicts) != 0 || !strings.Contains(body, `"refusals":[]`) {
+			t.Errorf("after %s: %d %s, want accounts alone, as it was", what, code, body)
+		}
+		if b, err := os.ReadFile(file); err != nil || string(b) != string(wasm) {
+			t.Errorf("after %s, the kept module changed: %v", what, err)
+		}
+		entries, _ := os.ReadDir(filepath.Join(dir, "acme"))
+		if len(entries) != 1 {
+			t.Errorf("after %s, the plugins directory holds %v", what, entries)
+		}
+		if tools := acmeTools(); !slices.Equal(tools, []string{"get_account"}) {
+			t.Errorf("after %s, acme's agent offers %v", what, tools)
+		}
+	}
+	for _, c := range []struct {
+		name, what string
+		body       []byte
+		code       int
+		want       string
+	}{
+		{"accounts", "a broken module replacing one", []byte("\x00asm\x01\x00\x00\x00garbage"), 422, "refused"},
+		{"broken", "a broken new module", []byte("not wasm at all"), 422, "refused"},
+		{"empty", "an empty body", nil, 400, "empty"},
+		{"accounts2", "a module offering get_account too", wasm, 409, "get_account"},
+		{"big", "a module past max_plugin_bytes", append(append([]byte(nil), wasm...), make([]byte, 2048)...), 413, "larger"},
+		{".hidden", "a bad name", wasm, 400, "plugin name"},
+	} {
+		code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/"+c.name, c.body)
+		if code != c.code || !strings.Contains(body, c.want) || !strings.Contains(body, `"error"`) {
+			t.Errorf("%s: %d %s, want %d saying %q", c.what, code, body, c.code, c.want)
+		}
+		unchanged(c.what)
+	}
+
+	// Kept across a restart.
+	again := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.PluginsDir = dir }})
+	if code, body := again.do(t, again.acme, "GET", "/v1/plugins/accounts", ""); code != 200 || !strings.Contains(body, hash) {
+		t.Errorf("after a restart: %d %s", code, body)
+	}
+	again.Close()
+
+	if code, body := ts.do(t, ts.acme, "DELETE", "/v1/plugins/accounts", ""); code != 204 {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the module's file is still there: %v", err)
+	}
+	if code, _ := ts.do(t, ts.acme, "GET", "/v1/plugins/accounts", ""); code != 404 {
+		t.Errorf("GET after DELETE: %d", code)
+	}
+	if code, _ := ts.do(t, ts.acme, "DELETE", "/v1/plugins/accounts", ""); code != 404 {
+		t.Errorf("DELETE again: %d", code)
+	}
+	if tools := acmeTools(); len(tools) != 0 {
+		t.Errorf("after DELETE, acme's agent offers %v", tools)
+	}
+	// The name is free again: the module that conflicted loads.
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts2", wasm); code != 201 {
+		t.Errorf("PUT under the other name now: %d %s", code, body)
+	}
+}
