@@ -111,7 +111,7 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
 		}
 	}
-	r.w = cur.addWaiter(r.msgID, r.agent)
+	r.w = cur.addWaiter(r.msgID, &r.agent)
 	return nil
 }
 
@@ -185,11 +185,12 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)
-	var batch []ledger.Event
 	// A run left open by a process that died (and not resumed yet) is
 	// superseded: the new run's model sees its passes, and no resume will
 	// re-run it after this one.
-	for _, open := range ledger.OpenRuns(events) {
+	opens := ledger.OpenRuns(events)
+	batch := make([]ledger.Event, 0, len(opens)+2) // the run-ends, the message, the run-start
+	for _, open := range opens {
 		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
 			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
 	}
@@ -220,7 +221,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	if fresh {
 		r.accepted, r.acceptedRun = true, nr.id
 	}
-	r.w = nr.addWaiter(r.msgID, r.agent)
+	r.w = nr.addWaiter(r.msgID, &r.agent)
 	if r.bind != nil {
 		nr.bindTo(r.bind, r.msgID)
 		r.bound = nr
@@ -335,7 +336,7 @@ func (r *Run) abandon() bool {
 // waiter is a message waiting for the run that answers it.
 type waiter struct {
 	msgID string
-	agent Agent // the agent its sender asked for: a successor started for it runs it
+	agent *Agent // the agent its sender asked for (its handle's): a successor started for it runs it
 	st    *sessionState
 	done  chan struct{} // closed once res, err and again are set
 
@@ -376,7 +377,7 @@ func (w *waiter) runID() string {
 
 // addWaiter registers a wait for the run's answer to msgID, from the
 // progress published so far on.
-func (r *run) addWaiter(msgID string, agent Agent) *waiter {
+func (r *run) addWaiter(msgID string, agent *Agent) *waiter {
 	w := &waiter{msgID: msgID, agent: agent, st: r.st, done: make(chan struct{}), run: r}
 	r.st.mu.Lock()
 	w.after = r.hub.Len()
@@ -456,7 +457,7 @@ func (r *run) successorLocked() *run {
 	r.st.mu.Lock()
 	for _, w := range r.waiters {
 		if slices.Contains(pending, w.msgID) {
-			agent = w.agent
+			agent = *w.agent
 			break
 		}
 	}

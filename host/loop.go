@@ -87,6 +87,9 @@ type outcome struct {
 // newRun returns a run of the session over events, not started yet.
 func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks, lease storage.Lease, events []ledger.Event) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	// Room for the events of a one-pass run (message, run-start, step,
+	// run-end): its view grows once, here, instead of on every append.
+	events = slices.Grow(events, 4)
 	return &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
 		ctx: ctx, base: ctx, cancel: cancel, hub: hub.New[event](hub.Options{Capacity: 8}), events: events}
 }

@@ -202,7 +202,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	}
 	inputs := ledger.RunInputs(next.view(), next.id)
 	r := &Run{h: h, sess: sess, agent: agent, msgID: inputs[len(inputs)-1]}
-	r.w = next.addWaiter(r.msgID, agent)
+	r.w = next.addWaiter(r.msgID, &r.agent)
 	if bind != nil {
 		next.bindTo(bind, r.msgID)
 		r.bound = next

@@ -181,48 +181,88 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestMCPGoClient: the Go SDK's client drives the real binary, over stdio
 // (the client starts the command, as an MCP client's configuration does)
-// and over streamable HTTP with an API key: it lists the tools, calls
-// them, gets a trap as a tool error, and the process ends cleanly.
+// and over streamable HTTP with an API key: it lists the tools, calls a
+// Go, an AssemblyScript and a C plugin, sees notifications/tools/list_changed
+// after a plugin file is replaced (and the new version serving), gets as
+// tool errors a denial (the kit's policy denies the agent "intern"), a
+// refusal of an external tool it cannot be asked to approve (no
+// elicitation: the tool does not run) and a trap, and the process ends
+// cleanly.
 func TestMCPGoClient(t *testing.T) {
 	bin := needBinary(t)
-	dir, files := mcpPlugins(t)
 	const key = "test-key-7f3a"
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			dir, files := mcpPlugins(t)
+			site, hits, allow := countingSite(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
+			args := append([]string{"--plugins", dir, "--policy", "kit"}, allow...)
 			var (
-				tr     mcp.Transport
-				stderr lockedBuffer
-				server *proc
+				stdioErr lockedBuffer
+				server   *proc
+				endpoint string
 			)
-			switch transport {
-			case "stdio":
-				cmd := exec.Command(bin, "mcp", "--plugins", dir, "--policy", "kit")
-				cmd.Stderr = &stderr
-				tr = &mcp.CommandTransport{Command: cmd}
-			case "http":
-				var u string
-				u, server = mcpHTTP(t, bin, key, "--plugins", dir, "--policy", "kit")
-				defer func() { stderr.Write([]byte(server.err.String())) }()
-				tr = &mcp.StreamableClientTransport{Endpoint: u, HTTPClient: &http.Client{Transport: bearerTransport{key}}}
+			if transport == "http" {
+				endpoint, server = mcpHTTP(t, bin, key, args...)
+			}
+			serverLog := func() string {
+				if server != nil {
+					return server.err.String()
+				}
+				return stdioErr.String()
 			}
 			defer func() {
-				if t.Failed() {
-					t.Logf("server stderr:\n%s", stderr.String())
-				}
+				if t.Failed() && server == nil {
+					t.Logf("server stderr:\n%s", stdioErr.String())
+				} // mcpHTTP logs the HTTP server's
 			}()
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-test", Version: "1"}, nil).Connect(ctx, tr, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tools := map[string]*mcp.Tool{}
-			for tool, err := range cs.Tools(ctx, nil) {
-				if err != nil {
-					t.Fatal(err)
+			// connect connects a client named name: over stdio, a server
+			// process of its own on the same directory.
+			connect := func(name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+				t.Helper()
+				var tr mcp.Transport
+				if transport == "stdio" {
+					cmd := exec.Command(bin, append([]string{"mcp"}, args...)...)
+					cmd.Stderr = &stdioErr
+					tr = &mcp.CommandTransport{Command: cmd}
+				} else {
+					tr = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{key}}}
 				}
-				tools[tool.Name] = tool
+				cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts).Connect(ctx, tr, nil)
+				if err != nil {
+					t.Fatalf("%s: connect: %v", name, err)
+				}
+				return cs
 			}
+			listed := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
+				t.Helper()
+				tools := map[string]*mcp.Tool{}
+				for tool, err := range cs.Tools(ctx, nil) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					tools[tool.Name] = tool
+				}
+				return tools
+			}
+			callTool := func(cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+				t.Helper()
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				return res
+			}
+
+			changed := make(chan struct{}, 1)
+			cs := connect("go-test", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}})
+			tools := listed(cs)
 			for _, name := range []string{"get_account", "text_stats", "count_vowels", "trap", "fetch", "remember"} {
 				if tools[name] == nil {
 					t.Errorf("%s is not listed", name)
@@ -231,13 +271,68 @@ func TestMCPGoClient(t *testing.T) {
 			if got := tools["get_account"].Meta["agentic-host/module"]; got != sha(files["get_account.wasm"]) {
 				t.Errorf("get_account is served by %v", got)
 			}
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_account", Arguments: map[string]any{"account_id": "42"}})
-			if err != nil || res.IsError || !strings.Contains(goText(res), "Katherine Johnson") {
-				t.Errorf("get_account: %v %s", err, goText(res))
+
+			// A Go, an AssemblyScript and a C plugin.
+			for _, tc := range []struct {
+				tool string
+				args map[string]any
+				want string
+			}{
+				{"get_account", map[string]any{"account_id": "42"}, `"owner":"Katherine Johnson"`},
+				{"text_stats", map[string]any{"text": "Hello there. General Kenobi!"}, `"words":4`},
+				{"count_vowels", map[string]any{"text": "Hello, plugins"}, `"count":4`},
+			} {
+				res := callTool(cs, tc.tool, tc.args)
+				if res.IsError || !strings.Contains(goText(res), tc.want) || res.Meta["agentic-host/module"] != sha(files[tc.tool+".wasm"]) {
+					t.Errorf("%s: %s (from %v), want %s from %s", tc.tool, goText(res), res.Meta["agentic-host/module"], tc.want, sha(files[tc.tool+".wasm"]))
+				}
 			}
-			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "trap", Arguments: map[string]any{}})
-			if err != nil || !res.IsError || !strings.HasPrefix(goText(res), "[trap] ") {
-				t.Errorf("trap: %v %s", err, goText(res))
+
+			// A hot swap: a new version of text_stats, written beside the
+			// directory's file and renamed over it.
+			swapped := newVersion(files["text_stats.wasm"])
+			tmp := filepath.Join(dir, ".text_stats.wasm.tmp")
+			if err := os.WriteFile(tmp, swapped, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, "text_stats.wasm")); err != nil {
+				t.Fatal(err)
+			}
+			guard := time.After(2 * time.Minute)
+			for swappedIn := false; !swappedIn; {
+				select {
+				case <-changed:
+					swappedIn = listed(cs)["text_stats"].Meta["agentic-host/module"] == sha(swapped)
+				case <-time.After(100 * time.Millisecond):
+					if strings.Contains(serverLog(), "plugin rejected") {
+						t.Fatalf("the new version was refused:\n%s", serverLog())
+					}
+				case <-guard:
+					t.Fatalf("no notifications/tools/list_changed naming the new version of text_stats %s (a guard against a hang)", sha(swapped))
+				}
+			}
+			if res := callTool(cs, "text_stats", map[string]any{"text": "one two"}); res.IsError || !strings.Contains(goText(res), `"words":2`) || res.Meta["agentic-host/module"] != sha(swapped) {
+				t.Errorf("after the swap: %s from %v, want 2 words from %s", goText(res), res.Meta["agentic-host/module"], sha(swapped))
+			}
+
+			// A denial: the policy refuses the agent "intern" every tool.
+			intern := connect("intern", nil)
+			res := callTool(intern, "get_account", map[string]any{"account_id": "42"})
+			if !res.IsError || res.Meta["agentic-host/error"] != "denied" || !strings.Contains(goText(res), "interns may not call get_account") {
+				t.Errorf("intern's call: %s %v, want a denial", goText(res), res.Meta)
+			}
+			if err := intern.Close(); err != nil && transport == "stdio" {
+				t.Errorf("close: %v", err)
+			}
+			// An external tool needs approval, and this client cannot be
+			// asked (it offers no elicitation): refused, not run.
+			res = callTool(cs, "fetch", map[string]any{"url": site.URL + "/from-go", "method": "GET"})
+			if !res.IsError || res.Meta["agentic-host/error"] != "approval_required" || !strings.Contains(goText(res), "--approve fetch") || hits.Load() != 0 {
+				t.Errorf("fetch without elicitation: %s %v, %d fetches; want a refusal that says how to approve it, and none", goText(res), res.Meta, hits.Load())
+			}
+			res = callTool(cs, "trap", map[string]any{})
+			if !res.IsError || res.Meta["agentic-host/error"] != "trap" || !strings.HasPrefix(goText(res), "[trap] ") {
+				t.Errorf("trap: %s %v", goText(res), res.Meta)
 			}
 			if server != nil {
 				// Stopped with a session open: it ends the session, exits 0.

@@ -88,6 +88,7 @@ func writeAtomic(t *testing.T, dir, name string, data []byte) {
 // env is a server over a watched plugin directory.
 type env struct {
 	dir string
+	rt  *plugins.Runtime
 	reg *plugins.Registry
 	srv *mcpserver.Server
 	log *logBuffer
@@ -107,6 +108,11 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	}
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the server's log:\n%s", logs.String())
+		}
+	})
 	rt := plugintest.Runtime(t, plugins.Options{Logger: logger})
 	var (
 		mu   sync.Mutex
@@ -150,23 +156,48 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	for len(seen) > 0 {
 		<-seen // the initial loads
 	}
-	return &env{dir: dir, reg: reg, srv: s, log: logs, changes: seen}
+	return &env{dir: dir, rt: rt, reg: reg, srv: s, log: logs, changes: seen}
 }
 
-// awaitChange waits for the registry's change of module name.
+// awaitChange waits for the registry's change of module name. A refusal
+// of that module, when another change was awaited, fails the test at once
+// with the registry's reason (the old version, if any, stays: no
+// list_changed will come).
 func (e *env) awaitChange(t *testing.T, kind plugins.ChangeKind, name string) {
 	t.Helper()
-	guard := time.After(time.Minute)
+	guard := time.After(2 * time.Minute)
 	for {
 		select {
 		case c := <-e.changes:
-			if c.Kind == kind && c.Name == name {
+			switch {
+			case c.Kind == kind && c.Name == name:
 				return
+			case c.Kind == plugins.Rejected && c.Name == name:
+				t.Fatalf("%s was refused, awaiting its %s change: %v", name, kind, c.Err)
 			}
 		case <-guard:
 			t.Fatalf("no %s change of %s (a guard against a hang)", kind, name)
 		}
 	}
+}
+
+// precompile compiles wasm into the runtime's compilation cache (loading
+// it once, for another tenant, and closing it), so that a later load of
+// the same bytes from the watched directory takes no compile: a swap then
+// takes as long as instantiating and describing, however loaded the
+// machine (a compile of a Go plugin the cache has not seen can take tens
+// of seconds there, with the race detector).
+func (e *env) precompile(t *testing.T, wasm []byte, limits plugins.Limits) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	m, err := e.rt.Load(ctx, plugins.Source{Name: "precompile", Wasm: wasm, Tenant: "precompile", Limits: limits})
+	if err != nil {
+		t.Fatalf("precompiling: %v", err)
+	}
+	_ = m.Close(ctx)
+	t.Logf("precompiled %s in %s", hashOf(wasm)[:19], time.Since(start).Round(time.Millisecond))
 }
 
 // transports are the two ways a client reaches the server.

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,36 +59,56 @@ func keys(m map[string]*mcp.Tool) []string {
 // transports, and the list follows (each tool naming its module version).
 // A call in flight during a swap finishes on the version it started on;
 // that version shuts down after it, and the next call runs on the new one.
+//
+// The new version is compiled into the cache before the call starts: a
+// compile the cache has not seen can outlast the call's HTTP request on a
+// loaded machine (the call would end before the swap), or the compile
+// timeout (the new version refused, the old one kept: no list_changed).
+// Each wait fails with the registry's reason, and the site is released
+// when the test ends however it ends, so that a failure never hangs.
 func TestHotReload(t *testing.T) {
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		fmt.Fprint(w, "answered")
-	}))
-	defer slow.Close()
-	u, _ := url.Parse(slow.URL)
-	limits := plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, CallTimeout: 2 * time.Minute}
-
 	hostile := hostileWasm(t)
 	stats := textStatsWasm(t)
 	for i, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+				fmt.Fprint(w, "answered")
+			}))
+			t.Cleanup(slow.Close)
+			u, _ := url.Parse(slow.URL)
+			// The call waits for the site as long as the test needs
+			// (HTTPTimeout and CallTimeout); a compile may take long.
+			limits := plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true,
+				CallTimeout: 2 * time.Minute, HTTPTimeout: 2 * time.Minute, CompileTimeout: 5 * time.Minute}
+
 			e := newEnv(t, map[string][]byte{"hostile.wasm": hostile}, limits, mcpserver.Options{Approve: []string{"fetch"}})
 			ch := make(changes, 1)
 			cs := e.connect(t, transport, "watcher", ch.options())
+			// Registered after the client's cleanups, so run before them:
+			// the call in flight ends before the session closes.
+			var once sync.Once
+			t.Cleanup(func() { once.Do(func() { close(release) }) })
 			if tools := listTools(t, cs); tools["fetch"] == nil || tools["text_stats"] != nil {
 				t.Fatalf("listed %v", keys(tools))
 			}
 
 			writeAtomic(t, e.dir, "text_stats.wasm", stats)
+			e.awaitChange(t, plugins.Loaded, "text_stats")
 			ch.await(t, cs, "a new plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] != nil })
 
 			// A call in flight (the plugin waits for the slow site), then
 			// a new version of its module (other bytes, same tools).
+			v2 := withCustomSection(hostile, fmt.Sprintf("v%d", i+2))
+			e.precompile(t, v2, limits)
 			old, _ := e.reg.Module("acme", "hostile")
 			result := make(chan *mcp.CallToolResult, 1)
 			go func() {
@@ -99,11 +120,13 @@ func TestHotReload(t *testing.T) {
 			}()
 			select {
 			case <-entered:
+			case res := <-result:
+				t.Fatalf("the call ended before it reached the site: %s", text(res))
 			case <-time.After(time.Minute):
 				t.Fatal("the call did not reach the site (a guard against a hang)")
 			}
-			v2 := withCustomSection(hostile, fmt.Sprintf("v%d", i+2))
 			writeAtomic(t, e.dir, "hostile.wasm", v2)
+			e.awaitChange(t, plugins.Replaced, "hostile")
 			tools := ch.await(t, cs, "a replaced plugin", func(m map[string]*mcp.Tool) bool {
 				return m["fetch"] != nil && m["fetch"].Meta[mcpserver.MetaModule] == hashOf(v2)
 			})
@@ -115,8 +138,13 @@ func TestHotReload(t *testing.T) {
 				t.Error("the old version shut down with a call in flight")
 			default:
 			}
-			release <- struct{}{}
-			res := <-result
+			once.Do(func() { close(release) })
+			var res *mcp.CallToolResult
+			select {
+			case res = <-result:
+			case <-time.After(time.Minute):
+				t.Fatal("the call in flight did not end once the site answered (a guard against a hang)")
+			}
 			if res.IsError || meta(res, mcpserver.MetaModule) != hashOf(hostile) {
 				t.Errorf("the call in flight: %q from %s, want an answer from the old version %s", text(res), meta(res, mcpserver.MetaModule), hashOf(hostile))
 			}
@@ -132,6 +160,7 @@ func TestHotReload(t *testing.T) {
 			if err := os.Remove(filepath.Join(e.dir, "text_stats.wasm")); err != nil {
 				t.Fatal(err)
 			}
+			e.awaitChange(t, plugins.Removed, "text_stats")
 			ch.await(t, cs, "a removed plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] == nil })
 			if res := call(t, cs, "ok", nil); res.IsError {
 				t.Errorf("after the removal: %s", text(res))
@@ -150,6 +179,16 @@ func TestRefusalIsQuiet(t *testing.T) {
 	ch := make(changes, 8)
 	cs := e.connect(t, "stdio", "watcher", ch.options())
 	listTools(t, cs)
+	// A notification of the initial loads may still be on its way (the
+	// SDK sends it 10ms after the change, later on a loaded machine): it
+	// is not the refusal's. Wait for the line to be quiet.
+	for quiet := false; !quiet; {
+		select {
+		case <-ch:
+		case <-time.After(300 * time.Millisecond):
+			quiet = true
+		}
+	}
 
 	writeAtomic(t, e.dir, "broken.wasm", []byte("not a module"))
 	e.awaitChange(t, plugins.Rejected, "broken")
