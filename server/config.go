@@ -105,6 +105,10 @@ type TenantConfig struct {
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
 	Sandbox SandboxConfig `yaml:"sandbox"`
+	// CompactionLimit compacts one of the tenant's sessions when a prompt
+	// reaches this fraction of the model's context window. Default: 0,
+	// which means 0.8.
+	CompactionLimit float64 `yaml:"compaction_limit"`
 	// PluginConfig is the configuration of the tenant's plugins, by
 	// module name (the file's name without .wasm): what each reads with
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
@@ -133,9 +137,6 @@ type AgentConfig struct {
 	// Approve names the tools whose calls run without a person. Default:
 	// none.
 	Approve []string `yaml:"approve"`
-	// CompactionLimit compacts a session whose prompt reaches this
-	// fraction of the model's context window. Default: 0, which means 0.8.
-	CompactionLimit float64 `yaml:"compaction_limit"`
 	// Timeouts are the agent's named timeouts.
 	Timeouts TimeoutsConfig `yaml:"timeouts"`
 }
@@ -532,6 +533,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			}
 		}
 	}
+	if t.CompactionLimit < 0 || t.CompactionLimit > 1 {
+		bad("compaction_limit must be in (0, 1]")
+	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)
 	}
@@ -555,9 +559,6 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("agents.%s: model is required", an)
 		case len(t.Models) > 0 && !slices.Contains(t.Models, a.Model):
 			bad("agents.%s: model %s is not among the tenant's models", an, a.Model)
-		}
-		if a.CompactionLimit < 0 || a.CompactionLimit > 1 {
-			bad("agents.%s: compaction_limit must be in (0, 1]", an)
 		}
 		agents[an] = a
 	}

@@ -210,10 +210,10 @@ func TestNewReportsEveryProblem(t *testing.T) {
 				BudgetUSDPerDay: -1,
 				RateLimit:       server.RateLimitConfig{ConcurrentRuns: -2},
 				Sandbox:         server.SandboxConfig{MemoryPages: 70000},
+				CompactionLimit: 2,
 				Agents: map[string]server.AgentConfig{
 					"writer":    {Model: "other/model"},
 					"bad agent": {Model: "allowed/model"},
-					"squeezed":  {Model: "allowed/model", CompactionLimit: 2},
 				},
 			},
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
@@ -233,7 +233,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"MemoryPages",
 		"tenants.acme: agents.writer: model other/model is not among the tenant's models",
 		"tenants.acme: agents.bad agent",
-		"tenants.acme: agents.squeezed: compaction_limit",
+		"tenants.acme: compaction_limit",
 		"tenants.nomodel: agents.default: model is required",
 	} {
 		if !strings.Contains(err.Error(), want) {

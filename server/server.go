@@ -210,7 +210,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	}
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
-		Compaction: &host.Compaction{}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
+		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
 	if t.budget != nil {
 		hopts.Hooks = []host.Hook{t.budget.hook()}
 	}

@@ -71,27 +71,13 @@ func (t *tenant) agentFor(w http.ResponseWriter, name string) (*host.Agent, bool
 	return &a, true
 }
 
-// admit decides whether a new run may start for the tenant: not while the
-// server shuts down, past the tenant's budget, or past its concurrent
-// runs. running tells that the session's run is in flight here (a message
-// joins it: no new run). It answers the refusal itself. It reserves
-// nothing: two requests at once may both pass the bound; [Server.admitRun]
-// does not let them.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request, t *tenant, running bool) bool {
-	if !s.admitAny(w, r, t) {
-		return false
-	}
-	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 && !running && t.slots.count(t.host) >= n {
-		tooMany(w, t)
-		return false
-	}
-	return true
-}
-
-// admitRun is admit for a message to session id, holding the run's place
-// under the tenant's bound on concurrent runs until release is called —
-// once Start returned, when the run is in flight (or the message joined
-// one, or was refused).
+// admitRun decides whether a new run may start for a message to session
+// id: not while the server shuts down, past the tenant's budget, or past
+// its concurrent runs (a message to a session whose run is in flight joins
+// it: no new run). It answers a refusal itself. Admitted, the run's place
+// under the bound is held until release is called — once Start returned,
+// when the run is in flight (or the message joined one, or was refused) —
+// so that requests at once cannot all pass the bound.
 func (s *Server) admitRun(w http.ResponseWriter, r *http.Request, t *tenant, id string) (release func(), ok bool) {
 	if !s.admitAny(w, r, t) {
 		return nil, false

@@ -135,10 +135,15 @@ func (s *Server) uiChat(w http.ResponseWriter, r *http.Request, t *tenant) {
 			return
 		}
 		agent, ok := t.agentFor(w, req.Agent)
-		if !ok || !s.admit(w, r, t, t.host.IsRunning(req.ID)) {
+		if !ok {
+			return
+		}
+		release, ok := s.admitRun(w, r, t, req.ID)
+		if !ok {
 			return
 		}
 		run, err := sess.Start(r.Context(), text, host.StartOptions{Parts: parts, RequestID: last.ID, Agent: agent})
+		release()
 		if err != nil {
 			s.startError(w, err)
 			return
