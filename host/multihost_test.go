@@ -578,17 +578,7 @@ func TestMultiHostStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := run.Subscribe(0)
-	for {
-		p, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Type == host.ProgressText {
-			break
-		}
-	}
-	sub.Close()
+	waitStreaming(t, ctx, run)
 	a, err := hostA.Session("s").Status(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -45,17 +45,7 @@ func TestSessionStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := run.Subscribe(0)
-	for {
-		p, err := sub.Next(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Type == host.ProgressText {
-			break
-		}
-	}
-	sub.Close()
+	waitStreaming(t, ctx, run)
 	if _, err := s.Start(ctx, "second", host.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,5 +123,21 @@ func TestSessionStatusInterruptedAndQueued(t *testing.T) {
 	}
 	if st := statusOf(t, hs.Host.Session("i")); st.State != host.StateInterrupted || st.RunID != "run_1" || !st.Since.Equal(at) {
 		t.Errorf("a run nobody runs: %+v, want interrupted", st)
+	}
+}
+
+// waitStreaming returns once run has streamed some text.
+func waitStreaming(t *testing.T, ctx context.Context, run *host.Run) {
+	t.Helper()
+	sub := run.Subscribe(0)
+	defer sub.Close()
+	for {
+		p, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type == host.ProgressText {
+			return
+		}
 	}
 }
