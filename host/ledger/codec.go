@@ -97,9 +97,27 @@ func Encode(e Event) ([]byte, error) {
 // the event and the field at fault; errors.Is(err, ErrVersion) reports an
 // event of another schema version.
 func Decode(data []byte) (Event, error) {
-	// The strict decode comes first: it is the common case, and it reads
-	// the version too. Only a failure pays for the lenient header read
-	// that names the event in the error.
+	// The fast decoder reads the canonical form Encode writes, the common
+	// case; anything else goes to the strict decoder, which decides and
+	// explains. Both give the same event for what the fast one reads.
+	if w, ok := fastDecode(data); ok && w.V == SchemaVersion {
+		e := w.Event
+		normalize(&e)
+		if err := validate(e, true); err != nil {
+			return Event{}, err
+		}
+		return e, nil
+	}
+	return decodeStrict(data)
+}
+
+// decodeStrict is Decode through encoding/json, strictly (unknown fields
+// fail): the decoder of last resort, and the one whose errors Decode
+// returns.
+func decodeStrict(data []byte) (Event, error) {
+	// The strict decode comes first, and reads the version too. Only a
+	// failure pays for the lenient header read that names the event in
+	// the error.
 	var w wireEvent
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -182,11 +200,31 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
+	if isCompact(raw) {
+		return raw // as Encode writes it: nothing to do
+	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
 		return raw // Validate reports it
 	}
 	return buf.Bytes()
+}
+
+// isCompact reports whether raw has no white space outside its strings (as
+// json.Compact would leave it). It does not check that raw is JSON.
+func isCompact(raw []byte) bool {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // jsonField extracts the offending field's path from an encoding/json error.
@@ -205,7 +243,11 @@ func jsonField(err error) string {
 // Validate checks an event against the schema: the envelope, that exactly
 // the body named by Kind is set, and the body's required fields. Errors are
 // *DecodeError values wrapping [ErrInvalid].
-func Validate(e Event) error {
+func Validate(e Event) error { return validate(e, false) }
+
+// validate is Validate; read tells that the fast decoder read e, whose
+// texts are then UTF-8 and whose raw fields JSON already.
+func validate(e Event, read bool) error {
 	bad := func(field, format string, args ...any) error {
 		return &DecodeError{EventID: e.ID, Kind: e.Kind, Field: field,
 			Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}
@@ -239,8 +281,10 @@ func Validate(e Event) error {
 	if e.Kind != KindInput && e.RunID == "" {
 		return bad("run_id", "missing")
 	}
-	if field := invalidText(&e); field != "" {
-		return bad(field, "not valid UTF-8 (JSON cannot carry it verbatim)")
+	if !read {
+		if field := invalidText(&e); field != "" {
+			return bad(field, "not valid UTF-8 (JSON cannot carry it verbatim)")
+		}
 	}
 	switch e.Kind {
 	case KindInput:
@@ -264,7 +308,7 @@ func Validate(e Event) error {
 			return bad("run_start.response_id", "missing")
 		}
 		if t := e.RunStart.Task; t != nil {
-			if len(t.Schema) == 0 || !json.Valid(t.Schema) {
+			if len(t.Schema) == 0 || (!read && !json.Valid(t.Schema)) {
 				return bad("run_start.task.schema", "missing or not valid JSON")
 			}
 			if t.MaxPokes < 0 {
@@ -287,7 +331,7 @@ func Validate(e Event) error {
 				return bad(fmt.Sprintf("step.tool_calls[%d].name", i), "missing")
 			}
 		}
-		if len(s.Raw) > 0 && !json.Valid(s.Raw) {
+		if len(s.Raw) > 0 && (!read && !json.Valid(s.Raw)) {
 			return bad("step.raw", "not valid JSON")
 		}
 	case KindToolStart:
@@ -308,7 +352,7 @@ func Validate(e Event) error {
 		if e.ApprovalRequest.CallID == "" {
 			return bad("approval_request.call_id", "missing")
 		}
-		if in := e.ApprovalRequest.Input; len(in) > 0 && !json.Valid(in) {
+		if in := e.ApprovalRequest.Input; len(in) > 0 && (!read && !json.Valid(in)) {
 			return bad("approval_request.input", "not valid JSON")
 		}
 		if e.RunID == "" {
@@ -338,7 +382,7 @@ func Validate(e Event) error {
 		default:
 			return bad("run_end.status", "unknown status %q", e.RunEnd.Status)
 		}
-		if d := e.RunEnd.Deliverable; len(d) > 0 && !json.Valid(d) {
+		if d := e.RunEnd.Deliverable; len(d) > 0 && (!read && !json.Valid(d)) {
 			return bad("run_end.deliverable", "not valid JSON")
 		}
 		switch t := e.RunEnd.Timeout; {

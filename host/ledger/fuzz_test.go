@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -39,6 +41,16 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fast decoder reads what the strict one would, or gives up.
+		if w, ok := fastDecode(data); ok {
+			var strict wireEvent
+			if err := strictWire(data, &strict); err != nil {
+				t.Fatalf("the fast decoder read what the strict one refuses (%v):\n%q", err, data)
+			}
+			if !reflect.DeepEqual(w, strict) {
+				t.Fatalf("the fast and strict decoders differ:\nfast   %+v\nstrict %+v\ndata %q", w, strict, data)
+			}
+		}
 		x, err := Decode(data)
 		if err != nil {
 			var de *DecodeError
@@ -74,4 +86,42 @@ func dump(e Event) string {
 	}
 	return fmt.Sprintf("{ID:%q Kind:%q Time:%s (%q) RunID:%q %s:%#v}", e.ID, e.Kind,
 		e.Time.Format("2006-01-02T15:04:05.999999999Z07:00"), e.Time.Location(), e.RunID, bodyField[e.Kind], body)
+}
+
+// strictWire decodes data as the strict decoder does, before normalizing.
+func strictWire(data []byte, w *wireEvent) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(w); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data[dec.InputOffset():])) != 0 {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// TestFastDecodeReadsEveryField: the fast decoder reads every field of
+// every kind as the strict one does (fullEvents sets them all), so that a
+// field added to the events and not to the fast decoder fails here rather
+// than slowing Load down unnoticed.
+func TestFastDecodeReadsEveryField(t *testing.T) {
+	for _, e := range fullEvents() {
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := fastDecode(b)
+		if !ok {
+			t.Errorf("%s (%s): the fast decoder gave up on the canonical form:\n%s", e.ID, e.Kind, b)
+			continue
+		}
+		var strict wireEvent
+		if err := strictWire(b, &strict); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(w, strict) {
+			t.Errorf("%s (%s): fast %+v, strict %+v", e.ID, e.Kind, w, strict)
+		}
+	}
 }

@@ -695,10 +695,16 @@ func splitArray(data []byte) ([][]byte, error) {
 	for i := 1; i < len(data); i++ {
 		c := data[i]
 		if inString {
-			switch c {
-			case '\\':
+			// Jump to the string's next quote or backslash: most of a
+			// ledger is text.
+			j := bytes.IndexAny(data[i:], "\"\\")
+			if j < 0 {
+				break
+			}
+			i += j
+			if data[i] == '\\' {
 				i++ // skip the escaped byte
-			case '"':
+			} else {
 				inString = false
 			}
 			continue
