@@ -14,10 +14,11 @@
 // # Key layout
 //
 // With [Options.Prefix] p (default "agentic") and [Options.Tenant] t
-// (default "default"), session s has two keys:
+// (default "default"), session s has three keys:
 //
 //	p:{t:s}:events   a stream: one entry per event, in append order
 //	p:{t:s}:lease    a string: the lease holder's owner token, with a TTL
+//	p:{t:s}:token    a string: the token of the session's last Append
 //
 // and the tenant has one index:
 //
@@ -30,14 +31,14 @@
 //	p:kv:{t:hex(n)}  a hash: field key, value the value (HGET, HSET, HDEL;
 //	                 each atomic, each idempotent, so retries are safe)
 //
-// The braces are Redis Cluster hash tags: a session's stream and lease live
-// in one slot, so a script may use both. Prefixes may not contain braces,
+// The braces are Redis Cluster hash tags: a session's stream, lease and
+// token live in one slot, so a script may use them together. Prefixes may not contain braces,
 // and tenants are at most 64 characters of [A-Za-z0-9._-] (no colon, so
 // that no tenant and session pair names another's keys).
 //
 // A stream entry has a field e, the event's encoding by [ledger.Encode],
 // and the last entry of each Append has a second field b, a token unique to
-// that Append call (see Retries below). Entry ids are Redis's own (the
+// that Append call (see Retries below), which the token key holds too. Entry ids are Redis's own (the
 // server's time and a sequence), increasing; they are not the events' ids.
 // Streams are never trimmed and keys never expire, except leases.
 //
@@ -65,8 +66,10 @@
 // go-redis retries a command after a network error or a timeout, which may
 // strike after Redis ran the script but before its reply arrived. So that a
 // retried Append is not appended twice, the script is idempotent: when the
-// stream's last entry carries the call's token, the batch is already there
-// and the script does nothing. (The host appends to a session from one
+// session's token key holds the call's token, the batch is already there
+// and the script does nothing. (The token has a key of its own so that the
+// check reads a few bytes, not the stream's last entry, however large; the
+// entry's b field stays for hosts of earlier versions sharing the stream.) (The host appends to a session from one
 // place at a time, so a retry finds its own batch last.) An Append that
 // returns an error may nevertheless have happened, when Redis ran it and
 // the connection then failed on every try: what a network makes ambiguous,

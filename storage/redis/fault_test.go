@@ -456,6 +456,7 @@ func TestKeyLayout(t *testing.T) {
 	want := map[string]string{
 		"app:agentic:{acme:s:1}:events": "stream",
 		"app:agentic:{acme:s:1}:lease":  "string",
+		"app:agentic:{acme:s:1}:token":  "string",
 		"app:agentic:{acme}:sessions":   "zset",
 	}
 	if len(keys) != len(want) {

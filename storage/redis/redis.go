@@ -393,6 +393,12 @@ func (s *Store) eventsKey(sessionID string) string {
 	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:events"
 }
 
+// tokenKey returns the key of the token of the session's last batch, by
+// which a retried append is recognised (in the stream's hash slot).
+func (s *Store) tokenKey(sessionID string) string {
+	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:token"
+}
+
 // leaseKey returns the key of the session's lease.
 func (s *Store) leaseKey(sessionID string) string {
 	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:lease"
@@ -416,10 +422,13 @@ const (
 const queueOwner = "!queue"
 
 // appendScript appends a batch, atomically and idempotently, after the
-// lease check. KEYS: the stream, the lease, and (on a single server) the
-// index. ARGV: the owner ("" for an unfenced append, queueOwner for one of
-// queued messages only), the call's token, the time in ms, the session id,
-// then the encoded events.
+// lease check. KEYS: the stream, the lease, the token of the last batch,
+// and (on a single server) the index. ARGV: the owner ("" for an unfenced
+// append, queueOwner for one of queued messages only), the call's token,
+// the time in ms, the session id, then the encoded events. The batch's
+// token is kept in a key of its own (a GET, where reading it back from the
+// stream's last entry would copy that entry into the script) and, for
+// hosts of earlier versions sharing the stream, in the last entry's "b".
 var appendScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[2])
 if ARGV[1] ~= '' and ARGV[1] ~= '` + queueOwner + `' then
@@ -429,22 +438,17 @@ if ARGV[1] ~= '' and ARGV[1] ~= '` + queueOwner + `' then
 elseif holder and ARGV[1] ~= '` + queueOwner + `' then
   return redis.error_reply('` + codeLeaseHeld + ` the session is under a lease: append through it')
 end
-local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
-if last then
-  local f = last[2]
-  for i = 1, #f - 1, 2 do
-    if f[i] == 'b' and f[i + 1] == ARGV[2] then
-      return 0
-    end
-  end
+if redis.call('GET', KEYS[3]) == ARGV[2] then
+  return 0
 end
 local n = #ARGV
 for i = 5, n - 1 do
   redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
 redis.call('XADD', KEYS[1], '*', 'e', ARGV[n], 'b', ARGV[2])
-if KEYS[3] then
-  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('SET', KEYS[3], ARGV[2])
+if KEYS[4] then
+  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
 end
 return n - 4
 `)
@@ -504,7 +508,7 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		}
 		args = append(args, b)
 	}
-	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID)}
+	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID)}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
 	} else if err := s.client.ZAdd(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
