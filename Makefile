@@ -11,9 +11,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 20s
 BENCH_COUNT ?= 5
 LOAD_SESSIONS ?= 1000
+ANCHOR_RUNS ?= 200
 PKGS      := ./...
 
-.PHONY: all build demo test test-short bench load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
+.PHONY: all build demo test test-short bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
 
 all: build
 
@@ -54,6 +55,10 @@ bench:
 	@echo
 	@echo "Medians of $(BENCH_COUNT) runs:"
 	$(GO) run $(BENCHSTAT) bin/bench.txt
+
+## bench-anchor: the host's CPU per model step beside the AI SDK 7 ToolLoopAgent's (../shared/bench/aisdk), same fake server, same run
+bench-anchor: build
+	@BIN=$(BIN) ./scripts/bench-anchor.sh $(ANCHOR_RUNS)
 
 ## load: LOAD_SESSIONS (1000) sessions at once through the HTTP + SSE service, against the fake model, over file and memory storage: accept and append latency, events/s, memory per idle session
 load:

@@ -16,6 +16,7 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("fake-provider", env)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen `HOST:PORT`")
 	latency := fs.Duration("latency", 0, "pause between streamed chunks")
+	anchor := fs.Bool("anchor", false, "answer as the anchor benchmark expects: \"CALL tool {json}\" calls the tool with those arguments, a tool result is answered \"RESULT: …\"")
 	var windows pluginList
 	fs.Var(&windows, "context-window", "list `MODEL=TOKENS` in the models endpoint with that context window (repeatable), so that a client compacts early")
 	faults := fs.String("faults", "", "inject faults at random: `SPEC` such as rate=0.3,kinds=429+500+sever+stall,seed=7 (kinds: 429 500 502 503 401 402 overflow drop sever stall errorchunk nofinish finisherror, or all)")
@@ -30,6 +31,9 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	opts := fakemodel.Options{Addr: *addr, Latency: *latency}
+	if *anchor {
+		opts.Respond = fakemodel.AnchorReply
+	}
 	for _, w := range windows {
 		name, n, ok := strings.Cut(w, "=")
 		tokens, err := strconv.Atoi(n)

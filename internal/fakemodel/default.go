@@ -453,3 +453,22 @@ func recall(msgs []Message, name string) string {
 	}
 	return "I do not know your " + name + "."
 }
+
+// anchorCall is the anchor benchmark's request: "CALL tool {json}".
+var anchorCall = regexp.MustCompile(`^CALL ([A-Za-z0-9_-]+) (\{.*\})$`)
+
+// AnchorReply is the behaviour the anchor benchmark (a harness's CPU per
+// model step, the host's beside the AI SDK's, against the same server)
+// expects: "CALL tool {json}" calls that tool with exactly those
+// arguments; once the conversation ends with a tool result, the answer is
+// "RESULT: " and the result. Anything else is DefaultReply's.
+func AnchorReply(req Request) Reply {
+	msgs := req.Messages
+	if n := len(msgs); n > 0 && msgs[n-1].Role == "tool" {
+		return Reply{Text: "RESULT: " + msgs[n-1].Text}
+	}
+	if m := anchorCall.FindStringSubmatch(strings.TrimSpace(lastUserText(msgs))); m != nil && json.Valid([]byte(m[2])) {
+		return Reply{ToolCalls: []ToolCall{{Name: m[1], Arguments: m[2]}}}
+	}
+	return DefaultReply(req)
+}

@@ -148,3 +148,16 @@ func TestDefaultReplyRemembers(t *testing.T) {
 		t.Errorf("unknown: %q", got.Text)
 	}
 }
+
+// TestAnchorReply: "CALL tool {json}" calls the tool with those arguments;
+// a tool result is answered "RESULT: …".
+func TestAnchorReply(t *testing.T) {
+	got := AnchorReply(Request{Messages: []Message{{Role: "user", Text: `CALL get_account {"id":"ACC-7"}`}}})
+	if len(got.ToolCalls) != 1 || got.ToolCalls[0].Name != "get_account" || got.ToolCalls[0].Arguments != `{"id":"ACC-7"}` {
+		t.Errorf("call: %+v", got)
+	}
+	got = AnchorReply(Request{Messages: []Message{{Role: "user", Text: "CALL x"}, {Role: "tool", Text: `{"balance":1}`}}})
+	if got.Text != `RESULT: {"balance":1}` {
+		t.Errorf("result: %+v", got)
+	}
+}
