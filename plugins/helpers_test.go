@@ -39,6 +39,11 @@ func versionWasm(t testing.TB, v string) []byte {
 	return plugintest.CPlugin(t, "testdata/c", []string{"version.c", cKit + "/agentic.c"}, []string{cKit}, []string{`-DVERSION="` + v + `"`})
 }
 
+// cEchoWasm builds testdata/c/echo.c: a tool that answers its input.
+func cEchoWasm(t testing.TB) []byte {
+	return plugintest.CPlugin(t, "testdata/c", []string{"echo.c", cKit + "/agentic.c"}, []string{cKit}, nil)
+}
+
 func plainWasm(t testing.TB) []byte {
 	return plugintest.CPlugin(t, "testdata/c", []string{"plain.c"}, []string{cKit}, nil)
 }

@@ -51,6 +51,10 @@ type Limits struct {
 // Schema is a compiled JSON Schema. It is safe for concurrent use.
 type Schema struct {
 	s *jsonschema.Schema
+	// any is set for a schema every JSON document meets ({} or true), and
+	// object for {"type":"object"} (what a tool without a schema of its own
+	// takes): a document they accept is checked without being decoded.
+	any, object bool
 }
 
 // resource is the URL a compiled schema is known by; relative references
@@ -83,7 +87,17 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if kw := dynamicReference(sch); kw != "" {
 		return nil, fmt.Errorf("uses %s, which is not supported: where it leads is known only while checking, so the cost of a check cannot be bounded before it runs", kw)
 	}
-	return &Schema{s: sch}, nil
+	out := &Schema{s: sch}
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) == nil {
+		switch compact.String() {
+		case `{}`, `true`:
+			out.any = true
+		case `{"type":"object"}`:
+			out.object = true
+		}
+	}
+	return out, nil
 }
 
 // noLoader refuses every external reference. The JSON Schema
@@ -105,6 +119,9 @@ func (s *Schema) Problems(doc []byte, lim Limits) []string {
 	}
 	if lim.MaxSteps <= 0 {
 		lim.MaxSteps = DefaultMaxSteps
+	}
+	if (s.any || s.object) && json.Valid(doc) && (s.any || firstByte(doc) == '{') {
+		return nil // what the full check would say, without decoding doc
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
@@ -134,6 +151,18 @@ func (s *Schema) Problems(doc []byte, lim Limits) []string {
 		problems = append(problems[:lim.MaxProblems], fmt.Sprintf("(and %d more problems)", n-lim.MaxProblems))
 	}
 	return problems
+}
+
+// firstByte is doc's first byte that is not JSON white space, or 0.
+func firstByte(doc []byte) byte {
+	for _, c := range doc {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
 }
 
 var printer = message.NewPrinter(language.English)
