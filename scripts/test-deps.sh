@@ -7,7 +7,9 @@
 # Redis). Missing Redis tools are installed with apt-get when we are root
 # on a Debian-like machine; otherwise the script says what to install and
 # fails only when AGENTIC_REQUIRE_REDIS=1 (without the tools, those tests
-# skip).
+# skip). Chromium (the console's browser tests drive it headless) is
+# installed the same way; without it those tests skip, unless
+# AGENTIC_REQUIRE_BROWSER=1.
 set -euo pipefail
 
 need_go() {
@@ -64,6 +66,28 @@ need_redis() {
 		exit 1
 	fi
 	echo "test-deps: the tests that need Redis will be skipped" >&2
+}
+
+# --- Chromium (internal/cli: the web console's browser tests) ------------------
+# The console tests drive a headless chromium through the DevTools protocol
+# against a real serve process. fonts-liberation gives their screenshots
+# legible text.
+need_chromium() {
+	if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing chromium"
+		apt_install chromium fonts-liberation
+		return
+	fi
+	echo "test-deps: chromium is missing: install the Debian package chromium" \
+		"(apt-get install chromium) or your system's equivalent" >&2
+	if [ "${AGENTIC_REQUIRE_BROWSER:-}" = 1 ]; then
+		echo "test-deps: AGENTIC_REQUIRE_BROWSER=1 requires it" >&2
+		exit 1
+	fi
+	echo "test-deps: the console's browser tests will be skipped" >&2
 }
 
 # --- Plugin toolchains (plugins/, pdk/, examples/plugins) ---------------------
@@ -123,6 +147,7 @@ need_npm_client() {
 
 need_go
 need_redis
+need_chromium
 need_node
 need_plugin_toolchains
 need_npm_client "TypeScript MCP client" mcp-client @modelcontextprotocol/sdk

@@ -1,0 +1,954 @@
+//go:build unix
+
+package cli_test
+
+// The web console (/console of agentic-host serve) in a real browser: a
+// headless chromium, driven through the DevTools protocol, against a real
+// serve process of two tenants whose model is the fake one. The tests sign
+// in, follow a reply as it streams and across a reload, decide an approval
+// while a second console watches the inbox, tell the sessions' end states
+// apart, render a hostile Markdown reply inertly, and keep one tenant out
+// of another's sessions. Each state is photographed into the test's
+// artifact directory (kept with go test -artifacts -outputdir DIR); a page
+// that throws or logs an error fails the test.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/plugins/plugintest"
+	"github.com/agentichost/agentic/server"
+)
+
+// The API keys of the console tests' two tenants.
+const (
+	consoleAcmeKey   = "ak_test_console_acme"
+	consoleGlobexKey = "ak_test_console_globex"
+)
+
+// consoleLong is what the fake model streams, a word every 20ms, to a
+// message that starts with "long": about 4 s of streaming.
+var consoleLong = words("word", 200)
+
+// consoleMarkdown is what the fake model answers to a message that starts
+// with "markdown": Markdown that a careless renderer would run.
+const consoleMarkdown = "Here is **bold** text.\n\n" +
+	"<script>window.__xss=1</script>\n\n" +
+	"[click](javascript:window.__xss=2)\n\n" +
+	"![img](http://example.test/x.png)\n\n" +
+	"<img src=x onerror=\"window.__xss=3\">\n"
+
+// consoleReply is the fake model of the console tests. To a user message
+// starting with "long" it streams consoleLong; "stall", it sends a word and
+// then nothing (the step timeout ends the run timed_out); "reject", it
+// answers HTTP 400 (the run fails); "markdown", consoleMarkdown. Anything
+// else gets fakemodel.DefaultReply, which calls the tools a message names.
+func consoleReply(req fakemodel.Request) fakemodel.Reply {
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "user" {
+		text := req.Messages[n-1].Text
+		switch {
+		case strings.HasPrefix(text, "long"):
+			return fakemodel.Reply{Text: consoleLong}
+		case strings.HasPrefix(text, "stall"):
+			return fakemodel.Reply{Text: "thinking about it", Fault: &fakemodel.Fault{Kind: fakemodel.FaultStall}}
+		case strings.HasPrefix(text, "reject"):
+			return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: http.StatusBadRequest}}
+		case strings.HasPrefix(text, "markdown"):
+			return fakemodel.Reply{Text: consoleMarkdown}
+		}
+	}
+	return fakemodel.DefaultReply(req)
+}
+
+// consoleEnv is one serve process and one browser, shared by the subtests.
+type consoleEnv struct {
+	acme, globex *serveProc      // the process, with each tenant's key
+	browser      context.Context // the browser's first tab
+	posts        *atomic.Int64   // posts published through publish_post
+}
+
+// TestConsole drives the web console in chromium against agentic-host
+// serve. A machine without chromium skips it, unless
+// AGENTIC_REQUIRE_BROWSER=1.
+func TestConsole(t *testing.T) {
+	chromium := needChromium(t)
+	bin := needBinary(t)
+	env := startConsoleEnv(t, bin, chromium)
+
+	t.Run("sign in", env.testSignIn)
+	t.Run("stream and reload", env.testStreamReload)
+	t.Run("approve", env.testApprove)
+	t.Run("states", env.testStates)
+	t.Run("markdown", env.testMarkdown)
+	t.Run("other tenant", env.testOtherTenant)
+	t.Run("usage and plugins", env.testUsagePlugins)
+}
+
+// needChromium returns the path of chromium; without it the test skips,
+// or fails when AGENTIC_REQUIRE_BROWSER=1.
+func needChromium(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("drives a browser against the binary")
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	const why = "chromium is not installed (apt-get install chromium): the console's browser tests cannot run"
+	if os.Getenv("AGENTIC_REQUIRE_BROWSER") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+	return ""
+}
+
+// startConsoleEnv starts the fake model, a publishing endpoint, serve with
+// tenants acme (who has the publish_post plugin and an agent "quick" whose
+// steps time out after 1s) and globex, and the browser.
+func startConsoleEnv(t *testing.T, bin, chromium string) *consoleEnv {
+	t.Helper()
+	env := &consoleEnv{posts: new(atomic.Int64)}
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := env.posts.Add(1)
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":"post-%d","url":"https://blog.example/post-%d"}`, n, n)
+	}))
+	t.Cleanup(blog.Close)
+	blogURL, _ := url.Parse(blog.URL)
+
+	model, err := fakemodel.Start(fakemodel.Options{Latency: 20 * time.Millisecond, ChunkSize: 1, Respond: consoleReply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins", "acme")
+	if err := os.MkdirAll(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "publish_post.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/publish_post"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`storage: file:%s
+plugins_dir: %s
+plugin_cache_dir: %s
+model:
+  base_url: %s
+tenants:
+  acme:
+    keys: [%q]
+    models: [fake/echo]
+    agents:
+      default: {}
+      quick:
+        timeouts:
+          step: 1s
+    sandbox:
+      allowed_hosts: [%q]
+      allow_private_network: true
+      kv: true
+      compile_timeout: 5m # the machine may be loaded
+    plugin_config:
+      publish_post:
+        endpoint: %s/posts
+  globex:
+    keys: [%q]
+    models: [fake/echo]
+`, filepath.Join(dir, "store"), filepath.Join(dir, "plugins"), filepath.Join(plugintest.CacheDir(), "console-serve"),
+		model.URL(), server.HashKey(consoleAcmeKey), blogURL.Host, blog.URL, server.HashKey(consoleGlobexKey))
+	config := filepath.Join(dir, "agentic.yaml")
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.acme = startServe(t, "serve", bin, config)
+	env.acme.key = consoleAcmeKey
+	g := *env.acme
+	g.key = consoleGlobexKey
+	env.globex = &g
+
+	// A console that is not served fails here, at once, rather than in
+	// every subtest after its waits.
+	res, err := http.Get(env.acme.url + "/console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(strings.ToLower(res.Header.Get("Content-Type")), "text/html") {
+		t.Fatalf("GET /console: %d %s %.200q: serve does not serve the console", res.StatusCode, res.Header.Get("Content-Type"), page)
+	}
+
+	// Sessions the sign-in and the other tenant's tests look at, begun now
+	// so that they are done by then.
+	env.acme.post("first", "hello")
+	env.acme.post("second", "hello again")
+
+	env.browser = startBrowser(t, chromium)
+	return env
+}
+
+// startBrowser starts headless chromium, for as long as the test runs.
+func startBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	profile, err := os.MkdirTemp("", "agentic-console-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 900),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // chromium refuses its sandbox to root
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		os.RemoveAll(profile)
+	})
+	// The first Do starts the browser and binds its life to ctx, which
+	// must then have no deadline: the wait is bounded here instead.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start %s: %v", chromium, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start within 60s", chromium)
+	}
+	return ctx
+}
+
+// consoleTab is one browser tab, in a browser context of its own (its own
+// sessionStorage and cookies), that records the page's uncaught exceptions
+// and console errors: the test fails on any.
+type consoleTab struct {
+	t    *testing.T
+	name string
+	ctx  context.Context
+	mu   sync.Mutex
+	errs []string
+}
+
+// tab opens a tab for the test, closed when the test ends.
+func (e *consoleEnv) tab(t *testing.T, name string) *consoleTab {
+	t.Helper()
+	b := &consoleTab{t: t, name: name}
+	ctx, cancel := chromedp.NewContext(e.browser, chromedp.WithNewBrowserContext(), chromedp.WithListener(b.listen))
+	b.ctx = ctx
+	t.Cleanup(cancel)
+	t.Cleanup(b.checkErrors) // before the tab closes
+	opened := make(chan error, 1)
+	go func() { opened <- chromedp.Do(ctx) }() // the tab's life is ctx's: no deadline
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("open tab %s: %v", name, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("tab %s did not open within 30s", name)
+	}
+	return b
+}
+
+// listen records the page's uncaught exceptions and console.error calls.
+// It runs in the tab's event loop: it must return at once.
+func (b *consoleTab) listen(ev any) {
+	var msg string
+	switch ev := ev.(type) {
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		if d == nil {
+			return
+		}
+		msg = "uncaught exception: " + d.Text
+		if d.Exception != nil && d.Exception.Description != "" {
+			msg += " " + d.Exception.Description
+		}
+		if d.URL != "" {
+			msg += fmt.Sprintf(" (%s:%d)", d.URL, d.LineNumber+1)
+		}
+	case *runtime.EventConsoleAPICalled:
+		if ev.Type != runtime.ConsoleAPICalledTypeError {
+			return
+		}
+		var args []string
+		for _, a := range ev.Args {
+			switch {
+			case a.Description != "":
+				args = append(args, a.Description)
+			case len(a.Value) > 0:
+				args = append(args, string(a.Value))
+			default:
+				args = append(args, string(a.Type))
+			}
+		}
+		msg = "console.error: " + strings.Join(args, " ")
+	default:
+		return
+	}
+	b.mu.Lock()
+	b.errs = append(b.errs, msg)
+	b.mu.Unlock()
+}
+
+// checkErrors fails the test for each error the page reported.
+func (b *consoleTab) checkErrors() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errs {
+		b.t.Errorf("tab %s: %s", b.name, e)
+	}
+}
+
+// do runs actions in the tab, bounded by 30s.
+func (b *consoleTab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail("%s: %v", what, err)
+	}
+}
+
+// evalIn evaluates a JavaScript expression in the tab's page and decodes
+// its value into T; it fails the test when the expression throws.
+func evalIn[T any](b *consoleTab, expr string) T {
+	b.t.Helper()
+	v, err := b.tryEval(expr, new(T))
+	if err != nil {
+		b.fail("evaluate %.120s: %v", expr, err)
+	}
+	return *v.(*T)
+}
+
+// tryEval evaluates expr into out, bounded by 10s.
+func (b *consoleTab) tryEval(expr string, out any) (any, error) {
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](expr))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, raw)
+	}
+	return out, nil
+}
+
+// within polls a JavaScript condition every 50ms until it holds or d
+// passes; it reports whether it held.
+func (b *consoleTab) within(d time.Duration, cond string) bool {
+	b.t.Helper()
+	expr := "!!(" + cond + ")"
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if _, err := b.tryEval(expr, &ok); err == nil && ok {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// wait is within that fails the test, saying what did not happen.
+func (b *consoleTab) wait(what string, d time.Duration, cond string) {
+	b.t.Helper()
+	if !b.within(d, cond) {
+		b.fail("no %s within %v (waited for %s)", what, d, cond)
+	}
+}
+
+// check is within that marks the test failed but goes on.
+func (b *consoleTab) check(what string, d time.Duration, cond string) bool {
+	b.t.Helper()
+	if b.within(d, cond) {
+		return true
+	}
+	b.t.Errorf("tab %s: no %s within %v (waited for %s); the page shows: %s", b.name, what, d, cond, b.diagnose())
+	return false
+}
+
+// fail ends the test with what the page shows, photographed as
+// failed-NAME.png.
+func (b *consoleTab) fail(format string, args ...any) {
+	b.t.Helper()
+	b.shot("failed-" + b.name + ".png")
+	b.t.Fatalf("tab %s: %s; the page shows: %s", b.name, fmt.Sprintf(format, args...), b.diagnose())
+}
+
+// diagnose describes the page: its address and the start of its text.
+func (b *consoleTab) diagnose() string {
+	var s string
+	if _, err := b.tryEval(`location.href + " | " + (document.body ? document.body.innerText : "(no body)").replace(/\s+/g, " ").slice(0, 1500)`, &s); err != nil {
+		return fmt.Sprintf("(cannot read the page: %v)", err)
+	}
+	return s
+}
+
+// shot saves a screenshot of the whole page under the test's artifact
+// directory.
+func (b *consoleTab) shot(name string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(b.t.ArtifactDir(), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	b.t.Logf("screenshot %s", path)
+}
+
+// route shows one of the console's pages: it sets the URL's hash.
+func (b *consoleTab) route(hash string) {
+	b.t.Helper()
+	b.do("go to "+hash, chromedp.Evaluate[chromedp.Void](fmt.Sprintf("location.hash = %q", hash)))
+}
+
+// signIn opens the console at base and signs in with key.
+func (b *consoleTab) signIn(base, key string) {
+	b.t.Helper()
+	b.do("open the console", chromedp.Navigate(base+"/console"))
+	b.wait("sign-in form", 20*time.Second, jsVisible("form#signin")+" && "+jsExists("input#api-key"))
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#api-key"), key), chromedp.Click(chromedp.CSS("#signin-submit")))
+	b.wait("console after signing in", 20*time.Second, jsVisible("#app")+" && !"+jsVisible("form#signin"))
+}
+
+// jsQuery is document.querySelector(sel), in JavaScript.
+func jsQuery(sel string) string { return fmt.Sprintf("document.querySelector(%q)", sel) }
+
+// jsExists is true when an element matches sel.
+func jsExists(sel string) string { return "(" + jsQuery(sel) + " !== null)" }
+
+// jsVisible is true when an element matches sel and is rendered.
+func jsVisible(sel string) string {
+	return fmt.Sprintf(`((e) => !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden")(%s)`, jsQuery(sel))
+}
+
+// jsText is the text of the element sel, whitespace collapsed; "" when
+// none matches.
+func jsText(sel string) string {
+	return fmt.Sprintf(`((e) => e ? e.textContent.replace(/\s+/g, " ").trim() : "")(%s)`, jsQuery(sel))
+}
+
+// text returns jsText(sel) from the page.
+func (b *consoleTab) text(sel string) string {
+	b.t.Helper()
+	return evalIn[string](b, jsText(sel))
+}
+
+// on returns a client of s's process whose failures are t's (a
+// subtest's: t.Fatal must be called from its own goroutine).
+func on(t *testing.T, s *serveProc) *serveProc {
+	return &serveProc{proc: &proc{t: t, name: s.name}, url: s.url, key: s.key}
+}
+
+// testSignIn: a wrong key is refused with a message; the right one opens
+// the console and is kept in sessionStorage, not in the URL nor in
+// localStorage. The sessions page lists the tenant's sessions, and the
+// filter narrows them.
+func (e *consoleEnv) testSignIn(t *testing.T) {
+	acme := on(t, e.acme)
+	b := e.tab(t, "acme")
+	b.do("open the console", chromedp.Navigate(acme.url+"/console"))
+	b.wait("sign-in form", 20*time.Second, jsVisible("form#signin")+" && "+jsExists("input#api-key")+" && "+jsExists("button#signin-submit"))
+	if evalIn[bool](b, jsVisible("#app")) {
+		t.Errorf("#app is visible before signing in")
+	}
+	b.do("sign in with a wrong key", chromedp.SendKeys(chromedp.CSS("#api-key"), "ak_wrong_key"), chromedp.Click(chromedp.CSS("#signin-submit")))
+	b.wait("sign-in error", 20*time.Second, jsVisible("#signin-error")+` && `+jsText("#signin-error")+` !== ""`)
+	if evalIn[bool](b, jsVisible("#app")) {
+		t.Errorf("#app is visible after a wrong key")
+	}
+	b.do("clear the key", chromedp.SetValue(chromedp.CSS("#api-key"), ""))
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#api-key"), consoleAcmeKey), chromedp.Click(chromedp.CSS("#signin-submit")))
+	b.wait("console after signing in", 20*time.Second, jsVisible("#app")+" && !"+jsVisible("form#signin"))
+	keyJS := fmt.Sprintf("%q", consoleAcmeKey)
+	if !evalIn[bool](b, `Object.keys(sessionStorage).some((k) => sessionStorage.getItem(k).includes(`+keyJS+`))`) {
+		t.Errorf("the key is not kept in sessionStorage")
+	}
+	if evalIn[bool](b, `Object.keys(localStorage).some((k) => localStorage.getItem(k).includes(`+keyJS+`))`) {
+		t.Errorf("the key is kept in localStorage (it must not outlive the tab)")
+	}
+	if href := evalIn[string](b, "location.href"); strings.Contains(href, consoleAcmeKey) {
+		t.Errorf("the key is in the URL: %s", href)
+	}
+	for _, nav := range []string{"#/sessions", "#/approvals", "#/usage", "#/plugins"} {
+		if !evalIn[bool](b, jsExists(fmt.Sprintf("a[href=%q]", nav))) {
+			t.Errorf("no nav link to %s", nav)
+		}
+	}
+
+	acme.waitState("first", "completed", 30*time.Second)
+	acme.waitState("second", "completed", 30*time.Second)
+	b.route("#/sessions")
+	row := func(id string) string { return fmt.Sprintf("table#sessions tr[data-session=%q]", id) }
+	b.wait("rows of sessions first and second", 20*time.Second, jsExists(row("first"))+" && "+jsExists(row("second")))
+	for _, id := range []string{"first", "second"} {
+		if got := b.text(row(id) + " span.state"); got == "" {
+			t.Errorf("session %s: no span.state text", id)
+		}
+		if got := evalIn[string](b, fmt.Sprintf(`((e) => e ? e.dataset.state : "")(%s)`, jsQuery(row(id)+" span.state"))); got != "completed" {
+			t.Errorf("session %s: span.state data-state %q, want completed", id, got)
+		}
+		for _, cell := range []string{".activity", ".tokens", ".cost"} {
+			if b.text(row(id)+" "+cell) == "" {
+				t.Errorf("session %s: no %s cell (or it is empty)", id, cell)
+			}
+		}
+		if !evalIn[bool](b, jsExists(row(id)+" a.session-link")) {
+			t.Errorf("session %s: no a.session-link", id)
+		}
+	}
+	b.shot("sessions.png")
+
+	b.do("filter the sessions", chromedp.SendKeys(chromedp.CSS("#session-filter"), "fir"))
+	b.check("the filter hiding session second", 10*time.Second, jsVisible(row("first"))+" && !"+jsVisible(row("second")))
+	b.do("clear the filter", chromedp.SetValue(chromedp.CSS("#session-filter"), ""),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#session-filter").dispatchEvent(new Event("input", {bubbles: true}))`))
+	b.check("both sessions once the filter is cleared", 10*time.Second, jsVisible(row("first"))+" && "+jsVisible(row("second")))
+
+	b.do("open session first", chromedp.Click(chromedp.CSS(row("first")+" a.session-link")))
+	b.check("the session view of first", 10*time.Second, `location.hash === "#/sessions/first" && `+jsExists(`section#session[data-session="first"]`))
+}
+
+// transcriptView is what the session view shows of its transcript.
+type transcriptView struct {
+	State     string `json:"state"`     // #session-state's data-state
+	Text      string `json:"text"`      // the last response's .text, whitespace collapsed
+	Status    string `json:"status"`    // its data-status
+	Live      bool   `json:"live"`      // it has class live
+	Lives     int    `json:"lives"`     // items with class live
+	Responses int    `json:"responses"` // response items
+	Users     int    `json:"users"`     // user items
+}
+
+const jsTranscriptView = `(() => {
+	const s = document.querySelector("#session-state");
+	const rs = document.querySelectorAll('#transcript .item[data-kind="response"]');
+	const r = rs[rs.length - 1];
+	const t = r ? r.querySelector(".text") : null;
+	return {
+		state: s ? (s.dataset.state || "") : "",
+		text: t ? t.textContent.replace(/\s+/g, " ").trim() : "",
+		status: r ? (r.dataset.status || "") : "",
+		live: !!r && r.classList.contains("live"),
+		lives: document.querySelectorAll("#transcript .item.live").length,
+		responses: rs.length,
+		users: document.querySelectorAll('#transcript .item[data-kind="user"]').length,
+	};
+})()`
+
+// testStreamReload: a long reply streams into the session view; reloaded
+// mid-stream, the console (still signed in) catches up and follows the
+// stream to its end. Every observation is a prefix of the reply, and the
+// end is the reply exactly: no word twice, none missing.
+func (e *consoleEnv) testStreamReload(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.post("stream", "long story, please")
+	b := e.tab(t, "acme")
+	b.signIn(acme.url, consoleAcmeKey)
+	b.route("#/sessions/stream")
+	b.wait("the session view", 20*time.Second, jsExists(`section#session[data-session="stream"]`))
+	b.wait("the reply streaming", 20*time.Second,
+		`((e) => !!e && e.textContent.trim().split(/\s+/).length >= 5)(document.querySelector("#transcript .item.live .text"))`)
+	v := evalIn[transcriptView](b, jsTranscriptView)
+	if !strings.HasPrefix(consoleLong, v.Text) || v.Lives != 1 || v.State != "running" {
+		t.Errorf("while streaming: %+v; want one live item whose text begins the reply, state running", v)
+	}
+	b.shot("streaming.png")
+	if got := acme.state("stream"); got != "running" {
+		t.Fatalf("the run is %s before the reload: make the reply longer", got)
+	}
+
+	b.do("reload", chromedp.Reload())
+	b.wait("the console, still signed in, after the reload", 20*time.Second, jsVisible("#app")+" && !"+jsVisible("form#signin"))
+	var seen []transcriptView // while it streamed after the reload
+	bad := 0
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var v transcriptView
+		if _, err := b.tryEval(jsTranscriptView, &v); err != nil {
+			b.fail("read the transcript: %v", err)
+		}
+		if v.Text != "" && !strings.HasPrefix(consoleLong, v.Text) && bad < 5 {
+			bad++
+			t.Errorf("after the reload the reply shows %.80q…, which does not begin the reply (%d words; want a prefix of %.40q…)",
+				v.Text, len(strings.Fields(v.Text)), consoleLong)
+		}
+		if (v.Responses > 1 || v.Lives > 1 || v.Users > 1) && bad < 5 {
+			bad++
+			t.Errorf("after the reload: %d responses, %d live items, %d user items; want one of each at most", v.Responses, v.Lives, v.Users)
+		}
+		if v.Live {
+			seen = append(seen, v)
+		}
+		if v.State != "" && v.State != "running" && !v.Live && v.Status != "" && v.Status != "streaming" {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.fail("the run did not end in the view within 30s: last %+v (the API says %s)", v, acme.state("stream"))
+		}
+	}
+	if len(seen) == 0 {
+		t.Errorf("the view never showed the reply streaming after the reload (the run ended first? make the reply longer)")
+	}
+	v = evalIn[transcriptView](b, jsTranscriptView)
+	if v.Text != consoleLong {
+		t.Errorf("the reply after the reload: %d words %.80q…, want the %d words of the reply exactly", len(strings.Fields(v.Text)), v.Text, len(strings.Fields(consoleLong)))
+	}
+	if v.State != "completed" || v.Status != "completed" || v.Responses != 1 || v.Users != 1 || v.Lives != 0 {
+		t.Errorf("after the run: %+v; want state and item completed, one user and one response item, none live", v)
+	}
+	if n := evalIn[int](b, `document.querySelectorAll("#transcript .item:not([data-item-id])").length`); n != 0 {
+		t.Errorf("%d items without data-item-id", n)
+	}
+	b.shot("reloaded.png")
+}
+
+// consoleApproval is an entry of GET /v1/approvals.
+type consoleApproval struct {
+	SessionID  string `json:"session_id"`
+	ApprovalID string `json:"approval_id"`
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+}
+
+// approvalOf returns the pending approval of the session.
+func approvalOf(s *serveProc, session string) consoleApproval {
+	s.t.Helper()
+	var res struct {
+		Approvals []consoleApproval `json:"approvals"`
+	}
+	s.must("GET", "/v1/approvals", "", http.StatusOK, &res)
+	for _, a := range res.Approvals {
+		if a.SessionID == session {
+			return a
+		}
+	}
+	s.t.Fatalf("no approval pending for session %s: %+v", session, res.Approvals)
+	return consoleApproval{}
+}
+
+// waitPlugin waits until the tenant's publish_post plugin has loaded (it
+// compiles as serve starts, slowly on a loaded machine).
+func waitPlugin(s *serveProc) {
+	s.t.Helper()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var list struct {
+			Plugins  []struct{ Name string }
+			Refusals []struct{ Name, Reason string }
+		}
+		s.must("GET", "/v1/plugins", "", http.StatusOK, &list)
+		if len(list.Refusals) > 0 {
+			s.t.Fatalf("plugins refused: %+v", list.Refusals)
+		}
+		if len(list.Plugins) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the publish_post plugin did not load")
+		}
+	}
+}
+
+// testApprove: a publish_post call parks its run; one console approves it
+// from the inbox with a reason, the run goes on and the post is published
+// once, and the entry leaves a second console's inbox without a reload.
+func (e *consoleEnv) testApprove(t *testing.T) {
+	acme := on(t, e.acme)
+	waitPlugin(acme)
+	acme.post("publish", "publish_post title=hello body=world")
+	acme.waitState("publish", "approval_required", 30*time.Second)
+	ap := approvalOf(acme, "publish")
+	entry := fmt.Sprintf(".approval[data-approval-id=%q]", ap.ApprovalID)
+	call := fmt.Sprintf(`#transcript .tool-call[data-call-id=%q]`, ap.CallID)
+
+	first := e.tab(t, "acme-first")
+	first.signIn(acme.url, consoleAcmeKey)
+	second := e.tab(t, "acme-second")
+	second.signIn(acme.url, consoleAcmeKey)
+	second.route("#/approvals")
+	second.wait("the approval in the inbox", 20*time.Second, jsExists("#approvals "+entry))
+	for sel, want := range map[string]string{".approval-tool": "publish_post", ".approval-session": "publish", ".approval-input": "hello"} {
+		if got := second.text("#approvals " + entry + " " + sel); !strings.Contains(got, want) {
+			t.Errorf("the inbox's %s shows %q, want it to contain %q", sel, got, want)
+		}
+	}
+	if second.text("#approvals "+entry+" .approval-summary") == "" {
+		t.Errorf("the inbox entry has no .approval-summary text")
+	}
+	if evalIn[bool](second, jsVisible("#approvals-empty")) {
+		t.Errorf("#approvals-empty is visible beside a pending approval")
+	}
+	second.shot("approval.png")
+
+	first.route("#/sessions/publish")
+	first.wait("the session view", 20*time.Second, jsExists(`section#session[data-session="publish"]`))
+	first.check("the session's state approval_required", 10*time.Second, `((e) => !!e && e.dataset.state === "approval_required")(`+jsQuery("#session-state")+`)`)
+	first.check("the pending approval in the session view", 10*time.Second, jsExists("#session "+entry))
+	first.check("the tool call awaiting approval", 10*time.Second, jsText(call+" .tool-name")+` === "publish_post" && `+jsText(call+" .tool-approval")+`.includes("pending")`)
+
+	first.route("#/approvals")
+	first.wait("the approval in the inbox", 20*time.Second, jsExists("#approvals "+entry+" button.approve"))
+	first.do("approve", chromedp.SendKeys(chromedp.CSS("#approvals "+entry+" input.approval-reason"), "looks right"),
+		chromedp.Click(chromedp.CSS("#approvals "+entry+" button.approve")))
+	first.check("the entry leaving the inbox that decided", 10*time.Second, "!"+jsExists(entry))
+	second.check("the entry leaving the second console, without a reload", 10*time.Second, "!"+jsExists(entry))
+	second.check("#approvals-empty once none is pending", 10*time.Second, jsVisible("#approvals-empty"))
+
+	acme.waitState("publish", "completed", 30*time.Second)
+	first.route("#/sessions/publish")
+	first.wait("the run's end in the session view", 20*time.Second,
+		`((e) => !!e && (e.dataset.state === "completed" || e.dataset.state === "idle"))(`+jsQuery("#session-state")+`)`)
+	first.check("the tool call done and approved", 10*time.Second,
+		jsText(call+" .tool-status")+`.includes("done") && `+jsText(call+" .tool-approval")+`.includes("approved")`)
+	if got := first.text(call + " .tool-effect"); !strings.Contains(got, "external") {
+		t.Errorf(".tool-effect %q, want external", got)
+	}
+	if got := first.text(call + " .tool-source"); !strings.Contains(got, "sha256:") {
+		t.Errorf(".tool-source %q, want the plugin's hash", got)
+	}
+	if got := first.text(call + " .tool-input"); !strings.Contains(got, "hello") {
+		t.Errorf(".tool-input %q, want the call's arguments", got)
+	}
+	if got := first.text(call + " .tool-output"); !strings.Contains(got, "published") {
+		t.Errorf(".tool-output %q, want the call's result", got)
+	}
+	if first.text(call+" .tool-duration") == "" {
+		t.Errorf("no .tool-duration")
+	}
+	if evalIn[bool](first, jsExists("#session "+entry)) {
+		t.Errorf("the session view still shows the decided approval")
+	}
+	first.shot("approved.png")
+	if n := e.posts.Load(); n != 1 {
+		t.Errorf("%d posts published, want 1", n)
+	}
+}
+
+// stateBadge is how the sessions page renders a session's state.
+type stateBadge struct {
+	State      string `json:"state"`
+	Text       string `json:"text"`
+	Background string `json:"background"`
+	Color      string `json:"color"`
+}
+
+// testStates: sessions that ended timed_out and failed, and one parked in
+// approval_required, are told apart on the sessions page: each badge has
+// its state and a text and colours of its own.
+func (e *consoleEnv) testStates(t *testing.T) {
+	acme := on(t, e.acme)
+	waitPlugin(acme)
+	acme.must("POST", "/v1/sessions/slow/messages", `{"text":"stall, please","agent":"quick"}`, http.StatusAccepted, nil)
+	acme.post("broken", "reject this")
+	acme.post("parked", "publish_post title=later body=maybe")
+	want := map[string]string{"slow": "timed_out", "broken": "failed", "parked": "approval_required"}
+	for id, state := range want {
+		acme.waitState(id, state, 30*time.Second)
+	}
+	b := e.tab(t, "acme")
+	b.signIn(acme.url, consoleAcmeKey)
+	b.route("#/sessions")
+	badge := func(id string) string { return fmt.Sprintf("table#sessions tr[data-session=%q] span.state", id) }
+	var all []string
+	for id := range want {
+		all = append(all, jsExists(badge(id)))
+	}
+	b.wait("the three sessions' states", 20*time.Second, strings.Join(all, " && "))
+	for id, state := range want {
+		b.check("session "+id+" shown "+state, 10*time.Second, fmt.Sprintf(`%s.dataset.state === %q`, jsQuery(badge(id)), state))
+	}
+	got := map[string]stateBadge{}
+	for id := range want {
+		got[id] = evalIn[stateBadge](b, fmt.Sprintf(`((e) => { const s = getComputedStyle(e);
+			return {state: e.dataset.state || "", text: e.textContent.trim(), background: s.backgroundColor, color: s.color}; })(%s)`, jsQuery(badge(id))))
+	}
+	texts, looks := map[string]string{}, map[string]string{}
+	for id, g := range got {
+		if g.Text == "" {
+			t.Errorf("session %s: its state has no text", id)
+		}
+		if other, ok := texts[g.Text]; ok {
+			t.Errorf("sessions %s and %s both read %q", other, id, g.Text)
+		}
+		texts[g.Text] = id
+		look := g.Background + " / " + g.Color
+		if other, ok := looks[look]; ok {
+			t.Errorf("sessions %s (%s) and %s (%s) look alike: background / colour %s", other, want[other], id, want[id], look)
+		}
+		looks[look] = id
+	}
+	t.Logf("state badges: %+v", got)
+	b.shot("states.png")
+}
+
+// markdownView is what the page says of a rendered hostile reply.
+type markdownView struct {
+	XSS       string   `json:"xss"`       // typeof window.__xss
+	Scripts   int      `json:"scripts"`   // script elements in #transcript
+	Images    int      `json:"images"`    // img elements in #transcript
+	JSLinks   int      `json:"jsLinks"`   // links to javascript: in #transcript
+	Hrefs     []string `json:"hrefs"`     // every link's href in #transcript
+	Handlers  int      `json:"handlers"`  // elements with on* attributes
+	ImageLink bool     `json:"imageLink"` // a link to the image
+	Strong    string   `json:"strong"`    // the text of the first strong
+	Text      string   `json:"text"`      // the reply's text
+}
+
+// testMarkdown: a reply's Markdown is rendered without its raw HTML (a
+// script shows as text), with links of http, https and mailto only, and
+// with images as links; nothing of it runs.
+func (e *consoleEnv) testMarkdown(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.post("markdown", "markdown, please")
+	acme.waitState("markdown", "completed", 30*time.Second)
+	b := e.tab(t, "acme")
+	b.signIn(acme.url, consoleAcmeKey)
+	b.route("#/sessions/markdown")
+	b.wait("the rendered reply", 20*time.Second,
+		`((e) => !!e && e.dataset.status === "completed" && e.textContent.includes("bold"))(document.querySelector('#transcript .item[data-kind="response"]'))`)
+	v := evalIn[markdownView](b, `(() => {
+		const tr = document.querySelector("#transcript");
+		const r = tr.querySelector('.item[data-kind="response"] .text');
+		const all = [...tr.querySelectorAll("*")];
+		return {
+			xss: typeof window.__xss,
+			scripts: tr.querySelectorAll("script").length,
+			images: tr.querySelectorAll("img").length,
+			jsLinks: tr.querySelectorAll('a[href^="javascript:" i]').length,
+			hrefs: [...tr.querySelectorAll("a[href]")].map((a) => a.getAttribute("href")),
+			handlers: all.filter((e) => [...e.attributes].some((a) => a.name.toLowerCase().startsWith("on"))).length,
+			imageLink: !!tr.querySelector('a[href="http://example.test/x.png"]'),
+			strong: ((s) => s ? s.textContent : "")(tr.querySelector("strong")),
+			text: r ? r.textContent : "",
+		};
+	})()`)
+	if v.XSS != "undefined" {
+		t.Errorf("window.__xss is a %s: the reply's code ran", v.XSS)
+	}
+	if v.Scripts != 0 || v.Images != 0 || v.JSLinks != 0 || v.Handlers != 0 {
+		t.Errorf("in #transcript: %d script, %d img, %d javascript: links, %d elements with on* attributes; want none", v.Scripts, v.Images, v.JSLinks, v.Handlers)
+	}
+	for _, h := range v.Hrefs {
+		if u, err := url.Parse(h); err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "mailto") {
+			t.Errorf("a link to %q in #transcript: want http, https or mailto only", h)
+		}
+	}
+	if !v.ImageLink {
+		t.Errorf("the image is not a link to http://example.test/x.png (links: %q)", v.Hrefs)
+	}
+	if v.Strong != "bold" {
+		t.Errorf("the first strong reads %q, want bold", v.Strong)
+	}
+	if !strings.Contains(v.Text, "<script>window.__xss=1</script>") || !strings.Contains(v.Text, "click") {
+		t.Errorf("the reply's text %q: want the script shown as text and the link's text", v.Text)
+	}
+	b.shot("markdown.png")
+}
+
+// testOtherTenant: globex's console lists globex's sessions only, and an
+// acme session, like one that does not exist, is "not found" to it.
+func (e *consoleEnv) testOtherTenant(t *testing.T) {
+	globex := on(t, e.globex)
+	globex.post("g-hello", "hello from globex")
+	globex.waitState("g-hello", "completed", 30*time.Second)
+	b := e.tab(t, "globex")
+	b.signIn(globex.url, consoleGlobexKey)
+	b.route("#/sessions")
+	b.wait("globex's session", 20*time.Second, jsExists(`table#sessions tr[data-session="g-hello"]`))
+	if n := evalIn[int](b, `document.querySelectorAll("table#sessions tr[data-session]").length`); n != 1 {
+		t.Errorf("globex's console lists %d sessions, want its one", n)
+	}
+	for _, id := range []string{"first", "does-not-exist"} {
+		b.route("#/sessions/" + id)
+		b.wait("#not-found for session "+id, 20*time.Second, jsVisible("#not-found")+` && `+jsText("#not-found")+`.toLowerCase().includes("not found")`)
+		if n := evalIn[int](b, `document.querySelectorAll("#transcript .item").length`); n != 0 {
+			t.Errorf("session %s: globex sees %d transcript items", id, n)
+		}
+		if evalIn[bool](b, `document.body.innerText.includes("You said: hello")`) {
+			t.Errorf("session %s: globex's console shows acme's reply", id)
+		}
+		if id == "first" {
+			b.shot("not-found.png")
+		}
+	}
+}
+
+// testUsagePlugins: the usage page charts the days and tabulates the
+// sessions, agents and days; the plugins page lists publish_post with its
+// hash and tool, the upload form and the calls made.
+func (e *consoleEnv) testUsagePlugins(t *testing.T) {
+	acme := on(t, e.acme)
+	var list struct {
+		Plugins []struct {
+			Name string `json:"name"`
+			Hash string `json:"hash"`
+		} `json:"plugins"`
+	}
+	acme.must("GET", "/v1/plugins", "", http.StatusOK, &list)
+	b := e.tab(t, "acme")
+	b.signIn(acme.url, consoleAcmeKey)
+	b.route("#/usage")
+	b.check("the usage chart", 20*time.Second, jsExists("#usage-chart svg"))
+	for _, sel := range []string{"#budget", "table#usage-sessions", "table#usage-agents", "table#usage-days"} {
+		b.check(sel, 5*time.Second, jsExists(sel))
+	}
+	b.check("session first in the usage by session", 10*time.Second, `document.querySelector("table#usage-sessions").textContent.includes("first")`)
+	b.shot("usage.png")
+
+	b.route("#/plugins")
+	plugin := `.plugin[data-plugin="publish_post"]`
+	if b.check("the publish_post plugin", 20*time.Second, jsExists(plugin)) {
+		// The page may show the hash shortened ("sha256:0123abcd…").
+		hash := b.text(plugin + " .plugin-hash")
+		short := strings.TrimPrefix(strings.TrimRight(hash, "…. "), "sha256:")
+		if len(list.Plugins) != 1 || len(short) < 8 || !strings.HasPrefix(strings.TrimPrefix(list.Plugins[0].Hash, "sha256:"), short) {
+			t.Errorf(".plugin-hash %q, want the module's hash %+v", hash, list.Plugins)
+		}
+		if got := b.text(plugin + " .plugin-tool"); !strings.Contains(got, "publish_post") {
+			t.Errorf(".plugin-tool %q, want publish_post", got)
+		}
+	}
+	for _, sel := range []string{"form#plugin-upload", "input#plugin-name", `input#plugin-file[type="file"]`, "button#plugin-upload-submit"} {
+		b.check(sel, 5*time.Second, jsExists(sel))
+	}
+	b.check("the publish_post call in #plugin-calls", 10*time.Second, jsExists("#plugin-calls tr.plugin-call .call-hash"))
+	b.shot("plugins.png")
+}
