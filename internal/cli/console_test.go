@@ -441,6 +441,14 @@ func (b *consoleTab) route(hash string) {
 	b.do("go to "+hash, chromedp.Evaluate[chromedp.Void](fmt.Sprintf("location.hash = %q", hash)))
 }
 
+// clear empties the input sel as a person would (an input event
+// follows). (chromedp.SetValue refuses an empty value.)
+func (b *consoleTab) clear(sel string) {
+	b.t.Helper()
+	b.do("clear "+sel, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(
+		`((e) => { e.value = ""; e.dispatchEvent(new Event("input", {bubbles: true})); })(%s)`, jsQuery(sel))))
+}
+
 // signIn opens the console at base and signs in with key.
 func (b *consoleTab) signIn(base, key string) {
 	b.t.Helper()
@@ -496,7 +504,7 @@ func (e *consoleEnv) testSignIn(t *testing.T) {
 	if evalIn[bool](b, jsVisible("#app")) {
 		t.Errorf("#app is visible after a wrong key")
 	}
-	b.do("clear the key", chromedp.SetValue(chromedp.CSS("#api-key"), ""))
+	b.clear("#api-key")
 	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#api-key"), consoleAcmeKey), chromedp.Click(chromedp.CSS("#signin-submit")))
 	b.wait("console after signing in", 20*time.Second, jsVisible("#app")+" && !"+jsVisible("form#signin"))
 	keyJS := fmt.Sprintf("%q", consoleAcmeKey)
@@ -540,8 +548,7 @@ func (e *consoleEnv) testSignIn(t *testing.T) {
 
 	b.do("filter the sessions", chromedp.SendKeys(chromedp.CSS("#session-filter"), "fir"))
 	b.check("the filter hiding session second", 10*time.Second, jsVisible(row("first"))+" && !"+jsVisible(row("second")))
-	b.do("clear the filter", chromedp.SetValue(chromedp.CSS("#session-filter"), ""),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector("#session-filter").dispatchEvent(new Event("input", {bubbles: true}))`))
+	b.clear("#session-filter")
 	b.check("both sessions once the filter is cleared", 10*time.Second, jsVisible(row("first"))+" && "+jsVisible(row("second")))
 
 	b.do("open session first", chromedp.Click(chromedp.CSS(row("first")+" a.session-link")))
@@ -898,7 +905,7 @@ func (e *consoleEnv) testOtherTenant(t *testing.T) {
 	}
 	for _, id := range []string{"first", "does-not-exist"} {
 		b.route("#/sessions/" + id)
-		b.wait("#not-found for session "+id, 20*time.Second, jsVisible("#not-found")+` && `+jsText("#not-found")+`.toLowerCase().includes("not found")`)
+		b.wait("#not-found for session "+id, 10*time.Second, jsVisible("#not-found")+` && `+jsText("#not-found")+`.toLowerCase().includes("not found")`)
 		if n := evalIn[int](b, `document.querySelectorAll("#transcript .item").length`); n != 0 {
 			t.Errorf("session %s: globex sees %d transcript items", id, n)
 		}
