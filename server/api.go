@@ -241,11 +241,19 @@ func (s *Server) routes() {
 	handle("GET /v1/plugins/{name}", s.getPlugin)
 	handle("PUT /v1/plugins/{name}", s.putPlugin)
 	handle("DELETE /v1/plugins/{name}", s.deletePlugin)
+	handle("GET /v1/feed", s.getFeed)
+	handle("GET /v1/usage", s.getUsage)
 	handle("POST /v1/ui/chat", s.uiChat)
 	handle("GET /v1/ui/chat/{id}/stream", s.uiResume)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	if assets, err := loadConsole(); err == nil {
+		s.mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+		s.mux.HandleFunc("GET /console/", s.serveConsole(assets))
+	} else {
+		s.log.Error("the console's files cannot be read; /console is off", "err", err)
+	}
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -311,6 +319,13 @@ func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 // tenant's bound on concurrent runs and the metrics; the approval
 // requests, for their index.
 func (s *Server) onEvent(t *tenant, e host.Event) {
+	if feedWorthy(e.Type) {
+		c := feedChange{SessionID: e.SessionID, Type: e.Type, RunID: e.RunID}
+		if e.Approval != nil {
+			c.ApprovalID = e.Approval.ApprovalID
+		}
+		t.feed.publish(c)
+	}
 	switch {
 	case e.Type == host.EventRunStart:
 		t.slots.observe(e.SessionID)

@@ -65,8 +65,10 @@ type Server struct {
 	watchers []*plugins.DirWatcher
 	stopBg   context.CancelFunc
 
-	closing atomic.Bool
-	tasks   sync.WaitGroup // tasks the server runs for POST /v1/tasks
+	closing  atomic.Bool
+	done     chan struct{} // closed as Close begins: the tenants' feeds end
+	doneOnce sync.Once
+	tasks    sync.WaitGroup // tasks the server runs for POST /v1/tasks
 }
 
 // tenant is one tenant's runtime.
@@ -81,6 +83,7 @@ type tenant struct {
 	budget  *budget       // nil: no budget
 
 	pluginsMu sync.Mutex // uploads and removals of the tenant's modules take turns
+	feed      feed       // the changes of the tenant's sessions, for GET /v1/feed
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -107,7 +110,7 @@ func New(opts Options) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
-		tenants: map[string]*tenant{}, mux: http.NewServeMux()}
+		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{})}
 	if s.metrics, err = newMetrics(); err != nil {
 		return nil, err
 	}
@@ -311,6 +314,7 @@ func (s *Server) Drain() { s.closing.Store(true) }
 // stops the plugins. It returns ctx.Err() when ctx ended first.
 func (s *Server) Close(ctx context.Context) error {
 	s.closing.Store(true)
+	s.doneOnce.Do(func() { close(s.done) })
 	for _, t := range s.tenants {
 		t.host.Drain()
 	}

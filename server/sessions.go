@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
@@ -309,6 +310,11 @@ func (s *Server) startError(w http.ResponseWriter, err error) {
 type sessionSummary struct {
 	ID     string      `json:"id"`
 	Status host.Status `json:"status"`
+	// LastActivity is when the session's ledger last changed.
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	// Usage and Cost sum the session's model calls.
+	Usage ledger.Usage `json:"usage"`
+	Cost  float64      `json:"cost"`
 }
 
 // listSessions pages the tenant's sessions in id order: ?limit (1 to 200,
@@ -344,12 +350,23 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 		Next     string           `json:"next,omitempty"`
 	}{Sessions: []sessionSummary{}}
 	for _, id := range page {
-		st, err := t.host.Session(id).Status(r.Context())
+		sess := t.host.Session(id)
+		st, err := sess.Status(r.Context())
+		var events []ledger.Event
+		if err == nil {
+			events, err = sess.Events(r.Context())
+		}
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
 			return
 		}
-		out.Sessions = append(out.Sessions, sessionSummary{ID: id, Status: st})
+		sum := sessionSummary{ID: id, Status: st}
+		if n := len(events); n > 0 {
+			sum.LastActivity = events[n-1].Time
+		}
+		u := ledger.UsageOf(events)
+		sum.Usage, sum.Cost = u.Total, u.Cost
+		out.Sessions = append(out.Sessions, sum)
 	}
 	if start+limit < len(ids) {
 		out.Next = page[len(page)-1]

@@ -110,6 +110,12 @@ type ItemToolCall struct {
 	Output string `json:"output,omitempty"`
 	// Source identifies the code that produced the result.
 	Source string `json:"source,omitempty"`
+	// Effect is the tool's declared effect, when the ledger recorded it
+	// (a tool-start or an approval request names it; a read tool's call
+	// records neither).
+	Effect string `json:"effect,omitempty"`
+	// DurationMS is how long the call ran, in milliseconds.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Approval is what became of the approval the call needed: pending,
 	// approved, denied, expired (or void, while asked again); "" when it
 	// needed none.
@@ -312,8 +318,12 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 				prev := t.Items[i]
 				for j, c := range it.ToolCalls { // keep results already projected
 					for _, pc := range prev.ToolCalls {
-						if pc.ID == c.ID && pc.Status != ToolInterrupted {
+						switch {
+						case pc.ID != c.ID:
+						case pc.Status != ToolInterrupted:
 							it.ToolCalls[j] = pc
+						case pc.Effect != "":
+							it.ToolCalls[j].Effect = pc.Effect
 						}
 					}
 				}
@@ -345,7 +355,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			answered[res.CallID] = true
 			if at, ok := callIdx[res.CallID]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
-				c.Output, c.Source, c.Status = res.Output, res.Source, ToolDone
+				c.Output, c.Source, c.DurationMS, c.Status = res.Output, res.Source, res.DurationMS, ToolDone
 				if res.IsError {
 					c.Status = ToolError
 				}
@@ -355,12 +365,19 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 					open(e.RunID, r)
 				}
 			}
+		case KindToolStart:
+			if at, ok := callIdx[e.ToolStart.CallID]; ok {
+				t.Items[at[0]].ToolCalls[at[1]].Effect = e.ToolStart.Effect
+			}
 		case KindApprovalRequest:
 			a := e.ApprovalRequest
 			approvalOf[a.ApprovalID] = a.CallID
 			if at, ok := callIdx[a.CallID]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Approval, c.ApprovalID = ApprovalPending, a.ApprovalID
+				if a.Effect != "" {
+					c.Effect = a.Effect
+				}
 			}
 		case KindApprovalDecision:
 			d := e.ApprovalDecision

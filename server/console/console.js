@@ -1,0 +1,976 @@
+// agentic-host console: a single page over the service's own API. It builds
+// every element with the DOM (never innerHTML), so text from models, tools
+// and users is always text. The API key lives in this tab's session storage
+// and travels in the Authorization header only.
+'use strict';
+
+(() => {
+  const KEY = 'agentic-host.console.key';
+  let apiKey = sessionStorage.getItem(KEY) || '';
+  let current = null; // the mounted view: {unmount(), onChange(change)}
+  const feedListeners = new Set();
+
+  // ---- DOM helpers ----
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    append(el, children);
+    return el;
+  }
+
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === undefined || c === null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+  }
+
+  function clear(el) { while (el.firstChild) el.firstChild.remove(); }
+
+  function stateBadge(state, attrs) {
+    return h('span', Object.assign({ class: 'state', 'data-state': state }, attrs || {}), (state || 'unknown').replace(/_/g, ' '));
+  }
+
+  function fmtTime(t) {
+    if (!t) return '';
+    const d = new Date(t);
+    if (isNaN(d)) return '';
+    return d.toLocaleString();
+  }
+
+  function fmtCost(c) { return '$' + (c || 0).toFixed((c || 0) < 0.01 && c ? 6 : 4); }
+  function fmtInt(n) { return (n || 0).toLocaleString(); }
+
+  function prettyJSON(v) {
+    if (v === undefined || v === null) return '';
+    if (typeof v === 'string') {
+      try { return JSON.stringify(JSON.parse(v), null, 2); } catch { return v; }
+    }
+    return JSON.stringify(v, null, 2);
+  }
+
+  function shortHash(s) {
+    if (!s) return '';
+    const m = /^sha256:([0-9a-f]+)$/.exec(s);
+    return m ? 'sha256:' + m[1].slice(0, 12) : s;
+  }
+
+  // ---- the API ----
+
+  class ApiError extends Error {
+    constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+  }
+
+  async function errorOf(res) {
+    let code = '', message = res.status + ' ' + res.statusText;
+    try {
+      const body = await res.json();
+      if (body && body.error) { code = body.error.code; message = body.error.message; }
+    } catch { /* not JSON */ }
+    return new ApiError(res.status, code, message);
+  }
+
+  async function api(method, path, body, opts) {
+    const headers = { Authorization: 'Bearer ' + apiKey };
+    let payload;
+    if (body instanceof Blob || body instanceof ArrayBuffer) {
+      payload = body;
+      headers['Content-Type'] = 'application/wasm';
+    } else if (body !== undefined) {
+      payload = JSON.stringify(body);
+      headers['Content-Type'] = 'application/json';
+    }
+    const res = await fetch(path, { method, headers, body: payload, cache: 'no-store', signal: opts && opts.signal });
+    if (!res.ok) {
+      const err = await errorOf(res);
+      if (res.status === 401) signOut('Your key was refused: ' + err.message);
+      throw err;
+    }
+    return res.status === 204 ? null : res.json();
+  }
+
+  // streamSSE reads a server-sent event stream through fetch (EventSource
+  // cannot send the Authorization header), calling onEvent({event, id, data})
+  // for each event; it resolves when the stream ends.
+  async function streamSSE(path, { lastEventId, signal, onEvent, onOpen }) {
+    const headers = { Authorization: 'Bearer ' + apiKey, Accept: 'text/event-stream' };
+    if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+    const res = await fetch(path, { headers, signal, cache: 'no-store' });
+    if (!res.ok) {
+      const err = await errorOf(res);
+      if (res.status === 401) signOut('Your key was refused: ' + err.message);
+      throw err;
+    }
+    if (onOpen) onOpen();
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    let ev = { event: 'message', id: '', data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        let line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line === '') {
+          if (ev.data.length) {
+            let data = ev.data.join('\n');
+            try { data = JSON.parse(data); } catch { /* [DONE] and the like */ }
+            onEvent({ event: ev.event, id: ev.id, data });
+          }
+          ev = { event: 'message', id: '', data: [] };
+          continue;
+        }
+        if (line.startsWith(':')) continue;
+        const c = line.indexOf(':');
+        const field = c < 0 ? line : line.slice(0, c);
+        let val = c < 0 ? '' : line.slice(c + 1);
+        if (val.startsWith(' ')) val = val.slice(1);
+        if (field === 'event') ev.event = val;
+        else if (field === 'data') ev.data.push(val);
+        else if (field === 'id') ev.id = val;
+      }
+    }
+  }
+
+  // ---- Markdown, rendered safely ----
+  // A small renderer for what models write: paragraphs, headings, lists,
+  // quotes, fenced code, emphasis, code spans and links. It never parses
+  // HTML: tags show as text. Links keep only http, https and mailto
+  // targets (anything else stays text); images become links to them.
+
+  function safeURL(raw) {
+    const s = raw.trim();
+    if (!/^(https?:\/\/|mailto:)/i.test(s)) return null;
+    try {
+      const u = new URL(s);
+      return ['http:', 'https:', 'mailto:'].includes(u.protocol) ? u.href : null;
+    } catch { return null; }
+  }
+
+  function link(url, label, cls) {
+    const href = safeURL(url);
+    if (!href) return null;
+    return h('a', { href, rel: 'noopener noreferrer nofollow', target: '_blank', class: cls }, label);
+  }
+
+  // inline renders a line's inline markup into nodes.
+  function inline(src) {
+    const out = [];
+    let text = '';
+    const flush = () => { if (text) { out.push(text); text = ''; } };
+    let i = 0;
+    while (i < src.length) {
+      const ch = src[i];
+      if (ch === '\\' && i + 1 < src.length && /[\\`*_[\]()!#>+\-.{}<]/.test(src[i + 1])) {
+        text += src[i + 1]; i += 2; continue;
+      }
+      if (ch === '`') {
+        const j = src.indexOf('`', i + 1);
+        if (j > i) { flush(); out.push(h('code', null, src.slice(i + 1, j))); i = j + 1; continue; }
+      }
+      if (ch === '[' || (ch === '!' && src[i + 1] === '[')) {
+        const image = ch === '!';
+        const start = image ? i + 1 : i;
+        const close = src.indexOf(']', start + 1);
+        if (close > start && src[close + 1] === '(') {
+          const end = src.indexOf(')', close + 2);
+          if (end > close) {
+            const label = src.slice(start + 1, close);
+            const url = src.slice(close + 2, end).split(/\s+/)[0] || '';
+            const a = image ? link(url, label || url, 'image-link') : link(url, inline(label));
+            flush();
+            out.push(a || src.slice(i, end + 1));
+            i = end + 1;
+            continue;
+          }
+        }
+      }
+      if ((ch === '*' || ch === '_') && src[i + 1] === ch) {
+        const j = src.indexOf(ch + ch, i + 2);
+        if (j > i + 2) { flush(); out.push(h('strong', null, inline(src.slice(i + 2, j)))); i = j + 2; continue; }
+      }
+      if ((ch === '*' || ch === '_') && src[i + 1] && src[i + 1] !== ' ' && src[i + 1] !== ch) {
+        const j = src.indexOf(ch, i + 1);
+        if (j > i + 1 && src[j - 1] !== ' ') { flush(); out.push(h('em', null, inline(src.slice(i + 1, j)))); i = j + 1; continue; }
+      }
+      text += ch;
+      i++;
+    }
+    flush();
+    return out;
+  }
+
+  function markdown(src) {
+    const frag = document.createDocumentFragment();
+    const lines = src.replace(/\r\n?/g, '\n').split('\n');
+    let para = [];
+    let list = null; // {el, ordered}
+    const endPara = () => {
+      if (para.length) {
+        const p = h('p');
+        para.forEach((l, k) => { if (k) p.append(h('br')); append(p, [inline(l)]); });
+        frag.append(p);
+        para = [];
+      }
+    };
+    const endList = () => { if (list) { frag.append(list.el); list = null; } };
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i];
+      const fence = /^\s*(```|~~~)\s*([\w+-]*)\s*$/.exec(line);
+      if (fence) {
+        endPara(); endList();
+        const body = [];
+        let j = i + 1;
+        while (j < lines.length && !lines[j].trim().startsWith(fence[1])) body.push(lines[j++]);
+        frag.append(h('pre', null, h('code', fence[2] ? { 'data-lang': fence[2] } : null, body.join('\n'))));
+        i = j;
+        continue;
+      }
+      if (/^\s*$/.test(line)) { endPara(); endList(); continue; }
+      const heading = /^(#{1,6})\s+(.*)$/.exec(line);
+      if (heading) { endPara(); endList(); frag.append(h('h' + Math.min(heading[1].length + 2, 6), null, inline(heading[2]))); continue; }
+      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { endPara(); endList(); frag.append(h('hr')); continue; }
+      const quote = /^\s*>\s?(.*)$/.exec(line);
+      if (quote) { endPara(); endList(); frag.append(h('blockquote', null, inline(quote[1]))); continue; }
+      const item = /^\s*(?:([-*+])|(\d+)[.)])\s+(.*)$/.exec(line);
+      if (item) {
+        endPara();
+        const ordered = !item[1];
+        if (!list || list.ordered !== ordered) { endList(); list = { el: h(ordered ? 'ol' : 'ul'), ordered }; }
+        list.el.append(h('li', null, inline(item[3])));
+        continue;
+      }
+      endList();
+      para.push(line);
+    }
+    endPara(); endList();
+    return frag;
+  }
+
+  // ---- code points: offsets of the progress events count them ----
+
+  function cpLength(s) { let n = 0; for (const _ of s) n++; return n; }
+  function cpSlice(s, from) { return Array.from(s).slice(from).join(''); }
+
+  // ---- sign in / out ----
+
+  function showSignin(message) {
+    document.getElementById('app').hidden = true;
+    const form = document.getElementById('signin');
+    form.hidden = false;
+    const err = document.getElementById('signin-error');
+    err.hidden = !message;
+    err.textContent = message || '';
+    document.getElementById('api-key').focus();
+  }
+
+  function signOut(message) {
+    apiKey = '';
+    sessionStorage.removeItem(KEY);
+    stopFeed();
+    if (current) { current.unmount(); current = null; }
+    clear(document.getElementById('view'));
+    showSignin(message);
+  }
+
+  async function signIn(key) {
+    apiKey = key;
+    try {
+      const res = await fetch('/v1/sessions?limit=1', { headers: { Authorization: 'Bearer ' + key }, cache: 'no-store' });
+      if (!res.ok) throw await errorOf(res);
+    } catch (e) {
+      apiKey = '';
+      showSignin(e.status === 401 ? 'That key is not valid.' : 'Cannot sign in: ' + e.message);
+      return;
+    }
+    sessionStorage.setItem(KEY, key);
+    start();
+  }
+
+  function start() {
+    document.getElementById('signin').hidden = true;
+    document.getElementById('app').hidden = false;
+    startFeed();
+    route();
+  }
+
+  // ---- the tenant's feed of changes ----
+
+  let feedAbort = null;
+
+  function startFeed() {
+    stopFeed();
+    const ctl = new AbortController();
+    feedAbort = ctl;
+    const dot = document.getElementById('feed-state');
+    (async () => {
+      let delay = 500;
+      while (!ctl.signal.aborted) {
+        try {
+          await streamSSE('/v1/feed', {
+            signal: ctl.signal,
+            onOpen: () => { dot.classList.add('live'); delay = 500; notify({ type: 'resync' }); },
+            onEvent: (ev) => {
+              if (ev.event === 'change') notify(ev.data);
+              else if (ev.event === 'resync') notify({ type: 'resync' });
+            },
+          });
+        } catch (e) {
+          if (ctl.signal.aborted || e.status === 401) return;
+        }
+        dot.classList.remove('live');
+        await sleep(delay, ctl.signal);
+        delay = Math.min(delay * 2, 10000);
+      }
+    })();
+  }
+
+  function stopFeed() {
+    if (feedAbort) feedAbort.abort();
+    feedAbort = null;
+  }
+
+  function notify(change) {
+    for (const fn of feedListeners) fn(change);
+    refreshApprovalCount();
+  }
+
+  function sleep(ms, signal) {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      if (signal) signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    });
+  }
+
+  // debounce coalesces calls into one after ms.
+  function debounce(fn, ms) {
+    let t = null;
+    return () => { clearTimeout(t); t = setTimeout(fn, ms); };
+  }
+
+  // every runs fn now and every ms (the lists of other hosts' runs change
+  // without this server's feed knowing), and on every feed change; it
+  // returns the function that stops it.
+  function every(fn, ms) {
+    const later = debounce(fn, 150);
+    const timer = setInterval(fn, ms);
+    feedListeners.add(later);
+    fn();
+    return () => { clearInterval(timer); feedListeners.delete(later); };
+  }
+
+  let countBusy = false;
+  const refreshApprovalCount = debounce(async () => {
+    if (!apiKey || countBusy) return;
+    countBusy = true;
+    try {
+      const { approvals } = await api('GET', '/v1/approvals');
+      const el = document.getElementById('approvals-count');
+      el.hidden = approvals.length === 0;
+      el.textContent = String(approvals.length);
+    } catch { /* shown on the approvals page */ } finally { countBusy = false; }
+  }, 200);
+
+  // ---- routing ----
+
+  function route() {
+    if (!apiKey) { showSignin(); return; }
+    if (current) { current.unmount(); current = null; }
+    const view = document.getElementById('view');
+    clear(view);
+    const hash = location.hash || '#/sessions';
+    for (const a of document.querySelectorAll('.top nav a')) {
+      a.classList.toggle('active', hash === a.getAttribute('href') || hash.startsWith(a.getAttribute('href') + '/'));
+    }
+    let m;
+    if ((m = /^#\/sessions\/(.+)$/.exec(hash))) current = sessionView(view, decodeURIComponent(m[1]));
+    else if (hash === '#/approvals') current = approvalsView(view);
+    else if (hash === '#/usage') current = usageView(view);
+    else if (hash === '#/plugins') current = pluginsView(view);
+    else current = sessionsView(view);
+    refreshApprovalCount();
+  }
+
+  function errorBox(e) { return h('p', { class: 'error', role: 'alert' }, e.message || String(e)); }
+
+  // ---- sessions ----
+
+  function sessionsView(root) {
+    const filter = h('input', { id: 'session-filter', type: 'search', placeholder: 'Filter by session id', 'aria-label': 'Filter by session id' });
+    const stateFilter = h('select', { id: 'state-filter', 'aria-label': 'Filter by state' },
+      h('option', { value: '' }, 'every state'),
+      ['running', 'approval_required', 'queued', 'timed_out', 'failed', 'interrupted', 'cancelled', 'completed', 'idle']
+        .map((s) => h('option', { value: s }, s.replace(/_/g, ' '))));
+    const open = h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); const id = openID.value.trim(); if (id) location.hash = '#/sessions/' + encodeURIComponent(id); } });
+    const openID = h('input', { id: 'session-open', placeholder: 'session id', 'aria-label': 'Open a session by id' });
+    append(open, [openID, h('button', { type: 'submit' }, 'Open or start a session')]);
+    const body = h('tbody');
+    const table = h('table', { id: 'sessions' },
+      h('thead', null, h('tr', null, h('th', null, 'Session'), h('th', null, 'State'), h('th', null, 'Last activity'),
+        h('th', { class: 'num' }, 'Tokens'), h('th', { class: 'num' }, 'Cost'))), body);
+    const status = h('p', { class: 'muted' });
+    append(root, [h('h2', null, 'Sessions'), h('div', { class: 'toolbar' }, filter, stateFilter), open, status, table]);
+    let rows = [];
+    const apply = () => {
+      const q = filter.value.trim().toLowerCase();
+      const st = stateFilter.value;
+      let shown = 0;
+      for (const tr of body.children) {
+        const ok = (!q || tr.dataset.session.toLowerCase().includes(q)) && (!st || tr.dataset.state === st);
+        tr.hidden = !ok;
+        if (ok) shown++;
+      }
+      status.textContent = rows.length ? `${shown} of ${rows.length} sessions` : 'No sessions yet: open one above to start.';
+    };
+    filter.addEventListener('input', apply);
+    stateFilter.addEventListener('change', apply);
+    let busy = false;
+    const load = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const all = [];
+        let after = '';
+        for (let page = 0; page < 20; page++) {
+          const res = await api('GET', '/v1/sessions?limit=200' + (after ? '&after=' + encodeURIComponent(after) : ''));
+          all.push(...res.sessions);
+          if (!res.next) break;
+          after = res.next;
+        }
+        all.sort((a, b) => String(b.last_activity || '').localeCompare(String(a.last_activity || '')));
+        rows = all;
+        clear(body);
+        for (const s of all) {
+          const st = s.status || {};
+          body.append(h('tr', { 'data-session': s.id, 'data-state': st.state },
+            h('td', null, h('a', { class: 'session-link', href: '#/sessions/' + encodeURIComponent(s.id) }, s.id)),
+            h('td', null, stateBadge(st.state, { title: st.reason || '' }), st.queued ? h('span', { class: 'muted' }, ` +${st.queued} queued`) : null),
+            h('td', { class: 'activity' }, fmtTime(s.last_activity)),
+            h('td', { class: 'num tokens' }, fmtInt(s.usage && s.usage.total_tokens)),
+            h('td', { class: 'num cost' }, fmtCost(s.cost))));
+        }
+        apply();
+      } catch (e) {
+        status.textContent = 'Cannot list the sessions: ' + e.message;
+      } finally { busy = false; }
+    };
+    const stop = every(load, 5000);
+    return { unmount: stop };
+  }
+
+  // ---- one session: its live transcript ----
+
+  function sessionView(root, id) {
+    const ctl = new AbortController();
+    const section = h('section', { id: 'session', 'data-session': id });
+    const stateEl = h('span', { id: 'session-state', class: 'state', 'data-state': '' }, '…');
+    const reasonEl = h('span', { class: 'muted' });
+    const cancelBtn = h('button', { id: 'cancel', type: 'button', class: 'danger', disabled: true }, 'Cancel run');
+    const transcriptEl = h('div', { id: 'transcript' });
+    const approvalsEl = h('div', { id: 'session-approvals' });
+    const message = h('textarea', { id: 'message', placeholder: 'Send a message (Ctrl+Enter)', 'aria-label': 'Message' });
+    const sendBtn = h('button', { id: 'send', type: 'submit' }, 'Send');
+    const errEl = h('p', { class: 'error', role: 'alert', hidden: true });
+    const composer = h('form', { class: 'composer' }, message, sendBtn);
+    append(section, [
+      h('div', { class: 'session-head' }, h('a', { href: '#/sessions' }, '← Sessions'), h('h2', null, id), stateEl, reasonEl, cancelBtn),
+      approvalsEl, transcriptEl, errEl, composer]);
+    root.append(section);
+
+    let items = [];        // the transcript's items, as the API gives them
+    let lastId = '';       // the last event id read, for Last-Event-ID
+    let exists = null;     // whether the session exists (null: not known yet)
+    let tools = {};        // tool name → declared effect, from the plugins
+    const itemEls = new Map();
+
+    const showError = (e) => { errEl.hidden = !e; errEl.textContent = e ? (e.message || String(e)) : ''; };
+
+    const notFound = () => {
+      exists = false;
+      clear(section);
+      append(section, [h('div', { id: 'not-found' }, h('h2', null, 'Session not found'),
+        h('p', null, `There is no session ${JSON.stringify(id)} for this key's tenant: not found.`),
+        h('p', null, h('a', { href: '#/sessions' }, 'Back to the sessions')))]);
+    };
+
+    const setState = (st) => {
+      if (!st) return;
+      stateEl.dataset.state = st.state;
+      stateEl.textContent = (st.state || '').replace(/_/g, ' ');
+      reasonEl.textContent = st.reason ? (st.timeout ? `${st.reason} (${st.timeout} timeout)` : st.reason) : '';
+      cancelBtn.disabled = !['running', 'queued', 'approval_required', 'interrupted'].includes(st.state);
+    };
+
+    const renderToolCall = (c) => {
+      const effect = c.effect || tools[c.name] || '';
+      return h('details', { class: 'tool-call', 'data-call-id': c.id },
+        h('summary', null,
+          h('code', { class: 'tool-name' }, c.name),
+          h('span', { class: 'tool-status', 'data-status': c.status }, c.status || 'running'),
+          effect ? h('span', { class: 'tag tool-effect ' + effect }, effect) : h('span', { class: 'tool-effect', hidden: true }),
+          h('span', { class: 'tag tool-source mono', title: c.source || '' }, shortHash(c.source)),
+          h('span', { class: 'tool-duration muted' }, c.duration_ms !== undefined ? c.duration_ms + ' ms' : ''),
+          c.approval ? h('span', { class: 'tag tool-approval', 'data-approval': c.approval }, 'approval: ' + c.approval) : null),
+        h('div', { class: 'muted' }, 'input'), h('pre', { class: 'tool-input' }, prettyJSON(c.input)),
+        h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''));
+    };
+
+    // renderItem builds (or rebuilds) one item's element.
+    const renderItem = (it, live) => {
+      const el = h('article', { class: 'item' + (live ? ' live' : ''), 'data-item-id': it.id, 'data-kind': it.kind, 'data-status': it.status || '' });
+      const meta = h('div', { class: 'meta' },
+        h('span', null, it.kind === 'user' ? 'user' : (it.model || 'assistant')),
+        it.time ? h('time', { datetime: it.time }, fmtTime(it.time)) : null,
+        it.kind === 'response' && it.status && it.status !== 'completed' ? h('span', { class: 'item-status' }, it.status) : null,
+        it.usage ? h('span', null, `${fmtInt(it.usage.total_tokens)} tokens`) : null,
+        it.cost ? h('span', null, fmtCost(it.cost)) : null);
+      const text = h('div', { class: 'text' });
+      if (it.kind === 'user') {
+        append(text, [h('p', { class: 'plain' }, it.text)]);
+        for (const p of it.parts || []) if (p.type && p.type !== 'text') text.append(h('span', { class: 'tag' }, p.type));
+      } else {
+        text.append(markdown(it.text || ''));
+      }
+      el.append(meta);
+      if (it.reasoning) el.append(h('details', { class: 'reasoning' }, h('summary', null, 'reasoning'), it.reasoning));
+      el.append(text);
+      for (const c of it.tool_calls || []) el.append(renderToolCall(c));
+      if (it.reason) el.append(h('div', { class: 'reason' }, it.reason));
+      return el;
+    };
+
+    let liveId = '';
+    const draw = () => {
+      // Only the latest response streaming now is live.
+      const streaming = items.filter((it) => it.kind === 'response' && it.status === 'streaming');
+      liveId = streaming.length ? streaming[streaming.length - 1].id : '';
+      const keep = new Set();
+      let prev = null;
+      for (const it of items) {
+        keep.add(it.id);
+        const sig = JSON.stringify(it) + (it.id === liveId);
+        let el = itemEls.get(it.id);
+        if (!el || el.sig !== sig) {
+          const fresh = renderItem(it, it.id === liveId);
+          fresh.sig = sig;
+          if (el) el.replaceWith(fresh); else transcriptEl.append(fresh);
+          el = fresh;
+          itemEls.set(it.id, el);
+        }
+        if (prev ? prev.nextSibling !== el : transcriptEl.firstChild !== el) {
+          if (prev) prev.after(el); else transcriptEl.prepend(el);
+        }
+        prev = el;
+      }
+      for (const [k, el] of itemEls) if (!keep.has(k)) { el.remove(); itemEls.delete(k); }
+      if (!items.length) {
+        // (A session not found keeps its notice until a message starts it.)
+        if (exists !== false) transcriptEl.replaceChildren(h('p', { class: 'muted', id: 'empty-transcript' }, 'No messages yet.'));
+      }
+      else { const e = document.getElementById('empty-transcript'); if (e) e.remove(); }
+    };
+    let frame = 0;
+    const redraw = () => { if (!frame) frame = requestAnimationFrame(() => { frame = 0; draw(); }); };
+
+    const itemById = (rid) => items.find((it) => it.id === rid);
+
+    // mergeTranscript takes a transcript read with GET: everything but the
+    // live text of the pass streaming now (which the event stream owns).
+    const mergeTranscript = (tr) => {
+      const next = tr.items || [];
+      for (const it of next) {
+        const old = itemById(it.id);
+        if (old && old.status === 'streaming' && it.status === 'streaming') {
+          it.text = old.text;
+          it.reasoning = old.reasoning;
+        }
+      }
+      items = next;
+      redraw();
+    };
+
+    const refresh = debounce(async () => {
+      if (exists === false) return;
+      try {
+        const [st, tr] = await Promise.all([
+          api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }),
+          api('GET', '/v1/sessions/' + encodeURIComponent(id) + '/transcript', undefined, { signal: ctl.signal })]);
+        setState(st.status);
+        mergeTranscript(tr);
+        drawApprovals(st.status.approvals || []);
+      } catch (e) {
+        if (e.status === 404) notFound();
+      }
+    }, 120);
+
+    const drawApprovals = (list) => {
+      clear(approvalsEl);
+      for (const a of list) approvalsEl.append(approvalCard(a, refresh));
+    };
+
+    const applyProgress = (p) => {
+      switch (p.type) {
+        case 'response-start': {
+          if (!itemById(p.responseId)) items.push({ id: p.responseId, kind: 'response', run_id: p.runId, text: '', status: 'streaming' });
+          stateEl.dataset.state = 'running'; stateEl.textContent = 'running';
+          break;
+        }
+        case 'text':
+        case 'reasoning': {
+          let it = itemById(p.responseId);
+          if (!it) { it = { id: p.responseId, kind: 'response', run_id: p.runId, text: '', status: 'streaming' }; items.push(it); }
+          const field = p.type === 'text' ? 'text' : 'reasoning';
+          const have = it[field] || '';
+          const n = cpLength(have);
+          if (p.offset === n) it[field] = have + p.delta;
+          else if (p.offset < n) {
+            // Seen already in part (a snapshot reached past it): keep the new tail only.
+            const over = n - p.offset;
+            it[field] = have + cpSlice(p.delta, over);
+          } else {
+            // A gap: the stream missed text. Read the session again.
+            reconnect(true);
+            return;
+          }
+          it.status = 'streaming';
+          break;
+        }
+        case 'tool-start':
+        case 'tool-end': {
+          const it = itemById(p.responseId);
+          if (it && p.tool) {
+            it.tool_calls = it.tool_calls || [];
+            let c = it.tool_calls.find((x) => x.id === p.tool.callId);
+            if (!c) { c = { id: p.tool.callId, name: p.tool.name, input: p.tool.input, status: 'running' }; it.tool_calls.push(c); }
+            if (p.type === 'tool-end') { c.output = p.tool.output; c.status = p.tool.isError ? 'error' : 'done'; refresh(); }
+          }
+          break;
+        }
+        case 'run-end':
+        case 'approval-requested':
+        case 'approval-decided':
+          refresh();
+          break;
+      }
+      redraw();
+    };
+
+    let streamCtl = null;
+    const reconnect = (fresh) => {
+      if (streamCtl) streamCtl.abort();
+      if (fresh) lastId = '';
+      follow();
+    };
+
+    const follow = async () => {
+      const sc = new AbortController();
+      streamCtl = sc;
+      ctl.signal.addEventListener('abort', () => sc.abort(), { once: true });
+      let delay = 300;
+      while (!sc.signal.aborted) {
+        try {
+          await streamSSE('/v1/sessions/' + encodeURIComponent(id) + '/events', {
+            lastEventId: lastId, signal: sc.signal,
+            onOpen: () => { delay = 300; showError(null); },
+            onEvent: (ev) => {
+              if (ev.id) lastId = ev.id;
+              if (ev.event === 'snapshot') {
+                exists = true;
+                items = (ev.data.transcript && ev.data.transcript.items) || [];
+                setState(ev.data.status);
+                drawApprovals((ev.data.status && ev.data.status.approvals) || []);
+                redraw();
+              } else if (ev.event === 'progress') {
+                applyProgress(ev.data);
+              } else if (ev.event === 'error' && ev.data && ev.data.code === 'too_slow') {
+                // reconnect from lastId below
+              }
+            },
+          });
+        } catch (e) {
+          if (sc.signal.aborted) return;
+          if (e.status === 404) {
+            // No such session yet (or another tenant's): a new id starts
+            // when a message is sent.
+            if (!sentHere) { notFound(); return; }
+          } else if (e.status === 401) {
+            return;
+          } else {
+            showError(new Error('The live stream broke off (' + e.message + '); reconnecting…'));
+          }
+        }
+        await sleep(delay, sc.signal);
+        delay = Math.min(delay * 2, 5000);
+      }
+    };
+
+    let sentHere = false;
+    const send = async () => {
+      const text = message.value.trim();
+      if (!text) return;
+      sendBtn.disabled = true;
+      try {
+        await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/messages', { text });
+        message.value = '';
+        showError(null);
+        if (exists !== true) { sentHere = true; exists = true; transcriptEl.replaceChildren(); reconnect(true); }
+      } catch (e) {
+        showError(e);
+      } finally { sendBtn.disabled = false; }
+    };
+    composer.addEventListener('submit', (e) => { e.preventDefault(); send(); });
+    message.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
+    cancelBtn.addEventListener('click', async () => {
+      cancelBtn.disabled = true;
+      try { await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/cancel', { reason: 'cancelled from the console' }); refresh(); } catch (e) { showError(e); }
+    });
+
+    api('GET', '/v1/plugins', undefined, { signal: ctl.signal }).then((res) => {
+      for (const p of res.plugins) for (const t of p.tools || []) tools[t.name] = t.effect;
+      redraw();
+    }).catch(() => {});
+    // The session's page opens on a session that may not exist yet: a
+    // first GET tells "not found" from "not started".
+    api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }).then(() => { exists = true; follow(); }, (e) => {
+      if (e.status === 404) {
+        exists = false;
+        transcriptEl.replaceChildren(h('div', { id: 'not-found' }, h('h2', null, 'Session not found'),
+          h('p', null, `There is no session ${JSON.stringify(id)} for this key's tenant: not found. Send a message to start it.`)));
+      } else showError(e);
+    });
+    const stopFeed = (() => {
+      const fn = (c) => { if (c.session_id === id && c.type !== 'run-start') refresh(); };
+      feedListeners.add(fn);
+      return () => feedListeners.delete(fn);
+    })();
+    return { unmount: () => { ctl.abort(); stopFeed(); if (frame) cancelAnimationFrame(frame); } };
+  }
+
+  // ---- approvals ----
+
+  function approvalCard(a, after) {
+    const reason = h('input', { class: 'approval-reason', placeholder: 'Reason (optional)', 'aria-label': 'Reason' });
+    const err = h('span', { class: 'error', role: 'alert' });
+    const approve = h('button', { class: 'approve', type: 'button' }, 'Approve');
+    const deny = h('button', { class: 'deny danger', type: 'button' }, 'Deny');
+    const card = h('div', { class: 'approval', 'data-approval-id': a.approval_id },
+      h('div', null, h('strong', { class: 'approval-tool' }, a.tool), ' ',
+        a.effect ? h('span', { class: 'tag ' + a.effect }, a.effect) : null, ' ',
+        h('span', { class: 'muted' }, 'in '), h('a', { class: 'approval-session', href: '#/sessions/' + encodeURIComponent(a.session_id) }, a.session_id),
+        h('span', { class: 'muted' }, ' · asked ' + fmtTime(a.requested_at) + (a.expires_at ? ' · expires ' + fmtTime(a.expires_at) : ''))),
+      h('p', { class: 'approval-summary' }, a.summary || '(the policy gave no summary)'),
+      a.reason ? h('p', { class: 'muted' }, 'Why: ' + a.reason) : null,
+      h('pre', { class: 'approval-input' }, prettyJSON(a.input)),
+      h('div', { class: 'row' }, reason, approve, deny, err));
+    const decide = async (yes) => {
+      approve.disabled = deny.disabled = true;
+      try {
+        await api('POST', '/v1/approvals/' + encodeURIComponent(a.approval_id), { approve: yes, reason: reason.value.trim() || undefined, by: 'console' });
+        card.remove();
+        if (after) after();
+        notify({ type: 'approval-decided', approval_id: a.approval_id, session_id: a.session_id });
+      } catch (e) {
+        err.textContent = e.message;
+        if (e.status === 409 || e.status === 404) setTimeout(() => { card.remove(); if (after) after(); }, 1500);
+        else approve.disabled = deny.disabled = false;
+      }
+    };
+    approve.addEventListener('click', () => decide(true));
+    deny.addEventListener('click', () => decide(false));
+    return card;
+  }
+
+  function approvalsView(root) {
+    const list = h('div', { id: 'approvals' });
+    const empty = h('p', { id: 'approvals-empty', class: 'muted', hidden: true }, 'Nothing waits for a decision.');
+    const errEl = h('p', { class: 'error', role: 'alert' });
+    append(root, [h('h2', null, 'Approvals'), errEl, empty, list]);
+    let busy = false;
+    const load = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const { approvals } = await api('GET', '/v1/approvals');
+        errEl.textContent = '';
+        const want = new Set(approvals.map((a) => a.approval_id));
+        for (const el of [...list.children]) if (!want.has(el.dataset.approvalId)) el.remove();
+        const have = new Set([...list.children].map((el) => el.dataset.approvalId));
+        approvals.sort((a, b) => String(a.requested_at).localeCompare(String(b.requested_at)));
+        for (const a of approvals) if (!have.has(a.approval_id)) list.append(approvalCard(a, load));
+        empty.hidden = list.children.length > 0;
+      } catch (e) {
+        errEl.textContent = 'Cannot read the approvals: ' + e.message;
+      } finally { busy = false; }
+    };
+    return { unmount: every(load, 3000) };
+  }
+
+  // ---- cost and usage ----
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const c of children) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return el;
+  }
+
+  // barChart draws one bar per day; a budget draws its line and marks
+  // the days past it.
+  function barChart(days, value, label, budget) {
+    const W = 720, H = 200, L = 56, B = 34, T = 12;
+    const max = Math.max(budget || 0, ...days.map(value), 0) || 1;
+    const bw = (W - L - 8) / days.length;
+    const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label });
+    svg.append(s('title', null, label));
+    const y = (v) => T + (H - T - B) * (1 - v / max);
+    for (const f of [0, 0.5, 1]) {
+      svg.append(s('line', { x1: L, x2: W - 4, y1: y(max * f), y2: y(max * f), stroke: '#e5e6ea' }));
+      svg.append(s('text', { x: L - 6, y: y(max * f) + 3, 'text-anchor': 'end' }, label.startsWith('Cost') ? fmtCost(max * f) : fmtInt(Math.round(max * f))));
+    }
+    days.forEach((d, i) => {
+      const v = value(d);
+      const x = L + i * bw + 2;
+      const bar = s('rect', { class: 'bar' + (budget && v >= budget ? ' over' : ''), x, y: y(v), width: Math.max(bw - 4, 1), height: Math.max(y(0) - y(v), v > 0 ? 1 : 0), 'data-day': d.day });
+      bar.append(s('title', null, `${d.day}: ${label.startsWith('Cost') ? fmtCost(v) : fmtInt(v)}`));
+      svg.append(bar);
+      if (days.length <= 16 || i % Math.ceil(days.length / 16) === 0) {
+        svg.append(s('text', { x: x + bw / 2 - 2, y: H - B + 14, 'text-anchor': 'middle' }, d.day.slice(5)));
+      }
+    });
+    if (budget) {
+      svg.append(s('line', { class: 'budget', x1: L, x2: W - 4, y1: y(budget), y2: y(budget) }));
+      svg.append(s('text', { x: W - 6, y: y(budget) - 4, 'text-anchor': 'end' }, 'budget ' + fmtCost(budget) + '/day'));
+    }
+    return svg;
+  }
+
+  function usageView(root) {
+    const days = h('select', { id: 'usage-days-select', 'aria-label': 'Period' }, [7, 14, 30, 90].map((n) => h('option', { value: n, selected: n === 14 }, `last ${n} days`)));
+    const body = h('div');
+    append(root, [h('h2', null, 'Cost and usage'), h('div', { class: 'toolbar' }, days), body]);
+    const figures = (f) => [h('td', { class: 'num' }, fmtInt(f.steps)), h('td', { class: 'num' }, fmtInt(f.usage.prompt_tokens)),
+      h('td', { class: 'num' }, fmtInt(f.usage.completion_tokens)), h('td', { class: 'num' }, fmtInt(f.usage.total_tokens)), h('td', { class: 'num' }, fmtCost(f.cost))];
+    const head = (first, ...more) => h('thead', null, h('tr', null, h('th', null, first), more.map((m) => h('th', null, m)),
+      ['Steps', 'Prompt', 'Completion', 'Tokens', 'Cost'].map((m) => h('th', { class: 'num' }, m))));
+    let busy = false;
+    const load = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const u = await api('GET', '/v1/usage?days=' + days.value);
+        const budget = u.budget.usd_per_day;
+        const cards = h('div', { class: 'cards' },
+          h('div', { class: 'card', id: 'budget' }, h('div', { class: 'muted' }, 'Today against the budget'),
+            h('div', { class: 'big' }, fmtCost(u.budget.spent_today), budget ? h('span', { class: 'muted' }, ' of ' + fmtCost(budget)) : null),
+            budget ? h('progress', { max: budget, value: Math.min(u.budget.spent_today, budget) }) : h('div', { class: 'muted' }, 'no daily budget set')),
+          h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Cost, period'), h('div', { class: 'big' }, fmtCost(u.total.cost))),
+          h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Tokens, period'), h('div', { class: 'big' }, fmtInt(u.total.usage.total_tokens))),
+          h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Model steps, period'), h('div', { class: 'big' }, fmtInt(u.total.steps))));
+        const chart = h('div', { id: 'usage-chart', class: 'chart' },
+          barChart(u.days, (d) => d.cost, 'Cost per day (USD)', budget), barChart(u.days, (d) => d.usage.total_tokens, 'Tokens per day'));
+        const dayRows = u.days.slice().reverse().filter((d) => d.steps || d.cost || d.usage.total_tokens);
+        body.replaceChildren(cards, chart,
+          h('h3', null, 'Per day'),
+          h('table', { id: 'usage-days' }, head('Day'), h('tbody', null, dayRows.map((d) => h('tr', { 'data-day': d.day }, h('td', null, d.day), figures(d))))),
+          h('h3', null, 'Per agent'),
+          h('table', { id: 'usage-agents' }, head('Agent', 'Sessions'), h('tbody', null, u.agents.map((a) => h('tr', { 'data-agent': a.agent }, h('td', null, a.agent), h('td', null, fmtInt(a.sessions)), figures(a))))),
+          h('h3', null, 'Per session'),
+          h('table', { id: 'usage-sessions' }, head('Session', 'Last activity'), h('tbody', null, u.sessions.map((x) => h('tr', { 'data-session': x.session_id },
+            h('td', null, h('a', { href: '#/sessions/' + encodeURIComponent(x.session_id) }, x.session_id)), h('td', null, fmtTime(x.last_activity)), figures(x))))));
+      } catch (e) {
+        body.replaceChildren(errorBox(e));
+      } finally { busy = false; }
+    };
+    days.addEventListener('change', load);
+    return { unmount: every(load, 15000) };
+  }
+
+  // ---- plugins ----
+
+  function pluginsView(root) {
+    const name = h('input', { id: 'plugin-name', placeholder: 'module name', required: true, pattern: '[A-Za-z0-9_][A-Za-z0-9._\\-]{0,63}', 'aria-label': 'Module name' });
+    const file = h('input', { id: 'plugin-file', type: 'file', accept: '.wasm,application/wasm', required: true, 'aria-label': 'Module file' });
+    const result = h('span', { id: 'plugin-upload-result', role: 'status' });
+    const form = h('form', { id: 'plugin-upload', class: 'upload' }, h('strong', null, 'Upload a module'), name, file,
+      h('button', { id: 'plugin-upload-submit', type: 'submit' }, 'Upload and load'), result);
+    file.addEventListener('change', () => {
+      if (!name.value && file.files[0]) name.value = file.files[0].name.replace(/\.wasm$/, '');
+    });
+    const list = h('div', { id: 'plugins' });
+    const calls = h('div');
+    append(root, [h('h2', null, 'Plugins'), form, list, h('h3', null, 'Which code ran the calls'), calls]);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      if (!file.files[0]) return;
+      result.className = 'muted';
+      result.textContent = 'loading…';
+      try {
+        const info = await api('PUT', '/v1/plugins/' + encodeURIComponent(name.value.trim()), file.files[0]);
+        result.className = '';
+        result.textContent = `loaded ${info.name} ${shortHash(info.hash)}`;
+        form.reset();
+        load();
+      } catch (err) {
+        result.className = 'error';
+        result.textContent = err.message;
+      }
+    });
+    let busy = false;
+    const load = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const [p, u] = await Promise.all([api('GET', '/v1/plugins'), api('GET', '/v1/usage?days=30')]);
+        const nodes = p.plugins.map((m) => h('div', { class: 'plugin', 'data-plugin': m.name },
+          h('div', null, h('strong', null, m.name), ' ', h('code', { class: 'plugin-hash', title: m.hash }, m.hash), ' ',
+            h('span', { class: 'tag' }, m.abi)),
+          (m.conflicting || []).map((c) => h('p', { class: 'refusal' }, 'conflict: ' + c)),
+          (m.tools || []).map((t) => h('div', { class: 'plugin-tool', 'data-tool': t.name },
+            h('code', null, t.name), ' ', h('span', { class: 'tag ' + (t.effect || 'read') }, t.effect || 'read'),
+            t.idempotent ? h('span', { class: 'tag' }, 'idempotent') : null, ' ', h('span', { class: 'muted' }, t.description || ''))),
+          (m.validators || []).map((v) => h('div', { class: 'plugin-validator' }, 'validator ', h('code', null, v.name))),
+          (m.policies || []).map((v) => h('div', { class: 'plugin-policy' }, 'approval policy ', h('code', null, v.name)))));
+        if (!nodes.length) nodes.push(h('p', { class: 'muted' }, 'No modules loaded.'));
+        for (const r of p.refusals) nodes.push(h('div', { class: 'plugin refusal', 'data-refused': r.name }, h('strong', null, r.name), ' refused: ', r.reason, r.hash ? ' (' + shortHash(r.hash) + ')' : ''));
+        for (const c of p.conflicts) if (!p.plugins.some((m) => (m.conflicting || []).includes(c))) nodes.push(h('p', { class: 'refusal' }, 'conflict: ' + c));
+        list.replaceChildren(...nodes);
+        calls.replaceChildren(
+          h('table', { id: 'plugin-tools' }, h('thead', null, h('tr', null, ['Tool', 'Code', 'Calls', 'Errors', 'Time', 'Last'].map((x) => h('th', null, x)))),
+            h('tbody', null, u.tools.map((t) => h('tr', { class: 'tool-usage' }, h('td', null, h('code', null, t.name)), h('td', { class: 'mono call-hash', title: t.source || '' }, shortHash(t.source)),
+              h('td', { class: 'num' }, fmtInt(t.calls)), h('td', { class: 'num' }, fmtInt(t.errors)), h('td', { class: 'num' }, t.duration_ms + ' ms'), h('td', null, fmtTime(t.last)))))),
+          h('h3', null, 'Latest calls'),
+          h('table', { id: 'plugin-calls' }, h('thead', null, h('tr', null, ['When', 'Session', 'Tool', 'Code', 'Outcome', 'Time'].map((x) => h('th', null, x)))),
+            h('tbody', null, u.calls.map((c) => h('tr', { class: 'plugin-call', 'data-call-id': c.call_id },
+              h('td', null, fmtTime(c.time)), h('td', null, h('a', { href: '#/sessions/' + encodeURIComponent(c.session_id) }, c.session_id)),
+              h('td', null, h('code', null, c.name)), h('td', { class: 'mono call-hash', title: c.source || '' }, shortHash(c.source)),
+              h('td', { class: c.is_error ? 'error' : '' }, c.is_error ? 'error' : 'ok'), h('td', { class: 'num' }, (c.duration_ms || 0) + ' ms'))))));
+      } catch (e) {
+        list.replaceChildren(errorBox(e));
+      } finally { busy = false; }
+    };
+    return { unmount: every(load, 10000) };
+  }
+
+  // ---- boot ----
+
+  document.addEventListener('DOMContentLoaded', () => {
+    document.getElementById('signin').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const key = document.getElementById('api-key').value.trim();
+      if (key) signIn(key);
+    });
+    document.getElementById('signout').addEventListener('click', () => signOut());
+    window.addEventListener('hashchange', route);
+    if (apiKey) start(); else showSignin();
+  });
+})();

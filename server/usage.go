@@ -1,0 +1,223 @@
+package server
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// GET /v1/usage: what the tenant's model calls consumed and cost over the
+// last ?days (1 to 90, default 14, counted in UTC days, today included),
+// per day, per session and per agent, beside the tenant's daily budget;
+// and its tool calls per tool and code (a plugin's hash), with the latest
+// calls. It is computed from the ledgers of every session of the tenant,
+// so it costs a read of each: it is for a console or a report, not for a
+// hot path.
+
+// usageFigures is usage summed over model calls.
+type usageFigures struct {
+	Usage ledger.Usage `json:"usage"`
+	Cost  float64      `json:"cost"`
+	Steps int          `json:"steps"`
+}
+
+func (f *usageFigures) add(u ledger.Usage, step bool) {
+	f.Usage = f.Usage.Add(u)
+	f.Cost += u.Billed()
+	if step {
+		f.Steps++
+	}
+}
+
+type usageDay struct {
+	Day string `json:"day"`
+	usageFigures
+}
+
+type usageSession struct {
+	SessionID    string    `json:"session_id"`
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	usageFigures
+}
+
+type usageAgent struct {
+	Agent    string `json:"agent"`
+	Sessions int    `json:"sessions"`
+	usageFigures
+}
+
+// toolUsage counts the calls of one tool by one piece of code.
+type toolUsage struct {
+	Name       string    `json:"name"`
+	Source     string    `json:"source,omitempty"`
+	Calls      int       `json:"calls"`
+	Errors     int       `json:"errors"`
+	DurationMS int64     `json:"duration_ms"`
+	Last       time.Time `json:"last,omitzero"`
+}
+
+// toolCall is one of the latest tool calls.
+type toolCall struct {
+	SessionID  string    `json:"session_id"`
+	RunID      string    `json:"run_id,omitempty"`
+	CallID     string    `json:"call_id"`
+	Name       string    `json:"name"`
+	Source     string    `json:"source,omitempty"`
+	IsError    bool      `json:"is_error,omitempty"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+// latestCalls is how many of the latest tool calls GET /v1/usage lists.
+const latestCalls = 50
+
+type usageResponse struct {
+	Tenant string    `json:"tenant"`
+	Since  time.Time `json:"since"`
+	Budget struct {
+		// USDPerDay is the tenant's daily budget; 0: none.
+		USDPerDay float64 `json:"usd_per_day"`
+		// SpentToday is what the budget counted today (every host's
+		// share), or, without a budget, today's cost in the ledgers.
+		SpentToday float64 `json:"spent_today"`
+	} `json:"budget"`
+	Total    usageFigures   `json:"total"`
+	Days     []usageDay     `json:"days"`
+	Sessions []usageSession `json:"sessions"`
+	Agents   []usageAgent   `json:"agents"`
+	Tools    []toolUsage    `json:"tools"`
+	Calls    []toolCall     `json:"calls"`
+}
+
+func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
+	days := 14
+	if v := r.URL.Query().Get("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 90 {
+			writeError(w, http.StatusBadRequest, codeInvalid, "days %q: want 1 to 90", v)
+			return
+		}
+		days = n
+	}
+	ids, err := t.store().(storage.Lister).ListSessions(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot list the sessions: %v", err)
+		return
+	}
+	slices.Sort(ids)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	since := today.AddDate(0, 0, -(days - 1))
+	out := usageResponse{Tenant: t.name, Since: since, Days: make([]usageDay, days),
+		Sessions: []usageSession{}, Agents: []usageAgent{}, Tools: []toolUsage{}, Calls: []toolCall{}}
+	for i := range out.Days {
+		out.Days[i].Day = since.AddDate(0, 0, i).Format(time.DateOnly)
+	}
+	agents := map[string]*usageAgent{}
+	type toolKey struct{ name, source string }
+	tools := map[toolKey]*toolUsage{}
+	for _, id := range ids {
+		events, err := t.host.Session(id).Events(r.Context())
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			return
+		}
+		sess := usageSession{SessionID: id}
+		agentOf := map[string]string{} // run id → agent
+		counted := map[string]bool{}   // agents this session counted in
+		names := map[string]string{}   // call id → tool name
+		for _, e := range events {
+			if e.Time.After(sess.LastActivity) {
+				sess.LastActivity = e.Time
+			}
+			switch {
+			case e.RunStart != nil:
+				a := cmp.Or(e.RunStart.Agent, "default")
+				agentOf[e.RunID] = a
+			case e.Step != nil:
+				for _, c := range e.Step.ToolCalls {
+					names[c.ID] = c.Name
+				}
+			}
+			if e.Time.Before(since) {
+				continue
+			}
+			var u *ledger.Usage
+			switch {
+			case e.Step != nil:
+				u = &e.Step.Usage
+			case e.Compaction != nil:
+				u = &e.Compaction.Usage
+			case e.ToolResult != nil:
+				res := e.ToolResult
+				k := toolKey{cmp.Or(res.Name, names[res.CallID]), res.Source}
+				tu := tools[k]
+				if tu == nil {
+					tu = &toolUsage{Name: k.name, Source: k.source}
+					tools[k] = tu
+				}
+				tu.Calls++
+				if res.IsError {
+					tu.Errors++
+				}
+				tu.DurationMS += res.DurationMS
+				if e.Time.After(tu.Last) {
+					tu.Last = e.Time
+				}
+				out.Calls = append(out.Calls, toolCall{SessionID: id, RunID: e.RunID, CallID: res.CallID, Name: k.name,
+					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Time: e.Time})
+			}
+			if u == nil {
+				continue
+			}
+			step := e.Step != nil
+			sess.add(*u, step)
+			out.Total.add(*u, step)
+			if d := int(e.Time.UTC().Sub(since) / (24 * time.Hour)); d >= 0 && d < days {
+				out.Days[d].add(*u, step)
+			}
+			a := cmp.Or(agentOf[e.RunID], "default")
+			au := agents[a]
+			if au == nil {
+				au = &usageAgent{Agent: a}
+				agents[a] = au
+			}
+			au.add(*u, step)
+			if !counted[a] {
+				counted[a] = true
+				au.Sessions++
+			}
+		}
+		if sess.Steps > 0 || sess.Usage.TotalTokens > 0 {
+			out.Sessions = append(out.Sessions, sess)
+		}
+	}
+	slices.SortStableFunc(out.Sessions, func(a, b usageSession) int { return cmp.Compare(b.Cost, a.Cost) })
+	for _, a := range agents {
+		out.Agents = append(out.Agents, *a)
+	}
+	slices.SortFunc(out.Agents, func(a, b usageAgent) int { return cmp.Compare(a.Agent, b.Agent) })
+	for _, tu := range tools {
+		out.Tools = append(out.Tools, *tu)
+	}
+	slices.SortFunc(out.Tools, func(a, b toolUsage) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), b.Last.Compare(a.Last), cmp.Compare(a.Source, b.Source))
+	})
+	slices.SortStableFunc(out.Calls, func(a, b toolCall) int { return b.Time.Compare(a.Time) })
+	out.Calls = out.Calls[:min(len(out.Calls), latestCalls)]
+	if t.budget != nil {
+		out.Budget.USDPerDay = t.budget.limit
+		spent, err := t.budget.spent(r.Context())
+		if err != nil {
+			s.log.Warn("cannot read the budget's spend", "tenant", t.name, "err", err)
+		}
+		out.Budget.SpentToday = spent
+	} else {
+		out.Budget.SpentToday = out.Days[days-1].Cost
+	}
+	writeJSON(w, http.StatusOK, out)
+}
