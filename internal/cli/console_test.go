@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -49,7 +50,7 @@ var consoleLong = words("word", 200)
 
 // consoleMarkdown is what the fake model answers to a message that starts
 // with "markdown": Markdown that a careless renderer would run.
-const consoleMarkdown = "Here is **bold** text.\n\n" +
+const consoleMarkdown = "Here is **bold** text, and _a_ tool's post_id and snake_case_name.\n\n" +
 	"<script>window.__xss=1</script>\n\n" +
 	"[click](javascript:window.__xss=2)\n\n" +
 	"![img](http://example.test/x.png)\n\n" +
@@ -99,6 +100,7 @@ func TestConsole(t *testing.T) {
 	t.Run("markdown", env.testMarkdown)
 	t.Run("other tenant", env.testOtherTenant)
 	t.Run("usage and plugins", env.testUsagePlugins)
+	t.Run("steer and upload", env.testSteerAndUpload)
 }
 
 // needChromium returns the path of chromium; without it the test skips,
@@ -836,6 +838,7 @@ type markdownView struct {
 	Handlers  int      `json:"handlers"`  // elements with on* attributes
 	ImageLink bool     `json:"imageLink"` // a link to the image
 	Strong    string   `json:"strong"`    // the text of the first strong
+	Ems       []string `json:"ems"`       // the texts of the em elements
 	Text      string   `json:"text"`      // the reply's text
 }
 
@@ -864,6 +867,7 @@ func (e *consoleEnv) testMarkdown(t *testing.T) {
 			handlers: all.filter((e) => [...e.attributes].some((a) => a.name.toLowerCase().startsWith("on"))).length,
 			imageLink: !!tr.querySelector('a[href="http://example.test/x.png"]'),
 			strong: ((s) => s ? s.textContent : "")(tr.querySelector("strong")),
+			ems: [...tr.querySelectorAll("em")].map((e) => e.textContent),
 			text: r ? r.textContent : "",
 		};
 	})()`)
@@ -880,6 +884,9 @@ func (e *consoleEnv) testMarkdown(t *testing.T) {
 	}
 	if !v.ImageLink {
 		t.Errorf("the image is not a link to http://example.test/x.png (links: %q)", v.Hrefs)
+	}
+	if len(v.Ems) != 1 || v.Ems[0] != "a" || !strings.Contains(v.Text, "post_id and snake_case_name") {
+		t.Errorf("emphasis %q in %q: want only \"a\", and underscores within words kept as written", v.Ems, v.Text)
 	}
 	if v.Strong != "bold" {
 		t.Errorf("the first strong reads %q, want bold", v.Strong)
@@ -958,4 +965,79 @@ func (e *consoleEnv) testUsagePlugins(t *testing.T) {
 	}
 	b.check("the publish_post call in #plugin-calls", 10*time.Second, jsExists("#plugin-calls tr.plugin-call .call-hash"))
 	b.shot("plugins.png")
+}
+
+// testSteerAndUpload: a session started from the console (its page shows
+// "not found" until the first message), its live answer animated unless
+// the reader asks for reduced motion, the run cancelled from the console;
+// then a module uploaded through the plugins page, called, replaced by a
+// new version (hot-loaded), and the call shown beside the hash that ran
+// it.
+func (e *consoleEnv) testSteerAndUpload(t *testing.T) {
+	acme := on(t, e.acme)
+	b := e.tab(t, "acme")
+	b.signIn(acme.url, consoleAcmeKey)
+	b.route("#/sessions")
+	b.do("open a new session", chromedp.SendKeys(chromedp.CSS("#session-open"), "steer"), chromedp.Click(chromedp.CSS("#session-open-submit")))
+	b.wait("the new session's page", 10*time.Second, jsVisible("#not-found")+` && location.hash === "#/sessions/steer"`)
+	b.do("send a message", chromedp.SendKeys(chromedp.CSS("#message"), "stall while I watch"), chromedp.Click(chromedp.CSS("#send")))
+	b.wait("the run to stream", 20*time.Second, `document.querySelector("#session-state").dataset.state === "running" && `+
+		`document.querySelectorAll("#transcript .item.live").length === 1 && !`+jsExists("#not-found"))
+	animation := `getComputedStyle(document.querySelector("#transcript .item.live .text > :last-child"), "::after").animationName`
+	b.check("the live answer's caret to blink", 10*time.Second, animation+` === "blink"`)
+	if _, err := chromedp.Call(b.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.check("no animation with reduced motion", 10*time.Second, animation+` === "none"`)
+	b.shot("steer.png")
+	b.do("cancel the run", chromedp.Click(chromedp.CSS("#cancel")))
+	b.wait("the run cancelled", 20*time.Second, `document.querySelector("#session-state").dataset.state === "cancelled" && `+
+		`document.querySelectorAll("#transcript .item.live").length === 0`)
+	if st := acme.state("steer"); st != "cancelled" {
+		t.Errorf("the API says session steer is %s, want cancelled", st)
+	}
+	b.shot("cancelled.png")
+
+	// Version 1 of a module, uploaded from the page.
+	v1 := plugintest.GoPlugin(t, "../../examples/plugins/get_account")
+	// Version 2: the same code with a custom section naming its version —
+	// a valid module of another hash.
+	v2 := append(append([]byte(nil), v1...), 0x00, 0x11, 0x0f)
+	v2 = append(append(v2, "agentic.version"...), '2')
+	dir := t.TempDir()
+	upload := func(name string, wasm []byte) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, wasm, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.clear("#plugin-name")
+		b.do("upload "+name, chromedp.SendKeys(chromedp.CSS("#plugin-name"), "accounts"),
+			chromedp.SetUploadFiles(chromedp.CSS("#plugin-file"), []string{path}), chromedp.Click(chromedp.CSS("#plugin-upload-submit")))
+	}
+	hashOf := func() string {
+		var p struct{ Hash string }
+		acme.must("GET", "/v1/plugins/accounts", "", http.StatusOK, &p)
+		return p.Hash
+	}
+	b.route("#/plugins")
+	b.wait("the plugins page", 20*time.Second, jsExists(`.plugin[data-plugin="publish_post"]`))
+	upload("v1.wasm", v1)
+	b.wait("version 1 loaded", 20*time.Second, `document.querySelector("#plugin-upload-result").textContent.startsWith("loaded accounts")`)
+	h1 := hashOf()
+	b.wait("version 1 listed", 20*time.Second, fmt.Sprintf(`document.querySelector('.plugin[data-plugin="accounts"] .plugin-hash')?.textContent === %q`, h1))
+	if res := acme.must("POST", "/v1/sessions/acct/messages?wait=true", `{"text":"get_account account_id=42"}`, http.StatusOK, nil); !strings.Contains(res, "completed") {
+		t.Fatalf("the call through version 1: %s", res)
+	}
+	upload("v2.wasm", v2)
+	b.wait("version 2 loaded", 20*time.Second, `document.querySelector("#plugin-upload-result").textContent.startsWith("loaded accounts")`)
+	h2 := hashOf()
+	if h2 == h1 {
+		t.Fatalf("version 2 has version 1's hash %s", h1)
+	}
+	b.wait("version 2 listed", 20*time.Second, fmt.Sprintf(`document.querySelector('.plugin[data-plugin="accounts"] .plugin-hash')?.textContent === %q`, h2))
+	b.wait("the call beside version 1's hash", 20*time.Second, fmt.Sprintf(
+		`[...document.querySelectorAll("#plugin-calls tr.plugin-call")].some((r) => r.textContent.includes("acct") && r.querySelector(".call-hash").title === %q)`, h1))
+	b.shot("plugin-versions.png")
 }

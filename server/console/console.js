@@ -194,12 +194,17 @@
           }
         }
       }
-      if ((ch === '*' || ch === '_') && src[i + 1] === ch) {
-        const j = src.indexOf(ch + ch, i + 2);
+      // (An underscore inside a word, as in post_id, is not emphasis.)
+      const opens = ch === '*' || (ch === '_' && !wordChar(src[i - 1]));
+      const closes = (j, n) => ch === '*' || !wordChar(src[j + n]);
+      if (opens && src[i + 1] === ch) {
+        let j = src.indexOf(ch + ch, i + 2);
+        while (j > 0 && !closes(j, 2)) j = src.indexOf(ch + ch, j + 1);
         if (j > i + 2) { flush(); out.push(h('strong', null, inline(src.slice(i + 2, j)))); i = j + 2; continue; }
       }
-      if ((ch === '*' || ch === '_') && src[i + 1] && src[i + 1] !== ' ' && src[i + 1] !== ch) {
-        const j = src.indexOf(ch, i + 1);
+      if (opens && src[i + 1] && src[i + 1] !== ' ' && src[i + 1] !== ch) {
+        let j = src.indexOf(ch, i + 1);
+        while (j > 0 && !closes(j, 1)) j = src.indexOf(ch, j + 1);
         if (j > i + 1 && src[j - 1] !== ' ') { flush(); out.push(h('em', null, inline(src.slice(i + 1, j)))); i = j + 1; continue; }
       }
       text += ch;
@@ -208,6 +213,8 @@
     flush();
     return out;
   }
+
+  function wordChar(c) { return c !== undefined && /[\p{L}\p{N}]/u.test(c); }
 
   function markdown(src) {
     const frag = document.createDocumentFragment();
@@ -412,7 +419,7 @@
         .map((s) => h('option', { value: s }, s.replace(/_/g, ' '))));
     const open = h('form', { class: 'toolbar', onsubmit: (e) => { e.preventDefault(); const id = openID.value.trim(); if (id) location.hash = '#/sessions/' + encodeURIComponent(id); } });
     const openID = h('input', { id: 'session-open', placeholder: 'session id', 'aria-label': 'Open a session by id' });
-    append(open, [openID, h('button', { type: 'submit' }, 'Open or start a session')]);
+    append(open, [openID, h('button', { id: 'session-open-submit', type: 'submit' }, 'Open or start a session')]);
     const body = h('tbody');
     const table = h('table', { id: 'sessions' },
       h('thead', null, h('tr', null, h('th', null, 'Session'), h('th', null, 'State'), h('th', null, 'Last activity'),
@@ -877,7 +884,10 @@
           h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Tokens, period'), h('div', { class: 'big' }, fmtInt(u.total.usage.total_tokens))),
           h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Model steps, period'), h('div', { class: 'big' }, fmtInt(u.total.steps))));
         const chart = h('div', { id: 'usage-chart', class: 'chart' },
-          barChart(u.days, (d) => d.cost, 'Cost per day (USD)', budget), barChart(u.days, (d) => d.usage.total_tokens, 'Tokens per day'));
+          h('div', { class: 'muted' }, 'Cost per day (USD)' + (budget ? ', against the daily budget' : '')),
+          barChart(u.days, (d) => d.cost, 'Cost per day (USD)', budget),
+          h('div', { class: 'muted' }, 'Tokens per day'),
+          barChart(u.days, (d) => d.usage.total_tokens, 'Tokens per day'));
         const dayRows = u.days.slice().reverse().filter((d) => d.steps || d.cost || d.usage.total_tokens);
         body.replaceChildren(cards, chart,
           h('h3', null, 'Per day'),
