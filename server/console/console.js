@@ -427,6 +427,8 @@
     const status = h('p', { class: 'muted' });
     append(root, [h('h2', null, 'Sessions'), h('div', { class: 'toolbar' }, filter, stateFilter), open, status, table]);
     let rows = [];
+    let more = false; // sessions past the pages read
+    const maxPages = 5;
     const apply = () => {
       const q = filter.value.trim().toLowerCase();
       const st = stateFilter.value;
@@ -436,7 +438,8 @@
         tr.hidden = !ok;
         if (ok) shown++;
       }
-      status.textContent = rows.length ? `${shown} of ${rows.length} sessions` : 'No sessions yet: open one above to start.';
+      status.textContent = !rows.length ? 'No sessions yet: open one above to start.'
+        : `${shown} of ${rows.length} sessions` + (more ? ` (the first ${rows.length} by id; open others by id above)` : '');
     };
     filter.addEventListener('input', apply);
     stateFilter.addEventListener('change', apply);
@@ -445,13 +448,17 @@
       if (busy) return;
       busy = true;
       try {
+        // Up to maxPages pages of the API's (which reads each session it
+        // lists): a tenant with more sessions finds the rest by id.
         const all = [];
         let after = '';
-        for (let page = 0; page < 20; page++) {
+        more = false;
+        for (let page = 0; page < maxPages; page++) {
           const res = await api('GET', '/v1/sessions?limit=200' + (after ? '&after=' + encodeURIComponent(after) : ''));
           all.push(...res.sessions);
           if (!res.next) break;
           after = res.next;
+          more = page === maxPages - 1;
         }
         all.sort((a, b) => String(b.last_activity || '').localeCompare(String(a.last_activity || '')));
         rows = all;
