@@ -25,11 +25,8 @@ func (l latencies) report(b *testing.B, prefix string) {
 		return
 	}
 	slices.Sort(l)
-	pct := func(p int) float64 {
-		return float64(l[min(len(l)-1, len(l)*p/100)].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(50), prefix+"p50-us")
-	b.ReportMetric(pct(99), prefix+"p99-us")
+	b.ReportMetric(l.at(50), prefix+"p50-us")
+	b.ReportMetric(l.at(99), prefix+"p99-us")
 }
 
 // BenchmarkAppend appends one typical step event per operation to a
@@ -39,8 +36,12 @@ func (l latencies) report(b *testing.B, prefix string) {
 //
 //   - store: Store.Append (encode, EVALSHA of the append script: lease
 //     check, idempotence check, XADD, ZADD of the index);
+//
 //   - xadd: a bare XADD of the same encoded event through go-redis, the
 //     floor of any append over this client;
+//
+//   - store-vs-xadd: the two alternating in one loop, and the ratios of
+//     their percentiles (p50-store/xadd, p99-store/xadd);
 //
 // and, when redis-benchmark is on PATH, what redis-benchmark measures on
 // the same server for XADD of the same payload with one client
@@ -72,6 +73,43 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		lat.report(b, "")
 	})
+	b.Run("store-vs-xadd", func(b *testing.B) {
+		// Both in one loop, alternating, so that the machine's noise falls
+		// on both alike: the ratios are the figures to read.
+		st := open(b, srv.URL(), redis.Options{Prefix: freshPrefix()})
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+		defer c.Close()
+		ctx := b.Context()
+		step := storagetest.TypicalStep()
+		if err := st.Append(ctx, "append", step); err != nil {
+			b.Fatal(err)
+		}
+		args := &goredis.XAddArgs{Stream: "bench:vs", Values: []any{"e", enc}}
+		store, xadd := make(latencies, 0, 1<<16), make(latencies, 0, 1<<16)
+		for b.Loop() {
+			t0 := time.Now()
+			if err := st.Append(ctx, "append", step); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := c.XAdd(ctx, args).Err(); err != nil {
+				b.Fatal(err)
+			}
+			store, xadd = append(store, t1.Sub(t0)), append(xadd, time.Since(t1))
+		}
+		if len(store) == 0 {
+			return
+		}
+		store.report(b, "store-")
+		xadd.report(b, "xadd-")
+		b.ReportMetric(store.at(50)/xadd.at(50), "p50-store/xadd")
+		b.ReportMetric(store.at(99)/xadd.at(99), "p99-store/xadd")
+	})
+}
+
+// at returns the p-th percentile of sorted latencies, in µs.
+func (l latencies) at(p int) float64 {
+	return float64(l[min(len(l)-1, len(l)*p/100)].Nanoseconds()) / 1e3
 }
 
 // redisBenchmark runs redis-benchmark on the server, one client, XADD of
