@@ -48,13 +48,16 @@ test:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## bench: run the benchmarks BENCH_COUNT times and print medians (benchstat)
+## bench: run the benchmarks BENCH_COUNT times and print medians (benchstat), then each hot path beside its comparison
 bench:
 	@mkdir -p bin
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) $(PKGS) | tee bin/bench.txt
 	@echo
 	@echo "Medians of $(BENCH_COUNT) runs:"
 	$(GO) run $(BENCHSTAT) bin/bench.txt
+	@echo
+	@echo "The hot paths beside their comparisons (medians of $(BENCH_COUNT) runs; docs/performance.md):"
+	@$(GO) run ./internal/cmd/benchsummary bin/bench.txt
 
 ## bench-anchor: the host's CPU per model step beside the AI SDK 7 ToolLoopAgent's (../shared/bench/aisdk), same fake server, same run
 bench-anchor: build

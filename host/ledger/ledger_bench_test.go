@@ -72,17 +72,26 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecode decodes one step event: Decode (its fast path), and the
+// strict encoding/json decoder it falls back to, its floor of old.
 func BenchmarkDecode(b *testing.B) {
 	line, err := Encode(benchStep())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Decode(line); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) (Event, error)
+	}{{"fast", Decode}, {"strict", decodeStrict}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.decode(line); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -1,0 +1,200 @@
+// Command benchsummary reads the output of go test -bench (as make bench
+// writes it to bin/bench.txt, several runs of each benchmark) and prints
+// each hot path's figure beside its comparison from the same run and its
+// target: the medians of the runs, and their ratio where the comparison
+// is another measurement. docs/performance.md explains each row.
+//
+// Usage:
+//
+//	benchsummary bin/bench.txt
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: benchsummary BENCH_OUTPUT")
+		os.Exit(2)
+	}
+	f, err := os.Open(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchsummary:", err)
+		os.Exit(1)
+	}
+	defer f.Close()
+	res, err := parse(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchsummary:", err)
+		os.Exit(1)
+	}
+	summarize(os.Stdout, res)
+}
+
+// results holds every run's value of each (package, benchmark, unit).
+type results map[string][]float64
+
+// key names a measurement: the package's last path element, the
+// benchmark without its -GOMAXPROCS suffix, and the unit.
+func key(pkg, name, unit string) string { return pkg + " " + name + " " + unit }
+
+var procs = regexp.MustCompile(`-\d+$`)
+
+// parse reads go test -bench output.
+func parse(r io.Reader) (results, error) {
+	res := results{}
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = p[strings.LastIndexByte(p, '/')+1:]
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(fields[1]); err != nil {
+			continue // a benchmark's log line, not a result
+		}
+		name := procs.ReplaceAllString(fields[0], "")
+		for i := 2; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q: value %q: %v", line, fields[i], err)
+			}
+			k := key(pkg, name, fields[i+1])
+			res[k] = append(res[k], v)
+		}
+	}
+	return res, sc.Err()
+}
+
+// median returns the median of a measurement's runs, and whether it has
+// any.
+func (r results) median(pkg, name, unit string) (float64, bool) {
+	v := slices.Clone(r[key(pkg, name, unit)])
+	if len(v) == 0 {
+		return 0, false
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2], true
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2, true
+}
+
+// row is one line of the summary.
+type row struct{ path, figure, comparison, target string }
+
+// summarize prints the rows whose benchmarks ran; the others say which
+// benchmark would give them.
+func summarize(w io.Writer, r results) {
+	var rows []row
+	add := func(path, figure, comparison, target string) {
+		rows = append(rows, row{path, figure, comparison, target})
+	}
+	missing := func(path, bench string) { add(path, "(not in this run)", bench, "") }
+	n := func(unit string, v float64) string {
+		switch unit {
+		case "ns/op":
+			switch {
+			case v >= 1e6:
+				return fmt.Sprintf("%.1f ms", v/1e6)
+			case v >= 1e3:
+				return fmt.Sprintf("%.1f µs", v/1e3)
+			}
+			return fmt.Sprintf("%.0f ns", v)
+		case "B":
+			if v >= 1024 {
+				return fmt.Sprintf("%.1f KiB", v/1024)
+			}
+			return fmt.Sprintf("%.0f B", v)
+		}
+		return fmt.Sprintf("%.3g %s", v, unit)
+	}
+
+	if fast, ok := r.median("ledger", "BenchmarkDecode/fast", "ns/op"); ok {
+		strict, _ := r.median("ledger", "BenchmarkDecode/strict", "ns/op")
+		add("decode one step event", n("ns/op", fast), fmt.Sprintf("strict decoder %s (%.2f×)", n("ns/op", strict), fast/strict), "")
+	} else {
+		missing("decode one step event", "BenchmarkDecode ./host/ledger")
+	}
+	for _, pkg := range []string{"memory", "file"} {
+		if v, ok := r.median(pkg, "BenchmarkLoad10k", "ns/op"); ok {
+			add("load a 10,000-event session, "+pkg, n("ns/op", v), fmt.Sprintf("%.2f µs an event", v/1e3/1e4), "≤ 30 ms")
+		} else {
+			missing("load a 10,000-event session, "+pkg, "BenchmarkLoad10k ./storage/"+pkg)
+		}
+	}
+	if p50, ok := r.median("redis", "BenchmarkAppend/store-vs-xadd", "p50-store/xadd"); ok {
+		p99, _ := r.median("redis", "BenchmarkAppend/store-vs-xadd", "p99-store/xadd")
+		s50, _ := r.median("redis", "BenchmarkAppend/store-vs-xadd", "store-p50-us")
+		x50, _ := r.median("redis", "BenchmarkAppend/store-vs-xadd", "xadd-p50-us")
+		add("Redis append of one step", fmt.Sprintf("p50 %.0f µs", s50), fmt.Sprintf("bare XADD p50 %.0f µs: p50 %.2f×, p99 %.2f×", x50, p50, p99), "p50 ≤ 1.5×, p99 ≤ 2×")
+	} else {
+		missing("Redis append of one step", "BenchmarkAppend/store-vs-xadd ./storage/redis")
+	}
+	warm := false
+	for _, c := range []string{"c-echo-16B", "c-echo-1KB", "go-echo-1KB", "get_account"} {
+		name := "BenchmarkWarmCallVsBare/" + c
+		ratio, ok := r.median("plugins", name, "host/bare")
+		if !ok {
+			continue
+		}
+		warm = true
+		hb, _ := r.median("plugins", name, "host-B/call")
+		bb, _ := r.median("plugins", name, "bare-B/call")
+		add("plugin warm call, "+c, fmt.Sprintf("host/bare %.2f, %s a call", ratio, n("B", hb)), fmt.Sprintf("bare Extism call, %s a call", n("B", bb)), "≤ 0.35, ≤ 16 KiB")
+	}
+	if !warm {
+		missing("plugin warm call", "BenchmarkWarmCallVsBare ./plugins")
+	}
+	if v, ok := r.median("host", "BenchmarkIdleSessions", "idle-B/session"); ok {
+		g, _ := r.median("host", "BenchmarkIdleSessions", "goroutines/session")
+		add("heap per idle session (5,000, file storage)", n("B", v), fmt.Sprintf("%.4f goroutines a session", g), "≤ 1 KiB")
+	} else {
+		missing("heap per idle session", "BenchmarkIdleSessions ./host")
+	}
+	if v, ok := r.median("host", "BenchmarkAcceptUnderLoad/streaming", "accept-p99-ms"); ok {
+		floor, _ := r.median("host", "BenchmarkAcceptUnderLoad/instant", "accept-p99-ms")
+		add("accept p99, 5,000 runs streaming at once", fmt.Sprintf("%.1f ms", v), fmt.Sprintf("the same against an instant model: %.1f ms", floor), "≤ 10 ms")
+	} else {
+		missing("accept p99 under load", "BenchmarkAcceptUnderLoad ./host")
+	}
+	if v, ok := r.median("host", "BenchmarkLoopStep/host", "ns/op"); ok {
+		withModel, _ := r.median("host", "BenchmarkLoopStep/host+fake-model", "ns/op")
+		modelOnly, _ := r.median("host", "BenchmarkLoopStep/fake-model-only", "ns/op")
+		add("one loop step, the host's own cost", n("ns/op", v), fmt.Sprintf("through HTTP to the fake model %s, of which the model call alone %s", n("ns/op", withModel), n("ns/op", modelOnly)), "")
+	} else {
+		missing("one loop step", "BenchmarkLoopStep ./host")
+	}
+	add("harness CPU per model step", "make bench-anchor", "the AI SDK 7 ToolLoopAgent on the same fake server", "≤ 0.10×")
+
+	wp, wf, wc := len("path"), len("figure"), len("comparison (same run)")
+	for _, x := range rows {
+		wp, wf, wc = max(wp, len([]rune(x.path))), max(wf, len([]rune(x.figure))), max(wc, len([]rune(x.comparison)))
+	}
+	line := func(a, b, c, d string) {
+		fmt.Fprintf(w, "%s  %s  %s  %s\n", pad(a, wp), pad(b, wf), pad(c, wc), d)
+	}
+	line("path", "figure", "comparison (same run)", "target")
+	for _, x := range rows {
+		line(x.path, x.figure, x.comparison, x.target)
+	}
+}
+
+// pad pads s with spaces to width runes.
+func pad(s string, width int) string {
+	return s + strings.Repeat(" ", max(0, width-len([]rune(s))))
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/agentichost/agentic/host/ledger
+BenchmarkDecode/fast-2     	  230338	      6000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
+BenchmarkDecode/fast-2     	  230338	      5000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
+BenchmarkDecode/fast-2     	  230338	      9000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
+BenchmarkDecode/strict-2   	   29950	     30000 ns/op	  29.58 MB/s	    4248 B/op	      40 allocs/op
+pkg: github.com/agentichost/agentic/storage/redis
+BenchmarkAppend/store-vs-xadd-2  20000  143919 ns/op  1.70 p50-store/xadd  1.60 p99-store/xadd  84 store-p50-us  180 store-p99-us  48 xadd-p50-us  103 xadd-p99-us
+BenchmarkAppend/store-vs-xadd-2  20000  143919 ns/op  1.80 p50-store/xadd  1.50 p99-store/xadd  86 store-p50-us  180 store-p99-us  50 xadd-p50-us  103 xadd-p99-us
+pkg: github.com/agentichost/agentic/storage/memory
+BenchmarkLoad10k-2   30   38000000 ns/op
+    memory_bench_test.go:12: a log line that is not a result
+pkg: github.com/agentichost/agentic/host
+BenchmarkAcceptUnderLoad/streaming-2  1  4e9 ns/op  7 accept-p50-ms  150 accept-p99-ms
+BenchmarkAcceptUnderLoad/instant-2    1  2e9 ns/op  1 accept-p50-ms  70 accept-p99-ms
+`
+
+// TestSummary: medians of the runs, ratios against the comparison of the
+// same run, and rows whose benchmarks did not run named as such.
+func TestSummary(t *testing.T) {
+	r, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.median("ledger", "BenchmarkDecode/fast", "ns/op"); v != 6000 {
+		t.Errorf("median of 6000, 5000, 9000: %v", v)
+	}
+	if v, _ := r.median("redis", "BenchmarkAppend/store-vs-xadd", "p50-store/xadd"); v != 1.75 {
+		t.Errorf("median of 1.70 and 1.80: %v", v)
+	}
+	var out strings.Builder
+	summarize(&out, r)
+	s := out.String()
+	for _, want := range []string{
+		"decode one step event", "6.0 µs", "strict decoder 30.0 µs (0.20×)",
+		"load a 10,000-event session, memory", "38.0 ms", "3.80 µs an event", "≤ 30 ms",
+		"load a 10,000-event session, file", "(not in this run)", "BenchmarkLoad10k ./storage/file",
+		"bare XADD p50 49 µs: p50 1.75×, p99 1.55×",
+		"accept p99, 5,000 runs streaming at once", "150.0 ms", "instant model: 70.0 ms",
+		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// TestParseRefusesGarbledValues: a result line whose value is not a
+// number is an error, not a silent zero.
+func TestParseRefusesGarbledValues(t *testing.T) {
+	if _, err := parse(strings.NewReader("BenchmarkX-2  10  abc ns/op\n")); err == nil {
+		t.Error("a garbled value was accepted")
+	}
+}
