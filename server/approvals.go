@@ -133,7 +133,6 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	case err != nil:
 		s.startError(w, err)
 	default:
-		t.feed.publish(feedChange{SessionID: sessionID, Type: host.EventApprovalDecided, RunID: run.ID(), ApprovalID: id})
 		writeJSON(w, http.StatusOK, map[string]string{"session_id": sessionID, "approval_id": id, "run_id": run.ID()})
 	}
 }
