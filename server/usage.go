@@ -129,32 +129,19 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 		sess := usageSession{SessionID: id}
 		agentOf := map[string]string{} // run id → agent
 		counted := map[string]bool{}   // agents this session counted in
-		names := map[string]string{}   // call id → tool name
 		for _, e := range events {
 			if e.Time.After(sess.LastActivity) {
 				sess.LastActivity = e.Time
 			}
-			switch {
-			case e.RunStart != nil:
-				a := cmp.Or(e.RunStart.Agent, "default")
-				agentOf[e.RunID] = a
-			case e.Step != nil:
-				for _, c := range e.Step.ToolCalls {
-					names[c.ID] = c.Name
-				}
+			if e.RunStart != nil {
+				agentOf[e.RunID] = cmp.Or(e.RunStart.Agent, "default")
 			}
 			if e.Time.Before(since) {
 				continue
 			}
-			var u *ledger.Usage
-			switch {
-			case e.Step != nil:
-				u = &e.Step.Usage
-			case e.Compaction != nil:
-				u = &e.Compaction.Usage
-			case e.ToolResult != nil:
+			if e.ToolResult != nil {
 				res := e.ToolResult
-				k := toolKey{cmp.Or(res.Name, names[res.CallID]), res.Source}
+				k := toolKey{res.Name, res.Source}
 				tu := tools[k]
 				if tu == nil {
 					tu = &toolUsage{Name: k.name, Source: k.source}
@@ -171,14 +158,14 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 				out.Calls = append(out.Calls, toolCall{SessionID: id, RunID: e.RunID, CallID: res.CallID, Name: k.name,
 					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Time: e.Time})
 			}
-			if u == nil {
+			u, step, ok := e.ModelUsage()
+			if !ok {
 				continue
 			}
-			step := e.Step != nil
-			sess.add(*u, step)
-			out.Total.add(*u, step)
+			sess.add(u, step)
+			out.Total.add(u, step)
 			if d := int(e.Time.UTC().Sub(since) / (24 * time.Hour)); d >= 0 && d < days {
-				out.Days[d].add(*u, step)
+				out.Days[d].add(u, step)
 			}
 			a := cmp.Or(agentOf[e.RunID], "default")
 			au := agents[a]
@@ -186,7 +173,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 				au = &usageAgent{Agent: a}
 				agents[a] = au
 			}
-			au.add(*u, step)
+			au.add(u, step)
 			if !counted[a] {
 				counted[a] = true
 				au.Sessions++

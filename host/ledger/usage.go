@@ -50,25 +50,20 @@ func UsageOf(events []Event) SessionUsage {
 		return &su.Runs[i]
 	}
 	for _, e := range events {
-		var u *Usage
-		switch {
-		case e.Step != nil:
-			u = &e.Step.Usage
-		case e.Compaction != nil:
-			u = &e.Compaction.Usage
-		case e.RunStart != nil:
-			run(e.RunID) // a run with no pass still shows
-			continue
-		default:
+		u, step, ok := e.ModelUsage()
+		if !ok {
+			if e.RunStart != nil {
+				run(e.RunID) // a run with no pass still shows
+			}
 			continue
 		}
 		billed := u.Billed()
-		su.Total = su.Total.Add(*u)
+		su.Total = su.Total.Add(u)
 		su.Cost += billed
 		if r := run(e.RunID); r != nil {
-			r.Usage = r.Usage.Add(*u)
+			r.Usage = r.Usage.Add(u)
 			r.Cost += billed
-			if e.Step != nil {
+			if step {
 				r.Steps++
 			}
 		}
@@ -77,4 +72,17 @@ func UsageOf(events []Event) SessionUsage {
 		su.Runs = []RunUsage{}
 	}
 	return su
+}
+
+// ModelUsage returns the provider-reported usage of the model call e
+// records — a model pass (step is true) or a compaction; ok is false for
+// the events of every other kind, which cost nothing.
+func (e Event) ModelUsage() (u Usage, step, ok bool) {
+	switch {
+	case e.Step != nil:
+		return e.Step.Usage, true, true
+	case e.Compaction != nil:
+		return e.Compaction.Usage, false, true
+	}
+	return Usage{}, false, false
 }
