@@ -229,6 +229,34 @@ func (s *Session) Usage(ctx context.Context) (ledger.SessionUsage, error) {
 	return ledger.UsageOf(events), nil
 }
 
+// Overview is what a list of sessions shows of one: its status, what its
+// model calls consumed, and when its ledger last changed.
+type Overview struct {
+	Status Status
+	Usage  ledger.SessionUsage
+	// LastActivity is the time of the session's last event; zero when it
+	// has none.
+	LastActivity time.Time
+}
+
+// Overview returns the session's Status, Usage and last activity, read
+// from one view of its ledger.
+func (s *Session) Overview(ctx context.Context) (Overview, error) {
+	events, live, err := s.view(ctx)
+	if err != nil {
+		return Overview{}, fmt.Errorf("host: overview of session %s: %w", s.id, err)
+	}
+	st, err := s.statusOf(ctx, events, live)
+	if err != nil {
+		return Overview{}, err
+	}
+	o := Overview{Status: st, Usage: ledger.UsageOf(events)}
+	if n := len(events); n > 0 {
+		o.LastActivity = events[n-1].Time
+	}
+	return o, nil
+}
+
 // view returns the session's events: those of the run in flight in this
 // host, with its live view, else the ledger loaded from storage.
 func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {

@@ -350,23 +350,13 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 		Next     string           `json:"next,omitempty"`
 	}{Sessions: []sessionSummary{}}
 	for _, id := range page {
-		sess := t.host.Session(id)
-		st, err := sess.Status(r.Context())
-		var events []ledger.Event
-		if err == nil {
-			events, err = sess.Events(r.Context())
-		}
+		o, err := t.host.Session(id).Overview(r.Context())
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
 			return
 		}
-		sum := sessionSummary{ID: id, Status: st}
-		if n := len(events); n > 0 {
-			sum.LastActivity = events[n-1].Time
-		}
-		u := ledger.UsageOf(events)
-		sum.Usage, sum.Cost = u.Total, u.Cost
-		out.Sessions = append(out.Sessions, sum)
+		out.Sessions = append(out.Sessions, sessionSummary{ID: id, Status: o.Status, LastActivity: o.LastActivity,
+			Usage: o.Usage.Total, Cost: o.Usage.Cost})
 	}
 	if start+limit < len(ids) {
 		out.Next = page[len(page)-1]
@@ -393,13 +383,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if !ok || !s.exists(w, r, t, id) {
 		return
 	}
-	sess := t.host.Session(id)
-	st, err := sess.Status(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
-		return
-	}
-	usage, err := sess.Usage(r.Context())
+	o, err := t.host.Session(id).Overview(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
 		return
@@ -408,7 +392,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 		ID     string              `json:"id"`
 		Status host.Status         `json:"status"`
 		Usage  ledger.SessionUsage `json:"usage"`
-	}{id, st, usage})
+	}{id, o.Status, o.Usage})
 }
 
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant) {
