@@ -15,7 +15,6 @@ import (
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
-	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -57,10 +56,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.ReportMetric(float64(int64(idle)-int64(base))/sessions, "idle-B/session")
 		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/sessions, "goroutines/session")
 		h.Close(context.Background())
-		if c, ok := storage.Storage(store).(interface{ Close() error }); ok {
-			c.Close()
-		}
-		runtime.KeepAlive(h)
+		store.Close()
 	}
 }
 
@@ -166,5 +162,6 @@ func acceptUnderLoad(b *testing.B, m host.Model) {
 		b.ReportMetric(ms(50), "accept-p50-ms")
 		b.ReportMetric(ms(99), "accept-p99-ms")
 		h.Close(context.Background())
+		store.Close()
 	}
 }
