@@ -201,7 +201,7 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 				return
 			}
 		case <-beat.C:
-			if tenant, err := s.keys.tenantOf(ctx, key, s.serves); err == nil && tenant != t.name {
+			if s.revoked(ctx, key, t) {
 				stopped(codeUnauthorized, "the API key was revoked")
 				return
 			}
@@ -212,4 +212,11 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			return
 		}
 	}
+}
+
+// revoked tells, at a stream's heartbeat, that key no longer opens tenant
+// t. A key that cannot be checked now is not taken for revoked.
+func (s *Server) revoked(ctx context.Context, key string, t *tenant) bool {
+	tenant, err := s.keys.tenantOf(ctx, key, s.serves)
+	return err == nil && tenant != t.name
 }

@@ -108,7 +108,7 @@ func (s *Server) getFeed(w http.ResponseWriter, r *http.Request, t *tenant) {
 				return
 			}
 		case <-beat.C:
-			if tenant, err := s.keys.tenantOf(r.Context(), key, s.serves); err == nil && tenant != t.name {
+			if s.revoked(r.Context(), key, t) {
 				out.event("error", "", map[string]string{"code": codeUnauthorized, "message": "the API key was revoked"})
 				return
 			}

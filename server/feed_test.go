@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentichost/agentic/server"
 )
 
 // feedChange is an event of GET /v1/feed.
@@ -134,5 +136,32 @@ func TestFeedEndsAtShutdown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the feed is still open 10s after the server closed")
+	}
+}
+
+// TestRevokedKeyClosesFeed: a feed opened with a stored key ends, with an
+// error event, at the heartbeat after the key is revoked.
+func TestRevokedKeyClosesFeed(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.Heartbeat = server.Duration(50 * time.Millisecond) }})
+	key, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := newRequest(ts, key, "GET", "/v1/feed", "")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("feed: %v %v", res, err)
+	}
+	defer res.Body.Close()
+	if _, err := server.RevokeKey(context.Background(), ts.kv(t), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	events := newSSEReader(res.Body)
+	e, ok := events.next()
+	if !ok || e.Name != "error" || !strings.Contains(e.Data, `"code":"unauthorized"`) {
+		t.Fatalf("after revoking the key: %+v, want an error event", e)
+	}
+	if _, ok := events.next(); ok {
+		t.Fatal("the feed goes on after the error")
 	}
 }
