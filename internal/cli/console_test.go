@@ -235,19 +235,25 @@ func startBrowser(t *testing.T, chromium string) context.Context {
 		cancelAlloc()
 		os.RemoveAll(profile)
 	})
-	// The first Do starts the browser and binds its life to ctx, which
-	// must then have no deadline: the wait is bounded here instead.
-	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx) }()
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("start %s: %v", chromium, err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start within 60s", chromium)
-	}
+	attach(t, ctx, 60*time.Second, "start "+chromium)
 	return ctx
+}
+
+// attach runs the first Do of a chromedp context, which starts its browser
+// or opens its tab and binds its life to ctx — which must then have no
+// deadline: the wait is bounded here instead.
+func attach(t *testing.T, ctx context.Context, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- chromedp.Do(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s: not done within %v", what, d)
+	}
 }
 
 // consoleTab is one browser tab, in a browser context of its own (its own
@@ -269,16 +275,7 @@ func (e *consoleEnv) tab(t *testing.T, name string) *consoleTab {
 	b.ctx = ctx
 	t.Cleanup(cancel)
 	t.Cleanup(b.checkErrors) // before the tab closes
-	opened := make(chan error, 1)
-	go func() { opened <- chromedp.Do(ctx) }() // the tab's life is ctx's: no deadline
-	select {
-	case err := <-opened:
-		if err != nil {
-			t.Fatalf("open tab %s: %v", name, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("tab %s did not open within 30s", name)
-	}
+	attach(t, ctx, 30*time.Second, "open tab "+name)
 	return b
 }
 
