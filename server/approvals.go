@@ -96,8 +96,10 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	if req.Token != "" {
 		// DecideWithToken decides the request its token names: check
 		// first that it names this one.
-		st, err := sess.Status(r.Context())
-		if err != nil {
+		// (err is the function's: the decision below must be answered
+		// through it.)
+		var st host.Status
+		if st, err = sess.Status(r.Context()); err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sessionID, err)
 			return
 		}
