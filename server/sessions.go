@@ -144,12 +144,6 @@ func (rs *runSlots) countLocked(h *host.Host) int {
 	return n
 }
 
-func (rs *runSlots) count(h *host.Host) int {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return rs.countLocked(h)
-}
-
 // reserve holds a place for a run of session id, unless limit runs are
 // in flight; a session counted already takes no second place.
 func (rs *runSlots) reserve(h *host.Host, id string, limit int) (release func(), ok bool) {

@@ -740,9 +740,8 @@ func (s *scanner) bool() (bool, bool) {
 // time reads a time as encoding/json does: through time.Time's own
 // UnmarshalJSON.
 func (s *scanner) time() (time.Time, bool) {
-	start := s.i
 	s.ws()
-	start = s.i
+	start := s.i
 	if _, ok := s.str(); !ok {
 		return time.Time{}, false
 	}

@@ -88,7 +88,10 @@ func TestEverydayCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "[usage: 1 runs,") || !strings.Contains(errOut, "cost $") {
 		t.Errorf("--usage: exit %d\n%s\n%s", code, out, errOut)
 	}
-	code, out, _ = run(t, "/help\n/usage\nhello\n/usage\n/nope\n", "chat", "--offline", "--storage", store, "--session", "u")
+	code, out, errOut = run(t, "/help\n/usage\nhello\n/usage\n/nope\n", "chat", "--offline", "--storage", store, "--session", "u")
+	if code != 0 {
+		t.Errorf("interactive: exit %d\n%s", code, errOut)
+	}
 	for _, want := range []string{"/usage   tokens and cost", "[usage: 1 runs,", "[usage: 2 runs,", "unknown command /nope"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("interactive: no %q in\n%s", want, out)

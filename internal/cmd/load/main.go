@@ -163,7 +163,7 @@ func (s *timedStore) Append(ctx context.Context, id string, events ...ledger.Eve
 // open opens the named storage, timed, and returns it with its close.
 func open(name string) (*timedStore, func(), error) {
 	var st storage.Storage
-	closeStore := func() {}
+	var closeStore func()
 	switch name {
 	case "memory":
 		m := memory.New()
