@@ -10,8 +10,10 @@ import (
 )
 
 // FuzzDecode checks the decoder at the trust boundary: it never panics,
-// every error is a *DecodeError, and whatever it accepts re-encodes and
-// decodes to a deeply equal event.
+// every error is a *DecodeError, whatever it accepts re-encodes and
+// decodes to a deeply equal event, and Upgrade agrees with it: it refuses
+// what Decode refuses and gives, idempotently, the canonical encoding of
+// what Decode reads.
 func FuzzDecode(f *testing.F) {
 	var seeds []Event
 	seeds = append(seeds, fullEvents()...)
@@ -52,12 +54,18 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		x, err := Decode(data)
+		up, _, uerr := Upgrade(data)
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("error %T %v is not a *DecodeError", err, err)
 			}
 			_ = err.Error()
+			// With no step from an older version, Upgrade reads only
+			// what Decode reads.
+			if uerr == nil {
+				t.Fatalf("Upgrade accepted what Decode refuses (%v):\n%q", err, data)
+			}
 			return
 		}
 		if err := Validate(x); err != nil {
@@ -73,6 +81,13 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(x, y) {
 			t.Fatalf("Decode(Encode(x)) != x\ndata    %q\nencoded %s\nx %s\ny %s", data, b, dump(x), dump(y))
+		}
+		// Upgrade gives the canonical form, and is idempotent.
+		if uerr != nil || !bytes.Equal(up, b) {
+			t.Fatalf("Upgrade = %s, %v; want %s", up, uerr, b)
+		}
+		if again, changed, err := Upgrade(up); err != nil || changed || !bytes.Equal(again, up) {
+			t.Fatalf("Upgrade of its own result = %s, %v, %v", again, changed, err)
 		}
 	})
 }

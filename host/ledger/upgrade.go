@@ -1,0 +1,72 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// upgradeSteps holds, for each schema version v older than
+// [SchemaVersion], the step that rewrites an event encoded in version v to
+// version v+1 (in any form: [Upgrade] canonicalises the result). A version
+// that changes the encoding adds the step from its predecessor here; a
+// version without a step (there is none before 1) cannot be upgraded.
+//
+// Version 1 is the first: there is no step yet.
+var upgradeSteps = map[int]func(data []byte) ([]byte, error){}
+
+// Upgrade returns data, one encoded event of this build's [SchemaVersion]
+// or an older one, as the current version's canonical encoding: what
+// [Encode] writes for the event [Decode] reads. changed reports whether
+// that differs from data, byte for byte. Upgrading its own result changes
+// nothing, so a second pass over a ledger is a no-op.
+//
+// An event of a version newer than this build's, or of one without an
+// upgrade step, fails with a *DecodeError matching [ErrVersion], and an
+// event the current version refuses fails as Decode fails: data is then
+// to be kept as it is, never dropped.
+//
+// Schema version 1 is the first and so far the only one. For it, Upgrade
+// brings an event that is valid but not in canonical form — keys in
+// another order, white space, a time with an offset, characters escaped
+// differently, as an editor or another JSON tool may leave them — to the
+// form Decode reads on its fast path.
+func Upgrade(data []byte) (out []byte, changed bool, err error) {
+	var h header
+	if err := json.Unmarshal(data, &h); err != nil || h.V == nil {
+		// Not an event, or one without a version: Decode explains.
+		_, derr := Decode(data)
+		if derr == nil {
+			derr = &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v", Err: fmt.Errorf("%w: missing", ErrVersion)}
+		}
+		return nil, false, derr
+	}
+	v := *h.V
+	if v > SchemaVersion {
+		return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
+			Err: fmt.Errorf("%w %d, newer than this build's %d: upgrade agentic-host to read it", ErrVersion, v, SchemaVersion)}
+	}
+	cur := data
+	for ; v < SchemaVersion; v++ {
+		step := upgradeSteps[v]
+		if step == nil {
+			return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
+				Err: fmt.Errorf("%w %d: no upgrade from it (the oldest version is 1)", ErrVersion, v)}
+		}
+		next, err := step(cur)
+		if err != nil {
+			return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind,
+				Err: fmt.Errorf("%w: upgrading from version %d: %v", ErrInvalid, v, err)}
+		}
+		cur = next
+	}
+	e, err := Decode(cur)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err = Encode(e)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, !bytes.Equal(out, data), nil
+}
