@@ -148,6 +148,38 @@ type Watcher interface {
 	Watch(ctx context.Context, sessionID string) (<-chan struct{}, error)
 }
 
+// Rewriter is implemented by stores whose ledgers can be rewritten in
+// place, below the codec: agentic-host migrate uses it to bring ledgers
+// written by an older codec version to the current one
+// ([ledger.Upgrade]). Without it, a store's ledgers cannot be migrated.
+type Rewriter interface {
+	// Rewrite passes the stored encoding of each of the session's events,
+	// in order, to fn, and replaces each with what fn returns, keeping the
+	// events' order and their batches (the events of one Append stay one
+	// batch). When fn changed nothing, or with dryRun, nothing is
+	// written; otherwise the session's ledger is replaced whole, in one
+	// atomic step: a crash leaves the old ledger or the new one, never a
+	// mix. When fn fails, Rewrite fails with its error, naming the event,
+	// and nothing is written. The bytes fn gets are its own only for the
+	// call.
+	//
+	// Rewrite is meant for an offline tool, with the hosts that use the
+	// store stopped. It refuses a session whose lease another owner holds
+	// ([ErrLeaseHeld]) in stores that lease sessions, and one appended to
+	// while it was being rewritten ([ErrRewriteRaced]; it may be tried
+	// again). The ctx rule of [Storage] applies.
+	Rewrite(ctx context.Context, sessionID string, fn func(event []byte) ([]byte, error), dryRun bool) (RewriteStats, error)
+}
+
+// RewriteStats tells what one [Rewriter.Rewrite] found.
+type RewriteStats struct {
+	// Events is how many events the session holds.
+	Events int
+	// Changed is how many of them fn changed: the events rewritten, or
+	// those a dry run would rewrite.
+	Changed int
+}
+
 // KV is implemented by stores that also keep values by key, outside any
 // session: small state that belongs to no ledger, such as the key-value
 // store the host gives a tenant's plugins, which is then as durable, and as
@@ -251,6 +283,10 @@ var (
 	// it: it expired, or another owner took it. A fenced Append that
 	// fails with it appended nothing.
 	ErrLeaseLost = errors.New("storage: session lease was lost")
+	// ErrRewriteRaced is returned by [Rewriter.Rewrite] when the session
+	// was appended to while it was being rewritten: nothing was written,
+	// and the rewrite may be tried again.
+	ErrRewriteRaced = errors.New("storage: session was appended to while it was rewritten")
 )
 
 // LeaseHeldError is how a [Leaser] may tell who holds a session's lease and

@@ -60,7 +60,9 @@
 //
 // A record that does not decode followed by one that does is not a torn
 // write but damage in the middle of the file: skipping it would silently
-// drop events. Load and Append of that session fail with a [*CorruptError]
+// drop events. Nor is a whole line of events of another schema version
+// (written by a newer build, or by an older one and not migrated): it is
+// never dropped as torn. Load and Append of that session fail with a [*CorruptError]
 // naming the file and the line, which wraps the codec's [*ledger.DecodeError]
 // and matches [ErrCorrupt]; ListSessions still lists the session, so that
 // the host finds and reports it. Repairing the file is an operator's

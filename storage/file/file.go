@@ -759,7 +759,9 @@ func parse(path string, data []byte, strict bool) (events []ledger.Event, good i
 			events, derr = decodeRecord(events, data[off:off+i])
 		}
 		if derr != nil {
-			if strict || (i >= 0 && anyRecord(data[off+i+1:])) {
+			// A whole line of another schema version is not torn: a
+			// newer build wrote it (or an older one, before a migrate).
+			if strict || (i >= 0 && (errors.Is(derr, ledger.ErrVersion) || anyRecord(data[off+i+1:]))) {
 				return nil, 0, nil, &CorruptError{Path: path, Line: line, Offset: int64(off), Err: derr}
 			}
 			return events, int64(off), derr, nil
