@@ -138,17 +138,30 @@ func decodeStrict(data []byte) (Event, error) {
 	if rest := bytes.TrimSpace(data[hdec.InputOffset():]); len(rest) > 0 {
 		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Err: fmt.Errorf("%w: trailing data after the event", ErrInvalid)}
 	}
-	if h.V == nil {
-		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v", Err: fmt.Errorf("%w: missing", ErrVersion)}
-	}
-	if *h.V != SchemaVersion {
-		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
-			Err: fmt.Errorf("%w %d (this build reads %d)", ErrVersion, *h.V, SchemaVersion)}
+	if h.V == nil || *h.V != SchemaVersion {
+		return Event{}, versionError(h)
 	}
 	if _, known := bodyField[h.Kind]; !known && h.Kind != "" {
 		return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "kind", Err: fmt.Errorf("%w: unknown kind %q", ErrInvalid, h.Kind)}
 	}
 	return Event{}, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: jsonField(err), Err: err}
+}
+
+// versionError explains why an event of the header's version is not read
+// by this build.
+func versionError(h header) error {
+	de := &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v"}
+	switch v := h.V; {
+	case v == nil:
+		de.Err = fmt.Errorf("%w: missing", ErrVersion)
+	case *v > SchemaVersion:
+		de.Err = fmt.Errorf("%w %d, newer than this build's %d: upgrade agentic-host to read it", ErrVersion, *v, SchemaVersion)
+	case upgradeSteps[*v] != nil:
+		de.Err = fmt.Errorf("%w %d, older than this build's %d: agentic-host migrate upgrades it", ErrVersion, *v, SchemaVersion)
+	default:
+		de.Err = fmt.Errorf("%w %d: no build reads it (the oldest version is 1)", ErrVersion, *v)
+	}
+	return de
 }
 
 // normalize brings a decoded event to the form Encode writes, so that

@@ -51,7 +51,7 @@ func ExampleDecode() {
 	fmt.Println(err)
 	// Output:
 	// {"v":1,"id":"ev_1","kind":"poke","time":"2025-01-02T03:04:05Z","run_id":"run_1","poke":{"text":"please finish <the> task"}}
-	// ledger: event "ev_9" (poke): field "v": unsupported schema version 2 (this build reads 1)
+	// ledger: event "ev_9" (poke): field "v": unsupported schema version 2, newer than this build's 1: upgrade agentic-host to read it
 }
 
 // ExampleSanitizeConversation heals a history whose process died between

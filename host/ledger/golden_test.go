@@ -64,7 +64,7 @@ func TestBadLedgers(t *testing.T) {
 		is   error
 		msg  []string
 	}{
-		{"future_version.jsonl", ErrVersion, []string{":3:", `"ev-003"`, "(step)", "version 2", "reads 1"}},
+		{"future_version.jsonl", ErrVersion, []string{":3:", `"ev-003"`, "(step)", "version 2", "newer than this build's 1"}},
 		{"no_version.jsonl", ErrVersion, []string{":2:", `"ev-002"`, "missing"}},
 		{"unknown_kind.jsonl", ErrInvalid, []string{":2:", `"ev-002"`, `unknown kind "hologram"`}},
 	}

@@ -43,15 +43,13 @@ func Upgrade(data []byte) (out []byte, changed bool, err error) {
 	}
 	v := *h.V
 	if v > SchemaVersion {
-		return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
-			Err: fmt.Errorf("%w %d, newer than this build's %d: upgrade agentic-host to read it", ErrVersion, v, SchemaVersion)}
+		return nil, false, versionError(h)
 	}
 	cur := data
 	for ; v < SchemaVersion; v++ {
 		step := upgradeSteps[v]
 		if step == nil {
-			return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v",
-				Err: fmt.Errorf("%w %d: no upgrade from it (the oldest version is 1)", ErrVersion, v)}
+			return nil, false, versionError(header{V: &v, ID: h.ID, Kind: h.Kind})
 		}
 		next, err := step(cur)
 		if err != nil {

@@ -67,7 +67,7 @@ func TestUpgradeRefuses(t *testing.T) {
 		text string
 	}{
 		"newer":     {`{"v":2,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"}}`, ErrVersion, `event "e1" (poke): field "v": unsupported schema version 2, newer than this build's 1: upgrade agentic-host to read it`},
-		"no step":   {`{"v":0,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"}}`, ErrVersion, "no upgrade from it"},
+		"no step":   {`{"v":0,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"}}`, ErrVersion, "no build reads it (the oldest version is 1)"},
 		"missing v": {`{"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"}}`, ErrVersion, `field "v"`},
 		"invalid":   {`{"v":1,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"},"extra":1}`, nil, `unknown field "extra"`},
 		"not json":  {`{"v":1,`, nil, "unexpected EOF"},
