@@ -19,6 +19,8 @@
 //	p:{t:s}:events   a stream: one entry per event, in append order
 //	p:{t:s}:lease    a string: the lease holder's owner token, with a TTL
 //	p:{t:s}:token    a string: the token of the session's last Append
+//	p:{t:s}:rewrite  a stream, only while [Store.Rewrite] builds the new
+//	                 ledger it then renames over the session's stream
 //
 // and the tenant has one index:
 //

@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/agentichost/agentic/storage"
+)
+
+// rewriteKey returns the key of the stream a Rewrite builds before it
+// replaces the session's (in the stream's hash slot).
+func (s *Store) rewriteKey(sessionID string) string {
+	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:rewrite"
+}
+
+// codeRaced is the error reply of replaceScript when the stream changed.
+const codeRaced = "AGENTIC_REWRITE_RACED"
+
+// replaceScript puts the rewritten stream in place of the session's, in
+// one atomic step, while the rewriter holds the lease and nothing was
+// appended since it read the stream. KEYS: the stream, the rewritten
+// stream, the lease. ARGV: the rewriter's owner, the id of the last entry
+// it read, the number of entries.
+var replaceScript = goredis.NewScript(`
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  redis.call('DEL', KEYS[2])
+  return redis.error_reply('` + codeLeaseLost + ` the lease is not held by the rewriter')
+end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local n = tonumber(ARGV[3])
+if not last or last[1] ~= ARGV[2] or redis.call('XLEN', KEYS[1]) ~= n or redis.call('XLEN', KEYS[2]) ~= n then
+  redis.call('DEL', KEYS[2])
+  return redis.error_reply('` + codeRaced + ` the stream changed while it was rewritten')
+end
+redis.call('RENAME', KEYS[2], KEYS[1])
+return n
+`)
+
+// rewriteTTL is how long the lease a Rewrite holds lasts; it is renewed
+// before the stream is replaced.
+const rewriteTTL = time.Minute
+
+// Rewrite implements [storage.Rewriter]. It takes the session's lease
+// (refusing a session another owner holds with [storage.ErrLeaseHeld]),
+// reads the stream, passes each entry's event to fn and, when fn changed
+// any, writes a new stream beside it with the same entry ids and fields
+// (the last entry of each Append keeps its token "b"), then replaces the
+// session's stream with it in one script, provided that it still holds
+// the lease and that nothing was appended meanwhile (a queued message may
+// be, under a lease: then [storage.ErrRewriteRaced]). A dry run reads
+// only, without the lease. An entry fn fails on fails the call with a
+// [*CorruptError] naming it.
+func (s *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []byte) ([]byte, error), dryRun bool) (storage.RewriteStats, error) {
+	var stats storage.RewriteStats
+	if err := ctx.Err(); err != nil {
+		return stats, err
+	}
+	if err := checkID(sessionID); err != nil {
+		return stats, err
+	}
+	if s.closed.Load() {
+		return stats, storage.ErrClosed
+	}
+	what := fmt.Sprintf("rewrite session %q", sessionID)
+	var lease storage.Lease
+	if !dryRun {
+		l, err := s.AcquireLease(ctx, sessionID, "rewrite:"+s.tokenBase, rewriteTTL)
+		if err != nil {
+			return stats, err
+		}
+		lease = l
+		defer lease.Release(context.WithoutCancel(ctx))
+	}
+	key := s.eventsKey(sessionID)
+	type entry struct {
+		id     string
+		values []any
+	}
+	var entries []entry
+	start := "-"
+	for {
+		msgs, err := s.client.XRangeN(ctx, key, start, "+", int64(s.pageSize)).Result()
+		if err != nil {
+			return stats, s.fail(ctx, what, err)
+		}
+		for _, m := range msgs {
+			old, ok := m.Values["e"].(string)
+			if !ok {
+				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: errors.New(`no field "e"`)}
+			}
+			out, err := fn([]byte(old))
+			if err != nil {
+				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: err}
+			}
+			stats.Events++
+			if string(out) != old {
+				stats.Changed++
+			}
+			values := []any{"e", out}
+			if b, ok := m.Values["b"].(string); ok {
+				values = append(values, "b", b)
+			}
+			if len(m.Values) != len(values)/2 {
+				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: fmt.Errorf("unknown fields in the entry (it has %d)", len(m.Values))}
+			}
+			entries = append(entries, entry{m.ID, values})
+		}
+		if len(msgs) < s.pageSize {
+			break
+		}
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	if stats.Changed == 0 || dryRun {
+		return stats, nil
+	}
+	tmp := s.rewriteKey(sessionID)
+	if err := s.client.Del(ctx, tmp).Err(); err != nil {
+		return stats, s.fail(ctx, what, err)
+	}
+	for i := 0; i < len(entries); i += s.pageSize {
+		pipe := s.client.Pipeline()
+		for _, e := range entries[i:min(i+s.pageSize, len(entries))] {
+			pipe.XAdd(ctx, &goredis.XAddArgs{Stream: tmp, ID: e.id, Values: e.values})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			s.client.Del(context.WithoutCancel(ctx), tmp)
+			return stats, s.fail(ctx, what, err)
+		}
+	}
+	if err := lease.Renew(ctx); err != nil {
+		s.client.Del(context.WithoutCancel(ctx), tmp)
+		return stats, err
+	}
+	last := entries[len(entries)-1].id
+	err := replaceScript.Run(ctx, s.client, []string{key, tmp, s.leaseKey(sessionID)}, "rewrite:"+s.tokenBase, last, len(entries)).Err()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), codeRaced) {
+			return stats, fmt.Errorf("storage/redis: %s: %w", what, storage.ErrRewriteRaced)
+		}
+		return stats, s.fail(ctx, what, err)
+	}
+	return stats, nil
+}
+
+var _ storage.Rewriter = (*Store)(nil)
