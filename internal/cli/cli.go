@@ -47,6 +47,8 @@ Usage:
   agentic-host approve|deny SESSION ID       decide one, and continue its run
   agentic-host serve --config FILE           serve the multi-tenant HTTP + SSE API
   agentic-host keys create|list|revoke|hash  manage the API keys of serve
+  agentic-host migrate [--storage URL] [--dry-run]
+                                             rewrite every ledger of a store to the current schema version
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -123,6 +125,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = serveCmd(ctx, args[1:], env)
 	case "keys":
 		err = keysCmd(ctx, args[1:], env)
+	case "migrate":
+		err = migrateCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

@@ -43,7 +43,7 @@ func TestEverydayCLI(t *testing.T) {
 			t.Errorf("%v: exit %d, %q", args, code, out)
 		}
 	}
-	for _, args := range [][]string{{"-h"}, {"--help"}, {"chat", "-h"}, {"task", "--help"}, {"transcript", "-h"}, {"plugin", "list", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"chat", "-h"}, {"task", "--help"}, {"transcript", "-h"}, {"migrate", "-h"}, {"plugin", "list", "-h"}} {
 		code, out, errOut := run(t, "", args...)
 		if code != 0 || !strings.Contains(out, "Usage") || errOut != "" {
 			t.Errorf("%v: exit %d, stdout %d bytes, stderr %q; want the help on stdout", args, code, len(out), errOut)
