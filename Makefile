@@ -12,6 +12,7 @@ FUZZTIME  ?= 20s
 BENCH_COUNT ?= 5
 LOAD_SESSIONS ?= 1000
 ANCHOR_RUNS ?= 200
+ANCHOR_DIR ?= ../shared/bench/aisdk
 PKGS      := ./...
 
 .PHONY: all build demo test test-short bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
@@ -48,10 +49,16 @@ test:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## bench: run the benchmarks BENCH_COUNT times and print medians (benchstat), then each hot path beside its comparison
-bench:
+## bench: run the benchmarks BENCH_COUNT times and the anchor (when ANCHOR_DIR and node are there), print medians (benchstat), then each hot path beside its comparison
+bench: build
 	@mkdir -p bin
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) $(PKGS) | tee bin/bench.txt
+	@if [ -f "$(ANCHOR_DIR)/bench.mjs" ] && command -v node >/dev/null; then \
+		echo; echo "The host's CPU per model step beside the AI SDK's ($(ANCHOR_DIR)), 3 rounds:"; \
+		BIN=$(BIN) ANCHOR_DIR=$(ANCHOR_DIR) ANCHOR_OUT=bin/anchor.txt ./scripts/bench-anchor.sh $(ANCHOR_RUNS) && cat bin/anchor.txt >>bin/bench.txt; \
+	else \
+		echo; echo "No AI SDK harness at $(ANCHOR_DIR) (ANCHOR_DIR) or no node: the step-CPU comparison is left out."; \
+	fi
 	@echo
 	@echo "Medians of $(BENCH_COUNT) runs:"
 	$(GO) run $(BENCHSTAT) bin/bench.txt
@@ -59,9 +66,9 @@ bench:
 	@echo "The hot paths beside their comparisons (medians of $(BENCH_COUNT) runs; docs/performance.md):"
 	@$(GO) run ./internal/cmd/benchsummary bin/bench.txt
 
-## bench-anchor: the host's CPU per model step beside the AI SDK 7 ToolLoopAgent's (../shared/bench/aisdk), same fake server, same run
+## bench-anchor: the host's CPU per model step beside the AI SDK 7 ToolLoopAgent's (ANCHOR_DIR, ../shared/bench/aisdk), same fake server, same run
 bench-anchor: build
-	@BIN=$(BIN) ./scripts/bench-anchor.sh $(ANCHOR_RUNS)
+	@BIN=$(BIN) ANCHOR_DIR=$(ANCHOR_DIR) ./scripts/bench-anchor.sh $(ANCHOR_RUNS)
 
 ## load: LOAD_SESSIONS (1000) sessions at once through the HTTP + SSE service, against the fake model, over file and memory storage: accept and append latency, events/s, memory per idle session
 load:

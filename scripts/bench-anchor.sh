@@ -4,6 +4,8 @@
 # (agentic-host fake-provider --anchor) in the same run, alternating, 3
 # rounds; it prints every measurement and the medians' ratio.
 #   scripts/bench-anchor.sh [RUNS]   (make bench-anchor)
+# With ANCHOR_OUT=FILE it also writes each round in go test -bench's format
+# (package "anchor", unit cpu-us/step), which make bench adds to its results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/agentic-host}
@@ -32,6 +34,12 @@ for round in 1 2 3; do
 	echo "round $round: cpu µs per step — AI SDK $a, host (file) $f, host (memory) $m"
 	echo "$a $f $m" >>"$work/rounds"
 done
+if [ -n "${ANCHOR_OUT:-}" ]; then
+	{
+		echo "pkg: anchor"
+		awk '{ printf "BenchmarkAnchorStep/aisdk 1 %s cpu-us/step\nBenchmarkAnchorStep/host-file 1 %s cpu-us/step\nBenchmarkAnchorStep/host-memory 1 %s cpu-us/step\n", $1, $2, $3 }' "$work/rounds"
+	} >"$ANCHOR_OUT"
+fi
 median() { sort -n | sed -n 2p; }
 a=$(awk '{print $1}' "$work/rounds" | median)
 f=$(awk '{print $2}' "$work/rounds" | median)

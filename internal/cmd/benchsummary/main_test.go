@@ -44,11 +44,37 @@ func TestSummary(t *testing.T) {
 		"load a 10,000-event session, file", "(not in this run)", "BenchmarkLoad10k ./storage/file",
 		"bare XADD p50 49 µs: p50 1.75×, p99 1.55×",
 		"accept p99, 5,000 runs streaming at once", "150.0 ms", "instant model: 70.0 ms",
-		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor",
+		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor (needs node and ANCHOR_DIR)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// TestSummaryAnchor: the anchor's rounds, as scripts/bench-anchor.sh
+// writes them for make bench, give the step-CPU row: medians and their
+// ratio.
+func TestSummaryAnchor(t *testing.T) {
+	r, err := parse(strings.NewReader(`pkg: anchor
+BenchmarkAnchorStep/aisdk 1 12000 cpu-us/step
+BenchmarkAnchorStep/host-file 1 1300 cpu-us/step
+BenchmarkAnchorStep/host-memory 1 1100 cpu-us/step
+BenchmarkAnchorStep/aisdk 1 10000 cpu-us/step
+BenchmarkAnchorStep/host-file 1 1100 cpu-us/step
+BenchmarkAnchorStep/host-memory 1 900 cpu-us/step
+BenchmarkAnchorStep/aisdk 1 14000 cpu-us/step
+BenchmarkAnchorStep/host-file 1 1200 cpu-us/step
+BenchmarkAnchorStep/host-memory 1 1000 cpu-us/step
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	summarize(&out, r)
+	want := "file 1200 µs (0.100×), memory 1000 µs (0.083×)  the AI SDK 7 ToolLoopAgent on the same fake server: 12000 µs"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("the summary lacks %q:\n%s", want, out.String())
 	}
 }
 
