@@ -695,18 +695,20 @@ func splitArray(data []byte) ([][]byte, error) {
 	for i := 1; i < len(data); i++ {
 		c := data[i]
 		if inString {
-			// Jump to the string's next quote or backslash: most of a
-			// ledger is text.
-			j := bytes.IndexAny(data[i:], "\"\\")
+			// Jump to the string's next quote, unless a backslash comes
+			// first: most of a ledger is text, and escapes are rare.
+			// (Two IndexByte calls, vectorised, are several times faster
+			// than one IndexAny, which builds its set at every call.)
+			j := bytes.IndexByte(data[i:], '"')
 			if j < 0 {
 				break
 			}
-			i += j
-			if data[i] == '\\' {
-				i++ // skip the escaped byte
-			} else {
-				inString = false
+			if k := bytes.IndexByte(data[i:i+j], '\\'); k >= 0 {
+				i += k + 1 // skip the backslash and the byte it escapes
+				continue
 			}
+			i += j
+			inString = false
 			continue
 		}
 		switch c {
