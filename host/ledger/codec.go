@@ -96,11 +96,23 @@ func Encode(e Event) ([]byte, error) {
 // Decode parses one encoded event. Errors are *DecodeError values that name
 // the event and the field at fault; errors.Is(err, ErrVersion) reports an
 // event of another schema version.
-func Decode(data []byte) (Event, error) {
+func Decode(data []byte) (Event, error) { return decode(data, false) }
+
+// DecodeOwned is [Decode] for a caller that hands data over for good: the
+// event's strings may share data's memory instead of copying it, so data
+// must never change afterwards. A store that keeps encodings it never
+// changes, or reads one event into a buffer of its own, decodes with it at
+// a fraction of the allocations. The strings keep data reachable while
+// any of them is; what is not a string (raw JSON, binary data) is copied
+// as Decode copies it.
+func DecodeOwned(data []byte) (Event, error) { return decode(data, true) }
+
+// decode is Decode; shared lets the fast decoder's strings share data.
+func decode(data []byte, shared bool) (Event, error) {
 	// The fast decoder reads the canonical form Encode writes, the common
 	// case; anything else goes to the strict decoder, which decides and
 	// explains. Both give the same event for what the fast one reads.
-	if w, ok := fastDecode(data); ok && w.V == SchemaVersion {
+	if w, ok := fastDecode(data, shared); ok && w.V == SchemaVersion {
 		e := w.Event
 		normalize(&e)
 		if err := validate(e, true); err != nil {

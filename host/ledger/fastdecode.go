@@ -19,9 +19,10 @@ import (
 // explains. Whatever it accepts, the strict decoder accepts and decodes to
 // an equal event (FuzzDecode checks both ways).
 
-// fastDecode decodes data, or reports that it cannot (ok false).
-func fastDecode(data []byte) (w wireEvent, ok bool) {
-	s := scanner{b: data}
+// fastDecode decodes data, or reports that it cannot (ok false). With
+// shared, the strings it reads without unescaping share data's memory.
+func fastDecode(data []byte, shared bool) (w wireEvent, ok bool) {
+	s := scanner{b: data, shared: shared}
 	ok = s.object(func(key string) bool {
 		switch key {
 		case "v":
@@ -443,6 +444,9 @@ func (s *scanner) retry(r *Retry) bool {
 type scanner struct {
 	b []byte
 	i int
+	// shared tells that b is the caller's for good (DecodeOwned): str
+	// returns strings that share its memory.
+	shared bool
 }
 
 // ws skips white space.
@@ -590,6 +594,9 @@ func (s *scanner) str() (string, bool) {
 				return "", false
 			}
 			s.i = j + 1
+			if s.shared {
+				return unsafeString(span), true
+			}
 			return string(span), true
 		}
 		break // an escape, or a control character

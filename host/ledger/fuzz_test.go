@@ -11,7 +11,8 @@ import (
 
 // FuzzDecode checks the decoder at the trust boundary: it never panics,
 // every error is a *DecodeError, whatever it accepts re-encodes and
-// decodes to a deeply equal event, and Upgrade agrees with it: it refuses
+// decodes to a deeply equal event, DecodeOwned decodes alike, and Upgrade
+// agrees with it: it refuses
 // what Decode refuses and gives, idempotently, the canonical encoding of
 // what Decode reads.
 func FuzzDecode(f *testing.F) {
@@ -44,7 +45,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The fast decoder reads what the strict one would, or gives up.
-		if w, ok := fastDecode(data); ok {
+		if w, ok := fastDecode(data, false); ok {
 			var strict wireEvent
 			if err := strictWire(data, &strict); err != nil {
 				t.Fatalf("the fast decoder read what the strict one refuses (%v):\n%q", err, data)
@@ -55,6 +56,10 @@ func FuzzDecode(f *testing.F) {
 		}
 		x, err := Decode(data)
 		up, _, uerr := Upgrade(data)
+		// DecodeOwned decodes alike, sharing its buffer.
+		if owned, oerr := DecodeOwned(bytes.Clone(data)); (err == nil) != (oerr == nil) || (err == nil && !reflect.DeepEqual(owned, x)) {
+			t.Fatalf("DecodeOwned = %v, %v; Decode = %v, %v", dump(owned), oerr, dump(x), err)
+		}
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {
@@ -126,7 +131,7 @@ func TestFastDecodeReadsEveryField(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, ok := fastDecode(b)
+		w, ok := fastDecode(b, false)
 		if !ok {
 			t.Errorf("%s (%s): the fast decoder gave up on the canonical form:\n%s", e.ID, e.Kind, b)
 			continue

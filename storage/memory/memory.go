@@ -97,7 +97,9 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, err
 	sess.mu.Unlock()
 	events := make([]ledger.Event, len(encoded))
 	for i, b := range encoded {
-		e, err := ledger.Decode(b)
+		// The encodings are never changed once appended: the events'
+		// strings may share them (and keep nothing the store does not).
+		e, err := ledger.DecodeOwned(b)
 		if err != nil {
 			// Only a codec that cannot read what it wrote gets here.
 			return nil, fmt.Errorf("memory: load session %q: event %d: %w", sessionID, i+1, err)
