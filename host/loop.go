@@ -44,13 +44,14 @@ type run struct {
 	hub    *hub.Hub[event] // the run's progress, for every subscriber
 
 	// The loop's own state, used by the run's goroutine only.
-	fresh      bool      // this run's run-start was minted here (not resumed)
-	startedAt  time.Time // its run-start's time, once known
-	passStart  time.Time // when the pass in flight started
-	retryClass string    // the class of the failure retried last
-	responseID string    // the item the next pass streams into
-	step       int       // index of the next pass
-	folding    []string  // queued messages the current pass folded in
+	fresh      bool            // this run's run-start was minted here (not resumed)
+	startedAt  time.Time       // its run-start's time, once known
+	passStart  time.Time       // when the pass in flight started
+	retryClass string          // the class of the failure retried last
+	responseID string          // the item the next pass streams into
+	step       int             // index of the next pass
+	folding    []string        // queued messages the current pass folded in
+	callIDs    map[string]bool // the session's tool call ids, once a pass made calls (uniqueCallIDs)
 	tools      map[string]Tool
 	specs      []model.ToolSpec
 
@@ -374,6 +375,7 @@ func (r *run) pass() (o outcome, stop bool) {
 		}
 		return outcome{status: status, reason: reason, timeout: timeout}, true
 	}
+	res.ToolCalls = r.uniqueCallIDs(res.ToolCalls)
 	if reason := cutShort(res.FinishReason); reason != "" {
 		return r.failCutShort(res, reason), true
 	}
@@ -610,6 +612,41 @@ func (r *run) snapshotTools() {
 			}
 		}
 	}
+}
+
+// uniqueCallIDs returns calls with ids unique in the session: a call whose
+// id is empty, or was used by an earlier pass of the session or earlier in
+// this one, gets a fresh id. Some models number their calls per reply
+// ("call_0", "call_1") or send none, while the ledger's replay, approvals
+// and resume pair each result with its call by id: a reused id would pair
+// a new call with an old result (and its approval). The model is then
+// shown the ids as recorded.
+func (r *run) uniqueCallIDs(calls []ledger.ToolCall) []ledger.ToolCall {
+	if len(calls) == 0 {
+		return calls
+	}
+	if r.callIDs == nil {
+		r.callIDs = map[string]bool{}
+		for _, e := range r.view() {
+			if e.Step != nil {
+				for _, c := range e.Step.ToolCalls {
+					r.callIDs[c.ID] = true
+				}
+			}
+		}
+	}
+	out, cloned := calls, false
+	for i, c := range calls {
+		if c.ID == "" || r.callIDs[c.ID] {
+			if !cloned {
+				out, cloned = slices.Clone(calls), true // the model's result is not ours to change
+			}
+			out[i].ID = ledger.NewID("call")
+			r.h.log.Debug("a tool call's id was empty or used before: renamed", "session", r.sessionID, "run", r.id, "id", c.ID, "as", out[i].ID)
+		}
+		r.callIDs[out[i].ID] = true
+	}
+	return out
 }
 
 func (r *run) stepEvent(res model.Result, next string) ledger.Event {

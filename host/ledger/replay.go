@@ -1,5 +1,10 @@
 package ledger
 
+import (
+	"fmt"
+	"slices"
+)
+
 // Message is one message of the conversation as the model sees it.
 type Message struct {
 	Role Role `json:"role"`
@@ -36,6 +41,10 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 //   - a user message that arrived while a step's tool calls ran follows
 //     their results (a tool group is never split);
 //   - a step replayed twice (same response id) counts once;
+//   - a result answers a call of the pass before it; a call whose id an
+//     earlier call of the session used (as some models number their calls
+//     per reply) is shown with a suffix, "<id>_2", so that ids are unique
+//     in the conversation;
 //   - the passes, tool results and pokes of a run restarted from scratch
 //     (its run-end names RestartedBy) are left out;
 //   - the last compaction stands, as a user message holding its summary, for
@@ -58,10 +67,11 @@ func ReplayMessages(events []Event) []Message {
 		}
 	}
 
-	var open []ToolCall    // calls of the last step
-	var deferred []Message // user messages that arrived while calls ran
-	answered := map[string]bool{}
-	known := map[string]bool{} // calls made by replayed steps
+	var open []ToolCall            // calls of the last step
+	var deferred []Message         // user messages that arrived while calls ran
+	answered := map[string]bool{}  // calls of the open pass with a result (by the id shown)
+	pairs := map[string][]string{} // the open pass's unanswered calls: their ids as recorded, and as shown
+	used := map[string]bool{}      // every id shown so far
 	stepped := map[string]bool{}
 	queued := map[string]Message{} // inputs no run has picked up yet
 	var queueOrder []string
@@ -151,22 +161,41 @@ func ReplayMessages(events []Event) []Message {
 			if s.Text == "" && len(s.ToolCalls) == 0 {
 				continue // an empty pass says nothing to replay
 			}
-			m := Message{Role: RoleAssistant, ToolCalls: s.ToolCalls}
+			// Results pair with the calls of the open pass only, and an
+			// id an earlier call used is shown renamed: hosts before
+			// this one recorded the ids a model reused as they came.
+			calls, cloned := s.ToolCalls, false
+			answered, pairs = map[string]bool{}, map[string][]string{}
+			for i, c := range s.ToolCalls {
+				shown := c.ID
+				for k := 2; used[shown]; k++ {
+					shown = fmt.Sprintf("%s_%d", c.ID, k)
+				}
+				if shown != c.ID {
+					if !cloned { // the event is not ours to change
+						calls, cloned = slices.Clone(s.ToolCalls), true
+					}
+					calls[i].ID = shown
+				}
+				used[shown] = true
+				pairs[c.ID] = append(pairs[c.ID], shown)
+			}
+			m := Message{Role: RoleAssistant, ToolCalls: calls}
 			if s.Text != "" {
 				m.Parts = []Part{TextPart(s.Text)}
 			}
 			msgs = append(msgs, m)
-			open = s.ToolCalls
-			for _, c := range s.ToolCalls {
-				known[c.ID] = true
-			}
+			open = calls
 		case KindToolResult:
 			r := e.ToolResult
-			if answered[r.CallID] || !known[r.CallID] {
+			ids := pairs[r.CallID]
+			if len(ids) == 0 {
 				continue // a duplicate, or a result whose call was compacted away
 			}
-			answered[r.CallID] = true
-			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: r.CallID, Name: r.Name,
+			shown := ids[0]
+			pairs[r.CallID] = ids[1:]
+			answered[shown] = true
+			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: shown, Name: r.Name,
 				Parts: []Part{TextPart(r.Output)}})
 			if unanswered() == 0 {
 				flush()
