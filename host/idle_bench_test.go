@@ -24,23 +24,33 @@ import (
 // session (idle-B/session, goroutines/session): memory that grows with
 // sessions that do nothing would be a leak of the session table, the
 // live views or the store's handles. The ledgers themselves are on disk.
+//
+// It then does it again as a host restarted on the same files would
+// (reloaded-idle-B/session): a new host and store send a second message
+// to each session, loading its ledger from disk first, so that anything
+// the host kept of a loaded ledger would show.
 func BenchmarkIdleSessions(b *testing.B) {
 	const sessions = 5000
-	for b.Loop() {
-		store, err := file.Open(b.TempDir(), file.Options{})
+	tool := host.NewTool(host.ToolSpec{Name: "get_account", Description: "An account by id.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"account_id":{"type":"string"}},"required":["account_id"]}`)},
+		func(_ context.Context, call host.ToolCall) (host.ToolResult, error) {
+			return host.ToolResult{Output: `{"plan":"pro"}`}, nil
+		})
+	open := func(dir string) (*host.Host, *file.Store) {
+		store, err := file.Open(dir, file.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		tool := host.NewTool(host.ToolSpec{Name: "get_account", Description: "An account by id.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"account_id":{"type":"string"}},"required":["account_id"]}`)},
-			func(_ context.Context, call host.ToolCall) (host.ToolResult, error) {
-				return host.ToolResult{Output: `{"plan":"pro"}`}, nil
-			})
 		h, err := host.New(host.Options{Storage: store, Model: toolThenAnswer{},
 			Agent: host.Agent{Model: hosttest.DefaultModel, Tools: []host.Tool{tool}}})
 		if err != nil {
 			b.Fatal(err)
 		}
+		return h, store
+	}
+	// idle sends one message to each session and returns the heap and
+	// the goroutines each keeps once idle.
+	idle := func(h *host.Host, store *file.Store, runs int) (float64, float64) {
 		base := heapNow()
 		goroutines := runtime.NumGoroutine()
 		for i := range sessions {
@@ -49,14 +59,25 @@ func BenchmarkIdleSessions(b *testing.B) {
 				b.Fatalf("%+v %v", res, err)
 			}
 		}
-		idle := heapNow()
-		if n := hosttest.CountKind(hosttest.Load(b, store, "idle-0"), ledger.KindToolResult); n != 1 {
-			b.Fatalf("session idle-0 has %d tool results, want 1", n)
+		heap := heapNow()
+		if n := hosttest.CountKind(hosttest.Load(b, store, "idle-0"), ledger.KindToolResult); n != runs {
+			b.Fatalf("session idle-0 has %d tool results, want %d", n, runs)
 		}
-		b.ReportMetric(float64(int64(idle)-int64(base))/sessions, "idle-B/session")
-		b.ReportMetric(float64(runtime.NumGoroutine()-goroutines)/sessions, "goroutines/session")
+		return float64(int64(heap)-int64(base)) / sessions, float64(runtime.NumGoroutine()-goroutines) / sessions
+	}
+	for b.Loop() {
+		dir := b.TempDir()
+		h, store := open(dir)
+		perSession, goroutines := idle(h, store, 1)
 		h.Close(context.Background())
 		store.Close()
+		h, store = open(dir)
+		reloaded, _ := idle(h, store, 2)
+		h.Close(context.Background())
+		store.Close()
+		b.ReportMetric(perSession, "idle-B/session")
+		b.ReportMetric(goroutines, "goroutines/session")
+		b.ReportMetric(reloaded, "reloaded-idle-B/session")
 	}
 }
 
