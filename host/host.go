@@ -68,8 +68,9 @@ type Host struct {
 	// resumeSlots holds a token per resumed run in flight: at most
 	// AutoResume.MaxConcurrent, over every sweep.
 	resumeSlots chan struct{}
-	// jobs hands work to the idle goroutines that ran runs (see spawn).
-	jobs        chan func()
+	// jobs hands runs to the idle goroutines that worked runs before (see
+	// spawn).
+	jobs        chan *run
 	idleDrivers atomic.Int32
 
 	mu       sync.Mutex
@@ -148,7 +149,7 @@ func New(opts Options) (*Host, error) {
 		validators:  maps.Clone(opts.Validators),
 		auto:        auto,
 		sessions:    map[sessionKey]*sessionState{},
-		jobs:        make(chan func()),
+		jobs:        make(chan *run),
 		sweep:       make(chan struct{}),
 		timeouts:    timeouts,
 		tenant:      opts.Tenant,

@@ -283,19 +283,19 @@ func (r *Run) await(ctx context.Context, w *waiter, onProgress func(Progress)) (
 	if onProgress == nil {
 		select {
 		case <-w.done:
-			return w.res, w.err, w.again
+			return w.result()
 		case <-ctx.Done():
 			if !r.abandon() {
 				return RunResult{MessageID: r.msgID, RunID: w.runID()}, ctx.Err(), false
 			}
 			<-w.done
-			return w.res, w.err, w.again
+			return w.result()
 		}
 	}
 	cur, after := w.position()
 	if cur == nil { // answered already
 		<-w.done
-		return w.res, w.err, w.again
+		return w.result()
 	}
 	sub := cur.hub.Subscribe(after)
 	defer func() { sub.Close() }()
@@ -313,7 +313,7 @@ func (r *Run) await(ctx context.Context, w *waiter, onProgress func(Progress)) (
 			next, after := w.position()
 			if next == nil || next == cur {
 				<-w.done
-				return w.res, w.err, w.again
+				return w.result()
 			}
 			cur = next
 			sub = cur.hub.Subscribe(after)
@@ -340,7 +340,9 @@ type waiter struct {
 	st    *sessionState
 	done  chan struct{} // closed once res, err and again are set
 
-	res   RunResult
+	// res is the result of the run that answered the message (the run's
+	// own, shared by its waiters: see result), nil when again is set.
+	res   *RunResult
 	err   error
 	again bool // the run ended without the message, and no successor took it
 
@@ -351,9 +353,21 @@ type waiter struct {
 
 // answeredWaiter returns a waiter whose message was answered already.
 func answeredWaiter(res RunResult) *waiter {
-	w := &waiter{msgID: res.MessageID, res: res, done: make(chan struct{})}
+	w := &waiter{msgID: res.MessageID, res: &res, done: make(chan struct{})}
 	close(w.done)
 	return w
+}
+
+// result returns the waiter's answer, once done is closed: the result of
+// the run that answered the message, and the error that kept it from
+// being recorded; again when the message is still to be answered.
+func (w *waiter) result() (RunResult, error, bool) {
+	if w.res == nil {
+		return RunResult{}, w.err, w.again
+	}
+	res := *w.res
+	res.MessageID = w.msgID
+	return res, w.err, w.again
 }
 
 // position returns the run meant to answer the message, and the progress
@@ -371,6 +385,9 @@ func (w *waiter) position() (*run, int) {
 func (w *waiter) runID() string {
 	if r, _ := w.position(); r != nil {
 		return r.id
+	}
+	if w.res == nil {
+		return ""
 	}
 	return w.res.RunID
 }

@@ -32,8 +32,8 @@ func (r *run) append(evs ...ledger.Event) error {
 // appendLocked is append with the session's appendMu held.
 func (r *run) appendLocked(evs ...ledger.Event) error {
 	d := r.h.timeouts.Append
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
+	ctx, stop := newAppendCtx(d)
+	defer stop()
 	err := r.writeLocked(ctx, evs...)
 	if err != nil && ctx.Err() != nil {
 		err = &TimeoutError{Kind: TimeoutAppend, After: d, Err: err}

@@ -41,7 +41,7 @@ type run struct {
 	ctx    context.Context
 	base   context.Context // the run's own: cancel and its total timeout end it
 	cancel context.CancelCauseFunc
-	hub    *hub.Hub[event] // the run's progress, for every subscriber
+	hub    hub.Hub[event] // the run's progress, for every subscriber
 
 	// The loop's own state, used by the run's goroutine only.
 	fresh      bool            // this run's run-start was minted here (not resumed)
@@ -60,10 +60,15 @@ type run struct {
 	live            liveView       // the item streaming
 	ending          bool           // the run decided to end: sends no longer queue into it
 	waiters         []*waiter      // the messages whose senders wait for the run's answer
+	firstWaiter     [1]*waiter     // room for the first of them, the common case
 	cancelRequested bool
 	bound           *binding // set before the run goes live; its fields are guarded by st.mu
 
 	onLive func() // called once the run is the session's run in flight
+
+	// What launch hands to the goroutine that works the run (see work).
+	body                 func(*run) outcome
+	stopLease, stopWatch func()
 
 	// How the run ended, once it has (see end), and the waiters to tell
 	// (see release).
@@ -91,8 +96,11 @@ func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks,
 	// Room for the events of a one-pass run (message, run-start, step,
 	// run-end): its view grows once, here, instead of on every append.
 	events = slices.Grow(events, 4)
-	return &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
-		ctx: ctx, base: ctx, cancel: cancel, hub: hub.New[event](hub.Options{Capacity: 8}), events: events}
+	r := &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
+		ctx: ctx, base: ctx, cancel: cancel, events: events}
+	r.hub.Init(hub.Options{Capacity: 8})
+	r.waiters = r.firstWaiter[:0]
+	return r
 }
 
 // launch makes r the session's run in flight and runs it on a goroutine of
@@ -104,54 +112,61 @@ func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks,
 func (h *Host) launch(r *run, body func(*run) outcome) {
 	st := r.st
 	h.adopt(st)
-	stopLease := h.holdLease(st, r.lease)
-	stopWatch := h.watchRemote(st)
+	r.body = body
+	r.stopLease = h.holdLease(st, r.lease)
+	r.stopWatch = h.watchRemote(st)
 	r.goLive()
-	h.spawn(func() {
-		defer h.unref(st)
-		for {
-			next := r.execute(body)
-			if next == nil {
-				break
-			}
-			next.goLive()
-			r.release()
-			r, body = next, (*run).loop
+	h.spawn(r)
+}
+
+// work is what launch runs on a goroutine of the host's: r's body, then
+// each successor run its end starts, then the session's release.
+func (h *Host) work(r *run) {
+	st, body, stopLease, stopWatch := r.st, r.body, r.stopLease, r.stopWatch
+	defer h.unref(st)
+	for {
+		next := r.execute(body)
+		if next == nil {
+			break
 		}
-		stopWatch()
-		stopLease()
-		st.free()
+		next.goLive()
 		r.release()
-	})
+		r, body = next, (*run).loop
+	}
+	stopWatch()
+	stopLease()
+	st.free()
+	r.release()
 }
 
 // maxIdleDrivers bounds the goroutines that, having run a run, wait for the
 // next one.
 const maxIdleDrivers = 8
 
-// spawn runs job on a goroutine of the host's: an idle one that ran a job
-// before, when there is one, else a new one. A busy host so reuses its
-// goroutines, and the stacks they grew, instead of growing a fresh stack
-// for every run.
-func (h *Host) spawn(job func()) {
+// spawn works r (see work) on a goroutine of the host's: an idle one that
+// worked a run before, when there is one, else a new one. A busy host so
+// reuses its goroutines, and the stacks they grew, instead of growing a
+// fresh stack for every run. The run itself is the job: handing it over
+// allocates nothing.
+func (h *Host) spawn(r *run) {
 	select {
-	case h.jobs <- job:
+	case h.jobs <- r:
 	default:
-		go h.drive(job)
+		go h.drive(r)
 	}
 }
 
-// drive runs job, then the jobs spawn hands it while at most
+// drive works r, then the runs spawn hands it while at most
 // maxIdleDrivers goroutines wait for one, until the host closes.
-func (h *Host) drive(job func()) {
+func (h *Host) drive(r *run) {
 	for {
-		job()
+		h.work(r)
 		if h.idleDrivers.Add(1) > maxIdleDrivers {
 			h.idleDrivers.Add(-1)
 			return
 		}
 		select {
-		case job = <-h.jobs:
+		case r = <-h.jobs:
 			h.idleDrivers.Add(-1)
 		case <-h.bg.Done():
 			h.idleDrivers.Add(-1)
@@ -766,19 +781,20 @@ func (r *run) end(o outcome) *run {
 	if next != nil {
 		successorInputs = ledger.RunInputs(next.view(), next.id)
 	}
+	// The run's result is its waiters' (see waiter.result): set once,
+	// here, before release tells them.
+	r.res, r.err = res, err
+	told := waiters[:0] // filtered in place: told never overtakes the loop
 	for _, w := range waiters {
 		switch {
 		case slices.Contains(answered, w.msgID):
-			w.res = res
-			w.res.MessageID = w.msgID
-			w.err = err
-			r.told = append(r.told, w)
+			w.res, w.err = &r.res, err
+			told = append(told, w)
 		case o.parked && storeErr == nil:
 			// Every message in the run, folded in or queued, waits for
 			// the run to continue.
-			w.res = res
-			w.res.MessageID = w.msgID
-			r.told = append(r.told, w)
+			w.res = &r.res
+			told = append(told, w)
 		case next != nil && slices.Contains(successorInputs, w.msgID):
 			st.mu.Lock()
 			w.run, w.after = next, 0
@@ -786,10 +802,10 @@ func (r *run) end(o outcome) *run {
 			st.mu.Unlock()
 		default:
 			w.again = true
-			r.told = append(r.told, w)
+			told = append(told, w)
 		}
 	}
-	r.res, r.err = res, err
+	r.told = told
 	return next
 }
 

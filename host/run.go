@@ -32,7 +32,7 @@ type Run struct {
 	agent     Agent
 	requestID string
 	hooks     *runHooks
-	newInput  func(runID string) (ledger.Event, error)
+	parts     []ledger.Part   // the message's content (see newInput)
 	bind      context.Context // the context bound to a run this caller starts; nil: none
 }
 

@@ -188,19 +188,23 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks,
-		newInput: func(runID string) (ledger.Event, error) {
-			e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
-				Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: opts.RequestID, Parts: parts}}
-			if err := ledger.Validate(e); err != nil {
-				return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-			}
-			return e, nil
-		}}
+	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks, parts: parts}
 	if bind {
 		r.bind = ctx
 	}
 	return r, r.enter(ctx)
+}
+
+// newInput mints the event of the message the handle was started with (see
+// Session.Start), in the run runID ("" for a message queued into a run in
+// flight).
+func (r *Run) newInput(runID string) (ledger.Event, error) {
+	e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
+		Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: r.requestID, Parts: r.parts}}
+	if err := ledger.Validate(e); err != nil {
+		return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return e, nil
 }
 
 // Events returns the session's ledger.

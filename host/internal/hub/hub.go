@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 )
 
@@ -43,22 +44,33 @@ type Options struct {
 const DefaultMaxLag = 1024
 
 // Hub is a fan-out of values of type T; the zero value is not usable (see
-// [New]).
+// [New] and [Hub.Init]).
 type Hub[T any] struct {
 	maxLag int
 
 	mu     sync.Mutex
 	log    []T
 	subs   []*Sub[T]
+	first  [1]*Sub[T] // room for the first subscriber, the common case
 	closed bool
 }
 
 // New returns an empty, open Hub.
 func New[T any](opts Options) *Hub[T] {
+	h := new(Hub[T])
+	h.Init(opts)
+	return h
+}
+
+// Init makes h, a zero Hub (one kept inside another value, say), an empty,
+// open Hub, as New does.
+func (h *Hub[T]) Init(opts Options) {
 	if opts.MaxLag <= 0 {
 		opts.MaxLag = DefaultMaxLag
 	}
-	return &Hub[T]{maxLag: opts.MaxLag, log: make([]T, 0, max(opts.Capacity, 0))}
+	h.maxLag = opts.MaxLag
+	h.log = make([]T, 0, max(opts.Capacity, 0))
+	h.subs = h.first[:0]
 }
 
 // Publish appends v and returns its offset. It never blocks on a
@@ -144,7 +156,7 @@ func (s *Sub[T]) dropLocked() {
 func (s *Sub[T]) removeLocked() {
 	for i, o := range s.h.subs {
 		if o == s {
-			s.h.subs = append(s.h.subs[:i], s.h.subs[i+1:]...)
+			s.h.subs = slices.Delete(s.h.subs, i, i+1)
 			return
 		}
 	}
