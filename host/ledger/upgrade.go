@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -17,9 +16,9 @@ var upgradeSteps = map[int]func(data []byte) ([]byte, error){}
 
 // Upgrade returns data, one encoded event of this build's [SchemaVersion]
 // or an older one, as the current version's canonical encoding: what
-// [Encode] writes for the event [Decode] reads. changed reports whether
-// that differs from data, byte for byte. Upgrading its own result changes
-// nothing, so a second pass over a ledger is a no-op.
+// [Encode] writes for the event [Decode] reads. Upgrading its own result
+// gives it back byte for byte, so a second pass over a ledger is a no-op.
+// It is the rewrite a store's Rewrite (package storage) takes as it is.
 //
 // An event of a version newer than this build's, or of one without an
 // upgrade step, fails with a *DecodeError matching [ErrVersion], and an
@@ -31,7 +30,7 @@ var upgradeSteps = map[int]func(data []byte) ([]byte, error){}
 // another order, white space, a time with an offset, characters escaped
 // differently, as an editor or another JSON tool may leave them — to the
 // form Decode reads on its fast path.
-func Upgrade(data []byte) (out []byte, changed bool, err error) {
+func Upgrade(data []byte) ([]byte, error) {
 	var h header
 	if err := json.Unmarshal(data, &h); err != nil || h.V == nil {
 		// Not an event, or one without a version: Decode explains.
@@ -39,32 +38,28 @@ func Upgrade(data []byte) (out []byte, changed bool, err error) {
 		if derr == nil {
 			derr = &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v", Err: fmt.Errorf("%w: missing", ErrVersion)}
 		}
-		return nil, false, derr
+		return nil, derr
 	}
 	v := *h.V
 	if v > SchemaVersion {
-		return nil, false, versionError(h)
+		return nil, versionError(h)
 	}
 	cur := data
 	for ; v < SchemaVersion; v++ {
 		step := upgradeSteps[v]
 		if step == nil {
-			return nil, false, versionError(header{V: &v, ID: h.ID, Kind: h.Kind})
+			return nil, versionError(header{V: &v, ID: h.ID, Kind: h.Kind})
 		}
 		next, err := step(cur)
 		if err != nil {
-			return nil, false, &DecodeError{EventID: h.ID, Kind: h.Kind,
+			return nil, &DecodeError{EventID: h.ID, Kind: h.Kind,
 				Err: fmt.Errorf("%w: upgrading from version %d: %v", ErrInvalid, v, err)}
 		}
 		cur = next
 	}
 	e, err := Decode(cur)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	out, err = Encode(e)
-	if err != nil {
-		return nil, false, err
-	}
-	return out, !bytes.Equal(out, data), nil
+	return Encode(e)
 }

@@ -25,9 +25,9 @@ func TestUpgradeCanonical(t *testing.T) {
 		}
 		for line := range bytes.Lines(data) {
 			line = bytes.TrimSuffix(line, []byte("\n"))
-			out, changed, err := Upgrade(line)
-			if err != nil || changed || !bytes.Equal(out, line) {
-				t.Fatalf("%s: Upgrade(%s) = %s, %v, %v; want it unchanged", path, line, out, changed, err)
+			out, err := Upgrade(line)
+			if err != nil || !bytes.Equal(out, line) {
+				t.Fatalf("%s: Upgrade(%s) = %s, %v; want it unchanged", path, line, out, err)
 			}
 			n++
 		}
@@ -46,13 +46,13 @@ func TestUpgradeNonCanonical(t *testing.T) {
 		"html escaped":   `{"v":1,"id":"e1","kind":"input","time":"2025-01-01T00:00:00Z","input":{"message_id":"m","parts":[{"type":"text","text":"a \u003cb\u003e \u0026 ` + "\u2028" + ` c"}]}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, changed, err := Upgrade([]byte(in))
-			if err != nil || !changed || string(out) != want {
-				t.Fatalf("Upgrade = %s, %v, %v; want %s, changed", out, changed, err, want)
+			out, err := Upgrade([]byte(in))
+			if err != nil || string(out) == in || string(out) != want {
+				t.Fatalf("Upgrade = %s, %v; want %s", out, err, want)
 			}
-			again, changed, err := Upgrade(out)
-			if err != nil || changed || !bytes.Equal(again, out) {
-				t.Fatalf("second Upgrade = %s, %v, %v; want no change", again, changed, err)
+			again, err := Upgrade(out)
+			if err != nil || !bytes.Equal(again, out) {
+				t.Fatalf("second Upgrade = %s, %v; want no change", again, err)
 			}
 		})
 	}
@@ -73,7 +73,7 @@ func TestUpgradeRefuses(t *testing.T) {
 		"not json":  {`{"v":1,`, nil, "unexpected EOF"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, _, err := Upgrade([]byte(c.in))
+			out, err := Upgrade([]byte(c.in))
 			var de *DecodeError
 			if err == nil || out != nil || !errors.As(err, &de) {
 				t.Fatalf("Upgrade = %s, %v; want a *DecodeError", out, err)
@@ -100,13 +100,13 @@ func TestUpgradeSteps(t *testing.T) {
 			return bytes.Replace(data, []byte(`"body":`), []byte(`"text":`), 1), nil
 		},
 	}
-	out, changed, err := Upgrade([]byte(`{"v":0,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"body":"x"}}`))
+	out, err := Upgrade([]byte(`{"v":0,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"body":"x"}}`))
 	want := `{"v":1,"id":"e1","kind":"poke","time":"2025-01-01T00:00:00Z","run_id":"r","poke":{"text":"x"}}`
-	if err != nil || !changed || string(out) != want {
-		t.Fatalf("Upgrade = %s, %v, %v; want %s", out, changed, err, want)
+	if err != nil || string(out) != want {
+		t.Fatalf("Upgrade = %s, %v; want %s", out, err, want)
 	}
 	upgradeSteps[0] = func([]byte) ([]byte, error) { return nil, errors.New("broken step") }
-	if _, _, err := Upgrade([]byte(`{"v":0,"id":"e1","kind":"poke"}`)); err == nil || !strings.Contains(err.Error(), "upgrading from version 0: broken step") {
+	if _, err := Upgrade([]byte(`{"v":0,"id":"e1","kind":"poke"}`)); err == nil || !strings.Contains(err.Error(), "upgrading from version 0: broken step") {
 		t.Fatalf("a failing step: %v", err)
 	}
 }

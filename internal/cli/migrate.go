@@ -67,10 +67,6 @@ Flags:
 		return fmt.Errorf("list the sessions of %s: %w", *storageURL, err)
 	}
 	slices.Sort(ids)
-	upgrade := func(b []byte) ([]byte, error) {
-		out, _, err := ledger.Upgrade(b)
-		return out, err
-	}
 	verb := "rewrote"
 	if *dryRun {
 		verb = "would rewrite"
@@ -81,7 +77,7 @@ Flags:
 		var stats storage.RewriteStats
 		var err error
 		for range migrateTries {
-			stats, err = rewriter.Rewrite(ctx, id, upgrade, *dryRun)
+			stats, err = rewriter.Rewrite(ctx, id, ledger.Upgrade, *dryRun)
 			if !errors.Is(err, storage.ErrRewriteRaced) {
 				break
 			}

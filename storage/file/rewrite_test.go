@@ -14,12 +14,6 @@ import (
 	"github.com/agentichost/agentic/storage/file"
 )
 
-// upgrade is the rewrite that agentic-host migrate runs.
-func upgrade(b []byte) ([]byte, error) {
-	out, _, err := ledger.Upgrade(b)
-	return out, err
-}
-
 // reorder writes an event's encoding with its keys in another order, as
 // another JSON tool may: the same event, not in canonical form.
 func reorder(t *testing.T, e ledger.Event) string {
@@ -49,7 +43,7 @@ func TestRewrite(t *testing.T) {
 		t.Fatalf("Load = %d events, %v", len(before), err)
 	}
 
-	stats, err := st.Rewrite(t.Context(), "s", upgrade, true)
+	stats, err := st.Rewrite(t.Context(), "s", ledger.Upgrade, true)
 	if err != nil || stats != (storage.RewriteStats{Events: 6, Changed: 2}) {
 		t.Fatalf("dry run = %+v, %v; want 6 events, 2 changed", stats, err)
 	}
@@ -57,7 +51,7 @@ func TestRewrite(t *testing.T) {
 		t.Fatalf("a dry run changed the file to %q", got)
 	}
 
-	stats, err = st.Rewrite(t.Context(), "s", upgrade, false)
+	stats, err = st.Rewrite(t.Context(), "s", ledger.Upgrade, false)
 	if err != nil || stats != (storage.RewriteStats{Events: 6, Changed: 2}) {
 		t.Fatalf("Rewrite = %+v, %v; want 6 events, 2 changed", stats, err)
 	}
@@ -76,7 +70,7 @@ func TestRewrite(t *testing.T) {
 	}
 
 	// A second pass changes no byte.
-	stats, err = st.Rewrite(t.Context(), "s", upgrade, false)
+	stats, err = st.Rewrite(t.Context(), "s", ledger.Upgrade, false)
 	if err != nil || stats != (storage.RewriteStats{Events: 6, Changed: 0}) {
 		t.Fatalf("second Rewrite = %+v, %v; want nothing changed", stats, err)
 	}
@@ -108,7 +102,7 @@ func TestRewriteAfterAppend(t *testing.T) {
 	if err := st.Append(t.Context(), "s", poke(2)); err != nil {
 		t.Fatal(err)
 	}
-	if stats, err := st.Rewrite(t.Context(), "s", upgrade, false); err != nil || stats.Changed != 1 {
+	if stats, err := st.Rewrite(t.Context(), "s", ledger.Upgrade, false); err != nil || stats.Changed != 1 {
 		t.Fatalf("Rewrite = %+v, %v", stats, err)
 	}
 	if err := st.Append(t.Context(), "s", poke(3)); err != nil {
@@ -130,10 +124,10 @@ func TestRewriteRefuses(t *testing.T) {
 		is   error
 		text string
 	}{
-		"newer version last": {string(record(t, poke(1))) + newer, upgrade, ledger.ErrVersion, "newer than this build's 1"},
+		"newer version last": {string(record(t, poke(1))) + newer, ledger.Upgrade, ledger.ErrVersion, "newer than this build's 1"},
 		"newer version in a batch": {string(record(t, poke(1))) + "[" + strings.TrimSpace(string(record(t, poke(3)))) + "," + strings.TrimSpace(newer) + "]\n",
-			upgrade, ledger.ErrVersion, "event 2 of the batch"},
-		"damage in the middle": {string(record(t, poke(1))) + "garbage\n" + string(record(t, poke(3))), upgrade, file.ErrCorrupt, ":2:"},
+			ledger.Upgrade, ledger.ErrVersion, "event 2 of the batch"},
+		"damage in the middle": {string(record(t, poke(1))) + "garbage\n" + string(record(t, poke(3))), ledger.Upgrade, file.ErrCorrupt, ":2:"},
 		"fn fails":             {string(record(t, poke(1))) + string(record(t, poke(3))), func([]byte) ([]byte, error) { return nil, errors.New("no") }, file.ErrCorrupt, ":1:"},
 		"fn fails on the last": {string(record(t, poke(1))), func([]byte) ([]byte, error) { return nil, errors.New("no") }, file.ErrCorrupt, ":1:"},
 		"fn adds a newline": {string(record(t, poke(1))), func(b []byte) ([]byte, error) { return append(b, '\n'), nil },
@@ -155,14 +149,14 @@ func TestRewriteRefuses(t *testing.T) {
 	}
 	t.Run("missing session", func(t *testing.T) {
 		st, _ := openStore(t, t.TempDir(), false)
-		if stats, err := st.Rewrite(t.Context(), "none", upgrade, false); err != nil || stats != (storage.RewriteStats{}) {
+		if stats, err := st.Rewrite(t.Context(), "none", ledger.Upgrade, false); err != nil || stats != (storage.RewriteStats{}) {
 			t.Fatalf("Rewrite of a missing session = %+v, %v", stats, err)
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
 		st, _ := openStore(t, t.TempDir(), false)
 		st.Close()
-		if _, err := st.Rewrite(t.Context(), "s", upgrade, false); !errors.Is(err, storage.ErrClosed) {
+		if _, err := st.Rewrite(t.Context(), "s", ledger.Upgrade, false); !errors.Is(err, storage.ErrClosed) {
 			t.Fatalf("Rewrite after Close = %v", err)
 		}
 	})

@@ -16,12 +16,6 @@ import (
 	"github.com/agentichost/agentic/storage/redis"
 )
 
-// upgrade is the rewrite that agentic-host migrate runs.
-func upgrade(b []byte) ([]byte, error) {
-	out, _, err := ledger.Upgrade(b)
-	return out, err
-}
-
 func rewritePoke(n int) ledger.Event {
 	return ledger.Event{ID: fmt.Sprintf("ev-%d", n), Kind: ledger.KindPoke, RunID: "run-1",
 		Time: time.Date(2025, 6, 1, 12, 0, 0, n, time.UTC), Poke: &ledger.Poke{Text: fmt.Sprintf("poke %d", n)}}
@@ -78,7 +72,7 @@ func testRewrite(t *testing.T, url string, addrs []string) {
 		t.Fatalf("Load = %d events, %v", len(events), err)
 	}
 
-	stats, err := st.Rewrite(ctx, "s", upgrade, true)
+	stats, err := st.Rewrite(ctx, "s", ledger.Upgrade, true)
 	if err != nil || stats != (storage.RewriteStats{Events: 4, Changed: 1}) {
 		t.Fatalf("dry run = %+v, %v; want 4 events, 1 changed", stats, err)
 	}
@@ -86,7 +80,7 @@ func testRewrite(t *testing.T, url string, addrs []string) {
 		t.Fatalf("a dry run changed the stream")
 	}
 
-	stats, err = st.Rewrite(ctx, "s", upgrade, false)
+	stats, err = st.Rewrite(ctx, "s", ledger.Upgrade, false)
 	if err != nil || stats != (storage.RewriteStats{Events: 4, Changed: 1}) {
 		t.Fatalf("Rewrite = %+v, %v; want 4 events, 1 changed", stats, err)
 	}
@@ -110,7 +104,7 @@ func testRewrite(t *testing.T, url string, addrs []string) {
 		t.Errorf("the rewrite left %d keys behind (%v)", n, err)
 	}
 
-	stats, err = st.Rewrite(ctx, "s", upgrade, false)
+	stats, err = st.Rewrite(ctx, "s", ledger.Upgrade, false)
 	if err != nil || stats != (storage.RewriteStats{Events: 4, Changed: 0}) {
 		t.Fatalf("second Rewrite = %+v, %v; want nothing changed", stats, err)
 	}
@@ -208,7 +202,7 @@ func TestRewriteRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := dump("new")
-		_, err := st.Rewrite(ctx, "new", upgrade, false)
+		_, err := st.Rewrite(ctx, "new", ledger.Upgrade, false)
 		var ce *redis.CorruptError
 		if !errors.As(err, &ce) || ce.EntryID != before[1].ID || !errors.Is(err, ledger.ErrVersion) {
 			t.Fatalf("Rewrite = %v; want a CorruptError of entry %s matching ErrVersion", err, before[1].ID)
