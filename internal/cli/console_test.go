@@ -279,6 +279,14 @@ func (e *consoleEnv) tab(t *testing.T, name string) *consoleTab {
 	return b
 }
 
+// signedIn opens a tab and signs in to the console at base with key.
+func (e *consoleEnv) signedIn(t *testing.T, name, base, key string) *consoleTab {
+	t.Helper()
+	b := e.tab(t, name)
+	b.signIn(base, key)
+	return b
+}
+
 // listen records the page's uncaught exceptions and console.error calls.
 // It runs in the tab's event loop: it must return at once.
 func (b *consoleTab) listen(ev any) {
@@ -588,8 +596,7 @@ const jsTranscriptView = `(() => {
 func (e *consoleEnv) testStreamReload(t *testing.T) {
 	acme := on(t, e.acme)
 	acme.post("stream", "long story, please")
-	b := e.tab(t, "acme")
-	b.signIn(acme.url, consoleAcmeKey)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/sessions/stream")
 	b.wait("the session view", 20*time.Second, jsExists(`section#session[data-session="stream"]`))
 	b.wait("the reply streaming", 20*time.Second,
@@ -705,10 +712,8 @@ func (e *consoleEnv) testApprove(t *testing.T) {
 	entry := fmt.Sprintf(".approval[data-approval-id=%q]", ap.ApprovalID)
 	call := fmt.Sprintf(`#transcript .tool-call[data-call-id=%q]`, ap.CallID)
 
-	first := e.tab(t, "acme-first")
-	first.signIn(acme.url, consoleAcmeKey)
-	second := e.tab(t, "acme-second")
-	second.signIn(acme.url, consoleAcmeKey)
+	first := e.signedIn(t, "acme-first", acme.url, consoleAcmeKey)
+	second := e.signedIn(t, "acme-second", acme.url, consoleAcmeKey)
 	second.route("#/approvals")
 	second.wait("the approval in the inbox", 20*time.Second, jsExists("#approvals "+entry))
 	for sel, want := range map[string]string{".approval-tool": "publish_post", ".approval-session": "publish", ".approval-input": "hello"} {
@@ -789,8 +794,7 @@ func (e *consoleEnv) testStates(t *testing.T) {
 	for id, state := range want {
 		acme.waitState(id, state, 30*time.Second)
 	}
-	b := e.tab(t, "acme")
-	b.signIn(acme.url, consoleAcmeKey)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/sessions")
 	badge := func(id string) string { return fmt.Sprintf("table#sessions tr[data-session=%q] span.state", id) }
 	var all []string
@@ -846,8 +850,7 @@ func (e *consoleEnv) testMarkdown(t *testing.T) {
 	acme := on(t, e.acme)
 	acme.post("markdown", "markdown, please")
 	acme.waitState("markdown", "completed", 30*time.Second)
-	b := e.tab(t, "acme")
-	b.signIn(acme.url, consoleAcmeKey)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/sessions/markdown")
 	b.wait("the rendered reply", 20*time.Second,
 		`((e) => !!e && e.dataset.status === "completed" && e.textContent.includes("bold"))(document.querySelector('#transcript .item[data-kind="response"]'))`)
@@ -900,8 +903,7 @@ func (e *consoleEnv) testOtherTenant(t *testing.T) {
 	globex := on(t, e.globex)
 	globex.post("g-hello", "hello from globex")
 	globex.waitState("g-hello", "completed", 30*time.Second)
-	b := e.tab(t, "globex")
-	b.signIn(globex.url, consoleGlobexKey)
+	b := e.signedIn(t, "globex", globex.url, consoleGlobexKey)
 	b.route("#/sessions")
 	b.wait("globex's session", 20*time.Second, jsExists(`table#sessions tr[data-session="g-hello"]`))
 	if n := evalIn[int](b, `document.querySelectorAll("table#sessions tr[data-session]").length`); n != 1 {
@@ -934,8 +936,7 @@ func (e *consoleEnv) testUsagePlugins(t *testing.T) {
 		} `json:"plugins"`
 	}
 	acme.must("GET", "/v1/plugins", "", http.StatusOK, &list)
-	b := e.tab(t, "acme")
-	b.signIn(acme.url, consoleAcmeKey)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/usage")
 	b.check("the usage chart", 20*time.Second, jsExists("#usage-chart svg"))
 	for _, sel := range []string{"#budget", "table#usage-sessions", "table#usage-agents", "table#usage-days"} {
@@ -972,8 +973,7 @@ func (e *consoleEnv) testUsagePlugins(t *testing.T) {
 // it.
 func (e *consoleEnv) testSteerAndUpload(t *testing.T) {
 	acme := on(t, e.acme)
-	b := e.tab(t, "acme")
-	b.signIn(acme.url, consoleAcmeKey)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/sessions")
 	b.do("open a new session", chromedp.SendKeys(chromedp.CSS("#session-open"), "steer"), chromedp.Click(chromedp.CSS("#session-open-submit")))
 	b.wait("the new session's page", 10*time.Second, jsVisible("#not-found")+` && location.hash === "#/sessions/steer"`)
