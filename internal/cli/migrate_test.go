@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,29 +275,20 @@ func putSession(t *testing.T, ctx context.Context, raw *goredis.Client, id, path
 	}
 }
 
-// recordEvents splits a record of a session file into its events' text.
+// recordEvents splits a record of a session file into its events' text,
+// byte for byte.
 func recordEvents(t *testing.T, rec string) []string {
 	t.Helper()
 	if !strings.HasPrefix(rec, "[") {
 		return []string{rec}
 	}
-	var out []string
-	depth, start, in := 0, 1, false
-	for i := 1; i < len(rec); i++ {
-		switch c := rec[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || (c == ']' && depth > 0):
-			depth--
-		case (c == ',' && depth == 0) || c == ']':
-			out = append(out, strings.TrimSpace(rec[start:i]))
-			start = i + 1
-		}
+	var raws []json.RawMessage // each holds its element's bytes as written
+	if err := json.Unmarshal([]byte(rec), &raws); err != nil {
+		t.Fatalf("record %q: %v", rec, err)
+	}
+	out := make([]string, len(raws))
+	for i, r := range raws {
+		out[i] = string(r)
 	}
 	return out
 }
