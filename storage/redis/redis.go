@@ -414,6 +414,7 @@ func (s *Store) indexKey() string {
 const (
 	codeLeaseHeld = "AGENTIC_LEASE_HELD"
 	codeLeaseLost = "AGENTIC_LEASE_LOST"
+	codeRaced     = "AGENTIC_REWRITE_RACED" // replaceScript: the stream changed
 )
 
 // queueOwner stands for the owner of an unfenced append that carries only
@@ -531,6 +532,8 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrLeaseLost)
 	case strings.HasPrefix(msg, codeLeaseHeld):
 		return fmt.Errorf("storage/redis: %s: %w (append through the lease)", what, storage.ErrLeaseHeld)
+	case strings.HasPrefix(msg, codeRaced):
+		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrRewriteRaced)
 	case s.closed.Load():
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrClosed)
 	}

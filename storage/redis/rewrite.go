@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -17,9 +16,6 @@ import (
 func (s *Store) rewriteKey(sessionID string) string {
 	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:rewrite"
 }
-
-// codeRaced is the error reply of replaceScript when the stream changed.
-const codeRaced = "AGENTIC_REWRITE_RACED"
 
 // replaceScript puts the rewritten stream in place of the session's, in
 // one atomic step, while the rewriter holds the lease and nothing was
@@ -67,9 +63,10 @@ func (s *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []b
 		return stats, storage.ErrClosed
 	}
 	what := fmt.Sprintf("rewrite session %q", sessionID)
+	owner := "rewrite:" + s.tokenBase
 	var lease storage.Lease
 	if !dryRun {
-		l, err := s.AcquireLease(ctx, sessionID, "rewrite:"+s.tokenBase, rewriteTTL)
+		l, err := s.AcquireLease(ctx, sessionID, owner, rewriteTTL)
 		if err != nil {
 			return stats, err
 		}
@@ -137,11 +134,7 @@ func (s *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []b
 		return stats, err
 	}
 	last := entries[len(entries)-1].id
-	err := replaceScript.Run(ctx, s.client, []string{key, tmp, s.leaseKey(sessionID)}, "rewrite:"+s.tokenBase, last, len(entries)).Err()
-	if err != nil {
-		if strings.HasPrefix(err.Error(), codeRaced) {
-			return stats, fmt.Errorf("storage/redis: %s: %w", what, storage.ErrRewriteRaced)
-		}
+	if err := replaceScript.Run(ctx, s.client, []string{key, tmp, s.leaseKey(sessionID)}, owner, last, len(entries)).Err(); err != nil {
 		return stats, s.fail(ctx, what, err)
 	}
 	return stats, nil
