@@ -11,7 +11,9 @@ func TestFeedDropsRatherThanWaits(t *testing.T) {
 	for i := range feedBuffer * 3 {
 		f.publish(feedChange{SessionID: "s", RunID: string(rune('a' + i%26))})
 		if i < feedBuffer*2 {
-			<-fast.ch
+			if c := <-fast.ch; c.RunID != string(rune('a'+i%26)) {
+				t.Fatalf("fast: change %d is run %q, want %q: out of order", i, c.RunID, string(rune('a'+i%26)))
+			}
 		}
 	}
 	if len(slow.ch) != feedBuffer || len(slow.missed) != 1 {
