@@ -83,6 +83,16 @@ func Encode(e Event) ([]byte, error) {
 	if err := Validate(e); err != nil {
 		return nil, err
 	}
+	if b, ok := fastEncode(make([]byte, 0, encodedSizeHint(&e)), &e); ok {
+		return b, nil
+	}
+	return slowEncode(e)
+}
+
+// slowEncode is Encode by encoding/json: the reference the fast encoder
+// matches byte for byte, and the fallback that explains what it cannot
+// write.
+func slowEncode(e Event) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

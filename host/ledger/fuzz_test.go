@@ -10,9 +10,9 @@ import (
 )
 
 // FuzzDecode checks the decoder at the trust boundary: it never panics,
-// every error is a *DecodeError, whatever it accepts re-encodes and
-// decodes to a deeply equal event, DecodeOwned decodes alike, and Upgrade
-// agrees with it: it refuses
+// every error is a *DecodeError, whatever it accepts re-encodes (the fast
+// encoder writing what encoding/json writes) and decodes to a deeply equal
+// event, DecodeOwned decodes alike, and Upgrade agrees with it: it refuses
 // what Decode refuses and gives, idempotently, the canonical encoding of
 // what Decode reads.
 func FuzzDecode(f *testing.F) {
@@ -80,6 +80,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Encode(Decode(data)): %v\ndata %q", err, data)
 		}
+		sameEncoding(t, "the decoded event", x)
 		y, err := Decode(b)
 		if err != nil {
 			t.Fatalf("Decode(Encode(x)): %v\nencoded %s", err, b)

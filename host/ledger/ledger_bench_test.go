@@ -60,16 +60,37 @@ func benchStep() Event {
 	return benchSession(3)[2]
 }
 
+// BenchmarkEncode encodes one step event: Encode (its fast path), and
+// encoding/json, which it matches byte for byte and falls back to, both
+// after the same validation.
 func BenchmarkEncode(b *testing.B) {
 	e := benchStep()
-	line, _ := Encode(e)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Encode(e); err != nil {
-			b.Fatal(err)
-		}
+	line, err := Encode(e)
+	if err != nil {
+		b.Fatal(err)
 	}
+	for _, c := range []struct {
+		name   string
+		encode func(Event) ([]byte, error)
+	}{{"fast", Encode}, {"json", encodeJSON}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.encode(e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// encodeJSON is Encode without its fast path.
+func encodeJSON(e Event) ([]byte, error) {
+	if err := Validate(e); err != nil {
+		return nil, err
+	}
+	return slowEncode(e)
 }
 
 // BenchmarkDecode decodes one step event: Decode (its fast path), and the

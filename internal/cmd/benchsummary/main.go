@@ -130,6 +130,12 @@ func summarize(w io.Writer, r results) {
 	} else {
 		missing("decode one step event", "BenchmarkDecode ./host/ledger")
 	}
+	if fast, ok := r.median("ledger", "BenchmarkEncode/fast", "ns/op"); ok {
+		slow, _ := r.median("ledger", "BenchmarkEncode/json", "ns/op")
+		add("encode one step event", n("ns/op", fast), fmt.Sprintf("encoding/json %s (%.2f×)", n("ns/op", slow), fast/slow), "")
+	} else {
+		missing("encode one step event", "BenchmarkEncode ./host/ledger")
+	}
 	for _, pkg := range []string{"memory", "file"} {
 		if v, ok := r.median(pkg, "BenchmarkLoad10k", "ns/op"); ok {
 			add("load a 10,000-event session, "+pkg, n("ns/op", v), fmt.Sprintf("%.2f µs an event", v/1e3/1e4), "≤ 30 ms")

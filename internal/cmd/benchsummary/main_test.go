@@ -11,6 +11,8 @@ BenchmarkDecode/fast-2     	  230338	      6000 ns/op	 185.36 MB/s	    1368 B/op
 BenchmarkDecode/fast-2     	  230338	      5000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
 BenchmarkDecode/fast-2     	  230338	      9000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
 BenchmarkDecode/strict-2   	   29950	     30000 ns/op	  29.58 MB/s	    4248 B/op	      40 allocs/op
+BenchmarkEncode/fast-2     	  800000	      1500 ns/op	 741.00 MB/s	    1152 B/op	       1 allocs/op
+BenchmarkEncode/json-2     	  200000	      6000 ns/op	 185.00 MB/s	    2400 B/op	      10 allocs/op
 pkg: github.com/agentichost/agentic/storage/redis
 BenchmarkAppend/store-vs-xadd-2  20000  143919 ns/op  1.70 p50-store/xadd  1.60 p99-store/xadd  84 store-p50-us  180 store-p99-us  48 xadd-p50-us  103 xadd-p99-us
 BenchmarkAppend/store-vs-xadd-2  20000  143919 ns/op  1.80 p50-store/xadd  1.50 p99-store/xadd  86 store-p50-us  180 store-p99-us  50 xadd-p50-us  103 xadd-p99-us
@@ -40,6 +42,7 @@ func TestSummary(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"decode one step event", "6.0 µs", "strict decoder 30.0 µs (0.20×)",
+		"encode one step event", "1.5 µs", "encoding/json 6.0 µs (0.25×)",
 		"load a 10,000-event session, memory", "38.0 ms", "3.80 µs an event", "≤ 30 ms",
 		"load a 10,000-event session, file", "(not in this run)", "BenchmarkLoad10k ./storage/file",
 		"bare XADD p50 49 µs: p50 1.75×, p99 1.55×",

@@ -1,0 +1,560 @@
+package ledger
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The fast path of Encode: the canonical form written field by field, with
+// no reflection. It writes exactly the bytes encoding/json writes for the
+// wire event (with HTML escaping off): the same field order, the same
+// omitted empty fields, the same string escapes, number forms and base64,
+// raw JSON compacted alike. Where encoding/json fails — a NaN, a time
+// RFC 3339 cannot carry — it gives up (ok false) and Encode falls back to
+// encoding/json, which explains. FuzzEncode and FuzzDecode check that both
+// write the same bytes.
+
+// fastEncode appends e's encoding to b, or reports that it cannot (ok
+// false). Every raw JSON field of e must be valid JSON, as Validate
+// checks.
+func fastEncode(b []byte, e *Event) (_ []byte, ok bool) {
+	w := encoder{b: b, ok: true}
+	w.raw(`{"v":`)
+	w.b = strconv.AppendInt(w.b, SchemaVersion, 10)
+	w.key(`"id":`)
+	w.str(e.ID)
+	w.key(`"kind":`)
+	w.str(string(e.Kind))
+	w.key(`"time":`)
+	w.time(e.Time)
+	w.optStr(`"run_id":`, e.RunID)
+	if x := e.Input; x != nil {
+		w.key(`"input":`)
+		w.input(x)
+	}
+	if x := e.RunStart; x != nil {
+		w.key(`"run_start":`)
+		w.runStart(x)
+	}
+	if x := e.Step; x != nil {
+		w.key(`"step":`)
+		w.step(x)
+	}
+	if x := e.ToolStart; x != nil {
+		w.key(`"tool_start":{"call_id":`)
+		w.str(x.CallID)
+		w.key(`"name":`)
+		w.str(x.Name)
+		w.optStr(`"effect":`, x.Effect)
+		w.optBool(`"idempotent":`, x.Idempotent)
+		w.raw("}")
+	}
+	if x := e.ToolResult; x != nil {
+		w.key(`"tool_result":`)
+		w.toolResult(x)
+	}
+	if x := e.ApprovalRequest; x != nil {
+		w.key(`"approval_request":`)
+		w.approvalRequest(x)
+	}
+	if x := e.ApprovalDecision; x != nil {
+		w.key(`"approval_decision":{"approval_id":`)
+		w.str(x.ApprovalID)
+		w.key(`"decision":`)
+		w.str(x.Decision)
+		w.optStr(`"reason":`, x.Reason)
+		w.optStr(`"by":`, x.By)
+		w.raw("}")
+	}
+	if x := e.Compaction; x != nil {
+		w.key(`"compaction":{"summary":`)
+		w.str(x.Summary)
+		w.key(`"through":`)
+		w.str(x.Through)
+		w.optInt(`"prompt_tokens":`, x.PromptTokens)
+		w.key(`"usage":`)
+		w.usage(&x.Usage)
+		w.raw("}")
+	}
+	if x := e.Poke; x != nil {
+		w.key(`"poke":{"text":`)
+		w.str(x.Text)
+		w.raw("}")
+	}
+	if x := e.RunEnd; x != nil {
+		w.key(`"run_end":`)
+		w.runEnd(x)
+	}
+	if x := e.ResumeAttempt; x != nil {
+		w.key(`"resume_attempt":{"attempt":`)
+		w.int(int64(x.Attempt))
+		w.optStr(`"host":`, x.Host)
+		w.raw("}")
+	}
+	if x := e.Retry; x != nil {
+		w.key(`"retry":{"response_id":`)
+		w.str(x.ResponseID)
+		w.key(`"attempt":`)
+		w.int(int64(x.Attempt))
+		w.key(`"reason":`)
+		w.str(x.Reason)
+		w.key(`"delay_ms":`)
+		w.int(x.DelayMS)
+		w.raw("}")
+	}
+	w.raw("}")
+	return w.b, w.ok
+}
+
+// encoder appends to b; ok turns false, for good, at the first value it
+// cannot write as encoding/json would.
+type encoder struct {
+	b  []byte
+	ok bool
+}
+
+func (w *encoder) raw(s string) { w.b = append(w.b, s...) }
+
+// key writes a comma, then the quoted key and its colon, given as one
+// literal (`"name":`).
+func (w *encoder) key(k string) {
+	w.b = append(w.b, ',')
+	w.b = append(w.b, k...)
+}
+
+func (w *encoder) str(s string) { w.b = appendString(w.b, s) }
+func (w *encoder) int(n int64)  { w.b = strconv.AppendInt(w.b, n, 10) }
+func (w *encoder) bool(v bool)  { w.b = strconv.AppendBool(w.b, v) }
+func (w *encoder) float(f float64) {
+	var ok bool
+	if w.b, ok = appendFloat(w.b, f); !ok {
+		w.ok = false
+	}
+}
+
+func (w *encoder) optStr(k, s string) {
+	if s != "" {
+		w.key(k)
+		w.str(s)
+	}
+}
+
+func (w *encoder) optInt(k string, n int64) {
+	if n != 0 {
+		w.key(k)
+		w.int(n)
+	}
+}
+
+func (w *encoder) optBool(k string, v bool) {
+	if v {
+		w.key(k)
+		w.raw("true")
+	}
+}
+
+func (w *encoder) optFloat(k string, f float64) {
+	if f != 0 {
+		w.key(k)
+		w.float(f)
+	}
+}
+
+// strs writes a list of strings; nil is null, as encoding/json writes it.
+func (w *encoder) strs(list []string) {
+	if list == nil {
+		w.raw("null")
+		return
+	}
+	w.b = append(w.b, '[')
+	for i, s := range list {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(s)
+	}
+	w.b = append(w.b, ']')
+}
+
+func (w *encoder) optStrs(k string, list []string) {
+	if len(list) > 0 {
+		w.key(k)
+		w.strs(list)
+	}
+}
+
+// json writes raw JSON compacted, as encoding/json writes a
+// json.RawMessage; nil is null. m must be valid JSON, as Validate makes
+// sure every raw field of an event is: then compacting only drops the
+// whitespace outside strings.
+func (w *encoder) json(m json.RawMessage) {
+	if m == nil {
+		w.raw("null")
+		return
+	}
+	start, inString := 0, false
+	for i := 0; i < len(m); i++ {
+		switch c := m[i]; {
+		case inString:
+			if c == '\\' {
+				i++ // the escaped byte is never the string's end
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			w.b = append(w.b, m[start:i]...)
+			start = i + 1
+		}
+	}
+	w.b = append(w.b, m[start:]...)
+}
+
+func (w *encoder) optJSON(k string, m json.RawMessage) {
+	if len(m) > 0 {
+		w.key(k)
+		w.json(m)
+	}
+}
+
+// time writes t as time.Time's MarshalJSON does, and gives up where that
+// fails: a year of other than four digits, an offset RFC 3339 cannot
+// carry.
+func (w *encoder) time(t time.Time) {
+	n := len(w.b)
+	w.b = append(w.b, '"')
+	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
+	w.b = append(w.b, '"')
+	f := w.b[n+1 : len(w.b)-1]
+	if len(f) < len("2006-01-02T15:04:05Z") || f[4] != '-' {
+		w.ok = false
+		return
+	}
+	if f[len(f)-1] != 'Z' {
+		c := f[len(f)-len("Z07:00")]
+		h := f[len(f)-len("07:00"):]
+		if '0' <= c && c <= '9' || 10*(h[0]-'0')+(h[1]-'0') >= 24 {
+			w.ok = false
+		}
+	}
+}
+
+func (w *encoder) input(x *Input) {
+	w.raw(`{"message_id":`)
+	w.str(x.MessageID)
+	w.optStr(`"request_id":`, x.RequestID)
+	w.key(`"parts":`)
+	if x.Parts == nil {
+		w.raw("null")
+	} else {
+		w.b = append(w.b, '[')
+		for i := range x.Parts {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			p := &x.Parts[i]
+			w.raw(`{"type":`)
+			w.str(string(p.Type))
+			w.optStr(`"text":`, p.Text)
+			w.optStr(`"mime":`, p.MIME)
+			if len(p.Data) > 0 {
+				w.key(`"data":"`)
+				w.b = base64.StdEncoding.AppendEncode(w.b, p.Data)
+				w.b = append(w.b, '"')
+			}
+			w.optStr(`"url":`, p.URL)
+			w.optStr(`"name":`, p.Name)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	w.raw("}")
+}
+
+func (w *encoder) runStart(x *RunStart) {
+	w.raw(`{"inputs":`)
+	w.strs(x.Inputs)
+	w.key(`"response_id":`)
+	w.str(x.ResponseID)
+	w.optStr(`"agent":`, x.Agent)
+	w.optStr(`"model":`, x.Model)
+	w.optInt(`"max_steps":`, int64(x.MaxSteps))
+	if t := x.Task; t != nil {
+		w.key(`"task":{`)
+		n := len(w.b) // every field of a task but its schema may be left out
+		if t.Deliverable != "" {
+			w.field(n, `"deliverable":`)
+			w.str(t.Deliverable)
+		}
+		if t.Description != "" {
+			w.field(n, `"description":`)
+			w.str(t.Description)
+		}
+		w.field(n, `"schema":`)
+		w.json(t.Schema)
+		if t.Validator != "" {
+			w.field(n, `"validator":`)
+			w.str(t.Validator)
+		}
+		if t.MaxPokes != 0 {
+			w.field(n, `"max_pokes":`)
+			w.int(int64(t.MaxPokes))
+		}
+		w.b = append(w.b, '}')
+	}
+	w.raw("}")
+}
+
+// field writes key k inside an object whose fields begin at n, after a
+// comma when a field precedes it.
+func (w *encoder) field(n int, k string) {
+	if len(w.b) > n {
+		w.b = append(w.b, ',')
+	}
+	w.b = append(w.b, k...)
+}
+
+func (w *encoder) step(x *Step) {
+	w.raw(`{"response_id":`)
+	w.str(x.ResponseID)
+	w.optStr(`"next_response_id":`, x.NextResponseID)
+	w.key(`"index":`)
+	w.int(int64(x.Index))
+	w.optStrs(`"inputs":`, x.Inputs)
+	w.optStr(`"text":`, x.Text)
+	w.optStr(`"reasoning":`, x.Reasoning)
+	if len(x.ToolCalls) > 0 {
+		w.key(`"tool_calls":[`)
+		for i := range x.ToolCalls {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			c := &x.ToolCalls[i]
+			w.raw(`{"id":`)
+			w.str(c.ID)
+			w.key(`"name":`)
+			w.str(c.Name)
+			w.key(`"arguments":`)
+			w.str(c.Arguments)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	w.optStr(`"finish_reason":`, x.FinishReason)
+	w.optStr(`"model":`, x.Model)
+	w.optStr(`"generation_id":`, x.GenerationID)
+	w.key(`"usage":`)
+	w.usage(&x.Usage)
+	w.optBool(`"partial":`, x.Partial)
+	w.optJSON(`"raw":`, x.Raw)
+	w.raw("}")
+}
+
+func (w *encoder) usage(u *Usage) {
+	w.raw(`{"prompt_tokens":`)
+	w.int(u.PromptTokens)
+	w.key(`"completion_tokens":`)
+	w.int(u.CompletionTokens)
+	w.key(`"total_tokens":`)
+	w.int(u.TotalTokens)
+	w.optInt(`"cached_tokens":`, u.CachedTokens)
+	w.optInt(`"cache_write_tokens":`, u.CacheWriteTokens)
+	w.optInt(`"reasoning_tokens":`, u.ReasoningTokens)
+	w.optFloat(`"cost":`, u.Cost)
+	if u.IsBYOK != nil {
+		w.key(`"is_byok":`)
+		w.bool(*u.IsBYOK)
+	}
+	w.optFloat(`"upstream_cost":`, u.UpstreamCost)
+	w.raw("}")
+}
+
+func (w *encoder) toolResult(x *ToolResult) {
+	w.raw(`{"call_id":`)
+	w.str(x.CallID)
+	w.key(`"name":`)
+	w.str(x.Name)
+	w.key(`"output":`)
+	w.str(x.Output)
+	w.optBool(`"is_error":`, x.IsError)
+	w.optStr(`"source":`, x.Source)
+	w.optInt(`"duration_ms":`, x.DurationMS)
+	w.optBool(`"synthetic":`, x.Synthetic)
+	w.raw("}")
+}
+
+func (w *encoder) approvalRequest(x *ApprovalRequest) {
+	w.raw(`{"approval_id":`)
+	w.str(x.ApprovalID)
+	w.key(`"call_id":`)
+	w.str(x.CallID)
+	w.key(`"name":`)
+	w.str(x.Name)
+	w.optStr(`"effect":`, x.Effect)
+	w.optJSON(`"input":`, x.Input)
+	w.optStr(`"input_digest":`, x.InputDigest)
+	w.optStr(`"summary":`, x.Summary)
+	w.optStr(`"reason":`, x.Reason)
+	w.optStr(`"policy":`, x.Policy)
+	w.optStr(`"policy_source":`, x.PolicySource)
+	if !x.ExpiresAt.IsZero() {
+		w.key(`"expires_at":`)
+		w.time(x.ExpiresAt)
+	}
+	w.raw("}")
+}
+
+func (w *encoder) runEnd(x *RunEnd) {
+	w.raw(`{"status":`)
+	w.str(string(x.Status))
+	w.optStr(`"reason":`, x.Reason)
+	w.optStr(`"timeout":`, x.Timeout)
+	w.optStrs(`"inputs":`, x.Inputs)
+	w.optStr(`"restarted_by":`, x.RestartedBy)
+	w.optJSON(`"deliverable":`, x.Deliverable)
+	w.raw("}")
+}
+
+// appendFloat writes f as encoding/json writes a float64, or reports that
+// it cannot (NaN and the infinities, which JSON has no form for).
+func appendFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// encoding/json writes e-9, not e-09.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s quoted as encoding/json writes a string with HTML
+// escaping off: `"` and `\` escaped, control characters as \b \f \n \r \t
+// or \u00XX, bytes that are not UTF-8 as \ufffd, and U+2028 and U+2029 as
+// \u2028 and \u2029.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// encodedSizeHint is about the length of e's encoding, a little over, so
+// that Encode allocates its line once: the keys of the kind, its strings
+// unescaped, and an eighth more for escapes and numbers.
+func encodedSizeHint(e *Event) int {
+	n := 72 + len(e.ID) + len(e.Kind) + len(e.RunID)
+	switch {
+	case e.Input != nil:
+		n += 16 + len(e.Input.MessageID) + len(e.Input.RequestID)
+		for i := range e.Input.Parts {
+			p := &e.Input.Parts[i]
+			n += 40 + len(p.Type) + len(p.Text) + len(p.MIME) + len(p.URL) + len(p.Name) + base64.StdEncoding.EncodedLen(len(p.Data))
+		}
+	case e.RunStart != nil:
+		x := e.RunStart
+		n += 80 + len(x.ResponseID) + len(x.Agent) + len(x.Model) + strsLen(x.Inputs)
+		if t := x.Task; t != nil {
+			n += 96 + len(t.Deliverable) + len(t.Description) + len(t.Schema) + len(t.Validator)
+		}
+	case e.Step != nil:
+		x := e.Step
+		n += 200 + len(x.ResponseID) + len(x.NextResponseID) + len(x.Text) + len(x.Reasoning) + len(x.FinishReason) +
+			len(x.Model) + len(x.GenerationID) + len(x.Raw) + strsLen(x.Inputs)
+		for i := range x.ToolCalls {
+			c := &x.ToolCalls[i]
+			n += 40 + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	case e.ToolStart != nil:
+		n += 80 + len(e.ToolStart.CallID) + len(e.ToolStart.Name) + len(e.ToolStart.Effect)
+	case e.ToolResult != nil:
+		x := e.ToolResult
+		n += 112 + len(x.CallID) + len(x.Name) + len(x.Output) + len(x.Source)
+	case e.ApprovalRequest != nil:
+		x := e.ApprovalRequest
+		n += 224 + len(x.ApprovalID) + len(x.CallID) + len(x.Name) + len(x.Effect) + len(x.Input) + len(x.InputDigest) +
+			len(x.Summary) + len(x.Reason) + len(x.Policy) + len(x.PolicySource)
+	case e.ApprovalDecision != nil:
+		x := e.ApprovalDecision
+		n += 80 + len(x.ApprovalID) + len(x.Decision) + len(x.Reason) + len(x.By)
+	case e.Compaction != nil:
+		n += 200 + len(e.Compaction.Summary) + len(e.Compaction.Through)
+	case e.Poke != nil:
+		n += 24 + len(e.Poke.Text)
+	case e.RunEnd != nil:
+		x := e.RunEnd
+		n += 40 + len(x.Status) + len(x.Reason) + len(x.Timeout) + len(x.RestartedBy) + len(x.Deliverable) + strsLen(x.Inputs)
+	case e.ResumeAttempt != nil:
+		n += 48 + len(e.ResumeAttempt.Host)
+	case e.Retry != nil:
+		n += 96 + len(e.Retry.ResponseID) + len(e.Retry.Reason)
+	}
+	return n + n/8
+}
+
+// strsLen is the length of a list of strings in JSON, unescaped.
+func strsLen(list []string) int {
+	n := 2
+	for _, s := range list {
+		n += len(s) + 3
+	}
+	return n
+}
