@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"strings"
 	"time"
 )
 
@@ -23,13 +24,8 @@ func newID(prefix string, t time.Time) string {
 	ms := uint64(t.UnixMilli())
 	binary.BigEndian.PutUint64(raw[:8], ms<<16)
 	rand.Read(raw[6:]) // never fails (crypto/rand)
-	buf := make([]byte, 0, len(prefix)+1+26)
-	if prefix != "" {
-		buf = append(buf, prefix...)
-		buf = append(buf, '_')
-	}
 	// 128 bits as 26 base32 digits, most significant first (the first
-	// digit holds the top 3 bits).
+	// digit holds the top 3 bits), after the prefix: one allocation.
 	hi := binary.BigEndian.Uint64(raw[:8])
 	lo := binary.BigEndian.Uint64(raw[8:])
 	var out [26]byte
@@ -38,5 +34,12 @@ func newID(prefix string, t time.Time) string {
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	return string(append(buf, out[:]...))
+	var b strings.Builder
+	b.Grow(len(prefix) + 1 + len(out))
+	if prefix != "" {
+		b.WriteString(prefix)
+		b.WriteByte('_')
+	}
+	b.Write(out[:])
+	return b.String()
 }
