@@ -443,6 +443,22 @@ func appendFloat(b []byte, f float64) ([]byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// plain8 tells whether all eight bytes of s are ASCII a JSON string
+// carries as they are: none below 0x20, none '"' or '\\', none from 0x80.
+// Each test is exact for "some byte is": (x - n) &^ x has a byte's top bit
+// set when that byte is below n, for n ≤ 0x80, as long as that top bit was
+// clear in x (the bytes from 0x80 are caught apart).
+func plain8(s string) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	x := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	below := (x - ones*0x20) &^ x
+	isQuote := (quote - ones) &^ quote
+	isBackslash := (backslash - ones) &^ backslash
+	return (x|below|isQuote|isBackslash)&tops == 0
+}
+
 // appendString writes s quoted as encoding/json writes a string with HTML
 // escaping off: `"` and `\` escaped, control characters as \b \f \n \r \t
 // or \u00XX, bytes that are not UTF-8 as \ufffd, and U+2028 and U+2029 as
@@ -451,6 +467,13 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs a look.
+		for i+8 <= len(s) && plain8(s[i:i+8]) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -225,4 +226,28 @@ func FuzzEncode(f *testing.F) {
 			sameEncoding(t, string(e.Kind), e)
 		}
 	})
+}
+
+// TestAppendStringEveryByte: every byte value, at every place of a string
+// long enough for the eight-byte scan, alone and beside a multi-byte
+// rune cut at the scan's edge, is written as encoding/json writes it.
+func TestAppendStringEveryByte(t *testing.T) {
+	for c := range 256 {
+		for at := range 17 {
+			for _, tail := range []string{"", "é", "\u2028", "\xe2\x80"} {
+				s := []byte(strings.Repeat("a", 17) + tail)
+				s[at] = byte(c)
+				var buf bytes.Buffer
+				enc := json.NewEncoder(&buf)
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(string(s)); err != nil {
+					t.Fatal(err)
+				}
+				want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+				if got := appendString(nil, string(s)); !bytes.Equal(got, want) {
+					t.Fatalf("byte %#x at %d, tail %q: got %s, want %s", c, at, tail, got, want)
+				}
+			}
+		}
+	}
 }
