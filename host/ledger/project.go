@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -157,21 +159,46 @@ type runState struct {
 // The pass it was streaming when it stopped shows as an item of status
 // "streaming" with the live partial text, or "interrupted". Pokes and
 // compactions never show.
+//
+// A tool result answers a call of the pass before it. A call whose id an
+// earlier call of the session used (as some models number their calls per
+// reply, and hosts before call ids were made unique recorded them) is
+// shown with a suffix, "<id>_2", so that a call's id is unique in the
+// transcript.
 func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 	t := Transcript{SessionID: sessionID, Items: []Item{}}
 	userIdx := map[string]int{}    // message id → item index
 	respIdx := map[string]int{}    // response id → item index
-	callIdx := map[string][2]int{} // call id → item, tool call index
-	answered := map[string]bool{}  // call ids with a result
+	callIdx := map[string][2]int{} // shown call id → item, tool call index
+	answered := map[string]bool{}  // shown call ids with a result
+	// The calls of the last pass, in its order: their ids as recorded
+	// and as shown. A result answers the first of them with its id that
+	// has none yet.
+	var passIDs, passShown []string
 	runs := map[string]*runState{}
 	var order []string // run ids in start order
 	liveRun := map[string]Live{}
 	for _, l := range live {
 		liveRun[l.RunID] = l
 	}
-	approvalOf := map[string]string{} // approval id → call id
+	approvalOf := map[string]string{} // approval id → shown call id
 	queued := map[string]Item{}       // inputs no run has picked up yet
 	var queueOrder []string
+	// shownBefore tells whether an earlier call is shown with id.
+	shownBefore := func(id string) bool {
+		_, ok := callIdx[id]
+		return ok || slices.Contains(passShown, id)
+	}
+	// openCall is the shown id of the last pass's first call recorded
+	// with id that has no result yet, or "".
+	openCall := func(id string) string {
+		for j, recorded := range passIDs {
+			if recorded == id && !answered[passShown[j]] {
+				return passShown[j]
+			}
+		}
+		return ""
+	}
 	addUser := func(it Item) {
 		userIdx[it.ID] = len(t.Items)
 		t.Items = append(t.Items, it)
@@ -305,15 +332,29 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 			u := s.Usage
 			it.Usage, it.Cost = &u, u.Billed()
+			i, seen := respIdx[s.ResponseID]
+			var prevCalls []ItemToolCall // of the same pass, stepped before
+			if seen {
+				prevCalls = t.Items[i].ToolCalls
+			}
 			waiting := 0
-			for _, c := range s.ToolCalls {
-				tc := ItemToolCall{ID: c.ID, Name: c.Name, Input: argumentsJSON(c.Arguments), Status: ToolInterrupted}
-				if !answered[c.ID] {
+			passIDs, passShown = passIDs[:0], passShown[:0]
+			for j, c := range s.ToolCalls {
+				shown := c.ID
+				if j < len(prevCalls) && prevCalls[j].Name == c.Name {
+					shown = prevCalls[j].ID // the pass again: its calls as shown
+				} else {
+					for k := 2; shownBefore(shown); k++ {
+						shown = fmt.Sprintf("%s_%d", c.ID, k)
+					}
+				}
+				passIDs, passShown = append(passIDs, c.ID), append(passShown, shown)
+				tc := ItemToolCall{ID: shown, Name: c.Name, Input: argumentsJSON(c.Arguments), Status: ToolInterrupted}
+				if !answered[shown] {
 					waiting++
 				}
 				it.ToolCalls = append(it.ToolCalls, tc)
 			}
-			i, seen := respIdx[s.ResponseID]
 			if seen {
 				prev := t.Items[i]
 				for j, c := range it.ToolCalls { // keep results already projected
@@ -333,7 +374,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 				respIdx[s.ResponseID] = i
 				t.Items = append(t.Items, it)
 			}
-			for j, c := range s.ToolCalls {
+			for j, c := range it.ToolCalls {
 				callIdx[c.ID] = [2]int{i, j}
 			}
 			if r := runs[e.RunID]; r != nil {
@@ -349,11 +390,12 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 		case KindToolResult:
 			res := e.ToolResult
-			if answered[res.CallID] {
-				continue
+			shown := openCall(res.CallID)
+			if shown == "" {
+				continue // a duplicate, or a result with no call before it
 			}
-			answered[res.CallID] = true
-			if at, ok := callIdx[res.CallID]; ok {
+			answered[shown] = true
+			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Output, c.Source, c.DurationMS, c.Status = res.Output, res.Source, res.DurationMS, ToolDone
 				if res.IsError {
@@ -366,13 +408,14 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 				}
 			}
 		case KindToolStart:
-			if at, ok := callIdx[e.ToolStart.CallID]; ok {
+			if at, ok := callIdx[openCall(e.ToolStart.CallID)]; ok {
 				t.Items[at[0]].ToolCalls[at[1]].Effect = e.ToolStart.Effect
 			}
 		case KindApprovalRequest:
 			a := e.ApprovalRequest
-			approvalOf[a.ApprovalID] = a.CallID
-			if at, ok := callIdx[a.CallID]; ok {
+			shown := openCall(a.CallID)
+			approvalOf[a.ApprovalID] = shown
+			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Approval, c.ApprovalID = ApprovalPending, a.ApprovalID
 				if a.Effect != "" {

@@ -166,6 +166,39 @@ func TestProjectSession(t *testing.T) {
 			},
 		},
 		{
+			// Hosts before call ids were made unique recorded the ids a
+			// model reused (call_0 in every reply) as they came: each
+			// result answers a call of the pass before it, and a reused
+			// id is shown renamed, as ReplayMessages shows it.
+			name: "call ids a model reused, in an older ledger",
+			events: newBuilder().
+				input("m1", "run1", "count").
+				runStart("run1", "resp1", "m1").
+				calls("run1", "resp1", "resp2", 0, call("call_0", "count", `{}`), call("call_0", "count", `{}`)).
+				result("run1", "call_0", "count", "1").
+				result("run1", "call_0", "count", "2").
+				result("run1", "call_0", "count", "2 again"). // a duplicate: no call is left for it
+				calls("run1", "resp2", "resp3", 1, call("call_0", "count", `{}`)).
+				toolStart("run1", "call_0", "count").
+				result("run1", "call_0", "count", "3").
+				text("run1", "resp3", 2, "done").
+				runEnd("run1", RunCompleted, "").
+				input("m2", "run2", "again").
+				runStart("run2", "resp4", "m2").
+				calls("run2", "resp4", "resp5", 0, call("call_0", "count", `{}`)).
+				build(), // interrupted before its result
+			want: []itemView{
+				user("m1", "run1", "count"),
+				resp("resp1", "run1", "", StatusCompleted, "",
+					callView{"call_0", "count", `{}`, ToolDone, "1"}, callView{"call_0_2", "count", `{}`, ToolDone, "2"}),
+				resp("resp2", "run1", "", StatusCompleted, "", callView{"call_0_3", "count", `{}`, ToolDone, "3"}),
+				resp("resp3", "run1", "done", StatusCompleted, ""),
+				user("m2", "run2", "again"),
+				resp("resp4", "run2", "", StatusCompleted, "", callView{"call_0_4", "count", `{}`, ToolInterrupted, ""}),
+				resp("resp5", "run2", "", StatusInterrupted, ""),
+			},
+		},
+		{
 			name:   "tools interrupted in a dead run",
 			events: toolPending().build(),
 			want: []itemView{
@@ -392,14 +425,22 @@ func TestProjectSession(t *testing.T) {
 	}
 }
 
+// checkUniqueIDs checks that no item id, and no tool call id, appears
+// twice in a transcript.
 func checkUniqueIDs(t *testing.T, items []Item) {
 	t.Helper()
-	seen := map[string]bool{}
+	seen, calls := map[string]bool{}, map[string]bool{}
 	for _, it := range items {
 		if seen[it.ID] {
 			t.Errorf("item %s appears twice", it.ID)
 		}
 		seen[it.ID] = true
+		for _, c := range it.ToolCalls {
+			if calls[c.ID] {
+				t.Errorf("tool call %s appears twice", c.ID)
+			}
+			calls[c.ID] = true
+		}
 	}
 }
 
