@@ -81,7 +81,14 @@ import (
 //     Deletes; invalid namespaces, keys and values are refused and change
 //     nothing; no aliasing of the caller's slices; concurrent Sets leave
 //     each key its last value, and a reader only ever sees whole values; a
-//     done ctx and Close stop every operation.
+//     done ctx and Close stop every operation;
+//   - [storage.Rewriter]: fn sees each event's encoding in order, and
+//     what it returns is what loads after, with the session's appends
+//     going on after it; a dry run, an fn that fails (Rewrite fails with
+//     its error) and a done ctx write nothing; other sessions are left as
+//     they were; a session with no events is no error; a session another
+//     owner leases is refused with [storage.ErrLeaseHeld]; after Close,
+//     [storage.ErrClosed].
 //
 // The checks that need two handles on one backend (what one appends, the
 // other loads; leases exclude across handles; a watch on one fires for an
@@ -111,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"Leaser", func(t *testing.T, s storage.Storage) { runLeaser(t, s, s) }},
 		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
+		{"Rewriter", runRewriter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

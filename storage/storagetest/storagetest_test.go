@@ -93,6 +93,9 @@ type broken struct {
 	aliased map[string][]ledger.Event
 	values  map[string][]byte
 	appends int
+	// rewritten holds, by session, the events a Rewrite put in place of
+	// the memory store's first ones (which it cannot replace).
+	rewritten map[string][]ledger.Event
 }
 
 func (b *broken) Append(ctx context.Context, id string, events ...ledger.Event) error {
@@ -151,7 +154,58 @@ func (b *broken) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	case "ignore-ctx":
 		ctx = context.Background()
 	}
-	return b.Store.Load(ctx, id)
+	evs, err := b.Store.Load(ctx, id)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.rewritten[id]; ok && err == nil {
+		evs = append(slices.Clone(r), evs[len(r):]...)
+	}
+	return evs, err
+}
+
+// Rewrite rewrites a session as the contract says, but for the rule its
+// mode breaks.
+func (b *broken) Rewrite(ctx context.Context, id string, fn func([]byte) ([]byte, error), dryRun bool) (storage.RewriteStats, error) {
+	var stats storage.RewriteStats
+	evs, err := b.Load(ctx, id)
+	if err != nil {
+		return stats, err
+	}
+	put := func(events []ledger.Event) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.rewritten == nil {
+			b.rewritten = map[string][]ledger.Event{}
+		}
+		b.rewritten[id] = events
+	}
+	var out []ledger.Event
+	for _, e := range evs {
+		enc, err := ledger.Encode(e)
+		if err != nil {
+			return stats, err
+		}
+		got, err := fn(enc)
+		if err != nil {
+			if b.mode == "rewrite-keep-partial" {
+				put(append(out, evs[len(out):]...))
+			}
+			return stats, err
+		}
+		stats.Events++
+		if !bytes.Equal(got, enc) {
+			stats.Changed++
+		}
+		if e, err = ledger.Decode(got); err != nil {
+			return stats, err
+		}
+		out = append(out, e)
+	}
+	if (dryRun && b.mode != "rewrite-dry-writes") || b.mode == "rewrite-drop" {
+		return stats, nil
+	}
+	put(out)
+	return stats, nil
 }
 
 func (b *broken) ListSessions(ctx context.Context) ([]string, error) {
@@ -266,6 +320,9 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"kv-ignore-ctx", "DoneContext", "KV Set with a canceled ctx"},
 		{"kv-len-stale", "KV/Len", `after 3 Sets: Len("len") = 4`},
 		{"kv-keys-unsorted", "KV/Keys", `after 4 Sets (sorted, another namespace apart): Keys("keys")`},
+		{"rewrite-dry-writes", "Rewriter/DryRun", "after a dry run"},
+		{"rewrite-keep-partial", "Rewriter/FnFails", "after a rewrite whose fn failed"},
+		{"rewrite-drop", "Rewriter/Rewrites", "after the rewrite"},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
