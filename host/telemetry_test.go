@@ -23,7 +23,7 @@ import (
 func attrOf(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -99,7 +99,7 @@ func TestTelemetrySpans(t *testing.T) {
 			t.Errorf("span %s lacks the run's and session's ids: %v", s.Name(), s.Attributes())
 		}
 		for _, kv := range s.Attributes() {
-			if strings.Contains(kv.Value.Emit(), "secret plans") || strings.Contains(kv.Value.Emit(), "all done") {
+			if strings.Contains(kv.Value.String(), "secret plans") || strings.Contains(kv.Value.String(), "all done") {
 				t.Errorf("span %s carries content without RecordContent: %s", s.Name(), kv.Key)
 			}
 		}
@@ -187,7 +187,7 @@ func TestTelemetryMetrics(t *testing.T) {
 					key := m.Name
 					for _, k := range []attribute.Key{"agentic.run.status", "agentic.retry.class", "gen_ai.tool.name"} {
 						if v, ok := p.Attributes.Value(k); ok {
-							key += "{" + v.Emit() + "}"
+							key += "{" + v.String() + "}"
 						}
 					}
 					sums[key] += p.Value
