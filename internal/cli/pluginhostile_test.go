@@ -47,7 +47,7 @@ func timedRun(t *testing.T, what string, guard time.Duration, args ...string) (i
 
 // TestPluginCommandsLoadBombs: plugin describe and plugin call on a time
 // bomb that went off (bombs.c, its start function looping from a time in
-// the past), the compile memory bomb (3 MB of nested blocks) and a module
+// the past), the compile memory bomb (6 MB of nested blocks) and a module
 // file over Limits.MaxModuleBytes: each ends within its deadline, with an
 // error that says which bound stopped it.
 func TestPluginCommandsLoadBombs(t *testing.T) {
@@ -63,7 +63,11 @@ func TestPluginCommandsLoadBombs(t *testing.T) {
 	}
 	files := map[string][]byte{
 		"timebomb.wasm":   bomb,
-		"memorybomb.wasm": plugintest.NestedBlocks(1_000_000),
+		// Two million nested blocks: compiling them takes ~1.6 GiB within
+		// seconds. (One million take ~0.8 GiB, then minutes of CPU in
+		// wazero's loop detection: under the default 1 GiB, so that only
+		// the compile timeout stops them.)
+		"memorybomb.wasm": plugintest.NestedBlocks(2_000_000),
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
