@@ -62,7 +62,7 @@ func TestPluginCommandsLoadBombs(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := map[string][]byte{
-		"timebomb.wasm":   bomb,
+		"timebomb.wasm": bomb,
 		// Two million nested blocks: compiling them takes ~1.6 GiB within
 		// seconds. (One million take ~0.8 GiB, then minutes of CPU in
 		// wazero's loop detection: under the default 1 GiB, so that only
