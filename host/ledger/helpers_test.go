@@ -126,6 +126,29 @@ func chatScenario() []Event {
 		build()
 }
 
+// reusedCallIDsScenario is a ledger an earlier build wrote while the model
+// reused its call ids, as some models number their calls per reply: twice
+// in one reply, then across passes and runs, with a duplicate result, and
+// a last run interrupted before its result.
+func reusedCallIDsScenario() []Event {
+	return newBuilder().
+		input("m1", "run1", "count").
+		runStart("run1", "resp1", "m1").
+		calls("run1", "resp1", "resp2", 0, call("call_0", "count", `{}`), call("call_0", "count", `{}`)).
+		result("run1", "call_0", "count", "1").
+		result("run1", "call_0", "count", "2").
+		result("run1", "call_0", "count", "2 again"). // a duplicate: no call is left for it
+		calls("run1", "resp2", "resp3", 1, call("call_0", "count", `{}`)).
+		toolStart("run1", "call_0", "count").
+		result("run1", "call_0", "count", "3").
+		text("run1", "resp3", 2, "done").
+		runEnd("run1", RunCompleted, "").
+		input("m2", "run2", "again").
+		runStart("run2", "resp4", "m2").
+		calls("run2", "resp4", "resp5", 0, call("call_0", "count", `{}`)).
+		build()
+}
+
 func toolScenario() []Event {
 	return newBuilder().
 		input("m1", "", "weather in Paris?").

@@ -170,23 +170,8 @@ func TestProjectSession(t *testing.T) {
 			// model reused (call_0 in every reply) as they came: each
 			// result answers a call of the pass before it, and a reused
 			// id is shown renamed, as ReplayMessages shows it.
-			name: "call ids a model reused, in an older ledger",
-			events: newBuilder().
-				input("m1", "run1", "count").
-				runStart("run1", "resp1", "m1").
-				calls("run1", "resp1", "resp2", 0, call("call_0", "count", `{}`), call("call_0", "count", `{}`)).
-				result("run1", "call_0", "count", "1").
-				result("run1", "call_0", "count", "2").
-				result("run1", "call_0", "count", "2 again"). // a duplicate: no call is left for it
-				calls("run1", "resp2", "resp3", 1, call("call_0", "count", `{}`)).
-				toolStart("run1", "call_0", "count").
-				result("run1", "call_0", "count", "3").
-				text("run1", "resp3", 2, "done").
-				runEnd("run1", RunCompleted, "").
-				input("m2", "run2", "again").
-				runStart("run2", "resp4", "m2").
-				calls("run2", "resp4", "resp5", 0, call("call_0", "count", `{}`)).
-				build(), // interrupted before its result
+			name:   "call ids a model reused, in an older ledger",
+			events: reusedCallIDsScenario(),
 			want: []itemView{
 				user("m1", "run1", "count"),
 				resp("resp1", "run1", "", StatusCompleted, "",

@@ -258,21 +258,7 @@ func TestReplayCompactionDoesNotTouchEvents(t *testing.T) {
 // a conversation a provider takes: each call shown once, with an id unique
 // in it, followed by its own result; the events are left as they were.
 func TestReplayReusedCallIDs(t *testing.T) {
-	events := newBuilder().
-		input("m1", "run1", "count").
-		runStart("run1", "resp1", "m1").
-		calls("run1", "resp1", "resp2", 0, call("call_0", "count", `{}`), call("call_0", "count", `{}`)).
-		result("run1", "call_0", "count", "1").
-		result("run1", "call_0", "count", "2").
-		result("run1", "call_0", "count", "2 again"). // a duplicate: no call is left for it
-		calls("run1", "resp2", "resp3", 1, call("call_0", "count", `{}`)).
-		result("run1", "call_0", "count", "3").
-		text("run1", "resp3", 2, "done").
-		runEnd("run1", RunCompleted, "").
-		input("m2", "run2", "again").
-		runStart("run2", "resp4", "m2").
-		calls("run2", "resp4", "resp5", 0, call("call_0", "count", `{}`)).
-		build() // interrupted before its result
+	events := reusedCallIDsScenario()
 	before := fmt.Sprint(events)
 	msgs := ReplayMessages(events)
 	checkConversation(t, msgs)
