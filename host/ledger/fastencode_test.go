@@ -251,3 +251,31 @@ func TestAppendStringEveryByte(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodedSizeHint: the size Encode allocates is a little over the
+// line's length, so that a store keeping lines keeps little more than
+// their bytes, and short for few events, whose line then grows once.
+func TestEncodedSizeHint(t *testing.T) {
+	events := append(benchSession(3000), fullEvents()...)
+	for _, sc := range [][]Event{chatScenario(), toolScenario(), cancelledScenario(), compactionScenario(), reusedCallIDsScenario()} {
+		events = append(events, sc...)
+	}
+	var lines, hints, short int
+	for _, e := range events {
+		b, err := Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := encodedSizeHint(&e)
+		lines, hints = lines+len(b), hints+h
+		if h < len(b) {
+			short++
+		}
+	}
+	if r := float64(hints) / float64(lines); r < 1 || r > 1.15 {
+		t.Errorf("the hints add up to %.3f× the lines' length, want 1 to 1.15", r)
+	}
+	if short > len(events)/100 {
+		t.Errorf("the hint is short for %d of %d events, want at most 1%%", short, len(events))
+	}
+}

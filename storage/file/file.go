@@ -620,7 +620,7 @@ func encodeRecord(events []ledger.Event) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return append(b, '\n'), nil // Encode's buffer has room for it
+		return append(b, '\n'), nil // Encode's buffer mostly has room for it
 	}
 	var rec []byte
 	for i, e := range events {
