@@ -272,8 +272,8 @@ func TestEncodedSizeHint(t *testing.T) {
 			short++
 		}
 	}
-	if r := float64(hints) / float64(lines); r < 1 || r > 1.15 {
-		t.Errorf("the hints add up to %.3f× the lines' length, want 1 to 1.15", r)
+	if r := float64(hints) / float64(lines); r < 1 || r > 1.1 {
+		t.Errorf("the hints add up to %.3f× the lines' length, want 1 to 1.1", r)
 	}
 	if short > len(events)/100 {
 		t.Errorf("the hint is short for %d of %d events, want at most 1%%", short, len(events))
