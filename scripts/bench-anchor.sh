@@ -35,10 +35,7 @@ for round in 1 2 3; do
 	echo "$a $f $m" >>"$work/rounds"
 done
 if [ -n "${ANCHOR_OUT:-}" ]; then
-	{
-		echo "pkg: anchor"
-		awk '{ printf "BenchmarkAnchorStep/aisdk 1 %s cpu-us/step\nBenchmarkAnchorStep/host-file 1 %s cpu-us/step\nBenchmarkAnchorStep/host-memory 1 %s cpu-us/step\n", $1, $2, $3 }' "$work/rounds"
-	} >"$ANCHOR_OUT"
+	go run ./internal/cmd/benchsummary -anchor-rounds "$work/rounds" >"$ANCHOR_OUT"
 fi
 median() { sort -n | sed -n 2p; }
 a=$(awk '{print $1}' "$work/rounds" | median)

@@ -7,6 +7,13 @@
 // Usage:
 //
 //	benchsummary bin/bench.txt
+//	benchsummary -anchor-rounds ROUNDS
+//
+// With -anchor-rounds it writes the rounds of scripts/bench-anchor.sh (one
+// line a round: the AI SDK's, the host's on file storage and on memory
+// storage CPU µs per model step) in go test -bench's format, package
+// "anchor", which make bench adds to bin/bench.txt and the summary's
+// step-CPU row reads.
 package main
 
 import (
@@ -21,8 +28,20 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-anchor-rounds" {
+		f, err := os.Open(os.Args[2])
+		if err == nil {
+			err = anchorBench(os.Stdout, f)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchsummary:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: benchsummary BENCH_OUTPUT")
+		fmt.Fprintln(os.Stderr, "usage: benchsummary BENCH_OUTPUT | benchsummary -anchor-rounds ROUNDS")
 		os.Exit(2)
 	}
 	f, err := os.Open(os.Args[1])
@@ -37,6 +56,46 @@ func main() {
 		os.Exit(1)
 	}
 	summarize(os.Stdout, res)
+}
+
+// anchorSides are the anchor's three measurements a round, in the order
+// scripts/bench-anchor.sh writes them.
+var anchorSides = []string{"aisdk", "host-file", "host-memory"}
+
+// anchorBench writes the anchor's rounds (three numbers a line) as go test
+// -bench results of package "anchor". A round without its three numbers
+// fails: a side that printed no figure must not drop out of the summary
+// unnoticed.
+func anchorBench(w io.Writer, rounds io.Reader) error {
+	var b strings.Builder
+	b.WriteString("pkg: anchor\n")
+	sc := bufio.NewScanner(rounds)
+	n := 0
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		n++
+		if len(fields) != len(anchorSides) {
+			return fmt.Errorf("anchor round %d: %q: want %d figures (%s)", n, sc.Text(), len(anchorSides), strings.Join(anchorSides, ", "))
+		}
+		for i, f := range fields {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil || v <= 0 {
+				return fmt.Errorf("anchor round %d: %s: %q is not a CPU time", n, anchorSides[i], f)
+			}
+			fmt.Fprintf(&b, "BenchmarkAnchorStep/%s 1 %s cpu-us/step\n", anchorSides[i], f)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no anchor rounds")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // results holds every run's value of each (package, benchmark, unit).

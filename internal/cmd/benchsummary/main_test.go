@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -56,20 +57,15 @@ func TestSummary(t *testing.T) {
 }
 
 // TestSummaryAnchor: the anchor's rounds, as scripts/bench-anchor.sh
-// writes them for make bench, give the step-CPU row: medians and their
-// ratio.
+// writes them, become go test -bench lines (benchsummary -anchor-rounds,
+// which the script runs for make bench) that give the step-CPU row:
+// medians and their ratio.
 func TestSummaryAnchor(t *testing.T) {
-	r, err := parse(strings.NewReader(`pkg: anchor
-BenchmarkAnchorStep/aisdk 1 12000 cpu-us/step
-BenchmarkAnchorStep/host-file 1 1300 cpu-us/step
-BenchmarkAnchorStep/host-memory 1 1100 cpu-us/step
-BenchmarkAnchorStep/aisdk 1 10000 cpu-us/step
-BenchmarkAnchorStep/host-file 1 1100 cpu-us/step
-BenchmarkAnchorStep/host-memory 1 900 cpu-us/step
-BenchmarkAnchorStep/aisdk 1 14000 cpu-us/step
-BenchmarkAnchorStep/host-file 1 1200 cpu-us/step
-BenchmarkAnchorStep/host-memory 1 1000 cpu-us/step
-`))
+	var lines strings.Builder
+	if err := anchorBench(&lines, strings.NewReader("12000 1300 1100\n10000 1100 900\n14000 1200 1000\n")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parse(strings.NewReader(lines.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +76,10 @@ BenchmarkAnchorStep/host-memory 1 1000 cpu-us/step
 			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}
 	}
-}
-
-// TestParseRefusesGarbledValues: a result line whose value is not a
-// number is an error, not a silent zero.
-func TestParseRefusesGarbledValues(t *testing.T) {
-	if _, err := parse(strings.NewReader("BenchmarkX-2  10  abc ns/op\n")); err == nil {
-		t.Error("a garbled value was accepted")
+	// A side that printed no figure fails rather than drop out.
+	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", ""} {
+		if err := anchorBench(io.Discard, strings.NewReader(rounds)); err == nil {
+			t.Errorf("anchorBench(%q) = nil, want an error", rounds)
+		}
 	}
 }
