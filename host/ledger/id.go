@@ -25,7 +25,7 @@ func newID(prefix string, t time.Time) string {
 	binary.BigEndian.PutUint64(raw[:8], ms<<16)
 	rand.Read(raw[6:]) // never fails (crypto/rand)
 	// 128 bits as 26 base32 digits, most significant first (the first
-	// digit holds the top 3 bits), after the prefix: one allocation.
+	// digit holds the top 3 bits).
 	hi := binary.BigEndian.Uint64(raw[:8])
 	lo := binary.BigEndian.Uint64(raw[8:])
 	var out [26]byte
@@ -34,7 +34,7 @@ func newID(prefix string, t time.Time) string {
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	var b strings.Builder
+	var b strings.Builder // the prefix and the digits, in one allocation
 	b.Grow(len(prefix) + 1 + len(out))
 	if prefix != "" {
 		b.WriteString(prefix)
