@@ -601,7 +601,11 @@ func (s *scanner) str() (string, bool) {
 		}
 		break // an escape, or a control character
 	}
-	// The slow way: escapes or multi-byte characters.
+	// The slow way: escapes or multi-byte characters. What came before
+	// the escape is checked as the whole string would have been.
+	if high >= 0x80 && !utf8.Valid(s.b[start:j]) {
+		return "", false
+	}
 	buf := make([]byte, 0, j-start+16)
 	buf = append(buf, s.b[start:j]...)
 	for j < len(s.b) {
