@@ -31,31 +31,24 @@ var upgradeSteps = map[int]func(data []byte) ([]byte, error){}
 // differently, as an editor or another JSON tool may leave them — to the
 // form Decode reads on its fast path.
 func Upgrade(data []byte) ([]byte, error) {
-	var h header
-	if err := json.Unmarshal(data, &h); err != nil || h.V == nil {
-		// Not an event, or one without a version: Decode explains.
-		_, derr := Decode(data)
-		if derr == nil {
-			derr = &DecodeError{EventID: h.ID, Kind: h.Kind, Field: "v", Err: fmt.Errorf("%w: missing", ErrVersion)}
-		}
-		return nil, derr
-	}
-	v := *h.V
-	if v > SchemaVersion {
-		return nil, versionError(h)
-	}
 	cur := data
-	for ; v < SchemaVersion; v++ {
-		step := upgradeSteps[v]
-		if step == nil {
-			return nil, versionError(header{V: &v, ID: h.ID, Kind: h.Kind})
+	// An older version is stepped up to the current one; anything else
+	// (the current version, a newer one, none, not an event) goes to
+	// Decode as it is, which reads it or explains.
+	var h header
+	if json.Unmarshal(data, &h) == nil && h.V != nil {
+		for v := *h.V; v < SchemaVersion; v++ {
+			step := upgradeSteps[v]
+			if step == nil {
+				return nil, versionError(header{V: &v, ID: h.ID, Kind: h.Kind})
+			}
+			next, err := step(cur)
+			if err != nil {
+				return nil, &DecodeError{EventID: h.ID, Kind: h.Kind,
+					Err: fmt.Errorf("%w: upgrading from version %d: %v", ErrInvalid, v, err)}
+			}
+			cur = next
 		}
-		next, err := step(cur)
-		if err != nil {
-			return nil, &DecodeError{EventID: h.ID, Kind: h.Kind,
-				Err: fmt.Errorf("%w: upgrading from version %d: %v", ErrInvalid, v, err)}
-		}
-		cur = next
 	}
 	e, err := Decode(cur)
 	if err != nil {
