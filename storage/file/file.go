@@ -761,9 +761,7 @@ func parse(path string, data []byte, strict bool) (events []ledger.Event, good i
 			events, derr = decodeRecord(events, data[off:off+i])
 		}
 		if derr != nil {
-			// A whole line of another schema version is not torn: a
-			// newer build wrote it (or an older one, before a migrate).
-			if strict || (i >= 0 && (errors.Is(derr, ledger.ErrVersion) || anyRecord(data[off+i+1:]))) {
+			if strict || (i >= 0 && !tornLine(derr, data[off+i+1:])) {
 				return nil, 0, nil, &CorruptError{Path: path, Line: line, Offset: int64(off), Err: derr}
 			}
 			return events, int64(off), derr, nil
@@ -772,6 +770,14 @@ func parse(path string, data []byte, strict bool) (events []ledger.Event, good i
 		good = int64(off)
 	}
 	return events, good, nil, nil
+}
+
+// tornLine tells whether a whole line that failed to decode with derr,
+// followed by rest, is a torn tail: nothing after it decodes. A line of
+// another schema version is not torn: a newer build wrote it (or an older
+// one, before a migrate).
+func tornLine(derr error, rest []byte) bool {
+	return !errors.Is(derr, ledger.ErrVersion) && !anyRecord(rest)
 }
 
 // anyRecord tells whether any complete line of data decodes.

@@ -118,10 +118,8 @@ func rewriteRecords(path string, data []byte, fn func([]byte) ([]byte, error)) (
 		}
 		rec, n, changed, err := rewriteRecord(data[off:off+i], fn)
 		if err != nil {
-			// A record that does not decode, with no good one after it,
-			// is a torn tail, unless another version wrote it.
-			if _, derr := decodeRecord(nil, data[off:off+i]); derr != nil &&
-				!errors.Is(derr, ledger.ErrVersion) && !anyRecord(data[off+i+1:]) {
+			// A record that does not decode may be a torn tail, kept.
+			if _, derr := decodeRecord(nil, data[off:off+i]); derr != nil && tornLine(derr, data[off+i+1:]) {
 				return append(out, data[off:]...), stats, nil
 			}
 			return nil, stats, &CorruptError{Path: path, Line: line, Offset: int64(off), Err: err}
