@@ -662,9 +662,9 @@ func decodeRecord(events []ledger.Event, rec []byte) ([]ledger.Event, error) {
 		return append(events, e), nil
 	}
 	n := len(events)
-	elems, err := splitArray(rec)
+	elems, err := splitBatch(rec)
 	if err != nil {
-		return events, &ledger.DecodeError{Err: fmt.Errorf("%w: batch: %v", ledger.ErrInvalid, err)}
+		return events, err
 	}
 	for _, raw := range elems {
 		e, err := ledger.Decode(raw)
@@ -674,6 +674,16 @@ func decodeRecord(events []ledger.Event, rec []byte) ([]ledger.Event, error) {
 		events = append(events, e)
 	}
 	return events, nil
+}
+
+// splitBatch returns the events' encodings in a batch's record, or a
+// *ledger.DecodeError saying why the record is no batch.
+func splitBatch(rec []byte) ([][]byte, error) {
+	elems, err := splitArray(rec)
+	if err != nil {
+		return nil, &ledger.DecodeError{Err: fmt.Errorf("%w: batch: %v", ledger.ErrInvalid, err)}
+	}
+	return elems, nil
 }
 
 // splitArray returns the elements of a JSON array without decoding them:

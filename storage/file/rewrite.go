@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -153,9 +152,9 @@ func rewriteRecord(rec []byte, fn func([]byte) ([]byte, error)) ([]byte, int, in
 		}
 		return b, 1, btoi(changed), nil
 	}
-	elems, err := splitArray(rec)
+	elems, err := splitBatch(rec)
 	if err != nil {
-		return nil, 0, 0, &ledger.DecodeError{Err: fmt.Errorf("%w: batch: %v", ledger.ErrInvalid, err)}
+		return nil, 0, 0, err
 	}
 	out := make([]byte, 0, len(rec))
 	out = append(out, '[')
