@@ -558,31 +558,56 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, err
 	}
 	key := s.eventsKey(sessionID)
 	events := []ledger.Event{}
+	err := s.eachEntry(ctx, key, fmt.Sprintf("load session %q", sessionID), func(m goredis.XMessage) error {
+		e, err := decodeEntry(key, m)
+		if err != nil {
+			return fmt.Errorf("storage/redis: load session %q: %w", sessionID, err)
+		}
+		events = append(events, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// eachEntry calls fn with each entry of the stream key, in order, reading
+// it in pages of [Options.PageSize], and stops at fn's first error. what
+// names the operation in the errors of the reads.
+func (s *Store) eachEntry(ctx context.Context, key, what string, fn func(goredis.XMessage) error) error {
 	start := "-"
 	for {
 		msgs, err := s.client.XRangeN(ctx, key, start, "+", int64(s.pageSize)).Result()
 		if err != nil {
-			return nil, s.fail(ctx, fmt.Sprintf("load session %q", sessionID), err)
+			return s.fail(ctx, what, err)
 		}
 		for _, m := range msgs {
-			e, err := decodeEntry(key, m)
-			if err != nil {
-				return nil, fmt.Errorf("storage/redis: load session %q: %w", sessionID, err)
+			if err := fn(m); err != nil {
+				return err
 			}
-			events = append(events, e)
 		}
 		if len(msgs) < s.pageSize {
-			return events, nil
+			return nil
 		}
 		start = "(" + msgs[len(msgs)-1].ID
 	}
 }
 
-// decodeEntry returns the event of one stream entry.
-func decodeEntry(key string, m goredis.XMessage) (ledger.Event, error) {
+// entryEvent returns the encoded event of one stream entry.
+func entryEvent(key string, m goredis.XMessage) (string, error) {
 	v, ok := m.Values["e"].(string)
 	if !ok {
-		return ledger.Event{}, &CorruptError{Key: key, EntryID: m.ID, Err: errors.New(`no field "e"`)}
+		return "", &CorruptError{Key: key, EntryID: m.ID, Err: errors.New(`no field "e"`)}
+	}
+	return v, nil
+}
+
+// decodeEntry returns the event of one stream entry.
+func decodeEntry(key string, m goredis.XMessage) (ledger.Event, error) {
+	v, err := entryEvent(key, m)
+	if err != nil {
+		return ledger.Event{}, err
 	}
 	e, err := ledger.Decode([]byte(v))
 	if err != nil {

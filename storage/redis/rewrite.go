@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,38 +78,31 @@ func (s *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []b
 		values []any
 	}
 	var entries []entry
-	start := "-"
-	for {
-		msgs, err := s.client.XRangeN(ctx, key, start, "+", int64(s.pageSize)).Result()
+	err := s.eachEntry(ctx, key, what, func(m goredis.XMessage) error {
+		old, err := entryEvent(key, m)
 		if err != nil {
-			return stats, s.fail(ctx, what, err)
+			return err
 		}
-		for _, m := range msgs {
-			old, ok := m.Values["e"].(string)
-			if !ok {
-				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: errors.New(`no field "e"`)}
-			}
-			out, err := fn([]byte(old))
-			if err != nil {
-				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: err}
-			}
-			stats.Events++
-			if string(out) != old {
-				stats.Changed++
-			}
-			values := []any{"e", out}
-			if b, ok := m.Values["b"].(string); ok {
-				values = append(values, "b", b)
-			}
-			if len(m.Values) != len(values)/2 {
-				return stats, &CorruptError{Key: key, EntryID: m.ID, Err: fmt.Errorf("unknown fields in the entry (it has %d)", len(m.Values))}
-			}
-			entries = append(entries, entry{m.ID, values})
+		out, err := fn([]byte(old))
+		if err != nil {
+			return &CorruptError{Key: key, EntryID: m.ID, Err: err}
 		}
-		if len(msgs) < s.pageSize {
-			break
+		stats.Events++
+		if string(out) != old {
+			stats.Changed++
 		}
-		start = "(" + msgs[len(msgs)-1].ID
+		values := []any{"e", out}
+		if b, ok := m.Values["b"].(string); ok {
+			values = append(values, "b", b)
+		}
+		if len(m.Values) != len(values)/2 {
+			return &CorruptError{Key: key, EntryID: m.ID, Err: fmt.Errorf("unknown fields in the entry (it has %d)", len(m.Values))}
+		}
+		entries = append(entries, entry{m.ID, values})
+		return nil
+	})
+	if err != nil {
+		return stats, err
 	}
 	if stats.Changed == 0 || dryRun {
 		return stats, nil
