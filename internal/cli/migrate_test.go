@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -74,17 +73,7 @@ func migrateBin(t *testing.T, args ...string) (code int, stdout, stderr string) 
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	cmd := exec.Command(bin, append([]string{"migrate"}, args...)...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), out.String(), errOut.String()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, out.String(), errOut.String()
+	return runBin(t, bin, append([]string{"migrate"}, args...)...)
 }
 
 // TestMigrateOldBuilds: the ledgers older builds wrote are read by this
