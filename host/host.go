@@ -43,18 +43,22 @@ type Host struct {
 	retry       model.RetryPolicy
 	hostID      string
 	validators  map[string]Validator
-	auto        *AutoResume
-	compaction  *Compaction
-	leaser      storage.Leaser  // nil: one host per store
-	watcher     storage.Watcher // nil: no cross-host wake-ups
-	leaseTTL    time.Duration
-	leaseOwner  string     // this host's lease token
-	events      *eventBus  // the live events' queue; nil without Options.OnEvent
-	tel         *telemetry // spans and metrics; nil without Options.Telemetry
-	timeouts    Timeouts
-	tenant      string
-	secret      []byte     // approval tokens' HMAC key
-	approvalKV  storage.KV // the inbox of pending approvals; nil: none
+	auto        *AutoResume // the sweeps: nil when off
+	// rules are how an interrupted run is taken over, by a sweep or by a
+	// message that finds it (see leadLocked): Options.AutoResume, else
+	// its defaults.
+	rules      AutoResume
+	compaction *Compaction
+	leaser     storage.Leaser  // nil: one host per store
+	watcher    storage.Watcher // nil: no cross-host wake-ups
+	leaseTTL   time.Duration
+	leaseOwner string     // this host's lease token
+	events     *eventBus  // the live events' queue; nil without Options.OnEvent
+	tel        *telemetry // spans and metrics; nil without Options.Telemetry
+	timeouts   Timeouts
+	tenant     string
+	secret     []byte     // approval tokens' HMAC key
+	approvalKV storage.KV // the inbox of pending approvals; nil: none
 
 	// hooks is the chain of hooks around the model and the tools, swapped
 	// whole (under hookMu) when hooks are added.
@@ -110,12 +114,13 @@ func New(opts Options) (*Host, error) {
 		errs = append(errs, fmt.Errorf("host: Options.ApprovalSecret has %d bytes, want at least 32", n))
 	}
 	var auto *AutoResume
+	rules, _ := AutoResume{}.normalized()
 	if opts.AutoResume != nil {
 		a, err := opts.AutoResume.normalized()
 		if err != nil {
 			errs = append(errs, err)
 		}
-		auto = &a
+		auto, rules = &a, a
 	}
 	timeouts, err := opts.Timeouts.normalized()
 	if err != nil {
@@ -148,6 +153,7 @@ func New(opts Options) (*Host, error) {
 		hostID:      opts.HostID,
 		validators:  maps.Clone(opts.Validators),
 		auto:        auto,
+		rules:       rules,
 		sessions:    map[sessionKey]*sessionState{},
 		jobs:        make(chan *run),
 		sweep:       make(chan struct{}),

@@ -61,7 +61,8 @@ func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
 		// The sweep's rules decide, as the sweep would have: resumed
 		// (or restarted), the run is in flight and the message joins
 		// it; given up on, the message's run supersedes it.
-		h.goResume(ctx, st.key.id, nil)
+		h.goResume(ctx, st.key.id, &r.agent, nil)
+		r.resumed = true
 		return r.enterSession(ctx, false)
 	}
 	if !errors.Is(err, ErrLeadElsewhere) {
@@ -80,6 +81,7 @@ func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
 		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
 	}
 	r.w = nil
+	h.follow(r)
 	return nil
 }
 
@@ -111,7 +113,9 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
 		}
 	}
-	r.w = cur.addWaiter(r.msgID, &r.agent)
+	// A run this message resumed answers the dead run's messages first:
+	// its sender follows it from its start.
+	r.w = cur.addWaiter(r.msgID, &r.agent, r.resumed)
 	return nil
 }
 
@@ -119,10 +123,11 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 // with the session claimed (busy) and st.appendMu held; it hands the claim
 // to the run, or gives it back when it starts none. It returns
 // ErrLeadElsewhere when another host holds the session's lease, and, when
-// mayResume and the host auto-resumes, errResumeFirst for a session whose
-// last run was interrupted (its process died, and no sweep resumed it
-// yet), so that the message joins that run once resumed rather than
-// superseding it.
+// mayResume, errResumeFirst for a session whose last run was interrupted
+// (its process died, and nothing resumed it yet), so that the message
+// joins that run once resumed (as the sweep's rules say: see
+// Options.AutoResume) rather than superseding it: the dead run's messages
+// were accepted, and are answered first.
 func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) (err error) {
 	h := r.h
 	launched := false
@@ -180,7 +185,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		r.w = answeredWaiter(res)
 		return nil
 	}
-	if mayResume && h.auto != nil && r.hooks == nil && !st.key.private && len(ledger.OpenRuns(events)) > 0 {
+	if mayResume && r.hooks == nil && !st.key.private && len(ledger.OpenRuns(events)) > 0 {
 		return errResumeFirst
 	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
@@ -221,7 +226,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	if fresh {
 		r.accepted, r.acceptedRun = true, nr.id
 	}
-	r.w = nr.addWaiter(r.msgID, &r.agent)
+	r.w = nr.addWaiter(r.msgID, &r.agent, false)
 	if r.bind != nil {
 		nr.bindTo(r.bind, r.msgID)
 		r.bound = nr
@@ -255,14 +260,10 @@ func (r *Run) wait(ctx context.Context, onProgress func(Progress)) (RunResult, e
 	}
 }
 
-// reenter finds the message its run again, unless another waiter of the
-// handle did so since it saw w.
+// reenter finds the message its run again — after a change to the session
+// when another host leads it (w is nil) — unless another waiter of the
+// handle, or the host's follower (see Host.follow), did so since it saw w.
 func (r *Run) reenter(ctx context.Context, w *waiter) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.w != w {
-		return nil
-	}
 	if w == nil {
 		st, err := r.h.ref(r.sess)
 		if err != nil {
@@ -273,6 +274,11 @@ func (r *Run) reenter(ctx context.Context, w *waiter) error {
 		if err != nil {
 			return err
 		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w != w {
+		return nil
 	}
 	r.w, r.bound = nil, nil
 	return r.enter(ctx)
@@ -330,7 +336,10 @@ func (r *Run) await(ctx context.Context, w *waiter, onProgress func(Progress)) (
 // abandon decides, for a caller whose context ended, whether the run it
 // started is cancelled (true) or goes on without it (false).
 func (r *Run) abandon() bool {
-	return r.bound != nil && r.bound.checkBound()
+	r.mu.Lock()
+	b := r.bound
+	r.mu.Unlock()
+	return b != nil && b.checkBound()
 }
 
 // waiter is a message waiting for the run that answers it.
@@ -393,11 +402,13 @@ func (w *waiter) runID() string {
 }
 
 // addWaiter registers a wait for the run's answer to msgID, from the
-// progress published so far on.
-func (r *run) addWaiter(msgID string, agent *Agent) *waiter {
+// progress published so far on (from its first event, fromStart).
+func (r *run) addWaiter(msgID string, agent *Agent, fromStart bool) *waiter {
 	w := &waiter{msgID: msgID, agent: agent, st: r.st, done: make(chan struct{}), run: r}
 	r.st.mu.Lock()
-	w.after = r.hub.Len()
+	if !fromStart {
+		w.after = r.hub.Len()
+	}
 	r.waiters = append(r.waiters, w)
 	r.st.mu.Unlock()
 	return w

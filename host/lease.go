@@ -24,7 +24,10 @@ import (
 // A send that reaches a host while another host leads the session's run is
 // appended as a queued message (stores let anyone add those under a lease)
 // and waits: the leader folds it into its run, woken through
-// storage.Watcher; the sender learns the outcome from the ledger.
+// storage.Watcher; the sender learns the outcome from the ledger. The host
+// that queued it follows it (see follow) whether or not its sender waits:
+// should the leader die before answering it, that host takes the session
+// over once the lease lapses.
 
 // takeLease acquires the session's lease for a run, when the store has
 // leases. It returns ErrLeadElsewhere when another host holds it.
@@ -151,4 +154,69 @@ func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.E
 	}
 	h.emitFor(st.key.id, "", "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: input.Input.MessageID})
 	return nil
+}
+
+// follow sees to a message queued for another host's run (r, whose waiter
+// is nil) on a goroutine of the host's, until it finds the message a run
+// here or the host closes: each time the leader's lease may have lapsed, it
+// enters the session again, as a sender that waits would (see Run.wait). A
+// leader that lives answers the message and releases its lease at its
+// run's end: entering then finds the answer. A leader that died leaves its
+// lease to lapse: entering then takes the session over — its dead run
+// first, as the sweep's rules say, then the message. So a message accepted
+// here is answered though nobody waits for it and no sweep runs.
+func (h *Host) follow(r *Run) {
+	if !r.following.CompareAndSwap(false, true) || !h.track() {
+		return
+	}
+	go func() {
+		defer h.wg.Done()
+		defer r.following.Store(false)
+		for h.untilLeaseFree(r.sess.id) {
+			r.mu.Lock()
+			if r.w != nil { // a sender's wait found it a place meanwhile
+				r.mu.Unlock()
+				return
+			}
+			err := r.enter(h.bg)
+			found := r.w != nil
+			r.mu.Unlock()
+			if found || errors.Is(err, ErrClosed) {
+				return
+			}
+			if err != nil && h.bg.Err() == nil {
+				h.log.Warn("cannot take over a session another host led; trying again", "session", r.sess.id, "message", r.msgID, "err", err)
+			}
+		}
+	}()
+}
+
+// untilLeaseFree waits until the session's lease may be free: for the time
+// its holder has left (storage.LeaseInspector), else a third of the ttl;
+// false once the host closes.
+func (h *Host) untilLeaseFree(id string) bool {
+	d := h.leaseTTL / 3
+	if in, ok := h.store.(storage.LeaseInspector); ok {
+		ctx, cancel := context.WithTimeout(h.bg, h.leaseTTL)
+		holder, left, err := in.LeaseHolder(ctx, id)
+		cancel()
+		if err == nil {
+			// Past the holder's expiry by a little, for the store's clock.
+			d = left + min(h.leaseTTL/20, 50*time.Millisecond)
+			if holder == "" {
+				d = 0
+			}
+		}
+	}
+	if d <= 0 {
+		return h.bg.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.bg.Done():
+		return false
+	}
 }

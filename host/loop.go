@@ -51,6 +51,7 @@ type run struct {
 	responseID string          // the item the next pass streams into
 	step       int             // index of the next pass
 	folding    []string        // queued messages the current pass folded in
+	later      []string        // queued messages the next pass leaves to the one after it (see holdBack)
 	callIDs    map[string]bool // the session's tool call ids, once a pass made calls (uniqueCallIDs)
 	tools      map[string]Tool
 	specs      []model.ToolSpec
@@ -314,10 +315,16 @@ func (r *run) pass() (o outcome, stop bool) {
 		return outcome{status: status, reason: reason, timeout: timeout}, true
 	}
 	r.snapshotTools()
-	// Messages queued while the run worked join this pass.
+	// Messages queued while the run worked join this pass, but for those
+	// it holds back for the next.
 	r.sync()
-	events := r.view()
-	r.folding = ledger.PendingInputs(events)
+	later := r.later
+	r.later = nil
+	replay := func() []ledger.Message { return ledger.ReplayMessages(withoutQueued(r.view(), later)) }
+	r.folding = ledger.PendingInputs(r.view())
+	if later != nil {
+		r.folding = slices.DeleteFunc(r.folding, func(id string) bool { return slices.Contains(later, id) })
+	}
 	r.publish(Progress{Type: ProgressResponseStart})
 	if r.needsCompaction(ctx) {
 		if _, err := r.compact(ctx); err != nil {
@@ -325,10 +332,9 @@ func (r *run) pass() (o outcome, stop bool) {
 			// compacts again.
 			r.h.log.Warn("compaction failed", "session", r.sessionID, "run", r.id, "err", err)
 		}
-		events = r.view()
 	}
 	req := model.Request{Model: r.agent.Model, System: r.agent.System,
-		Messages: ledger.ReplayMessages(events), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+		Messages: replay(), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
 	var res model.Result
 	var merr error
 	var tries streamTries
@@ -345,7 +351,7 @@ func (r *run) pass() (o outcome, stop bool) {
 			}
 			break
 		}
-		req.Messages = ledger.ReplayMessages(r.view())
+		req.Messages = replay()
 	}
 	if tries.ledgerErr != nil {
 		return outcome{err: tries.ledgerErr}, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -202,7 +203,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	}
 	inputs := ledger.RunInputs(next.view(), next.id)
 	r := &Run{h: h, sess: sess, agent: agent, msgID: inputs[len(inputs)-1]}
-	r.w = next.addWaiter(r.msgID, &r.agent)
+	r.w = next.addWaiter(r.msgID, &r.agent, false)
 	if bind != nil {
 		next.bindTo(bind, r.msgID)
 		r.bound = next
@@ -293,6 +294,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
 		dead := r.id
+		r.later = queuedAfter(events, dead)
 		r.id = ledger.NewID("run")
 		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
 			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.id, RestartedBy: r.id}}
@@ -312,6 +314,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	// process is counted too — unless the run goes on after people
 	// decided on its approvals: that is no crash recovery.
 	if !continuesApprovals(r.view(), r.id, last) {
+		r.later = queuedAfter(events, r.id)
 		attempt := r.newEvent(ledger.KindResumeAttempt)
 		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
 		if err := r.append(attempt); err != nil {
@@ -399,4 +402,46 @@ func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) 
 		decided++
 	}
 	return decided > 0
+}
+
+// queuedAfter returns the messages queued in the session after the last
+// event of the run runID: a resumed run holds them back from its first pass,
+// which makes again the pass its process died in (it never saw them: a
+// pass folds in the messages queued before it starts), and leaves them to
+// the pass after it. So the dead run's messages get their answer, in the
+// item the run had minted for it, and the later ones theirs, after it —
+// rather than one answer to all of them, shown after the last. (A message
+// queued while the dead pass streamed, before the crash, is held back too:
+// the dead pass did not see it either.)
+func queuedAfter(events []ledger.Event, runID string) []string {
+	last := -1
+	for i, e := range events {
+		if e.RunID == runID {
+			last = i
+		}
+	}
+	pending := ledger.PendingInputs(events)
+	var later []string
+	for _, e := range events[last+1:] {
+		if e.Input != nil && e.RunID == "" && slices.Contains(pending, e.Input.MessageID) && !slices.Contains(later, e.Input.MessageID) {
+			later = append(later, e.Input.MessageID)
+		}
+	}
+	return later
+}
+
+// withoutQueued returns events without the queued messages held back (see
+// queuedAfter): events itself when there are none.
+func withoutQueued(events []ledger.Event, held []string) []ledger.Event {
+	if len(held) == 0 {
+		return events
+	}
+	out := make([]ledger.Event, 0, len(events))
+	for _, e := range events {
+		if e.Input != nil && e.RunID == "" && slices.Contains(held, e.Input.MessageID) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/host/ledger"
@@ -27,6 +28,12 @@ type Run struct {
 	// bound is the run this caller started and whose fate its context
 	// decides (see Session.Send); nil when it joined a run or only waits.
 	bound *run
+	// following is set while the host follows the message, queued for
+	// another host's run (see Host.follow).
+	following atomic.Bool
+	// resumed is set once entering the session resumed its interrupted
+	// run first (see leadLocked).
+	resumed bool
 
 	// What (re-)entering the session needs.
 	agent     Agent

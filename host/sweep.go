@@ -130,7 +130,7 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 		}
 		first = false
 		runs.Add(1)
-		out, ok := h.goResume(ctx, id, func() {
+		out, ok := h.goResume(ctx, id, nil, func() {
 			<-h.resumeSlots
 			runs.Done()
 		})
@@ -176,9 +176,11 @@ func (h *Host) track() bool {
 // goResume re-drives the session's interrupted run under the sweep's rules
 // (see autoResume) on a goroutine of the host's, and returns what it did
 // once the run is under way — or, when it started none, once it is over.
-// done, when set, is called when that goroutine is over. ok is false (and
-// nothing is done) when the host is closed.
-func (h *Host) goResume(ctx context.Context, id string, done func()) (out ResumeAction, ok bool) {
+// agent, when set, resumes it unless AutoResume.AgentFor names one (the
+// agent of the message that found the run). done, when set, is called when
+// that goroutine is over. ok is false (and nothing is done) when the host
+// is closed.
+func (h *Host) goResume(ctx context.Context, id string, agent *Agent, done func()) (out ResumeAction, ok bool) {
 	if !h.track() {
 		return "", false
 	}
@@ -190,10 +192,10 @@ func (h *Host) goResume(ctx context.Context, id string, done func()) (out Resume
 		}
 		// The run is the host's, not the sweep's: when the sweep stops
 		// (Close), the run goes on; Close decides its fate.
-		out, res, err := h.autoResume(context.WithoutCancel(ctx), id, func(a ResumeAction) { started <- a })
+		out, res, err := h.autoResume(context.WithoutCancel(ctx), id, agent, func(a ResumeAction) { started <- a })
 		started <- out
-		if h.auto.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
-			h.auto.OnResumed(id, res, err)
+		if h.rules.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
+			h.rules.OnResumed(id, res, err)
 		}
 	}()
 	return <-started, true
@@ -209,12 +211,17 @@ const (
 )
 
 // autoResume re-drives one session's interrupted run under the sweep's
-// rules. It calls started with the action taken once the run it re-drives
-// is under way (not when it starts none); it returns when the run ended.
-func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAction)) (ResumeAction, RunResult, error) {
-	agent := h.agent
-	if h.auto.AgentFor != nil {
-		a, err := h.auto.AgentFor(ctx, id)
+// rules (h.rules). It calls started with the action taken once the run it
+// re-drives is under way (not when it starts none); it returns when the
+// run ended. The run is resumed by AutoResume.AgentFor's agent, else by
+// agent when set, else by the host's.
+func (h *Host) autoResume(ctx context.Context, id string, agent *Agent, started func(ResumeAction)) (ResumeAction, RunResult, error) {
+	resumer := h.agent
+	if agent != nil {
+		resumer = *agent
+	}
+	if h.rules.AgentFor != nil {
+		a, err := h.rules.AgentFor(ctx, id)
 		if err == nil {
 			a, err = normalizeAgent(a)
 		}
@@ -222,7 +229,7 @@ func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAct
 			h.log.Error("auto-resume: no agent for session", "session", id, "err", err)
 			return outcomeError, RunResult{}, err
 		}
-		agent = a
+		resumer = a
 	}
 	var out ResumeAction
 	onLive := func() {
@@ -232,8 +239,8 @@ func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAct
 			started(out)
 		}
 	}
-	r, res, err := h.resume(ctx, id, agent, nil, onLive, func(ir Interrupted) ResumeAction {
-		if ir.Attempts >= h.auto.MaxAttempts {
+	r, res, err := h.resume(ctx, id, resumer, nil, onLive, func(ir Interrupted) ResumeAction {
+		if ir.Attempts >= h.rules.MaxAttempts {
 			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
 				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
 			out = outcomeGaveUp
@@ -263,7 +270,7 @@ func (h *Host) autoResume(ctx context.Context, id string, started func(ResumeAct
 // chooseAction asks the OnInterrupted hook, falling back to resume when it
 // errs, panics or answers nonsense.
 func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
-	if h.auto == nil || h.auto.OnInterrupted == nil {
+	if h.rules.OnInterrupted == nil {
 		return ActionResume
 	}
 	defer func() {
@@ -272,7 +279,7 @@ func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeA
 			action = ActionResume
 		}
 	}()
-	a, err := h.auto.OnInterrupted(ctx, ir)
+	a, err := h.rules.OnInterrupted(ctx, ir)
 	if err != nil {
 		h.log.Error("auto-resume: OnInterrupted failed; resuming", "session", ir.SessionID, "err", err)
 		return ActionResume

@@ -474,6 +474,77 @@ func TestServeTwoHostsRedis(t *testing.T) {
 	}
 }
 
+// TestServeTakeoverAfterCrash: two serve processes on one Redis; a message
+// posted to A, A SIGKILLed while it streams the reply, the next message
+// posted to B while A's lease still runs. B takes the session over once the
+// lease lapses: it answers A's message, in the item A minted for it, and
+// then the next — each once. With auto_resume (the default) the next
+// message waits for its answer (?wait=true); without it, nobody waits and
+// no sweep runs: B takes over for the message it accepted all the same.
+func TestServeTakeoverAfterCrash(t *testing.T) {
+	bin := needBinary(t)
+	rds := redistest.Start(t, redistest.Options{})
+	model := slowModel(t)
+	store := tenantLedger(t, rds.URL())
+	first := words("a", 150) // about 1.5 s of streaming
+	for _, tc := range []struct {
+		name, extra string
+		wait        bool
+	}{
+		{name: "auto-resume", wait: true},
+		{name: "no-auto-resume", extra: "auto_resume: false\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			session := "k-" + tc.name
+			config := writeServeConfig(t, rds.URL(), model.URL(), "lease_ttl: 2s\n"+tc.extra)
+			a := startServe(t, "A", bin, config, "--set", "host_id=host-a")
+			b := startServe(t, "B", bin, config, "--set", "host_id=host-b")
+			_, runID := a.post(session, first)
+			onA := a.viewer(session)
+			onA.read(20*time.Second, "A's reply streaming", func(sseEvent) bool { return onA.startsWith("You said: a0 a1 a2") })
+			a.signal(syscall.SIGKILL)
+			a.wait(10 * time.Second)
+
+			body, _ := json.Marshal(map[string]string{"text": "second"})
+			if tc.wait {
+				var res struct {
+					Status, Text string
+				}
+				b.must("POST", "/v1/sessions/"+session+"/messages?wait=true", string(body), http.StatusOK, &res)
+				if res.Status != "completed" || res.Text != "You said: second" {
+					t.Errorf("the answer B gave: %+v", res)
+				}
+			} else {
+				b.must("POST", "/v1/sessions/"+session+"/messages", string(body), http.StatusAccepted, nil)
+			}
+			evs := hosttest.WaitLedger(t, store, session, 30*time.Second, "both messages answered", func(evs []ledger.Event) bool {
+				return hosttest.Settled(evs) && len(ledger.PendingInputs(evs)) == 0
+			})
+			tr := b.transcript(session)
+			checkNoDuplicates(t, tr)
+			var got []string
+			for _, it := range tr.Items {
+				got = append(got, it.Kind+":"+it.Status+":"+it.Text)
+			}
+			want := []string{"user::" + first, "response:completed:You said: " + first, "user::second", "response:completed:You said: second"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("transcript:\n%s\nwant:\n%s\nledger: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), hosttest.Kinds(evs))
+			}
+			if tr.Items[1].RunID != runID {
+				t.Errorf("A's message was answered by run %s, not by the run A died in, %s", tr.Items[1].RunID, runID)
+			}
+			if n := hosttest.CountKind(evs, ledger.KindResumeAttempt); n != 1 {
+				t.Errorf("%d resume attempts: %s", n, hosttest.Kinds(evs))
+			}
+			for _, e := range evs {
+				if e.ResumeAttempt != nil && e.ResumeAttempt.Host != "host-b" {
+					t.Errorf("resumed by %s, want host-b", e.ResumeAttempt.Host)
+				}
+			}
+		})
+	}
+}
+
 // fileLedger opens tenant acme's view of the file storage in dir, as the
 // server keeps it.
 func fileLedger(t *testing.T, dir string) storage.Storage {

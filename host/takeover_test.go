@@ -1,0 +1,137 @@
+package host_test
+
+// A host that arrives after a crash: the session's run was led by a host
+// that died holding the lease, and a message reaches another host before
+// the lease lapsed. The dead run is answered first, into its own item, and
+// then the message; each once, whatever AutoResume says.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage/redis"
+)
+
+// deadRun records, in session id, a run that a host which died mid-pass
+// left: its message and run-start, appended under a lease that nobody
+// renews. It returns the run's id and its first response id.
+func deadRun(t *testing.T, store *redis.Store, id, text string) (runID, responseID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, err := store.AcquireLease(ctx, id, "dead-host", mhLeaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID, msgID, responseID := ledger.NewID("run"), ledger.NewID("msg"), ledger.NewID("resp")
+	now := time.Now().UTC()
+	evs := []ledger.Event{
+		{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: runID,
+			Input: &ledger.Input{MessageID: msgID, Parts: []ledger.Part{ledger.TextPart(text)}}},
+		{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: runID,
+			RunStart: &ledger.RunStart{Inputs: []string{msgID}, ResponseID: responseID, Agent: "default", Model: "fake/echo", MaxSteps: host.DefaultMaxSteps}},
+	}
+	if err := lease.Append(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	return runID, responseID
+}
+
+// itemsOf returns the transcript's items as "kind:status:text".
+func itemsOf(tr ledger.Transcript) []string {
+	var out []string
+	for _, it := range tr.Items {
+		out = append(out, string(it.Kind)+":"+string(it.Status)+":"+it.Text)
+	}
+	return out
+}
+
+// TestSendAfterCrashOnRedis: a message sent to a session whose leader died
+// mid-pass, while its lease still runs, is queued; once the lease lapses,
+// the host re-drives the dead run into the item it minted (its model sees
+// the dead run's message only), then answers the message in the next pass
+// — with AutoResume off, on, and choosing restart or fail; through Send,
+// and through Start with nobody waiting.
+func TestSendAfterCrashOnRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{Latency: 2 * time.Millisecond, ChunkSize: 1})
+	first := mhWords("f", 10)
+	resumeItems := []string{
+		"user::" + first, "response:completed:You said: " + first,
+		"user::again", "response:completed:You said: again",
+	}
+	for _, tc := range []struct {
+		name   string
+		auto   *host.AutoResume
+		noWait bool
+		items  []string
+		// deadStatus is how the dead run ends.
+		deadStatus ledger.RunStatus
+	}{
+		{name: "send", items: resumeItems, deadStatus: ledger.RunCompleted},
+		{name: "start-nobody-waits", noWait: true, items: resumeItems, deadStatus: ledger.RunCompleted},
+		{name: "auto-resume", auto: &host.AutoResume{Interval: -1}, items: resumeItems, deadStatus: ledger.RunCompleted},
+		{name: "auto-resume-sweeping", auto: &host.AutoResume{Interval: mhLeaseTTL / 3}, items: resumeItems, deadStatus: ledger.RunCompleted},
+		{name: "restart", deadStatus: ledger.RunFailed,
+			auto: &host.AutoResume{Interval: -1, OnInterrupted: func(context.Context, host.Interrupted) (host.ResumeAction, error) {
+				return host.ActionRestart, nil
+			}},
+			items: []string{"user::" + first, "response:failed:", "response:completed:You said: " + first,
+				"user::again", "response:completed:You said: again"}},
+		{name: "fail", deadStatus: ledger.RunFailed,
+			auto: &host.AutoResume{Interval: -1, OnInterrupted: func(context.Context, host.Interrupted) (host.ResumeAction, error) {
+				return host.ActionFail, nil
+			}},
+			items: []string{"user::" + first, "response:failed:", "user::again", "response:completed:You said: again"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "crash-" + tc.name
+			store := mhOpen(t, srv.URL())
+			deadID, deadResp := deadRun(t, store, id, first)
+			b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), func(o *host.Options) { o.AutoResume = tc.auto })
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			run, err := b.Session(id).Start(ctx, "again", host.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.noWait {
+				hosttest.WaitLedger(t, store, id, 10*time.Second, "both messages answered", func(evs []ledger.Event) bool {
+					return hosttest.Settled(evs) && len(ledger.PendingInputs(evs)) == 0
+				})
+			} else {
+				res, err := run.Wait(ctx)
+				if err != nil || res.Status != ledger.RunCompleted || res.Text != "You said: again" {
+					t.Fatalf("Start then Wait: %+v %v", res, err)
+				}
+			}
+			evs := hosttest.WaitLedger(t, store, id, 10*time.Second, "the session settled", hosttest.Settled)
+			tr := ledger.ProjectSession(id, evs)
+			if got := itemsOf(tr); strings.Join(got, "\n") != strings.Join(tc.items, "\n") {
+				t.Fatalf("transcript:\n%s\nwant:\n%s\nledger: %s", strings.Join(got, "\n"), strings.Join(tc.items, "\n"), kinds(evs))
+			}
+			dead, _ := ledger.ProjectRun(evs, deadID)
+			if !dead.Ended || dead.Status != tc.deadStatus {
+				t.Errorf("the dead run: ended %v, status %s (%s)", dead.Ended, dead.Status, dead.Reason)
+			}
+			if tc.deadStatus == ledger.RunCompleted && tr.Items[1].ID != deadResp {
+				t.Errorf("the dead run's answer went into item %s, not the one it minted, %s", tr.Items[1].ID, deadResp)
+			}
+			if n := hosttest.CountKind(evs, ledger.KindResumeAttempt); tc.deadStatus == ledger.RunCompleted && n != 1 {
+				t.Errorf("%d resume attempts: %s", n, kinds(evs))
+			}
+			// Nothing more happens: no run answers anything twice.
+			time.Sleep(3 * mhLeaseTTL)
+			if later := hosttest.Load(t, store, id); len(later) != len(evs) {
+				t.Errorf("the ledger grew after the session settled: %s, then %s", kinds(evs), kinds(later))
+			}
+		})
+	}
+}
