@@ -137,8 +137,17 @@ func (p PendingApproval) info(state ledger.ApprovalState) *ApprovalInfo {
 // approvalIndex is the storage.KV namespace of the inbox: one key per
 // pending request, "session/approval", whose value is the request
 // (without its token). The ledgers are the truth: PendingApprovals checks
-// each entry against its session's ledger and drops stale ones.
+// each entry against its session's ledger and drops stale ones. An entry
+// is written before its request is appended to the ledger (see
+// requestApproval), and removed after its decision is.
 func (h *Host) approvalIndex() string { return "approvals:" + h.tenant }
+
+// indexGrace is how long an inbox entry whose request is not in its ledger
+// is kept: its request may still be on its way (the entry is written
+// first, and an append may take up to Timeouts.Append), and hosts' clocks
+// differ. Past it, the request was never recorded (its host died between
+// the two writes, or the append failed).
+func (h *Host) indexGrace() time.Duration { return 2*h.timeouts.Append + time.Minute }
 
 func approvalKey(sessionID, approvalID string) string { return sessionID + "/" + approvalID }
 
@@ -173,7 +182,11 @@ func (h *Host) unindexApproval(sessionID, approvalID string) {
 // in every session of the host's storage, oldest first, each with its
 // token. It reads the inbox the host keeps in its storage (which must
 // implement storage.KV, as every built-in one does), not every ledger, and
-// checks each entry against its session's ledger.
+// checks each entry against its session's ledger. A request enters the
+// inbox before its ledger records it, so that whoever sees a run waiting
+// for approval finds the request here; an entry whose request the ledger
+// does not hold yet is not listed, and is kept while it may still be on
+// its way.
 func (h *Host) PendingApprovals(ctx context.Context) ([]PendingApproval, error) {
 	if h.approvalKV == nil {
 		return nil, errors.New("host: PendingApprovals needs a storage that keeps values (storage.KV)")
@@ -182,6 +195,7 @@ func (h *Host) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 	if err != nil {
 		return nil, fmt.Errorf("host: read the inbox: %w", err)
 	}
+	// Every request of each session named, pending or decided.
 	sessions := map[string]map[string]ledger.Approval{}
 	var out []PendingApproval
 	for _, k := range keys {
@@ -189,27 +203,47 @@ func (h *Host) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 		if !ok {
 			continue
 		}
-		pending, seen := sessions[sessionID]
+		known, seen := sessions[sessionID]
 		if !seen {
 			events, err := h.Session(sessionID).Events(ctx)
 			if err != nil {
 				return nil, err
 			}
-			pending = map[string]ledger.Approval{}
-			for _, a := range ledger.PendingApprovals(events) {
-				pending[a.Request.ApprovalID] = a
+			known = map[string]ledger.Approval{}
+			for _, a := range ledger.Approvals(events, "") {
+				known[a.Request.ApprovalID] = a
 			}
-			sessions[sessionID] = pending
+			sessions[sessionID] = known
 		}
-		a, ok := pending[approvalID]
-		if !ok {
-			h.unindexApproval(sessionID, approvalID) // decided meanwhile, or never recorded
-			continue
+		a, ok := known[approvalID]
+		switch {
+		case !ok:
+			if h.indexedLongAgo(ctx, k) {
+				h.unindexApproval(sessionID, approvalID) // never recorded
+			}
+		case a.State != ledger.ApprovalPending || a.Answered:
+			h.unindexApproval(sessionID, approvalID) // decided meanwhile
+		default:
+			out = append(out, h.pendingOf(sessionID, a.RunID, a.RequestedAt, a.Request))
 		}
-		out = append(out, h.pendingOf(sessionID, a.RunID, a.RequestedAt, a.Request))
 	}
 	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.RequestedAt.Compare(b.RequestedAt) })
 	return out, nil
+}
+
+// indexedLongAgo reports whether the inbox entry key was written longer
+// than indexGrace ago, so that a request its ledger does not hold was
+// never recorded; false when that cannot be told.
+func (h *Host) indexedLongAgo(ctx context.Context, key string) bool {
+	b, ok, err := h.approvalKV.Get(ctx, h.approvalIndex(), key)
+	if err != nil || !ok {
+		return false
+	}
+	var p PendingApproval
+	if json.Unmarshal(b, &p) != nil || p.RequestedAt.IsZero() {
+		return true // not an entry this host writes
+	}
+	return time.Since(p.RequestedAt) > h.indexGrace()
 }
 
 // Decide records a person's decision on the session's approval request

@@ -168,18 +168,22 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *Pe
 }
 
 // requestApproval records that call c waits for a person, and announces
-// it.
+// it. The request enters the inbox before the ledger: whoever learns from
+// the ledger that the run waits (its status, its events, the feed, on any
+// host) finds the request in the inbox at that moment (see
+// PendingApprovals).
 func (r *run) requestApproval(c ledger.ToolCall, spec ToolSpec, input json.RawMessage, v verdictOf) (PendingApproval, error) {
 	e := r.newEvent(ledger.KindApprovalRequest)
 	e.ApprovalRequest = &ledger.ApprovalRequest{ApprovalID: ledger.NewID("appr"), CallID: c.ID, Name: c.Name,
 		Effect: string(spec.Effect), Input: input, InputDigest: ledger.InputDigest(c.Arguments),
 		Summary: v.Summary, Reason: v.Reason, Policy: v.policy, PolicySource: v.Source,
 		ExpiresAt: e.Time.Add(r.agent.ApprovalTTL)}
-	if err := r.append(e); err != nil {
-		return PendingApproval{}, err
-	}
 	p := r.h.pendingOf(r.sessionID, r.id, e.Time, *e.ApprovalRequest)
 	r.h.indexApproval(p)
+	if err := r.append(e); err != nil {
+		r.h.unindexApproval(r.sessionID, p.ApprovalID) // never recorded
+		return PendingApproval{}, err
+	}
 	r.publish(Progress{Type: ProgressApprovalRequested, Approval: p.info(ledger.ApprovalPending)})
 	return p, nil
 }
