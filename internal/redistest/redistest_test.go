@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,7 +70,7 @@ func TestCluster(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c := startCluster(t, 3, fromGo)
+			c := startCluster(t, ClusterOptions{Masters: 3}, fromGo)
 			cl := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs()})
 			defer cl.Close()
 			ctx := t.Context()
@@ -89,6 +90,66 @@ func TestCluster(t *testing.T) {
 				t.Errorf("ForEachMaster: %d masters, %v; want 3", masters.Load(), err)
 			}
 		})
+	}
+}
+
+// TestClusterFailover: a cluster of three masters with a replica each; a
+// master killed is replaced by its replica, writes go on through the
+// cluster client, and the killed node, restarted from its append-only
+// file, comes back as a replica.
+func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	c := StartClusterWith(t, ClusterOptions{Masters: 3, Replicas: 1, NodeTimeout: 500 * time.Millisecond, AppendOnly: true})
+	if len(c.Nodes) != 6 {
+		t.Fatalf("%d nodes", len(c.Nodes))
+	}
+	if p := c.Primaries(); len(p) != 3 || p[0] != c.Nodes[0] || p[1] != c.Nodes[1] || p[2] != c.Nodes[2] {
+		t.Fatalf("primaries %v, want the first three nodes", p)
+	}
+	// go-redis routes a dead master's slots to it until it reloads the
+	// cluster's state (every 60s by default): reload it often.
+	cl := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: c.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := cl.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := cl.MasterForKey(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killed *Server
+	for _, s := range c.Nodes {
+		if s.Addr() == victim.Options().Addr {
+			killed = s
+		}
+	}
+	killed.Kill()
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Primaries(); len(p) != 3 || slices.Contains(p, killed) {
+		t.Fatalf("primaries after the kill: %v", p)
+	}
+	for {
+		v, err := cl.Get(ctx, "k").Result()
+		if err == nil && v == "before" && cl.Set(ctx, "k", "after", 0).Err() == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the cluster client did not ride through the failover: %q %v", v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	killed.Restart()
+	if err := c.WaitHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := killed.Do("ROLE"); err != nil || reply != "*5" {
+		t.Errorf("the restarted node's ROLE: %q %v, want a replica's", reply, err)
 	}
 }
 

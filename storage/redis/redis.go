@@ -29,6 +29,11 @@ const (
 	DefaultReadTimeout = 3 * time.Second
 	DefaultMaxRetries  = 2
 	DefaultWatchBlock  = 2 * time.Second
+	// DefaultClusterReload is how often a cluster client reloads the map
+	// of slots to nodes (go-redis's own default, 60s, would send a dead
+	// primary's slots to it for up to a minute after its replica took
+	// over).
+	DefaultClusterReload = time.Second
 )
 
 const (
@@ -105,6 +110,13 @@ type Options struct {
 	// issued again; a watch whose ctx ended releases its connection
 	// within it. Default 2s.
 	WatchBlock time.Duration
+	// ClusterReload is how often a cluster client (redis+cluster://)
+	// reloads the map of slots to nodes: after a primary fails over,
+	// the calls on its slots fail until the map names its promoted
+	// replica, so a failover costs about cluster-node-timeout plus this.
+	// [Open] only. Default 1s (one CLUSTER SLOTS a second while calls
+	// are made).
+	ClusterReload time.Duration
 }
 
 // normalize applies the defaults and reports every invalid field.
@@ -153,6 +165,12 @@ func (o *Options) normalize() error {
 		o.WatchBlock = DefaultWatchBlock
 	case o.WatchBlock < time.Millisecond:
 		bad("watch block %v: want at least 1ms", o.WatchBlock)
+	}
+	switch {
+	case o.ClusterReload == 0:
+		o.ClusterReload = DefaultClusterReload
+	case o.ClusterReload < 10*time.Millisecond:
+		bad("cluster reload %v: want at least 10ms", o.ClusterReload)
 	}
 	return errors.Join(errs...)
 }
@@ -247,6 +265,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.WriteTimeout = pick(opts.WriteTimeout, o.WriteTimeout, o.ReadTimeout)
 		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
 		o.ContextTimeoutEnabled = true
+		o.ClusterStateReloadInterval = opts.ClusterReload
 		client = goredis.NewClusterClient(o)
 	default:
 		return nil, fmt.Errorf("storage/redis: open %s: unknown scheme %q (want redis, rediss, redis+cluster or rediss+cluster)", redact(rawURL), scheme)
