@@ -69,7 +69,21 @@ func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
 		return err
 	}
 	// Another host leads the session's run: queue the message for it to
-	// fold in, and learn the outcome from the ledger.
+	// fold in, and learn the outcome from the ledger — unless it was sent
+	// before (a retry of a send whose answer was lost on the way).
+	if r.msgID == "" && r.requestID != "" {
+		events, err := st.store.Load(ctx, st.key.id)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+		}
+		if id, res, done := requestSeen(events, r.requestID); id != "" {
+			r.msgID = id
+			if done {
+				r.w = answeredWaiter(res)
+				return nil
+			}
+		}
+	}
 	if r.msgID == "" {
 		input, err := r.newInput("")
 		if err != nil {

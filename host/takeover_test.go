@@ -135,3 +135,47 @@ func TestSendAfterCrashOnRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestRetriedSendToAnotherHost: a send retried with its RequestID (its
+// first answer was lost on the way) through a host that does not lead the
+// session is not queued again: both handles name the one message, which
+// the leader answers once.
+func TestRetriedSendToAnotherHost(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{Latency: 5 * time.Millisecond, ChunkSize: 1})
+	store := mhOpen(t, srv.URL())
+	a := mhHost(t, mhOpen(t, srv.URL()), "host-a", model.URL())
+	b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	run, err := a.Session("r").Start(ctx, mhWords("w", 100), host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStreaming(t, ctx, run)
+	first, err := b.Session("r").Start(ctx, "once", host.StartOptions{RequestID: "req-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.Session("r").Start(ctx, "once", host.StartOptions{RequestID: "req-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.MessageID() != first.MessageID() {
+		t.Errorf("the retry is message %s, the first %s", again.MessageID(), first.MessageID())
+	}
+	res, err := again.Wait(ctx)
+	if err != nil || res.Text != "You said: once" {
+		t.Fatalf("the retry's answer: %+v %v", res, err)
+	}
+	evs := hosttest.WaitLedger(t, store, "r", 10*time.Second, "the session settled", hosttest.Settled)
+	n := 0
+	for _, e := range evs {
+		if e.Input != nil && e.Input.RequestID == "req-1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the message is in the ledger %d times: %s", n, kinds(evs))
+	}
+}
