@@ -15,7 +15,9 @@ ANCHOR_RUNS ?= 200
 ANCHOR_DIR ?= ../shared/bench/aisdk
 PKGS      := ./...
 
-.PHONY: all build demo test test-short bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
+SOAK      ?= 3m
+
+.PHONY: all build demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
 
 all: build
 
@@ -44,6 +46,11 @@ test:
 	./scripts/test-deps.sh
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once
+soak:
+	./scripts/test-deps.sh
+	AGENTIC_SOAK=$(SOAK) AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./internal/cli
 
 ## test-short: the fast tests only
 test-short:

@@ -34,15 +34,18 @@ func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 }
 
 type wireTranscript struct {
-	SessionID string `json:"session_id"`
-	Items     []struct {
-		ID     string `json:"id"`
-		Kind   string `json:"kind"`
-		Text   string `json:"text"`
-		Status string `json:"status"`
-		RunID  string `json:"run_id"`
-		Raw    any    `json:"raw"`
-	} `json:"items"`
+	SessionID string     `json:"session_id"`
+	Items     []wireItem `json:"items"`
+}
+
+// wireItem is an item of a wireTranscript.
+type wireItem struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Text   string `json:"text"`
+	Status string `json:"status"`
+	RunID  string `json:"run_id"`
+	Raw    any    `json:"raw"`
 }
 
 func transcriptOf(t *testing.T, storageURL, session string) wireTranscript {
