@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/internal/redistest"
-	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/plugins/plugintest"
+	"github.com/agentichost/agentic/server"
 )
 
 // slowProxy forwards TCP connections to a Redis server, holding back by

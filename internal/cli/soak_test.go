@@ -69,7 +69,7 @@ type soak struct {
 	accepted   map[string]acceptedMsg // by message id
 	latencies  []time.Duration
 	violations []string
-	decisions  map[string]int // approval id → decisions this soak's approver had accepted (200)
+	decisions  map[string]int  // approval id → decisions this soak's approver had accepted (200)
 	ledger     storage.Storage // tenant acme's view of the cluster (see store)
 
 	kills, stops, failovers atomic.Int64
@@ -77,7 +77,7 @@ type soak struct {
 	// held against the ledger at the end.
 	streams, deltas, itemsChecked atomic.Int64
 	failedPublishes               atomic.Int64 // publish_post calls that failed, and said so
-	posts                   *postCounter
+	posts                         *postCounter
 }
 
 // acceptedMsg is a message a host answered 202 to.
