@@ -62,6 +62,10 @@ var errNotRecorded = errors.New("host: could not record the decision")
 // interrupted run is to be resumed first (see Run.leadLocked).
 var errResumeFirst = errors.New("host: the session's interrupted run is resumed first")
 
+// errNotResumed refuses a message to a session whose interrupted run could
+// not be resumed first (see enterSession): the message was not accepted.
+var errNotResumed = errors.New("host: the session's interrupted run is to be answered first, and could not be resumed now; try again")
+
 // errReconciled tells that the interrupted run had been cancelled before
 // the crash, and was closed as such.
 var errReconciled = errors.New("host: interrupted run reconciled as cancelled")

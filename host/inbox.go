@@ -34,12 +34,16 @@ func (r *Run) waiter() *waiter {
 // ledger). The message may be durable already (r.msgID set): then enter
 // only finds the run that answers it.
 func (r *Run) enter(ctx context.Context) error {
-	return r.enterSession(ctx, true)
+	return r.enterSession(ctx, resumeTries)
 }
 
-// enterSession is enter; mayResume lets it resume the session's
-// interrupted run first, once (see leadLocked).
-func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
+// resumeTries bounds how often a message that finds the session's last run
+// interrupted tries to resume it before it gives up (see enterSession).
+const resumeTries = 3
+
+// enterSession is enter; it may try resumes more times to resume the
+// session's interrupted run first (see leadLocked).
+func (r *Run) enterSession(ctx context.Context, resumes int) error {
 	h := r.h
 	st, err := h.ref(r.sess)
 	if err != nil {
@@ -55,15 +59,35 @@ func (r *Run) enterSession(ctx context.Context, mayResume bool) error {
 		st.appendMu.Unlock()
 		return err
 	}
-	err = r.leadLocked(ctx, st, mayResume)
+	err = r.leadLocked(ctx, st, resumes > 0)
 	st.appendMu.Unlock()
 	if errors.Is(err, errResumeFirst) {
 		// The sweep's rules decide, as the sweep would have: resumed
-		// (or restarted), the run is in flight and the message joins
-		// it; given up on, the message's run supersedes it.
-		h.goResume(ctx, st.key.id, &r.agent, nil)
+		// (or restarted, or failed), the run is in flight (or over)
+		// and the message joins it (or follows it); given up on, the
+		// message's run supersedes it. A resume that did not happen
+		// (the storage failed, another host took the session) is
+		// tried again, and then the message is refused: never is a
+		// run whose messages were accepted superseded for that.
+		out, rerr, ok := h.goResume(ctx, st.key.id, &r.agent, nil)
+		if !ok {
+			return ErrClosed
+		}
 		r.resumed = true
-		return r.enterSession(ctx, false)
+		switch out {
+		case outcomeGaveUp:
+			r.supersede = true
+			return r.enterSession(ctx, 0)
+		case outcomeError, outcomeSkipped:
+			if resumes > 1 {
+				return r.enterSession(ctx, resumes-1)
+			}
+			if rerr == nil {
+				rerr = errors.New("another host holds it")
+			}
+			return fmt.Errorf("%w: session %s: %w", errNotResumed, st.key.id, rerr)
+		}
+		return r.enterSession(ctx, 0)
 	}
 	if !errors.Is(err, ErrLeadElsewhere) {
 		return err
@@ -199,8 +223,13 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		r.w = answeredWaiter(res)
 		return nil
 	}
-	if mayResume && r.hooks == nil && !st.key.private && len(ledger.OpenRuns(events)) > 0 {
-		return errResumeFirst
+	if r.hooks == nil && !st.key.private && len(ledger.OpenRuns(events)) > 0 {
+		switch {
+		case mayResume:
+			return errResumeFirst
+		case !r.supersede:
+			return fmt.Errorf("%w: session %s: it is interrupted again", errNotResumed, st.key.id)
+		}
 	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)

@@ -51,7 +51,7 @@ type run struct {
 	responseID string          // the item the next pass streams into
 	step       int             // index of the next pass
 	folding    []string        // queued messages the current pass folded in
-	later      []string        // queued messages the next pass leaves to the one after it (see holdBack)
+	holdFrom   int             // > 0: the next pass holds back the messages queued from this position on (see afterRun)
 	callIDs    map[string]bool // the session's tool call ids, once a pass made calls (uniqueCallIDs)
 	tools      map[string]Tool
 	specs      []model.ToolSpec
@@ -318,8 +318,10 @@ func (r *run) pass() (o outcome, stop bool) {
 	// Messages queued while the run worked join this pass, but for those
 	// it holds back for the next.
 	r.sync()
-	later := r.later
-	r.later = nil
+	var later []string
+	if r.holdFrom > 0 {
+		later, r.holdFrom = queuedFrom(r.view(), r.holdFrom), 0
+	}
 	replay := func() []ledger.Message { return ledger.ReplayMessages(withoutQueued(r.view(), later)) }
 	r.folding = ledger.PendingInputs(r.view())
 	if later != nil {

@@ -294,7 +294,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
 		dead := r.id
-		r.later = queuedAfter(events, dead)
+		r.holdFrom = afterRun(events, dead)
 		r.id = ledger.NewID("run")
 		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
 			RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "interrupted; restarted from scratch as " + r.id, RestartedBy: r.id}}
@@ -314,7 +314,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	// process is counted too — unless the run goes on after people
 	// decided on its approvals: that is no crash recovery.
 	if !continuesApprovals(r.view(), r.id, last) {
-		r.later = queuedAfter(events, r.id)
+		r.holdFrom = afterRun(events, r.id)
 		attempt := r.newEvent(ledger.KindResumeAttempt)
 		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
 		if err := r.append(attempt); err != nil {
@@ -404,25 +404,32 @@ func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) 
 	return decided > 0
 }
 
-// queuedAfter returns the messages queued in the session after the last
-// event of the run runID: a resumed run holds them back from its first pass,
-// which makes again the pass its process died in (it never saw them: a
-// pass folds in the messages queued before it starts), and leaves them to
-// the pass after it. So the dead run's messages get their answer, in the
-// item the run had minted for it, and the later ones theirs, after it —
-// rather than one answer to all of them, shown after the last. (A message
-// queued while the dead pass streamed, before the crash, is held back too:
-// the dead pass did not see it either.)
-func queuedAfter(events []ledger.Event, runID string) []string {
+// afterRun returns the position in events just after the last event of the
+// run runID. A resumed run's first pass holds back the messages queued from
+// there on (see queuedFrom): that pass makes again the pass its process
+// died in, which never saw them (a pass folds in the messages queued
+// before it starts), and leaves them to the pass after it. So the dead
+// run's messages get their answer, in the item the run had minted for it,
+// and the later ones theirs, after it — rather than one answer to all of
+// them, shown after the last. (A message queued while the dead pass
+// streamed, before the crash, is held back too: the dead pass did not see
+// it either.)
+func afterRun(events []ledger.Event, runID string) int {
 	last := -1
 	for i, e := range events {
 		if e.RunID == runID {
 			last = i
 		}
 	}
+	return last + 1
+}
+
+// queuedFrom returns the messages queued at position from of events or
+// later that no run has picked up yet.
+func queuedFrom(events []ledger.Event, from int) []string {
 	pending := ledger.PendingInputs(events)
 	var later []string
-	for _, e := range events[last+1:] {
+	for _, e := range events[min(from, len(events)):] {
 		if e.Input != nil && e.RunID == "" && slices.Contains(pending, e.Input.MessageID) && !slices.Contains(later, e.Input.MessageID) {
 			later = append(later, e.Input.MessageID)
 		}
@@ -431,7 +438,7 @@ func queuedAfter(events []ledger.Event, runID string) []string {
 }
 
 // withoutQueued returns events without the queued messages held back (see
-// queuedAfter): events itself when there are none.
+// afterRun): events itself when there are none.
 func withoutQueued(events []ledger.Event, held []string) []ledger.Event {
 	if len(held) == 0 {
 		return events

@@ -32,8 +32,9 @@ type Run struct {
 	// another host's run (see Host.follow).
 	following atomic.Bool
 	// resumed is set once entering the session resumed its interrupted
-	// run first (see leadLocked).
-	resumed bool
+	// run first (see leadLocked); supersede once the resume rules gave up
+	// on it, so that the message's run may supersede it.
+	resumed, supersede bool
 
 	// What (re-)entering the session needs.
 	agent     Agent

@@ -130,7 +130,7 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 		}
 		first = false
 		runs.Add(1)
-		out, ok := h.goResume(ctx, id, nil, func() {
+		out, _, ok := h.goResume(ctx, id, nil, func() {
 			<-h.resumeSlots
 			runs.Done()
 		})
@@ -180,11 +180,15 @@ func (h *Host) track() bool {
 // agent of the message that found the run). done, when set, is called when
 // that goroutine is over. ok is false (and nothing is done) when the host
 // is closed.
-func (h *Host) goResume(ctx context.Context, id string, agent *Agent, done func()) (out ResumeAction, ok bool) {
+func (h *Host) goResume(ctx context.Context, id string, agent *Agent, done func()) (out ResumeAction, err error, ok bool) {
 	if !h.track() {
-		return "", false
+		return "", nil, false
 	}
-	started := make(chan ResumeAction, 2)
+	type outcome struct {
+		out ResumeAction
+		err error
+	}
+	started := make(chan outcome, 2)
 	go func() {
 		defer h.wg.Done()
 		if done != nil {
@@ -192,13 +196,14 @@ func (h *Host) goResume(ctx context.Context, id string, agent *Agent, done func(
 		}
 		// The run is the host's, not the sweep's: when the sweep stops
 		// (Close), the run goes on; Close decides its fate.
-		out, res, err := h.autoResume(context.WithoutCancel(ctx), id, agent, func(a ResumeAction) { started <- a })
-		started <- out
+		out, res, err := h.autoResume(context.WithoutCancel(ctx), id, agent, func(a ResumeAction) { started <- outcome{out: a} })
+		started <- outcome{out, err}
 		if h.rules.OnResumed != nil && (out == ActionResume || out == ActionRestart || out == outcomeReconciled) {
 			h.rules.OnResumed(id, res, err)
 		}
 	}()
-	return <-started, true
+	o := <-started
+	return o.out, o.err, true
 }
 
 // Outcomes of autoResume besides the actions.
@@ -259,7 +264,9 @@ func (h *Host) autoResume(ctx context.Context, id string, agent *Agent, started 
 		return outcomeSkipped, res, nil
 	case errors.Is(err, errReconciled):
 		return outcomeReconciled, res, nil
-	case out == "" && err != nil:
+	case (r == nil || out == "") && err != nil:
+		// Nothing was started: the action chosen (if one was) could
+		// not be recorded.
 		return outcomeError, res, err
 	case out == "":
 		out = ActionResume // only queued messages were pending: a run answered them

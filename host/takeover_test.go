@@ -7,7 +7,10 @@ package host_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage/memory"
 	"github.com/agentichost/agentic/storage/redis"
 )
 
@@ -177,5 +181,65 @@ func TestRetriedSendToAnotherHost(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the message is in the ledger %d times: %s", n, kinds(evs))
+	}
+}
+
+// failingResumes is a memory store that refuses the first n appends that
+// record a resume attempt, as a storage failing over would.
+type failingResumes struct {
+	*memory.Store
+	n atomic.Int32
+}
+
+func (f *failingResumes) Append(ctx context.Context, id string, events ...ledger.Event) error {
+	for _, e := range events {
+		if e.ResumeAttempt != nil && f.n.Add(-1) >= 0 {
+			return errors.New("storage failing over")
+		}
+	}
+	return f.Store.Append(ctx, id, events...)
+}
+
+// TestSendWhileResumeFails: a message finds the session's last run
+// interrupted, and resuming it fails (the storage fails over). The message
+// never supersedes the dead run for that: a resume that fails is tried
+// again, and the dead run is answered first; when every try fails, the
+// message is refused (nothing appended), and a later one resumes it.
+func TestSendWhileResumeFails(t *testing.T) {
+	ctx := context.Background()
+	for _, fails := range []int32{1, 3} {
+		t.Run(fmt.Sprintf("%d-failures", fails), func(t *testing.T) {
+			store := &failingResumes{Store: memory.New()}
+			dead := ledger.NewID("run")
+			msg := ledger.NewID("msg")
+			now := time.Now().UTC()
+			if err := store.Store.Append(ctx, "s",
+				ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: dead,
+					Input: &ledger.Input{MessageID: msg, Parts: []ledger.Part{ledger.TextPart("first")}}},
+				ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: dead,
+					RunStart: &ledger.RunStart{Inputs: []string{msg}, ResponseID: ledger.NewID("resp"), Agent: "default", MaxSteps: host.DefaultMaxSteps}}); err != nil {
+				t.Fatal(err)
+			}
+			store.n.Store(fails)
+			hs := hosttest.New(t, host.Options{Storage: store})
+			res, err := hs.Host.Session("s").Send(ctx, "again", host.SendOptions{})
+			if fails >= 3 {
+				if err == nil {
+					t.Fatalf("a send while every resume fails: %+v, want an error", res)
+				}
+				if evs := hs.Events("s"); kinds(evs) != "input run-start" {
+					t.Fatalf("the refused send changed the ledger: %s", kinds(evs))
+				}
+				res, err = hs.Host.Session("s").Send(ctx, "again", host.SendOptions{})
+			}
+			if err != nil || res.Status != ledger.RunCompleted {
+				t.Fatalf("send: %+v %v", res, err)
+			}
+			got := itemsOf(ledger.ProjectSession("s", hs.Events("s")))
+			want := []string{"user::first", "response:completed:You said: first", "user::again", "response:completed:You said: again"}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("transcript:\n%s\nwant:\n%s\nledger: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), kinds(hs.Events("s")))
+			}
+		})
 	}
 }
