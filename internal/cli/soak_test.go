@@ -196,7 +196,7 @@ func (s *soak) setup() {
 			t.Fatal(err)
 		}
 	}
-	cfg := fmt.Sprintf(`storage: redis+cluster://%s
+	cfg := fmt.Sprintf(`storage: redis+cluster://%s?wait_replicas=1
 plugins_dir: %s
 plugin_cache_dir: %s
 lease_ttl: %s

@@ -117,8 +117,18 @@
 // clock disagrees. The guarantee is the primary's: Redis replicates
 // asynchronously, so a failover may promote a replica that had not yet
 // received a lease (or the last appends) the old primary acknowledged, and
-// another owner may then acquire the lease. min-replicas-to-write narrows
-// that window; it cannot close it.
+// another owner may then acquire the lease. A lost lease is harmless (the
+// holder's next append is refused by the new primary's copy of the
+// script's check); a lost append is not: with [Options.Replicas] (the URL's
+// wait_replicas), each append is followed by WAIT on the same connection,
+// and returns only once that many replicas have it ([ErrNotReplicated]
+// otherwise).
+//
+// On a cluster, the client reloads its map of slots every
+// [Options.ClusterReload] (1s), so that after a failover the calls on a
+// dead primary's slots reach its promoted replica within about a second of
+// the promotion; a call that meets MOVED, ASK or READONLY meanwhile is sent
+// again to the node the cluster names.
 //
 // # Watching
 //

@@ -2,12 +2,17 @@ package redis_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/redis"
+	"github.com/agentichost/agentic/storage/storagetest"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -103,4 +108,94 @@ func TestClusterFailover(t *testing.T) {
 	if err := lease.Append(ctx, input()); err != nil {
 		t.Errorf("an append after the old primary came back: %v", err)
 	}
+}
+
+// TestWaitReplicas: with wait_replicas=1, an append returns once a replica
+// has it; with the replica stopped, it fails with ErrNotReplicated within
+// wait_timeout (and goes through once the replica is back). On a cluster
+// with a replica per primary, the lease's appends wait the same way.
+func TestWaitReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts replicas")
+	}
+	t.Parallel()
+	primary, replica := startReplicated(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := open(t, primary.URL()+"?wait_replicas=1&wait_timeout=300ms", redis.Options{Prefix: freshPrefix()})
+	e := func() ledger.Event {
+		return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(),
+			Input: &ledger.Input{MessageID: ledger.NewID("msg"), Parts: []ledger.Part{ledger.TextPart("m")}}}
+	}
+	if err := s.Append(ctx, "w", e()); err != nil {
+		t.Fatalf("an append a replica acknowledges: %v", err)
+	}
+	replica.Pause()
+	start := time.Now()
+	err := s.Append(ctx, "w", e())
+	if !errors.Is(err, redis.ErrNotReplicated) {
+		t.Fatalf("an append with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the append failed after %v, not within its wait_timeout", took)
+	}
+	replica.Resume()
+	for {
+		err := s.Append(ctx, "w", e())
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("appends after the replica came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	c := redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, Replicas: 1})
+	cs := open(t, clusterURL(c)+"?wait_replicas=1", redis.Options{Prefix: freshPrefix()})
+	lease, err := cs.AcquireLease(ctx, "w", "host-a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := lease.Append(ctx, e()); err != nil {
+			t.Fatalf("a lease's append on a cluster with replicas: %v", err)
+		}
+	}
+	evs, err := cs.Load(ctx, "w")
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("load: %d events, %v", len(evs), err)
+	}
+}
+
+// startReplicated starts a server and a replica of it, and waits until the
+// replica is in sync.
+func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	primary = redistest.Start(t, redistest.Options{})
+	replica = redistest.Start(t, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}})
+	raw := goredis.NewClient(&goredis.Options{Addr: replica.Addr()})
+	defer raw.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if v, err := raw.Info(t.Context(), "replication").Result(); err == nil && strings.Contains(v, "master_link_status:up") {
+			return primary, replica
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never synced")
+		}
+	}
+}
+
+// TestConformanceReplicated: a store that waits for a replica on every
+// append passes the conformance suite.
+func TestConformanceReplicated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a replica")
+	}
+	t.Parallel()
+	primary, _ := startReplicated(t)
+	storagetest.RunShared(t, func(t *testing.T) (storage.Storage, storage.Storage) {
+		opts := redis.Options{Prefix: freshPrefix(), Replicas: 1}
+		return open(t, primary.URL(), opts), open(t, primary.URL(), opts)
+	})
 }

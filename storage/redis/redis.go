@@ -34,6 +34,8 @@ const (
 	// primary's slots to it for up to a minute after its replica took
 	// over).
 	DefaultClusterReload = time.Second
+	// DefaultReplicaTimeout bounds the wait for Options.Replicas.
+	DefaultReplicaTimeout = time.Second
 )
 
 const (
@@ -44,6 +46,10 @@ const (
 var (
 	// ErrCorrupt is matched (errors.Is) by every [*CorruptError].
 	ErrCorrupt = errors.New("storage/redis: corrupt stream entry")
+	// ErrNotReplicated reports an append that fewer replicas than
+	// Options.Replicas acknowledged within Options.ReplicaTimeout: the
+	// primary may have it, a failover may lose it.
+	ErrNotReplicated = errors.New("storage/redis: not acknowledged by enough replicas")
 )
 
 // CorruptError reports a stream entry that Load cannot turn into an event:
@@ -110,6 +116,19 @@ type Options struct {
 	// issued again; a watch whose ctx ended releases its connection
 	// within it. Default 2s.
 	WatchBlock time.Duration
+	// Replicas is how many replicas must have an append before Append
+	// returns: the append is followed, on the same connection of the
+	// session's primary, by WAIT Replicas ReplicaTimeout, and fails with
+	// [ErrNotReplicated] when fewer acknowledge it in time (it may be on
+	// the primary: appends are idempotent, and the host records the run
+	// as interrupted, resumable). So a failover, which promotes a
+	// replica, loses no append that returned. It overrides the URL's
+	// wait_replicas. Default 0: an append returns once the primary has
+	// it, and Redis replicates it asynchronously.
+	Replicas int
+	// ReplicaTimeout bounds the wait for Replicas. It overrides the
+	// URL's wait_timeout. Default 1s.
+	ReplicaTimeout time.Duration
 	// ClusterReload is how often a cluster client (redis+cluster://)
 	// reloads the map of slots to nodes: after a primary fails over,
 	// the calls on its slots fail until the map names its promoted
@@ -166,6 +185,15 @@ func (o *Options) normalize() error {
 	case o.WatchBlock < time.Millisecond:
 		bad("watch block %v: want at least 1ms", o.WatchBlock)
 	}
+	if o.Replicas < 0 {
+		bad("replicas %d is negative", o.Replicas)
+	}
+	switch {
+	case o.ReplicaTimeout == 0:
+		o.ReplicaTimeout = DefaultReplicaTimeout
+	case o.ReplicaTimeout < time.Millisecond:
+		bad("replica timeout %v: want at least 1ms", o.ReplicaTimeout)
+	}
 	switch {
 	case o.ClusterReload == 0:
 		o.ClusterReload = DefaultClusterReload
@@ -208,6 +236,9 @@ type Store struct {
 	// append script may update the index too.
 	indexInScript bool
 
+	replicas       int           // Options.Replicas
+	replicaTimeout time.Duration // Options.ReplicaTimeout
+
 	tokenBase string        // random, unique to this Store
 	tokenSeq  atomic.Uint64 // makes each Append's token unique
 
@@ -231,13 +262,19 @@ type Store struct {
 // a port has port 6379. The parameters are go-redis's (pool_size,
 // read_timeout, client_name, protocol, …; see redis.ParseURL and
 // redis.ParseClusterURL); the connection fields of opts, when set,
-// override them.
+// override them. Two are the store's own: wait_replicas=N and
+// wait_timeout=D set Options.Replicas and Options.ReplicaTimeout, unless
+// opts sets them.
 //
 // Open pings the server (for a cluster, one seed that answers is enough)
 // and fails when it does not answer within ctx and the dial and read
 // timeouts. It also refuses a redis:// URL that names a node of a cluster,
 // whose keys would be spread over other nodes: use redis+cluster:// there.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	rawURL, err := ownParams(rawURL, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("storage/redis: open %s: %w", redact(rawURL), err)
+	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
@@ -291,6 +328,44 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// ownParams takes the store's own parameters out of a URL's query
+// (wait_replicas, wait_timeout), into opts where opts leaves them unset,
+// and returns the URL go-redis is to parse.
+func ownParams(rawURL string, opts *Options) (string, error) {
+	base, query, ok := strings.Cut(rawURL, "?")
+	if !ok {
+		return rawURL, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return rawURL, err
+	}
+	if v := q.Get("wait_replicas"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return rawURL, fmt.Errorf("wait_replicas=%q: want a count", v)
+		}
+		if opts.Replicas == 0 {
+			opts.Replicas = n
+		}
+	}
+	if v := q.Get("wait_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return rawURL, fmt.Errorf("wait_timeout=%q: want a duration", v)
+		}
+		if opts.ReplicaTimeout == 0 {
+			opts.ReplicaTimeout = d
+		}
+	}
+	q.Del("wait_replicas")
+	q.Del("wait_timeout")
+	if len(q) == 0 {
+		return base, nil
+	}
+	return base + "?" + q.Encode(), nil
+}
+
 // pick returns the first of opt (the caller's option) and url (what the
 // URL said) that is set, else def.
 func pick[T comparable](opt, url, def T) T {
@@ -327,16 +402,18 @@ func newStore(client goredis.UniversalClient, owned bool, opts Options) (*Store,
 	_, single := client.(*goredis.Client)
 	done, stop := context.WithCancel(context.Background())
 	return &Store{
-		client:        client,
-		owned:         owned,
-		prefix:        opts.Prefix,
-		tenant:        opts.Tenant,
-		pageSize:      opts.PageSize,
-		block:         opts.WatchBlock,
-		indexInScript: single,
-		tokenBase:     hex.EncodeToString(seed[:]) + ":",
-		done:          done,
-		stop:          stop,
+		client:         client,
+		owned:          owned,
+		prefix:         opts.Prefix,
+		tenant:         opts.Tenant,
+		pageSize:       opts.PageSize,
+		block:          opts.WatchBlock,
+		indexInScript:  single,
+		replicas:       opts.Replicas,
+		replicaTimeout: opts.ReplicaTimeout,
+		tokenBase:      hex.EncodeToString(seed[:]) + ":",
+		done:           done,
+		stop:           stop,
 	}, nil
 }
 
@@ -535,11 +612,78 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		// The index first: a session with events is always listed.
 		return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
 	}
-	err := appendScript.Run(ctx, s.client, keys, args...).Err()
+	var err error
+	if s.replicas > 0 {
+		err = s.runReplicated(ctx, appendScript, keys, args...)
+	} else {
+		err = appendScript.Run(ctx, s.client, keys, args...).Err()
+	}
 	if err != nil {
 		return s.fail(ctx, fmt.Sprintf("append session %q", sessionID), err)
 	}
 	return nil
+}
+
+// runReplicated runs script on the primary of keys[0], then WAIT for
+// s.replicas on the same connection (WAIT counts the replicas that have
+// the connection's writes), in one pipeline; it fails with
+// ErrNotReplicated when fewer acknowledged them. On a cluster, a stale map
+// of slots (a failover, a slot moved) is reloaded and the pipeline sent
+// once more: the script is idempotent.
+func (s *Store) runReplicated(ctx context.Context, script *goredis.Script, keys []string, args ...any) error {
+	cluster, _ := s.client.(*goredis.ClusterClient)
+	for try := 0; ; try++ {
+		var node goredis.Cmdable = s.client
+		if cluster != nil {
+			n, err := cluster.MasterForKey(ctx, keys[0])
+			if err != nil {
+				return err
+			}
+			node = n
+		}
+		err := s.pipeReplicated(ctx, node, script, keys, args)
+		if cluster == nil || try > 0 || !staleSlots(err) {
+			return err
+		}
+		cluster.ReloadState(ctx)
+	}
+}
+
+// pipeReplicated is one try of runReplicated on node.
+func (s *Store) pipeReplicated(ctx context.Context, node goredis.Cmdable, script *goredis.Script, keys []string, args []any) error {
+	for _, load := range []bool{false, true} {
+		pipe := node.Pipeline()
+		var cmd *goredis.Cmd
+		if load {
+			cmd = script.Eval(ctx, pipe, keys, args...) // the primary lacks the script (a promoted replica)
+		} else {
+			cmd = script.EvalSha(ctx, pipe, keys, args...)
+		}
+		wait := pipe.Do(ctx, "WAIT", s.replicas, s.replicaTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if err := cmd.Err(); err != nil {
+			if !load && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+				continue
+			}
+			return err
+		}
+		n, err := wait.Int64()
+		if err != nil {
+			return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+		}
+		if n < int64(s.replicas) {
+			return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, s.replicas, s.replicaTimeout)
+		}
+		return nil
+	}
+	return nil
+}
+
+// staleSlots reports whether err says the node no longer serves the slot.
+func staleSlots(err error) bool {
+	return err != nil && (goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") ||
+		goredis.HasErrorPrefix(err, "READONLY") || goredis.HasErrorPrefix(err, "CLUSTERDOWN") ||
+		goredis.HasErrorPrefix(err, "TRYAGAIN"))
 }
 
 // fail wraps the error of a Redis call made for what (an operation and its

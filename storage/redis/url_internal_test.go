@@ -77,3 +77,35 @@ func TestCompareID(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnParams(t *testing.T) {
+	for _, tc := range []struct {
+		url, rest string
+		replicas  int
+		timeout   time.Duration
+		wantErr   bool
+		opt       Options
+	}{
+		{url: "redis://h:1/0", rest: "redis://h:1/0"},
+		{url: "redis://h:1/0?pool_size=3", rest: "redis://h:1/0?pool_size=3"},
+		{url: "redis://h:1/0?wait_replicas=2&wait_timeout=250ms", rest: "redis://h:1/0", replicas: 2, timeout: 250 * time.Millisecond},
+		{url: "redis+cluster://a:1,b:2?wait_replicas=1&pool_size=3", rest: "redis+cluster://a:1,b:2?pool_size=3", replicas: 1},
+		{url: "redis://h:1/0?wait_replicas=2", rest: "redis://h:1/0", opt: Options{Replicas: 5}, replicas: 5},
+		{url: "redis://h:1/0?wait_replicas=x", wantErr: true},
+		{url: "redis://h:1/0?wait_replicas=-1", wantErr: true},
+		{url: "redis://h:1/0?wait_timeout=soon", wantErr: true},
+	} {
+		opts := tc.opt
+		rest, err := ownParams(tc.url, &opts)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		if tc.wantErr {
+			continue
+		}
+		if rest != tc.rest || opts.Replicas != tc.replicas || opts.ReplicaTimeout != tc.timeout {
+			t.Errorf("%s: %q, replicas %d, timeout %v; want %q, %d, %v", tc.url, rest, opts.Replicas, opts.ReplicaTimeout, tc.rest, tc.replicas, tc.timeout)
+		}
+	}
+}
