@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/storage"
 )
 
 // Approvals: a tool call a policy does not allow at once waits for a
@@ -365,6 +366,24 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 // waits.
 func (h *Host) continueParked(ctx context.Context, id string, prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, error) {
 	r, res, err := h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	// Another host may hold the session's lease for a moment (it queues
+	// a message, or looks for one it follows): wait for it, up to a
+	// lease's ttl. One that holds it longer continues the run itself
+	// (another decision): the caller learns it from the error.
+	for deadline := time.Now().Add(h.leaseTTL); errors.Is(err, ErrLeadElsewhere) && time.Now().Before(deadline); {
+		wait := 20 * time.Millisecond
+		if held, ok := errors.AsType[*storage.LeaseHeldError](err); ok && held.Left > 0 {
+			wait = min(held.Left+10*time.Millisecond, time.Until(deadline))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		r, res, err = h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	}
 	switch {
 	case r != nil:
 		return r, nil

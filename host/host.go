@@ -69,6 +69,9 @@ type Host struct {
 	stopBg   context.CancelFunc
 	sweep    chan struct{} // closed when the boot sweep is over
 	sweepRep SweepReport
+	// unrecorded maps a run to the number of the resume attempt this
+	// host failed to record (see attemptNumber).
+	unrecorded sync.Map
 	// resumeSlots holds a token per resumed run in flight: at most
 	// AutoResume.MaxConcurrent, over every sweep.
 	resumeSlots chan struct{}

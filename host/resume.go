@@ -302,10 +302,12 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		// The restart counts as an attempt of the new run, so that a run
 		// that crashes the process on every restart is bounded too.
 		attempt := r.newEvent(ledger.KindResumeAttempt)
-		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts), Host: h.hostID}
 		if err := r.append(end, start, attempt); err != nil {
+			h.unrecorded.Store(r.id, attempt.ResumeAttempt.Attempt)
 			return nil, nil, RunResult{}, err
 		}
+		h.unrecorded.Delete(r.id)
 		h.countResumed()
 		return r, (*run).loop, RunResult{}, nil
 	}
@@ -316,15 +318,33 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	if !continuesApprovals(r.view(), r.id, last) {
 		r.holdFrom = afterRun(events, r.id)
 		attempt := r.newEvent(ledger.KindResumeAttempt)
-		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: view.ResumeAttempts + 1, Host: h.hostID}
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts), Host: h.hostID}
 		if err := r.append(attempt); err != nil {
+			h.unrecorded.Store(r.id, attempt.ResumeAttempt.Attempt)
 			return nil, nil, RunResult{}, err
 		}
+		h.unrecorded.Delete(r.id)
 		h.countResumed()
 	}
 	r.step = len(view.Steps)
 	r.responseID = view.ResponseID
 	return r, func(r *run) outcome { return r.continueRun(last, view) }, RunResult{}, nil
+}
+
+// attemptNumber returns the number of the next resume attempt of run,
+// whose ledger records recorded attempts. Attempts are counted so that a
+// run that crashes the process on every resume is given up on
+// (AutoResume.MaxAttempts); an attempt whose own record failed to append
+// (the storage failed) crashed nothing, and may yet be in the ledger (an
+// append that failed on the way may have landed). So the attempt this host
+// failed to record is tried again under its own number: storage failures
+// do not use up a run's attempts, while a process that dies still counts
+// one (its memory goes with it).
+func (h *Host) attemptNumber(run string, recorded int) int {
+	if n, ok := h.unrecorded.Load(run); ok && n.(int) == recorded && recorded > 0 {
+		return recorded
+	}
+	return recorded + 1
 }
 
 // continueRun finishes what the run's last pass asked for, then goes on

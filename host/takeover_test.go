@@ -184,16 +184,22 @@ func TestRetriedSendToAnotherHost(t *testing.T) {
 	}
 }
 
-// failingResumes is a memory store that refuses the first n appends that
-// record a resume attempt, as a storage failing over would.
+// failingResumes is a memory store that fails the first n appends that
+// record a resume attempt, as a storage failing over would: refusing them,
+// or (landed) keeping them and failing all the same, as an append whose
+// reply was lost, or that no replica acknowledged, does.
 type failingResumes struct {
 	*memory.Store
-	n atomic.Int32
+	n      atomic.Int32
+	landed bool
 }
 
 func (f *failingResumes) Append(ctx context.Context, id string, events ...ledger.Event) error {
 	for _, e := range events {
 		if e.ResumeAttempt != nil && f.n.Add(-1) >= 0 {
+			if f.landed {
+				f.Store.Append(ctx, id, events...)
+			}
 			return errors.New("storage failing over")
 		}
 	}
@@ -204,12 +210,18 @@ func (f *failingResumes) Append(ctx context.Context, id string, events ...ledger
 // interrupted, and resuming it fails (the storage fails over). The message
 // never supersedes the dead run for that: a resume that fails is tried
 // again, and the dead run is answered first; when every try fails, the
-// message is refused (nothing appended), and a later one resumes it.
+// message is refused (nothing appended), and a later one resumes it. And
+// failures to record a resume attempt do not use up the run's attempts
+// (AutoResume.MaxAttempts, 3), though their records may have landed.
 func TestSendWhileResumeFails(t *testing.T) {
 	ctx := context.Background()
-	for _, fails := range []int32{1, 3} {
-		t.Run(fmt.Sprintf("%d-failures", fails), func(t *testing.T) {
-			store := &failingResumes{Store: memory.New()}
+	for _, tc := range []struct {
+		fails  int32
+		landed bool
+	}{{1, false}, {3, false}, {5, true}} {
+		fails := tc.fails
+		t.Run(fmt.Sprintf("%d-failures-landed-%v", fails, tc.landed), func(t *testing.T) {
+			store := &failingResumes{Store: memory.New(), landed: tc.landed}
 			dead := ledger.NewID("run")
 			msg := ledger.NewID("msg")
 			now := time.Now().UTC()
@@ -227,13 +239,19 @@ func TestSendWhileResumeFails(t *testing.T) {
 				if err == nil {
 					t.Fatalf("a send while every resume fails: %+v, want an error", res)
 				}
-				if evs := hs.Events("s"); kinds(evs) != "input run-start" {
-					t.Fatalf("the refused send changed the ledger: %s", kinds(evs))
+				if evs := hs.Events("s"); hosttest.CountKind(evs, ledger.KindInput) != 1 {
+					t.Fatalf("the refused send appended its message: %s", kinds(evs))
 				}
 				res, err = hs.Host.Session("s").Send(ctx, "again", host.SendOptions{})
 			}
 			if err != nil || res.Status != ledger.RunCompleted {
 				t.Fatalf("send: %+v %v", res, err)
+			}
+			if tc.landed {
+				view, _ := ledger.ProjectRun(hs.Events("s"), dead)
+				if view.ResumeAttempts != 1 {
+					t.Errorf("the run counts %d resume attempts, want 1: %s", view.ResumeAttempts, kinds(hs.Events("s")))
+				}
 			}
 			got := itemsOf(ledger.ProjectSession("s", hs.Events("s")))
 			want := []string{"user::first", "response:completed:You said: first", "user::again", "response:completed:You said: again"}
@@ -241,5 +259,38 @@ func TestSendWhileResumeFails(t *testing.T) {
 				t.Fatalf("transcript:\n%s\nwant:\n%s\nledger: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), kinds(hs.Events("s")))
 			}
 		})
+	}
+}
+
+// TestDecideWhileAnotherHostHoldsTheLease: a decision reaches a host while
+// another holds the parked session's lease for a moment (it queues a
+// message, or looks for one it follows): the decision waits for the lease
+// rather than fail, and continues the run.
+func TestDecideWhileAnotherHostHoldsTheLease(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{})
+	store := mhOpen(t, srv.URL())
+	var published atomic.Int64
+	withTools := func(o *host.Options) {
+		o.Agent.Tools = []host.Tool{publishTool(&published)}
+		o.ApprovalSecret = approvalSecret
+	}
+	a := mhHost(t, mhOpen(t, srv.URL()), "host-a", model.URL(), withTools)
+	b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), withTools)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := a.Session("p").Send(ctx, "publish title=hello", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := store.AcquireLease(ctx, "p", "other-host", mhLeaseTTL); err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.Session("p").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatalf("a decision while another host held the lease: %v", err)
+	}
+	if end, err := run.Wait(ctx); err != nil || end.Status != ledger.RunCompleted || published.Load() != 1 {
+		t.Fatalf("the continued run: %+v %v, published %d", end, err, published.Load())
 	}
 }

@@ -130,6 +130,11 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 		// A decision made at the same time continued the run: this one
 		// came second, and recorded nothing.
 		writeError(w, http.StatusConflict, codeConflict, "approval request %s was decided already: its run goes on", id)
+	case errors.Is(err, host.ErrLeadElsewhere):
+		// Another host held the session for longer than the decision
+		// waited (it continues the run, after another decision).
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "another host continues session %s now; decide again if the request is still pending", sessionID)
 	case errors.Is(err, host.ErrApprovalTokenInvalid), errors.Is(err, host.ErrApprovalTokenMismatch):
 		writeError(w, http.StatusBadRequest, codeInvalid, "field \"token\": %v", err)
 	case err != nil:
