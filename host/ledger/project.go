@@ -151,7 +151,8 @@ type runState struct {
 // its pass starts streaming: at the run-start for a run's first pass, and
 // once every tool call of the previous pass has its result for the others.
 // A user message appended with its run (the usual send) shows where it was
-// appended; one queued while a run worked (no run id when appended) shows
+// appended — after the messages queued before it that its run-start lists
+// first; one queued while a run worked (no run id when appended) shows
 // where a run picks it up — before the pass that folded it in, or at the
 // run-start that lists it — or at the end while none has.
 //
@@ -287,7 +288,19 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 		return true
 	}
 
+	// held is the message that starts a run, until that run's run-start
+	// (appended with it) places it among the messages it lists.
+	var held *Item
+	flushHeld := func() {
+		if held != nil {
+			addUser(*held)
+			held = nil
+		}
+	}
 	for _, e := range events {
+		if held != nil && (e.Kind != KindRunStart || e.RunID != held.RunID) {
+			flushHeld()
+		}
 		switch e.Kind {
 		case KindInput:
 			it := Item{ID: e.Input.MessageID, Kind: ItemUser, RunID: e.RunID,
@@ -306,21 +319,25 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 				queued[it.ID] = it
 				continue
 			}
-			addUser(it)
+			held = &it
 		case KindRunStart:
 			if runs[e.RunID] != nil {
+				flushHeld()
 				continue
 			}
 			r := &runState{pending: e.RunStart.ResponseID, lastItem: -1}
 			runs[e.RunID] = r
 			order = append(order, e.RunID)
 			for _, id := range e.RunStart.Inputs {
-				if it, ok := queued[id]; ok {
+				if held != nil && held.ID == id {
+					flushHeld()
+				} else if it, ok := queued[id]; ok {
 					delete(queued, id)
 					it.RunID = e.RunID
 					addUser(it)
 				}
 			}
+			flushHeld() // a run-start that does not list it
 			open(e.RunID, r)
 		case KindStep:
 			s := e.Step
@@ -457,6 +474,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 		}
 	}
+	flushHeld()
 	for _, id := range order {
 		r := runs[id]
 		if r.ended {

@@ -33,7 +33,9 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 //   - an input or a poke is a user message; an input queued while a run
 //     worked (appended without a run id) is placed where a run picks it
 //     up — before the pass that folded it in, or at the run-start that
-//     lists it — or last while none has;
+//     lists it — or last while none has; the input that starts a run is
+//     placed among the messages its run-start lists, in their order (it
+//     may list messages queued before it);
 //   - a step is an assistant message with its text and tool calls;
 //   - a tool result is a tool message;
 //   - a tool call with no result is answered with [MissingResult] right
@@ -114,7 +116,20 @@ func ReplayMessages(events []Event) []Message {
 			restarted[e.RunID] = true
 		}
 	}
-	for _, e := range events[start:] {
+	// held is the message that starts a run, until that run's run-start
+	// (appended with it) places it among the messages it lists.
+	var held *Event
+	flushHeld := func() {
+		if held != nil {
+			user(Message{Role: RoleUser, Parts: held.Input.Parts})
+			held = nil
+		}
+	}
+	for i := range events[start:] {
+		e := events[start+i]
+		if held != nil && (e.Kind != KindRunStart || e.RunID != held.RunID) {
+			flushHeld()
+		}
 		if restarted[e.RunID] && (e.Kind == KindStep || e.Kind == KindToolResult || e.Kind == KindPoke) {
 			continue
 		}
@@ -128,7 +143,7 @@ func ReplayMessages(events []Event) []Message {
 				queued[e.Input.MessageID] = m
 				continue
 			}
-			user(m)
+			held = &events[start+i]
 		case KindRunEnd:
 			for _, id := range e.RunEnd.Inputs {
 				if m, ok := queued[id]; ok {
@@ -138,11 +153,14 @@ func ReplayMessages(events []Event) []Message {
 			}
 		case KindRunStart:
 			for _, id := range e.RunStart.Inputs {
-				if m, ok := queued[id]; ok {
+				if held != nil && held.RunID == e.RunID && held.Input.MessageID == id {
+					flushHeld()
+				} else if m, ok := queued[id]; ok {
 					delete(queued, id)
 					user(m)
 				}
 			}
+			flushHeld() // a run-start that does not list it
 		case KindPoke:
 			user(Message{Role: RoleUser, Parts: []Part{TextPart(e.Poke.Text)}})
 		case KindStep:
@@ -202,6 +220,7 @@ func ReplayMessages(events []Event) []Message {
 			}
 		}
 	}
+	flushHeld()
 	closeOpen()
 	for _, id := range queueOrder {
 		if m, ok := queued[id]; ok {

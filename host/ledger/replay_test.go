@@ -278,3 +278,30 @@ func TestReplayReusedCallIDs(t *testing.T) {
 		t.Error("ReplayMessages changed the events")
 	}
 }
+
+// TestRunStartOrdersItsMessages: a message queued while a run ended
+// without it (another host queued it as the run decided to end), then a
+// message that starts a run for both: the model and the transcript see
+// them in the order they were sent, as the run-start lists them.
+func TestRunStartOrdersItsMessages(t *testing.T) {
+	events := newBuilder().
+		input("m1", "r1", "first").runStart("r1", "p1", "m1").text("r1", "p1", 0, "one").
+		input("m2", "", "queued late").
+		runEnd("r1", RunCompleted, "").
+		input("m3", "r2", "third").runStart("r2", "p2", "m2", "m3").text("r2", "p2", 0, "both").runEnd("r2", RunCompleted, "").
+		build()
+	var replay []string
+	for _, m := range ReplayMessages(events) {
+		replay = append(replay, string(m.Role)+":"+m.Text())
+	}
+	if got, want := strings.Join(replay, " | "), "user:first | assistant:one | user:queued late | user:third | assistant:both"; got != want {
+		t.Errorf("replay %q, want %q", got, want)
+	}
+	var items []string
+	for _, it := range ProjectSession("s", events).Items {
+		items = append(items, it.ID)
+	}
+	if got, want := strings.Join(items, " "), "m1 p1 m2 m3 p2"; got != want {
+		t.Errorf("transcript %q, want %q", got, want)
+	}
+}
