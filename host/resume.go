@@ -294,6 +294,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
 		dead := r.id
+		prior := lastAttemptAt(events, dead)
 		r.holdFrom = afterRun(events, dead)
 		r.id = ledger.NewID("run")
 		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: dead,
@@ -302,7 +303,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		// The restart counts as an attempt of the new run, so that a run
 		// that crashes the process on every restart is bounded too.
 		attempt := r.newEvent(ledger.KindResumeAttempt)
-		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts), Host: h.hostID}
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts, prior), Host: h.hostID}
 		if err := r.append(end, start, attempt); err != nil {
 			h.unrecorded.Store(r.id, attempt.ResumeAttempt.Attempt)
 			return nil, nil, RunResult{}, err
@@ -318,7 +319,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	if !continuesApprovals(r.view(), r.id, last) {
 		r.holdFrom = afterRun(events, r.id)
 		attempt := r.newEvent(ledger.KindResumeAttempt)
-		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts), Host: h.hostID}
+		attempt.ResumeAttempt = &ledger.ResumeAttempt{Attempt: h.attemptNumber(r.id, view.ResumeAttempts, lastAttemptAt(events, r.id)), Host: h.hostID}
 		if err := r.append(attempt); err != nil {
 			h.unrecorded.Store(r.id, attempt.ResumeAttempt.Attempt)
 			return nil, nil, RunResult{}, err
@@ -332,19 +333,43 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 }
 
 // attemptNumber returns the number of the next resume attempt of run,
-// whose ledger records recorded attempts. Attempts are counted so that a
-// run that crashes the process on every resume is given up on
-// (AutoResume.MaxAttempts); an attempt whose own record failed to append
-// (the storage failed) crashed nothing, and may yet be in the ledger (an
-// append that failed on the way may have landed). So the attempt this host
-// failed to record is tried again under its own number: storage failures
-// do not use up a run's attempts, while a process that dies still counts
-// one (its memory goes with it).
-func (h *Host) attemptNumber(run string, recorded int) int {
-	if n, ok := h.unrecorded.Load(run); ok && n.(int) == recorded && recorded > 0 {
+// whose ledger records recorded attempts, the last at prior. Attempts are
+// counted so that a run that crashes the process on every resume is given
+// up on (AutoResume.MaxAttempts); an attempt that crashed nothing is not
+// counted again, but tried under its own number:
+//
+//   - one this host failed to record (the storage failed; the record may
+//     have landed all the same, as an append whose reply was lost does);
+//   - on a store with leases, one made less than 90% of a lease ttl
+//     before now: its host gave the lease back (its run stopped on a
+//     storage failure, say), for a host that dies holds it a whole ttl
+//     from when it took it, just before the attempt. (The tenth left
+//     covers the load between the two, and the hosts' clocks.)
+//
+// A process that dies still counts one.
+func (h *Host) attemptNumber(run string, recorded int, prior time.Time) int {
+	if recorded == 0 {
+		return 1
+	}
+	if n, ok := h.unrecorded.Load(run); ok && n.(int) == recorded {
+		return recorded
+	}
+	if h.leaser != nil && !prior.IsZero() && time.Since(prior) < h.leaseTTL*9/10 {
 		return recorded
 	}
 	return recorded + 1
+}
+
+// lastAttemptAt returns the time of the run's last resume attempt; zero
+// when it has none.
+func lastAttemptAt(events []ledger.Event, run string) time.Time {
+	var at time.Time
+	for _, e := range events {
+		if e.ResumeAttempt != nil && e.RunID == run {
+			at = e.Time
+		}
+	}
+	return at
 }
 
 // continueRun finishes what the run's last pass asked for, then goes on

@@ -19,6 +19,7 @@ import (
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 	"github.com/agentichost/agentic/storage/redis"
 )
@@ -292,5 +293,55 @@ func TestDecideWhileAnotherHostHoldsTheLease(t *testing.T) {
 	}
 	if end, err := run.Wait(ctx); err != nil || end.Status != ledger.RunCompleted || published.Load() != 1 {
 		t.Fatalf("the continued run: %+v %v, published %d", end, err, published.Load())
+	}
+}
+
+// TestResumeAttemptsAcrossHosts: on a store with leases, a resume attempt
+// made less than a lease ttl ago crashed no process (its host gave the
+// lease back: a host that dies holds it a whole ttl), so the next host
+// tries under the same number; one older than that counts.
+func TestResumeAttemptsAcrossHosts(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{})
+	const ttl = 5 * time.Second // host B's: "recent" stays recent on a loaded machine
+	for _, tc := range []struct {
+		name string
+		ago  time.Duration
+		want int
+	}{
+		{"recent", 0, 1},
+		{"old", 2 * ttl, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "attempts-" + tc.name
+			store := mhOpen(t, srv.URL())
+			runID, _ := deadRun(t, store, id, "first")
+			ctx := context.Background()
+			// Another host takes the session once the dead host's lease
+			// lapsed, records an attempt, and gives the lease back.
+			var lease storage.Lease
+			var err error
+			for deadline := time.Now().Add(5 * mhLeaseTTL); lease == nil; time.Sleep(10 * time.Millisecond) {
+				if lease, err = store.AcquireLease(ctx, id, "other-host", mhLeaseTTL); err != nil && time.Now().After(deadline) {
+					t.Fatal(err)
+				}
+			}
+			if err := lease.Append(ctx, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindResumeAttempt, Time: time.Now().Add(-tc.ago).UTC(), RunID: runID,
+				ResumeAttempt: &ledger.ResumeAttempt{Attempt: 1, Host: "other-host"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), func(o *host.Options) { o.LeaseTTL = ttl })
+			res, err := b.Session(id).Send(ctx, "again", host.SendOptions{})
+			if err != nil || res.Status != ledger.RunCompleted {
+				t.Fatalf("%+v %v", res, err)
+			}
+			view, _ := ledger.ProjectRun(hosttest.Load(t, store, id), runID)
+			if view.ResumeAttempts != tc.want {
+				t.Errorf("the run counts %d attempts, want %d", view.ResumeAttempts, tc.want)
+			}
+		})
 	}
 }
