@@ -449,8 +449,8 @@ func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) 
 	return decided > 0
 }
 
-// afterRun returns the position in events just after the last event of the
-// run runID. A resumed run's first pass holds back the messages queued from
+// afterRun returns the position in events just after the last event the
+// run runID recorded before its last pass began. A resumed run's first pass holds back the messages queued from
 // there on (see queuedFrom): that pass makes again the pass its process
 // died in, which never saw them (a pass folds in the messages queued
 // before it starts), and leaves them to the pass after it. So the dead
@@ -462,7 +462,9 @@ func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) 
 func afterRun(events []ledger.Event, runID string) int {
 	last := -1
 	for i, e := range events {
-		if e.RunID == runID {
+		// Resume attempts (of hosts whose resumes went nowhere) and
+		// retries (of the pass that died) come after the pass began.
+		if e.RunID == runID && e.Kind != ledger.KindResumeAttempt && e.Kind != ledger.KindRetry {
 			last = i
 		}
 	}

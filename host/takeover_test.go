@@ -345,3 +345,39 @@ func TestResumeAttemptsAcrossHosts(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeHoldsBackPastFailedAttempts: resume attempts that went nowhere
+// (their runs stopped on the storage) are no progress of the dead run: a
+// message queued between two of them is still held back from the pass
+// that makes again the one the run died in.
+func TestResumeHoldsBackPastFailedAttempts(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	dead, msg := ledger.NewID("run"), ledger.NewID("msg")
+	now := time.Now().UTC()
+	attempt := func() ledger.Event {
+		return ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindResumeAttempt, Time: now, RunID: dead,
+			ResumeAttempt: &ledger.ResumeAttempt{Attempt: 1, Host: "other"}}
+	}
+	for _, batch := range [][]ledger.Event{
+		{{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: dead, Input: &ledger.Input{MessageID: msg, Parts: []ledger.Part{ledger.TextPart("first")}}},
+			{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: dead,
+				RunStart: &ledger.RunStart{Inputs: []string{msg}, ResponseID: ledger.NewID("resp"), Agent: "default", MaxSteps: host.DefaultMaxSteps}}},
+		{attempt()},
+		{{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, Input: &ledger.Input{MessageID: ledger.NewID("msg"), Parts: []ledger.Part{ledger.TextPart("again")}}}},
+		{attempt()},
+	} {
+		if err := store.Append(ctx, "s", batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := hosttest.New(t, host.Options{Storage: store})
+	if _, err := hs.Host.Resume(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	got := itemsOf(ledger.ProjectSession("s", hs.Events("s")))
+	want := []string{"user::first", "response:completed:You said: first", "user::again", "response:completed:You said: again"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("transcript:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

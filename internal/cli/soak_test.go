@@ -443,10 +443,11 @@ func (s *soak) approver(ctx context.Context) {
 					s.mu.Lock()
 					s.decisions[a.ApprovalID]++
 					s.mu.Unlock()
-				case 0, http.StatusConflict, http.StatusServiceUnavailable:
+				case 0, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable:
 					// Lost on the way, decided meanwhile by an
-					// earlier try, or storage failing over: the
-					// ledger tells.
+					// earlier try, or not recorded while the storage
+					// failed over (the next poll decides it again):
+					// the ledger tells.
 				default:
 					s.violate("approve %s on %s: %d %s", a.ApprovalID, d.name, code, b)
 				}
