@@ -41,7 +41,7 @@ func (r *Run) enter(ctx context.Context) error {
 // interrupted tries to resume it before it gives up (see enterSession).
 const resumeTries = 3
 
-// enterSession is enter; it may try resumes more times to resume the
+// enterSession is enter; it tries up to resumes times to resume the
 // session's interrupted run first (see leadLocked).
 func (r *Run) enterSession(ctx context.Context, resumes int) error {
 	h := r.h
@@ -230,6 +230,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		case !r.supersede:
 			return fmt.Errorf("%w: session %s: it is interrupted again", errNotResumed, st.key.id)
 		}
+		r.supersede = false // for the run given up on, not for a later one
 	}
 	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
 	inputs := ledger.PendingInputs(events)

@@ -318,12 +318,12 @@ func (r *run) pass() (o outcome, stop bool) {
 	// Messages queued while the run worked join this pass, but for those
 	// it holds back for the next.
 	r.sync()
+	events := r.view()
 	var later []string
 	if r.holdFrom > 0 {
-		later, r.holdFrom = queuedFrom(r.view(), r.holdFrom), 0
+		later, r.holdFrom = queuedFrom(events, r.holdFrom), 0
 	}
-	replay := func() []ledger.Message { return ledger.ReplayMessages(withoutQueued(r.view(), later)) }
-	r.folding = ledger.PendingInputs(r.view())
+	r.folding = ledger.PendingInputs(events)
 	if later != nil {
 		r.folding = slices.DeleteFunc(r.folding, func(id string) bool { return slices.Contains(later, id) })
 	}
@@ -334,9 +334,10 @@ func (r *run) pass() (o outcome, stop bool) {
 			// compacts again.
 			r.h.log.Warn("compaction failed", "session", r.sessionID, "run", r.id, "err", err)
 		}
+		events = r.view()
 	}
 	req := model.Request{Model: r.agent.Model, System: r.agent.System,
-		Messages: replay(), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+		Messages: ledger.ReplayMessages(withoutQueued(events, later)), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
 	var res model.Result
 	var merr error
 	var tries streamTries
@@ -353,7 +354,7 @@ func (r *run) pass() (o outcome, stop bool) {
 			}
 			break
 		}
-		req.Messages = replay()
+		req.Messages = ledger.ReplayMessages(withoutQueued(r.view(), later))
 	}
 	if tries.ledgerErr != nil {
 		return outcome{err: tries.ledgerErr}, true
