@@ -680,7 +680,10 @@ func approvalOf(s *serveProc, session string) consoleApproval {
 
 // waitPlugin waits until the tenant's publish_post plugin has loaded (it
 // compiles as serve starts, slowly on a loaded machine).
-func waitPlugin(s *serveProc) {
+func waitPlugin(s *serveProc) { waitPlugins(s, 1) }
+
+// waitPlugins waits until n of the tenant's plugins have loaded.
+func waitPlugins(s *serveProc, n int) {
 	s.t.Helper()
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		var list struct {
@@ -691,11 +694,11 @@ func waitPlugin(s *serveProc) {
 		if len(list.Refusals) > 0 {
 			s.t.Fatalf("plugins refused: %+v", list.Refusals)
 		}
-		if len(list.Plugins) > 0 {
+		if len(list.Plugins) >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("the publish_post plugin did not load")
+			s.t.Fatalf("%d of %d plugins loaded", len(list.Plugins), n)
 		}
 	}
 }

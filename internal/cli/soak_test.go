@@ -34,6 +34,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
@@ -231,27 +232,6 @@ func (s *soak) startHost(i int) *serveProc {
 	h := startServe(s.t, fmt.Sprintf("h%d", i), s.bin, s.config, "--set", fmt.Sprintf("host_id=h%d", i))
 	waitPlugins(h, 2)
 	return h
-}
-
-// waitPlugins waits until the tenant's n plugins are loaded.
-func waitPlugins(s *serveProc, n int) {
-	s.t.Helper()
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		var list struct {
-			Plugins  []struct{ Name string }
-			Refusals []struct{ Name, Reason string }
-		}
-		s.must("GET", "/v1/plugins", "", http.StatusOK, &list)
-		if len(list.Refusals) > 0 {
-			s.t.Fatalf("plugins refused: %+v", list.Refusals)
-		}
-		if len(list.Plugins) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%d of %d plugins loaded", len(list.Plugins), n)
-		}
-	}
 }
 
 // runSoak drives the clients and the chaos for d, then waits for what was
@@ -851,7 +831,7 @@ func (s *soak) report(took time.Duration, sessions int) {
 	for i := range sessions {
 		evs, err := s.store().Load(context.Background(), fmt.Sprintf("soak-%d", i))
 		if err == nil {
-			takeovers += countKind(evs, ledger.KindResumeAttempt)
+			takeovers += hosttest.CountKind(evs, ledger.KindResumeAttempt)
 		}
 	}
 	s.mu.Lock()
@@ -875,14 +855,4 @@ func (s *soak) report(took time.Duration, sessions int) {
 	for _, v := range s.violations {
 		s.t.Error(v)
 	}
-}
-
-func countKind(evs []ledger.Event, k ledger.Kind) int {
-	n := 0
-	for _, e := range evs {
-		if e.Kind == k {
-			n++
-		}
-	}
-	return n
 }
