@@ -152,8 +152,16 @@ func (h *Host) indexGrace() time.Duration { return 2*h.timeouts.Append + time.Mi
 
 func approvalKey(sessionID, approvalID string) string { return sessionID + "/" + approvalID }
 
-// indexApproval adds a pending request to the inbox. A failure is logged:
-// the ledger holds the request, and the next sweep indexes it again.
+// approvalSessions is the storage.KV namespace that names the session of
+// every approval request made (approval id → session id), pending or
+// decided, written with its inbox entry and never removed (a few bytes a
+// request): a decision that comes after another, or after the request
+// left the inbox, finds its session (see ApprovalSession).
+const approvalSessions = "agentic:approval-sessions"
+
+// indexApproval adds a pending request to the inbox, and its session to
+// approvalSessions. A failure is logged: the ledger holds the request, and
+// the next sweep indexes it again.
 func (h *Host) indexApproval(p PendingApproval) {
 	if h.approvalKV == nil {
 		return
@@ -162,9 +170,32 @@ func (h *Host) indexApproval(p PendingApproval) {
 	b, _ := json.Marshal(p)
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeouts.Append)
 	defer cancel()
-	if err := h.approvalKV.Set(ctx, h.approvalIndex(), approvalKey(p.SessionID, p.ApprovalID), b); err != nil {
+	err := h.approvalKV.Set(ctx, approvalSessions, p.ApprovalID, []byte(p.SessionID))
+	if err == nil {
+		err = h.approvalKV.Set(ctx, h.approvalIndex(), approvalKey(p.SessionID, p.ApprovalID), b)
+	}
+	if err != nil {
 		h.log.Warn("cannot index the approval request", "session", p.SessionID, "approval", p.ApprovalID, "err", err)
 	}
+}
+
+// ApprovalSession returns the session of the approval request approvalID,
+// pending or decided: from the inbox's index, which names every request
+// made since it began to; "" when it names none (an unknown id, or a
+// request made by a host of an earlier version, which only its ledger
+// knows). It needs a storage that keeps values (storage.KV).
+func (h *Host) ApprovalSession(ctx context.Context, approvalID string) (string, error) {
+	if h.approvalKV == nil {
+		return "", errors.New("host: ApprovalSession needs a storage that keeps values (storage.KV)")
+	}
+	if storage.CheckKV(approvalSessions, approvalID, nil) != nil {
+		return "", nil
+	}
+	b, ok, err := h.approvalKV.Get(ctx, approvalSessions, approvalID)
+	if err != nil || !ok {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // unindexApproval removes a request from the inbox.

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -36,6 +38,7 @@ const (
 	codeNotFound     = "not_found"          // 404
 	codeMethod       = "method_not_allowed" // 405
 	codeConflict     = "conflict"           // 409
+	codeTimeout      = "request_timeout"    // 408
 	codeTooLarge     = "payload_too_large"  // 413
 	codeRateLimited  = "rate_limited"       // 429
 	codeInternal     = "internal"           // 500
@@ -44,6 +47,37 @@ const (
 	// "error" event, not an HTTP status).
 	codeTooSlow = "too_slow"
 )
+
+// readBody reads the request's body, at most limit bytes (the config key
+// named by limitKey), within Config.BodyTimeout: a body that is larger is
+// answered 413, one that takes longer to arrive (a client that trickles
+// it) 408, and the connection is closed. Every handler that reads a body
+// reads it through readBody. The deadline is lifted once the body is read,
+// so that a handler that goes on (waiting for a run, streaming its answer)
+// keeps its connection.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, limitKey string) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	timeout := time.Duration(s.cfg.BodyTimeout)
+	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		writeError(w, http.StatusInternalServerError, codeInternal, "cannot bound the body's reading: %v", err)
+		return nil, false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		_ = rc.SetReadDeadline(time.Time{})
+		return b, true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (%s)", tooBig.Limit, limitKey)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, codeTimeout, "the body did not arrive within %v (body_timeout)", timeout)
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the body: %v", err)
+	}
+	return nil, false
+}
 
 // writeError answers with an error.
 func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
@@ -83,14 +117,8 @@ func (s *Server) decodeOptionalBody(w http.ResponseWriter, r *http.Request, v an
 }
 
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_request_bytes)", tooBig.Limit)
-			return false
-		}
-		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the body: %v", err)
+	b, ok := s.readBody(w, r, s.cfg.MaxRequestBytes, "max_request_bytes")
+	if !ok {
 		return false
 	}
 	body := bytes.TrimSpace(b)
@@ -109,7 +137,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any, optional 
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
+	err := dec.Decode(v)
 	if err == nil {
 		if _, rerr := dec.Token(); rerr != io.EOF {
 			err = errors.New("the body holds more than one JSON value")
@@ -315,9 +343,9 @@ func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-// onEvent observes a tenant's live events: the runs in flight, for the
-// tenant's bound on concurrent runs and the metrics; the approval
-// requests, for their index.
+// onEvent observes a tenant's live events: the changes its feed tells, and
+// the runs in flight, for the tenant's bound on concurrent runs and the
+// metrics.
 func (s *Server) onEvent(t *tenant, e host.Event) {
 	if feedWorthy(e.Type) {
 		c := feedChange{SessionID: e.SessionID, Type: e.Type, RunID: e.RunID}
@@ -332,7 +360,5 @@ func (s *Server) onEvent(t *tenant, e host.Event) {
 		s.metrics.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("tenant", t.name)))
 	case e.Type == host.EventRunEnd:
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
-	case e.Type == host.EventApprovalRequested && e.Approval != nil:
-		s.indexApproval(t, e.SessionID, e.Approval.ApprovalID)
 	}
 }

@@ -5,25 +5,19 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/ledger"
-	"github.com/agentichost/agentic/storage"
 )
 
 // Approvals: the tenant's inbox, and decisions, which continue the run on
 // this host (it takes the session's lease).
 //
 // A request's session is found in the inbox while it is pending, and
-// afterwards in an index the server keeps in the tenant's key-value store
-// (approval id → session id, written as each request is made, never
-// removed: a few bytes per request), so that a second decision on a
-// request answers 409, as a conflict, rather than 404.
-
-// approvalSessions is the tenant's key-value namespace of the index of
-// approval requests' sessions.
-const approvalSessions = "agentic:approval-sessions"
+// afterwards in the host's index of every request's session
+// (host.ApprovalSession, written with the inbox entry, before the ledger
+// records the request), so that a second decision on a request answers
+// 409, as a conflict, rather than 404.
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, t *tenant) {
 	pending, err := t.host.PendingApprovals(r.Context())
@@ -145,8 +139,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 }
 
 // approvalSession returns the session of the tenant's approval request
-// id: from the inbox while it is pending, else from the index; "" when
-// neither knows it.
+// id: from the inbox while it is pending, else from the host's index of
+// every request's session; "" when neither knows it.
 func (s *Server) approvalSession(ctx context.Context, t *tenant, id string) (string, error) {
 	pending, err := t.host.PendingApprovals(ctx)
 	if err != nil {
@@ -157,28 +151,5 @@ func (s *Server) approvalSession(ctx context.Context, t *tenant, id string) (str
 			return p.SessionID, nil
 		}
 	}
-	kv, ok := t.store().(storage.KV)
-	if !ok || storage.CheckKV(approvalSessions, id, nil) != nil {
-		return "", nil
-	}
-	b, ok, err := kv.Get(ctx, approvalSessions, id)
-	if err != nil || !ok {
-		return "", err
-	}
-	return string(b), nil
-}
-
-// indexApproval records the session of an approval request, as its
-// request is made. A failure is logged: the request stays decidable while
-// it is pending; only a second decision would then answer 404, not 409.
-func (s *Server) indexApproval(t *tenant, sessionID, approvalID string) {
-	kv, ok := t.store().(storage.KV)
-	if !ok || approvalID == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := kv.Set(ctx, approvalSessions, approvalID, []byte(sessionID)); err != nil {
-		s.log.Warn("cannot index an approval request", "tenant", t.name, "session", sessionID, "approval", approvalID, "err", err)
-	}
+	return t.host.ApprovalSession(ctx, id)
 }

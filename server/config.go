@@ -56,6 +56,14 @@ type Config struct {
 	// MaxPluginBytes bounds an uploaded module. Default: 0, which means
 	// 64 MiB.
 	MaxPluginBytes int64 `yaml:"max_plugin_bytes"`
+	// BodyTimeout bounds the reading of a request's body (a message, a
+	// decision, a module upload): a client that sends it slower is
+	// answered 408 and its connection closed. Default: 0, which means 60s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// IdleTimeout closes a kept-alive connection that no request follows
+	// for this long (agentic-host serve's http.Server; a Server mounted
+	// elsewhere is its host's to bound). Default: 0, which means 2m.
+	IdleTimeout Duration `yaml:"idle_timeout"`
 	// Heartbeat paces the comments that keep an idle event stream open.
 	// Default: 0, which means 15s.
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -234,6 +242,8 @@ const (
 	DefaultMaxPluginBytes  = 64 << 20
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultStreamWrite     = 30 * time.Second
+	DefaultBodyTimeout     = 60 * time.Second
+	DefaultIdleTimeout     = 2 * time.Minute
 )
 
 // tenantName is what a tenant may be called: it prefixes the tenant's
@@ -482,8 +492,14 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.StreamWriteTimeout == 0 {
 		cfg.StreamWriteTimeout = Duration(DefaultStreamWrite)
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = Duration(DefaultBodyTimeout)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = Duration(DefaultIdleTimeout)
+	}
 	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat,
-		"stream_write_timeout": cfg.StreamWriteTimeout} {
+		"stream_write_timeout": cfg.StreamWriteTimeout, "body_timeout": cfg.BodyTimeout, "idle_timeout": cfg.IdleTimeout} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}

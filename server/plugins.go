@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,14 +105,8 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if name == "" {
 		return
 	}
-	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxPluginBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the module is larger than %d bytes (max_plugin_bytes)", tooBig.Limit)
-			return
-		}
-		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the module: %v", err)
+	wasm, ok := s.readBody(w, r, s.cfg.MaxPluginBytes, "max_plugin_bytes")
+	if !ok {
 		return
 	}
 	if len(wasm) == 0 {

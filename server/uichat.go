@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -80,15 +81,15 @@ type uiChatRequest struct {
 // decodeLoose reads a JSON body that may carry fields the server does not
 // read (the AI SDK's messages carry many), within the size limit.
 func (s *Server) decodeLoose(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes)
-	err := json.NewDecoder(r.Body).Decode(v)
-	var tooBig *http.MaxBytesError
+	b, ok := s.readBody(w, r, s.cfg.MaxRequestBytes, "max_request_bytes; only the last message is read: send only it (DefaultChatTransport's prepareSendMessagesRequest)")
+	if !ok {
+		return false
+	}
+	err := json.NewDecoder(bytes.NewReader(b)).Decode(v)
 	var typ *json.UnmarshalTypeError
 	switch {
 	case err == nil:
 		return true
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_request_bytes); only the last message is read: send only it (DefaultChatTransport's prepareSendMessagesRequest)", tooBig.Limit)
 	case errors.As(err, &typ):
 		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
 	case errors.Is(err, io.EOF):

@@ -21,6 +21,9 @@ import (
 // unless --api-key-env names another.
 const mcpKeyEnv = "AGENTIC_MCP_API_KEY"
 
+// mcpIdleTimeout is the default of mcp --idle-timeout.
+const mcpIdleTimeout = 2 * time.Minute
+
 // mcpPath is where --http serves MCP.
 const mcpPath = "/mcp"
 
@@ -62,6 +65,8 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		kv          = fs.Bool("kv", false, "give the plugins their key-value store (in memory, unless --storage)")
 		storeURL    = fs.String("storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), where chat --plugin-kv keeps it")
 		cacheDir    = fs.String("cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
+		bodyTimeout = fs.Duration("body-timeout", mcpserver.DefaultBodyTimeout, "with --http, a request body that takes longer to arrive is answered 408")
+		idleTimeout = fs.Duration("idle-timeout", mcpIdleTimeout, "with --http, close a kept-alive connection idle this long")
 		approve     pluginList
 		allowHosts  pluginList
 		config      pluginList
@@ -221,22 +226,22 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		}
 		return nil
 	}
-	return serveMCPHTTP(ctx, *addr, srv, apiKey, env)
+	return serveMCPHTTP(ctx, *addr, srv, mcpserver.HTTPOptions{APIKey: apiKey, BodyTimeout: *bodyTimeout}, *idleTimeout, env)
 }
 
 // serveMCPHTTP serves srv at mcpPath on addr until ctx is done, then ends
 // its sessions (calls in flight finish first).
-func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, apiKey string, env Env) error {
+func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, opts mcpserver.HTTPOptions, idle time.Duration, env Env) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(1, "--http %s: %v", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(mcpPath, srv.Handler(mcpserver.HTTPOptions{APIKey: apiKey}))
+	mux.Handle(mcpPath, srv.Handler(opts))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not found: MCP is served at "+mcpPath, http.StatusNotFound)
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle}
 	fmt.Fprintf(env.Stderr, "agentic-host mcp: listening on http://%s%s\n", ln.Addr(), mcpPath)
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()

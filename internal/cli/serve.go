@@ -123,7 +123,11 @@ func serveCmd(ctx context.Context, args []string, env Env) error {
 		srv.Close(context.Background())
 		return fail(2, "listen on %s: %v", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	idle := time.Duration(cfg.IdleTimeout)
+	if idle == 0 {
+		idle = server.DefaultIdleTimeout
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle, ErrorLog: nil}
 	fmt.Fprintf(env.Stdout, "agentic-host serve: listening on http://%s\n", ln.Addr())
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

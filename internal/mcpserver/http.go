@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -25,10 +26,17 @@ type HTTPOptions struct {
 	// SessionTimeout closes a session that sent no request for this long.
 	// Default: 0, which means 30 minutes; -1 never closes idle sessions.
 	SessionTimeout time.Duration
+	// BodyTimeout bounds the reading of a POST's body: a client that
+	// sends it slower is answered 408 and its connection closed.
+	// Default: 0, which means 60s.
+	BodyTimeout time.Duration
 }
 
-// DefaultSessionTimeout is the default of [HTTPOptions.SessionTimeout].
-const DefaultSessionTimeout = 30 * time.Minute
+// The defaults of [HTTPOptions].
+const (
+	DefaultSessionTimeout = 30 * time.Minute
+	DefaultBodyTimeout    = 60 * time.Second
+)
 
 // Handler serves the tools over MCP's streamable HTTP transport, at
 // whatever path it is mounted on: POST for messages (answered as a stream
@@ -50,7 +58,11 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 		SessionTimeout:      timeout,
 		MaxRequestBodyBytes: MaxMessageBytes,
 	})
-	h = s.guard(h)
+	body := opts.BodyTimeout
+	if body <= 0 {
+		body = DefaultBodyTimeout
+	}
+	h = s.guard(h, body)
 	if opts.APIKey != "" {
 		h = bearer(opts.APIKey, h)
 	}
@@ -59,23 +71,32 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 
 // guard answers a POST whose body is not a JSON-RPC message with a
 // JSON-RPC error; the SDK would answer plain text.
-func (s *Server) guard(next http.Handler) http.Handler {
+func (s *Server) guard(next http.Handler, bodyTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// The body within bodyTimeout; the deadline is lifted once it is
+		// read, for the answer's stream.
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(bodyTimeout))
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxMessageBytes))
 		if err != nil {
 			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
+			switch {
+			case errors.As(err, &mbe):
 				writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, jsonrpc.ID{},
 					fmt.Sprintf("Invalid Request: a message longer than %d bytes", MaxMessageBytes))
-				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				w.Header().Set("Connection", "close")
+				http.Error(w, fmt.Sprintf("the request body did not arrive within %v", bodyTimeout), http.StatusRequestTimeout)
+			default:
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			}
-			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		_ = rc.SetReadDeadline(time.Time{})
 		if code, id, problem := checkBody(body); problem != "" {
 			s.log.Warn("mcp: answered an unreadable message with an error", "code", code, "problem", problem)
 			writeRPCError(w, http.StatusBadRequest, code, id, problem)
