@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,10 +187,10 @@ func jsonKind(t reflect.Type) string {
 	return "another value"
 }
 
-// apiKey returns the key a request presents: "Authorization: Bearer KEY",
-// or the X-API-Key header.
+// apiKey returns the key a request presents: "Authorization: Bearer KEY"
+// (the scheme in any case, as RFC 9110 has it), or the X-API-Key header.
 func apiKey(r *http.Request) string {
-	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+	if scheme, k, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(k)
 	}
 	return r.Header.Get("X-API-Key")
@@ -325,7 +326,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // serveMetrics serves the Prometheus metrics, behind Config.MetricsKey
 // when one is set.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.MetricsKey != "" && apiKey(r) != s.cfg.MetricsKey {
+	if s.cfg.MetricsKey != "" && subtle.ConstantTimeCompare([]byte(apiKey(r)), []byte(s.cfg.MetricsKey)) != 1 {
 		writeError(w, http.StatusUnauthorized, codeUnauthorized, "the metrics key is required")
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -296,7 +297,17 @@ func hostIDOf(id string) string {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+//
+// A path that is not clean ("..", ".", "//") is refused with 400: the
+// router would answer it with a redirect to the clean path, which some
+// clients follow by sending a POST's body again, elsewhere.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p != "" && path.Clean(p) != p && path.Clean(p)+"/" != p {
+		writeError(w, http.StatusBadRequest, codeInvalid, "the path %q is not clean (no \"..\", \".\" or empty segments)", p)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Drain makes the server refuse new work (readyz answers 503, new
 // messages and tasks 503), as the first step of a graceful shutdown;

@@ -91,7 +91,7 @@ func (s *Server) decodeLoose(w http.ResponseWriter, r *http.Request, v any) bool
 	case err == nil:
 		return true
 	case errors.As(err, &typ):
-		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, typ.Type, typ.Value)
+		writeError(w, http.StatusBadRequest, codeInvalid, "field %q: want %s, got a JSON %s", typ.Field, jsonKind(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
 		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the JSON of a chat request (id, messages, trigger)")
 	default:

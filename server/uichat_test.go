@@ -155,7 +155,7 @@ func TestUIChatRefusals(t *testing.T) {
 		{"no key", "", uiBody("r1", "hi"), 401, "a valid API key is required"},
 		{"not JSON", ts.acme, `{"id":`, 400, "not the JSON of a chat request"},
 		{"an empty body", ts.acme, ``, 400, "the body is empty"},
-		{"messages of the wrong type", ts.acme, `{"id":"r1","messages":"hi"}`, 400, `field \"messages\": want []server.uiMessage, got a JSON string`},
+		{"messages of the wrong type", ts.acme, `{"id":"r1","messages":"hi"}`, 400, `field \"messages\": want an array, got a JSON string`},
 		{"no id", ts.acme, `{"messages":[]}`, 400, `field \"id\" \"\": want the chat's id`},
 		{"a bad id", ts.acme, `{"id":"../x","messages":[]}`, 400, `field \"id\" \"../x\"`},
 		{"regenerate", ts.acme, strings.Replace(uiBody("r1", "hi"), "submit-message", "regenerate-message", 1), 400, "regenerate-message is not supported"},

@@ -140,3 +140,51 @@ func TestMCPSlowBodiesAndIdleConnections(t *testing.T) {
 		t.Fatalf("a connection idle past --idle-timeout (1s): %v, want it closed", err)
 	}
 }
+
+// TestServeAndMCPAgree: the small things serve and mcp --http did apart.
+// Both take the bearer scheme in any case; serve refuses a path that is
+// not clean with 400 rather than redirect a POST elsewhere, and names JSON
+// types, not Go ones, in the UI chat route's errors; mcp --http refuses a
+// browser's request from another origin.
+func TestServeAndMCPAgree(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(), ""))
+	do := func(method, url, body string, header ...string) (int, string) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		// No redirects followed: a 307 shows as itself.
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := do("GET", s.url+"/v1/sessions", "", "Authorization", "bearer "+serveKey); code != http.StatusOK {
+		t.Errorf("serve with \"bearer\" in lower case: %d %s", code, body)
+	}
+	for _, p := range []string{"/v1/sessions/../sessions/x/messages", "/v1/sessions/./x/messages", "/v1//sessions/x/messages"} {
+		if code, body := do("POST", s.url+p, `{"text":"hi"}`, "Authorization", "Bearer "+serveKey); code != http.StatusBadRequest {
+			t.Errorf("POST %s: %d %s, want 400", p, code, body)
+		}
+	}
+	code, body := do("POST", s.url+"/v1/ui/chat", `[]`, "Authorization", "Bearer "+serveKey, "Content-Type", "application/json")
+	if code != http.StatusBadRequest || strings.Contains(body, "server.") || !strings.Contains(body, "want an object") {
+		t.Errorf("a UI chat body of the wrong JSON type: %d %s, want 400 naming the JSON type", code, body)
+	}
+
+	const key = "mcp-agree-key"
+	url, _ := mcpHTTP(t, bin, key, "--plugins", t.TempDir())
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	hdr := []string{"Authorization", "bearer " + key, "Content-Type", "application/json", "Accept", "application/json, text/event-stream"}
+	if code, body := do("POST", url, init, hdr...); code != http.StatusOK {
+		t.Fatalf("mcp --http initialize, \"bearer\" in lower case: %d %s", code, body)
+	}
+	if code, body := do("POST", url, init, append(hdr, "Origin", "https://evil.example")...); code != http.StatusForbidden {
+		t.Errorf("mcp --http, a request from another origin: %d %s, want 403", code, body)
+	}
+}

@@ -44,7 +44,8 @@ const (
 // GET for the session's own stream, DELETE to end a session. A POST whose
 // body is not a JSON-RPC message gets a JSON-RPC error (HTTP 400), one
 // over [MaxMessageBytes] HTTP 413. Requests that arrive on a loopback
-// address with another Host header are refused (DNS rebinding).
+// address with another Host header are refused (DNS rebinding), and so is
+// a browser's request from another origin (403, http.CrossOriginProtection).
 func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	timeout := opts.SessionTimeout
 	switch {
@@ -66,6 +67,10 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	if opts.APIKey != "" {
 		h = bearer(opts.APIKey, h)
 	}
+	// A browser's request from another origin (a page the user visits
+	// posting to a loopback server) is refused outright (403), whatever
+	// its content type would have made the browser do first.
+	h = http.NewCrossOriginProtection().Handler(h)
 	return h
 }
 
