@@ -33,6 +33,11 @@ const (
 	// StateInterrupted: the session's run has no end and no host runs it
 	// (its process died); a resume continues it.
 	StateInterrupted State = "interrupted"
+	// StateDamaged: the session's ledger does not load, for damage the
+	// storage will not skip (storage.ErrCorrupt). Session.Status fails
+	// then, naming the damage; lists of sessions show the state, with
+	// the damage as the reason, and go on.
+	StateDamaged State = "damaged"
 )
 
 // Status is what a session is doing and how it got there (see

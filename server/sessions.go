@@ -345,6 +345,12 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 	}{Sessions: []sessionSummary{}}
 	for _, id := range page {
 		o, err := t.host.Session(id).Overview(r.Context())
+		if errors.Is(err, storage.ErrCorrupt) {
+			// One damaged ledger does not hide the others: it shows as
+			// damaged, its own routes say where.
+			out.Sessions = append(out.Sessions, sessionSummary{ID: id, Status: host.Status{State: host.StateDamaged, Reason: err.Error()}})
+			continue
+		}
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
 			return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -92,6 +93,15 @@ type usageResponse struct {
 	Agents   []usageAgent   `json:"agents"`
 	Tools    []toolUsage    `json:"tools"`
 	Calls    []toolCall     `json:"calls"`
+	// Damaged are the sessions whose ledgers do not load (storage.ErrCorrupt):
+	// left out of the figures, each with where its damage is.
+	Damaged []damagedSession `json:"damaged,omitempty"`
+}
+
+// damagedSession is a session usage leaves out: its ledger does not load.
+type damagedSession struct {
+	SessionID string `json:"session_id"`
+	Reason    string `json:"reason"`
 }
 
 func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -122,6 +132,10 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 	tools := map[toolKey]*toolUsage{}
 	for _, id := range ids {
 		events, err := t.host.Session(id).Events(r.Context())
+		if errors.Is(err, storage.ErrCorrupt) {
+			out.Damaged = append(out.Damaged, damagedSession{SessionID: id, Reason: err.Error()})
+			continue
+		}
 		if err != nil {
 			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
 			return

@@ -283,6 +283,13 @@ var (
 	// it: it expired, or another owner took it. A fenced Append that
 	// fails with it appended nothing.
 	ErrLeaseLost = errors.New("storage: session lease was lost")
+	// ErrCorrupt is matched (errors.Is) by the error of a [Storage.Load]
+	// that refuses a session whose ledger holds damage it will not skip
+	// (a record in the middle that does not decode): the session is
+	// damaged, not the store unavailable. Callers that go over many
+	// sessions (lists, sweeps) show or skip it and go on; each adapter's
+	// error says where the damage is.
+	ErrCorrupt = errors.New("storage: corrupt ledger")
 	// ErrRewriteRaced is returned by [Rewriter.Rewrite] when the session
 	// was appended to while it was being rewritten: nothing was written,
 	// and the rewrite may be tried again.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +188,66 @@ func TestServeAndMCPAgree(t *testing.T) {
 	}
 	if code, body := do("POST", url, init, append(hdr, "Origin", "https://evil.example")...); code != http.StatusForbidden {
 		t.Errorf("mcp --http, a request from another origin: %d %s, want 403", code, body)
+	}
+}
+
+// TestServeListsDamagedSessions: one session whose ledger is damaged in
+// the middle (a line that does not decode, intact records after it) shows
+// as damaged in GET /v1/sessions and GET /v1/usage, which go on with the
+// others; its own routes answer 503 naming the damage.
+func TestServeListsDamagedSessions(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	dir := t.TempDir()
+	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+dir, model.URL(), ""))
+	for _, id := range []string{"good", "bad"} {
+		s.must("POST", "/v1/sessions/"+id+"/messages?wait=true", `{"text":"hello"}`, http.StatusOK, nil)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*bad*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("the bad session's file: %v", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	if err := os.WriteFile(files[0], []byte(first+"\n{not json\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Sessions []struct {
+			ID     string `json:"id"`
+			Status struct {
+				State, Reason string
+			} `json:"status"`
+		} `json:"sessions"`
+	}
+	s.must("GET", "/v1/sessions", "", http.StatusOK, &list)
+	states := map[string]string{}
+	for _, it := range list.Sessions {
+		states[it.ID] = it.Status.State
+		if it.ID == "bad" && !strings.Contains(it.Status.Reason, ":2:") {
+			t.Errorf("the damaged session's reason does not name the line: %q", it.Status.Reason)
+		}
+	}
+	if states["good"] != "completed" || states["bad"] != "damaged" {
+		t.Errorf("GET /v1/sessions: %v, want good completed and bad damaged", states)
+	}
+	var usage struct {
+		Sessions []struct {
+			SessionID string `json:"session_id"`
+		} `json:"sessions"`
+		Damaged []struct {
+			SessionID string `json:"session_id"`
+			Reason    string `json:"reason"`
+		} `json:"damaged"`
+	}
+	s.must("GET", "/v1/usage", "", http.StatusOK, &usage)
+	if len(usage.Damaged) != 1 || usage.Damaged[0].SessionID != "bad" || len(usage.Sessions) != 1 || usage.Sessions[0].SessionID != "good" {
+		t.Errorf("GET /v1/usage: sessions %+v, damaged %+v", usage.Sessions, usage.Damaged)
+	}
+	if code, body, _ := s.do("GET", "/v1/sessions/bad", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, ":2:") {
+		t.Errorf("GET /v1/sessions/bad: %d %s, want 503 naming the line", code, body)
 	}
 }

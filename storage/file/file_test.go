@@ -280,7 +280,7 @@ func checkCorrupt(t *testing.T, op string, err error, path string, cause error) 
 	if !strings.Contains(err.Error(), path+":2:") {
 		t.Errorf("%s: message %q does not name %s:2", op, err, path)
 	}
-	if !errors.Is(err, file.ErrCorrupt) {
+	if !errors.Is(err, file.ErrCorrupt) || !errors.Is(err, storage.ErrCorrupt) {
 		t.Errorf("%s: error does not match file.ErrCorrupt", op)
 	}
 	var de *ledger.DecodeError

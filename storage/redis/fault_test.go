@@ -424,7 +424,7 @@ func TestCorruptEntry(t *testing.T) {
 		_, err = st.Load(ctx, tc.id)
 		var ce *redis.CorruptError
 		switch {
-		case !errors.As(err, &ce) || !errors.Is(err, redis.ErrCorrupt):
+		case !errors.As(err, &ce) || !errors.Is(err, redis.ErrCorrupt) || !errors.Is(err, storage.ErrCorrupt):
 			t.Errorf("Load of a session with a bad entry (%s) = %v, want a *CorruptError", tc.id, err)
 		case ce.EntryID != entry || ce.Key != key:
 			t.Errorf("CorruptError names %s entry %s, want %s entry %s", ce.Key, ce.EntryID, key, entry)

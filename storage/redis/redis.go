@@ -74,8 +74,8 @@ func (e *CorruptError) Error() string {
 // Unwrap returns the cause.
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Is reports whether target is [ErrCorrupt].
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+// Is reports whether target is [ErrCorrupt] or [storage.ErrCorrupt].
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt || target == storage.ErrCorrupt }
 
 // Options configures a [Store]. The zero value is the default; a field
 // left zero takes the default its documentation ends with, and -1 turns a
