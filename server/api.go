@@ -57,13 +57,29 @@ const (
 // so that a handler that goes on (waiting for a run, streaming its answer)
 // keeps its connection.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, limitKey string) ([]byte, bool) {
+	if r.ContentLength > limit {
+		// Refused before a byte of it is read.
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (%s)", limit, limitKey)
+		return nil, false
+	}
 	rc := http.NewResponseController(w)
 	timeout := time.Duration(s.cfg.BodyTimeout)
 	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot bound the body's reading: %v", err)
 		return nil, false
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var b []byte
+	var err error
+	if n := r.ContentLength; n > 0 {
+		// Its length is known: read it into one buffer of that size,
+		// rather than one that grows by doubling.
+		b = make([]byte, n)
+		_, err = io.ReadFull(body, b)
+	} else {
+		b, err = io.ReadAll(body)
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:

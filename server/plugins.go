@@ -105,6 +105,16 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if name == "" {
 		return
 	}
+	// One upload of the tenant's at a time, from before its body is read:
+	// a module is held in memory, and compiled, once.
+	select {
+	case t.uploads <- struct{}{}:
+		defer func() { <-t.uploads }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
+		return
+	}
 	wasm, ok := s.readBody(w, r, s.cfg.MaxPluginBytes, "max_plugin_bytes")
 	if !ok {
 		return

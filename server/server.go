@@ -83,8 +83,9 @@ type tenant struct {
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
 
-	pluginsMu sync.Mutex // uploads and removals of the tenant's modules take turns
-	feed      feed       // the changes of the tenant's sessions, for GET /v1/feed
+	pluginsMu sync.Mutex    // uploads and removals of the tenant's modules take turns
+	uploads   chan struct{} // a token while a module upload is read and loaded: one at a time
+	feed      feed          // the changes of the tenant's sessions, for GET /v1/feed
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -185,7 +186,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	if err != nil {
 		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
 	}
-	t := &tenant{name: name, cfg: tc, storage: store, agents: map[string]host.Agent{}}
+	t := &tenant{name: name, cfg: tc, storage: store, agents: map[string]host.Agent{}, uploads: make(chan struct{}, 1)}
 	if r := tc.RateLimit.RequestsPerSecond; r > 0 {
 		burst := tc.RateLimit.Burst
 		if burst == 0 {

@@ -251,3 +251,84 @@ func TestServeListsDamagedSessions(t *testing.T) {
 		t.Errorf("GET /v1/sessions/bad: %d %s, want 503 naming the line", code, body)
 	}
 }
+
+// vmHWM returns a process's peak resident memory, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmHWM")
+	return 0
+}
+
+// TestServeUploadsOneAtATime: a module larger than max_plugin_bytes is
+// refused on its Content-Length, before a byte of it is read; a tenant's
+// uploads are read one at a time (429 for another meanwhile), so six
+// simultaneous 60 MiB uploads do not take the server's memory up by six
+// modules' worth.
+func TestServeUploadsOneAtATime(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(), "body_timeout: 3s\nplugins_dir: "+t.TempDir()+"\n"))
+	addr := strings.TrimPrefix(s.url, "http://")
+	auth := "Authorization: Bearer " + serveKey + "\r\n"
+
+	start := time.Now()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "PUT /v1/plugins/huge HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n", auth, 200<<20)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusRequestEntityTooLarge || time.Since(start) > 2*time.Second {
+		t.Fatalf("a 200 MiB upload announced, not sent: %v %v after %v, want 413 at once", res, err, time.Since(start))
+	}
+
+	// A slow upload holds the tenant's slot; another meanwhile is 429.
+	slow := trickle(t, addr, "PUT /v1/plugins/slow HTTP/1.1\r\nHost: x\r\n"+auth, 1000, 100*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	if code, body, _ := s.do("PUT", "/v1/plugins/other", "junk"); code != http.StatusTooManyRequests {
+		t.Errorf("an upload while another is read: %d %s, want 429", code, body)
+	}
+	slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if res, err := http.ReadResponse(bufio.NewReader(slow), nil); err != nil || res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("the slow upload: %v %v, want 408", res, err)
+	}
+	if code, body, _ := s.do("PUT", "/v1/plugins/other", "junk"); code != http.StatusUnprocessableEntity {
+		t.Errorf("an upload once the slot is free: %d %s, want 422 (read, then refused as no module)", code, body)
+	}
+
+	// Six at once, 60 MiB each.
+	before := vmHWM(t, s.pid())
+	big := strings.Repeat("x", 60<<20)
+	codes := make(chan int, 6)
+	for i := range 6 {
+		go func() {
+			code, _, _ := s.do("PUT", fmt.Sprintf("/v1/plugins/big%d", i), big)
+			codes <- code
+		}()
+	}
+	seen := map[int]int{}
+	for range 6 {
+		seen[<-codes]++
+	}
+	grew := vmHWM(t, s.pid()) - before
+	t.Logf("six simultaneous 60 MiB uploads: answers %v; peak memory grew %d MiB", seen, grew>>20)
+	if seen[http.StatusTooManyRequests] == 0 {
+		t.Errorf("answers %v: want the uploads that came while another was read refused (429)", seen)
+	}
+	if grew > 300<<20 {
+		t.Errorf("peak memory grew %d MiB for six 60 MiB uploads, want one at a time", grew>>20)
+	}
+}
