@@ -276,7 +276,7 @@ func (s *Server) routes() {
 	handle("GET /v1/sessions", s.listSessions)
 	handle("GET /v1/sessions/{id}", s.getSession)
 	handle("GET /v1/sessions/{id}/transcript", s.getTranscript)
-	handle("GET /v1/sessions/{id}/events", s.getEvents)
+	handle("GET /v1/sessions/{id}/events", s.streaming(s.getEvents, true))
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	handle("POST /v1/tasks", s.postTask)
 	handle("GET /v1/tasks/{id}", s.getTask)
@@ -286,10 +286,12 @@ func (s *Server) routes() {
 	handle("GET /v1/plugins/{name}", s.getPlugin)
 	handle("PUT /v1/plugins/{name}", s.putPlugin)
 	handle("DELETE /v1/plugins/{name}", s.deletePlugin)
-	handle("GET /v1/feed", s.getFeed)
+	handle("GET /v1/feed", s.streaming(s.getFeed, true))
 	handle("GET /v1/usage", s.getUsage)
-	handle("POST /v1/ui/chat", s.uiChat)
-	handle("GET /v1/ui/chat/{id}/stream", s.uiResume)
+	// The UI message streams end with their message: no lifetime bound,
+	// which would cut an answer the AI SDK then takes for failed.
+	handle("POST /v1/ui/chat", s.streaming(s.uiChat, false))
+	handle("GET /v1/ui/chat/{id}/stream", s.streaming(s.uiResume, false))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -56,6 +56,15 @@ type Config struct {
 	// MaxPluginBytes bounds an uploaded module. Default: 0, which means
 	// 64 MiB.
 	MaxPluginBytes int64 `yaml:"max_plugin_bytes"`
+	// MaxStreams bounds the open event streams of the whole process, every
+	// tenant's (429 past it). Default: 0, which means 4096, or three
+	// quarters of the process's file descriptor limit when that is lower.
+	MaxStreams int `yaml:"max_streams"`
+	// StreamMaxAge closes a session's or the feed's event stream this
+	// long after it opened; its client reconnects with Last-Event-ID and
+	// loses nothing (the UI message streams end with their message).
+	// Default: 0, which means 1h.
+	StreamMaxAge Duration `yaml:"stream_max_age"`
 	// BodyTimeout bounds the reading of a request's body (a message, a
 	// decision, a module upload): a client that sends it slower is
 	// answered 408 and its connection closed. Default: 0, which means 60s.
@@ -178,6 +187,12 @@ type RateLimitConfig struct {
 	// ConcurrentRuns bounds the tenant's runs in flight in this host.
 	// Default: 0, no bound.
 	ConcurrentRuns int `yaml:"concurrent_runs"`
+	// Streams bounds the tenant's open event streams in this host (429
+	// past it). Default: 0, which means 256.
+	Streams int `yaml:"streams"`
+	// StreamsPerKey bounds the open event streams of one of the tenant's
+	// API keys in this host. Default: 0, which means 32.
+	StreamsPerKey int `yaml:"streams_per_key"`
 }
 
 // SandboxConfig is what a tenant's plugins may do (see plugins.Limits);
@@ -244,6 +259,11 @@ const (
 	DefaultStreamWrite     = 30 * time.Second
 	DefaultBodyTimeout     = 60 * time.Second
 	DefaultIdleTimeout     = 2 * time.Minute
+	DefaultStreamMaxAge    = time.Hour
+	DefaultMaxStreams      = 4096
+	// The defaults of RateLimitConfig's stream bounds.
+	DefaultTenantStreams = 256
+	DefaultKeyStreams    = 32
 )
 
 // tenantName is what a tenant may be called: it prefixes the tenant's
@@ -498,8 +518,20 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = Duration(DefaultIdleTimeout)
 	}
+	if cfg.StreamMaxAge == 0 {
+		cfg.StreamMaxAge = Duration(DefaultStreamMaxAge)
+	}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+		if n := openFileLimit(); n > 0 && n*3/4 < cfg.MaxStreams {
+			cfg.MaxStreams = max(1, n*3/4)
+		}
+	}
+	if cfg.MaxStreams < 0 {
+		errs = append(errs, fmt.Errorf("max_streams %d is negative", cfg.MaxStreams))
+	}
 	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat,
-		"stream_write_timeout": cfg.StreamWriteTimeout, "body_timeout": cfg.BodyTimeout, "idle_timeout": cfg.IdleTimeout} {
+		"stream_write_timeout": cfg.StreamWriteTimeout, "body_timeout": cfg.BodyTimeout, "idle_timeout": cfg.IdleTimeout, "stream_max_age": cfg.StreamMaxAge} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}
@@ -536,8 +568,14 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	if t.BudgetUSDPerDay < 0 {
 		bad("budget_usd_per_day is negative")
 	}
-	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 {
+	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 {
 		bad("rate_limit: negative values")
+	}
+	if t.RateLimit.Streams == 0 {
+		t.RateLimit.Streams = DefaultTenantStreams
+	}
+	if t.RateLimit.StreamsPerKey == 0 {
+		t.RateLimit.StreamsPerKey = DefaultKeyStreams
 	}
 	for _, m := range sortedKeys(t.PluginConfig) {
 		if m == "" || strings.ContainsAny(m, `/\`) || strings.HasSuffix(m, ".wasm") {

@@ -66,6 +66,8 @@ type Server struct {
 	watchers []*plugins.DirWatcher
 	stopBg   context.CancelFunc
 
+	streams streamSlots // the open event streams, per key, tenant and in all
+
 	closing  atomic.Bool
 	done     chan struct{} // closed as Close begins: the tenants' feeds end
 	doneOnce sync.Once

@@ -4,6 +4,7 @@ package cli_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentichost/agentic/server"
 )
 
 // trickle sends a request over a new connection to addr: its head, then
@@ -330,5 +333,106 @@ func TestServeUploadsOneAtATime(t *testing.T) {
 	}
 	if grew > 300<<20 {
 		t.Errorf("peak memory grew %d MiB for six 60 MiB uploads, want one at a time", grew>>20)
+	}
+}
+
+// TestServeBoundsStreams: event streams are bounded per API key, per
+// tenant and over the process (429 past a bound, and a stream closed frees
+// its slot), and a session's or the feed's stream closes after
+// stream_max_age.
+func TestServeBoundsStreams(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	keys := []string{"ak_streams_a1", "ak_streams_a2", "ak_streams_a3", "ak_streams_b1"}
+	cfg := fmt.Sprintf(`storage: file:%s
+max_streams: 6
+stream_max_age: 2s
+model:
+  base_url: %s
+tenants:
+  acme:
+    keys: [%q, %q, %q]
+    models: [fake/echo]
+    rate_limit: {streams: 4, streams_per_key: 2}
+  beta:
+    keys: [%q]
+    models: [fake/echo]
+    rate_limit: {streams: 4, streams_per_key: 4}
+`, t.TempDir(), model.URL(), server.HashKey(keys[0]), server.HashKey(keys[1]), server.HashKey(keys[2]), server.HashKey(keys[3]))
+	path := filepath.Join(t.TempDir(), "agentic.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "serve", bin, path)
+	open := func(key, route string) (int, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.url+route, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("GET %s: %v", route, err)
+		}
+		if res.StatusCode != http.StatusOK {
+			io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		return res.StatusCode, func() { cancel(); res.Body.Close() }
+	}
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	expect := func(key string, want int, why string) func() {
+		t.Helper()
+		code, done := open(key, "/v1/feed")
+		if code != want {
+			t.Errorf("%s: %d, want %d", why, code, want)
+		}
+		closers = append(closers, done)
+		return done
+	}
+	first := expect(keys[0], 200, "a1's first stream")
+	expect(keys[0], 200, "a1's second stream")
+	expect(keys[0], 429, "a1's third stream (streams_per_key: 2)")
+	expect(keys[1], 200, "a2's first stream")
+	expect(keys[1], 200, "a2's second stream")
+	expect(keys[2], 429, "a3's first stream (the tenant's streams: 4)")
+	expect(keys[3], 200, "beta's first stream")
+	expect(keys[3], 200, "beta's second stream")
+	expect(keys[3], 429, "beta's third stream (max_streams: 6)")
+	first()
+	// The slot comes back once the server sees the stream closed.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, done := open(keys[2], "/v1/feed")
+		if code == 200 {
+			closers = append(closers, done)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream's slot did not come back: %d", code)
+		}
+	}
+	for _, c := range closers {
+		c()
+	}
+	closers = nil
+
+	// A session's stream ends after stream_max_age.
+	s.key = keys[0]
+	s.must("POST", "/v1/sessions/aged/messages?wait=true", `{"text":"hi"}`, http.StatusOK, nil)
+	start := time.Now()
+	code, done := open(keys[0], "/v1/sessions/aged/events")
+	defer done()
+	if code != 200 {
+		t.Fatalf("the session's stream: %d", code)
+	}
+	ch := s.events("aged")
+	for range ch {
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the session's stream lasted %v, want about stream_max_age (2s)", took)
 	}
 }
