@@ -42,11 +42,19 @@ func Prefix(store Storage, prefix string) (Storage, error) {
 		return nil, fmt.Errorf("storage: Prefix needs a store that lists sessions and keeps values (storage.Lister and storage.KV); %T does not", store)
 	}
 	p := &prefixed{store: store, lister: lister, kv: kv, prefix: prefix}
+	counter, counts := store.(Counter)
 	leaser, ok1 := store.(Leaser)
 	inspector, ok2 := store.(LeaseInspector)
 	watcher, ok3 := store.(Watcher)
 	if ok1 && ok2 && ok3 {
-		return &sharedPrefixed{prefixed: p, leaser: leaser, inspector: inspector, watcher: watcher}, nil
+		sp := &sharedPrefixed{prefixed: p, leaser: leaser, inspector: inspector, watcher: watcher}
+		if counts {
+			return &countingSharedPrefixed{sharedPrefixed: sp, counter: counter}, nil
+		}
+		return sp, nil
+	}
+	if counts {
+		return &countingPrefixed{prefixed: p, counter: counter}, nil
 	}
 	return p, nil
 }
@@ -219,7 +227,38 @@ func (p *sharedPrefixed) Watch(ctx context.Context, sessionID string) (<-chan st
 	return p.watcher.Watch(ctx, id)
 }
 
+// addWithin is Counter.AddWithin of a view, on counter, the store's.
+func (p *prefixed) addWithin(ctx context.Context, counter Counter, namespace, key string, delta, limit int64) (int64, bool, error) {
+	if err := CheckKV(namespace, key, nil); err != nil {
+		return 0, false, err
+	}
+	return counter.AddWithin(ctx, p.ns(namespace), key, delta, limit)
+}
+
+// countingPrefixed is a Prefix view of a store that keeps counters.
+type countingPrefixed struct {
+	*prefixed
+	counter Counter
+}
+
+func (p *countingPrefixed) AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (int64, bool, error) {
+	return p.addWithin(ctx, p.counter, namespace, key, delta, limit)
+}
+
+// countingSharedPrefixed is a Prefix view of a shared store that keeps
+// counters.
+type countingSharedPrefixed struct {
+	*sharedPrefixed
+	counter Counter
+}
+
+func (p *countingSharedPrefixed) AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (int64, bool, error) {
+	return p.addWithin(ctx, p.counter, namespace, key, delta, limit)
+}
+
 var (
+	_ Counter        = (*countingPrefixed)(nil)
+	_ Counter        = (*countingSharedPrefixed)(nil)
 	_ Storage        = (*prefixed)(nil)
 	_ Lister         = (*prefixed)(nil)
 	_ KV             = (*prefixed)(nil)

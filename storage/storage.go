@@ -52,6 +52,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -224,6 +225,39 @@ type KV interface {
 	Keys(ctx context.Context, namespace string) ([]string, error)
 }
 
+// Counter is implemented by stores whose key-value store ([KV]) keeps
+// integer counters that change atomically, for what several hosts must
+// count together without a race (a tenant's daily budget reserves and
+// settles its spend with it). A counter is a KV value, the decimal text of
+// an int64, which Get returns and Set and Delete change as any value.
+// Callers that find no Counter fall back to values of their own (one per
+// host) and say what they lose.
+type Counter interface {
+	// AddWithin adds delta to the counter under key in namespace (a
+	// missing key counts as 0), atomically with respect to every other
+	// AddWithin on the key, unless delta > 0 and the sum would pass limit.
+	// It returns the counter's value after the add — or as it stands,
+	// when refused — and whether it added. A value there that is not the
+	// decimal text of an int64 fails it with [ErrNotCounter], and is left
+	// as it is. The bounds and the ctx rule of [KV] apply.
+	AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (value int64, added bool, err error)
+}
+
+// AddCounter is the arithmetic of [Counter.AddWithin], for its
+// implementations: the counter's next value from its current text (nil for
+// a missing key), and whether to store it.
+func AddCounter(current []byte, delta, limit int64) (value int64, added bool, err error) {
+	if current != nil {
+		if value, err = strconv.ParseInt(string(current), 10, 64); err != nil {
+			return 0, false, fmt.Errorf("%w: %.40q", ErrNotCounter, current)
+		}
+	}
+	if delta > 0 && (value > limit-delta || value+delta < value) {
+		return value, false, nil
+	}
+	return value + delta, true, nil
+}
+
 // The bounds of [KV] namespaces, keys and values.
 const (
 	MaxNamespaceBytes = 256
@@ -283,6 +317,9 @@ var (
 	// it: it expired, or another owner took it. A fenced Append that
 	// fails with it appended nothing.
 	ErrLeaseLost = errors.New("storage: session lease was lost")
+	// ErrNotCounter is returned by [Counter.AddWithin] for a value that is
+	// not a counter's (the decimal text of an int64).
+	ErrNotCounter = errors.New("storage: the value is not a counter")
 	// ErrCorrupt is matched (errors.Is) by the error of a [Storage.Load]
 	// that refuses a session whose ledger holds damage it will not skip
 	// (a record in the middle that does not decode): the session is

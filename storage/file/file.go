@@ -53,7 +53,9 @@ func (e *CorruptError) Error() string {
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrCorrupt] or [storage.ErrCorrupt].
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt || target == storage.ErrCorrupt }
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || target == storage.ErrCorrupt
+}
 
 // Options configures a [Store]. The zero value is the default.
 type Options struct {
@@ -97,6 +99,8 @@ type Store struct {
 	maxOpen int
 	openMu  sync.Mutex
 	open    *list.List
+
+	counterMu sync.Mutex // makes each AddWithin's read and write one step
 }
 
 // session is the Store's state for one session file. Its fields are

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -292,4 +293,33 @@ func decodeEntry(data []byte) (namespace, key string, value []byte, err error) {
 	return names[0], names[1], bytes.Clone(rest), nil
 }
 
-var _ storage.KV = (*Store)(nil)
+// AddWithin implements [storage.Counter]: the counter is read, added to
+// and written back (as Set writes a value) under a lock of the store's, so
+// that it is atomic within the process — the one a file store serves.
+func (st *Store) AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (int64, bool, error) {
+	if err := st.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
+		return 0, false, err
+	}
+	st.counterMu.Lock()
+	defer st.counterMu.Unlock()
+	cur, ok, err := st.Get(ctx, namespace, key)
+	if err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		cur = nil
+	}
+	value, added, err := storage.AddCounter(cur, delta, limit)
+	if err != nil || !added {
+		return value, false, err
+	}
+	if err := st.Set(ctx, namespace, key, strconv.AppendInt(nil, value, 10)); err != nil {
+		return 0, false, err
+	}
+	return value, true, nil
+}
+
+var (
+	_ storage.KV      = (*Store)(nil)
+	_ storage.Counter = (*Store)(nil)
+)

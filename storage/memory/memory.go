@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/agentichost/agentic/host/ledger"
@@ -253,4 +254,31 @@ func (s *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
 	return keys, nil
 }
 
-var _ storage.KV = (*Store)(nil)
+// AddWithin implements [storage.Counter].
+func (s *Store) AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (int64, bool, error) {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
+		return 0, false, err
+	}
+	s.kvMu.Lock()
+	defer s.kvMu.Unlock()
+	var cur []byte
+	if v, ok := s.kv[namespace][key]; ok {
+		cur = v
+	}
+	value, added, err := storage.AddCounter(cur, delta, limit)
+	if err != nil || !added {
+		return value, false, err
+	}
+	ns := s.kv[namespace]
+	if ns == nil {
+		ns = make(map[string][]byte)
+		s.kv[namespace] = ns
+	}
+	ns[key] = strconv.AppendInt(nil, value, 10)
+	return value, true, nil
+}
+
+var (
+	_ storage.KV      = (*Store)(nil)
+	_ storage.Counter = (*Store)(nil)
+)

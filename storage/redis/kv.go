@@ -102,4 +102,41 @@ func (s *Store) Keys(ctx context.Context, namespace string) ([]string, error) {
 	return keys, nil
 }
 
-var _ storage.KV = (*Store)(nil)
+// addWithinScript is AddWithin: KEYS the namespace's hash, ARGV the key,
+// the delta and the limit.
+var addWithinScript = goredis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local v = 0
+if cur then
+  if not string.match(cur, '^-?%d+$') then
+    return redis.error_reply('` + codeNotCounter + ` the value is not a counter')
+  end
+  v = tonumber(cur)
+end
+local d = tonumber(ARGV[2])
+if d > 0 and v + d > tonumber(ARGV[3]) then
+  return {v, 0}
+end
+return {redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]), 1}
+`)
+
+// AddWithin implements [storage.Counter] with a script on the namespace's
+// hash (HGET, then HINCRBY unless past the limit), atomic on the server.
+func (s *Store) AddWithin(ctx context.Context, namespace, key string, delta, limit int64) (int64, bool, error) {
+	if err := s.kvReady(ctx, storage.CheckKV(namespace, key, nil)); err != nil {
+		return 0, false, err
+	}
+	res, err := addWithinScript.Run(ctx, s.client, []string{s.kvKey(namespace)}, key, delta, limit).Int64Slice()
+	if err != nil {
+		return 0, false, s.fail(ctx, fmt.Sprintf("add to %q in namespace %q", key, namespace), err)
+	}
+	if len(res) != 2 {
+		return 0, false, fmt.Errorf("storage/redis: add to %q in namespace %q: the script answered %v", key, namespace, res)
+	}
+	return res[0], res[1] == 1, nil
+}
+
+var (
+	_ storage.KV      = (*Store)(nil)
+	_ storage.Counter = (*Store)(nil)
+)

@@ -75,7 +75,9 @@ func (e *CorruptError) Error() string {
 func (e *CorruptError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrCorrupt] or [storage.ErrCorrupt].
-func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt || target == storage.ErrCorrupt }
+func (e *CorruptError) Is(target error) bool {
+	return target == ErrCorrupt || target == storage.ErrCorrupt
+}
 
 // Options configures a [Store]. The zero value is the default; a field
 // left zero takes the default its documentation ends with, and -1 turns a
@@ -508,9 +510,10 @@ func (s *Store) indexKey() string {
 // Script error codes: the first word of the error replies the scripts
 // return.
 const (
-	codeLeaseHeld = "AGENTIC_LEASE_HELD"
-	codeLeaseLost = "AGENTIC_LEASE_LOST"
-	codeRaced     = "AGENTIC_REWRITE_RACED" // replaceScript: the stream changed
+	codeLeaseHeld  = "AGENTIC_LEASE_HELD"
+	codeLeaseLost  = "AGENTIC_LEASE_LOST"
+	codeRaced      = "AGENTIC_REWRITE_RACED" // replaceScript: the stream changed
+	codeNotCounter = "AGENTIC_NOT_COUNTER"   // addWithinScript: the value is no counter
 )
 
 // queueOwner stands for the owner of an unfenced append that carries only
@@ -697,6 +700,8 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("storage/redis: %s: %w (append through the lease)", what, storage.ErrLeaseHeld)
 	case strings.HasPrefix(msg, codeRaced):
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrRewriteRaced)
+	case strings.HasPrefix(msg, codeNotCounter):
+		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrNotCounter)
 	case s.closed.Load():
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrClosed)
 	}

@@ -39,6 +39,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Leaser", runLeaser},
 		{"Watcher", runWatcher},
 		{"KV", runKV},
+		{"Counter", runCounter},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

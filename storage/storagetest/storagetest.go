@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"Leaser", func(t *testing.T, s storage.Storage) { runLeaser(t, s, s) }},
 		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
+		{"Counter", func(t *testing.T, s storage.Storage) { runCounter(t, s, s) }},
 		{"Rewriter", runRewriter},
 	}
 	for _, tc := range tests {

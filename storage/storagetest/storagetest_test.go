@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -282,6 +284,30 @@ func (b *broken) Keys(ctx context.Context, ns string) ([]string, error) {
 	return keys, err
 }
 
+// AddWithin breaks Counter: "counter-racy" reads and writes in two steps,
+// "counter-no-limit" adds past the limit.
+func (b *broken) AddWithin(ctx context.Context, ns, key string, delta, limit int64) (int64, bool, error) {
+	switch b.mode {
+	case "counter-racy":
+		cur, ok, err := b.Store.Get(ctx, ns, key)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			cur = nil
+		}
+		v, added, err := storage.AddCounter(cur, delta, limit)
+		if err != nil || !added {
+			return v, false, err
+		}
+		time.Sleep(time.Millisecond) // another add comes between
+		return v, true, b.Store.Set(ctx, ns, key, strconv.AppendInt(nil, v, 10))
+	case "counter-no-limit":
+		limit = math.MaxInt64
+	}
+	return b.Store.AddWithin(ctx, ns, key, delta, limit)
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -320,6 +346,8 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"kv-ignore-ctx", "DoneContext", "KV Set with a canceled ctx"},
 		{"kv-len-stale", "KV/Len", `after 3 Sets: Len("len") = 4`},
 		{"kv-keys-unsorted", "KV/Keys", `after 4 Sets (sorted, another namespace apart): Keys("keys")`},
+		{"counter-racy", "Counter/AtOnce", "64 adds of 1 within 40 at once"},
+		{"counter-no-limit", "Counter/Adds", "want 10 refused"},
 		{"rewrite-dry-writes", "Rewriter/DryRun", "after a dry run"},
 		{"rewrite-keep-partial", "Rewriter/FnFails", "after a rewrite whose fn failed"},
 		{"rewrite-drop", "Rewriter/Rewrites", "after the rewrite"},
