@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -14,13 +15,31 @@ import (
 )
 
 // Budgets: a tenant's billed cost per UTC day, summed over every host
-// sharing the storage. Each host keeps its own share of the day in the
-// key-value store (one key per host, written only by it, so no two hosts
-// race on a value), and a check adds the shares up. A run is refused
-// before it starts past the budget (admission control), and a run in
-// flight that crosses it finishes the step it is in: its next model call
-// fails with ErrBudgetExceeded, ending it failed with reason
-// "budget_exceeded: …".
+// sharing the storage. A run is refused before it starts past the budget
+// (admission control), and each model call reserves its cost before it is
+// made and settles the reservation with the real cost after it:
+//
+//   - With a storage that keeps counters (storage.Counter, as every
+//     built-in one does), the day's committed spend (spent + reserved) is
+//     one counter every host adds to atomically. A call reserves the
+//     dearest call this host has seen (or, before it has seen one, all
+//     that is left, so that the first calls go one at a time), within
+//     what is left: it never reserves past the budget. When nothing is
+//     left but other calls hold reservations, it waits for them to settle
+//     (up to budgetWait); when nothing is left at all, it fails with
+//     ErrBudgetExceeded. So the day's spend passes the budget by at most
+//     one call's worth (a call dearer than any seen before, or the last
+//     one, which reserved what was left), however many run at once, on
+//     however many hosts. A host that dies holding a reservation leaves
+//     it counted until the day ends.
+//   - Without, each host keeps its own share of the day in the key-value
+//     store (one key per host), and a check adds the shares up: calls in
+//     flight at once are not counted until they end, so parallel runs may
+//     pass the budget by a call each.
+//
+// A run in flight that crosses the budget finishes the step it is in: its
+// next model call fails with ErrBudgetExceeded, ending it failed with
+// reason "budget_exceeded: …".
 
 // ErrBudgetExceeded is the error of a model call a tenant's budget stops.
 type ErrBudgetExceeded struct {
@@ -39,20 +58,118 @@ func (e *ErrBudgetExceeded) Retryable() bool { return false }
 
 // budget tracks one tenant's spend.
 type budget struct {
-	kv     storage.KV
-	tenant string
-	limit  float64
-	hostID string
+	kv      storage.KV
+	counter storage.Counter // nil: no counters, each host's share instead
+	tenant  string
+	limit   float64
+	hostID  string
 
-	mu    sync.Mutex
+	mu       sync.Mutex
+	estimate int64 // the dearest call this host has seen, in micro-USD; 0: none yet
+
+	// Without counters:
 	day   string  // the UTC day of own
 	own   float64 // this host's spend of the day
 	total float64 // the day's spend of every host, as last read
 	read  time.Time
 }
 
-func newBudget(kv storage.KV, tenant string, limit float64, hostID string) *budget {
-	return &budget{kv: kv, tenant: tenant, limit: limit, hostID: hostID}
+func newBudget(kv storage.KV, counter storage.Counter, tenant string, limit float64, hostID string) *budget {
+	return &budget{kv: kv, counter: counter, tenant: tenant, limit: limit, hostID: hostID}
+}
+
+// The keys of the day's counters, in its namespace (beside the hosts'
+// shares, which no counter uses).
+const (
+	committedKey = "=committed" // spent and reserved, in micro-USD
+	reservedKey  = "=reserved"  // reserved by calls in flight, in micro-USD
+)
+
+// budgetWait bounds how long a call waits for other calls' reservations to
+// settle when nothing of the budget is left unreserved.
+const budgetWait = time.Minute
+
+// micro converts USD to micro-USD, rounding up (a reservation, a limit
+// read against it) or to nearest (a cost spent).
+func micro(usd float64, up bool) int64 {
+	if up {
+		return int64(math.Ceil(usd * 1e6))
+	}
+	return int64(math.Round(usd * 1e6))
+}
+
+// reservation is what a model call holds of the budget while it runs.
+type reservation struct {
+	ns     string // the day it was made on
+	amount int64  // micro-USD
+}
+
+// reserve holds of the day's budget what the next call may cost (see the
+// package comment). It returns an *ErrBudgetExceeded when nothing is left,
+// and an error (the call then goes on: the budget fails open, logged by
+// the caller) when the storage cannot tell.
+func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, error) {
+	ns := b.namespace(time.Now().UTC().Format(time.DateOnly))
+	limit := micro(b.limit, false)
+	deadline := time.Now().Add(budgetWait)
+	for {
+		committed, _, err := b.counter.AddWithin(ctx, ns, committedKey, 0, 0)
+		if err != nil {
+			return reservation{}, nil, err
+		}
+		if left := limit - committed; left > 0 {
+			b.mu.Lock()
+			r := b.estimate
+			b.mu.Unlock()
+			if r <= 0 || r > left {
+				r = left
+			}
+			_, added, err := b.counter.AddWithin(ctx, ns, committedKey, r, limit)
+			if err != nil {
+				return reservation{}, nil, err
+			}
+			if !added {
+				continue // another call reserved meanwhile: look again
+			}
+			if _, _, err := b.counter.AddWithin(ctx, ns, reservedKey, r, math.MaxInt64); err != nil {
+				return reservation{ns, r}, nil, err
+			}
+			return reservation{ns, r}, nil, nil
+		}
+		reserved, _, err := b.counter.AddWithin(ctx, ns, reservedKey, 0, 0)
+		if err != nil {
+			return reservation{}, nil, err
+		}
+		spent := float64(committed-reserved) / 1e6
+		if reserved <= 0 || time.Now().After(deadline) {
+			return reservation{}, &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}, nil
+		}
+		// Others hold what is left: their calls settle, dearer or
+		// cheaper than reserved.
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return reservation{}, nil, ctx.Err()
+		}
+	}
+}
+
+// settle replaces a call's reservation by what it cost.
+func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
+	spent := micro(max(cost, 0), false)
+	b.mu.Lock()
+	b.estimate = max(b.estimate, spent)
+	b.mu.Unlock()
+	if res.amount == 0 && spent == 0 {
+		return
+	}
+	// Best effort: a settle that fails leaves the reservation counted.
+	b.counter.AddWithin(ctx, res.ns, committedKey, spent-res.amount, math.MaxInt64)
+	if res.amount != 0 {
+		b.counter.AddWithin(ctx, res.ns, reservedKey, -res.amount, math.MaxInt64)
+	}
 }
 
 // budgetRecheck is how stale the other hosts' shares may be.
@@ -78,8 +195,18 @@ func (b *budget) add(ctx context.Context, cost float64) {
 	b.kv.Set(ctx, b.namespace(day), b.hostID, v) // best effort: the local share still counts here
 }
 
-// spent returns the day's spend of every host.
+// spent returns the day's spend of every host (without what calls in
+// flight reserved).
 func (b *budget) spent(ctx context.Context) (float64, error) {
+	if b.counter != nil {
+		ns := b.namespace(time.Now().UTC().Format(time.DateOnly))
+		committed, _, err := b.counter.AddWithin(ctx, ns, committedKey, 0, 0)
+		if err != nil {
+			return 0, err
+		}
+		reserved, _, err := b.counter.AddWithin(ctx, ns, reservedKey, 0, 0)
+		return float64(committed-reserved) / 1e6, err
+	}
 	b.mu.Lock()
 	day := time.Now().UTC().Format(time.DateOnly)
 	if day != b.day {
@@ -135,11 +262,23 @@ type budgetHook struct{ b *budget }
 
 func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
-		if over, _ := h.b.exceeded(ctx); over != nil {
+		if h.b.counter == nil {
+			if over, _ := h.b.exceeded(ctx); over != nil {
+				return model.Result{}, over
+			}
+			res, err := next(ctx, req, onDelta)
+			h.b.add(context.WithoutCancel(ctx), res.Usage.Billed())
+			return res, err
+		}
+		held, over, err := h.b.reserve(ctx)
+		if over != nil {
 			return model.Result{}, over
 		}
+		if err != nil && ctx.Err() != nil {
+			return model.Result{}, err
+		}
 		res, err := next(ctx, req, onDelta)
-		h.b.add(context.WithoutCancel(ctx), res.Usage.Billed())
+		h.b.settle(context.WithoutCancel(ctx), held, res.Usage.Billed())
 		return res, err
 	}
 }

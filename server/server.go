@@ -197,7 +197,8 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		t.limiter = rate.NewLimiter(rate.Limit(r), burst)
 	}
 	if tc.BudgetUSDPerDay > 0 {
-		t.budget = newBudget(s.kv, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+		counter, _ := s.store.(storage.Counter)
+		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
 	}
 	var errs []error
 	for _, an := range sortedKeys(tc.Agents) {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -354,5 +355,40 @@ func TestPluginsPerTenant(t *testing.T) {
 	// The name is free again: the module that conflicted loads.
 	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts2", wasm); code != 201 {
 		t.Errorf("PUT under the other name now: %d %s", code, body)
+	}
+}
+
+// TestBudgetParallel: 50 runs at once, each model call billing $0.40, under
+// a $1.00 budget: the day's spend stays within the budget and one call's
+// worth. (Each call reserves what it may cost before it is made: without
+// that, all 50 passed the check together and spent $20.)
+func TestBudgetParallel(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 1 })})
+	ts.model.Respond = func(model.Request) hosttest.Reply {
+		return costing(hosttest.Reply{Text: "answered", Wait: 50 * time.Millisecond}, 0.4)
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i], _ = ts.do(t, ts.acme, "POST", fmt.Sprintf("/v1/sessions/p%d/messages?wait=true", i), `{"text":"go"}`)
+		})
+	}
+	wg.Wait()
+	_, body := ts.do(t, ts.acme, "GET", "/v1/usage", "")
+	usage := decodeJSON[struct {
+		Budget struct {
+			SpentToday float64 `json:"spent_today"`
+		} `json:"budget"`
+		Total struct {
+			Cost float64 `json:"cost"`
+		} `json:"total"`
+	}](t, body)
+	t.Logf("answers %v; spent %.2f (ledgers %.2f), %d model calls", codes, usage.Budget.SpentToday, usage.Total.Cost, ts.model.RequestCount())
+	if usage.Total.Cost > 1.0+0.4+1e-9 || usage.Budget.SpentToday > 1.0+0.4+1e-9 {
+		t.Errorf("spent %.2f (the ledgers say %.2f) of a $1.00 budget, want at most $1.40", usage.Budget.SpentToday, usage.Total.Cost)
+	}
+	if usage.Total.Cost < 0.8-1e-9 {
+		t.Errorf("spent %.2f: the budget admitted fewer calls than fit", usage.Total.Cost)
 	}
 }

@@ -12,9 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/server"
 )
 
@@ -434,5 +438,58 @@ tenants:
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the session's stream lasted %v, want about stream_max_age (2s)", took)
+	}
+}
+
+// TestServeBudgetTwoHosts: 50 runs at once through two serve processes on
+// one Redis, each model call billing $0.40, under a $1.00 daily budget: the
+// tenant's spend, summed from every ledger, stays within the budget and
+// one call's worth.
+func TestServeBudgetTwoHosts(t *testing.T) {
+	bin := needBinary(t)
+	rds := redistest.Start(t, redistest.Options{})
+	model, err := fakemodel.Start(fakemodel.Options{Latency: 5 * time.Millisecond, ChunkSize: 1,
+		Respond: func(req fakemodel.Request) fakemodel.Reply {
+			r := fakemodel.DefaultReply(req)
+			r.Usage = &fakemodel.Usage{PromptTokens: 10, CompletionTokens: 10, Cost: 0.4}
+			return r
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	config := writeServeConfig(t, rds.URL(), model.URL(), "    budget_usd_per_day: 1.0\n")
+	hosts := []*serveProc{startServe(t, "A", bin, config, "--set", "host_id=host-a"), startServe(t, "B", bin, config, "--set", "host_id=host-b")}
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i], _, _ = hosts[i%2].do("POST", fmt.Sprintf("/v1/sessions/b%d/messages?wait=true", i), `{"text":"`+words("w", 20)+`"}`)
+		})
+	}
+	wg.Wait()
+	store := tenantLedger(t, rds.URL())
+	total := 0.0
+	for i := range codes {
+		evs, err := store.Load(context.Background(), fmt.Sprintf("b%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += ledger.UsageOf(evs).Cost
+	}
+	t.Logf("answers %v; the ledgers bill $%.2f", codes, total)
+	if total > 1.0+0.4+1e-9 {
+		t.Errorf("50 runs at once on two hosts spent $%.2f of a $1.00 budget, want at most $1.40", total)
+	}
+	for _, h := range hosts {
+		var usage struct {
+			Budget struct {
+				SpentToday float64 `json:"spent_today"`
+			} `json:"budget"`
+		}
+		h.must("GET", "/v1/usage", "", http.StatusOK, &usage)
+		if d := usage.Budget.SpentToday - total; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s says $%.4f spent today, the ledgers $%.4f", h.name, usage.Budget.SpentToday, total)
+		}
 	}
 }
