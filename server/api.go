@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,6 +272,7 @@ func (s *Server) routes() {
 	handle := func(pattern string, h tenantHandler) {
 		_, route, _ := strings.Cut(pattern, " ")
 		s.mux.Handle(pattern, s.authed(route, h))
+		s.patterns = append(s.patterns, pattern)
 	}
 	handle("POST /v1/sessions/{id}/messages", s.postMessage)
 	handle("GET /v1/sessions", s.listSessions)
@@ -327,6 +329,11 @@ func (s *Server) allowed(r *http.Request) []string {
 	}
 	return allow
 }
+
+// Routes returns the API's authenticated routes as they are registered,
+// "METHOD /path/{param}", in the order they are registered:
+// what a test of the server's limits walks.
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
 // readyz answers 200 while the server takes work and its storage answers.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -52,14 +52,15 @@ type Options struct {
 // host per tenant. Runs belong to the hosts, never to the requests that
 // start or watch them.
 type Server struct {
-	cfg     Config
-	store   storage.Storage
-	kv      storage.KV
-	keys    *keyring
-	log     *slog.Logger
-	tenants map[string]*tenant
-	mux     *http.ServeMux
-	metrics *metrics
+	cfg      Config
+	store    storage.Storage
+	kv       storage.KV
+	keys     *keyring
+	log      *slog.Logger
+	tenants  map[string]*tenant
+	mux      *http.ServeMux
+	patterns []string // the authenticated routes, as registered (see Routes)
+	metrics  *metrics
 
 	rt       *plugins.Runtime
 	registry *plugins.Registry

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // trickle sends a request over a new connection to addr: its head, then
@@ -44,69 +46,6 @@ func trickle(t *testing.T, addr, head string, n int, gap time.Duration) net.Conn
 		}
 	}()
 	return c
-}
-
-// TestServeSlowBodiesAndIdleConnections: serve bounds the time a body may
-// take to arrive (body_timeout) on every route that reads one — a message,
-// a decision, a module upload, the UI chat route — answering 408 and
-// closing the connection; and it closes a kept-alive connection that stays
-// idle past idle_timeout. A body that arrives in time is read as ever.
-func TestServeSlowBodiesAndIdleConnections(t *testing.T) {
-	bin := needBinary(t)
-	model := slowModel(t)
-	config := writeServeConfig(t, "file:"+t.TempDir(), model.URL(), "body_timeout: 1s\nidle_timeout: 1s\nplugins_dir: "+t.TempDir()+"\n")
-	s := startServe(t, "serve", bin, config)
-	addr := strings.TrimPrefix(s.url, "http://")
-	auth := "Authorization: Bearer " + serveKey + "\r\n"
-	for _, route := range []string{
-		"POST /v1/sessions/s1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
-		"POST /v1/approvals/appr_1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
-		"PUT /v1/plugins/slow HTTP/1.1\r\nHost: x\r\n",
-		"POST /v1/ui/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
-	} {
-		name, _, _ := strings.Cut(route, " HTTP/")
-		t.Run(name, func(t *testing.T) {
-			start := time.Now()
-			c := trickle(t, addr, route+auth, 1000, 200*time.Millisecond)
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			res, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatalf("no answer to a body sent one byte every 200ms: %v after %v", err, time.Since(start))
-			}
-			body, _ := io.ReadAll(res.Body)
-			took := time.Since(start)
-			if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "body_timeout") {
-				t.Fatalf("%d %s after %v, want 408 naming body_timeout", res.StatusCode, body, took)
-			}
-			if took > 5*time.Second {
-				t.Errorf("answered after %v, want about body_timeout (1s)", took)
-			}
-			if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-				t.Errorf("the connection is still open after the 408: %v", err)
-			}
-		})
-	}
-	t.Run("in time", func(t *testing.T) {
-		s.must("POST", "/v1/sessions/s2/messages?wait=true", `{"text":"hello"}`, http.StatusOK, nil)
-	})
-	t.Run("idle", func(t *testing.T) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		br := bufio.NewReader(c)
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		res, err := http.ReadResponse(br, nil)
-		if err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("GET /healthz: %v %v", res, err)
-		}
-		io.ReadAll(res.Body)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := br.ReadByte(); err != io.EOF {
-			t.Fatalf("a connection idle past idle_timeout (1s): %v, want it closed", err)
-		}
-	})
 }
 
 // TestMCPSlowBodiesAndIdleConnections: mcp --http bounds a POST's body as
@@ -492,4 +431,118 @@ func TestServeBudgetTwoHosts(t *testing.T) {
 			t.Errorf("%s says $%.4f spent today, the ledgers $%.4f", h.name, usage.Budget.SpentToday, total)
 		}
 	}
+}
+
+// TestServeLimitsHoldOnEveryRoute walks every route the server registers
+// (server.Server.Routes) against the binary, as the limits table in
+// docs/operations.md has them: a body sent one byte every 200ms on a route
+// that takes one is answered 408 within body_timeout and its connection
+// closed (a body that arrives in time is read as ever), every stream route
+// refuses a stream past streams_per_key with 429, and an idle kept-alive
+// connection is closed after idle_timeout.
+func TestServeLimitsHoldOnEveryRoute(t *testing.T) {
+	bin := needBinary(t)
+	model := slowModel(t)
+	lister, err := server.New(server.Options{Storage: memory.New(), Model: hosttest.NewModel(), Config: server.Config{
+		Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey(serveKey)}, Models: []string{"fake/echo"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := lister.Routes()
+	lister.Close(context.Background())
+	if len(routes) < 15 {
+		t.Fatalf("Routes() = %v: too few", routes)
+	}
+	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(),
+		"    rate_limit: {streams_per_key: 2}\nbody_timeout: 1s\nidle_timeout: 1s\nplugins_dir: "+t.TempDir()+"\n"))
+	s.must("POST", "/v1/sessions/walk/messages?wait=true", `{"text":"hi"}`, http.StatusOK, nil)
+	addr := strings.TrimPrefix(s.url, "http://")
+	auth := "Authorization: Bearer " + serveKey + "\r\n"
+	path := func(pattern string) string {
+		p := strings.NewReplacer("{id}", "walk", "{name}", "walk").Replace(pattern)
+		return p
+	}
+	streams := 0
+	for _, route := range routes {
+		method, pattern, _ := strings.Cut(route, " ")
+		p := path(pattern)
+		t.Run(route, func(t *testing.T) {
+			if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
+				start := time.Now()
+				c := trickle(t, addr, method+" "+p+" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+auth, 1000, 200*time.Millisecond)
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				res, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatalf("a body sent one byte every 200ms: no answer after %v: %v", time.Since(start), err)
+				}
+				body, _ := io.ReadAll(res.Body)
+				if took := time.Since(start); took > 4*time.Second {
+					t.Errorf("answered %d after %v, past body_timeout (1s)", res.StatusCode, took)
+				}
+				if res.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "body_timeout") {
+					t.Errorf("a trickled body answered %d %s, want 408 naming body_timeout", res.StatusCode, body)
+				}
+				if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+					t.Errorf("the connection is still open after the 408: %v", err)
+				}
+				return
+			}
+			if method != http.MethodGet {
+				return
+			}
+			// A route whose answer is an event stream takes at most
+			// streams_per_key of them.
+			var open []func()
+			defer func() {
+				for _, c := range open {
+					c()
+				}
+			}()
+			for i := range 3 {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, "GET", s.url+p, nil)
+				req.Header.Set("Authorization", "Bearer "+serveKey)
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					cancel()
+					t.Fatal(err)
+				}
+				open = append(open, func() { cancel(); res.Body.Close() })
+				isStream := strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream")
+				switch {
+				case i == 0 && !isStream:
+					return // not a stream route
+				case i < 2 && res.StatusCode != http.StatusOK:
+					t.Fatalf("stream %d: %d", i+1, res.StatusCode)
+				case i == 2 && res.StatusCode != http.StatusTooManyRequests:
+					t.Errorf("a third stream of one key (streams_per_key: 2): %d, want 429", res.StatusCode)
+				}
+			}
+			streams++
+		})
+	}
+	if streams < 2 {
+		t.Errorf("%d stream routes held streams, want the session's events and the feed at least", streams)
+	}
+	t.Run("a body in time", func(t *testing.T) {
+		s.must("POST", "/v1/sessions/intime/messages?wait=true", `{"text":"hello"}`, http.StatusOK, nil)
+	})
+	t.Run("idle", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(res.Body)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("a connection idle past idle_timeout (1s): %v, want it closed", err)
+		}
+	})
 }
