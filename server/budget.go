@@ -22,9 +22,9 @@ import (
 //   - With a storage that keeps counters (storage.Counter, as every
 //     built-in one does), the day's committed spend (spent + reserved) is
 //     one counter every host adds to atomically. A call reserves the
-//     dearest call this host has seen (or, before it has seen one, all
-//     that is left, so that the first calls go one at a time), within
-//     what is left: it never reserves past the budget. When nothing is
+//     dearest call any host has seen (kept in the storage; before any
+//     was, all that is left, so that a tenant's very first calls go one
+//     at a time), within what is left: it never reserves past the budget. When nothing is
 //     left but other calls hold reservations, it waits for them to settle
 //     (up to budgetWait); when nothing is left at all, it fails with
 //     ErrBudgetExceeded. So the day's spend passes the budget by at most
@@ -65,7 +65,7 @@ type budget struct {
 	hostID  string
 
 	mu       sync.Mutex
-	estimate int64 // the dearest call this host has seen, in micro-USD; 0: none yet
+	estimate int64 // the dearest call seen (by any host, as last read), in micro-USD; 0: none yet
 
 	// Without counters:
 	day   string  // the UTC day of own
@@ -79,11 +79,18 @@ func newBudget(kv storage.KV, counter storage.Counter, tenant string, limit floa
 }
 
 // The keys of the day's counters, in its namespace (beside the hosts'
-// shares, which no counter uses).
+// shares, which no counter uses), and of the tenant's dearest call, in
+// estimateNamespace.
 const (
 	committedKey = "=committed" // spent and reserved, in micro-USD
 	reservedKey  = "=reserved"  // reserved by calls in flight, in micro-USD
+	estimateKey  = "dearest"    // the dearest call any host has seen, in micro-USD
 )
+
+// estimateNamespace keeps what outlives a day: the tenant's dearest call,
+// so that a new host (or a new day) reserves it at once, rather than all
+// that is left until it has seen a call itself.
+func (b *budget) estimateNamespace() string { return "agentic:budget:" + b.tenant }
 
 // budgetWait bounds how long a call waits for other calls' reservations to
 // settle when nothing of the budget is left unreserved.
@@ -118,9 +125,7 @@ func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, 
 			return reservation{}, nil, err
 		}
 		if left := limit - committed; left > 0 {
-			b.mu.Lock()
-			r := b.estimate
-			b.mu.Unlock()
+			r := b.dearest(ctx)
 			if r <= 0 || r > left {
 				r = left
 			}
@@ -156,12 +161,41 @@ func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, 
 	}
 }
 
-// settle replaces a call's reservation by what it cost.
+// dearest returns the dearest call any host has seen, as the storage keeps
+// it (or, when it cannot be read, as this host last knew it); 0 when none
+// was.
+func (b *budget) dearest(ctx context.Context) int64 {
+	stored, _, err := b.counter.AddWithin(ctx, b.estimateNamespace(), estimateKey, 0, 0)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		b.estimate = max(b.estimate, stored)
+	}
+	return b.estimate
+}
+
+// settle replaces a call's reservation by what it cost, and raises the
+// dearest call seen (here, and in the storage for every host) when it is
+// dearer.
 func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
 	spent := micro(max(cost, 0), false)
 	b.mu.Lock()
+	dearer := spent > b.estimate
 	b.estimate = max(b.estimate, spent)
 	b.mu.Unlock()
+	if dearer {
+		// An atomic max: add the difference only if the counter has not
+		// moved since it was read.
+		for {
+			stored, _, err := b.counter.AddWithin(ctx, b.estimateNamespace(), estimateKey, 0, 0)
+			if err != nil || stored >= spent {
+				break
+			}
+			if _, added, err := b.counter.AddWithin(ctx, b.estimateNamespace(), estimateKey, spent-stored, spent); err != nil || added {
+				break
+			}
+		}
+	}
 	if res.amount == 0 && spent == 0 {
 		return
 	}
