@@ -84,6 +84,7 @@ func slowProxy(t *testing.T, target string, delay time.Duration, slow ...string)
 // serve reaches Redis through a proxy that holds back every HSET by
 // 300 ms).
 func TestServeInboxNeverLagsTheState(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
 	proxy := slowProxy(t, rds.Addr(), 300*time.Millisecond, "hset")

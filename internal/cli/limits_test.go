@@ -52,6 +52,7 @@ func trickle(t *testing.T, addr, head string, n int, gap time.Duration) net.Conn
 // serve does (--body-timeout: 408, the connection closed), and closes a
 // kept-alive connection idle past --idle-timeout.
 func TestMCPSlowBodiesAndIdleConnections(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	const key = "mcp-limits-key"
 	url, _ := mcpHTTP(t, bin, key, "--plugins", t.TempDir(), "--body-timeout", "1s", "--idle-timeout", "1s")
@@ -95,6 +96,7 @@ func TestMCPSlowBodiesAndIdleConnections(t *testing.T) {
 // types, not Go ones, in the UI chat route's errors; mcp --http refuses a
 // browser's request from another origin.
 func TestServeAndMCPAgree(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(), ""))
@@ -142,6 +144,7 @@ func TestServeAndMCPAgree(t *testing.T) {
 // as damaged in GET /v1/sessions and GET /v1/usage, which go on with the
 // others; its own routes answer 503 naming the damage.
 func TestServeListsDamagedSessions(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	dir := t.TempDir()
@@ -222,6 +225,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // simultaneous 60 MiB uploads do not take the server's memory up by six
 // modules' worth.
 func TestServeUploadsOneAtATime(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(), "body_timeout: 3s\nplugins_dir: "+t.TempDir()+"\n"))
@@ -284,6 +288,7 @@ func TestServeUploadsOneAtATime(t *testing.T) {
 // its slot), and a session's or the feed's stream closes after
 // stream_max_age.
 func TestServeBoundsStreams(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	keys := []string{"ak_streams_a1", "ak_streams_a2", "ak_streams_a3", "ak_streams_b1"}
@@ -385,6 +390,7 @@ tenants:
 // tenant's spend, summed from every ledger, stays within the budget and
 // one call's worth.
 func TestServeBudgetTwoHosts(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
 	model, err := fakemodel.Start(fakemodel.Options{Latency: 5 * time.Millisecond, ChunkSize: 1,
@@ -441,6 +447,7 @@ func TestServeBudgetTwoHosts(t *testing.T) {
 // refuses a stream past streams_per_key with 429, and an idle kept-alive
 // connection is closed after idle_timeout.
 func TestServeLimitsHoldOnEveryRoute(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	lister, err := server.New(server.Options{Storage: memory.New(), Model: hosttest.NewModel(), Config: server.Config{

@@ -482,6 +482,7 @@ func TestServeTwoHostsRedis(t *testing.T) {
 // message waits for its answer (?wait=true); without it, nobody waits and
 // no sweep runs: B takes over for the message it accepted all the same.
 func TestServeTakeoverAfterCrash(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
 	model := slowModel(t)
