@@ -330,9 +330,9 @@ func (s *Server) allowed(r *http.Request) []string {
 	return allow
 }
 
-// Routes returns the API's authenticated routes as they are registered,
-// "METHOD /path/{param}", in the order they are registered:
-// what a test of the server's limits walks.
+// Routes returns the API's authenticated routes, "METHOD /path/{param}",
+// in the order they are registered: what a test of the server's limits
+// walks.
 func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
 // readyz answers 200 while the server takes work and its storage answers.

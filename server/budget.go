@@ -24,10 +24,10 @@ import (
 //     one counter every host adds to atomically. A call reserves the
 //     dearest call any host has seen (kept in the storage; before any
 //     was, all that is left, so that a tenant's very first calls go one
-//     at a time), within what is left: it never reserves past the budget. When nothing is
-//     left but other calls hold reservations, it waits for them to settle
-//     (up to budgetWait); when nothing is left at all, it fails with
-//     ErrBudgetExceeded. So the day's spend passes the budget by at most
+//     at a time), within what is left: it never reserves past the
+//     budget. When nothing is left but other calls hold reservations, it
+//     waits for them to settle (up to budgetWait); when nothing is left
+//     at all, it fails with ErrBudgetExceeded. So the day's spend passes the budget by at most
 //     one call's worth (a call dearer than any seen before, or the last
 //     one, which reserved what was left), however many run at once, on
 //     however many hosts. A host that dies holding a reservation leaves
@@ -96,14 +96,8 @@ func (b *budget) estimateNamespace() string { return "agentic:budget:" + b.tenan
 // settle when nothing of the budget is left unreserved.
 const budgetWait = time.Minute
 
-// micro converts USD to micro-USD, rounding up (a reservation, a limit
-// read against it) or to nearest (a cost spent).
-func micro(usd float64, up bool) int64 {
-	if up {
-		return int64(math.Ceil(usd * 1e6))
-	}
-	return int64(math.Round(usd * 1e6))
-}
+// micro converts USD to micro-USD, rounding to nearest.
+func micro(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
 
 // reservation is what a model call holds of the budget while it runs.
 type reservation struct {
@@ -117,7 +111,7 @@ type reservation struct {
 // the caller) when the storage cannot tell.
 func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, error) {
 	ns := b.namespace(time.Now().UTC().Format(time.DateOnly))
-	limit := micro(b.limit, false)
+	limit := micro(b.limit)
 	deadline := time.Now().Add(budgetWait)
 	for {
 		committed, _, err := b.counter.AddWithin(ctx, ns, committedKey, 0, 0)
@@ -178,7 +172,7 @@ func (b *budget) dearest(ctx context.Context) int64 {
 // dearest call seen (here, and in the storage for every host) when it is
 // dearer.
 func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
-	spent := micro(max(cost, 0), false)
+	spent := micro(max(cost, 0))
 	b.mu.Lock()
 	dearer := spent > b.estimate
 	b.estimate = max(b.estimate, spent)
