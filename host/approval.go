@@ -180,10 +180,10 @@ func (h *Host) indexApproval(p PendingApproval) {
 }
 
 // ApprovalSession returns the session of the approval request approvalID,
-// pending or decided: from the inbox's index, which names every request
-// made since it began to; "" when it names none (an unknown id, or a
-// request made by a host of an earlier version, which only its ledger
-// knows). It needs a storage that keeps values (storage.KV).
+// pending or decided, from the index the host keeps of every request's
+// session (the namespace the server wrote before, so earlier requests are
+// there too); "" for an id it does not name. It needs a storage that keeps
+// values (storage.KV).
 func (h *Host) ApprovalSession(ctx context.Context, approvalID string) (string, error) {
 	if h.approvalKV == nil {
 		return "", errors.New("host: ApprovalSession needs a storage that keeps values (storage.KV)")
