@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Approval tokens: a request's bearer credential, for deciding it from

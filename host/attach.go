@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/internal/hub"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Viewers: a caller that did not start a run — a browser reconnecting, a

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // viewer rebuilds the text of a session's items from what an attachment

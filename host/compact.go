@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Compaction: when a session nears the model's context window, the older

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 )
 
 var secretRE = regexp.MustCompile(`secret code is (\w+)`)

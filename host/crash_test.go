@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/file"
 )
 

@@ -24,9 +24,9 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/file"
 )
 

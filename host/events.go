@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Live events: what happened in a run, one [Event] per thing, for logs,

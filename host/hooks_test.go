@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 )

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/internal/hub"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Queued input: how a message finds the run that answers it. A message sent

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // A run's view of its session's ledger: the events appended so far, in one

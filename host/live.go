@@ -4,8 +4,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // The live item: what the pass in flight has streamed so far, kept in the

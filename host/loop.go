@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/internal/hub"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 

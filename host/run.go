@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentichost/agentic/host/internal/hub"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Run is a caller's handle on the run that answers its message (see

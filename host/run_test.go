@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // TestStartOwnsNoRun: Start returns once the message is durable, and its

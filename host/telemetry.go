@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/semconv/v1.37.0/genaiconv"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // OpenTelemetry: spans of each run — invoke_agent (the run) → step → chat

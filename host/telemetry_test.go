@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // attrOf returns the value of a span's attribute key, "" when it has none.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Tool execution: a pass's tool calls run one at a time, in order, each

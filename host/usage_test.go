@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }

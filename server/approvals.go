@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Approvals: the tenant's inbox, and decisions, which continue the run on

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 

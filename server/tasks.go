@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Tasks: POST /v1/tasks starts a task — a run that ends with a validated

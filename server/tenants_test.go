@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
 )

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // The AI SDK's UI message stream, as its client (npm ai, DefaultChatTransport)

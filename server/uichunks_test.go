@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // chunks runs updates through a converter of run "run1" and returns the

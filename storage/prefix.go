@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Prefix returns a view of store in which every session id and every

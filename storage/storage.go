@@ -55,7 +55,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Storage keeps session ledgers. See the package documentation for the

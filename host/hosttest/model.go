@@ -15,9 +15,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Reply is what a [Model] answers to one model call.

@@ -5,7 +5,7 @@
 // method) and retried ([RetryPolicy], [WithRetries]), and the errors a
 // client reports ([Error] and the sentinels).
 //
-// It depends on nothing but the standard library and host/ledger, so that
+// It depends on nothing but the standard library and ledger, so that
 // the host and anything that wraps a model (telemetry, metering, caches)
 // need no client library; host/provider implements a client over
 // openai-go.

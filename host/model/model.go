@@ -3,7 +3,7 @@ package model
 import (
 	"encoding/json"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // ToolSpec declares a function tool the model may call.

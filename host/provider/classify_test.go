@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/fixtures"
+	"github.com/agentichost/agentic/ledger"
 )
 
 func hello() model.Request {

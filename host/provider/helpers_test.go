@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // fakeServer is an OpenAI-compatible endpoint that answers every request

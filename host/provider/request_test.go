@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
+	"github.com/agentichost/agentic/ledger"
 )
 
 func TestRequestUsageFields(t *testing.T) {

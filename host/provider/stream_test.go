@@ -14,9 +14,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fixtures"
+	"github.com/agentichost/agentic/ledger"
 )
 
 func TestStreamText(t *testing.T) {

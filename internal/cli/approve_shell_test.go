@@ -17,8 +17,8 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/cli"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/storage/file"
 )

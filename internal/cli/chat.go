@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/demotools"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/mcpserver"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/storage"
 )

@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
 )

@@ -24,8 +24,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"

@@ -35,9 +35,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"

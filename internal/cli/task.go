@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // The exit codes of the task command when the task was not submitted (0

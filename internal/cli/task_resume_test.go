@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/file"
 )
 

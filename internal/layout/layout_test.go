@@ -13,24 +13,24 @@ const module = "github.com/agentichost/agentic"
 // allowed lists, per package, the project packages it may depend on
 // (directly or not). A package not listed here may depend on anything.
 var allowed = map[string][]string{
-	"host/ledger":         {},
-	"host/model":          {"host/ledger"},
-	"host/provider":       {"host/ledger", "host/model"},
-	"storage":             {"host/ledger"},
-	"storage/memory":      {"storage", "host/ledger"},
-	"storage/file":        {"storage", "host/ledger"},
-	"storage/storagetest": {"storage", "host/ledger"},
-	"storage/redis":       {"storage", "host/ledger"},
+	"ledger":              {},
+	"host/model":          {"ledger"},
+	"host/provider":       {"ledger", "host/model"},
+	"storage":             {"ledger"},
+	"storage/memory":      {"storage", "ledger"},
+	"storage/file":        {"storage", "ledger"},
+	"storage/storagetest": {"storage", "ledger"},
+	"storage/redis":       {"storage", "ledger"},
 	"host/internal/hub":   {},
 	"host/schema":         {},
-	"host/hosttest":       {"host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
-	"host":                {"host/ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
+	"host/hosttest":       {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
+	"host":                {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
-	"internal/mcpserver":  {"plugins", "host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"plugins":             {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"internal/mcpserver":  {"plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	// The server wires the host, the plugins and a policy of theirs; the
 	// program gives it the storage and the model.
-	"server": {"internal/mcpserver", "plugins", "host", "host/schema", "host/ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"internal/mcpserver", "plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
@@ -61,7 +61,7 @@ func TestDependenciesPointInward(t *testing.T) {
 // selfContained lists packages that depend on nothing outside the standard
 // library and the project packages allowed above: the contracts, which
 // anything may import without pulling in a client library.
-var selfContained = []string{"host/model", "host/ledger", "storage"}
+var selfContained = []string{"host/model", "ledger", "storage"}
 
 func TestContractsNeedNoModules(t *testing.T) {
 	if testing.Short() {

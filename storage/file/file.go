@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 

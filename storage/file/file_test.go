@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 	"github.com/agentichost/agentic/storage/storagetest"

@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 

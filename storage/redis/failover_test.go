@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/redis"
 	"github.com/agentichost/agentic/storage/storagetest"

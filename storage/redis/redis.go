@@ -16,7 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/redis"
 	"github.com/agentichost/agentic/storage/storagetest"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 	"github.com/agentichost/agentic/storage/storagetest"

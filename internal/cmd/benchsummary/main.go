@@ -187,13 +187,13 @@ func summarize(w io.Writer, r results) {
 		strict, _ := r.median("ledger", "BenchmarkDecode/strict", "ns/op")
 		add("decode one step event", n("ns/op", fast), fmt.Sprintf("strict decoder %s (%.2f×)", n("ns/op", strict), fast/strict), "")
 	} else {
-		missing("decode one step event", "BenchmarkDecode ./host/ledger")
+		missing("decode one step event", "BenchmarkDecode ./ledger")
 	}
 	if fast, ok := r.median("ledger", "BenchmarkEncode/fast", "ns/op"); ok {
 		slow, _ := r.median("ledger", "BenchmarkEncode/json", "ns/op")
 		add("encode one step event", n("ns/op", fast), fmt.Sprintf("encoding/json %s (%.2f×)", n("ns/op", slow), fast/slow), "")
 	} else {
-		missing("encode one step event", "BenchmarkEncode ./host/ledger")
+		missing("encode one step event", "BenchmarkEncode ./ledger")
 	}
 	for _, pkg := range []string{"memory", "file"} {
 		if v, ok := r.median(pkg, "BenchmarkLoad10k", "ns/op"); ok {

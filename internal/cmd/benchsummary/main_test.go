@@ -7,7 +7,7 @@ import (
 )
 
 const sample = `goos: linux
-pkg: github.com/agentichost/agentic/host/ledger
+pkg: github.com/agentichost/agentic/ledger
 BenchmarkDecode/fast-2     	  230338	      6000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
 BenchmarkDecode/fast-2     	  230338	      5000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op
 BenchmarkDecode/fast-2     	  230338	      9000 ns/op	 185.36 MB/s	    1368 B/op	      29 allocs/op

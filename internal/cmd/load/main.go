@@ -36,9 +36,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"

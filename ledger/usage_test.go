@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/ledger"
 	"github.com/agentichost/agentic/internal/fixtures"
+	"github.com/agentichost/agentic/ledger"
 )
 
 // fixtureUsage parses an OpenRouter usage object from the fixtures into a
