@@ -124,11 +124,11 @@ need_node() {
 	fi
 }
 
-# need_npm_client WHAT DIR PACKAGE: npm ci in internal/cli/testdata/DIR
-# unless node_modules/PACKAGE is installed there.
+# need_npm_client WHAT DIR PACKAGE: npm ci in DIR (from the repository's
+# root) unless node_modules/PACKAGE is installed there.
 need_npm_client() {
 	local what=$1 dir
-	dir="$(cd "$(dirname "$0")/.." && pwd)/internal/cli/testdata/$2"
+	dir="$(cd "$(dirname "$0")/.." && pwd)/$2"
 	if [ -e "$dir/node_modules/$3/package.json" ]; then
 		return
 	fi
@@ -136,7 +136,7 @@ need_npm_client() {
 		echo "test-deps: the $what tests will be skipped (no npm)" >&2
 		return
 	fi
-	echo "test-deps: installing the $what (npm ci in internal/cli/testdata/$2)"
+	echo "test-deps: installing the $what (npm ci in $2)"
 	if ! (cd "$dir" && npm ci --no-audit --no-fund); then
 		echo "test-deps: npm ci in $dir failed" >&2
 		if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
@@ -150,6 +150,6 @@ need_redis
 need_chromium
 need_node
 need_plugin_toolchains
-need_npm_client "TypeScript MCP client" mcp-client @modelcontextprotocol/sdk
-need_npm_client "AI SDK UI client" ai-client ai
+need_npm_client "TypeScript MCP client" protocol/mcp/testdata/mcp-client @modelcontextprotocol/sdk
+need_npm_client "AI SDK UI client" protocol/uistream/testdata/ai-client ai
 echo "test-deps: everything the tests need is present"

@@ -18,7 +18,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/storage"
 )
@@ -257,7 +256,7 @@ func (s *Server) agent(tenant, name string, ac AgentConfig) (host.Agent, error) 
 			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)}}
 	if ac.Policy != "" {
 		module, policy, _ := strings.Cut(ac.Policy, ":")
-		a.Policies = []host.Policy{mcpserver.PluginPolicy{Registry: s.registry, Tenant: tenant, Module: module, Policy: policy}}
+		a.Policies = []host.Policy{plugins.PolicyRef{Registry: s.registry, Tenant: tenant, Module: module, Policy: policy}}
 	}
 	if len(ac.Approve) > 0 {
 		a.ToolApprovals = map[string]host.ApprovalMode{}

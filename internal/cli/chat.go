@@ -21,7 +21,6 @@ import (
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/demotools"
 	"github.com/agentichost/agentic/internal/fakemodel"
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/storage"
@@ -176,7 +175,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup = func() { stop(); prev() }
 		if m.policy != "" {
 			module, name, _ := strings.Cut(m.policy, ":")
-			pol := mcpserver.PluginPolicy{Registry: reg, Tenant: pluginTenant, Module: module, Policy: name}
+			pol := plugins.PolicyRef{Registry: reg, Tenant: pluginTenant, Module: module, Policy: name}
 			if _, err := pol.Resolve(); err != nil {
 				cleanup()
 				return nil, nil, fail(2, "--policy %s: %v", m.policy, err)

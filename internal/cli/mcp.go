@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/protocol/mcp"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -65,7 +65,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		kv          = fs.Bool("kv", false, "give the plugins their key-value store (in memory, unless --storage)")
 		storeURL    = fs.String("storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), where chat --plugin-kv keeps it")
 		cacheDir    = fs.String("cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
-		bodyTimeout = fs.Duration("body-timeout", mcpserver.DefaultBodyTimeout, "with --http, a request body that takes longer to arrive is answered 408")
+		bodyTimeout = fs.Duration("body-timeout", mcp.DefaultBodyTimeout, "with --http, a request body that takes longer to arrive is answered 408")
 		idleTimeout = fs.Duration("idle-timeout", mcpIdleTimeout, "with --http, close a kept-alive connection idle this long")
 		approve     pluginList
 		allowHosts  pluginList
@@ -177,7 +177,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 
 	// The server exists before the plugins load, so that it sees every
 	// change of the registry.
-	var srv *mcpserver.Server
+	var srv *mcp.Server
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
 		Limits: func(string) plugins.Limits { return limits },
 		Config: func(_, module string) map[string]string { return configs[module] },
@@ -188,13 +188,13 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		},
 	})
 	defer reg.Close(context.Background())
-	srvOpts := mcpserver.Options{Registry: reg, Tenant: *tenant, Approve: approve, Logger: logger}
-	var pol mcpserver.PluginPolicy
+	srvOpts := mcp.Options{Registry: reg, Tenant: *tenant, Approve: approve, Logger: logger}
+	var pol plugins.PolicyRef
 	if polModule != "" {
-		pol = mcpserver.PluginPolicy{Registry: reg, Tenant: *tenant, Module: polModule, Policy: polName}
+		pol = plugins.PolicyRef{Registry: reg, Tenant: *tenant, Module: polModule, Policy: polName}
 		srvOpts.Policy = pol
 	}
-	srv, err = mcpserver.New(srvOpts)
+	srv, err = mcp.New(srvOpts)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
@@ -226,12 +226,12 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		}
 		return nil
 	}
-	return serveMCPHTTP(ctx, *addr, srv, mcpserver.HTTPOptions{APIKey: apiKey, BodyTimeout: *bodyTimeout}, *idleTimeout, env)
+	return serveMCPHTTP(ctx, *addr, srv, mcp.HTTPOptions{APIKey: apiKey, BodyTimeout: *bodyTimeout}, *idleTimeout, env)
 }
 
 // serveMCPHTTP serves srv at mcpPath on addr until ctx is done, then ends
 // its sessions (calls in flight finish first).
-func serveMCPHTTP(ctx context.Context, addr string, srv *mcpserver.Server, opts mcpserver.HTTPOptions, idle time.Duration, env Env) error {
+func serveMCPHTTP(ctx context.Context, addr string, srv *mcp.Server, opts mcp.HTTPOptions, idle time.Duration, env Env) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fail(1, "--http %s: %v", addr, err)

@@ -96,7 +96,7 @@ func TestMCPCommandErrors(t *testing.T) {
 		{"all interfaces without a key", []string{"mcp", "--plugins", dir, "--http", ":0"}, "not a loopback address"},
 		{"an empty key variable", []string{"mcp", "--plugins", dir, "--http", "127.0.0.1:0", "--api-key-env", "MY_EMPTY_KEY"}, "MY_EMPTY_KEY: the variable is empty"},
 		{"a key for stdio", []string{"mcp", "--plugins", dir, "--api-key-env", "K"}, "--api-key-env is for --http"},
-		{"a missing policy", []string{"mcp", "--plugins", dir, "--policy", "nope"}, `--policy nope: mcpserver: no plugin "nope" is loaded`},
+		{"a missing policy", []string{"mcp", "--plugins", dir, "--policy", "nope"}, `--policy nope: no plugin "nope" is loaded`},
 		{"a plugin without policies", []string{"mcp", "--plugins", dir, "--policy", "get_account"}, "offers no policy"},
 		{"a bad policy spec", []string{"mcp", "--plugins", dir, "--policy", ":x"}, "want PLUGIN or PLUGIN:NAME"},
 		{"a bad config", []string{"mcp", "--plugins", dir, "--config", "k=v"}, "want PLUGIN:KEY=VALUE"},
@@ -364,7 +364,7 @@ func goText(res *mcp.CallToolResult) string {
 // AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
 func needMCPClient(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("testdata/mcp-client")
+	dir, _ := filepath.Abs("../../protocol/mcp/testdata/mcp-client")
 	if _, err := exec.LookPath("node"); err != nil {
 		missingTool(t, "node is not installed (apt-get install nodejs npm): the TypeScript MCP client cannot run")
 	}
@@ -421,7 +421,7 @@ type tsOutcome struct {
 }
 
 // TestMCPTypeScriptClient: the official TypeScript MCP client
-// (@modelcontextprotocol/sdk, pinned in testdata/mcp-client) drives the
+// (@modelcontextprotocol/sdk, pinned in protocol/mcp/testdata/mcp-client) drives the
 // real binary over stdio and over streamable HTTP: it lists the tools with
 // their annotations, calls a Go, an AssemblyScript and a C plugin, sees
 // notifications/tools/list_changed after a hot swap (and the new version

@@ -23,12 +23,12 @@ import (
 )
 
 // needAIClient returns the directory of the AI SDK client (npm ai, pinned
-// by testdata/ai-client/package-lock.json), its packages installed (npm ci
+// by protocol/uistream/testdata/ai-client/package-lock.json), its packages installed (npm ci
 // when missing). A machine without node or npm skips the test, unless
 // AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
 func needAIClient(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("testdata/ai-client")
+	dir, _ := filepath.Abs("../../protocol/uistream/testdata/ai-client")
 	if _, err := exec.LookPath("node"); err != nil {
 		missingTool(t, "node is not installed (apt-get install nodejs npm): the AI SDK client cannot run")
 	}

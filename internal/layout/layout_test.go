@@ -1,5 +1,6 @@
 // Package layout_test asserts the project's dependency rule: arrows point
-// inward, from the binary to the host to the contracts.
+// inward, from the binary to the server and the protocols, to the host, to
+// the contracts and the ledger below them all.
 package layout_test
 
 import (
@@ -13,6 +14,7 @@ const module = "github.com/agentichost/agentic"
 // allowed lists, per package, the project packages it may depend on
 // (directly or not). A package not listed here may depend on anything.
 var allowed = map[string][]string{
+	// The vocabulary every layer shares sits below all of them.
 	"ledger":              {},
 	"host/model":          {"ledger"},
 	"host/provider":       {"ledger", "host/model"},
@@ -27,10 +29,14 @@ var allowed = map[string][]string{
 	"host":                {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
 	"internal/fakemodel":  {"internal/fixtures"},
 	"plugins":             {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
-	"internal/mcpserver":  {"plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
-	// The server wires the host, the plugins and a policy of theirs; the
-	// program gives it the storage and the model.
-	"server": {"internal/mcpserver", "plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	// The protocols are siblings: each translates between the host's
+	// types and one wire, and none imports another, or the server.
+	"protocol/uistream": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	"protocol/mcp":      {"plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	// The server routes, authenticates and bounds: it wires the host, the
+	// plugins and the protocols; the program gives it the storage and the
+	// model.
+	"server": {"protocol/uistream", "plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
@@ -76,6 +82,29 @@ func TestContractsNeedNoModules(t *testing.T) {
 			if !strings.HasPrefix(dep, module+"/") {
 				t.Errorf("%s depends on %s, outside the standard library", pkg, dep)
 			}
+		}
+	}
+}
+
+// TestEveryProtocolHasItsPlace: a package under protocol/ must say what it
+// may import above, so that a new protocol cannot lean on the server or on
+// a sibling unnoticed.
+func TestEveryProtocolHasItsPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", module+"/protocol/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list ./protocol/...: %v\n%s", err, out)
+	}
+	pkgs := strings.Fields(string(out))
+	if len(pkgs) == 0 {
+		t.Fatal("no package under protocol/")
+	}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(p, module+"/")
+		if _, ok := allowed[rel]; !ok {
+			t.Errorf("%s has no rule in allowed: say which project packages it may import", rel)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 // client.mjs drives `agentic-host mcp` with the official TypeScript MCP
 // client (@modelcontextprotocol/sdk), over stdio or streamable HTTP, and
-// prints what it saw as one JSON object for internal/cli's TestMCPTypeScriptClient.
+// prints what it saw as one JSON object for internal/cli's TestMCPTypeScriptClient
+// (internal/cli/mcp_test.go).
 //
 //   node client.mjs '{"transport":"stdio","command":BIN,"args":[…],"dir":…,"swap":{…},"site":URL}'
 //   node client.mjs '{"transport":"http","url":URL,"key":KEY,"dir":…,"swap":{…},"site":URL}'

@@ -1,4 +1,4 @@
-package mcpserver_test
+package mcp_test
 
 import (
 	"encoding/json"
@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/agentichost/agentic/protocol/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // pluginFiles are a directory of plugins in three languages: get_account
@@ -33,7 +33,7 @@ func pluginFiles(t *testing.T) map[string][]byte {
 // module that serves it in _meta, over stdio and streamable HTTP.
 func TestListTools(t *testing.T) {
 	files := pluginFiles(t)
-	e := newEnv(t, files, plugins.Limits{}, mcpserver.Options{})
+	e := newEnv(t, files, plugins.Limits{}, mcp.Options{})
 	yes, no := true, false
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
@@ -45,14 +45,14 @@ func TestListTools(t *testing.T) {
 			}
 			for _, tc := range []struct {
 				tool, plugin, effect string
-				want                 mcp.ToolAnnotations
+				want                 sdk.ToolAnnotations
 			}{
-				{"get_account", "get_account", "read", mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
-				{"text_stats", "text_stats", "read", mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
-				{"count_vowels", "count_vowels", "read", mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
-				{"kv", "hostile", "write", mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}},
-				{"remember", "kit", "write", mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}},
-				{"fetch", "hostile", "external", mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}},
+				{"get_account", "get_account", "read", sdk.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
+				{"text_stats", "text_stats", "read", sdk.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
+				{"count_vowels", "count_vowels", "read", sdk.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &no, IdempotentHint: true, OpenWorldHint: &no}},
+				{"kv", "hostile", "write", sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}},
+				{"remember", "kit", "write", sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no}},
+				{"fetch", "hostile", "external", sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}},
 			} {
 				got := tools[tc.tool]
 				if got == nil {
@@ -72,7 +72,7 @@ func TestListTools(t *testing.T) {
 				if jsonOf(got.Annotations) != jsonOf(tc.want) {
 					t.Errorf("%s: annotations %s, want %s", tc.tool, jsonOf(got.Annotations), jsonOf(tc.want))
 				}
-				if got.Meta[mcpserver.MetaModule] != m.Hash() || got.Meta[mcpserver.MetaPlugin] != tc.plugin || got.Meta[mcpserver.MetaEffect] != tc.effect {
+				if got.Meta[mcp.MetaModule] != m.Hash() || got.Meta[mcp.MetaPlugin] != tc.plugin || got.Meta[mcp.MetaEffect] != tc.effect {
 					t.Errorf("%s: _meta %v, want module %s of %s, effect %s", tc.tool, got.Meta, m.Hash(), tc.plugin, tc.effect)
 				}
 			}
@@ -88,7 +88,7 @@ func TestListTools(t *testing.T) {
 // is announced as open-world.
 func TestOpenWorldFromSandbox(t *testing.T) {
 	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)},
-		plugins.Limits{AllowedHosts: []string{"api.example.com"}}, mcpserver.Options{})
+		plugins.Limits{AllowedHosts: []string{"api.example.com"}}, mcp.Options{})
 	got := listTools(t, e.connect(t, "stdio", "lister", nil))["get_account"]
 	if got == nil || !got.Annotations.ReadOnlyHint || got.Annotations.OpenWorldHint == nil || !*got.Annotations.OpenWorldHint {
 		t.Fatalf("annotations %s, want read-only and open-world", jsonOf(got.Annotations))
@@ -100,7 +100,7 @@ func TestOpenWorldFromSandbox(t *testing.T) {
 // too), each result naming the module that served it.
 func TestCallTools(t *testing.T) {
 	files := pluginFiles(t)
-	e := newEnv(t, files, plugins.Limits{KV: true}, mcpserver.Options{})
+	e := newEnv(t, files, plugins.Limits{KV: true}, mcp.Options{})
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			cs := e.connect(t, transport, "caller", nil)
@@ -119,7 +119,7 @@ func TestCallTools(t *testing.T) {
 				if res.IsError || !strings.Contains(text(res), tc.want) {
 					t.Errorf("%s: error %v, %q, want %q", tc.tool, res.IsError, text(res), tc.want)
 				}
-				if got, want := meta(res, mcpserver.MetaModule), hashOf(files[tc.file]); got != want {
+				if got, want := meta(res, mcp.MetaModule), hashOf(files[tc.file]); got != want {
 					t.Errorf("%s: served by %s, want %s", tc.tool, got, want)
 				}
 			}
@@ -135,7 +135,7 @@ func TestFailuresAreToolErrors(t *testing.T) {
 	// A memory bomb needs time to exhaust its memory on a loaded machine
 	// (and under the race detector): the tenant's timeout leaves it that.
 	// spin times out at its own 1s.
-	e := newEnv(t, pluginFiles(t), plugins.Limits{CallTimeout: time.Minute}, mcpserver.Options{})
+	e := newEnv(t, pluginFiles(t), plugins.Limits{CallTimeout: time.Minute}, mcp.Options{})
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			cs := e.connect(t, transport, "caller", nil)
@@ -144,17 +144,17 @@ func TestFailuresAreToolErrors(t *testing.T) {
 				args       any
 				kind, text string
 			}{
-				{"spin", nil, mcpserver.KindTimeout, "timed out"},
-				{"trap", nil, mcpserver.KindTrap, "trapped"},
-				{"crash", map[string]any{"items": []int{1}}, mcpserver.KindTrap, "trapped"},
-				{"memory_bomb", nil, mcpserver.KindOutOfMemory, "out of memory"},
-				{"big_output", map[string]any{"bytes": 2 << 20}, mcpserver.KindOutputTooLarge, "output too large"},
-				{"exit", nil, mcpserver.KindExited, "exit"},
-				{"fail", nil, mcpserver.KindToolError, "account 7 not found"},
-				{"get_account", map[string]any{"account_id": 42}, mcpserver.KindInvalidInput, "/account_id"},
+				{"spin", nil, mcp.KindTimeout, "timed out"},
+				{"trap", nil, mcp.KindTrap, "trapped"},
+				{"crash", map[string]any{"items": []int{1}}, mcp.KindTrap, "trapped"},
+				{"memory_bomb", nil, mcp.KindOutOfMemory, "out of memory"},
+				{"big_output", map[string]any{"bytes": 2 << 20}, mcp.KindOutputTooLarge, "output too large"},
+				{"exit", nil, mcp.KindExited, "exit"},
+				{"fail", nil, mcp.KindToolError, "account 7 not found"},
+				{"get_account", map[string]any{"account_id": 42}, mcp.KindInvalidInput, "/account_id"},
 			} {
 				res := call(t, cs, tc.tool, tc.args)
-				if !res.IsError || meta(res, mcpserver.MetaError) != tc.kind ||
+				if !res.IsError || meta(res, mcp.MetaError) != tc.kind ||
 					!strings.HasPrefix(text(res), "["+tc.kind+"] ") || !strings.Contains(text(res), tc.text) {
 					t.Errorf("%s: error %v, _meta %v, %q: want a %s error saying %q", tc.tool, res.IsError, res.Meta, text(res), tc.kind, tc.text)
 				}

@@ -1,4 +1,4 @@
-package server
+package uistream
 
 import (
 	"encoding/json"
@@ -10,26 +10,10 @@ import (
 	"github.com/agentichost/agentic/ledger"
 )
 
-// The AI SDK's UI message stream, as its client (npm ai, DefaultChatTransport)
-// validates it: one assistant message per run, one step (start-step …
-// finish-step) per model pass, text and reasoning as start/delta/end parts
-// (id: "text-RESPONSE", "reasoning-RESPONSE"), each tool call as a
-// tool-NAME part (tool-input-available, then tool-output-available,
-// tool-output-error or tool-output-denied; tool-approval-request and
-// tool-approval-response in between when a person decides), and the run's
-// end as finish (finishReason stop, tool-calls when it parks for an
-// approval, interrupted), error + finish (error) when it failed or timed
-// out, or abort when it was cancelled. A retried pass's void text is taken
-// back with reset-step.
-//
-// The converter keeps what it sent of each part, so that it can follow a
-// run from its progress, from snapshots of its transcript, or from both
-// (a resumed stream replays the snapshot, then the progress after it), and
-// never sends a character or a tool state twice.
-
-// uiChunk is one chunk of the UI message stream. Which fields a chunk has
-// depends on its type (see the ai package's uiMessageChunkSchema).
-type uiChunk struct {
+// Chunk is one chunk of the UI message stream, sent as the JSON of one
+// server-sent event. Which fields a chunk has depends on its type (see the
+// ai package's uiMessageChunkSchema).
+type Chunk struct {
 	Type               string          `json:"type"`
 	MessageID          string          `json:"messageId,omitempty"`
 	ID                 string          `json:"id,omitempty"`
@@ -42,13 +26,13 @@ type uiChunk struct {
 	ApprovalID         string          `json:"approvalId,omitempty"`
 	Approved           *bool           `json:"approved,omitempty"`
 	Reason             string          `json:"reason,omitempty"`
-	ApprovalDescriptor *uiDescriptor   `json:"approvalDescriptor,omitempty"`
+	ApprovalDescriptor *Descriptor     `json:"approvalDescriptor,omitempty"`
 	FinishReason       string          `json:"finishReason,omitempty"`
 }
 
-// uiDescriptor is a tool-approval-request's approvalDescriptor: what the
+// Descriptor is a tool-approval-request's approvalDescriptor: what the
 // host tells the person deciding (the part's approval.descriptor).
-type uiDescriptor struct {
+type Descriptor struct {
 	Summary   string `json:"summary,omitempty"`
 	ExpiresAt string `json:"expiresAt,omitempty"`
 }
@@ -62,52 +46,78 @@ const (
 	stageDone      // tool-output-available, -error or -denied
 )
 
-// uiCall is what the client was sent of a tool call.
-type uiCall struct {
+// toolState is what the client was sent of a tool call.
+type toolState struct {
 	stage      int
 	approvalID string
 	denied     bool // a person denied it: its error result is sent as tool-output-denied
 }
 
-// uiResponse is what the client was sent of a response item (a model pass).
-type uiResponse struct {
+// responseState is what the client was sent of a response item (a model pass).
+type responseState struct {
 	text, reasoning         int // code points sent
 	textOpen, reasoningOpen bool
 }
 
-// uiConverter turns one run's progress and snapshots into UI message
-// chunks.
-type uiConverter struct {
+// Converter turns one run's progress and snapshots into UI message
+// chunks, into one assistant message. It is not safe for concurrent use.
+type Converter struct {
 	runID     string // "" until a snapshot names the session's run
 	messageID string
-	emit      func(uiChunk) error
+	emit      func(Chunk) error
 
 	started   bool
 	step      string // the response whose step is open; "" when none is
-	responses map[string]*uiResponse
-	calls     map[string]*uiCall
+	responses map[string]*responseState
+	calls     map[string]*toolState
 	ended     bool
 }
 
-func newUIConverter(runID, messageID string, emit func(uiChunk) error) *uiConverter {
-	return &uiConverter{runID: runID, messageID: messageID, emit: emit,
-		responses: map[string]*uiResponse{}, calls: map[string]*uiCall{}}
+// NewConverter returns a converter of run runID (or, if runID is "", of the
+// run the first snapshot shows running) into the assistant message
+// messageID (or, if it is "", the run's id). Each chunk goes to emit; an
+// error of emit is returned by the method that sent the chunk. Emit may be
+// set later, with SetEmit, before the first update.
+func NewConverter(runID, messageID string, emit func(Chunk) error) *Converter {
+	return &Converter{runID: runID, messageID: messageID, emit: emit,
+		responses: map[string]*responseState{}, calls: map[string]*toolState{}}
+}
+
+// SetEmit sets where the chunks go.
+func (c *Converter) SetEmit(emit func(Chunk) error) { c.emit = emit }
+
+// RunID returns the run the converter follows: "" until a snapshot names
+// it, when none was given.
+func (c *Converter) RunID() string { return c.runID }
+
+// Ended reports whether the message ended: finish, error + finish, or abort
+// was sent.
+func (c *Converter) Ended() bool { return c.ended }
+
+// Fail ends the stream with an error chunk, for a stream that cannot go on
+// (the client fell behind, the server shuts down) while the run goes on:
+// the client shows the error, and resumes the stream to see the rest.
+func (c *Converter) Fail(message string) error {
+	if err := c.start(); err != nil {
+		return err
+	}
+	return c.emit(Chunk{Type: "error", ErrorText: strp(message)})
 }
 
 func strp(s string) *string { return &s }
 
-// seed records that the client holds the run's items of transcript as
+// Seed records that the client holds the run's items of transcript as
 // they stand (a continuation after approvals: the client's message is the
 // stream that ended when the run parked), so that only what follows is
 // sent.
-func (c *uiConverter) seed(t ledger.Transcript) {
+func (c *Converter) Seed(t ledger.Transcript) {
 	for _, it := range t.Items {
 		if it.Kind != ledger.ItemResponse || it.RunID != c.runID {
 			continue
 		}
-		c.responses[it.ID] = &uiResponse{text: utf8.RuneCountInString(it.Text), reasoning: utf8.RuneCountInString(it.Reasoning)}
+		c.responses[it.ID] = &responseState{text: utf8.RuneCountInString(it.Text), reasoning: utf8.RuneCountInString(it.Reasoning)}
 		for _, tc := range it.ToolCalls {
-			call := &uiCall{stage: stageInput, approvalID: tc.ApprovalID}
+			call := &toolState{stage: stageInput, approvalID: tc.ApprovalID}
 			switch {
 			case tc.Status == ledger.ToolDone || tc.Status == ledger.ToolError:
 				call.stage = stageDone
@@ -121,25 +131,25 @@ func (c *uiConverter) seed(t ledger.Transcript) {
 	}
 }
 
-// answered records that the client answered approval requests itself
+// Answered records that the client answered approval requests itself
 // (its message's tool parts in state approval-responded).
-func (c *uiConverter) answered(callID, approvalID string) {
+func (c *Converter) Answered(callID, approvalID string) {
 	call := c.call(callID)
 	call.stage, call.approvalID = max(call.stage, stageResponded), approvalID
 }
 
-func (c *uiConverter) call(id string) *uiCall {
+func (c *Converter) call(id string) *toolState {
 	call := c.calls[id]
 	if call == nil {
-		call = &uiCall{}
+		call = &toolState{}
 		c.calls[id] = call
 	}
 	return call
 }
 
-// update converts one update of the session's attachment; done tells that
+// Update converts one update of the session's attachment; done tells that
 // the run's message ended (finish, error or abort was sent).
-func (c *uiConverter) update(u host.Update) (done bool, err error) {
+func (c *Converter) Update(u host.Update) (done bool, err error) {
 	if c.ended {
 		return true, nil
 	}
@@ -161,7 +171,7 @@ func (c *uiConverter) update(u host.Update) (done bool, err error) {
 	return c.progress(*u.Progress)
 }
 
-func (c *uiConverter) start() error {
+func (c *Converter) start() error {
 	if c.started {
 		return nil
 	}
@@ -169,12 +179,12 @@ func (c *uiConverter) start() error {
 	if c.messageID == "" {
 		c.messageID = c.runID
 	}
-	return c.emit(uiChunk{Type: "start", MessageID: c.messageID})
+	return c.emit(Chunk{Type: "start", MessageID: c.messageID})
 }
 
 // openStep ends the open step, if another, and starts the step of response
 // id, if it is not open.
-func (c *uiConverter) openStep(id string) error {
+func (c *Converter) openStep(id string) error {
 	if c.step == id {
 		return nil
 	}
@@ -183,33 +193,33 @@ func (c *uiConverter) openStep(id string) error {
 	}
 	c.step = id
 	if c.responses[id] == nil {
-		c.responses[id] = &uiResponse{}
+		c.responses[id] = &responseState{}
 	}
-	return c.emit(uiChunk{Type: "start-step"})
+	return c.emit(Chunk{Type: "start-step"})
 }
 
 // closeParts ends the open step's text and reasoning parts.
-func (c *uiConverter) closeParts() error {
+func (c *Converter) closeParts() error {
 	r := c.responses[c.step]
 	if r == nil {
 		return nil
 	}
 	if r.reasoningOpen {
 		r.reasoningOpen = false
-		if err := c.emit(uiChunk{Type: "reasoning-end", ID: "reasoning-" + c.step}); err != nil {
+		if err := c.emit(Chunk{Type: "reasoning-end", ID: "reasoning-" + c.step}); err != nil {
 			return err
 		}
 	}
 	if r.textOpen {
 		r.textOpen = false
-		if err := c.emit(uiChunk{Type: "text-end", ID: "text-" + c.step}); err != nil {
+		if err := c.emit(Chunk{Type: "text-end", ID: "text-" + c.step}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *uiConverter) endStep() error {
+func (c *Converter) endStep() error {
 	if c.step == "" {
 		return nil
 	}
@@ -217,12 +227,12 @@ func (c *uiConverter) endStep() error {
 		return err
 	}
 	c.step = ""
-	return c.emit(uiChunk{Type: "finish-step"})
+	return c.emit(Chunk{Type: "finish-step"})
 }
 
 // appendText sends the code points of s that start at offset and were not
 // sent yet, into the text (or reasoning) part of response id.
-func (c *uiConverter) appendText(id string, reasoning bool, s string, offset int) error {
+func (c *Converter) appendText(id string, reasoning bool, s string, offset int) error {
 	if err := c.openStep(id); err != nil {
 		return err
 	}
@@ -242,21 +252,21 @@ func (c *uiConverter) appendText(id string, reasoning bool, s string, offset int
 		if !reasoning && r.reasoningOpen {
 			// Text follows the reasoning: the reasoning is done.
 			r.reasoningOpen = false
-			if err := c.emit(uiChunk{Type: "reasoning-end", ID: "reasoning-" + id}); err != nil {
+			if err := c.emit(Chunk{Type: "reasoning-end", ID: "reasoning-" + id}); err != nil {
 				return err
 			}
 		}
 		*open = true
-		if err := c.emit(uiChunk{Type: kind + "-start", ID: kind + "-" + id}); err != nil {
+		if err := c.emit(Chunk{Type: kind + "-start", ID: kind + "-" + id}); err != nil {
 			return err
 		}
 	}
 	*sent = max(*sent, offset) + utf8.RuneCountInString(s)
-	return c.emit(uiChunk{Type: kind + "-delta", ID: kind + "-" + id, Delta: strp(s)})
+	return c.emit(Chunk{Type: kind + "-delta", ID: kind + "-" + id, Delta: strp(s)})
 }
 
 // toolInput sends a tool call's input, once.
-func (c *uiConverter) toolInput(id, name string, input json.RawMessage) error {
+func (c *Converter) toolInput(id, name string, input json.RawMessage) error {
 	call := c.call(id)
 	if call.stage >= stageInput {
 		return nil
@@ -265,25 +275,25 @@ func (c *uiConverter) toolInput(id, name string, input json.RawMessage) error {
 	if len(input) == 0 || !json.Valid(input) {
 		input = json.RawMessage(`{}`)
 	}
-	return c.emit(uiChunk{Type: "tool-input-available", ToolCallID: id, ToolName: name, Input: input})
+	return c.emit(Chunk{Type: "tool-input-available", ToolCallID: id, ToolName: name, Input: input})
 }
 
 // approvalRequest sends a call's approval request, once per request.
-func (c *uiConverter) approvalRequest(callID, approvalID, reason, summary string, expires string) error {
+func (c *Converter) approvalRequest(callID, approvalID, reason, summary string, expires string) error {
 	call := c.call(callID)
 	if call.approvalID == approvalID && call.stage >= stageRequested {
 		return nil
 	}
 	call.stage, call.approvalID, call.denied = stageRequested, approvalID, false
-	ch := uiChunk{Type: "tool-approval-request", ApprovalID: approvalID, ToolCallID: callID, Reason: reason}
+	ch := Chunk{Type: "tool-approval-request", ApprovalID: approvalID, ToolCallID: callID, Reason: reason}
 	if summary != "" || expires != "" {
-		ch.ApprovalDescriptor = &uiDescriptor{Summary: summary, ExpiresAt: expires}
+		ch.ApprovalDescriptor = &Descriptor{Summary: summary, ExpiresAt: expires}
 	}
 	return c.emit(ch)
 }
 
 // approvalResponse sends the decision on a call's approval request, once.
-func (c *uiConverter) approvalResponse(callID, approvalID string, state ledger.ApprovalState) error {
+func (c *Converter) approvalResponse(callID, approvalID string, state ledger.ApprovalState) error {
 	call := c.call(callID)
 	call.denied = state == ledger.ApprovalDenied
 	if call.stage >= stageResponded && call.approvalID == approvalID {
@@ -291,11 +301,11 @@ func (c *uiConverter) approvalResponse(callID, approvalID string, state ledger.A
 	}
 	call.stage, call.approvalID = max(call.stage, stageResponded), approvalID
 	approved := state == ledger.ApprovalApproved
-	return c.emit(uiChunk{Type: "tool-approval-response", ApprovalID: approvalID, Approved: &approved})
+	return c.emit(Chunk{Type: "tool-approval-response", ApprovalID: approvalID, Approved: &approved})
 }
 
 // toolOutput sends a call's result, once.
-func (c *uiConverter) toolOutput(id, output string, isError bool) error {
+func (c *Converter) toolOutput(id, output string, isError bool) error {
 	call := c.call(id)
 	if call.stage >= stageDone {
 		return nil
@@ -303,19 +313,19 @@ func (c *uiConverter) toolOutput(id, output string, isError bool) error {
 	call.stage = stageDone
 	switch {
 	case isError && call.denied && call.approvalID != "":
-		return c.emit(uiChunk{Type: "tool-output-denied", ToolCallID: id})
+		return c.emit(Chunk{Type: "tool-output-denied", ToolCallID: id})
 	case isError:
-		return c.emit(uiChunk{Type: "tool-output-error", ToolCallID: id, ErrorText: strp(output)})
+		return c.emit(Chunk{Type: "tool-output-error", ToolCallID: id, ErrorText: strp(output)})
 	}
 	out := json.RawMessage(output)
 	if !json.Valid(out) {
 		out, _ = json.Marshal(output)
 	}
-	return c.emit(uiChunk{Type: "tool-output-available", ToolCallID: id, Output: out})
+	return c.emit(Chunk{Type: "tool-output-available", ToolCallID: id, Output: out})
 }
 
 // progress converts one progress event of the run.
-func (c *uiConverter) progress(p host.Progress) (done bool, err error) {
+func (c *Converter) progress(p host.Progress) (done bool, err error) {
 	switch p.Type {
 	case host.ProgressResponseStart:
 		return false, c.openStep(p.ResponseID)
@@ -331,8 +341,8 @@ func (c *uiConverter) progress(p host.Progress) (done bool, err error) {
 		if p.Retry == nil || !p.Retry.Reset || r == nil || c.step != p.ResponseID || r.text+r.reasoning == 0 {
 			return false, nil
 		}
-		*r = uiResponse{}
-		return false, c.emit(uiChunk{Type: "reset-step"})
+		*r = responseState{}
+		return false, c.emit(Chunk{Type: "reset-step"})
 	case host.ProgressToolStart:
 		if err := c.closeParts(); err != nil {
 			return false, err
@@ -377,7 +387,7 @@ func (c *uiConverter) progress(p host.Progress) (done bool, err error) {
 
 // snapshot sends what the snapshot shows of the run that the client was
 // not sent yet, and ends the message when the run no longer runs.
-func (c *uiConverter) snapshot(s *host.Snapshot) (done bool, err error) {
+func (c *Converter) snapshot(s *host.Snapshot) (done bool, err error) {
 	var items []ledger.Item
 	for _, it := range s.Transcript.Items {
 		if it.Kind == ledger.ItemResponse && it.RunID == c.runID && c.runID != "" {
@@ -409,7 +419,7 @@ func (c *uiConverter) snapshot(s *host.Snapshot) (done bool, err error) {
 }
 
 // item sends what is new in a response item of the run.
-func (c *uiConverter) item(it ledger.Item) error {
+func (c *Converter) item(it ledger.Item) error {
 	r := c.responses[it.ID]
 	live := it.Status == ledger.StatusStreaming
 	if r == nil || c.step == it.ID {
@@ -449,32 +459,32 @@ func (c *uiConverter) item(it ledger.Item) error {
 }
 
 // end ends the message as the run ended.
-func (c *uiConverter) end(status ledger.RunStatus, reason string) error {
+func (c *Converter) end(status ledger.RunStatus, reason string) error {
 	if err := c.endStep(); err != nil {
 		return err
 	}
 	c.ended = true
 	switch status {
 	case ledger.RunCompleted:
-		return c.emit(uiChunk{Type: "finish", FinishReason: "stop"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "stop"})
 	case ledger.RunApprovalRequired:
-		return c.emit(uiChunk{Type: "finish", FinishReason: "tool-calls"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "tool-calls"})
 	case ledger.RunInterrupted:
-		return c.emit(uiChunk{Type: "finish", FinishReason: "interrupted"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "interrupted"})
 	case ledger.RunCancelled:
 		if reason == "" {
 			reason = "cancelled"
 		}
-		return c.emit(uiChunk{Type: "abort", Reason: reason})
+		return c.emit(Chunk{Type: "abort", Reason: reason})
 	}
 	text := fmt.Sprintf("the run %s", status)
 	if reason != "" {
 		text += ": " + reason
 	}
-	if err := c.emit(uiChunk{Type: "error", ErrorText: strp(text)}); err != nil {
+	if err := c.emit(Chunk{Type: "error", ErrorText: strp(text)}); err != nil {
 		return err
 	}
-	return c.emit(uiChunk{Type: "finish", FinishReason: "error"})
+	return c.emit(Chunk{Type: "finish", FinishReason: "error"})
 }
 
 // runStatusOf maps a session's state after its run onto the run's end.

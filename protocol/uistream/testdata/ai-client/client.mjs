@@ -1,6 +1,6 @@
 // The AI SDK's own UI client (npm ai: AbstractChat, the class useChat
 // wraps, over DefaultChatTransport) against agentic-host serve's
-// /v1/ui/chat, driven by uichat_test.go. It prints one JSON report on
+// /v1/ui/chat, driven by internal/cli/uichat_test.go. It prints one JSON report on
 // stdout; the Go test checks it against the server's ledger.
 //
 //   node client.mjs '{"api":"http://127.0.0.1:PORT/v1/ui/chat","key":"…","long":"…"}'

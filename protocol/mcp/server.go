@@ -1,7 +1,12 @@
-// Package mcpserver serves a tenant's plugin tools to any Model Context
-// Protocol client (Claude Desktop, Codex, IDEs, agent frameworks), over
-// stdio or streamable HTTP, with the official Go SDK
-// (github.com/modelcontextprotocol/go-sdk).
+// Package mcp speaks the Model Context Protocol: it serves a tenant's
+// plugin tools to any MCP client (Claude Desktop, Codex, IDEs, agent
+// frameworks), over stdio or streamable HTTP, with the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk v1.8.0). It implements the
+// specification's revision 2025-11-25, and negotiates the revisions that
+// SDK knows (2024-11-05 to 2026-07-28) with older and newer clients. It is
+// a translation between the host's types and the wire: `agentic-host mcp`
+// wires it to a registry and a listener; the coming MCP client lands here
+// too.
 //
 // A [Server] takes a [plugins.Registry] and a tenant. Every tool the
 // registry serves the tenant is an MCP tool: its name, description and
@@ -23,7 +28,7 @@
 //
 // The package is written so that a multi-tenant server can mount one Server
 // per tenant ([Server.Handler] is an http.Handler).
-package mcpserver
+package mcp
 
 import (
 	"bytes"
@@ -38,7 +43,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Keys of the _meta the server adds to tools and results. They name the
@@ -95,7 +100,7 @@ type Server struct {
 	approve map[string]bool
 	log     *slog.Logger
 	key     []byte
-	mcp     *mcp.Server
+	sdk     *sdk.Server
 
 	mu    sync.Mutex
 	tools map[string][]byte // name → the MCP definition served, JSON
@@ -107,18 +112,18 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	var errs []error
 	if opts.Registry == nil {
-		errs = append(errs, errors.New("mcpserver: Options.Registry is required"))
+		errs = append(errs, errors.New("mcp: Options.Registry is required"))
 	}
 	if opts.Tenant == "" {
-		errs = append(errs, errors.New("mcpserver: Options.Tenant is required"))
+		errs = append(errs, errors.New("mcp: Options.Tenant is required"))
 	}
 	for _, name := range opts.Approve {
 		if !host.ValidToolName(name) {
-			errs = append(errs, fmt.Errorf("mcpserver: Options.Approve: %q is not a tool name", name))
+			errs = append(errs, fmt.Errorf("mcp: Options.Approve: %q is not a tool name", name))
 		}
 	}
 	if opts.StateKey != nil && len(opts.StateKey) < 16 {
-		errs = append(errs, errors.New("mcpserver: Options.StateKey must be at least 16 bytes"))
+		errs = append(errs, errors.New("mcp: Options.StateKey must be at least 16 bytes"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -154,12 +159,12 @@ func New(opts Options) (*Server, error) {
 	for _, name := range opts.Approve {
 		s.approve[name] = true
 	}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: opts.Version}, &mcp.ServerOptions{
+	s.sdk = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: opts.Instructions,
 		Logger:       opts.Logger,
 		// The tools capability (with list_changed) even while the
 		// directory offers none yet; no logging capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}},
 	})
 	s.sync()
 	return s, nil
@@ -219,7 +224,7 @@ func (s *Server) sync() {
 		}
 	}
 	if len(gone) > 0 {
-		s.mcp.RemoveTools(gone...)
+		s.sdk.RemoveTools(gone...)
 		for _, name := range gone {
 			delete(s.tools, name)
 		}
@@ -228,20 +233,20 @@ func (s *Server) sync() {
 
 // add adds or replaces a tool; the SDK panics on a definition it cannot
 // serve, which is an error here.
-func (s *Server) add(t *mcp.Tool) (err error) {
+func (s *Server) add(t *sdk.Tool) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
-	s.mcp.AddTool(t, s.handler(t.Name))
+	s.sdk.AddTool(t, s.handler(t.Name))
 	return nil
 }
 
 // definitions returns the MCP definitions of the tools the registry
 // serves the tenant, by name.
-func (s *Server) definitions() map[string]*mcp.Tool {
-	out := map[string]*mcp.Tool{}
+func (s *Server) definitions() map[string]*sdk.Tool {
+	out := map[string]*sdk.Tool{}
 	for _, m := range s.reg.Modules(s.tenant) {
 		for _, td := range m.Description().Tools {
 			t, ok := s.reg.Tool(s.tenant, td.Name)
@@ -262,7 +267,7 @@ func (s *Server) definitions() map[string]*mcp.Tool {
 //
 // openWorldHint is also set for read and write tools whose sandbox lets
 // them reach HTTP hosts; idempotentHint is the plugin's own declaration.
-func definition(spec host.ToolSpec, m *plugins.Module) *mcp.Tool {
+func definition(spec host.ToolSpec, m *plugins.Module) *sdk.Tool {
 	schema := json.RawMessage(spec.InputSchema)
 	if len(bytes.TrimSpace(schema)) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)
@@ -276,7 +281,7 @@ func definition(spec host.ToolSpec, m *plugins.Module) *mcp.Tool {
 	if effect == host.EffectExternal || len(m.Limits().AllowedHosts) > 0 {
 		open = &yes
 	}
-	a := &mcp.ToolAnnotations{IdempotentHint: spec.Idempotent, OpenWorldHint: open}
+	a := &sdk.ToolAnnotations{IdempotentHint: spec.Idempotent, OpenWorldHint: open}
 	switch effect {
 	case host.EffectRead:
 		a.ReadOnlyHint = true
@@ -284,12 +289,12 @@ func definition(spec host.ToolSpec, m *plugins.Module) *mcp.Tool {
 	default:
 		a.DestructiveHint = &yes
 	}
-	return &mcp.Tool{
+	return &sdk.Tool{
 		Name:        spec.Name,
 		Description: spec.Description,
 		InputSchema: schema,
 		Annotations: a,
-		Meta:        mcp.Meta{MetaModule: m.Hash(), MetaPlugin: m.Name(), MetaEffect: string(effect)},
+		Meta:        sdk.Meta{MetaModule: m.Hash(), MetaPlugin: m.Name(), MetaEffect: string(effect)},
 	}
 }
 
@@ -299,7 +304,7 @@ func definition(spec host.ToolSpec, m *plugins.Module) *mcp.Tool {
 // well beside Close: the streams Close ends are what Shutdown waits for).
 func (s *Server) Close() error {
 	var errs []error
-	for ss := range s.mcp.Sessions() {
+	for ss := range s.sdk.Sessions() {
 		if err := ss.Close(); err != nil {
 			errs = append(errs, err)
 		}

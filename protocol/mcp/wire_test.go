@@ -1,4 +1,4 @@
-package mcpserver_test
+package mcp_test
 
 import (
 	"bufio"
@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/protocol/mcp"
 )
 
 // wireMessage is any JSON-RPC message, as read off the wire.
@@ -38,7 +38,7 @@ type rawStdio struct {
 	done chan error
 }
 
-func startRawStdio(t *testing.T, srv *mcpserver.Server) *rawStdio {
+func startRawStdio(t *testing.T, srv *mcp.Server) *rawStdio {
 	serverIn, in := io.Pipe()
 	outR, serverOut := io.Pipe()
 	r := &rawStdio{t: t, in: in, out: bufio.NewReaderSize(outR, 1<<20), done: make(chan error, 1)}
@@ -120,10 +120,10 @@ var malformed = []badMessage{
 // than MaxMessageBytes too, and the server goes on serving the session:
 // the handshake, a listing, a protocol error for an unknown tool.
 func TestMalformedStdio(t *testing.T) {
-	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcpserver.Options{})
+	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcp.Options{})
 	r := startRawStdio(t, e.srv)
 	cases := append(slices.Clone(malformed), badMessage{"batch", `[{"jsonrpc":"2.0","id":9,"method":"ping"}]`, -32600, "null", "batches are not supported"},
-		badMessage{"too long", `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"pad":"` + strings.Repeat("x", mcpserver.MaxMessageBytes) + `"}}`, -32600, "null", "longer than"})
+		badMessage{"too long", `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"pad":"` + strings.Repeat("x", mcp.MaxMessageBytes) + `"}}`, -32600, "null", "longer than"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r.t = t
@@ -167,7 +167,7 @@ func TestMalformedStdio(t *testing.T) {
 // elicitation/create request; the call runs only once it answers accept.
 func TestElicitationOverTheWire(t *testing.T) {
 	web := newSite(t)
-	e := newEnv(t, map[string][]byte{"hostile.wasm": hostileWasm(t)}, web.limits(), mcpserver.Options{})
+	e := newEnv(t, map[string][]byte{"hostile.wasm": hostileWasm(t)}, web.limits(), mcp.Options{})
 	r := startRawStdio(t, e.srv)
 	r.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
 	r.answer("1")
@@ -201,12 +201,12 @@ func TestElicitationOverTheWire(t *testing.T) {
 // JSON-RPC error with HTTP 400 (413 past MaxMessageBytes); the endpoint
 // then serves a session as usual.
 func TestMalformedHTTP(t *testing.T) {
-	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcpserver.Options{})
-	hs := httptest.NewServer(e.srv.Handler(mcpserver.HTTPOptions{}))
+	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcp.Options{})
+	hs := httptest.NewServer(e.srv.Handler(mcp.HTTPOptions{}))
 	defer hs.Close()
 	cases := append(slices.Clone(malformed), badMessage{"empty body", "", -32700, "null", "no message"},
 		badMessage{"batch with a bad message", `[{"jsonrpc":"2.0","id":9,"method":"ping"},{"jsonrpc":"1.0"}]`, -32600, "null", "version"},
-		badMessage{"too long", `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"pad":"` + strings.Repeat("x", mcpserver.MaxMessageBytes) + `"}}`, -32600, "null", "longer than"})
+		badMessage{"too long", `{"jsonrpc":"2.0","id":4,"method":"ping","params":{"pad":"` + strings.Repeat("x", mcp.MaxMessageBytes) + `"}}`, -32600, "null", "longer than"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, m, _ := post(t, hs.URL, "", "", tc.body)
@@ -276,8 +276,8 @@ func post(t *testing.T, url, auth, session, body string) (int, wireMessage, http
 // token is refused with 401 before anything reads it; the right one (the
 // scheme in any case) is served.
 func TestBearerKey(t *testing.T) {
-	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcpserver.Options{})
-	hs := httptest.NewServer(e.srv.Handler(mcpserver.HTTPOptions{APIKey: "s3cret-key"}))
+	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcp.Options{})
+	hs := httptest.NewServer(e.srv.Handler(mcp.HTTPOptions{APIKey: "s3cret-key"}))
 	defer hs.Close()
 	for _, tc := range []struct {
 		name, auth, body string

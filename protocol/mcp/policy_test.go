@@ -1,4 +1,4 @@
-package mcpserver_test
+package mcp_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/agentichost/agentic/protocol/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // site is an HTTP server the hostile plugin's external tool "fetch" may
@@ -40,12 +40,12 @@ func (s *site) limits() plugins.Limits {
 }
 
 // answering is a client that answers approval requests with action.
-func answering(action string, asked *atomic.Value) *mcp.ClientOptions {
-	return &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+func answering(action string, asked *atomic.Value) *sdk.ClientOptions {
+	return &sdk.ClientOptions{ElicitationHandler: func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 		if asked != nil {
 			asked.Store(req.Params.Message)
 		}
-		return &mcp.ElicitResult{Action: action}, nil
+		return &sdk.ElicitResult{Action: action}, nil
 	}}
 }
 
@@ -58,30 +58,30 @@ func answering(action string, asked *atomic.Value) *mcp.ClientOptions {
 func TestPolicyVerdicts(t *testing.T) {
 	web := newSite(t)
 	files := map[string][]byte{"get_account.wasm": getAccountWasm(t), "hostile.wasm": hostileWasm(t), "kit.wasm": kitWasm(t)}
-	e := newEnv(t, files, web.limits(), mcpserver.Options{Policy: mcpserver.PluginPolicy{Tenant: "acme", Module: "kit"}})
+	e := newEnv(t, files, web.limits(), mcp.Options{Policy: plugins.PolicyRef{Tenant: "acme", Module: "kit"}})
 	fetch := map[string]any{"url": web.URL + "/page", "method": "GET"}
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			for _, tc := range []struct {
 				name, client string
-				opts         *mcp.ClientOptions
+				opts         *sdk.ClientOptions
 				tool         string
 				args         any
 				kind, text   string // kind "" means success
 				ran          bool   // the site was fetched
 			}{
-				{"denied", "intern", nil, "get_account", map[string]any{"account_id": "7"}, mcpserver.KindDenied, "interns may not call get_account", false},
+				{"denied", "intern", nil, "get_account", map[string]any{"account_id": "7"}, mcp.KindDenied, "interns may not call get_account", false},
 				{"allowed", "ops", nil, "get_account", map[string]any{"account_id": "7"}, "", `"account_id":"7"`, false},
-				{"cannot ask", "ops", nil, "fetch", fetch, mcpserver.KindApprovalRequired, "--approve fetch", false},
+				{"cannot ask", "ops", nil, "fetch", fetch, mcp.KindApprovalRequired, "--approve fetch", false},
 				{"accepted", "ops", answering("accept", nil), "fetch", fetch, "", "fetched /page", true},
-				{"declined", "ops", answering("decline", nil), "fetch", fetch, mcpserver.KindNotApproved, "declined", false},
-				{"dismissed", "ops", answering("cancel", nil), "fetch", fetch, mcpserver.KindNotApproved, "dismissed", false},
-				{"denied before asking", "intern", answering("accept", nil), "fetch", fetch, mcpserver.KindDenied, "interns may not call fetch", false},
+				{"declined", "ops", answering("decline", nil), "fetch", fetch, mcp.KindNotApproved, "declined", false},
+				{"dismissed", "ops", answering("cancel", nil), "fetch", fetch, mcp.KindNotApproved, "dismissed", false},
+				{"denied before asking", "intern", answering("accept", nil), "fetch", fetch, mcp.KindDenied, "interns may not call fetch", false},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					before := web.hits.Load()
 					res := call(t, e.connect(t, transport, tc.client, tc.opts), tc.tool, tc.args)
-					if tc.kind == "" && res.IsError || tc.kind != "" && meta(res, mcpserver.MetaError) != tc.kind || !strings.Contains(text(res), tc.text) {
+					if tc.kind == "" && res.IsError || tc.kind != "" && meta(res, mcp.MetaError) != tc.kind || !strings.Contains(text(res), tc.text) {
 						t.Errorf("error %v, _meta %v, %q: want kind %q saying %q", res.IsError, res.Meta, text(res), tc.kind, tc.text)
 					}
 					if ran := web.hits.Load() > before; ran != tc.ran {
@@ -104,15 +104,15 @@ func TestDefaultPolicy(t *testing.T) {
 	files := map[string][]byte{"hostile.wasm": hostileWasm(t)}
 	limits := web.limits()
 	limits.KV = true
-	plain := newEnv(t, files, limits, mcpserver.Options{})
-	approved := newEnv(t, files, limits, mcpserver.Options{Approve: []string{"fetch"}})
+	plain := newEnv(t, files, limits, mcp.Options{})
+	approved := newEnv(t, files, limits, mcp.Options{Approve: []string{"fetch"}})
 	fetch := map[string]any{"url": web.URL + "/x", "method": "GET"}
 
 	cs := plain.connect(t, "stdio", "ops", nil)
 	if res := call(t, cs, "kv", map[string]any{"key": "k", "value": "v"}); res.IsError {
 		t.Errorf("write tool: %s", text(res))
 	}
-	if res := call(t, cs, "fetch", fetch); meta(res, mcpserver.MetaError) != mcpserver.KindApprovalRequired || web.hits.Load() != 0 {
+	if res := call(t, cs, "fetch", fetch); meta(res, mcp.MetaError) != mcp.KindApprovalRequired || web.hits.Load() != 0 {
 		t.Errorf("external tool without approval: %q, %d fetches", text(res), web.hits.Load())
 	}
 	var asked atomic.Value
@@ -139,30 +139,30 @@ func TestDefaultPolicy(t *testing.T) {
 func TestApprovalBoundToCall(t *testing.T) {
 	web := newSite(t)
 	files := map[string][]byte{"hostile.wasm": hostileWasm(t)}
-	e := newEnv(t, files, web.limits(), mcpserver.Options{})
-	other := newEnv(t, files, web.limits(), mcpserver.Options{})
-	manual := &mcp.ClientOptions{
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	e := newEnv(t, files, web.limits(), mcp.Options{})
+	other := newEnv(t, files, web.limits(), mcp.Options{})
+	manual := &sdk.ClientOptions{
+		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 			return nil, errors.New("not used")
 		},
 	}
 	cs := e.connect(t, "stdio", "ops", manual)
 	args := map[string]any{"url": web.URL + "/asked", "method": "GET"}
 	ctx := context.Background()
-	first, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: args})
+	first, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "fetch", Arguments: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ask, ok := first.InputRequests["approval"].(*mcp.ElicitParams)
+	ask, ok := first.InputRequests["approval"].(*sdk.ElicitParams)
 	if !first.NeedsInput() || !ok || first.RequestState == "" || !strings.Contains(ask.Message, "/asked") {
 		t.Fatalf("first answer: %s", jsonOf(first))
 	}
 	otherState := ""
-	if res, err := other.connect(t, "stdio", "ops", manual).CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: args}); err == nil {
+	if res, err := other.connect(t, "stdio", "ops", manual).CallTool(ctx, &sdk.CallToolParams{Name: "fetch", Arguments: args}); err == nil {
 		otherState = res.RequestState
 	}
-	accept := mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept"}}
+	accept := sdk.InputResponseMap{"approval": &sdk.ElicitResult{Action: "accept"}}
 	for _, tc := range []struct {
 		name  string
 		args  map[string]any
@@ -177,12 +177,12 @@ func TestApprovalBoundToCall(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := web.hits.Load()
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: tc.args, InputResponses: accept, RequestState: tc.state})
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "fetch", Arguments: tc.args, InputResponses: accept, RequestState: tc.state})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ran := web.hits.Load() > before
-			if tc.ok && (res.IsError || !ran) || !tc.ok && (meta(res, mcpserver.MetaError) != mcpserver.KindNotApproved || ran) {
+			if tc.ok && (res.IsError || !ran) || !tc.ok && (meta(res, mcp.MetaError) != mcp.KindNotApproved || ran) {
 				t.Errorf("ran %v: %s", ran, jsonOf(res))
 			}
 		})
@@ -194,7 +194,7 @@ func TestApprovalBoundToCall(t *testing.T) {
 // approval, with the reason.
 func TestPluginPolicyResolve(t *testing.T) {
 	files := map[string][]byte{"get_account.wasm": getAccountWasm(t), "kit.wasm": kitWasm(t)}
-	e := newEnv(t, files, plugins.Limits{}, mcpserver.Options{})
+	e := newEnv(t, files, plugins.Limits{}, mcp.Options{})
 	for _, tc := range []struct {
 		module, name, err string
 	}{
@@ -204,20 +204,20 @@ func TestPluginPolicyResolve(t *testing.T) {
 		{"get_account", "", "offers no policy"},
 		{"missing", "", `no plugin "missing" is loaded`},
 	} {
-		_, err := mcpserver.PluginPolicy{Registry: e.reg, Tenant: "acme", Module: tc.module, Policy: tc.name}.Resolve()
+		_, err := plugins.PolicyRef{Registry: e.reg, Tenant: "acme", Module: tc.module, Policy: tc.name}.Resolve()
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s:%s: %v, want %q", tc.module, tc.name, err, tc.err)
 		}
 	}
 
-	withPolicy := newEnv(t, files, plugins.Limits{}, mcpserver.Options{Policy: mcpserver.PluginPolicy{Tenant: "acme", Module: "kit"}})
+	withPolicy := newEnv(t, files, plugins.Limits{}, mcp.Options{Policy: plugins.PolicyRef{Tenant: "acme", Module: "kit"}})
 	cs := withPolicy.connect(t, "stdio", "ops", nil)
 	if res := call(t, cs, "get_account", map[string]any{"account_id": "1"}); res.IsError {
 		t.Fatalf("with the policy served: %s", text(res))
 	}
 	withPolicy.reg.Unload("acme", "kit")
 	res := call(t, cs, "get_account", map[string]any{"account_id": "1"})
-	if meta(res, mcpserver.MetaError) != mcpserver.KindApprovalRequired || !strings.Contains(text(res), "the policy could not decide: mcpserver: no plugin \"kit\" is loaded") {
+	if meta(res, mcp.MetaError) != mcp.KindApprovalRequired || !strings.Contains(text(res), "the policy could not decide: no plugin \"kit\" is loaded") {
 		t.Errorf("with the policy gone: %s", text(res))
 	}
 }

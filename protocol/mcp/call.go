@@ -1,4 +1,4 @@
-package mcpserver
+package mcp
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The kinds of a failed call, in a tool error's text ("[kind] …") and its
@@ -69,14 +69,14 @@ func kindOf(err error) string {
 
 // toolError is a tool error result: the model (and the person) read the
 // text, programs the kind in _meta.
-func toolError(kind, module, format string, args ...any) *mcp.CallToolResult {
-	meta := mcp.Meta{MetaError: kind}
+func toolError(kind, module, format string, args ...any) *sdk.CallToolResult {
+	meta := sdk.Meta{MetaError: kind}
 	if module != "" {
 		meta[MetaModule] = module
 	}
-	return &mcp.CallToolResult{
+	return &sdk.CallToolResult{
 		IsError: true,
-		Content: []mcp.Content{&mcp.TextContent{Text: "[" + kind + "] " + fmt.Sprintf(format, args...)}},
+		Content: []sdk.Content{&sdk.TextContent{Text: "[" + kind + "] " + fmt.Sprintf(format, args...)}},
 		Meta:    meta,
 	}
 }
@@ -85,8 +85,8 @@ func toolError(kind, module, format string, args ...any) *mcp.CallToolResult {
 // registry at each call (so a call runs on the version served when it
 // starts, and finishes on it whatever is swapped meanwhile), asks the
 // policy, and runs it.
-func (s *Server) handler(name string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+func (s *Server) handler(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("mcp: a tool call panicked", "tool", name, "panic", p)
@@ -112,9 +112,9 @@ func (s *Server) handler(name string) mcp.ToolHandler {
 			s.log.Info("mcp: tool call failed", "tool", name, "kind", kind, "agent", c.agent, "session", c.session, "err", err)
 			return toolError(kind, out.Source, "%v", err), nil
 		}
-		return &mcp.CallToolResult{
-			Content: []mcp.Content{&mcp.TextContent{Text: out.Output}},
-			Meta:    mcp.Meta{MetaModule: out.Source},
+		return &sdk.CallToolResult{
+			Content: []sdk.Content{&sdk.TextContent{Text: out.Output}},
+			Meta:    sdk.Meta{MetaModule: out.Source},
 		}, nil
 	}
 }
@@ -126,7 +126,7 @@ type caller struct {
 
 // sessionOf is the call's session id: the MCP session's (streamable HTTP),
 // or "stdio".
-func sessionOf(req *mcp.CallToolRequest) string {
+func sessionOf(req *sdk.CallToolRequest) string {
 	if req.Session != nil {
 		if id := req.Session.ID(); id != "" {
 			return id
@@ -136,7 +136,7 @@ func sessionOf(req *mcp.CallToolRequest) string {
 }
 
 // agentOf is the calling agent: the client's name from the handshake.
-func agentOf(req *mcp.CallToolRequest) string {
+func agentOf(req *sdk.CallToolRequest) string {
 	if info := req.ClientInfo(); info != nil {
 		return info.Name
 	}

@@ -1,4 +1,4 @@
-package mcpserver
+package mcp
 
 import (
 	"bytes"
@@ -9,14 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentichost/agentic/host"
-	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The policy types are the host's (plugins' policies implement them).
@@ -58,67 +56,6 @@ var ByEffect Policy = PolicyFunc("by-effect", func(_ context.Context, req Policy
 	}
 })
 
-// PluginPolicy is a policy of one of the tenant's plugins, looked up at
-// every decision so that it follows hot reloads. A decision while it is
-// not served (its module unloaded, refused, or in a name conflict) fails,
-// so the call requires approval.
-type PluginPolicy struct {
-	// Registry serves the policy.
-	Registry *plugins.Registry
-	// Tenant is the tenant whose plugin it is.
-	Tenant string
-	// Module is the plugin's module name (its file name without .wasm).
-	Module string
-	// Policy is the policy's name. Default: "", the module's only policy.
-	Policy string
-}
-
-// Name names the policy: MODULE, or MODULE:POLICY.
-func (p PluginPolicy) Name() string {
-	if p.Policy == "" {
-		return p.Module
-	}
-	return p.Module + ":" + p.Policy
-}
-
-// Resolve returns the policy as the registry serves it now, or why it is
-// not served. Check a policy with it once the plugins are loaded.
-func (p PluginPolicy) Resolve() (Policy, error) {
-	m, ok := p.Registry.Module(p.Tenant, p.Module)
-	if !ok {
-		return nil, fmt.Errorf("mcpserver: no plugin %q is loaded for tenant %s", p.Module, p.Tenant)
-	}
-	var names []string
-	for _, d := range m.Description().Policies {
-		names = append(names, d.Name)
-	}
-	name := p.Policy
-	switch {
-	case len(names) == 0:
-		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy", p.Module)
-	case name == "" && len(names) == 1:
-		name = names[0]
-	case name == "":
-		return nil, fmt.Errorf("mcpserver: plugin %s offers %d policies (%s): name one as %s:NAME", p.Module, len(names), strings.Join(names, ", "), p.Module)
-	case !slices.Contains(names, name):
-		return nil, fmt.Errorf("mcpserver: plugin %s offers no policy %q (it offers: %s)", p.Module, name, strings.Join(names, ", "))
-	}
-	pol, ok := p.Registry.Policy(p.Tenant, name)
-	if !ok {
-		return nil, fmt.Errorf("mcpserver: policy %s of plugin %s is not served: another plugin of the tenant offers a policy of that name too", name, p.Module)
-	}
-	return pol, nil
-}
-
-// Decide resolves the policy and asks it.
-func (p PluginPolicy) Decide(ctx context.Context, req PolicyRequest) (Decision, error) {
-	pol, err := p.Resolve()
-	if err != nil {
-		return Decision{}, err
-	}
-	return pol.Decide(ctx, req)
-}
-
 // approvalInput is the id of the approval in an input-required result.
 const approvalInput = "approval"
 
@@ -128,7 +65,7 @@ var approvalSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 // authorize asks the policy about a call; it returns nil when the call may
 // run, and otherwise the result to answer instead: a denial, a refusal, or
 // (to a client that fulfils input requests itself) the approval to ask.
-func (s *Server) authorize(ctx context.Context, req *mcp.CallToolRequest, spec host.ToolSpec, input json.RawMessage, c caller) *mcp.CallToolResult {
+func (s *Server) authorize(ctx context.Context, req *sdk.CallToolRequest, spec host.ToolSpec, input json.RawMessage, c caller) *sdk.CallToolResult {
 	name := spec.Name
 	d, err := s.policy.Decide(ctx, PolicyRequest{Tool: spec, Input: input, SessionID: c.session, Agent: c.agent})
 	if err != nil {
@@ -168,14 +105,14 @@ func (s *Server) authorize(ctx context.Context, req *mcp.CallToolRequest, spec h
 				"The server's operator can approve the tool for every call (agentic-host mcp --approve %s).",
 			name, orNone(d.Reason), name)
 	}
-	params := &mcp.ElicitParams{
+	params := &sdk.ElicitParams{
 		Mode:            "form",
 		Message:         fmt.Sprintf("Approve this call?\n\n%s\n\nWhy approval is needed: %s", d.Summary, orNone(d.Reason)),
 		RequestedSchema: approvalSchema,
 	}
 	if multiRoundTrip(req) {
 		log.Info("mcp: asking the client for approval (input request)")
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: params}, RequestState: s.state(name, input, time.Now())}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{approvalInput: params}, RequestState: s.state(name, input, time.Now())}
 	}
 	log.Info("mcp: asking the client for approval (elicitation)")
 	res, err := req.Session.Elicit(ctx, params)
@@ -188,8 +125,8 @@ func (s *Server) authorize(ctx context.Context, req *mcp.CallToolRequest, spec h
 
 // answered turns the answer to an approval request into nil (approved) or
 // a refusal.
-func (s *Server) answered(log *slog.Logger, name string, resp mcp.InputResponse) *mcp.CallToolResult {
-	er, ok := resp.(*mcp.ElicitResult)
+func (s *Server) answered(log *slog.Logger, name string, resp sdk.InputResponse) *sdk.CallToolResult {
+	er, ok := resp.(*sdk.ElicitResult)
 	if !ok {
 		return toolError(KindNotApproved, "", "%s was not run: the client answered the approval request with %T", name, resp)
 	}
@@ -207,7 +144,7 @@ func (s *Server) answered(log *slog.Logger, name string, resp mcp.InputResponse)
 }
 
 // canElicit reports whether the client can answer a form elicitation.
-func canElicit(req *mcp.CallToolRequest) bool {
+func canElicit(req *sdk.CallToolRequest) bool {
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return false
@@ -219,7 +156,7 @@ func canElicit(req *mcp.CallToolRequest) bool {
 // multiRoundTrip reports whether the client fulfils input requests itself
 // and retries the call (protocol 2026-07-28 and later), rather than
 // answering an elicitation request during the call.
-func multiRoundTrip(req *mcp.CallToolRequest) bool {
+func multiRoundTrip(req *sdk.CallToolRequest) bool {
 	if req.Session == nil {
 		return true
 	}
@@ -294,5 +231,3 @@ func orNone(reason string) string {
 	}
 	return reason
 }
-
-var _ Policy = PluginPolicy{}

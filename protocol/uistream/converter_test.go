@@ -1,4 +1,4 @@
-package server
+package uistream
 
 import (
 	"encoding/json"
@@ -12,10 +12,10 @@ import (
 
 // chunks runs updates through a converter of run "run1" and returns the
 // chunks it sent, one JSON line each, and whether the message ended.
-func chunks(t *testing.T, conv *uiConverter, updates ...host.Update) (string, bool) {
+func chunks(t *testing.T, conv *Converter, updates ...host.Update) (string, bool) {
 	t.Helper()
 	var lines []string
-	conv.emit = func(ch uiChunk) error {
+	conv.emit = func(ch Chunk) error {
 		b, err := json.Marshal(ch)
 		if err != nil {
 			t.Fatal(err)
@@ -29,7 +29,7 @@ func chunks(t *testing.T, conv *uiConverter, updates ...host.Update) (string, bo
 			t.Fatalf("update %d after the message ended", i)
 		}
 		var err error
-		if done, err = conv.update(u); err != nil {
+		if done, err = conv.Update(u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +67,7 @@ func checkChunks(t *testing.T, got, want string) {
 // as the SDK's client expects them: a step per pass, the text part ended
 // before the tool part, the tool's JSON output as JSON, finish stop.
 func TestUIChunksToolRun(t *testing.T) {
-	got, done := chunks(t, newUIConverter("run1", "run1", nil),
+	got, done := chunks(t, NewConverter("run1", "run1", nil),
 		respStart("r1"),
 		text("r1", 0, "Let me "),
 		text("r1", 7, "look."),
@@ -112,7 +112,7 @@ func TestUIChunksToolRun(t *testing.T) {
 // sends nothing.
 func TestUIChunksReasoningAndRetry(t *testing.T) {
 	retry := prog(host.Progress{Type: host.ProgressRetry, ResponseID: "r1", Retry: &host.RetryInfo{Reason: "HTTP 503", Attempt: 1, DelayMS: 10, Reset: true}})
-	got, _ := chunks(t, newUIConverter("run1", "run1", nil),
+	got, _ := chunks(t, NewConverter("run1", "run1", nil),
 		respStart("r1"),
 		retry, // nothing streamed yet
 		prog(host.Progress{Type: host.ProgressReasoning, ResponseID: "r1", Delta: "Hmm."}),
@@ -156,7 +156,7 @@ func TestUIChunksRunEnds(t *testing.T) {
 		{ledger.RunInterrupted, "", `{"type":"finish","finishReason":"interrupted"}`},
 	} {
 		t.Run(string(tc.status), func(t *testing.T) {
-			got, done := chunks(t, newUIConverter("run1", "run1", nil), respStart("r1"), text("r1", 0, "Hi"), runEnd(tc.status, tc.reason))
+			got, done := chunks(t, NewConverter("run1", "run1", nil), respStart("r1"), text("r1", 0, "Hi"), runEnd(tc.status, tc.reason))
 			checkChunks(t, got, lines(
 				`{"type":"start","messageId":"run1"}`,
 				`{"type":"start-step"}`,
@@ -181,7 +181,7 @@ func TestUIChunksRunEnds(t *testing.T) {
 func TestUIChunksParkedThenApproved(t *testing.T) {
 	input := json.RawMessage(`{"title":"Hello"}`)
 	expires := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	got, done := chunks(t, newUIConverter("run1", "run1", nil),
+	got, done := chunks(t, NewConverter("run1", "run1", nil),
 		respStart("r1"),
 		text("r1", 0, "Let me publish."),
 		prog(host.Progress{Type: host.ProgressApprovalRequested, Approval: &host.ApprovalInfo{ApprovalID: "a1", CallID: "c1", Tool: "publish_post",
@@ -220,9 +220,9 @@ func TestUIChunksParkedThenApproved(t *testing.T) {
 			`{"type":"tool-output-denied","toolCallId":"c1"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conv := newUIConverter("run1", "msg-client", nil)
-			conv.seed(parked)
-			conv.answered("c1", "a1")
+			conv := NewConverter("run1", "msg-client", nil)
+			conv.Seed(parked)
+			conv.Answered("c1", "a1")
 			updates := []host.Update{
 				prog(host.Progress{Type: host.ProgressApprovalDecided, Approval: &host.ApprovalInfo{ApprovalID: "a1", CallID: "c1", Tool: "publish_post", Input: input, State: tc.decision}}),
 			}
@@ -251,8 +251,8 @@ func TestUIChunksParkedThenApproved(t *testing.T) {
 
 	// Decided elsewhere (POST /v1/approvals/{id}) while the client still
 	// shows the request: the decision reaches it.
-	conv := newUIConverter("run1", "run1", nil)
-	conv.seed(parked)
+	conv := NewConverter("run1", "run1", nil)
+	conv.Seed(parked)
 	got, _ = chunks(t, conv,
 		prog(host.Progress{Type: host.ProgressApprovalDecided, Approval: &host.ApprovalInfo{ApprovalID: "a1", CallID: "c1", Tool: "publish_post", State: ledger.ApprovalExpired}}),
 		prog(host.Progress{Type: host.ProgressToolEnd, Tool: &host.ToolInfo{CallID: "c1", Name: "publish_post", Output: "error: nobody approved this call in time", IsError: true}}),
@@ -283,7 +283,7 @@ func TestUIChunksResumeReplay(t *testing.T) {
 		Cursor: host.Cursor{RunID: "run1", Seq: 9},
 	}
 	other := host.Progress{Type: host.ProgressText, RunID: "run2", ResponseID: "rx", Delta: "not ours"}
-	got, done := chunks(t, newUIConverter("run1", "run1", nil),
+	got, done := chunks(t, NewConverter("run1", "run1", nil),
 		host.Update{Snapshot: snap},
 		text("r2", 6, "an is"),
 		text("r2", 8, " is team."), // overlaps "is" already sent
@@ -323,7 +323,7 @@ func TestUIChunksEndedRunSnapshot(t *testing.T) {
 	snap := func(state host.State, reason string, items ...ledger.Item) host.Update {
 		return host.Update{Snapshot: &host.Snapshot{Transcript: ledger.Transcript{Items: items}, Status: host.Status{State: state, RunID: "run1", Reason: reason}}}
 	}
-	got, done := chunks(t, newUIConverter("run1", "run1", nil), snap(host.StateApprovalRequired, "waiting for approval",
+	got, done := chunks(t, NewConverter("run1", "run1", nil), snap(host.StateApprovalRequired, "waiting for approval",
 		ledger.Item{ID: "r1", Kind: ledger.ItemResponse, RunID: "run1", Text: "Publishing.", Status: ledger.StatusApprovalRequired,
 			ToolCalls: []ledger.ItemToolCall{{ID: "c1", Name: "publish_post", Input: json.RawMessage(`{}`), Status: ledger.ToolApprovalRequired, Approval: ledger.ApprovalPending, ApprovalID: "a1"}}}))
 	checkChunks(t, got, lines(
@@ -341,7 +341,7 @@ func TestUIChunksEndedRunSnapshot(t *testing.T) {
 		t.Error("the message did not end")
 	}
 
-	got, _ = chunks(t, newUIConverter("run1", "run1", nil), snap(host.StateFailed, "HTTP 500",
+	got, _ = chunks(t, NewConverter("run1", "run1", nil), snap(host.StateFailed, "HTTP 500",
 		ledger.Item{ID: "r1", Kind: ledger.ItemResponse, RunID: "run1", Text: "Part", Status: ledger.StatusFailed}))
 	checkChunks(t, got, lines(
 		`{"type":"start","messageId":"run1"}`,
@@ -355,7 +355,7 @@ func TestUIChunksEndedRunSnapshot(t *testing.T) {
 	))
 
 	// A run another host runs: each snapshot sends what is new.
-	conv := newUIConverter("run1", "run1", nil)
+	conv := NewConverter("run1", "run1", nil)
 	item := ledger.Item{ID: "r1", Kind: ledger.ItemResponse, RunID: "run1", Text: "One", Status: ledger.StatusCompleted,
 		ToolCalls: []ledger.ItemToolCall{{ID: "c1", Name: "t", Input: json.RawMessage(`{}`), Status: ledger.ToolRunning}}}
 	first, _ := chunks(t, conv, snap(host.StateRunning, "", item))

@@ -1,4 +1,4 @@
-package mcpserver_test
+package mcp_test
 
 import (
 	"context"
@@ -12,16 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/agentichost/agentic/protocol/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // changes counts a client's notifications/tools/list_changed.
 type changes chan struct{}
 
-func (c changes) options() *mcp.ClientOptions {
-	return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+func (c changes) options() *sdk.ClientOptions {
+	return &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 		select {
 		case c <- struct{}{}:
 		default:
@@ -31,7 +31,7 @@ func (c changes) options() *mcp.ClientOptions {
 
 // await waits for list_changed notifications until the listed tools
 // satisfy ok (a guard of a minute against a hang).
-func (c changes) await(t *testing.T, cs *mcp.ClientSession, what string, ok func(map[string]*mcp.Tool) bool) map[string]*mcp.Tool {
+func (c changes) await(t *testing.T, cs *sdk.ClientSession, what string, ok func(map[string]*sdk.Tool) bool) map[string]*sdk.Tool {
 	t.Helper()
 	guard := time.After(time.Minute)
 	for {
@@ -46,7 +46,7 @@ func (c changes) await(t *testing.T, cs *mcp.ClientSession, what string, ok func
 	}
 }
 
-func keys(m map[string]*mcp.Tool) []string {
+func keys(m map[string]*sdk.Tool) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -90,7 +90,7 @@ func TestHotReload(t *testing.T) {
 			limits := plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true,
 				CallTimeout: 2 * time.Minute, HTTPTimeout: 2 * time.Minute, CompileTimeout: 5 * time.Minute}
 
-			e := newEnv(t, map[string][]byte{"hostile.wasm": hostile}, limits, mcpserver.Options{Approve: []string{"fetch"}})
+			e := newEnv(t, map[string][]byte{"hostile.wasm": hostile}, limits, mcp.Options{Approve: []string{"fetch"}})
 			ch := make(changes, 1)
 			cs := e.connect(t, transport, "watcher", ch.options())
 			// Registered after the client's cleanups, so run before them:
@@ -103,18 +103,18 @@ func TestHotReload(t *testing.T) {
 
 			writeAtomic(t, e.dir, "text_stats.wasm", stats)
 			e.awaitChange(t, plugins.Loaded, "text_stats")
-			ch.await(t, cs, "a new plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] != nil })
+			ch.await(t, cs, "a new plugin", func(m map[string]*sdk.Tool) bool { return m["text_stats"] != nil })
 
 			// A call in flight (the plugin waits for the slow site), then
 			// a new version of its module (other bytes, same tools).
 			v2 := withCustomSection(hostile, fmt.Sprintf("v%d", i+2))
 			e.precompile(t, v2, limits)
 			old, _ := e.reg.Module("acme", "hostile")
-			result := make(chan *mcp.CallToolResult, 1)
+			result := make(chan *sdk.CallToolResult, 1)
 			go func() {
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": slow.URL, "method": "GET"}})
+				res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": slow.URL, "method": "GET"}})
 				if err != nil {
-					res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+					res = &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: err.Error()}}}
 				}
 				result <- res
 			}()
@@ -127,11 +127,11 @@ func TestHotReload(t *testing.T) {
 			}
 			writeAtomic(t, e.dir, "hostile.wasm", v2)
 			e.awaitChange(t, plugins.Replaced, "hostile")
-			tools := ch.await(t, cs, "a replaced plugin", func(m map[string]*mcp.Tool) bool {
-				return m["fetch"] != nil && m["fetch"].Meta[mcpserver.MetaModule] == hashOf(v2)
+			tools := ch.await(t, cs, "a replaced plugin", func(m map[string]*sdk.Tool) bool {
+				return m["fetch"] != nil && m["fetch"].Meta[mcp.MetaModule] == hashOf(v2)
 			})
-			if tools["ok"].Meta[mcpserver.MetaModule] != hashOf(v2) {
-				t.Errorf("ok is listed from %v, want the new version", tools["ok"].Meta[mcpserver.MetaModule])
+			if tools["ok"].Meta[mcp.MetaModule] != hashOf(v2) {
+				t.Errorf("ok is listed from %v, want the new version", tools["ok"].Meta[mcp.MetaModule])
 			}
 			select {
 			case <-old.Done():
@@ -139,29 +139,29 @@ func TestHotReload(t *testing.T) {
 			default:
 			}
 			once.Do(func() { close(release) })
-			var res *mcp.CallToolResult
+			var res *sdk.CallToolResult
 			select {
 			case res = <-result:
 			case <-time.After(time.Minute):
 				t.Fatal("the call in flight did not end once the site answered (a guard against a hang)")
 			}
-			if res.IsError || meta(res, mcpserver.MetaModule) != hashOf(hostile) {
-				t.Errorf("the call in flight: %q from %s, want an answer from the old version %s", text(res), meta(res, mcpserver.MetaModule), hashOf(hostile))
+			if res.IsError || meta(res, mcp.MetaModule) != hashOf(hostile) {
+				t.Errorf("the call in flight: %q from %s, want an answer from the old version %s", text(res), meta(res, mcp.MetaModule), hashOf(hostile))
 			}
 			select {
 			case <-old.Done():
 			case <-time.After(time.Minute):
 				t.Error("the old version did not shut down after its last call (a guard against a hang)")
 			}
-			if res := call(t, cs, "ok", nil); meta(res, mcpserver.MetaModule) != hashOf(v2) {
-				t.Errorf("a new call ran on %s, want the new version", meta(res, mcpserver.MetaModule))
+			if res := call(t, cs, "ok", nil); meta(res, mcp.MetaModule) != hashOf(v2) {
+				t.Errorf("a new call ran on %s, want the new version", meta(res, mcp.MetaModule))
 			}
 
 			if err := os.Remove(filepath.Join(e.dir, "text_stats.wasm")); err != nil {
 				t.Fatal(err)
 			}
 			e.awaitChange(t, plugins.Removed, "text_stats")
-			ch.await(t, cs, "a removed plugin", func(m map[string]*mcp.Tool) bool { return m["text_stats"] == nil })
+			ch.await(t, cs, "a removed plugin", func(m map[string]*sdk.Tool) bool { return m["text_stats"] == nil })
 			if res := call(t, cs, "ok", nil); res.IsError {
 				t.Errorf("after the removal: %s", text(res))
 			}
@@ -175,7 +175,7 @@ func TestHotReload(t *testing.T) {
 // list, and calling it is an error.
 func TestRefusalIsQuiet(t *testing.T) {
 	wasm := getAccountWasm(t)
-	e := newEnv(t, map[string][]byte{"get_account.wasm": wasm, "text_stats.wasm": textStatsWasm(t)}, plugins.Limits{}, mcpserver.Options{})
+	e := newEnv(t, map[string][]byte{"get_account.wasm": wasm, "text_stats.wasm": textStatsWasm(t)}, plugins.Limits{}, mcp.Options{})
 	ch := make(changes, 8)
 	cs := e.connect(t, "stdio", "watcher", ch.options())
 	listTools(t, cs)
@@ -203,13 +203,13 @@ func TestRefusalIsQuiet(t *testing.T) {
 	// and neither module serves it.
 	writeAtomic(t, e.dir, "second.wasm", wasm)
 	e.awaitChange(t, plugins.Loaded, "second")
-	tools := ch.await(t, cs, "a conflict", func(m map[string]*mcp.Tool) bool { return m["get_account"] == nil })
+	tools := ch.await(t, cs, "a conflict", func(m map[string]*sdk.Tool) bool { return m["get_account"] == nil })
 	if len(tools) != 1 || tools["text_stats"] == nil {
 		t.Errorf("listed %v, want text_stats alone", keys(tools))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_account", Arguments: map[string]any{"account_id": "1"}})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "get_account", Arguments: map[string]any{"account_id": "1"}})
 	if err == nil && !res.IsError {
 		t.Errorf("a withdrawn tool answered: %s", text(res))
 	}

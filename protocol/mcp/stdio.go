@@ -1,4 +1,4 @@
-package mcpserver
+package mcp
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // MaxMessageBytes bounds one JSON-RPC message read from a client: a
@@ -27,7 +27,7 @@ const MaxMessageBytes = 4 << 20
 // JSON-RPC error (parse error, invalid request) and the server reads on;
 // the SDK's own transport would close the connection.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	err := s.mcp.Run(ctx, &lineTransport{in: in, out: out, log: s.log})
+	err := s.sdk.Run(ctx, &lineTransport{in: in, out: out, log: s.log})
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrClosedPipe), errors.Is(err, syscall.EPIPE):
 		return nil // the client left
@@ -37,14 +37,14 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return err
 }
 
-// lineTransport is an mcp.Transport over newline-delimited JSON.
+// lineTransport is an sdk.Transport over newline-delimited JSON.
 type lineTransport struct {
 	in  io.Reader
 	out io.Writer
 	log *slog.Logger
 }
 
-func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
+func (t *lineTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &lineConn{out: t.out, log: t.log, incoming: make(chan readResult), closed: make(chan struct{})}
 	go c.read(t.in)
 	return c, nil
@@ -55,7 +55,7 @@ type readResult struct {
 	err error
 }
 
-// lineConn is an mcp.Connection over newline-delimited JSON that answers
+// lineConn is an sdk.Connection over newline-delimited JSON that answers
 // what it cannot read with JSON-RPC errors instead of closing.
 type lineConn struct {
 	out      io.Writer
@@ -234,6 +234,6 @@ func (c *lineConn) Close() error {
 func (c *lineConn) SessionID() string { return "" }
 
 var (
-	_ mcp.Transport  = (*lineTransport)(nil)
-	_ mcp.Connection = (*lineConn)(nil)
+	_ sdk.Transport  = (*lineTransport)(nil)
+	_ sdk.Connection = (*lineConn)(nil)
 )

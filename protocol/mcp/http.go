@@ -1,4 +1,4 @@
-package mcpserver
+package mcp
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // HTTPOptions configures [Server.Handler].
@@ -54,7 +54,7 @@ func (s *Server) Handler(opts HTTPOptions) http.Handler {
 	case timeout < 0:
 		timeout = 0
 	}
-	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk }, &sdk.StreamableHTTPOptions{
 		Logger:              s.log,
 		SessionTimeout:      timeout,
 		MaxRequestBodyBytes: MaxMessageBytes,

@@ -1,4 +1,4 @@
-package mcpserver_test
+package mcp_test
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/internal/mcpserver"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/agentichost/agentic/protocol/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The test plugins, built from source by the real toolchains (cached by
@@ -90,7 +90,7 @@ type env struct {
 	dir string
 	rt  *plugins.Runtime
 	reg *plugins.Registry
-	srv *mcpserver.Server
+	srv *mcp.Server
 	log *logBuffer
 	// changes receives the registry's changes after the server saw them.
 	changes chan plugins.Change
@@ -98,7 +98,7 @@ type env struct {
 
 // newEnv serves the plugins of dir (files name → bytes written there
 // first) for tenant "acme" under limits.
-func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts mcpserver.Options) *env {
+func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts mcp.Options) *env {
 	t.Helper()
 	dir := t.TempDir()
 	for name, b := range files {
@@ -116,7 +116,7 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	rt := plugintest.Runtime(t, plugins.Options{Logger: logger})
 	var (
 		mu   sync.Mutex
-		srv  *mcpserver.Server
+		srv  *mcp.Server
 		seen = make(chan plugins.Change, 64)
 	)
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
@@ -136,11 +136,11 @@ func newEnv(t *testing.T, files map[string][]byte, limits plugins.Limits, opts m
 	})
 	t.Cleanup(func() { reg.Close(context.Background()) })
 	opts.Registry, opts.Tenant, opts.Logger = reg, "acme", logger
-	if pp, ok := opts.Policy.(mcpserver.PluginPolicy); ok && pp.Registry == nil {
+	if pp, ok := opts.Policy.(plugins.PolicyRef); ok && pp.Registry == nil {
 		pp.Registry = reg // a plugin policy of the registry under test
 		opts.Policy = pp
 	}
-	s, err := mcpserver.New(opts)
+	s, err := mcp.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +206,10 @@ var transports = []string{"stdio", "http"}
 // connect connects a Go SDK client named name to the server over
 // transport ("stdio": the server's stdio transport over pipes; "http":
 // streamable HTTP on a local test server).
-func (e *env) connect(t *testing.T, transport, name string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func (e *env) connect(t *testing.T, transport, name string, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var tr mcp.Transport
+	var tr sdk.Transport
 	switch transport {
 	case "stdio":
 		clientIn, serverOut := io.Pipe()
@@ -229,15 +229,15 @@ func (e *env) connect(t *testing.T, transport, name string, opts *mcp.ClientOpti
 			}
 			serverOut.Close()
 		})
-		tr = &mcp.IOTransport{Reader: clientIn, Writer: clientOut}
+		tr = &sdk.IOTransport{Reader: clientIn, Writer: clientOut}
 	case "http":
-		hs := httptest.NewServer(e.srv.Handler(mcpserver.HTTPOptions{}))
+		hs := httptest.NewServer(e.srv.Handler(mcp.HTTPOptions{}))
 		t.Cleanup(func() { cancel(); hs.Close() })
-		tr = &mcp.StreamableClientTransport{Endpoint: hs.URL}
+		tr = &sdk.StreamableClientTransport{Endpoint: hs.URL}
 	default:
 		t.Fatalf("transport %q", transport)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts).Connect(ctx, tr, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: name, Version: "1"}, opts).Connect(ctx, tr, nil)
 	if err != nil {
 		t.Fatalf("%s: connect: %v", transport, err)
 	}
@@ -246,11 +246,11 @@ func (e *env) connect(t *testing.T, transport, name string, opts *mcp.ClientOpti
 }
 
 // call calls a tool with a guard against a hang.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallToolResult {
+func call(t *testing.T, cs *sdk.ClientSession, tool string, args any) *sdk.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		t.Fatalf("call %s: %v", tool, err)
 	}
@@ -258,10 +258,10 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) *mcp.CallT
 }
 
 // text is a result's text content.
-func text(res *mcp.CallToolResult) string {
+func text(res *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
+		if tc, ok := c.(*sdk.TextContent); ok {
 			parts = append(parts, tc.Text)
 		}
 	}
@@ -269,17 +269,17 @@ func text(res *mcp.CallToolResult) string {
 }
 
 // meta returns a result's _meta value as a string.
-func meta(res *mcp.CallToolResult, key string) string {
+func meta(res *sdk.CallToolResult, key string) string {
 	s, _ := res.Meta[key].(string)
 	return s
 }
 
 // listTools lists every tool, by name.
-func listTools(t *testing.T, cs *mcp.ClientSession) map[string]*mcp.Tool {
+func listTools(t *testing.T, cs *sdk.ClientSession) map[string]*sdk.Tool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out := map[string]*mcp.Tool{}
+	out := map[string]*sdk.Tool{}
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			t.Fatalf("list tools: %v", err)
