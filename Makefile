@@ -16,14 +16,26 @@ ANCHOR_DIR ?= ../shared/bench/aisdk
 PKGS      := ./...
 
 SOAK      ?= 3m
+# The version a release stamps: the tag at HEAD, else the last tag with
+# what follows it (v0.3.0-4-gabcdef123456), else v0.0.0-devel-COMMIT.
+VERSION   ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-devel-$$(git rev-parse --short=12 HEAD))
+DIST      ?= dist
+# apidiff, pinned: make check compares the exported API with API_BASE's.
+APIDIFF   := golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+API_BASE  ?= $(shell git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null)
 
-.PHONY: all build demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
+.PHONY: all build release api-check demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
 
 all: build
 
 ## build: compile the agentic-host binary into bin/
 build:
 	$(GO) build -o $(BIN) ./cmd/agentic-host
+
+## release: agentic-host for linux and darwin on amd64 and arm64, VERSION stamped, into DIST (dist/): an archive and a CycloneDX SBOM per platform, and SHA256SUMS
+release:
+	$(GO) run ./internal/cmd/release -version $(VERSION) -out $(DIST)
+	cd $(DIST) && sha256sum -c SHA256SUMS
 
 ## demo: an offline chat (fake model, file storage) where the agent uses a Wasm tool, then its transcript
 demo: build
@@ -98,10 +110,14 @@ lint:
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-## check: lint, go.mod tidy, and the plugin kit built for wasip1
-check: lint
+## check: lint, go.mod tidy, the plugin kit built for wasip1, and the exported API against the last release (api-check)
+check: lint api-check
 	GOWORK=off $(GO) mod tidy -diff
 	cd pdk && GOWORK=off GOOS=wasip1 GOARCH=wasm $(GO) build ./...
 
+## api-check: the exported API's changes since API_BASE (the last release tag), incompatible ones failing; ACCEPT_API_BREAK=1 lists them without failing
+api-check:
+	@APIDIFF=$(APIDIFF) GO=$(GO) ./scripts/api-check.sh "$(API_BASE)"
+
 clean:
-	rm -rf bin $(DEMO_DIR)
+	rm -rf bin $(DEMO_DIR) $(DIST)

@@ -67,8 +67,13 @@ Run "agentic-host COMMAND -h" for a command's flags.
 // storageHelp is the --storage flag's help.
 const storageHelp = "storage `URL`: memory:, file:DIR[?fsync=1], redis://HOST:PORT/DB, rediss://…, redis+cluster://H1:P1,H2:P2"
 
-// version returns the binary's version: the module version (or "devel"),
-// the commit it was built from, and the Go version.
+// stamped is the version a release stamps into the binary (make release:
+// -ldflags -X .../internal/cli.stamped=v1.2.3); "" in other builds.
+var stamped string
+
+// version returns the binary's version: the release's stamp, else the
+// module version (or "devel"), then the commit it was built from, and the
+// Go version.
 func version() string {
 	v, commit, dirty := "devel", "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -83,6 +88,9 @@ func version() string {
 				dirty = s.Value == "true"
 			}
 		}
+	}
+	if stamped != "" {
+		v = stamped
 	}
 	out := "agentic-host " + v
 	if commit != "" {
