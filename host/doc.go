@@ -23,4 +23,46 @@
 //
 // Tools implement [Tool]; [NewTool] wraps a Go function. Wasm plugins
 // implement the same interface.
+//
+// # The package's files, by concern
+//
+// The API:
+//   - host.go, options.go: [Host], [Model], [Options], [Agent] and its
+//     bounds ([Timeouts]).
+//   - session.go, run.go: [Session] (send, start, transcript, usage,
+//     events) and [Run], a caller's handle on the run that answers it.
+//   - progress.go, events.go, attach.go, status.go: what is seen of a run
+//     live ([Progress]), for logs and metrics ([Event]), by a viewer that
+//     reconnects ([Attachment]), and as a session's state ([Status]), read
+//     from the ledger and the lease.
+//   - tool.go, hooks.go, policy.go, approval.go, approvaltoken.go: tools
+//     and their effects, the hooks around model and tool calls, the
+//     policies that gate a call, approvals and their tokens.
+//   - task.go, validate.go: tasks with a typed deliverable and its
+//     validators.
+//   - errors.go: the sentinel errors.
+//
+// The engine:
+//   - sessions.go: who may touch a session, under which lock (the lock
+//     order is written where the locks are declared).
+//   - inbox.go: where a message goes, and who waits for what.
+//   - loop.go: a run's life: it goes live on a goroutine of the host's,
+//     under its timeouts, and loops over passes until it ends.
+//   - pass.go: one model pass: the request replayed from the ledger, the
+//     stream and its retries, a reply cut short, the step recorded, the
+//     turn's end.
+//   - toolexec.go: a pass's tool calls, each gated by the policies, and
+//     their results recorded (afterTools, which resuming shares).
+//   - settle.go: a run's end: the run-end recorded (or the run left
+//     resumable), its waiters answered, its lease released.
+//   - ledgerview.go, appendctx.go: what a run knows of its ledger (one
+//     slice, one writer), and the deadline of each append.
+//   - live.go, chunkwatch.go: the live item a client sees streaming, and
+//     the watchdog of a silent stream.
+//   - resume.go, sweep.go, lease.go: recovery by hand, recovery in bulk at
+//     boot, and several hosts.
+//   - compact.go, taskrun.go: features that steer the loop from outside,
+//     through its hooks.
+//   - telemetry.go: the OpenTelemetry spans and metrics of runs.
+//   - memstore.go: the private in-memory storage of ephemeral tasks.
 package host
