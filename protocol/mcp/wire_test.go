@@ -28,6 +28,8 @@ type wireMessage struct {
 		Code    int64  `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
+
+	raw string // the line as it was read
 }
 
 // rawStdio talks to ServeStdio in raw bytes.
@@ -79,6 +81,7 @@ func (r *rawStdio) next() wireMessage {
 		if err := json.Unmarshal([]byte(line), &m); err != nil || m.JSONRPC != "2.0" {
 			r.t.Fatalf("the server wrote %q: not a JSON-RPC message (%v)", line, err)
 		}
+		m.raw = strings.TrimSuffix(line, "\n")
 		return m
 	case <-time.After(time.Minute):
 		r.t.Fatal("no answer (a guard against a hang)")
