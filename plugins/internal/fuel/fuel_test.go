@@ -1,0 +1,344 @@
+package fuel_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/agentichost/agentic/plugins/internal/fuel"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// fn is a function of a module built by hand.
+type fn struct {
+	params, results []byte // value types
+	locals          []byte // (count, type) pairs, encoded
+	code            []byte // the instructions, without the final end
+	export          string
+}
+
+// module assembles a module of fns (start, if >= 0, names its start
+// function), with an i32 global and a memory, so that the rewrite meets
+// sections it must keep.
+func module(start int, fns ...fn) []byte {
+	var types, funcs, exports, codes []byte
+	nexp := 0
+	for i, f := range fns {
+		types = append(types, 0x60)
+		types = append(types, vec(len(f.params), f.params)...)
+		types = append(types, vec(len(f.results), f.results)...)
+		funcs = append(funcs, byte(i))
+		if f.export != "" {
+			exports = append(exports, vec(len(f.export), []byte(f.export))...)
+			exports = append(exports, 0x00, byte(i))
+			nexp++
+		}
+		body := append([]byte{}, f.locals...)
+		if len(f.locals) == 0 {
+			body = []byte{0x00}
+		}
+		body = append(body, f.code...)
+		body = append(body, 0x0B)
+		codes = append(codes, uleb(len(body))...)
+		codes = append(codes, body...)
+	}
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, sec(1, vec(len(fns), types))...)
+	m = append(m, sec(3, vec(len(fns), funcs))...)
+	m = append(m, sec(5, []byte{0x01, 0x00, 0x01})...)                   // one memory of 1 page
+	m = append(m, sec(6, []byte{0x01, 0x7F, 0x01, 0x41, 0x07, 0x0B})...) // (global (mut i32) (i32.const 7))
+	m = append(m, sec(7, vec(nexp, exports))...)
+	if start >= 0 {
+		m = append(m, sec(8, []byte{byte(start)})...)
+	}
+	m = append(m, sec(10, vec(len(fns), codes))...)
+	m = append(m, sec(0, append(vec(len(".debug_info"), []byte(".debug_info")), 1, 2, 3))...)
+	return m
+}
+
+func vec(n int, items []byte) []byte { return append(uleb(n), items...) }
+
+func sec(id byte, body []byte) []byte { return append(append([]byte{id}, uleb(len(body))...), body...) }
+
+func uleb(n int) []byte {
+	var b []byte
+	for {
+		c := byte(n & 0x7f)
+		n >>= 7
+		if n == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+const (
+	i32 = 0x7F
+	i64 = 0x7E
+)
+
+// count(n) loops n times and returns how many times it looped.
+var count = fn{params: []byte{i32}, results: []byte{i32}, locals: []byte{0x01, 0x01, i32}, export: "count", code: []byte{
+	0x02, 0x40, // block
+	0x03, 0x40, //   loop
+	0x20, 0x00, 0x45, 0x0D, 0x01, //     local.get 0; i32.eqz; br_if 1
+	0x20, 0x00, 0x41, 0x01, 0x6B, 0x21, 0x00, //     n--
+	0x20, 0x01, 0x41, 0x01, 0x6A, 0x21, 0x01, //     i++
+	0x0C, 0x00, //     br 0
+	0x0B, 0x0B, //   end end
+	0x20, 0x01,
+}}
+
+// spin loops for ever.
+var spin = fn{export: "spin", code: []byte{0x03, 0x40, 0x0C, 0x00, 0x0B}}
+
+// tree calls itself twice until its argument is 0: 2^n calls, no loop.
+func tree(self byte) fn {
+	return fn{params: []byte{i32}, export: "tree", code: []byte{
+		0x20, 0x00, 0x04, 0x40, // if n
+		0x20, 0x00, 0x41, 0x01, 0x6B, 0x10, self, //   tree(n-1)
+		0x20, 0x00, 0x41, 0x01, 0x6B, 0x10, self, //   tree(n-1)
+		0x0B,
+	}}
+}
+
+// newRuntime returns a runtime that compiles modules as the plugins do.
+func newRuntime(t *testing.T) wazero.Runtime {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
+	t.Cleanup(func() { r.Close(ctx) })
+	return r
+}
+
+func instantiate(t *testing.T, wasm []byte) api.Module {
+	t.Helper()
+	ctx := context.Background()
+	m, err := newRuntime(t).Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func instrument(t *testing.T, wasm []byte, opts fuel.Options) []byte {
+	t.Helper()
+	out, err := fuel.Instrument(wasm, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tank is a metered module's fuel.
+func tank(t *testing.T, m api.Module) api.MutableGlobal {
+	t.Helper()
+	g, ok := m.ExportedGlobal(fuel.Export).(api.MutableGlobal)
+	if !ok || g.Type() != api.ValueTypeI64 {
+		t.Fatalf("the metered module exports no mutable i64 %q", fuel.Export)
+	}
+	return g
+}
+
+// TestMeteredBehavesAsTheOriginal: a metered function returns what the
+// original returns, uses fuel in proportion to its work, the same fuel for
+// the same call every time, and leaves the module's own global and memory
+// alone.
+func TestMeteredBehavesAsTheOriginal(t *testing.T) {
+	ctx := context.Background()
+	orig := module(-1, count)
+	plain := instantiate(t, orig)
+	metered := instantiate(t, instrument(t, orig, fuel.Options{}))
+	g := tank(t, metered)
+	if int64(g.Get()) != math.MaxInt64 {
+		t.Errorf("the fuel starts at %d, want MaxInt64 by default", int64(g.Get()))
+	}
+	used := map[uint64]int64{}
+	for _, n := range []uint64{0, 1, 10, 1000, 10, 1000} {
+		want, err := plain.ExportedFunction("count").Call(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Set(1 << 40)
+		got, err := metered.ExportedFunction("count").Call(ctx, n)
+		if err != nil {
+			t.Fatalf("count(%d): %v", n, err)
+		}
+		if got[0] != want[0] {
+			t.Errorf("count(%d) = %d metered, %d plain", n, got[0], want[0])
+		}
+		u := 1<<40 - int64(g.Get())
+		if prev, ok := used[n]; ok && prev != u {
+			t.Errorf("count(%d) used %d fuel, then %d", n, prev, u)
+		}
+		used[n] = u
+	}
+	if !(used[0] > 0 && used[1] > used[0] && used[1000] > 50*used[10]) {
+		t.Errorf("fuel used by count(0, 1, 10, 1000): %d %d %d %d: want it to grow with the loop", used[0], used[1], used[10], used[1000])
+	}
+	// The loop body is 13 instructions: a thousand iterations cost at least
+	// that many each.
+	if used[1000] < 13_000 {
+		t.Errorf("count(1000) used %d fuel, want at least 13,000 (the loop body's instructions)", used[1000])
+	}
+}
+
+// TestOutOfFuel: a spinning loop, a loop-free exponential call tree and a
+// start function that never returns all trap once their fuel is spent,
+// with the global negative; a call with enough fuel runs again after a
+// refill.
+func TestOutOfFuel(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		wasm []byte
+		call func(api.Module) error
+	}{
+		{"spinning loop", module(-1, spin), func(m api.Module) error {
+			_, err := m.ExportedFunction("spin").Call(ctx)
+			return err
+		}},
+		{"exponential call tree", module(-1, tree(0)), func(m api.Module) error {
+			_, err := m.ExportedFunction("tree").Call(ctx, 60)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := instantiate(t, instrument(t, tc.wasm, fuel.Options{}))
+			g := tank(t, m)
+			g.Set(1_000_000)
+			err := tc.call(m)
+			if err == nil {
+				t.Fatal("returned: the fuel did not stop it")
+			}
+			if left := int64(g.Get()); left >= 0 {
+				t.Errorf("trapped (%v) with %d fuel left, want it negative", err, left)
+			}
+		})
+	}
+
+	t.Run("start function", func(t *testing.T) {
+		wasm := instrument(t, module(0, fn{code: spin.code}), fuel.Options{Initial: 1_000_000})
+		_, err := newRuntime(t).Instantiate(ctx, wasm)
+		if err == nil {
+			t.Fatal("instantiated: the start function's fuel did not stop it")
+		}
+	})
+
+	t.Run("refill", func(t *testing.T) {
+		m := instantiate(t, instrument(t, module(-1, tree(0)), fuel.Options{}))
+		g := tank(t, m)
+		g.Set(100)
+		if _, err := m.ExportedFunction("tree").Call(ctx, 20); err == nil {
+			t.Fatal("2^20 calls ran on 100 fuel")
+		}
+		g.Set(1 << 40)
+		if _, err := m.ExportedFunction("tree").Call(ctx, 10); err != nil {
+			t.Fatalf("after a refill: %v", err)
+		}
+	})
+}
+
+// TestRewriteRefuses: what is not a module, or cannot be metered, is
+// refused with an error, never a module that would run unmetered.
+func TestRewriteRefuses(t *testing.T) {
+	good := module(-1, count)
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+	}{
+		{"empty", nil},
+		{"not wasm", []byte("hello, world")},
+		{"version 2", append([]byte("\x00asm\x02\x00\x00\x00"), good[8:]...)},
+		{"a section past the end", good[:len(good)-3]},
+		{"an unknown opcode", module(-1, fn{code: []byte{0x06, 0x40, 0x0B}})}, // try (exception handling)
+		{"the fuel export taken", module(-1, fn{export: fuel.Export})},
+	} {
+		if out, err := fuel.Instrument(tc.wasm, fuel.Options{}); err == nil {
+			t.Errorf("%s: metered (%d bytes)", tc.name, len(out))
+		}
+	}
+}
+
+// TestDebugSectionsDropped: DWARF, whose code offsets the rewrite moves,
+// is not kept; the module's other sections are.
+func TestDebugSectionsDropped(t *testing.T) {
+	wasm := instrument(t, module(-1, count), fuel.Options{})
+	m, err := newRuntime(t).CompileModule(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range m.CustomSections() {
+		if s.Name() == ".debug_info" {
+			t.Error("the .debug_info section is still there")
+		}
+	}
+	if _, ok := m.ExportedFunctions()["count"]; !ok {
+		t.Error("the export count is gone")
+	}
+}
+
+// plausible reports whether no section of wasm declares more items than it
+// has bytes: wazero sizes its tables by the declared counts before it
+// reads the items, and a count of 2^28 takes the fuzzing process down.
+// (The plugins compile modules in a process of their own for this.)
+func plausible(wasm []byte) bool {
+	for i := 8; i < len(wasm); {
+		id := wasm[i]
+		size, n := readULEB(wasm[i+1:])
+		if n == 0 || uint64(i+1+n)+size > uint64(len(wasm)) {
+			return false
+		}
+		body := wasm[i+1+n : i+1+n+int(size)]
+		if id != 0 && id != 8 && id != 12 {
+			if count, m := readULEB(body); m == 0 || count > uint64(len(body)) {
+				return false
+			}
+		}
+		i += 1 + n + int(size)
+	}
+	return true
+}
+
+func readULEB(b []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		v |= uint64(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 {
+			return v, i + 1
+		}
+	}
+	return 0, 0
+}
+
+// FuzzInstrument: whatever the bytes, the rewrite does not panic, and a
+// module wazero compiles compiles once metered too.
+func FuzzInstrument(f *testing.F) {
+	f.Add(module(-1, count))
+	f.Add(module(-1, spin, tree(1)))
+	f.Add(module(0, fn{code: spin.code}))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	ctx := context.Background()
+	// The interpreter: it validates as the compiler does, without
+	// keeping machine code of every input.
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	compiles := func(wasm []byte) error {
+		m, err := r.CompileModule(ctx, wasm)
+		if err == nil {
+			m.Close(ctx)
+		}
+		return err
+	}
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		out, err := fuel.Instrument(wasm, fuel.Options{})
+		if err != nil || !plausible(wasm) || compiles(wasm) != nil {
+			return
+		}
+		if err := compiles(out); err != nil {
+			t.Fatalf("wazero compiles the module but not its metered form: %v", err)
+		}
+	})
+}
