@@ -17,6 +17,9 @@ var (
 	// ErrTrap: the plugin trapped (unreachable, out-of-bounds access, a
 	// Go runtime panic that escaped, an abort).
 	ErrTrap = errors.New("plugins: plugin trapped")
+	// ErrOutOfFuel: the call used all its fuel (Limits.Fuel), or the
+	// module's start function all of Limits.StartFuel.
+	ErrOutOfFuel = errors.New("plugins: plugin ran out of fuel")
 	// ErrOutOfMemory: the plugin hit its memory limit.
 	ErrOutOfMemory = errors.New("plugins: plugin ran out of memory")
 	// ErrExited: the plugin called exit with a non-zero code.
@@ -101,7 +104,7 @@ func (e *PluginError) Error() string {
 func (e *PluginError) Unwrap() error { return e.Err }
 
 // ErrorType names the failure's class, for telemetry (OpenTelemetry's
-// error.type; see host.ErrorTyper): "timeout", "trap", "out_of_memory",
+// error.type; see host.ErrorTyper): "timeout", "out_of_fuel", "trap", "out_of_memory",
 // "exited", "output_too_large", "input_too_large", "malformed_output",
 // "tool_failed", "invalid_input", "busy", "closed", else "plugin_error".
 func (e *PluginError) ErrorType() string {
@@ -109,6 +112,8 @@ func (e *PluginError) ErrorType() string {
 	switch {
 	case errors.Is(e.Err, ErrTimeout):
 		return "timeout"
+	case errors.Is(e.Err, ErrOutOfFuel):
+		return "out_of_fuel"
 	case errors.Is(e.Err, ErrTrap):
 		return "trap"
 	case errors.Is(e.Err, ErrOutOfMemory):

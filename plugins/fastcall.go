@@ -101,15 +101,7 @@ type kernelCall struct {
 // no longer has them where version v1.7.1 keeps them
 // (TestKernelCallReachesModules pins it): calls then go through go-sdk.
 func newKernelCall(p *extism.Plugin) *kernelCall {
-	v := reflect.ValueOf(p).Elem()
-	module := func(name string) api.Module {
-		f := v.FieldByName(name)
-		if !f.IsValid() || f.Type() != reflect.TypeFor[api.Module]() {
-			return nil
-		}
-		return *(*api.Module)(unsafe.Pointer(f.UnsafeAddr()))
-	}
-	kernel, main := module("extism"), module("mainModule")
+	kernel, main := sdkModule(p, "extism"), sdkModule(p, "mainModule")
 	if kernel == nil || main == nil {
 		return nil
 	}
@@ -119,6 +111,17 @@ func newKernelCall(p *extism.Plugin) *kernelCall {
 		return nil
 	}
 	return k
+}
+
+// sdkModule returns one of the wazero modules go-sdk keeps in a Plugin:
+// "extism" (the kernel) or "mainModule" (the plugin's own); nil if go-sdk's
+// internals moved.
+func sdkModule(p *extism.Plugin, field string) api.Module {
+	f := reflect.ValueOf(p).Elem().FieldByName(field)
+	if !f.IsValid() || f.Type() != reflect.TypeFor[api.Module]() {
+		return nil
+	}
+	return *(*api.Module)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 // call runs export with input, as Plugin.CallWithContext does. The guest

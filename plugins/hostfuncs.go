@@ -38,6 +38,8 @@ type callEnv struct {
 	logLines     int
 	logDropped   bool
 	httpRequests int
+	tank         *tank // the call's fuel
+	fuelUsed     int64 // by the call's attempts so far
 }
 
 func envFrom(ctx context.Context) *callEnv {
@@ -59,6 +61,7 @@ func hostFunctions() []extism.HostFunction {
 		extism.NewHostFunctionWithStack("kv_set", hostKVSet, []extism.ValueType{i64, i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("kv_delete", hostKVDelete, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("http_request", hostHTTP, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		refillFunction(),
 	}
 }
 

@@ -58,9 +58,13 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
-		inst.env = env
+		inst.env, env.tank = env, inst.tank
+		inst.tank.fill(m.limits.Fuel)
 		rc, out, err := inst.call(runCtx, export, input)
-		inst.env = nil
+		used := inst.tank.used()
+		m.fuel.Add(used)
+		env.fuelUsed += used
+		inst.env, env.tank = nil, nil
 		if closedBeforeRun(err) && attempt < 2 && callCtx.Err() == nil {
 			// The instance exited in an earlier call (exit code 0 closes
 			// it too); this call did not run. Retry on another.
@@ -69,6 +73,9 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		}
 		if err != nil {
 			m.discard(inst)
+			if inst.tank.out {
+				return fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
+			}
 			return fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
 		}
 		if rc != 0 {

@@ -47,6 +47,16 @@ type Limits struct {
 	// always on). A tool's own timeout can only shorten it. Manifest:
 	// Timeout. Default: 0, which means 5s.
 	CallTimeout time.Duration
+	// Fuel bounds the work of one call: the fuel a module is charged as it
+	// runs, about one unit per WebAssembly instruction (see "Fuel" in
+	// docs/plugins.md). A call that runs out fails with ErrOutOfFuel. A
+	// module's start function runs on StartFuel. Default: 0, which means
+	// 10,000,000,000 (about 5 s of a tight loop here).
+	Fuel int64
+	// StartFuel bounds a module's start function, which runs when an
+	// instance is created, before any call. Default: 0, which means
+	// 1,000,000,000.
+	StartFuel int64
 	// Instances bounds the live instances of one module (the pool): at
 	// most this many calls of the module run at once; more wait for a free
 	// instance within their deadline. Default: 0, which means 4.
@@ -168,6 +178,8 @@ const (
 	DefaultCompileTimeout         = 10 * time.Second
 	DefaultMaxCompileBytes        = 1 << 30
 	DefaultCallTimeout            = 5 * time.Second
+	DefaultFuel                   = 10_000_000_000
+	DefaultStartFuel              = 1_000_000_000
 	DefaultInstances              = 4
 	DefaultMaxInputBytes          = 1 << 20
 	DefaultMaxOutputBytes         = 1 << 20
@@ -207,6 +219,18 @@ func (l Limits) normalize() (Limits, error) {
 		l.MemoryPages = DefaultMemoryPages
 	} else if l.MemoryPages > 65536 {
 		bad("MemoryPages %d is above 65536 (4 GiB)", l.MemoryPages)
+	}
+	switch {
+	case l.Fuel == 0:
+		l.Fuel = DefaultFuel
+	case l.Fuel < 0:
+		bad("Fuel %d is negative", l.Fuel)
+	}
+	switch {
+	case l.StartFuel == 0:
+		l.StartFuel = DefaultStartFuel
+	case l.StartFuel < 0:
+		bad("StartFuel %d is negative", l.StartFuel)
 	}
 	switch {
 	case l.CallTimeout == 0:

@@ -42,6 +42,7 @@ type Module struct {
 	policies   map[string]*modulePolicy
 
 	calls, instantiated, discarded, evicted atomic.Int64
+	fuel                                    atomic.Int64 // used by its calls
 
 	// refs counts the owner's reference (1 until Close) and the calls in
 	// flight; the module shuts down when it drops to 0.
@@ -174,9 +175,15 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	if m.exports["describe"] {
-		_, _, err = in.call(context.WithValue(callCtx, envKey{}, &callEnv{mod: m, export: "describe"}), "describe", nil)
+		env := &callEnv{mod: m, export: "describe", tank: in.tank}
+		in.tank.fill(m.limits.Fuel)
+		_, _, err = in.call(context.WithValue(callCtx, envKey{}, env), "describe", nil)
+		m.fuel.Add(in.tank.used())
 		if err != nil {
 			m.discard(in)
+			if in.tank.out {
+				return nil, detailed(ErrOutOfFuel, "describe used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel)
+			}
 			return nil, m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())
 		}
 	}
@@ -203,6 +210,8 @@ type ModuleStats struct {
 	Instantiated, Discarded, Evicted int64
 	// Idle is the number of free instances in the pool now.
 	Idle int
+	// Fuel is the fuel its calls used (see Limits.Fuel).
+	Fuel int64
 }
 
 // Stats returns the module's counters.
@@ -213,6 +222,7 @@ func (m *Module) Stats() ModuleStats {
 		Discarded:    m.discarded.Load(),
 		Evicted:      m.evicted.Load(),
 		Idle:         len(m.pool.idle),
+		Fuel:         m.fuel.Load(),
 	}
 }
 

@@ -28,6 +28,9 @@ type instance struct {
 	// made the instance warm; nil when go-sdk's internals moved.
 	fast *kernelCall
 	warm bool
+	// tank is the fuel of the call in progress, on the module's fuel
+	// global.
+	tank *tank
 }
 
 // call runs an export: the first call through go-sdk, which initialises
@@ -109,7 +112,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	m.instantiated.Add(1)
-	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p)}
+	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
+	if in.tank == nil {
+		in.close()
+		return nil, errors.New("the instance has no fuel global: the module was not metered")
+	}
 	// Extism's own log functions (gated by its process-wide level, off by
 	// default) go to the same logger, within the same budget as the log
 	// host function: the call in progress's.

@@ -245,13 +245,19 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	m.log = r.logger.With("plugin", m.name, "tenant", m.tenant, "module", m.hash[:len("sha256:")+12])
 	m.refs.Store(1)
 
+	// The module runs metered (fuel.go); the compilation cache keys on
+	// the metered bytes.
+	wasm, err := meter(src.Wasm, limits)
+	if err != nil {
+		return fail("load", detailed(ErrInvalidModule, "%v", err))
+	}
 	if !r.inProcess {
-		if err := r.compileIsolated(ctx, src.Wasm, m.hash, limits); err != nil {
+		if err := r.compileIsolated(ctx, wasm, m.hash, limits); err != nil {
 			return fail("compile", err)
 		}
 	}
 	cfg := runtimeConfig(r.cache, limits.MemoryPages)
-	manifest := limits.Manifest(src.Wasm)
+	manifest := limits.Manifest(wasm)
 	manifest.Config = maps.Clone(src.Config)
 	r.loadMu.Lock()
 	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),

@@ -19,6 +19,7 @@ import (
 const (
 	KindTimeout          = "timeout"           // interrupted at its deadline
 	KindTrap             = "trap"              // the plugin trapped (unreachable, out of bounds, abort, stack overflow)
+	KindOutOfFuel        = "out_of_fuel"       // the plugin used all the fuel of a call
 	KindOutOfMemory      = "out_of_memory"     // the plugin hit its memory limit
 	KindExited           = "exited"            // the plugin called exit
 	KindOutputTooLarge   = "output_too_large"  // the output passed the sandbox's bound
@@ -41,6 +42,8 @@ func kindOf(err error) string {
 	switch {
 	case errors.Is(err, plugins.ErrTimeout):
 		return KindTimeout
+	case errors.Is(err, plugins.ErrOutOfFuel):
+		return KindOutOfFuel
 	case errors.Is(err, plugins.ErrOutOfMemory):
 		return KindOutOfMemory
 	case errors.Is(err, plugins.ErrTrap):

@@ -12,6 +12,9 @@ const (
 	opLoop        = 0x03
 	opIf          = 0x04
 	opEnd         = 0x0B
+	opCall        = 0x10
+	opReturnCall  = 0x12
+	opRefFunc     = 0xD2
 	opGlobalGet   = 0x23
 	opGlobalSet   = 0x24
 	opI64Const    = 0x42
@@ -20,8 +23,10 @@ const (
 )
 
 // meterCode returns the code section with a charge at each function's
-// entry and each loop's header, on the global g.
-func meterCode(sec []byte, g uint32) ([]byte, error) {
+// entry and each loop's header, on the global g, calling the function
+// refill when it runs out; the indices of the functions called move as sh
+// says.
+func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 	r := reader{b: sec}
 	n, err := r.u32()
 	if err != nil {
@@ -40,7 +45,7 @@ func meterCode(sec []byte, g uint32) ([]byte, error) {
 		}
 		code := sec[r.i : r.i+int(size)]
 		r.i += int(size)
-		body, regions, err = meterBody(body[:0], regions[:0], code, g)
+		body, regions, err = meterBody(body[:0], regions[:0], code, g, refill, sh)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", f, err)
 		}
@@ -53,8 +58,8 @@ func meterCode(sec []byte, g uint32) ([]byte, error) {
 	return out, nil
 }
 
-// region is a stretch of a body that one charge pays for: the function's
-// own instructions, or a loop's, without those of the loops inside.
+// region is what one charge pays for: a function's entry or a loop's
+// iteration, at the cost of its straight-line prefix.
 type region struct {
 	at   int   // where its charge goes: an offset into the body
 	cost int64 // its instructions
@@ -62,7 +67,7 @@ type region struct {
 
 // meterBody appends the metered form of a function body (its locals, then
 // its code) to dst. regions is scratch space.
-func meterBody(dst []byte, regions []region, code []byte, g uint32) ([]byte, []region, error) {
+func meterBody(dst []byte, regions []region, code []byte, g, refill uint32, sh shift) ([]byte, []region, error) {
 	r := reader{b: code}
 	// The locals: a vector of (count, type).
 	n, err := r.u32()
@@ -79,47 +84,68 @@ func meterBody(dst []byte, regions []region, code []byte, g uint32) ([]byte, []r
 	}
 	start := r.i
 
-	// First pass: the regions and their costs. The control stack holds,
-	// for each open block, if or loop, the region it charges to (a loop
-	// opens its own).
+	// First pass: the regions and their costs. A region's cost is its
+	// straight-line prefix: the instructions from its start to its first
+	// control instruction, that one included, which run whenever the
+	// region is entered. The control stack tells where the function ends.
 	regions = append(regions, region{at: start})
-	stack := []int{0}
-	for len(stack) > 0 {
+	counting := true
+	depth := 1
+	for depth > 0 {
 		at := r.i
 		op, err := skipInstr(&r)
 		if err != nil {
 			return nil, regions, fmt.Errorf("at byte %d: %w", at, err)
 		}
-		cur := stack[len(stack)-1]
-		regions[cur].cost++
+		if counting {
+			regions[len(regions)-1].cost++
+		}
+		if control(op) {
+			counting = false
+		}
 		switch op {
 		case opBlock, opIf:
-			stack = append(stack, cur)
+			depth++
 		case opLoop:
+			depth++
 			regions = append(regions, region{at: r.i})
-			stack = append(stack, len(regions)-1)
+			counting = true
 		case opEnd:
-			stack = stack[:len(stack)-1]
+			depth--
 		}
 	}
 	if r.i != len(code) {
 		return nil, regions, errors.New("bytes after the function's end")
 	}
 
-	// Second pass: the bytes, with each region's charge at its place.
+	// Second pass: the instructions, each region's charge at its place,
+	// the function indices moved.
 	dst = append(dst, code[:start]...)
-	prev := start
-	for _, rg := range regions {
-		dst = append(dst, code[prev:rg.at]...)
-		dst = appendCharge(dst, g, max(rg.cost, 1))
-		prev = rg.at
+	next := 0
+	for r.i = start; r.i < len(code); {
+		at := r.i
+		for next < len(regions) && regions[next].at == at {
+			dst = appendCharge(dst, g, max(regions[next].cost, 1), refill)
+			next++
+		}
+		op, _ := skipInstr(&r) // read once already
+		dst = copyInstr(dst, code[at:r.i], op, sh)
 	}
-	dst = append(dst, code[prev:]...)
 	return dst, regions, nil
 }
 
-// appendCharge appends: fuel -= cost; if fuel < 0 { unreachable }.
-func appendCharge(b []byte, g uint32, cost int64) []byte {
+// control reports whether op ends a straight-line run: it branches,
+// returns, traps, or opens or closes a block.
+func control(op byte) bool {
+	switch op {
+	case opUnreachable, opBlock, opLoop, opIf, 0x05, opEnd, 0x0C, 0x0D, 0x0E, 0x0F, opReturnCall, 0x13:
+		return true
+	}
+	return false
+}
+
+// appendCharge appends: fuel -= cost; if fuel < 0 { refill() }.
+func appendCharge(b []byte, g uint32, cost int64, refill uint32) []byte {
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
 	b = append(b, opI64Const)
@@ -128,8 +154,9 @@ func appendCharge(b []byte, g uint32, cost int64) []byte {
 	b = appendU32(b, g)
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
-	b = append(b, opI64Const, 0x00, opI64LtS, opIf, 0x40, opUnreachable, opEnd)
-	return b
+	b = append(b, opI64Const, 0x00, opI64LtS, opIf, 0x40, opCall)
+	b = appendU32(b, refill)
+	return append(b, opEnd)
 }
 
 // skipInstr reads one instruction and its immediates, and returns its

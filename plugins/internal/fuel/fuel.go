@@ -1,29 +1,37 @@
 // Package fuel meters a WebAssembly module's work deterministically: it
 // rewrites the module's binary so that the module charges a counter as it
-// runs, and traps when the counter runs out.
+// runs, and asks the host for more when the counter runs out.
 //
 // [Instrument] adds one mutable i64 global to the module, exported as
-// [Export], and a charge at the entry of every function and at the header
-// of every loop: the number of instructions of that function or loop body
-// outside its inner loops (at least 1). A charge subtracts from the
-// global, and when the global falls below zero the module traps
-// (unreachable) with the global negative: the host reads the global after
-// a trap to tell running out of fuel from any other trap. The host sets the
-// global before a call and reads it after, so the fuel a call used is what
-// it set minus what is left.
+// [Export], one imported function, [ImportModule].[ImportName], and a
+// charge at the entry of every function and at the header of every loop.
+// A charge subtracts its cost from the global and, when the global falls
+// below zero, calls the import: the host gives more fuel (the global is
+// set higher) or ends the call (the import panics, which traps the call).
+// The host sets the global before a call and reads it after: the fuel a
+// call used is what it was given minus what is left.
+//
+// A charge's cost is the straight-line prefix of what it enters: the
+// instructions from the function's start, or the loop's header, to the
+// first control instruction (a branch, a block, a return), which run every
+// time. Counting more would overcharge the code compilers emit (Go's
+// functions are one loop around a br_table dispatch, entered again at
+// every jump); counting less would not bound the work.
 //
 // Every way a module can run long passes a charge: a loop's iteration
 // passes its header, a call (direct, indirect, recursive) passes the
-// callee's entry, and code between two charges is straight-line or
-// forward-branching code of one function body, which runs at most once per
-// charge. The charge is the body's instruction count whichever branch is
-// taken, so fuel bounds the instructions executed from above, and the
-// same call with the same input uses the same fuel.
+// callee's entry, and what runs between two charges is forward-branching
+// code of one function body, which runs at most once per charge. So fuel
+// bounds the instructions a call runs (by at most a function body's size
+// per unit), the guest returns to the host at least once per global's
+// worth, and the same call on the same state uses the same fuel.
 //
-// The rewrite touches the global, export and code sections (and creates
-// the first two when missing); every index of the module keeps its
-// meaning. DWARF custom sections (.debug_*), whose code offsets the
-// rewrite would make wrong, are dropped. A module using an instruction the
+// The refill import goes after the module's imported functions, so every
+// defined function's index moves up by one: the rewrite moves them in the
+// code (call, return_call, ref.func), the exports, the start function, the
+// element segments, the globals' initial values and the name section.
+// DWARF custom sections (.debug_*), whose code offsets the rewrite would
+// make wrong, are dropped. A module using an instruction or a form the
 // decoder does not know (the proposals wazero does not run: exception
 // handling, GC, typed function references) is refused with an error.
 package fuel
@@ -40,11 +48,22 @@ import (
 // Export is the name the fuel global is exported under.
 const Export = "agentic-host:fuel"
 
+// The function every metered module imports, () -> (), called when a
+// charge takes the global below zero: the host then refills the global
+// (and goes on) or ends the call (a trap, through a panic of the host
+// function). Its calls are where a long guest returns to Go: the host
+// checks the call's context there.
+const (
+	ImportModule = "agentic:host/fuel"
+	ImportName   = "refill"
+)
+
 // Options tunes the instrumentation.
 type Options struct {
 	// Initial is the global's value when the module is instantiated: the
 	// fuel of its start function and of anything that runs before the
-	// host sets the global. Default: 0, which means math.MaxInt64.
+	// host sets the global, before the first refill. Default: 0, which
+	// means math.MaxInt64.
 	Initial int64
 }
 
@@ -78,30 +97,41 @@ func Instrument(wasm []byte, opts Options) ([]byte, error) {
 		r.i += int(n)
 	}
 
-	// The new global's index: after the imported globals and the module's
-	// own.
-	var importedGlobals, ownGlobals uint32
-	hasExports := false
+	// What the rewrite needs to know first: the imported functions and
+	// globals (the refill import goes after the imported functions, so
+	// every defined function's index moves up by one), the globals (the
+	// fuel global goes after them all), and a type () -> ().
+	m := layout{voidType: -1}
 	for _, s := range secs {
 		var err error
 		switch s.id {
+		case secType:
+			err = m.readTypes(s.body)
 		case secImport:
-			importedGlobals, err = countImportedGlobals(s.body)
+			err = m.readImports(s.body)
 		case secGlobal:
-			ownGlobals, err = (&reader{b: s.body}).u32()
+			m.ownGlobals, err = (&reader{b: s.body}).u32()
 		case secExport:
-			hasExports = true
 			err = checkExportFree(s.body)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("fuel: section %d: %w", s.id, err)
 		}
 	}
-	global := importedGlobals + ownGlobals
-	if global < importedGlobals {
-		return nil, errors.New("fuel: too many globals")
+	global := m.importedGlobals + m.ownGlobals
+	if global < m.importedGlobals || m.types == math.MaxUint32 || m.importedFuncs == math.MaxUint32 {
+		return nil, errors.New("fuel: too many globals, types or imports")
 	}
+	sh := shift{from: m.importedFuncs}
 
+	newType := []byte{0x60, 0x00, 0x00}
+	typeIdx, addType := m.voidType, m.voidType < 0
+	if addType {
+		typeIdx = int64(m.types)
+	}
+	newImport := appendName(appendName(nil, ImportModule), ImportName)
+	newImport = append(newImport, 0x00)
+	newImport = appendU32(newImport, uint32(typeIdx))
 	newGlobal := []byte{valI64, 0x01, opI64Const}
 	newGlobal = appendS64(newGlobal, initial)
 	newGlobal = append(newGlobal, opEnd)
@@ -109,66 +139,78 @@ func Instrument(wasm []byte, opts Options) ([]byte, error) {
 	newExport = append(newExport, exportGlobal)
 	newExport = appendU32(newExport, global)
 
+	// The sections to add, where the binary format's order puts them
+	// when the module has none of their kind.
+	missing := map[byte][]byte{
+		secImport: appendVec(nil, 0, newImport),
+		secGlobal: appendVec(nil, 0, newGlobal),
+		secExport: appendVec(nil, 0, newExport),
+	}
+	if addType {
+		missing[secType] = appendVec(nil, 0, newType)
+	}
 	var out []section
-	addedGlobal, addedExport := false, false
-	add := func(s section) {
-		// Sections this rewrite creates go where the binary format's order
-		// puts them.
-		if !addedGlobal && s.id != secCustom && order(s.id) > order(secGlobal) {
-			out = append(out, section{id: secGlobal, body: appendVec(nil, 0, newGlobal)})
-			addedGlobal = true
+	place := func(before byte) {
+		for _, id := range []byte{secType, secImport, secGlobal, secExport} {
+			if b, ok := missing[id]; ok && (before == 0xFF || order(id) < order(before)) {
+				out = append(out, section{id: id, body: b})
+				delete(missing, id)
+			}
 		}
-		if !addedExport && s.id != secCustom && order(s.id) > order(secExport) {
-			out = append(out, section{id: secExport, body: appendVec(nil, 0, newExport)})
-			addedExport = true
-		}
-		out = append(out, s)
 	}
 	for _, s := range secs {
+		if s.id != secCustom {
+			place(s.id)
+		}
+		body, keep := s.body, true
+		var err error
 		switch s.id {
 		case secCustom:
-			name, _, err := customName(s.body)
-			if err != nil {
-				return nil, fmt.Errorf("fuel: a custom section: %w", err)
+			var name string
+			name, _, err = customName(s.body)
+			switch {
+			case err != nil:
+			case strings.HasPrefix(name, ".debug_") || name == "sourceMappingURL":
+				keep = false
+			case name == "name":
+				body, err = renameFunctions(s.body, sh)
 			}
-			if strings.HasPrefix(name, ".debug_") || name == "sourceMappingURL" {
-				continue
+		case secType:
+			if addType {
+				body, err = appendToVec(s.body, newType)
 			}
-			add(s)
+			delete(missing, secType)
+		case secImport:
+			body, err = appendToVec(s.body, newImport)
+			delete(missing, secImport)
 		case secGlobal:
-			body, err := appendToVec(s.body, newGlobal)
-			if err != nil {
-				return nil, fmt.Errorf("fuel: the global section: %w", err)
+			if body, err = shiftGlobals(s.body, sh); err == nil {
+				body, err = appendToVec(body, newGlobal)
 			}
-			addedGlobal = true
-			add(section{id: secGlobal, body: body})
+			delete(missing, secGlobal)
 		case secExport:
-			body, err := appendToVec(s.body, newExport)
-			if err != nil {
-				return nil, fmt.Errorf("fuel: the export section: %w", err)
+			if body, err = shiftExports(s.body, sh); err == nil {
+				body, err = appendToVec(body, newExport)
 			}
-			if !addedGlobal {
-				out = append(out, section{id: secGlobal, body: appendVec(nil, 0, newGlobal)})
-				addedGlobal = true
+			delete(missing, secExport)
+		case secStart:
+			var idx uint32
+			if idx, err = (&reader{b: s.body}).u32(); err == nil {
+				body = appendU32(nil, sh.fn(idx))
 			}
-			addedExport = true
-			out = append(out, section{id: secExport, body: body})
+		case secElement:
+			body, err = shiftElements(s.body, sh)
 		case secCode:
-			body, err := meterCode(s.body, global)
-			if err != nil {
-				return nil, fmt.Errorf("fuel: the code section: %w", err)
-			}
-			add(section{id: secCode, body: body})
-		default:
-			add(s)
+			body, err = meterCode(s.body, global, m.importedFuncs, sh)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fuel: section %d: %w", s.id, err)
+		}
+		if keep {
+			out = append(out, section{id: s.id, body: body})
 		}
 	}
-	if !addedGlobal {
-		out = append(out, section{id: secGlobal, body: appendVec(nil, 0, newGlobal)})
-	}
-	if !hasExports && !addedExport {
-		out = append(out, section{id: secExport, body: appendVec(nil, 0, newExport)})
-	}
+	place(0xFF)
 
 	res := append(make([]byte, 0, len(wasm)+len(wasm)/8+64), wasm[:8]...)
 	for _, s := range out {
@@ -177,6 +219,280 @@ func Instrument(wasm []byte, opts Options) ([]byte, error) {
 		res = append(res, s.body...)
 	}
 	return res, nil
+}
+
+// layout is what the rewrite reads of a module before it rewrites it.
+type layout struct {
+	types                          uint32
+	voidType                       int64 // the index of a type () -> (), or -1
+	importedFuncs, importedGlobals uint32
+	ownGlobals                     uint32
+}
+
+// readTypes reads the type section: how many, and the first () -> ().
+func (m *layout) readTypes(b []byte) error {
+	m.voidType = -1
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	m.types = n
+	for i := range n {
+		form, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if form != 0x60 {
+			return fmt.Errorf("type %d of form %#x, which the meter does not know", i, form)
+		}
+		params, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if err := r.skip(int(params)); err != nil {
+			return err
+		}
+		results, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if err := r.skip(int(results)); err != nil {
+			return err
+		}
+		if params == 0 && results == 0 && m.voidType < 0 {
+			m.voidType = int64(i)
+		}
+	}
+	return nil
+}
+
+// shift moves function indices past the imported functions up by one,
+// for the refill import placed after them.
+type shift struct{ from uint32 }
+
+func (s shift) fn(idx uint32) uint32 {
+	if idx >= s.from {
+		return idx + 1
+	}
+	return idx
+}
+
+// shiftExports moves the function indices of an export section.
+func shiftExports(b []byte, sh shift) ([]byte, error) {
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(make([]byte, 0, len(b)+8), n)
+	for range n {
+		start := r.i
+		if err := r.name(); err != nil {
+			return nil, err
+		}
+		kind, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b[start:r.i]...)
+		idx, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if kind == 0x00 {
+			idx = sh.fn(idx)
+		}
+		out = appendU32(out, idx)
+	}
+	return out, nil
+}
+
+// shiftGlobals moves the function indices (ref.func) of the globals'
+// initial values.
+func shiftGlobals(b []byte, sh shift) ([]byte, error) {
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(make([]byte, 0, len(b)+8), n)
+	for range n {
+		start := r.i
+		if err := r.skip(2); err != nil { // its type and mutability
+			return nil, err
+		}
+		out = append(out, b[start:r.i]...)
+		if out, err = copyExpr(out, &r, sh); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// shiftElements moves the function indices of an element section, in
+// each of its segment's eight forms.
+func shiftElements(b []byte, sh shift) ([]byte, error) {
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(make([]byte, 0, len(b)+8), n)
+	for range n {
+		flags, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if flags > 7 {
+			return nil, fmt.Errorf("an element segment of form %d", flags)
+		}
+		out = appendU32(out, flags)
+		if flags&0x02 != 0 && flags&0x01 == 0 { // an explicit table index
+			idx, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			out = appendU32(out, idx)
+		}
+		if flags&0x01 == 0 { // active: the offset
+			if out, err = copyExpr(out, &r, sh); err != nil {
+				return nil, err
+			}
+		}
+		if flags&0x03 != 0 { // the element kind or reference type
+			k, err := r.byte()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, k)
+		}
+		items, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, items)
+		for range items {
+			if flags&0x04 == 0 { // function indices
+				idx, err := r.u32()
+				if err != nil {
+					return nil, err
+				}
+				out = appendU32(out, sh.fn(idx))
+			} else if out, err = copyExpr(out, &r, sh); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// copyExpr copies a constant expression up to its end, moving the
+// function indices of ref.func.
+func copyExpr(out []byte, r *reader, sh shift) ([]byte, error) {
+	for depth := 0; ; {
+		at := r.i
+		op, err := skipInstr(r)
+		if err != nil {
+			return nil, err
+		}
+		out = copyInstr(out, r.b[at:r.i], op, sh)
+		switch op {
+		case opBlock, opLoop, opIf:
+			depth++
+		case opEnd:
+			if depth == 0 {
+				return out, nil
+			}
+			depth--
+		}
+	}
+}
+
+// copyInstr appends the instruction ins, with the function index of a
+// call, return_call or ref.func moved.
+func copyInstr(out, ins []byte, op byte, sh shift) []byte {
+	switch op {
+	case opCall, opReturnCall, opRefFunc:
+		r := reader{b: ins, i: 1}
+		idx, _ := r.u32() // read once already
+		out = append(out, op)
+		return appendU32(out, sh.fn(idx))
+	}
+	return append(out, ins...)
+}
+
+// renameFunctions moves the function indices of the name section: those
+// of its function names, local names and label names; its other
+// subsections do not name functions.
+func renameFunctions(b []byte, sh shift) ([]byte, error) {
+	_, at, err := customName(b)
+	if err != nil {
+		return nil, err
+	}
+	out := append(make([]byte, 0, len(b)+8), b[:at]...)
+	r := reader{b: b, i: at}
+	for r.i < len(b) {
+		id, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		size, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		if uint64(r.i)+uint64(size) > uint64(len(b)) {
+			return nil, errors.New("a name subsection past its section's end")
+		}
+		sub := b[r.i : r.i+int(size)]
+		r.i += int(size)
+		if id == 1 || id == 2 || id == 3 {
+			if sub, err = renameMap(sub, sh, id != 1); err != nil {
+				return nil, fmt.Errorf("name subsection %d: %w", id, err)
+			}
+		}
+		out = append(out, id)
+		out = appendU32(out, uint32(len(sub)))
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// renameMap moves the function indices of a name map (a vector of index
+// and name), or of an indirect one (a vector of index and name map).
+func renameMap(b []byte, sh shift, indirect bool) ([]byte, error) {
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(make([]byte, 0, len(b)+8), n)
+	for range n {
+		idx, err := r.u32()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, sh.fn(idx))
+		start := r.i
+		if indirect {
+			m, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			for range m {
+				if _, err := r.u32(); err != nil {
+					return nil, err
+				}
+				if err := r.name(); err != nil {
+					return nil, err
+				}
+			}
+		} else if err := r.name(); err != nil {
+			return nil, err
+		}
+		out = append(out, b[start:r.i]...)
+	}
+	return out, nil
 }
 
 // Section ids.
@@ -218,26 +534,26 @@ type section struct {
 	body []byte
 }
 
-// countImportedGlobals counts the global imports of an import section.
-func countImportedGlobals(b []byte) (uint32, error) {
+// readImports counts the function and global imports.
+func (m *layout) readImports(b []byte) error {
 	r := reader{b: b}
 	n, err := r.u32()
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var globals uint32
 	for range n {
 		for range 2 { // module and name
 			if err := r.name(); err != nil {
-				return 0, err
+				return err
 			}
 		}
 		kind, err := r.byte()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		switch kind {
 		case 0x00: // a function: its type index
+			m.importedFuncs++
 			_, err = r.u32()
 		case 0x01: // a table: its element type, then its limits
 			if _, err = r.byte(); err == nil {
@@ -246,23 +562,20 @@ func countImportedGlobals(b []byte) (uint32, error) {
 		case 0x02: // a memory: its limits
 			err = r.limits()
 		case 0x03: // a global: its type and mutability
-			globals++
-			_, err = r.byte()
-			if err == nil {
-				_, err = r.byte()
-			}
+			m.importedGlobals++
+			err = r.skip(2)
 		case 0x04: // a tag: an attribute and a type index
 			if _, err = r.byte(); err == nil {
 				_, err = r.u32()
 			}
 		default:
-			return 0, fmt.Errorf("an import of kind %#x", kind)
+			return fmt.Errorf("an import of kind %#x", kind)
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return globals, nil
+	return nil
 }
 
 // checkExportFree fails if the module already exports the name Export.

@@ -3,6 +3,7 @@ package fuel_test
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/agentichost/agentic/plugins/internal/fuel"
@@ -103,23 +104,45 @@ func tree(self byte) fn {
 	}}
 }
 
-// newRuntime returns a runtime that compiles modules as the plugins do.
-func newRuntime(t *testing.T) wazero.Runtime {
+// meter is the host's side of a metered module, as a test keeps it: fuel
+// beyond the global, given slice by slice at each refill, and the refills.
+type meter struct {
+	left, slice int64
+	refills     int
+}
+
+// newRuntime returns a runtime that compiles modules as the plugins do,
+// with the refill import bound to m: a refill takes a slice from m.left,
+// or traps when m.left has none.
+func newRuntime(t *testing.T, m *meter) wazero.Runtime {
 	t.Helper()
 	ctx := context.Background()
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
 	t.Cleanup(func() { r.Close(ctx) })
-	return r
-}
-
-func instantiate(t *testing.T, wasm []byte) api.Module {
-	t.Helper()
-	ctx := context.Background()
-	m, err := newRuntime(t).Instantiate(ctx, wasm)
+	_, err := r.NewHostModuleBuilder(fuel.ImportModule).NewFunctionBuilder().
+		WithFunc(func(ctx context.Context, mod api.Module) {
+			m.refills++
+			if m.left <= 0 {
+				panic("out of fuel")
+			}
+			give := min(m.left, m.slice)
+			m.left -= give
+			g := mod.ExportedGlobal(fuel.Export).(api.MutableGlobal)
+			g.Set(uint64(int64(g.Get()) + give))
+		}).Export(fuel.ImportName).Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return r
+}
+
+func instantiate(t *testing.T, m *meter, wasm []byte) api.Module {
+	t.Helper()
+	mod, err := newRuntime(t, m).Instantiate(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod
 }
 
 func instrument(t *testing.T, wasm []byte, opts fuel.Options) []byte {
@@ -148,8 +171,8 @@ func tank(t *testing.T, m api.Module) api.MutableGlobal {
 func TestMeteredBehavesAsTheOriginal(t *testing.T) {
 	ctx := context.Background()
 	orig := module(-1, count)
-	plain := instantiate(t, orig)
-	metered := instantiate(t, instrument(t, orig, fuel.Options{}))
+	plain := instantiate(t, &meter{}, orig)
+	metered := instantiate(t, &meter{}, instrument(t, orig, fuel.Options{}))
 	g := tank(t, metered)
 	if int64(g.Get()) != math.MaxInt64 {
 		t.Errorf("the fuel starts at %d, want MaxInt64 by default", int64(g.Get()))
@@ -177,17 +200,18 @@ func TestMeteredBehavesAsTheOriginal(t *testing.T) {
 	if !(used[0] > 0 && used[1] > used[0] && used[1000] > 50*used[10]) {
 		t.Errorf("fuel used by count(0, 1, 10, 1000): %d %d %d %d: want it to grow with the loop", used[0], used[1], used[10], used[1000])
 	}
-	// The loop body is 13 instructions: a thousand iterations cost at least
-	// that many each.
-	if used[1000] < 13_000 {
-		t.Errorf("count(1000) used %d fuel, want at least 13,000 (the loop body's instructions)", used[1000])
+	// Each pass of the loop's header is charged its straight-line prefix,
+	// local.get, i32.eqz, br_if: 1,001 passes (the last one leaves); the
+	// entry its own prefix, block.
+	if used[1000] != 3*1001+1 {
+		t.Errorf("count(1000) used %d fuel, want 3,004 (3 a pass of the loop's header, 1 for the entry)", used[1000])
 	}
 }
 
 // TestOutOfFuel: a spinning loop, a loop-free exponential call tree and a
-// start function that never returns all trap once their fuel is spent,
-// with the global negative; a call with enough fuel runs again after a
-// refill.
+// start function that never returns all call refill once their fuel is
+// spent, and trap when the host has none to give, with the global
+// negative; a call with enough fuel runs again after a refill.
 func TestOutOfFuel(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -206,29 +230,31 @@ func TestOutOfFuel(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m := instantiate(t, instrument(t, tc.wasm, fuel.Options{}))
+			fm := &meter{}
+			m := instantiate(t, fm, instrument(t, tc.wasm, fuel.Options{}))
 			g := tank(t, m)
 			g.Set(1_000_000)
 			err := tc.call(m)
 			if err == nil {
 				t.Fatal("returned: the fuel did not stop it")
 			}
-			if left := int64(g.Get()); left >= 0 {
-				t.Errorf("trapped (%v) with %d fuel left, want it negative", err, left)
+			if left := int64(g.Get()); left >= 0 || fm.refills != 1 || !strings.Contains(err.Error(), "out of fuel") {
+				t.Errorf("trapped (%v) with %d fuel left after %d refills, want it negative after one, out of fuel", err, left, fm.refills)
 			}
 		})
 	}
 
 	t.Run("start function", func(t *testing.T) {
 		wasm := instrument(t, module(0, fn{code: spin.code}), fuel.Options{Initial: 1_000_000})
-		_, err := newRuntime(t).Instantiate(ctx, wasm)
+		_, err := newRuntime(t, &meter{}).Instantiate(ctx, wasm)
 		if err == nil {
 			t.Fatal("instantiated: the start function's fuel did not stop it")
 		}
 	})
 
 	t.Run("refill", func(t *testing.T) {
-		m := instantiate(t, instrument(t, module(-1, tree(0)), fuel.Options{}))
+		fm := &meter{}
+		m := instantiate(t, fm, instrument(t, module(-1, tree(0)), fuel.Options{}))
 		g := tank(t, m)
 		g.Set(100)
 		if _, err := m.ExportedFunction("tree").Call(ctx, 20); err == nil {
@@ -237,6 +263,29 @@ func TestOutOfFuel(t *testing.T) {
 		g.Set(1 << 40)
 		if _, err := m.ExportedFunction("tree").Call(ctx, 10); err != nil {
 			t.Fatalf("after a refill: %v", err)
+		}
+	})
+
+	// A call that needs more than the global holds runs on refills, one
+	// slice at a time, and uses the same fuel as in one go.
+	t.Run("slices", func(t *testing.T) {
+		orig := module(-1, count)
+		fm := &meter{}
+		m := instantiate(t, fm, instrument(t, orig, fuel.Options{}))
+		g := tank(t, m)
+		g.Set(1 << 40)
+		if _, err := m.ExportedFunction("count").Call(ctx, 1000); err != nil {
+			t.Fatal(err)
+		}
+		whole := 1<<40 - int64(g.Get())
+		fm.left, fm.slice = 1<<40, 1000
+		g.Set(1000)
+		if got, err := m.ExportedFunction("count").Call(ctx, 1000); err != nil || got[0] != 1000 {
+			t.Fatalf("count(1000) on slices: %v %v", got, err)
+		}
+		sliced := 1000 + (1<<40 - fm.left) - int64(g.Get())
+		if sliced != whole || fm.refills < int(whole/1000)-1 {
+			t.Errorf("on slices of 1,000: %d fuel in %d refills; in one go: %d", sliced, fm.refills, whole)
 		}
 	})
 }
@@ -266,7 +315,7 @@ func TestRewriteRefuses(t *testing.T) {
 // is not kept; the module's other sections are.
 func TestDebugSectionsDropped(t *testing.T) {
 	wasm := instrument(t, module(-1, count), fuel.Options{})
-	m, err := newRuntime(t).CompileModule(context.Background(), wasm)
+	m, err := newRuntime(t, &meter{}).CompileModule(context.Background(), wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
