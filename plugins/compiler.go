@@ -115,10 +115,19 @@ func compileInto(ctx context.Context, cache wazero.CompilationCache, pages uint3
 }
 
 // runtimeConfig is the wazero configuration every module runs under.
+//
+// Close-on-context-done is off: it makes compiled code leave for Go at
+// every loop back-edge (twice the time of a warm call here, see
+// docs/performance.md), and fuel does its work. Every module runs
+// metered: a guest calls refill at least once per slice of fuel, where the
+// host checks the call's context and the goroutine meets Go's scheduler
+// and collector; host functions honour the context; a start function past
+// Limits.StartFuel calls refill at every charge, which ends it at its
+// deadline.
 func runtimeConfig(cache wazero.CompilationCache, pages uint32) wazero.RuntimeConfig {
 	return wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
-		WithCloseOnContextDone(true). // never run untrusted code without it
+		WithCloseOnContextDone(false).
 		WithMemoryLimitPages(pages)
 }
 

@@ -17,8 +17,7 @@ var (
 	// ErrTrap: the plugin trapped (unreachable, out-of-bounds access, a
 	// Go runtime panic that escaped, an abort).
 	ErrTrap = errors.New("plugins: plugin trapped")
-	// ErrOutOfFuel: the call used all its fuel (Limits.Fuel), or the
-	// module's start function all of Limits.StartFuel.
+	// ErrOutOfFuel: the call used all its fuel (Limits.Fuel).
 	ErrOutOfFuel = errors.New("plugins: plugin ran out of fuel")
 	// ErrOutOfMemory: the plugin hit its memory limit.
 	ErrOutOfMemory = errors.New("plugins: plugin ran out of memory")

@@ -27,9 +27,17 @@ const fuelSlice = 1_000_000
 // call traps, and invoke reads the tank to tell why).
 var errOutOfFuel = errors.New("out of fuel")
 
-// errNoCall ends a refill outside a call: a start function past
-// Limits.StartFuel.
-var errNoCall = errors.New("out of fuel: a start function ran past Limits.StartFuel")
+// startPlugin stands for the plugin in the context of an instantiation:
+// go-sdk's wrapper of host functions refuses a call without one, and a
+// start function that spends Limits.StartFuel calls refill before go-sdk
+// has made the instance's Plugin.
+var startPlugin = &extism.Plugin{}
+
+// startContext is the context an instance is created in: refill's calls
+// from the module's start function see its deadline.
+func startContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, extism.PluginCtxKey("plugin"), startPlugin)
+}
 
 // meter returns the metered form of a module.
 func meter(wasm []byte, l Limits) ([]byte, error) {
@@ -83,14 +91,17 @@ func (t *tank) refill() bool {
 	return true
 }
 
-// hostRefill is the refill import of every metered module.
+// hostRefill is the refill import of every metered module. Outside a call
+// (a start function past Limits.StartFuel) it gives nothing: the module's
+// every charge calls it again, and it ends the start function at its
+// deadline.
 func hostRefill(ctx context.Context, _ *extism.CurrentPlugin, _ []uint64) {
-	env := envFrom(ctx)
-	if env == nil || env.tank == nil {
-		panic(errNoCall)
-	}
 	if err := ctx.Err(); err != nil {
 		panic(err)
+	}
+	env := envFrom(ctx)
+	if env == nil || env.tank == nil {
+		return
 	}
 	if !env.tank.refill() {
 		panic(errOutOfFuel)

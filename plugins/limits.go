@@ -43,8 +43,8 @@ type Limits struct {
 	// 1 GiB.
 	MaxCompileBytes int64
 	// CallTimeout bounds one call of an export, initialisation included.
-	// The call is interrupted even in a busy loop (close-on-context-done is
-	// always on). A tool's own timeout can only shorten it. Manifest:
+	// The call is interrupted even in a busy loop: at its next refill of
+	// fuel, at most a slice (1,000,000) of fuel later. A tool's own timeout can only shorten it. Manifest:
 	// Timeout. Default: 0, which means 5s.
 	CallTimeout time.Duration
 	// Fuel bounds the work of one call: the fuel a module is charged as it
@@ -53,9 +53,10 @@ type Limits struct {
 	// module's start function runs on StartFuel. Default: 0, which means
 	// 10,000,000,000 (about 5 s of a tight loop here).
 	Fuel int64
-	// StartFuel bounds a module's start function, which runs when an
-	// instance is created, before any call. Default: 0, which means
-	// 1,000,000,000.
+	// StartFuel is the fuel a module's start function (which runs when an
+	// instance is created, before any call) runs on at full speed; past
+	// it, the start function runs checked at every charge until its
+	// deadline (CallTimeout). Default: 0, which means 1,000,000,000.
 	StartFuel int64
 	// Instances bounds the live instances of one module (the pool): at
 	// most this many calls of the module run at once; more wait for a free

@@ -106,7 +106,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithRandSource(rand.Reader).
 		WithStdout(io.Discard).
 		WithStderr(stderr)
-	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
+	p, err := m.compiled.Instance(startContext(ctx), extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
 		m.budget.releaseInstance(m)
 		return nil, err

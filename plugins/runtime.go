@@ -258,6 +258,10 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	}
 	cfg := runtimeConfig(r.cache, limits.MemoryPages)
 	manifest := limits.Manifest(wasm)
+	// No timeout in the manifest: the call's deadline is the host's own
+	// (invoke), checked at every refill of the call's fuel, and with one
+	// go-sdk would turn close-on-context-done back on (see runtimeConfig).
+	manifest.Timeout = 0
 	manifest.Config = maps.Clone(src.Config)
 	r.loadMu.Lock()
 	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
