@@ -30,9 +30,10 @@
 //
 // # The sandbox
 //
-// [Limits] are deny-by-default: memory pages, a call timeout that
-// interrupts even a busy loop (close-on-context-done is always on), output
-// and input caps; no filesystem and no environment, ever; HTTP only through
+// [Limits] are deny-by-default: memory pages, fuel (every module runs
+// metered: a call that spends Limits.Fuel fails with [ErrOutOfFuel]), a
+// call timeout that interrupts even a busy loop (at its next refill of
+// fuel), output and input caps; no filesystem and no environment, ever; HTTP only through
 // the host's http_request function, to the tenant's allowed hosts, with
 // every redirect and the dialled address checked; the tenant's key-value
 // store only when enabled. A plugin that traps, loops, runs out of memory

@@ -93,8 +93,8 @@ func (in *instance) close() {
 //
 // Instantiating runs the module's start function, the plugin's own code:
 // ctx must carry the deadline of the call (or load) it serves, which
-// interrupts a start function that does not return (close-on-context-done
-// watches it while the start function runs, and only then).
+// interrupts a start function that does not return (refill checks it, once
+// the start function has spent Limits.StartFuel).
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err := m.budget.reserveInstance(ctx, m); err != nil {
 		return nil, err
