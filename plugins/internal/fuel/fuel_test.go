@@ -368,6 +368,7 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(module(-1, count))
 	f.Add(module(-1, spin, tree(1)))
 	f.Add(module(0, fn{code: spin.code}))
+	f.Add(reindexed())
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	ctx := context.Background()
 	// The interpreter: it validates as the compiler does, without
