@@ -64,6 +64,10 @@ type ToolResult struct {
 	// Source identifies the code that produced the output, e.g. a Wasm
 	// module's "sha256:…" digest; recorded in the ledger. Optional.
 	Source string
+	// Fuel is the work a metered tool (a Wasm plugin) did for the call,
+	// in its fuel units, failed calls included; recorded in the ledger.
+	// 0 for a tool that is not metered.
+	Fuel int64
 }
 
 // Tool is a capability the model can call. Wasm plugins implement it; so can

@@ -243,6 +243,7 @@ func (r *run) runTool(c ledger.ToolCall) error {
 		// The ledger carries text as UTF-8: invalid bytes from a tool
 		// become U+FFFD here rather than fail the append.
 		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
+		result.Fuel = max(out.Fuel, 0)
 		if err != nil {
 			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
 		} else {

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -46,5 +47,48 @@ func TestToolResultsAreBounded(t *testing.T) {
 				t.Errorf("the model saw %d bytes, the ledger holds %d", len(sent), len(out))
 			}
 		})
+	}
+}
+
+// TestToolFuelRecorded: the work a metered tool reports, failed calls
+// included, reaches the ledger's tool-result and the transcript's tool
+// call; a tool that reports none records none.
+func TestToolFuelRecorded(t *testing.T) {
+	metered := host.NewTool(host.ToolSpec{Name: "metered"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "ok", Fuel: 1234}, nil
+	})
+	failing := host.NewTool(host.ToolSpec{Name: "failing"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Fuel: 99}, errors.New("ran out")
+	})
+	plain := host.NewTool(host.ToolSpec{Name: "plain"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "ok"}, nil
+	})
+	m := hosttest.NewModel(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "metered"}, {Name: "failing"}, {Name: "plain"}}}, hosttest.Reply{Text: "done"})
+	hs := hosttest.New(t, host.Options{Model: m, Agent: host.Agent{Tools: []host.Tool{metered, failing, plain}}})
+	sess := hs.Host.Session("s")
+	if _, err := sess.Send(context.Background(), "go", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"metered": 1234, "failing": 99, "plain": 0}
+	got := map[string]int64{}
+	for _, e := range hs.Events("s") {
+		if e.ToolResult != nil {
+			got[e.ToolResult.Name] = e.ToolResult.Fuel
+		}
+	}
+	tr, err := sess.Transcript(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]int64{}
+	for _, it := range tr.Items {
+		for _, c := range it.ToolCalls {
+			shown[c.Name] = c.Fuel
+		}
+	}
+	for name, w := range want {
+		if got[name] != w || shown[name] != w {
+			t.Errorf("%s: the ledger records %d fuel, the transcript shows %d; want %d", name, got[name], shown[name], w)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func fullEvents() []Event {
 
 	tr := ev("ev_tr", KindToolResult, "run_1")
 	tr.ToolResult = &ToolResult{CallID: "call_2", Name: "shell", Output: "exit 1\n<stderr>", IsError: true,
-		Source: "sha256:abcdef", DurationMS: 1234, Synthetic: true}
+		Source: "sha256:abcdef", DurationMS: 1234, Fuel: 987654, Synthetic: true}
 
 	ar := ev("ev_ar", KindApprovalRequest, "run_1")
 	ar.ApprovalRequest = &ApprovalRequest{ApprovalID: "appr_1", CallID: "call_3", Name: "deploy",

@@ -269,6 +269,9 @@ type ToolResult struct {
 	Source string `json:"source,omitempty"`
 	// DurationMS is how long the call ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Fuel is the work a metered tool (a Wasm plugin) did for the call,
+	// in its fuel units; 0 (absent) for a tool that is not metered.
+	Fuel int64 `json:"fuel,omitempty"`
 	// Synthetic marks a result the host made up because the tool never
 	// produced one (an interruption, an unknown outcome).
 	Synthetic bool `json:"synthetic,omitempty"`

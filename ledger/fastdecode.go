@@ -316,6 +316,8 @@ func (s *scanner) toolResult(t *ToolResult) bool {
 			t.Source, ok = s.str()
 		case "duration_ms":
 			t.DurationMS, ok = s.int64()
+		case "fuel":
+			t.Fuel, ok = s.int64()
 		case "synthetic":
 			t.Synthetic, ok = s.bool()
 		default:

@@ -384,6 +384,7 @@ func (w *encoder) toolResult(x *ToolResult) {
 	w.optBool(`"is_error":`, x.IsError)
 	w.optStr(`"source":`, x.Source)
 	w.optInt(`"duration_ms":`, x.DurationMS)
+	w.optInt(`"fuel":`, x.Fuel)
 	w.optBool(`"synthetic":`, x.Synthetic)
 	w.raw("}")
 }

@@ -118,6 +118,8 @@ type ItemToolCall struct {
 	Effect string `json:"effect,omitempty"`
 	// DurationMS is how long the call ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Fuel is the work a metered tool (a Wasm plugin) did for the call.
+	Fuel int64 `json:"fuel,omitempty"`
 	// Approval is what became of the approval the call needed: pending,
 	// approved, denied, expired (or void, while asked again); "" when it
 	// needed none.
@@ -414,7 +416,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			answered[shown] = true
 			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
-				c.Output, c.Source, c.DurationMS, c.Status = res.Output, res.Source, res.DurationMS, ToolDone
+				c.Output, c.Source, c.DurationMS, c.Fuel, c.Status = res.Output, res.Source, res.DurationMS, res.Fuel, ToolDone
 				if res.IsError {
 					c.Status = ToolError
 				}

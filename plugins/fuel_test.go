@@ -17,7 +17,10 @@ func TestOutOfFuel(t *testing.T) {
 	m := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute, Fuel: 20_000_000})
 	before := m.Stats()
 	start := time.Now()
-	_, err := callTool(t, m, "spin", `{}`)
+	res, err := callTool(t, m, "spin", `{}`)
+	if res.Fuel < 20_000_000 {
+		t.Errorf("the failed call's result says %d fuel, want all 20,000,000", res.Fuel)
+	}
 	var pe *plugins.PluginError
 	if !errors.Is(err, plugins.ErrOutOfFuel) || !errors.As(err, &pe) || pe.ErrorType() != "out_of_fuel" {
 		t.Fatalf("spin: %v, want ErrOutOfFuel (out_of_fuel)", err)
@@ -57,10 +60,15 @@ func TestFuelIsDeterministic(t *testing.T) {
 			m := load(t, rt, tc.name, tc.wasm, plugins.Limits{Instances: 1})
 			used := func(input string) int64 {
 				before := m.Stats().Fuel
-				if _, err := callTool(t, m, tc.tool, input); err != nil {
+				res, err := callTool(t, m, tc.tool, input)
+				if err != nil {
 					t.Fatal(err)
 				}
-				return m.Stats().Fuel - before
+				delta := m.Stats().Fuel - before
+				if res.Fuel != delta {
+					t.Fatalf("the tool result says %d fuel, the module's stats %d", res.Fuel, delta)
+				}
+				return delta
 			}
 			used(tc.small) // the instance's first call initialises the guest
 			small := used(tc.small)

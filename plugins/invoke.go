@@ -21,12 +21,26 @@ func errMalformed(format string, args ...any) error {
 // output; an ErrMalformedOutput from it discards the instance. timeout 0
 // means the tenant's CallTimeout (and it can only be shorter).
 func (m *Module) invoke(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) error {
+	_, err := m.invokeMetered(ctx, export, name, callID, input, timeout, decode)
+	return err
+}
+
+// invokeMetered is invoke, and tells the fuel the call used (its attempts
+// together; 0 when it did not run), which the deferred function reads off
+// the call's env whatever the call returns.
+func (m *Module) invokeMetered(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) (fuel int64, err error) {
+	var env *callEnv
+	defer func() {
+		if env != nil {
+			fuel = env.fuelUsed
+		}
+	}()
 	fail := func(err error) error { return m.fail(export, name, err) }
 	if len(input) > m.limits.MaxInputBytes {
-		return fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
+		return 0, fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
 	}
 	if !m.acquire() {
-		return fail(ErrClosed)
+		return 0, fail(ErrClosed)
 	}
 	defer m.release()
 	if timeout <= 0 || timeout > m.limits.CallTimeout {
@@ -35,14 +49,14 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := m.budget.startCall(callCtx); err != nil {
-		return fail(err)
+		return 0, fail(err)
 	}
 	defer m.budget.endCall()
 	if err := m.rt.calls.acquire(callCtx); err != nil {
-		return fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
+		return 0, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
 	}
 	defer m.rt.calls.release()
-	env := &callEnv{mod: m, export: export, name: name, callID: callID}
+	env = &callEnv{mod: m, export: export, name: name, callID: callID}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {
 		inst, err := m.pool.get(callCtx, m.newInstance)
@@ -51,10 +65,10 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 			if errors.As(err, &ie) {
 				// The module's start function ran, and failed or ran out of
 				// time: the plugin's own code, like a call.
-				return fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
+				return 0, fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
 			}
 			// Waiting for a free instance: the plugin did not run.
-			return fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
+			return 0, fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
@@ -74,17 +88,17 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 		if err != nil {
 			m.discard(inst)
 			if inst.tank.out {
-				return fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
+				return 0, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
-			return fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
+			return 0, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
 		}
 		if rc != 0 {
 			m.discard(inst)
-			return fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
+			return 0, fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
 		}
 		if len(out) > m.limits.MaxOutputBytes {
 			m.discard(inst)
-			return fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
+			return 0, fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
 		}
 		if err := decode(out); err != nil {
 			if errors.Is(err, ErrMalformedOutput) {
@@ -92,10 +106,10 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 			} else {
 				m.recycle(inst)
 			}
-			return fail(err)
+			return 0, fail(err)
 		}
 		m.recycle(inst)
-		return nil
+		return 0, nil
 	}
 }
 

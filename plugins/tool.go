@@ -65,20 +65,20 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 			}
 			raw = []byte(unquote(members[f]))
 		}
-		err := t.mod.invoke(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, func(out []byte) error {
+		fuel, err := t.mod.invokeMetered(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, func(out []byte) error {
 			if !utf8.Valid(out) {
 				return errMalformed("output is not UTF-8 text")
 			}
 			output = unquote(out)
 			return nil
 		})
-		return host.ToolResult{Output: output, Source: t.mod.hash}, err
+		return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel}, err
 	}
 	req, err := json.Marshal(callRequest{Tool: t.spec.Name, Input: input, CallID: call.ID, SessionID: call.SessionID, Tenant: t.mod.tenant})
 	if err != nil {
 		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%v", err))
 	}
-	err = t.mod.invoke(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, func(out []byte) error {
+	fuel, err := t.mod.invokeMetered(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, func(out []byte) error {
 		var res struct {
 			Output json.RawMessage `json:"output"`
 			Error  *string         `json:"error"`
@@ -100,9 +100,9 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 		return nil
 	})
 	if err != nil {
-		return host.ToolResult{Source: t.mod.hash}, err
+		return host.ToolResult{Source: t.mod.hash, Fuel: fuel}, err
 	}
-	return host.ToolResult{Output: output, Source: t.mod.hash}, nil
+	return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel}, nil
 }
 
 // strictJSON decodes one JSON object, and nothing after it.
