@@ -58,6 +58,8 @@ const (
 	attrCost      = attribute.Key("agentic.usage.cost")
 	attrEffect    = attribute.Key("agentic.tool.effect")
 	attrSource    = attribute.Key("agentic.tool.source")
+	attrFuel      = attribute.Key("agentic.tool.fuel")
+	attrTenant    = attribute.Key("agentic.tenant")
 	attrOutcome   = attribute.Key("agentic.tool.outcome")
 	attrApproval  = attribute.Key("agentic.approval.id")
 	attrDecision  = attribute.Key("agentic.approval.decision")
@@ -72,6 +74,7 @@ type telemetry struct {
 	content bool
 
 	runs, steps, retries, toolCalls, takeovers metric.Int64Counter
+	toolFuel                                   metric.Int64Counter
 	cost                                       metric.Float64Counter
 	tokens                                     metric.Int64Histogram
 	modelDuration, toolDuration                metric.Float64Histogram
@@ -101,6 +104,7 @@ func newTelemetry(cfg *Telemetry) (*telemetry, error) {
 	t.steps = counter("agentic.steps", "{step}", "Model passes recorded, by model and finish reason.")
 	t.retries = counter("agentic.retries", "{retry}", "Model passes retried, by the class of their failure.")
 	t.toolCalls = counter("agentic.tool.calls", "{call}", "Tool calls that ran, by tool and outcome, with error.type when they failed (a plugin's trap, timeout, out_of_memory, …).")
+	t.toolFuel = counter("agentic.tool.fuel", "{fuel}", "Fuel used by metered tool calls (Wasm plugins), by tool, the module that served them and the host's tenant.")
 	t.takeovers = counter("agentic.lease.takeovers", "{run}", "Interrupted runs this host resumed on a storage shared with other hosts.")
 	var err error
 	t.cost, err = m.Float64Counter("agentic.cost", metric.WithUnit("USD"), metric.WithDescription("Billed cost of model passes, by model."))
@@ -290,11 +294,21 @@ func (r *run) toolCall(ctx context.Context, spec ToolSpec, call ToolCall, run fu
 		bg := context.Background()
 		t.toolCalls.Add(bg, 1, metric.WithAttributes(attrs...))
 		t.toolDuration.Record(bg, time.Since(start).Seconds(), metric.WithAttributes(semconv.GenAIToolName(spec.Name)))
+		if res.Fuel > 0 {
+			attrs := []attribute.KeyValue{semconv.GenAIToolName(spec.Name), attrSource.String(res.Source)}
+			if r.h.tenant != "" {
+				attrs = append(attrs, attrTenant.String(r.h.tenant))
+			}
+			t.toolFuel.Add(bg, res.Fuel, metric.WithAttributes(attrs...))
+		}
 	}
 	if span != nil {
 		span.SetAttributes(attrOutcome.String(outcome))
 		if res.Source != "" {
 			span.SetAttributes(attrSource.String(res.Source))
+		}
+		if res.Fuel > 0 {
+			span.SetAttributes(attrFuel.Int64(res.Fuel))
 		}
 		if t.content && err == nil {
 			span.SetAttributes(attrResult.String(res.Output))

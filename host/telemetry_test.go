@@ -44,7 +44,7 @@ func telemetryRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, metricda
 		hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "lookup", Arguments: `{"q":"secret plans"}`}, {Name: "publish", Arguments: `{"title":"x"}`}}},
 		hosttest.Reply{Text: "all done"})
 	lookup := host.NewTool(host.ToolSpec{Name: "lookup"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
-		return host.ToolResult{Output: "found", Source: "sha256:abc"}, nil
+		return host.ToolResult{Output: "found", Source: "sha256:abc", Fuel: 4321}, nil
 	})
 	publish := host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal},
 		func(context.Context, host.ToolCall) (host.ToolResult, error) {
@@ -130,7 +130,7 @@ func TestTelemetrySpans(t *testing.T) {
 		case s.Name() == "execute_tool lookup":
 			if attrOf(s, "gen_ai.operation.name") != "execute_tool" || attrOf(s, "gen_ai.tool.name") != "lookup" ||
 				attrOf(s, "agentic.tool.effect") != "read" || attrOf(s, "agentic.tool.source") != "sha256:abc" ||
-				attrOf(s, "agentic.tool.outcome") != "ok" || attrOf(s, "gen_ai.tool.call.id") == "" {
+				attrOf(s, "agentic.tool.outcome") != "ok" || attrOf(s, "gen_ai.tool.call.id") == "" || attrOf(s, "agentic.tool.fuel") != "4321" {
 				t.Errorf("tool span attributes %v", s.Attributes())
 			}
 		case s.Name() == "approval.wait":
@@ -206,6 +206,7 @@ func TestTelemetryMetrics(t *testing.T) {
 	for key, want := range map[string]int64{
 		"agentic.runs{approval_required}": 1, "agentic.runs{completed}": 1, "agentic.steps": 2,
 		"agentic.retries{transient}": 1, "agentic.tool.calls{lookup}": 1, "agentic.tool.calls{publish}": 1,
+		"agentic.tool.fuel{lookup}": 4321, "agentic.tool.fuel{publish}": 0,
 	} {
 		if sums[key] != want {
 			t.Errorf("%s = %d, want %d (all: %v)", key, sums[key], want, sums)
