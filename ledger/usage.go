@@ -11,6 +11,9 @@ type SessionUsage struct {
 	// the user's own key counts, and that of a call paid with credits is
 	// never counted twice.
 	Cost float64 `json:"cost"`
+	// Fuel sums the fuel of the session's metered tool calls (Wasm
+	// plugins): the CPU its plugins used, in their fuel units.
+	Fuel int64 `json:"fuel,omitempty"`
 	// Runs are the session's runs, in the order they started.
 	Runs []RunUsage `json:"runs"`
 }
@@ -27,6 +30,8 @@ type RunUsage struct {
 	// Steps is the number of the run's model passes (compactions not
 	// counted).
 	Steps int `json:"steps"`
+	// Fuel sums the fuel of the run's metered tool calls.
+	Fuel int64 `json:"fuel,omitempty"`
 }
 
 // UsageOf computes a session's usage and billed cost from its events, per
@@ -50,6 +55,13 @@ func UsageOf(events []Event) SessionUsage {
 		return &su.Runs[i]
 	}
 	for _, e := range events {
+		if tr := e.ToolResult; tr != nil && tr.Fuel > 0 {
+			su.Fuel += tr.Fuel
+			if r := run(e.RunID); r != nil {
+				r.Fuel += tr.Fuel
+			}
+			continue
+		}
 		u, step, ok := e.ModelUsage()
 		if !ok {
 			if e.RunStart != nil {

@@ -115,3 +115,18 @@ func TestUsageOfFixtures(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageOfFuel: the fuel of metered tool calls sums per run and over
+// the session; results without fuel add nothing.
+func TestUsageOfFuel(t *testing.T) {
+	evs := usageLedger([]ledger.Usage{{TotalTokens: 1}}, []ledger.Usage{{TotalTokens: 1}})
+	runs := []string{evs[0].RunID, evs[len(evs)-1].RunID}
+	for i, fuel := range []int64{100, 0, 23} {
+		evs = append(evs, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindToolResult, RunID: runs[min(i, 1)],
+			ToolResult: &ledger.ToolResult{CallID: ledger.NewID("call"), Name: "t", Output: "ok", Fuel: fuel}})
+	}
+	su := ledger.UsageOf(evs)
+	if su.Fuel != 123 || len(su.Runs) != 2 || su.Runs[0].Fuel != 100 || su.Runs[1].Fuel != 23 || su.Total.TotalTokens != 2 {
+		t.Errorf("fuel %d, runs %+v, tokens %d; want 123 = 100 + 23, and the tokens unchanged", su.Fuel, su.Runs, su.Total.TotalTokens)
+	}
+}

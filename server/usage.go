@@ -16,15 +16,18 @@ import (
 // last ?days (1 to 90, default 14, counted in UTC days, today included),
 // per day, per session and per agent, beside the tenant's daily budget;
 // and its tool calls per tool and code (a plugin's hash), with the latest
-// calls. It is computed from the ledgers of every session of the tenant,
+// calls. Every figure carries the fuel of the metered tool calls, the CPU
+// of the tenant's plugins. It is computed from the ledgers of every session of the tenant,
 // so it costs a read of each: it is for a console or a report, not for a
 // hot path.
 
-// usageFigures is usage summed over model calls.
+// usageFigures is usage summed over model calls, and the fuel of the
+// metered tool calls (the CPU of the tenant's plugins).
 type usageFigures struct {
 	Usage ledger.Usage `json:"usage"`
 	Cost  float64      `json:"cost"`
 	Steps int          `json:"steps"`
+	Fuel  int64        `json:"fuel"`
 }
 
 func (f *usageFigures) add(u ledger.Usage, step bool) {
@@ -59,6 +62,7 @@ type toolUsage struct {
 	Calls      int       `json:"calls"`
 	Errors     int       `json:"errors"`
 	DurationMS int64     `json:"duration_ms"`
+	Fuel       int64     `json:"fuel"`
 	Last       time.Time `json:"last,omitzero"`
 }
 
@@ -71,6 +75,7 @@ type toolCall struct {
 	Source     string    `json:"source,omitempty"`
 	IsError    bool      `json:"is_error,omitempty"`
 	DurationMS int64     `json:"duration_ms,omitempty"`
+	Fuel       int64     `json:"fuel,omitempty"`
 	Time       time.Time `json:"time"`
 }
 
@@ -166,11 +171,30 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 					tu.Errors++
 				}
 				tu.DurationMS += res.DurationMS
+				tu.Fuel += res.Fuel
 				if e.Time.After(tu.Last) {
 					tu.Last = e.Time
 				}
 				out.Calls = append(out.Calls, toolCall{SessionID: id, RunID: e.RunID, CallID: res.CallID, Name: k.name,
-					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Time: e.Time})
+					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Fuel: res.Fuel, Time: e.Time})
+				if res.Fuel > 0 {
+					sess.Fuel += res.Fuel
+					out.Total.Fuel += res.Fuel
+					if d := int(e.Time.UTC().Sub(since) / (24 * time.Hour)); d >= 0 && d < days {
+						out.Days[d].Fuel += res.Fuel
+					}
+					a := cmp.Or(agentOf[e.RunID], "default")
+					au := agents[a]
+					if au == nil {
+						au = &usageAgent{Agent: a}
+						agents[a] = au
+					}
+					au.Fuel += res.Fuel
+					if !counted[a] {
+						counted[a] = true
+						au.Sessions++
+					}
+				}
 			}
 			u, step, ok := e.ModelUsage()
 			if !ok {
@@ -193,7 +217,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 				au.Sessions++
 			}
 		}
-		if sess.Steps > 0 || sess.Usage.TotalTokens > 0 {
+		if sess.Steps > 0 || sess.Usage.TotalTokens > 0 || sess.Fuel > 0 {
 			out.Sessions = append(out.Sessions, sess)
 		}
 	}

@@ -41,6 +41,7 @@ func TestUsage(t *testing.T) {
 		}
 		Cost  float64
 		Steps int
+		Fuel  int64
 	}
 	type usage struct {
 		Tenant string
@@ -66,11 +67,13 @@ func TestUsage(t *testing.T) {
 		Tools []struct {
 			Name, Source  string
 			Calls, Errors int
+			Fuel          int64
 		}
 		Calls []struct {
 			SessionID string `json:"session_id"`
 			Name      string
 			Source    string
+			Fuel      int64
 		}
 	}
 	code, body = ts.do(t, ts.acme, "GET", "/v1/usage?days=7", "")
@@ -97,6 +100,14 @@ func TestUsage(t *testing.T) {
 		t.Errorf("tools: %+v (the module is %s)", u.Tools, hash)
 	case len(u.Calls) != 1 || u.Calls[0].SessionID != "s3" || u.Calls[0].Source != hash:
 		t.Errorf("calls: %+v", u.Calls)
+	}
+	// The plugin's CPU: the fuel of its one call, in every figure that
+	// holds it, and in none that does not.
+	fuel := u.Calls[0].Fuel
+	if fuel <= 0 || u.Tools[0].Fuel != fuel || u.Total.Fuel != fuel || u.Days[6].Fuel != fuel || u.Sessions[2].Fuel != fuel ||
+		u.Sessions[0].Fuel != 0 || u.Agents[0].Fuel != fuel || u.Agents[1].Fuel != 0 {
+		t.Errorf("fuel: call %d, tool %d, total %d, today %d, sessions %d %d, agents %d %d", fuel, u.Tools[0].Fuel, u.Total.Fuel,
+			u.Days[6].Fuel, u.Sessions[2].Fuel, u.Sessions[0].Fuel, u.Agents[0].Fuel, u.Agents[1].Fuel)
 	}
 	// The session list carries the same figures.
 	_, body = ts.do(t, ts.acme, "GET", "/v1/sessions", "")
