@@ -695,6 +695,10 @@ type regTool struct {
 
 func (t *regTool) Spec() host.ToolSpec { return t.t.spec }
 
+// Metered reports true: a plugin's calls are metered, and their results
+// carry the fuel they used (host.ToolResult.Fuel).
+func (t *regTool) Metered() bool { return true }
+
 func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
 	lookup := func() (*moduleTool, bool) {
 		if rt := t.reg.tool(t.tenant, t.t.spec.Name); rt != nil {

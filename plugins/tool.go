@@ -34,6 +34,10 @@ type moduleTool struct {
 
 func (t *moduleTool) Spec() host.ToolSpec { return t.spec }
 
+// Metered reports true: a plugin's calls are metered, and their results
+// carry the fuel they used (host.ToolResult.Fuel).
+func (t *moduleTool) Metered() bool { return true }
+
 type callRequest struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input"`

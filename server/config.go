@@ -118,6 +118,15 @@ type TenantConfig struct {
 	// does not start past it, and a run that crosses it stops before its
 	// next model pass. Default: 0, no budget.
 	BudgetUSDPerDay float64 `yaml:"budget_usd_per_day"`
+	// PluginFuelPerDay bounds the fuel the tenant's plugins use per UTC
+	// day (their CPU; docs/plugins.md, "Fuel"): past it, a plugin's tool
+	// call is refused with an error the model reads. Default: 0, no
+	// budget.
+	PluginFuelPerDay int64 `yaml:"plugin_fuel_per_day"`
+	// PluginFuelRefusesRuns makes a run not start while the tenant is past
+	// PluginFuelPerDay (402, as past budget_usd_per_day). Default: false,
+	// runs start and only plugin calls are refused.
+	PluginFuelRefusesRuns bool `yaml:"plugin_fuel_refuses_runs"`
 	// RateLimit bounds the tenant's requests and runs.
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
@@ -567,6 +576,12 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if t.BudgetUSDPerDay < 0 {
 		bad("budget_usd_per_day is negative")
+	}
+	if t.PluginFuelPerDay < 0 {
+		bad("plugin_fuel_per_day is negative")
+	}
+	if t.PluginFuelRefusesRuns && t.PluginFuelPerDay == 0 {
+		bad("plugin_fuel_refuses_runs needs plugin_fuel_per_day")
 	}
 	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 {
 		bad("rate_limit: negative values")

@@ -217,6 +217,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 				},
 			},
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
+			"fuel":    {PluginFuelPerDay: -5},
+			"fuel2":   {PluginFuelRefusesRuns: true},
 		},
 	}
 	_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
@@ -235,6 +237,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"tenants.acme: agents.bad agent",
 		"tenants.acme: compaction_limit",
 		"tenants.nomodel: agents.default: model is required",
+		"tenants.fuel: plugin_fuel_per_day is negative",
+		"tenants.fuel2: plugin_fuel_refuses_runs needs plugin_fuel_per_day",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)

@@ -84,6 +84,7 @@ type tenant struct {
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
+	fuel    *fuelBudget   // nil: no plugin budget
 
 	pluginsMu sync.Mutex    // uploads and removals of the tenant's modules take turns
 	uploads   chan struct{} // a token while a module upload is read and loaded: one at a time
@@ -200,6 +201,13 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		counter, _ := s.store.(storage.Counter)
 		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
 	}
+	if tc.PluginFuelPerDay > 0 {
+		counter, ok := s.store.(storage.Counter)
+		if !ok {
+			return nil, fmt.Errorf("tenant %s: plugin_fuel_per_day needs a storage that keeps counters (memory, file and redis do)", name)
+		}
+		t.fuel = &fuelBudget{counter: counter, tenant: name, limit: tc.PluginFuelPerDay, log: s.log}
+	}
 	var errs []error
 	for _, an := range sortedKeys(tc.Agents) {
 		a, err := s.agent(name, an, tc.Agents[an])
@@ -220,7 +228,10 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
 	if t.budget != nil {
-		hopts.Hooks = []host.Hook{t.budget.hook()}
+		hopts.Hooks = append(hopts.Hooks, t.budget.hook())
+	}
+	if t.fuel != nil {
+		hopts.Hooks = append(hopts.Hooks, t.fuel.hook())
 	}
 	if *s.cfg.AutoResume {
 		// A resumed run goes on with the agent it started with.

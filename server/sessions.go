@@ -95,7 +95,7 @@ func (s *Server) admitRun(w http.ResponseWriter, r *http.Request, t *tenant, id 
 }
 
 // admitAny refuses any new work while the server shuts down or the
-// tenant is past its budget.
+// tenant is past its budget (or its plugin budget, when it says so).
 func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) bool {
 	if s.closing.Load() {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; send to another host")
@@ -105,6 +105,16 @@ func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) boo
 		over, err := t.budget.exceeded(r.Context())
 		if err != nil {
 			s.log.Warn("cannot read the budget's spend; admitting", "tenant", t.name, "err", err)
+		}
+		if over != nil {
+			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
+			return false
+		}
+	}
+	if t.fuel != nil && t.cfg.PluginFuelRefusesRuns {
+		over, err := t.fuel.exceeded(r.Context())
+		if err != nil {
+			s.log.Warn("cannot read the plugin budget; admitting", "tenant", t.name, "err", err)
 		}
 		if over != nil {
 			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
