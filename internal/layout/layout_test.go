@@ -15,28 +15,29 @@ const module = "github.com/agentichost/agentic"
 // (directly or not). A package not listed here may depend on anything.
 var allowed = map[string][]string{
 	// The vocabulary every layer shares sits below all of them.
-	"ledger":              {},
-	"host/model":          {"ledger"},
-	"host/provider":       {"ledger", "host/model"},
-	"storage":             {"ledger"},
-	"storage/memory":      {"storage", "ledger"},
-	"storage/file":        {"storage", "ledger"},
-	"storage/storagetest": {"storage", "ledger"},
-	"storage/redis":       {"storage", "ledger"},
-	"host/internal/hub":   {},
-	"host/schema":         {},
-	"host/hosttest":       {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
-	"host":                {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
-	"internal/fakemodel":  {"internal/fixtures"},
-	"plugins":             {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"ledger":                {},
+	"host/model":            {"ledger"},
+	"host/provider":         {"ledger", "host/model"},
+	"storage":               {"ledger"},
+	"storage/memory":        {"storage", "ledger"},
+	"storage/file":          {"storage", "ledger"},
+	"storage/storagetest":   {"storage", "ledger"},
+	"storage/redis":         {"storage", "ledger"},
+	"host/internal/hub":     {},
+	"host/schema":           {},
+	"host/hosttest":         {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
+	"host":                  {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
+	"internal/fakemodel":    {"internal/fixtures"},
+	"plugins/internal/fuel": {},
+	"plugins":               {"plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	// The protocols are siblings: each translates between the host's
 	// types and one wire, and none imports another, or the server.
 	"protocol/uistream": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
-	"protocol/mcp":      {"plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"protocol/mcp":      {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"protocol/uistream", "plugins", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"protocol/uistream", "plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
@@ -67,7 +68,7 @@ func TestDependenciesPointInward(t *testing.T) {
 // selfContained lists packages that depend on nothing outside the standard
 // library and the project packages allowed above: the contracts, which
 // anything may import without pulling in a client library.
-var selfContained = []string{"host/model", "ledger", "storage"}
+var selfContained = []string{"host/model", "ledger", "storage", "plugins/internal/fuel"}
 
 func TestContractsNeedNoModules(t *testing.T) {
 	if testing.Short() {
