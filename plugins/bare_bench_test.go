@@ -55,10 +55,12 @@ func bareInstance(b testing.TB, wasm []byte, lim plugins.Limits, stderr io.Write
 
 // BenchmarkWarmCallVsBare runs, in one loop, a warm tool call through the
 // plugins runtime (schema check, request envelope, pool, classification,
-// output decoding, hash attribution) and a bare Extism call of the same
-// export with the same bytes and limits, and reports both, their ratio
-// (host/bare: what the runtime adds to Extism itself, or saves) and the
-// heap each allocates a call.
+// output decoding, hash attribution), a bare Extism call of the same
+// export with the same bytes and limits, and the floor: the same tool call
+// through the runtime on the module loaded unmetered (no bound on the
+// guest at all). It reports the three, host/bare (what the runtime adds to
+// Extism itself, or saves), host/floor (what metering costs), and the heap
+// the host and the bare call allocate a call.
 func BenchmarkWarmCallVsBare(b *testing.B) {
 	cases := []struct {
 		name, tool string
@@ -78,6 +80,9 @@ func BenchmarkWarmCallVsBare(b *testing.B) {
 			rt, _ := newRuntime(b)
 			m := load(b, rt, c.tool, wasm, lim)
 			tool, _ := m.Tool(c.tool)
+			frt, _ := newRuntime(b)
+			plugins.LoadUnmetered(frt)
+			floorTool, _ := load(b, frt, c.tool, wasm, lim).Tool(c.tool)
 			call := host.ToolCall{ID: "c", SessionID: "s", Name: c.tool, Input: c.input}
 			// The bare call gets the request the runtime sends.
 			req, err := json.Marshal(map[string]any{"tool": c.tool, "input": c.input, "call_id": "c", "session_id": "s", "tenant": m.Tenant()})
@@ -85,8 +90,11 @@ func BenchmarkWarmCallVsBare(b *testing.B) {
 				b.Fatal(err)
 			}
 			bare := bareInstance(b, wasm, lim, io.Discard)
-			for range 3 { // warm both
+			for range 3 { // warm all three
 				if _, err := tool.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := floorTool.Call(ctx, call); err != nil {
 					b.Fatal(err)
 				}
 				if rc, _, err := bare.CallWithContext(ctx, "call", req); err != nil || rc != 0 {
@@ -103,21 +111,31 @@ func BenchmarkWarmCallVsBare(b *testing.B) {
 					b.Fatal(rc, err)
 				}
 			}
+			floorCall := func() {
+				if _, err := floorTool.Call(ctx, call); err != nil {
+					b.Fatal(err)
+				}
+			}
 			hostBytes, bareBytes := bytesPerCall(hostCall), bytesPerCall(bareCall)
-			var hostNs, bareNs time.Duration
+			var hostNs, bareNs, floorNs time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
 				hostCall()
 				t1 := time.Now()
 				bareCall()
+				t2 := time.Now()
+				floorCall()
 				hostNs += t1.Sub(t0)
-				bareNs += time.Since(t1)
+				bareNs += t2.Sub(t1)
+				floorNs += time.Since(t2)
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(hostNs.Nanoseconds())/float64(b.N), "host-ns/call")
 			b.ReportMetric(float64(bareNs.Nanoseconds())/float64(b.N), "bare-ns/call")
+			b.ReportMetric(float64(floorNs.Nanoseconds())/float64(b.N), "floor-ns/call")
 			b.ReportMetric(float64(hostNs)/float64(bareNs), "host/bare")
+			b.ReportMetric(float64(hostNs)/float64(floorNs), "host/floor")
 			b.ReportMetric(hostBytes, "host-B/call")
 			b.ReportMetric(bareBytes, "bare-B/call")
 		})

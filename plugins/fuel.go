@@ -66,16 +66,26 @@ func newTank(m api.Module) *tank {
 	return &tank{g: g}
 }
 
-// fill gives the tank limit for a call, its first slice to the global.
+// fill gives the tank limit for a call, its first slice to the global. A
+// nil tank (a module loaded unmetered, in the benchmarks) does nothing.
 func (t *tank) fill(limit int64) {
+	if t == nil {
+		return
+	}
 	give := min(limit, fuelSlice)
 	t.limit, t.left, t.out = limit, limit-give, false
 	t.g.Set(uint64(give))
 }
 
+// exhausted reports whether a refill found no fuel left.
+func (t *tank) exhausted() bool { return t != nil && t.out }
+
 // used is the fuel the call used: all it was given but what is left, an
 // overdraw of the last charge included.
 func (t *tank) used() int64 {
+	if t == nil {
+		return 0
+	}
 	return t.limit - t.left - int64(t.g.Get())
 }
 

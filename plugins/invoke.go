@@ -87,7 +87,7 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 		}
 		if err != nil {
 			m.discard(inst)
-			if inst.tank.out {
+			if inst.tank.exhausted() {
 				return 0, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
 			return 0, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))

@@ -181,7 +181,7 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 		m.fuel.Add(in.tank.used())
 		if err != nil {
 			m.discard(in)
-			if in.tank.out {
+			if in.tank.exhausted() {
 				return nil, detailed(ErrOutOfFuel, "describe used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel)
 			}
 			return nil, m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())

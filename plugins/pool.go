@@ -113,7 +113,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	m.instantiated.Add(1)
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
-	if in.tank == nil {
+	if in.tank == nil && !m.rt.unmetered {
 		in.close()
 		return nil, errors.New("the instance has no fuel global: the module was not metered")
 	}

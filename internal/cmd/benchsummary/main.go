@@ -220,7 +220,12 @@ func summarize(w io.Writer, r results) {
 		warm = true
 		hb, _ := r.median("plugins", name, "host-B/call")
 		bb, _ := r.median("plugins", name, "bare-B/call")
-		add("plugin warm call, "+c, fmt.Sprintf("host/bare %.2f, %s a call", ratio, n("B", hb)), fmt.Sprintf("bare Extism call, %s a call", n("B", bb)), "≤ 0.35, ≤ 16 KiB")
+		hns, _ := r.median("plugins", name, "host-ns/call")
+		comparison := fmt.Sprintf("bare Extism call, %s a call", n("B", bb))
+		if floor, ok := r.median("plugins", name, "host/floor"); ok {
+			comparison += fmt.Sprintf("; the unmetered floor: host/floor %.2f", floor)
+		}
+		add("plugin warm call, "+c, fmt.Sprintf("%.0f µs, host/bare %.2f, %s a call", hns/1e3, ratio, n("B", hb)), comparison, "host/bare ≤ 0.35, host/floor ≤ 1.3, ≤ 16 KiB")
 	}
 	if !warm {
 		missing("plugin warm call", "BenchmarkWarmCallVsBare ./plugins")
