@@ -73,7 +73,7 @@ type Runtime struct {
 	funcs    []extism.HostFunction
 	calls    semaphore // Options.MaxConcurrentCalls
 
-	inProcess bool      // Options.CompileInProcess
+	inProcess bool // Options.CompileInProcess
 	// unmetered loads modules as they are, with no fuel and so no bound
 	// on a guest: the floor the benchmarks measure metering against. Set
 	// only by the package's tests (export_test.go).
