@@ -767,6 +767,9 @@ func (e *consoleEnv) testApprove(t *testing.T) {
 	if first.text(call+" .tool-duration") == "" {
 		t.Errorf("no .tool-duration")
 	}
+	if got := first.text(call + " .tool-fuel"); !strings.HasSuffix(got, " fuel") {
+		t.Errorf(".tool-fuel %q, want the plugin call's fuel", got)
+	}
 	if evalIn[bool](first, jsExists("#session "+entry)) {
 		t.Errorf("the session view still shows the decided approval")
 	}
@@ -965,6 +968,11 @@ func (e *consoleEnv) testUsagePlugins(t *testing.T) {
 		b.check(sel, 5*time.Second, jsExists(sel))
 	}
 	b.check("the publish_post call in #plugin-calls", 10*time.Second, jsExists("#plugin-calls tr.plugin-call .call-hash"))
+	// The plugin's CPU: the fuel of its call, in the calls and the tools.
+	b.check("the call's fuel in #plugin-calls", 10*time.Second,
+		`[...document.querySelectorAll("#plugin-calls tr.plugin-call .call-fuel")].some((c) => Number(c.textContent.replace(/\D/g, "")) > 0)`)
+	b.check("the tool's fuel in #plugin-tools", 10*time.Second,
+		`[...document.querySelectorAll("#plugin-tools tr.tool-usage .tool-fuel")].some((c) => Number(c.textContent.replace(/\D/g, "")) > 0)`)
 	b.shot("plugins.png")
 }
 
