@@ -230,6 +230,13 @@ func summarize(w io.Writer, r results) {
 	if !warm {
 		missing("plugin warm call", "BenchmarkWarmCallVsBare ./plugins")
 	}
+	if rate, ok := r.median("fuel", "BenchmarkMeter/metered", "fuel/s"); ok {
+		plain, _ := r.median("fuel", "BenchmarkMeter/plain", "ns/op")
+		metered, _ := r.median("fuel", "BenchmarkMeter/metered", "ns/op")
+		add("fuel, calibrated", fmt.Sprintf("%.2g fuel a second of a tight loop", rate), fmt.Sprintf("the loop unmetered: metered/plain %.2f", metered/plain), "—")
+	} else {
+		missing("fuel, calibrated", "BenchmarkMeter ./plugins/internal/fuel")
+	}
 	if v, ok := r.median("host", "BenchmarkIdleSessions", "idle-B/session"); ok {
 		g, _ := r.median("host", "BenchmarkIdleSessions", "goroutines/session")
 		re, _ := r.median("host", "BenchmarkIdleSessions", "reloaded-idle-B/session")
