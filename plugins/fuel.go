@@ -19,8 +19,8 @@ import (
 // it runs, and the fuel a call uses depends only on what the guest does:
 // the same call on the same state uses the same fuel.
 
-// fuelSlice is the fuel the global holds at a time, about a millisecond of
-// guest work here.
+// fuelSlice is the fuel the global holds at a time: about a million
+// instructions, a tenth of a millisecond of guest work here.
 const fuelSlice = 1_000_000
 
 // errOutOfFuel ends a call that used all its fuel (a panic of refill: the

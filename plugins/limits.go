@@ -51,7 +51,7 @@ type Limits struct {
 	// runs, about one unit per WebAssembly instruction (see "Fuel" in
 	// docs/plugins.md). A call that runs out fails with ErrOutOfFuel. A
 	// module's start function runs on StartFuel. Default: 0, which means
-	// 10,000,000,000 (about 3 s of a tight loop here).
+	// 10,000,000,000 (about a second of a tight loop here).
 	Fuel int64
 	// StartFuel is the fuel a module's start function (which runs when an
 	// instance is created, before any call) runs on at full speed; past

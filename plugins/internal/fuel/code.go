@@ -5,12 +5,16 @@ import (
 	"fmt"
 )
 
+// splitCost is the cost past which a region ends at the next join point.
+const splitCost = 32
+
 // Opcodes the rewrite reads or writes.
 const (
 	opUnreachable = 0x00
 	opBlock       = 0x02
 	opLoop        = 0x03
 	opIf          = 0x04
+	opElse        = 0x05
 	opEnd         = 0x0B
 	opCall        = 0x10
 	opReturnCall  = 0x12
@@ -58,8 +62,8 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 	return out, nil
 }
 
-// region is what one charge pays for: a function's entry or a loop's
-// iteration, at the cost of its straight-line prefix.
+// region is what one charge pays for: a stretch of a body entered only at
+// its start, at the cost of all its instructions.
 type region struct {
 	at   int   // where its charge goes: an offset into the body
 	cost int64 // its instructions
@@ -84,34 +88,60 @@ func meterBody(dst []byte, regions []region, code []byte, g, refill uint32, sh s
 	}
 	start := r.i
 
-	// First pass: the regions and their costs. A region's cost is its
-	// straight-line prefix: the instructions from its start to its first
-	// control instruction, that one included, which run whenever the
-	// region is entered. The control stack tells where the function ends.
+	// First pass: the regions and their costs. A region is entered only
+	// at its start (its charge), and its cost is all its instructions,
+	// which bounds what any path through it runs: a new region begins at
+	// every loop's header, and at a join point (the end of a block or if,
+	// an else) that a branch from before the current region can reach;
+	// other join points begin one once the current region holds
+	// splitCost instructions, so that a charge stands for a bounded
+	// stretch of code rather than a whole loop body (Go's functions are
+	// one loop around a br_table dispatch, entered again at every jump).
 	regions = append(regions, region{at: start})
-	counting := true
-	depth := 1
-	for depth > 0 {
+	cur := 0
+	type frame struct {
+		loop   bool
+		opened int // the current region when the frame opened
+	}
+	stack := []frame{{opened: 0}}
+	split := func(must bool) {
+		if must || regions[cur].cost >= splitCost {
+			regions = append(regions, region{at: r.i})
+			cur = len(regions) - 1
+		}
+	}
+	for len(stack) > 0 {
 		at := r.i
 		op, err := skipInstr(&r)
 		if err != nil {
 			return nil, regions, fmt.Errorf("at byte %d: %w", at, err)
 		}
-		if counting {
-			regions[len(regions)-1].cost++
-		}
-		if control(op) {
-			counting = false
-		}
+		regions[cur].cost++
 		switch op {
 		case opBlock, opIf:
-			depth++
+			stack = append(stack, frame{opened: cur})
 		case opLoop:
-			depth++
+			stack = append(stack, frame{loop: true, opened: cur})
 			regions = append(regions, region{at: r.i})
-			counting = true
+			cur = len(regions) - 1
+		case opElse:
+			// The else branch is entered from the if.
+			split(cur != stack[len(stack)-1].opened)
 		case opEnd:
-			depth--
+			f := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			switch {
+			case len(stack) == 0: // the function's end
+			case f.loop:
+				// After a loop, only its own body falls through: the
+				// region that entered the loop goes on.
+				cur = f.opened
+				split(false)
+			default:
+				// A branch out of the block lands here, from anywhere
+				// in it since it opened.
+				split(cur != f.opened)
+			}
 		}
 	}
 	if r.i != len(code) {
@@ -132,16 +162,6 @@ func meterBody(dst []byte, regions []region, code []byte, g, refill uint32, sh s
 		dst = copyInstr(dst, code[at:r.i], op, sh)
 	}
 	return dst, regions, nil
-}
-
-// control reports whether op ends a straight-line run: it branches,
-// returns, traps, or opens or closes a block.
-func control(op byte) bool {
-	switch op {
-	case opUnreachable, opBlock, opLoop, opIf, 0x05, opEnd, 0x0C, 0x0D, 0x0E, 0x0F, opReturnCall, 0x13:
-		return true
-	}
-	return false
 }
 
 // appendCharge appends: fuel -= cost; if fuel < 0 { refill() }.

@@ -3,28 +3,30 @@
 // runs, and asks the host for more when the counter runs out.
 //
 // [Instrument] adds one mutable i64 global to the module, exported as
-// [Export], one imported function, [ImportModule].[ImportName], and a
-// charge at the entry of every function and at the header of every loop.
+// [Export], one imported function, [ImportModule].[ImportName], and
+// charges: at the entry of every function, the header of every loop, and
+// the join points between (below).
 // A charge subtracts its cost from the global and, when the global falls
 // below zero, calls the import: the host gives more fuel (the global is
 // set higher) or ends the call (the import panics, which traps the call).
 // The host sets the global before a call and reads it after: the fuel a
 // call used is what it was given minus what is left.
 //
-// A charge's cost is the straight-line prefix of what it enters: the
-// instructions from the function's start, or the loop's header, to the
-// first control instruction (a branch, a block, a return), which run every
-// time. Counting more would overcharge the code compilers emit (Go's
-// functions are one loop around a br_table dispatch, entered again at
-// every jump); counting less would not bound the work.
+// The charges split each function body into regions, each entered only at
+// its start, where its charge is, and charged all its instructions: so the
+// fuel a call is charged bounds from above the instructions it runs, on
+// every path. A region begins at the function's start, at every loop's
+// header, and at every join point (the end of a block or an if, an else)
+// that a branch from before the region could reach; at the other join
+// points once the region holds 32 instructions, so that a charge stands
+// for a stretch of code, not for a whole loop body (Go's functions are one
+// loop around a br_table dispatch, entered again at every jump, which
+// charging the whole body at the header would overcount many times).
 //
-// Every way a module can run long passes a charge: a loop's iteration
-// passes its header, a call (direct, indirect, recursive) passes the
-// callee's entry, and what runs between two charges is forward-branching
-// code of one function body, which runs at most once per charge. So fuel
-// bounds the instructions a call runs (by at most a function body's size
-// per unit), the guest returns to the host at least once per global's
-// worth, and the same call on the same state uses the same fuel.
+// So the guest returns to the host at least once per global's worth of
+// instructions, whatever it runs (loops, call trees, recursion, long
+// straight-line code), and the same call on the same state uses the same
+// fuel.
 //
 // The refill import goes after the module's imported functions, so every
 // defined function's index moves up by one: the rewrite moves them in the

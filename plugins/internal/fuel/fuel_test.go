@@ -200,11 +200,42 @@ func TestMeteredBehavesAsTheOriginal(t *testing.T) {
 	if !(used[0] > 0 && used[1] > used[0] && used[1000] > 50*used[10]) {
 		t.Errorf("fuel used by count(0, 1, 10, 1000): %d %d %d %d: want it to grow with the loop", used[0], used[1], used[10], used[1000])
 	}
-	// Each pass of the loop's header is charged its straight-line prefix,
-	// local.get, i32.eqz, br_if: 1,001 passes (the last one leaves); the
-	// entry its own prefix, block.
-	if used[1000] != 3*1001+1 {
-		t.Errorf("count(1000) used %d fuel, want 3,004 (3 a pass of the loop's header, 1 for the entry)", used[1000])
+	// Each pass of the loop's header is charged the loop's body, 13
+	// instructions, the last pass too (it leaves at its br_if: the charge
+	// bounds what runs from above); the rest of the function 5.
+	if used[1000] != 13*1001+5 {
+		t.Errorf("count(1000) used %d fuel, want 13,018 (13 a pass of the loop's header, 5 for the rest)", used[1000])
+	}
+}
+
+// TestStraightLineCodeIsCharged: code after a block's end, which no loop
+// header or function entry precedes closely, is charged all the same,
+// whichever way the block is left: a call of a function of 20,000 straight
+// instructions behind a block costs at least 20,000, when the block runs
+// to its end and when a branch skips what a region split inside it.
+func TestStraightLineCodeIsCharged(t *testing.T) {
+	code := []byte{
+		0x02, 0x40, // block
+		0x20, 0x00, 0x0D, 0x00, //   br_if 0 when the argument is set
+		0x02, 0x40, //   block
+	}
+	for range 20 {
+		code = append(code, 0x41, 0x01, 0x1A) // i32.const 1; drop
+	}
+	code = append(code, 0x0B, 0x0B) // end end
+	for range 10_000 {
+		code = append(code, 0x41, 0x01, 0x1A)
+	}
+	m := instantiate(t, &meter{}, instrument(t, module(-1, fn{params: []byte{i32}, export: "long", code: code}), fuel.Options{}))
+	g := tank(t, m)
+	for _, skip := range []uint64{0, 1} {
+		g.Set(1 << 40)
+		if _, err := m.ExportedFunction("long").Call(context.Background(), skip); err != nil {
+			t.Fatal(err)
+		}
+		if used := 1<<40 - int64(g.Get()); used < 20_000 {
+			t.Errorf("skip %d: a call of 20,000 straight instructions used %d fuel", skip, used)
+		}
 	}
 }
 
