@@ -170,7 +170,12 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 	cmd.Stdin = io.MultiReader(bytes.NewReader(append(header, '\n')), bytes.NewReader(wasm))
 	stdout, stderr := &cappedBuffer{max: maxCompilerOutput}, &cappedBuffer{max: maxCompilerOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = time.Second
+	// WaitDelay bounds the wait for the copies of stdin and the outputs
+	// once the process has exited or been killed: the compiler starts no
+	// process of its own, so they end as soon as the goroutines copying
+	// them are scheduled, which on a loaded machine took over a second
+	// (an answered compile then failed as "WaitDelay expired").
+	cmd.WaitDelay = 10 * time.Second
 	start := time.Now()
 	runErr := cmd.Run()
 	switch {
