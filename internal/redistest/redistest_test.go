@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -121,6 +122,12 @@ func TestClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Replication is asynchronous: on a loaded machine the replica may not
+	// have the key yet when its master dies, and the failover loses it.
+	// Wait for the replica to hold it first.
+	if n, err := victim.Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n < 1 {
+		t.Fatalf("WAIT 1: %d replicas have the key (%v)", n, err)
+	}
 	var killed *Server
 	for _, s := range c.Nodes {
 		if s.Addr() == victim.Options().Addr {
@@ -138,6 +145,9 @@ func TestClusterFailover(t *testing.T) {
 		v, err := cl.Get(ctx, "k").Result()
 		if err == nil && v == "before" && cl.Set(ctx, "k", "after", 0).Err() == nil {
 			break
+		}
+		if errors.Is(err, goredis.Nil) {
+			t.Fatal("the failover lost the key its replica had")
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("the cluster client did not ride through the failover: %q %v", v, err)
