@@ -222,6 +222,10 @@ type SandboxConfig struct {
 	MemoryPages uint32 `yaml:"memory_pages"`
 	// CallTimeout bounds one call of a plugin. Default: 0, which means 5s.
 	CallTimeout Duration `yaml:"call_timeout"`
+	// Fuel bounds the work of one call of a plugin, about an instruction a
+	// unit (plugins.Limits.Fuel): a call that spends it fails out_of_fuel.
+	// Default: 0, which means 10,000,000,000.
+	Fuel int64 `yaml:"fuel"`
 	// MaxOutputBytes bounds one call's output. Default: 0, which means
 	// 1 MiB.
 	MaxOutputBytes int `yaml:"max_output_bytes"`

@@ -25,12 +25,15 @@ tenants:
     keys: [sha256:` + zeroHash + `]
     models: [test/model, other/model]
     budget_usd_per_day: 12.5
+    plugin_fuel_per_day: 1000000000
+    plugin_fuel_refuses_runs: true
     rate_limit:
       requests_per_second: 3
       concurrent_runs: 2
     sandbox:
       allowed_hosts: [api.example.com]
       call_timeout: 2s
+      fuel: 5000000
     agents:
       writer:
         model: other/model
@@ -66,6 +69,8 @@ func TestLoadConfig(t *testing.T) {
 		t.Errorf("lists: %+v", acme)
 	case writer.Model != "other/model" || writer.System != "Note: be brief." || time.Duration(writer.Timeouts.Total) != time.Minute:
 		t.Errorf("agent: %+v", writer)
+	case acme.PluginFuelPerDay != 1_000_000_000 || !acme.PluginFuelRefusesRuns || acme.Sandbox.Fuel != 5_000_000:
+		t.Errorf("fuel: %d %v %d", acme.PluginFuelPerDay, acme.PluginFuelRefusesRuns, acme.Sandbox.Fuel)
 	}
 
 	if cfg, err := server.LoadConfig(writeFile(t, dir, "empty.yaml", "")); err != nil || cfg.Listen != "" {

@@ -73,3 +73,17 @@ func TestPluginFuelBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxFuel: a tenant's sandbox fuel bounds each plugin call, its
+// describe too: a Go plugin, whose runtime starts on its first call, does
+// not load within 1,000 fuel, and says so; with the default it loads.
+func TestSandboxFuel(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.Sandbox.Fuel = 1000 })})
+	code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", getAccount(t))
+	if code != 422 || !strings.Contains(body, "ran out of fuel") || !strings.Contains(body, "describe") {
+		t.Fatalf("a module whose describe needs more than the sandbox's fuel: %d %s, want 422 saying it ran out of fuel", code, body)
+	}
+	if code, body := ts.doBytes(t, ts.beta, "PUT", "/v1/plugins/accounts", getAccount(t)); code != 201 {
+		t.Fatalf("the same module under the default fuel: %d %s", code, body)
+	}
+}
