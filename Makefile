@@ -32,10 +32,11 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/agentic-host
 
-## release: agentic-host for linux and darwin on amd64 and arm64, VERSION stamped, into DIST (dist/): an archive and a CycloneDX SBOM per platform, and SHA256SUMS
+## release: agentic-host for linux and darwin on amd64 and arm64, VERSION stamped, into DIST (dist/): an archive and a CycloneDX SBOM per platform, and SHA256SUMS; then its test (reproducible, versioned, the SBOM's modules)
 release:
 	$(GO) run ./internal/cmd/release -version $(VERSION) -out $(DIST)
 	cd $(DIST) && sha256sum -c SHA256SUMS
+	AGENTIC_RELEASE_TEST=1 $(GO) test -count=1 -run '^TestReleaseOfThisMachine$$' ./internal/cmd/release
 
 ## demo: an offline chat (fake model, file storage) where the agent uses a Wasm tool, then its transcript
 demo: build
