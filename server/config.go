@@ -46,6 +46,12 @@ type Config struct {
 	// AutoResume resumes the runs that a host left interrupted, at start
 	// and whenever a dead host's lease lapses. Default: true.
 	AutoResume *bool `yaml:"auto_resume"`
+	// ResumeMaxAttempts is how many times an interrupted run is resumed
+	// before it is given up on (host.AutoResume.MaxAttempts): a host
+	// that dies or stalls past its lease while resuming it counts one, so
+	// that a run that kills its host every time cannot wedge the hosts.
+	// Needs auto_resume. Default: 0, which means 3.
+	ResumeMaxAttempts int `yaml:"resume_max_attempts"`
 	// ShutdownGrace is how long, on SIGTERM, the runs in flight get to
 	// reach their next step boundary (see [Server.Close]); those still in
 	// a step then are stopped as a crash would stop them. Either way they
@@ -542,6 +548,12 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.MaxStreams < 0 {
 		errs = append(errs, fmt.Errorf("max_streams %d is negative", cfg.MaxStreams))
+	}
+	switch {
+	case cfg.ResumeMaxAttempts < 0:
+		errs = append(errs, fmt.Errorf("resume_max_attempts %d is negative", cfg.ResumeMaxAttempts))
+	case cfg.ResumeMaxAttempts > 0 && !*cfg.AutoResume:
+		errs = append(errs, errors.New("resume_max_attempts needs auto_resume"))
 	}
 	for name, d := range map[string]Duration{"lease_ttl": cfg.LeaseTTL, "shutdown_grace": cfg.ShutdownGrace, "heartbeat": cfg.Heartbeat,
 		"stream_write_timeout": cfg.StreamWriteTimeout, "body_timeout": cfg.BodyTimeout, "idle_timeout": cfg.IdleTimeout, "stream_max_age": cfg.StreamMaxAge} {

@@ -206,7 +206,8 @@ func TestApplyOverrides(t *testing.T) {
 // configuration at once, each naming where it is.
 func TestNewReportsEveryProblem(t *testing.T) {
 	cfg := server.Config{
-		Heartbeat: server.Duration(-time.Second),
+		Heartbeat:         server.Duration(-time.Second),
+		ResumeMaxAttempts: -1,
 		Tenants: map[string]server.TenantConfig{
 			"Bad Name": {Models: []string{"m"}},
 			"acme": {
@@ -232,6 +233,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{
 		"heartbeat",
+		"resume_max_attempts -1 is negative",
 		`tenants.Bad Name: a tenant's name`,
 		"tenants.acme: keys[0]",
 		"tenants.acme: budget_usd_per_day",

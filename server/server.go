@@ -235,7 +235,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	}
 	if *s.cfg.AutoResume {
 		// A resumed run goes on with the agent it started with.
-		hopts.AutoResume = &host.AutoResume{AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) {
+		hopts.AutoResume = &host.AutoResume{MaxAttempts: s.cfg.ResumeMaxAttempts, AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) {
 			events, err := store.Load(ctx, sessionID)
 			if err != nil {
 				return host.Agent{}, err
