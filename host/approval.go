@@ -399,9 +399,11 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 	r, res, err := h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
 	// Another host may hold the session's lease for a moment (it queues
 	// a message, or looks for one it follows): wait for it, up to a
-	// lease's ttl. One that holds it longer continues the run itself
-	// (another decision): the caller learns it from the error.
-	for deadline := time.Now().Add(h.leaseTTL); errors.Is(err, ErrLeadElsewhere) && time.Now().Before(deadline); {
+	// lease's ttl and a half (a lease taken just before the decision
+	// lapses a ttl after the store took it, which the wait must outlast
+	// on a loaded machine too). One that holds it longer continues the
+	// run itself (another decision): the caller learns it from the error.
+	for deadline := time.Now().Add(h.leaseTTL * 3 / 2); errors.Is(err, ErrLeadElsewhere) && time.Now().Before(deadline); {
 		wait := 20 * time.Millisecond
 		if held, ok := errors.AsType[*storage.LeaseHeldError](err); ok && held.Left > 0 {
 			wait = min(held.Left+10*time.Millisecond, time.Until(deadline))
