@@ -144,12 +144,12 @@ func Instrument(wasm []byte, opts Options) ([]byte, error) {
 	// The sections to add, where the binary format's order puts them
 	// when the module has none of their kind.
 	missing := map[byte][]byte{
-		secImport: appendVec(nil, 0, newImport),
-		secGlobal: appendVec(nil, 0, newGlobal),
-		secExport: appendVec(nil, 0, newExport),
+		secImport: vecOf(newImport),
+		secGlobal: vecOf(newGlobal),
+		secExport: vecOf(newExport),
 	}
 	if addType {
-		missing[secType] = appendVec(nil, 0, newType)
+		missing[secType] = vecOf(newType)
 	}
 	var out []section
 	place := func(before byte) {
@@ -282,13 +282,7 @@ func (s shift) fn(idx uint32) uint32 {
 
 // shiftExports moves the function indices of an export section.
 func shiftExports(b []byte, sh shift) ([]byte, error) {
-	r := reader{b: b}
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(make([]byte, 0, len(b)+8), n)
-	for range n {
+	return rewriteVec(b, func(r *reader, out []byte) ([]byte, error) {
 		start := r.i
 		if err := r.name(); err != nil {
 			return nil, err
@@ -297,7 +291,7 @@ func shiftExports(b []byte, sh shift) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b[start:r.i]...)
+		out = append(out, r.b[start:r.i]...)
 		idx, err := r.u32()
 		if err != nil {
 			return nil, err
@@ -305,7 +299,23 @@ func shiftExports(b []byte, sh shift) ([]byte, error) {
 		if kind == 0x00 {
 			idx = sh.fn(idx)
 		}
-		out = appendU32(out, idx)
+		return appendU32(out, idx), nil
+	})
+}
+
+// rewriteVec rewrites the vector b (a count, then its items) item by item:
+// item reads one from r and appends what replaces it to out.
+func rewriteVec(b []byte, item func(r *reader, out []byte) ([]byte, error)) ([]byte, error) {
+	r := reader{b: b}
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	out := appendU32(make([]byte, 0, len(b)+8), n)
+	for range n {
+		if out, err = item(&r, out); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -313,35 +323,19 @@ func shiftExports(b []byte, sh shift) ([]byte, error) {
 // shiftGlobals moves the function indices (ref.func) of the globals'
 // initial values.
 func shiftGlobals(b []byte, sh shift) ([]byte, error) {
-	r := reader{b: b}
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(make([]byte, 0, len(b)+8), n)
-	for range n {
+	return rewriteVec(b, func(r *reader, out []byte) ([]byte, error) {
 		start := r.i
 		if err := r.skip(2); err != nil { // its type and mutability
 			return nil, err
 		}
-		out = append(out, b[start:r.i]...)
-		if out, err = copyExpr(out, &r, sh); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		return copyExpr(append(out, r.b[start:r.i]...), r, sh)
+	})
 }
 
 // shiftElements moves the function indices of an element section, in
 // each of its segment's eight forms.
 func shiftElements(b []byte, sh shift) ([]byte, error) {
-	r := reader{b: b}
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(make([]byte, 0, len(b)+8), n)
-	for range n {
+	return rewriteVec(b, func(r *reader, out []byte) ([]byte, error) {
 		flags, err := r.u32()
 		if err != nil {
 			return nil, err
@@ -358,7 +352,7 @@ func shiftElements(b []byte, sh shift) ([]byte, error) {
 			out = appendU32(out, idx)
 		}
 		if flags&0x01 == 0 { // active: the offset
-			if out, err = copyExpr(out, &r, sh); err != nil {
+			if out, err = copyExpr(out, r, sh); err != nil {
 				return nil, err
 			}
 		}
@@ -381,12 +375,12 @@ func shiftElements(b []byte, sh shift) ([]byte, error) {
 					return nil, err
 				}
 				out = appendU32(out, sh.fn(idx))
-			} else if out, err = copyExpr(out, &r, sh); err != nil {
+			} else if out, err = copyExpr(out, r, sh); err != nil {
 				return nil, err
 			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // copyExpr copies a constant expression up to its end, moving the
@@ -463,13 +457,7 @@ func renameFunctions(b []byte, sh shift) ([]byte, error) {
 // renameMap moves the function indices of a name map (a vector of index
 // and name), or of an indirect one (a vector of index and name map).
 func renameMap(b []byte, sh shift, indirect bool) ([]byte, error) {
-	r := reader{b: b}
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	out := appendU32(make([]byte, 0, len(b)+8), n)
-	for range n {
+	return rewriteVec(b, func(r *reader, out []byte) ([]byte, error) {
 		idx, err := r.u32()
 		if err != nil {
 			return nil, err
@@ -492,9 +480,8 @@ func renameMap(b []byte, sh shift, indirect bool) ([]byte, error) {
 		} else if err := r.name(); err != nil {
 			return nil, err
 		}
-		out = append(out, b[start:r.i]...)
-	}
-	return out, nil
+		return append(out, r.b[start:r.i]...), nil
+	})
 }
 
 // Section ids.
@@ -634,12 +621,8 @@ func appendToVec(vec, item []byte) ([]byte, error) {
 	return append(out, item...), nil
 }
 
-// appendVec appends a vector of n+1 items: items (n of them, encoded), then
-// item.
-func appendVec(b []byte, n uint32, item []byte) []byte {
-	b = appendU32(b, n+1)
-	return append(b, item...)
-}
+// vecOf is a vector of one item, encoded.
+func vecOf(item []byte) []byte { return append(appendU32(nil, 1), item...) }
 
 func appendName(b []byte, s string) []byte {
 	b = appendU32(b, uint32(len(s)))
