@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/internal/nodetest"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -358,39 +359,15 @@ func goText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// needMCPClient returns the directory of the TypeScript client, its
-// packages installed (npm ci from its package-lock.json when missing). A
-// machine without npm skips the test, unless
-// AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
+// needMCPClient returns the directory of the TypeScript client
+// (@modelcontextprotocol/sdk, pinned by its package-lock.json), installed.
 func needMCPClient(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("../../protocol/mcp/testdata/mcp-client")
-	if _, err := exec.LookPath("node"); err != nil {
-		missingTool(t, "node is not installed (apt-get install nodejs npm): the TypeScript MCP client cannot run")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err == nil {
-		return dir
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		missingTool(t, "npm is not installed (apt-get install npm): the TypeScript MCP client cannot be installed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	return dir
+	return nodetest.Client(t, "../../protocol/mcp/testdata/mcp-client", "@modelcontextprotocol/sdk", "TypeScript MCP client")
 }
 
-func missingTool(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+// missingTool skips or fails a test for want of a tool (nodetest.Missing).
+func missingTool(t *testing.T, why string) { nodetest.Missing(t, why) }
 
 // tsReport is what client.mjs saw.
 type tsReport struct {

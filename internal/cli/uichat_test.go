@@ -19,33 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/internal/nodetest"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
 // needAIClient returns the directory of the AI SDK client (npm ai, pinned
-// by protocol/uistream/testdata/ai-client/package-lock.json), its packages installed (npm ci
-// when missing). A machine without node or npm skips the test, unless
-// AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
+// by protocol/uistream/testdata/ai-client/package-lock.json), installed.
 func needAIClient(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("../../protocol/uistream/testdata/ai-client")
-	if _, err := exec.LookPath("node"); err != nil {
-		missingTool(t, "node is not installed (apt-get install nodejs npm): the AI SDK client cannot run")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); err == nil {
-		return dir
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		missingTool(t, "npm is not installed (apt-get install npm): the AI SDK client cannot be installed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	return dir
+	return nodetest.Client(t, "../../protocol/uistream/testdata/ai-client", "ai", "AI SDK client")
 }
 
 // uiPart is a part of a UIMessage as the client ended with it.

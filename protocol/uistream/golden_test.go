@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/internal/nodetest"
 	"github.com/agentichost/agentic/ledger"
 )
 
@@ -134,7 +135,7 @@ func TestGoldenStreams(t *testing.T) {
 // and readUIMessageStream) reads each golden stream into the assistant
 // message the run should show.
 func TestAIClientReadsGolden(t *testing.T) {
-	dir := needAIClient(t)
+	dir := nodetest.Client(t, filepath.Join("testdata", "ai-client"), "ai", "AI SDK client")
 	args := []string{filepath.Join(dir, "read.mjs")}
 	for _, g := range goldenStreams {
 		args = append(args, filepath.Join("testdata", g.name+".sse"))
