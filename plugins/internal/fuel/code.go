@@ -10,7 +10,6 @@ const splitCost = 32
 
 // Opcodes the rewrite reads or writes.
 const (
-	opUnreachable = 0x00
 	opBlock       = 0x02
 	opLoop        = 0x03
 	opIf          = 0x04

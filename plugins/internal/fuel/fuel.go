@@ -506,7 +506,7 @@ const (
 func order(id byte) int {
 	switch id {
 	case secTag:
-		return 5*2 + 1 // after memory, before global
+		return secMemory*2 + 1 // after memory, before global
 	case secDataCount:
 		return secElement*2 + 1 // after element, before code
 	}
