@@ -10,19 +10,19 @@ const splitCost = 32
 
 // Opcodes the rewrite reads or writes.
 const (
-	opBlock       = 0x02
-	opLoop        = 0x03
-	opIf          = 0x04
-	opElse        = 0x05
-	opEnd         = 0x0B
-	opCall        = 0x10
-	opReturnCall  = 0x12
-	opRefFunc     = 0xD2
-	opGlobalGet   = 0x23
-	opGlobalSet   = 0x24
-	opI64Const    = 0x42
-	opI64LtS      = 0x53
-	opI64Sub      = 0x7D
+	opBlock      = 0x02
+	opLoop       = 0x03
+	opIf         = 0x04
+	opElse       = 0x05
+	opEnd        = 0x0B
+	opCall       = 0x10
+	opReturnCall = 0x12
+	opRefFunc    = 0xD2
+	opGlobalGet  = 0x23
+	opGlobalSet  = 0x24
+	opI64Const   = 0x42
+	opI64LtS     = 0x53
+	opI64Sub     = 0x7D
 )
 
 // meterCode returns the code section with a charge at each function's
