@@ -22,6 +22,7 @@ import (
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
 )
@@ -566,4 +567,72 @@ func TestServeLimitsHoldOnEveryRoute(t *testing.T) {
 			t.Fatalf("a connection idle past idle_timeout (1s): %v, want it closed", err)
 		}
 	})
+}
+
+// TestServePluginBudgetTwoHosts: plugin_fuel_per_day counts over every
+// host: two serve processes on one Redis, a budget of 1 fuel; a plugin
+// call through host A crosses it, and the next plugin call, through host
+// B, is refused with plugin_budget_exceeded (the tool did not run).
+func TestServePluginBudgetTwoHosts(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
+	bin := needBinary(t)
+	rds := redistest.Start(t, redistest.Options{})
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "plugins", "acme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wasm := plugintest.GoPlugin(t, "../../examples/plugins/get_account")
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "acme", "get_account.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "agentic.yaml")
+	cfg := fmt.Sprintf(`storage: %s
+plugins_dir: %s
+plugin_cache_dir: %s
+model:
+  base_url: %s
+tenants:
+  acme:
+    keys: [%q]
+    models: [fake/echo]
+    plugin_fuel_per_day: 1
+`, rds.URL(), filepath.Join(dir, "plugins"), filepath.Join(plugintest.CacheDir(), "fuel-two-hosts"), model.URL(), server.HashKey(serveKey))
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, b := startServe(t, "A", bin, config, "--set", "host_id=host-a"), startServe(t, "B", bin, config, "--set", "host_id=host-b")
+	waitPlugins(a, 1)
+	waitPlugins(b, 1)
+	type transcript struct {
+		Items []struct {
+			ToolCalls []struct {
+				Status, Output string
+				Fuel           int64
+			} `json:"tool_calls"`
+		}
+	}
+	call := func(h *serveProc, session string) (status, output string, fuel int64) {
+		t.Helper()
+		h.must("POST", "/v1/sessions/"+session+"/messages?wait=true", `{"text":"get_account account_id=42"}`, http.StatusOK, nil)
+		var tr transcript
+		h.must("GET", "/v1/sessions/"+session+"/transcript", "", http.StatusOK, &tr)
+		for _, it := range tr.Items {
+			for _, c := range it.ToolCalls {
+				return c.Status, c.Output, c.Fuel
+			}
+		}
+		t.Fatalf("%s: no tool call", session)
+		return
+	}
+	if status, _, fuel := call(a, "s1"); status != "done" || fuel <= 1 {
+		t.Fatalf("the call through host A: %s with %d fuel, want done with more than the budget", status, fuel)
+	}
+	if status, output, fuel := call(b, "s2"); status != "error" || fuel != 0 || !strings.Contains(output, "plugin_budget_exceeded") {
+		t.Errorf("the call through host B after A spent the budget: %s, %d fuel, %q; want it refused", status, fuel, output)
+	}
 }
