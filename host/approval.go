@@ -54,10 +54,11 @@ type PendingApproval struct {
 }
 
 // verdictOf is what became of one call: the policies' combined decision,
-// and the name of the policy that made it.
+// the name of the policy that made it, and the fuel all of them used.
 type verdictOf struct {
 	Decision
 	policy string
+	fuel   int64
 }
 
 // decideCall asks the agent's policies about a call (DefaultPolicy when
@@ -71,8 +72,10 @@ func (r *run) decideCall(spec ToolSpec, c ledger.ToolCall, input json.RawMessage
 	}
 	req := PolicyRequest{Tool: spec, CallID: c.ID, Input: input, SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name}
 	best := verdictOf{Decision: Decision{Verdict: Allow}}
+	var fuel int64
 	for i, p := range policies {
 		d := r.askPolicy(p, req)
+		fuel += max(d.Fuel, 0)
 		if i == 0 || d.Verdict.rank() > best.Verdict.rank() {
 			best = d
 		}
@@ -92,11 +95,13 @@ func (r *run) decideCall(spec ToolSpec, c ledger.ToolCall, input json.RawMessage
 	if best.Verdict == RequireApproval && best.Summary == "" {
 		best.Summary = fmt.Sprintf("%s %s", spec.Name, compactInput(input, 200))
 	}
+	best.fuel = fuel
 	return best
 }
 
-// askPolicy runs one policy within the agent's PolicyTimeout. Anything but
-// a verdict denies.
+// askPolicy runs one policy, through the policy hooks, within the agent's
+// PolicyTimeout. Anything but a verdict denies. The decision's Fuel is
+// the policy's, whatever it decided.
 func (r *run) askPolicy(p Policy, req PolicyRequest) (v verdictOf) {
 	name := p.Name()
 	v.policy = name
@@ -108,15 +113,18 @@ func (r *run) askPolicy(p Policy, req PolicyRequest) (v verdictOf) {
 			v.Decision = Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s failed: it panicked: %v", name, rec)}
 		}
 	}()
-	d, err := p.Decide(ctx, req)
+	chain := r.h.hooks.Load()
+	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePolicy})
+	d, err := chain.decide(ctx, p, req)
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("it did not decide within %s", r.agent.PolicyTimeout)
 	}
+	r.policyFuel(name, d)
 	switch {
 	case err != nil:
-		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s failed: %s", name, truncate(err.Error(), 1000)), Source: d.Source}, policy: name}
+		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s failed: %s", name, truncate(err.Error(), 1000)), Source: d.Source, Fuel: d.Fuel}, policy: name}
 	case d.Verdict != Allow && d.Verdict != RequireApproval && d.Verdict != Deny:
-		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s answered %q, which is no verdict", name, d.Verdict), Source: d.Source}, policy: name}
+		return verdictOf{Decision: Decision{Verdict: Deny, Reason: fmt.Sprintf("policy %s answered %q, which is no verdict", name, d.Verdict), Source: d.Source, Fuel: d.Fuel}, policy: name}
 	}
 	d.Reason, d.Summary = truncate(d.Reason, 4000), truncate(d.Summary, 4000)
 	return verdictOf{Decision: d, policy: name}

@@ -14,6 +14,20 @@ type StreamFunc func(ctx context.Context, req model.Request, onDelta func(model.
 // call (its id, session, name and input).
 type CallFunc func(ctx context.Context, tool Tool, call ToolCall) (ToolResult, error)
 
+// DecideFunc asks one policy about a tool call, as [Policy.Decide] does.
+type DecideFunc func(ctx context.Context, p Policy, req PolicyRequest) (Decision, error)
+
+// PolicyHook is a [Hook] that also wraps the host's policy calls: each
+// call of each policy of an agent on each tool call, within the agent's
+// PolicyTimeout, in the order of the hooks, as the other calls are
+// wrapped. An error it returns denies the tool call with the error as the
+// reason, as the policy's own error would; [CallInfoFrom] tells
+// PurposePolicy. The place for a budget on metered policies.
+type PolicyHook interface {
+	Hook
+	PolicyHook(next DecideFunc) DecideFunc
+}
+
 // Hook wraps the host's model calls and tool calls: the place for
 // telemetry, logging and metering. Each method receives the next function
 // of the chain and returns the function the host calls instead, which
@@ -25,7 +39,8 @@ type CallFunc func(ctx context.Context, tool Tool, call ToolCall) (ToolResult, e
 // its result last. Model hooks wrap every model call, each attempt of a
 // pass and the summary calls of compaction; tool hooks wrap every call of
 // a tool the host runs, within the tool's timeout and with its panics
-// recovered. [CallInfoFrom] tells a hook what a call is for.
+// recovered. [CallInfoFrom] tells a hook what a call is for. A hook that
+// is also a [PolicyHook] wraps the policies' calls too.
 type Hook interface {
 	ModelHook(next StreamFunc) StreamFunc
 	ToolHook(next CallFunc) CallFunc
@@ -37,7 +52,8 @@ type CallInfo struct {
 	SessionID, RunID string
 	// Agent is the name of the agent the run runs.
 	Agent string
-	// Purpose is PurposePass, PurposeCompaction or PurposeTool.
+	// Purpose is PurposePass, PurposeCompaction, PurposeTool or
+	// PurposePolicy.
 	Purpose string
 	// Attempt is the attempt of a model pass, from 1 (retries count up);
 	// 0 for other calls.
@@ -52,6 +68,8 @@ const (
 	PurposeCompaction = "compaction"
 	// PurposeTool: a tool call.
 	PurposeTool = "tool"
+	// PurposePolicy: a policy's call, deciding on a tool call.
+	PurposePolicy = "policy"
 )
 
 type callInfoKey struct{}
@@ -78,6 +96,7 @@ type hookChain struct {
 	hooks  []Hook
 	stream StreamFunc
 	call   CallFunc
+	decide DecideFunc
 }
 
 // invokeTool is the end of the tool chain: the tool itself.
@@ -85,14 +104,37 @@ func invokeTool(ctx context.Context, tool Tool, call ToolCall) (ToolResult, erro
 	return tool.Call(ctx, call)
 }
 
+// invokePolicy is the end of the policy chain: the policy itself.
+func invokePolicy(ctx context.Context, p Policy, req PolicyRequest) (Decision, error) {
+	return p.Decide(ctx, req)
+}
+
 // newHookChain composes hooks around the model m.
 func newHookChain(m Model, hooks []Hook) *hookChain {
-	c := &hookChain{hooks: hooks, stream: m.Stream, call: invokeTool}
+	c := &hookChain{hooks: hooks, stream: m.Stream, call: invokeTool, decide: invokePolicy}
 	for i := len(hooks) - 1; i >= 0; i-- {
 		c.stream = hooks[i].ModelHook(c.stream)
 		c.call = hooks[i].ToolHook(c.call)
+		if ph, ok := hooks[i].(PolicyHook); ok {
+			c.decide = ph.PolicyHook(c.decide)
+		}
 	}
 	return c
+}
+
+// Metered is implemented by a [Tool], [Policy] or [Validator] whose code
+// is metered in fuel (a Wasm plugin's), which reports the fuel of its
+// calls (ToolResult.Fuel, Decision.Fuel, Validation.Fuel): a hook that
+// keeps a budget of plugin CPU asks it with [IsMetered].
+type Metered interface {
+	Metered() bool
+}
+
+// IsMetered reports whether x (a tool, a policy, a validator) is
+// [Metered] and says so.
+func IsMetered(x any) bool {
+	m, ok := x.(Metered)
+	return ok && m.Metered()
 }
 
 // AddHook adds hooks after those the host has; calls that start from now on

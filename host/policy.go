@@ -47,6 +47,11 @@ type Decision struct {
 	// Source identifies the policy's code (a plugin module's content
 	// hash): an approval holds only while it is the same.
 	Source string
+	// Fuel is the fuel the decision used, when the policy is metered (a
+	// Wasm plugin's decide export; see [IsMetered]), failed decisions
+	// included. The host records it with the call (ledger.ToolResult's
+	// PolicyFuel, or the approval request's).
+	Fuel int64
 }
 
 // PolicyRequest is a tool call a policy decides on.
@@ -65,9 +70,10 @@ type PolicyRequest struct {
 // Policy decides whether tool calls may run. Wasm policies (a plugin's
 // decide export) implement it through the plugins package; a Go function
 // implements it with [PolicyFunc]. Decide is called before every call of
-// every tool, from the run's goroutine, within [Agent.PolicyTimeout]. An
-// error, a panic or a timeout denies the call (never allows it), with the
-// failure as the reason.
+// every tool, from the run's goroutine, within [Agent.PolicyTimeout],
+// through the hooks that wrap policies ([PolicyHook]). An error, a panic
+// or a timeout denies the call (never allows it), with the failure as the
+// reason.
 type Policy interface {
 	// Name identifies the policy in approval requests and logs.
 	Name() string

@@ -145,13 +145,16 @@ func (t *taskState) agentFor(agent Agent) Agent {
 	if t.wrapped {
 		argument = `Its "value" argument is the ` + name + "."
 	}
-	submit := NewTool(ToolSpec{
+	var submit Tool = NewTool(ToolSpec{
 		Name: SubmitToolName,
 		Description: "Submit the task's result, the " + what + ", and end the task. " + argument +
 			" It is validated: an error result lists the problems (\"path: message\", paths are JSON Pointers); fix them and call again.",
 		InputSchema: params,
 		Effect:      EffectWrite, // the task's outcome, which the host owns
 	}, t.submit)
+	if IsMetered(t.validator) {
+		submit = meteredTool{submit}
+	}
 	cancel := NewTool(ToolSpec{
 		Name:        CancelToolName,
 		Description: "Give up the task because it cannot be done, and say why. Use it only when no valid " + name + " can be produced.",
@@ -238,7 +241,9 @@ func (h *Host) resumeTask(ctx context.Context, view ledger.Run, carryOn bool) (*
 					deliverable = args["value"]
 				}
 			}
-			value, problems, err := t.validate(ctx, deliverable)
+			// (The fuel of this check is not recorded: it recomputes the
+			// value of a submission accepted, and counted, before.)
+			value, problems, _, err := t.validate(ctx, deliverable)
 			if err != nil || len(problems) > 0 || value == nil {
 				value = deliverable
 			}
@@ -309,10 +314,10 @@ func (t *taskState) submit(ctx context.Context, call ToolCall) (ToolResult, erro
 		}
 		deliverable = args["value"]
 	}
-	value, problems, err := t.validate(ctx, deliverable)
+	value, problems, metered, err := t.validate(ctx, deliverable)
 	switch {
 	case err != nil:
-		return ToolResult{}, fmt.Errorf("the deliverable could not be validated (%v); it was neither accepted nor rejected: call %s again", err, SubmitToolName)
+		return metered, fmt.Errorf("the deliverable could not be validated (%v); it was neither accepted nor rejected: call %s again", err, SubmitToolName)
 	case len(problems) > 0:
 		if t.wrapped {
 			under := make([]string, len(problems))
@@ -328,16 +333,23 @@ func (t *taskState) submit(ctx context.Context, call ToolCall) (ToolResult, erro
 			}
 			problems = under
 		}
-		return ToolResult{}, rejected(problems)
+		return metered, rejected(problems)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done {
-		return ToolResult{}, errors.New("the task is already finished; nothing more can be submitted")
+		return metered, errors.New("the task is already finished; nothing more can be submitted")
 	}
 	t.done, t.submitted, t.value = true, true, value
-	return ToolResult{Output: "The deliverable was accepted; the task is complete."}, nil
+	metered.Output = "The deliverable was accepted; the task is complete."
+	return metered, nil
 }
+
+// meteredTool is a tool whose calls run metered code: a submission checked
+// by a metered validator.
+type meteredTool struct{ Tool }
+
+func (meteredTool) Metered() bool { return true }
 
 // rejected is the error result of a submission with problems.
 func rejected(problems []string) error {
@@ -345,24 +357,31 @@ func rejected(problems []string) error {
 }
 
 // validate runs the validator, turning a panic into an error and checking
-// what it returns.
-func (t *taskState) validate(ctx context.Context, deliverable json.RawMessage) (value json.RawMessage, problems []string, err error) {
+// what it returns. metered carries the fuel and source of a metered
+// validator's check.
+func (t *taskState) validate(ctx context.Context, deliverable json.RawMessage) (value json.RawMessage, problems []string, metered ToolResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			value, problems, err = nil, nil, fmt.Errorf("the validator panicked: %v", p)
 		}
 	}()
-	value, problems, err = t.validator.Validate(ctx, deliverable)
+	if mv, ok := t.validator.(MeteredValidator); ok {
+		var v Validation
+		v, err = mv.ValidateMetered(ctx, deliverable)
+		value, problems, metered = v.Value, v.Problems, ToolResult{Fuel: max(v.Fuel, 0), Source: v.Source}
+	} else {
+		value, problems, err = t.validator.Validate(ctx, deliverable)
+	}
 	if err != nil || len(problems) > 0 {
-		return nil, problems, err
+		return nil, problems, metered, err
 	}
 	if value == nil {
 		value = deliverable
 	}
 	if !json.Valid(value) {
-		return nil, nil, errors.New("the validator returned a value that is not valid JSON")
+		return nil, nil, metered, errors.New("the validator returned a value that is not valid JSON")
 	}
-	return value, nil, nil
+	return value, nil, metered, nil
 }
 
 // cancel is the cancel_task tool.

@@ -59,6 +59,8 @@ const (
 	attrEffect    = attribute.Key("agentic.tool.effect")
 	attrSource    = attribute.Key("agentic.tool.source")
 	attrFuel      = attribute.Key("agentic.tool.fuel")
+	attrPolFuel   = attribute.Key("agentic.policy.fuel")
+	attrPolicy    = attribute.Key("agentic.policy")
 	attrTenant    = attribute.Key("agentic.tenant")
 	attrOutcome   = attribute.Key("agentic.tool.outcome")
 	attrApproval  = attribute.Key("agentic.approval.id")
@@ -74,7 +76,7 @@ type telemetry struct {
 	content bool
 
 	runs, steps, retries, toolCalls, takeovers metric.Int64Counter
-	toolFuel                                   metric.Int64Counter
+	toolFuel, policyFuel                       metric.Int64Counter
 	cost                                       metric.Float64Counter
 	tokens                                     metric.Int64Histogram
 	modelDuration, toolDuration                metric.Float64Histogram
@@ -105,6 +107,7 @@ func newTelemetry(cfg *Telemetry) (*telemetry, error) {
 	t.retries = counter("agentic.retries", "{retry}", "Model passes retried, by the class of their failure.")
 	t.toolCalls = counter("agentic.tool.calls", "{call}", "Tool calls that ran, by tool and outcome, with error.type when they failed (a plugin's trap, timeout, out_of_memory, …).")
 	t.toolFuel = counter("agentic.tool.fuel", "{fuel}", "Fuel used by metered tool calls (Wasm plugins), by tool, the module that served them and the host's tenant.")
+	t.policyFuel = counter("agentic.policy.fuel", "{fuel}", "Fuel used by metered policies (Wasm plugins) deciding on tool calls, by policy, the module that served them and the host's tenant.")
 	t.takeovers = counter("agentic.lease.takeovers", "{run}", "Interrupted runs this host resumed on a storage shared with other hosts.")
 	var err error
 	t.cost, err = m.Float64Counter("agentic.cost", metric.WithUnit("USD"), metric.WithDescription("Billed cost of model passes, by model."))
@@ -262,8 +265,22 @@ func (r *run) modelCall(ctx context.Context, req model.Request, attempt int, cal
 	return res, err
 }
 
-// toolCall traces and measures one tool call.
-func (r *run) toolCall(ctx context.Context, spec ToolSpec, call ToolCall, run func(context.Context) (ToolResult, error)) (ToolResult, error) {
+// policyFuel counts the fuel a metered policy's decision used.
+func (r *run) policyFuel(name string, d Decision) {
+	t := r.h.tel
+	if t == nil || !t.meters() || d.Fuel <= 0 {
+		return
+	}
+	attrs := []attribute.KeyValue{attrPolicy.String(name), attrSource.String(d.Source)}
+	if r.h.tenant != "" {
+		attrs = append(attrs, attrTenant.String(r.h.tenant))
+	}
+	t.policyFuel.Add(context.Background(), d.Fuel, metric.WithAttributes(attrs...))
+}
+
+// toolCall traces and measures one tool call; policyFuel is the fuel the
+// policies that let it run used.
+func (r *run) toolCall(ctx context.Context, spec ToolSpec, call ToolCall, policyFuel int64, run func(context.Context) (ToolResult, error)) (ToolResult, error) {
 	t := r.h.tel
 	if t == nil {
 		return run(ctx)
@@ -309,6 +326,9 @@ func (r *run) toolCall(ctx context.Context, spec ToolSpec, call ToolCall, run fu
 		}
 		if res.Fuel > 0 {
 			span.SetAttributes(attrFuel.Int64(res.Fuel))
+		}
+		if policyFuel > 0 {
+			span.SetAttributes(attrPolFuel.Int64(policyFuel))
 		}
 		if t.content && err == nil {
 			span.SetAttributes(attrResult.String(res.Output))

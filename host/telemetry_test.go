@@ -52,7 +52,7 @@ func telemetryRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, metricda
 		})
 	hs := hosttest.New(t, host.Options{Model: m, Retry: quickRetries,
 		Telemetry: &host.Telemetry{TracerProvider: tp, MeterProvider: mp, RecordContent: content},
-		Agent:     host.Agent{Tools: []host.Tool{lookup, publish}}})
+		Agent:     host.Agent{Tools: []host.Tool{lookup, publish}, Policies: []host.Policy{fuelPolicy{"a", 5}}}})
 	ctx := context.Background()
 	s := hs.Host.Session("s")
 	res, err := s.Send(ctx, "look up the secret plans and publish", host.SendOptions{})
@@ -130,7 +130,8 @@ func TestTelemetrySpans(t *testing.T) {
 		case s.Name() == "execute_tool lookup":
 			if attrOf(s, "gen_ai.operation.name") != "execute_tool" || attrOf(s, "gen_ai.tool.name") != "lookup" ||
 				attrOf(s, "agentic.tool.effect") != "read" || attrOf(s, "agentic.tool.source") != "sha256:abc" ||
-				attrOf(s, "agentic.tool.outcome") != "ok" || attrOf(s, "gen_ai.tool.call.id") == "" || attrOf(s, "agentic.tool.fuel") != "4321" {
+				attrOf(s, "agentic.tool.outcome") != "ok" || attrOf(s, "gen_ai.tool.call.id") == "" || attrOf(s, "agentic.tool.fuel") != "4321" ||
+				attrOf(s, "agentic.policy.fuel") != "5" {
 				t.Errorf("tool span attributes %v", s.Attributes())
 			}
 		case s.Name() == "approval.wait":
@@ -185,7 +186,7 @@ func TestTelemetryMetrics(t *testing.T) {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
 					key := m.Name
-					for _, k := range []attribute.Key{"agentic.run.status", "agentic.retry.class", "gen_ai.tool.name"} {
+					for _, k := range []attribute.Key{"agentic.run.status", "agentic.retry.class", "gen_ai.tool.name", "agentic.policy"} {
 						if v, ok := p.Attributes.Value(k); ok {
 							key += "{" + v.String() + "}"
 						}
@@ -207,6 +208,9 @@ func TestTelemetryMetrics(t *testing.T) {
 		"agentic.runs{approval_required}": 1, "agentic.runs{completed}": 1, "agentic.steps": 2,
 		"agentic.retries{transient}": 1, "agentic.tool.calls{lookup}": 1, "agentic.tool.calls{publish}": 1,
 		"agentic.tool.fuel{lookup}": 4321, "agentic.tool.fuel{publish}": 0,
+		// The policy decided three times: lookup, publish, publish again
+		// after the approval.
+		"agentic.policy.fuel{a}": 15,
 	} {
 		if sums[key] != want {
 			t.Errorf("%s = %d, want %d (all: %v)", key, sums[key], want, sums)

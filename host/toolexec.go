@@ -64,14 +64,14 @@ func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []Pe
 				continue
 			}
 		}
-		run, wait, err := r.gate(c, approvals[c.ID])
+		run, policyFuel, wait, err := r.gate(c, approvals[c.ID])
 		switch {
 		case err != nil:
 			return nil, err
 		case wait != nil:
 			waiting = append(waiting, *wait)
 		case run:
-			if err := r.runTool(c); err != nil {
+			if err := r.runTool(c, policyFuel); err != nil {
 				return nil, err
 			}
 		}
@@ -94,24 +94,25 @@ func latestApprovals(events []ledger.Event, runID string) map[string]ledger.Appr
 // are not JSON are not gated: runTool answers them with an error. gate
 // records what the decision needs — a denial's result, an approval
 // request, a decision that voids an approval — and returns run when the
-// call may run now, or the request it waits on.
-func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *PendingApproval, err error) {
+// call may run now, with the fuel its policies used, or the request it
+// waits on.
+func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, policyFuel int64, wait *PendingApproval, err error) {
 	tool, known := r.tools[c.Name]
 	input := json.RawMessage(argsOrEmpty(c.Arguments))
 	if !known || (c.Arguments != "" && !json.Valid([]byte(c.Arguments))) {
-		return true, nil, nil
+		return true, 0, nil, nil
 	}
 	spec := tool.Spec()
 	if r.taskRecord() != nil && (c.Name == SubmitToolName || c.Name == CancelToolName) {
 		// A task's own way to end is not a policy's to decide: denied,
 		// it would leave the task no way out.
-		return true, nil, nil
+		return true, 0, nil, nil
 	}
 	if prior.Request.ApprovalID != "" {
 		switch prior.State {
 		case ledger.ApprovalPending:
 			p := r.h.pendingOf(r.sessionID, prior.RunID, prior.RequestedAt, prior.Request)
-			return false, &p, nil
+			return false, 0, &p, nil
 		case ledger.ApprovalDenied:
 			msg := "error: a person denied this call"
 			if d := prior.Decision; d != nil && d.By != "" {
@@ -120,13 +121,13 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *Pe
 			if d := prior.Decision; d != nil && d.Reason != "" {
 				msg += ": " + d.Reason
 			}
-			return false, nil, r.appendResult(c, msg, true)
+			return false, 0, nil, r.appendResult(c, msg, true)
 		case ledger.ApprovalExpired:
-			return false, nil, r.appendResult(c, fmt.Sprintf("error: nobody approved this call in time (its approval request expired at %s); it did not run",
+			return false, 0, nil, r.appendResult(c, fmt.Sprintf("error: nobody approved this call in time (its approval request expired at %s); it did not run",
 				prior.Request.ExpiresAt.Format(time.RFC3339)), true)
 		case ledger.ApprovalApproved:
 			if ledger.InputDigest(c.Arguments) != prior.Request.InputDigest {
-				return false, nil, r.appendResult(c, "error: refused: the call's input is not the one that was approved", true)
+				return false, 0, nil, r.appendResult(c, "error: refused: the call's input is not the one that was approved", true)
 			}
 		}
 	}
@@ -136,35 +137,35 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, wait *Pe
 		case v.Verdict == Deny:
 			// A deny stands, approval or not.
 		case v.Source == prior.Request.PolicySource:
-			return true, nil, nil // approved, and the policy's code is the one that asked
+			return true, v.fuel, nil, nil // approved, and the policy's code is the one that asked
 		default:
 			// The policy's code changed since it asked: the approval is
 			// void, and the call is decided again.
 			if err := r.decideApproval(prior.Request, ledger.DecisionVoid,
 				fmt.Sprintf("the policy changed (%s, was %s): asked again", v.Source, prior.Request.PolicySource), ""); err != nil {
-				return false, nil, err
+				return false, 0, nil, err
 			}
 		}
 	}
 	switch v.Verdict {
 	case Allow:
-		return true, nil, nil
+		return true, v.fuel, nil, nil
 	case Deny:
 		reason := v.Reason
 		if reason == "" {
 			reason = "the policy denies it"
 		}
-		return false, nil, r.appendResult(c, "error: denied by policy "+v.policy+": "+reason, true)
+		return false, 0, nil, r.appendResultOf(c, "error: denied by policy "+v.policy+": "+reason, true, v.fuel)
 	}
 	if r.st.key.private {
 		// Nobody can reach a task that is not durable to decide.
-		return false, nil, r.appendResult(c, "error: this call needs a person's approval, and this task is not durable, so nobody can give it; it did not run", true)
+		return false, 0, nil, r.appendResultOf(c, "error: this call needs a person's approval, and this task is not durable, so nobody can give it; it did not run", true, v.fuel)
 	}
 	p, err := r.requestApproval(c, spec, input, v)
 	if err != nil {
-		return false, nil, err
+		return false, 0, nil, err
 	}
-	return false, &p, nil
+	return false, 0, &p, nil
 }
 
 // requestApproval records that call c waits for a person, and announces
@@ -176,7 +177,7 @@ func (r *run) requestApproval(c ledger.ToolCall, spec ToolSpec, input json.RawMe
 	e := r.newEvent(ledger.KindApprovalRequest)
 	e.ApprovalRequest = &ledger.ApprovalRequest{ApprovalID: ledger.NewID("appr"), CallID: c.ID, Name: c.Name,
 		Effect: string(spec.Effect), Input: input, InputDigest: ledger.InputDigest(c.Arguments),
-		Summary: v.Summary, Reason: v.Reason, Policy: v.policy, PolicySource: v.Source,
+		Summary: v.Summary, Reason: v.Reason, Policy: v.policy, PolicySource: v.Source, PolicyFuel: v.fuel,
 		ExpiresAt: e.Time.Add(r.agent.ApprovalTTL)}
 	p := r.h.pendingOf(r.sessionID, r.id, e.Time, *e.ApprovalRequest)
 	r.h.indexApproval(p)
@@ -204,7 +205,9 @@ func (r *run) decideApproval(a ledger.ApprovalRequest, decision, reason, by stri
 	return nil
 }
 
-func (r *run) runTool(c ledger.ToolCall) error {
+// runTool runs call c and records its result, with policyFuel, the fuel
+// of the policies that let it run.
+func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 	ctx := r.ctx
 	input := json.RawMessage(c.Arguments)
 	if len(input) == 0 {
@@ -216,7 +219,7 @@ func (r *run) runTool(c ledger.ToolCall) error {
 	}
 	r.publish(Progress{Type: ProgressToolStart, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput}})
 
-	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name}
+	result := &ledger.ToolResult{CallID: c.ID, Name: c.Name, PolicyFuel: policyFuel}
 	started := time.Now()
 	tool, known := r.tools[c.Name]
 	switch {
@@ -233,7 +236,7 @@ func (r *run) runTool(c ledger.ToolCall) error {
 				return err
 			}
 		}
-		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input})
+		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, policyFuel)
 		if shutDown(ctx) {
 			// Stopped by the host's shutdown: as after a crash, the call
 			// has no result, and the resumed run decides (its effect and
@@ -264,8 +267,14 @@ func (r *run) runTool(c ledger.ToolCall) error {
 
 // appendResult records a synthetic tool result the host made up.
 func (r *run) appendResult(c ledger.ToolCall, output string, isError bool) error {
+	return r.appendResultOf(c, output, isError, 0)
+}
+
+// appendResultOf is appendResult, with the fuel of the policies that
+// decided the call would not run.
+func (r *run) appendResultOf(c ledger.ToolCall, output string, isError bool, policyFuel int64) error {
 	e := r.newEvent(ledger.KindToolResult)
-	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true}
+	e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, Output: output, IsError: isError, Synthetic: true, PolicyFuel: policyFuel}
 	if err := r.append(e); err != nil {
 		return err
 	}
@@ -284,8 +293,8 @@ func argsOrEmpty(args string) string {
 // callTool runs one tool call through the hooks, with its timeout,
 // turning a panic into an error and an overrun into a *TimeoutError, whose
 // text the model sees; traced and measured when telemetry is on.
-func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (ToolResult, error) {
-	return r.toolCall(ctx, spec, call, func(ctx context.Context) (ToolResult, error) {
+func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall, policyFuel int64) (ToolResult, error) {
+	return r.toolCall(ctx, spec, call, policyFuel, func(ctx context.Context) (ToolResult, error) {
 		return r.invokeTool(ctx, tool, spec, call)
 	})
 }

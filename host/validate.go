@@ -34,6 +34,30 @@ type Validator interface {
 	Validate(ctx context.Context, deliverable json.RawMessage) (value json.RawMessage, problems []string, err error)
 }
 
+// Validation is what a metered validator found (see [MeteredValidator]).
+type Validation struct {
+	// Value and Problems are Validate's value and problems.
+	Value    json.RawMessage
+	Problems []string
+	// Fuel is the fuel the check used, failed checks included; Source
+	// identifies the validator's code (a plugin module's content hash).
+	Fuel   int64
+	Source string
+}
+
+// MeteredValidator is a [Validator] whose checks are metered in fuel: a
+// Wasm plugin's validator. The host calls ValidateMetered rather than
+// Validate, and records the fuel as the submission's (the
+// submit_deliverable call's ToolResult.Fuel, and its Source), where the
+// hooks, the ledger and the usage see it; when the validator says it is
+// [Metered], a hook keeping a plugin budget may refuse the submission.
+type MeteredValidator interface {
+	Validator
+	// ValidateMetered is Validate, telling the fuel the check used; err
+	// is Validate's.
+	ValidateMetered(ctx context.Context, deliverable json.RawMessage) (Validation, error)
+}
+
 // SchemaValidator returns a [Validator] that checks a deliverable against a
 // JSON Schema, as package schema checks (see [schema.Compile]): draft
 // 2020-12 unless it says otherwise, "format" asserted, the schema

@@ -270,8 +270,13 @@ type ToolResult struct {
 	// DurationMS is how long the call ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Fuel is the work a metered tool (a Wasm plugin) did for the call,
-	// in its fuel units; 0 (absent) for a tool that is not metered.
+	// in its fuel units — for a task's submission, its validator's; 0
+	// (absent) for a tool that is not metered.
 	Fuel int64 `json:"fuel,omitempty"`
+	// PolicyFuel is the fuel the metered policies (Wasm plugins) that
+	// decided on the call used, asking them once more after an approval
+	// included; 0 (absent) when none is metered.
+	PolicyFuel int64 `json:"policy_fuel,omitempty"`
 	// Synthetic marks a result the host made up because the tool never
 	// produced one (an interruption, an unknown outcome).
 	Synthetic bool `json:"synthetic,omitempty"`
@@ -301,6 +306,8 @@ type ApprovalRequest struct {
 	// holds only while that code is the same.
 	Policy       string `json:"policy,omitempty"`
 	PolicySource string `json:"policy_source,omitempty"`
+	// PolicyFuel is the fuel the metered policies that asked used.
+	PolicyFuel int64 `json:"policy_fuel,omitempty"`
 	// ExpiresAt is when the request lapses undecided: the call is then
 	// refused as expired.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`

@@ -318,6 +318,8 @@ func (s *scanner) toolResult(t *ToolResult) bool {
 			t.DurationMS, ok = s.int64()
 		case "fuel":
 			t.Fuel, ok = s.int64()
+		case "policy_fuel":
+			t.PolicyFuel, ok = s.int64()
 		case "synthetic":
 			t.Synthetic, ok = s.bool()
 		default:
@@ -351,6 +353,8 @@ func (s *scanner) approvalRequest(a *ApprovalRequest) bool {
 			a.Policy, ok = s.str()
 		case "policy_source":
 			a.PolicySource, ok = s.str()
+		case "policy_fuel":
+			a.PolicyFuel, ok = s.int64()
 		case "expires_at":
 			a.ExpiresAt, ok = s.time()
 		default:

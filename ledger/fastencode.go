@@ -385,6 +385,7 @@ func (w *encoder) toolResult(x *ToolResult) {
 	w.optStr(`"source":`, x.Source)
 	w.optInt(`"duration_ms":`, x.DurationMS)
 	w.optInt(`"fuel":`, x.Fuel)
+	w.optInt(`"policy_fuel":`, x.PolicyFuel)
 	w.optBool(`"synthetic":`, x.Synthetic)
 	w.raw("}")
 }
@@ -403,6 +404,7 @@ func (w *encoder) approvalRequest(x *ApprovalRequest) {
 	w.optStr(`"reason":`, x.Reason)
 	w.optStr(`"policy":`, x.Policy)
 	w.optStr(`"policy_source":`, x.PolicySource)
+	w.optInt(`"policy_fuel":`, x.PolicyFuel)
 	if !x.ExpiresAt.IsZero() {
 		w.key(`"expires_at":`)
 		w.time(x.ExpiresAt)

@@ -118,8 +118,12 @@ type ItemToolCall struct {
 	Effect string `json:"effect,omitempty"`
 	// DurationMS is how long the call ran, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
-	// Fuel is the work a metered tool (a Wasm plugin) did for the call.
+	// Fuel is the work a metered tool (a Wasm plugin) did for the call
+	// (for a task's submission, its validator's).
 	Fuel int64 `json:"fuel,omitempty"`
+	// PolicyFuel is the fuel the metered policies that decided on the
+	// call used, every time they were asked.
+	PolicyFuel int64 `json:"policy_fuel,omitempty"`
 	// Approval is what became of the approval the call needed: pending,
 	// approved, denied, expired (or void, while asked again); "" when it
 	// needed none.
@@ -417,6 +421,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Output, c.Source, c.DurationMS, c.Fuel, c.Status = res.Output, res.Source, res.DurationMS, res.Fuel, ToolDone
+				c.PolicyFuel += res.PolicyFuel
 				if res.IsError {
 					c.Status = ToolError
 				}
@@ -437,6 +442,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Approval, c.ApprovalID = ApprovalPending, a.ApprovalID
+				c.PolicyFuel += a.PolicyFuel
 				if a.Effect != "" {
 					c.Effect = a.Effect
 				}

@@ -11,8 +11,10 @@ type SessionUsage struct {
 	// the user's own key counts, and that of a call paid with credits is
 	// never counted twice.
 	Cost float64 `json:"cost"`
-	// Fuel sums the fuel of the session's metered tool calls (Wasm
-	// plugins): the CPU its plugins used, in their fuel units.
+	// Fuel sums the fuel of the session's metered plugin calls (Wasm
+	// plugins): its tool calls, its tasks' validators and the policies
+	// that decided on its calls — the CPU its plugins used, in their fuel
+	// units.
 	Fuel int64 `json:"fuel,omitempty"`
 	// Runs are the session's runs, in the order they started.
 	Runs []RunUsage `json:"runs"`
@@ -30,7 +32,7 @@ type RunUsage struct {
 	// Steps is the number of the run's model passes (compactions not
 	// counted).
 	Steps int `json:"steps"`
-	// Fuel sums the fuel of the run's metered tool calls.
+	// Fuel sums the fuel of the run's metered plugin calls.
 	Fuel int64 `json:"fuel,omitempty"`
 }
 
@@ -55,10 +57,10 @@ func UsageOf(events []Event) SessionUsage {
 		return &su.Runs[i]
 	}
 	for _, e := range events {
-		if tr := e.ToolResult; tr != nil && tr.Fuel > 0 {
-			su.Fuel += tr.Fuel
+		if fuel := e.PluginFuel(); fuel > 0 {
+			su.Fuel += fuel
 			if r := run(e.RunID); r != nil {
-				r.Fuel += tr.Fuel
+				r.Fuel += fuel
 			}
 			continue
 		}
@@ -84,6 +86,19 @@ func UsageOf(events []Event) SessionUsage {
 		su.Runs = []RunUsage{}
 	}
 	return su
+}
+
+// PluginFuel is the plugin fuel event e records: a tool call's (a
+// submission's is its validator's), with its policies', or the policies'
+// that asked for an approval; 0 for the events of every other kind.
+func (e Event) PluginFuel() int64 {
+	switch {
+	case e.ToolResult != nil:
+		return max(e.ToolResult.Fuel, 0) + max(e.ToolResult.PolicyFuel, 0)
+	case e.ApprovalRequest != nil:
+		return max(e.ApprovalRequest.PolicyFuel, 0)
+	}
+	return 0
 }
 
 // ModelUsage returns the provider-reported usage of the model call e

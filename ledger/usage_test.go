@@ -130,3 +130,20 @@ func TestUsageOfFuel(t *testing.T) {
 		t.Errorf("fuel %d, runs %+v, tokens %d; want 123 = 100 + 23, and the tokens unchanged", su.Fuel, su.Runs, su.Total.TotalTokens)
 	}
 }
+
+// TestUsageOfPolicyFuel: the fuel policies used counts with the tools',
+// on the approval request they asked for and on the call's result.
+func TestUsageOfPolicyFuel(t *testing.T) {
+	run := ledger.NewID("run")
+	evs := []ledger.Event{
+		{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, RunID: run, RunStart: &ledger.RunStart{Agent: "a"}},
+		{ID: ledger.NewID("evt"), Kind: ledger.KindApprovalRequest, RunID: run,
+			ApprovalRequest: &ledger.ApprovalRequest{ApprovalID: "appr_1", CallID: "call_1", Name: "t", PolicyFuel: 7}},
+		{ID: ledger.NewID("evt"), Kind: ledger.KindToolResult, RunID: run,
+			ToolResult: &ledger.ToolResult{CallID: "call_1", Name: "t", Output: "ok", Fuel: 100, PolicyFuel: 9}},
+	}
+	su := ledger.UsageOf(evs)
+	if su.Fuel != 116 || len(su.Runs) != 1 || su.Runs[0].Fuel != 116 {
+		t.Errorf("fuel %d, runs %+v; want 116 = 7 + 100 + 9", su.Fuel, su.Runs)
+	}
+}

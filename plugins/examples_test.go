@@ -199,6 +199,10 @@ func TestExampleReleaseNotes(t *testing.T) {
 		{`{"version":"1.0.0","title":"x","changes":[]}`, false, "", []string{"/changes: minItems: got 0, want 1"}},
 		{`{"version":"1.0.0"}`, false, "", []string{"/: missing properties 'title', 'changes'"}},
 	}
+	mv, ok := v.(host.MeteredValidator)
+	if !ok || !host.IsMetered(v) {
+		t.Fatal("a plugin's validator is not metered")
+	}
 	for _, tt := range tests {
 		res, err := validate(v, tt.deliverable)
 		if err != nil {
@@ -206,6 +210,15 @@ func TestExampleReleaseNotes(t *testing.T) {
 		}
 		if res.OK != tt.ok || string(res.Value) != tt.value || strings.Join(res.Errors, "|") != strings.Join(tt.errors, "|") {
 			t.Errorf("%s:\n got %+v\nwant ok=%v value=%s errors=%q", tt.deliverable, res, tt.ok, tt.value, tt.errors)
+		}
+		// The same check, metered: the same verdict, and the fuel the
+		// plugin used — none when the host's schema check refused the
+		// deliverable before the plugin ran.
+		got, err := mv.ValidateMetered(context.Background(), json.RawMessage(tt.deliverable))
+		ranPlugin := !strings.Contains(strings.Join(tt.errors, ""), "minItems") && !strings.Contains(strings.Join(tt.errors, ""), "missing properties")
+		if err != nil || string(got.Value) != tt.value || strings.Join(got.Problems, "|") != strings.Join(tt.errors, "|") ||
+			(got.Fuel > 0) != ranPlugin || got.Source != m.Hash() {
+			t.Errorf("%s: metered %+v, %v; want the plugin's fuel (%v) and its hash %s", tt.deliverable, got, err, ranPlugin, m.Hash())
 		}
 	}
 }
@@ -261,9 +274,12 @@ func TestExampleSideEffects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Verdict != tt.verdict || d.Summary != tt.summary || d.Reason == "" || d.Source != m.Hash() {
-			t.Errorf("%s: %+v", tt.effect, d)
+		if d.Verdict != tt.verdict || d.Summary != tt.summary || d.Reason == "" || d.Source != m.Hash() || d.Fuel <= 0 {
+			t.Errorf("%s: %+v (want the fuel the decision used)", tt.effect, d)
 		}
+	}
+	if !host.IsMetered(p) {
+		t.Error("a plugin's policy does not say it is metered")
 	}
 }
 

@@ -46,8 +46,11 @@ func TestHostile(t *testing.T) {
 	rt, logs := newRuntime(t)
 	// spin and sleep declare their own 1s timeout; the tenant's limit is
 	// one a loaded machine cannot reach, for the misbehaviours that end on
-	// their own (the memory bomb, the big output) even under -race.
-	limits := plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute}
+	// their own (the memory bomb, the big output) even under -race. The
+	// fuel is more than a second of spinning (the default is spent in
+	// about one, sooner on an idle machine): here the spin ends at its
+	// timeout; TestOutOfFuel runs it out of fuel.
+	limits := plugins.Limits{Instances: 1, CallTimeout: 2 * time.Minute, Fuel: 1 << 50}
 	m := load(t, rt, "hostile", hostileWasm(t), limits)
 	healthy := load(t, rt, "get_account", getAccountWasm(t), plugins.Limits{})
 

@@ -71,4 +71,8 @@ func (p PolicyRef) Decide(ctx context.Context, req host.PolicyRequest) (host.Dec
 	return pol.Decide(ctx, req)
 }
 
+// Metered reports true: a plugin's decisions are metered, and carry the
+// fuel they used (host.Decision.Fuel).
+func (p PolicyRef) Metered() bool { return true }
+
 var _ host.Policy = PolicyRef{}

@@ -722,14 +722,29 @@ type regValidator struct {
 }
 
 func (v *regValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
+	res, err := v.ValidateMetered(ctx, deliverable)
+	return res.Value, res.Problems, err
+}
+
+// ValidateMetered is Validate, with the fuel the check used (see
+// [host.MeteredValidator]).
+func (v *regValidator) ValidateMetered(ctx context.Context, deliverable json.RawMessage) (host.Validation, error) {
 	lookup := func() (*moduleValidator, bool) {
 		if rv := v.reg.validator(v.tenant, v.v.desc.Name); rv != nil {
 			return rv.v, true
 		}
 		return nil, false
 	}
-	return asHostVerdict(follow(v.v, lookup, func(mv *moduleValidator) (validation, error) { return mv.check(ctx, deliverable) }))(deliverable)
+	var source string
+	res, err := follow(v.v, lookup, func(mv *moduleValidator) (validation, error) {
+		source = mv.mod.hash
+		return mv.check(ctx, deliverable)
+	})
+	return asHostVerdict(res, err)(deliverable, source)
 }
+
+// Metered reports true: a plugin's checks are metered.
+func (v *regValidator) Metered() bool { return true }
 
 type regPolicy struct {
 	reg    *Registry
@@ -739,6 +754,9 @@ type regPolicy struct {
 
 // Name returns the policy's name.
 func (p *regPolicy) Name() string { return p.p.desc.Name }
+
+// Metered reports true: a plugin's decisions are metered.
+func (p *regPolicy) Metered() bool { return true }
 
 func (p *regPolicy) Decide(ctx context.Context, req host.PolicyRequest) (host.Decision, error) {
 	lookup := func() (*modulePolicy, bool) {
@@ -751,8 +769,8 @@ func (p *regPolicy) Decide(ctx context.Context, req host.PolicyRequest) (host.De
 }
 
 var (
-	_ host.Toolset   = tenantToolset{}
-	_ host.Tool      = (*regTool)(nil)
-	_ host.Validator = (*regValidator)(nil)
-	_ host.Policy    = (*regPolicy)(nil)
+	_ host.Toolset          = tenantToolset{}
+	_ host.Tool             = (*regTool)(nil)
+	_ host.MeteredValidator = (*regValidator)(nil)
+	_ host.Policy           = (*regPolicy)(nil)
 )

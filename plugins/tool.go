@@ -22,6 +22,8 @@ type validation struct {
 	// Errors are "path: message" problems when not OK, the path a JSON
 	// Pointer into the deliverable, "/" for the whole of it.
 	Errors []string
+	// Fuel is the fuel the plugin's check used, failed checks included.
+	Fuel int64
 }
 
 // moduleTool is a tool of a module: a host.Tool.
@@ -168,7 +170,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 	if err != nil {
 		return validation{}, v.mod.fail("validate", v.desc.Name, detailed(ErrInvalidInput, "%v", err))
 	}
-	err = v.mod.invoke(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
+	fuel, err := v.mod.invokeMetered(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
 		var wire struct {
 			OK     *bool           `json:"ok"`
 			Value  json.RawMessage `json:"value"`
@@ -201,8 +203,9 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 		}
 		return nil
 	})
+	res.Fuel = fuel
 	if err != nil {
-		return validation{}, err
+		return validation{Fuel: fuel}, err
 	}
 	return res, nil
 }
@@ -261,7 +264,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.D
 		return host.Decision{}, p.mod.fail("decide", p.desc.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	d := host.Decision{Source: p.mod.hash}
-	err = p.mod.invoke(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {
+	fuel, err := p.mod.invokeMetered(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {
 		var wire struct {
 			Decision *host.Verdict `json:"decision"`
 			Reason   string        `json:"reason"`
@@ -286,37 +289,56 @@ func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.D
 		return nil
 	})
 	if err != nil {
-		return host.Decision{Source: p.mod.hash}, err
+		return host.Decision{Source: p.mod.hash, Fuel: fuel}, err
 	}
+	d.Fuel = fuel
 	return d, nil
 }
+
+// Metered reports true: a plugin's decisions are metered, and carry the
+// fuel they used (host.Decision.Fuel).
+func (p *modulePolicy) Metered() bool { return true }
 
 // Validate checks a deliverable as the host asks (see [host.Validator]):
 // against the validator's schema, then by the plugin; an invalid one's
 // problems are what the model is shown.
 func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMessage) (json.RawMessage, []string, error) {
-	return asHostVerdict(v.check(ctx, deliverable))(deliverable)
+	res, err := v.ValidateMetered(ctx, deliverable)
+	return res.Value, res.Problems, err
 }
 
-// asHostVerdict turns a plugin's verdict into the host's.
-func asHostVerdict(res validation, err error) func(json.RawMessage) (json.RawMessage, []string, error) {
-	return func(deliverable json.RawMessage) (json.RawMessage, []string, error) {
+// ValidateMetered is Validate, with the fuel the check used (see
+// [host.MeteredValidator]).
+func (v *moduleValidator) ValidateMetered(ctx context.Context, deliverable json.RawMessage) (host.Validation, error) {
+	return asHostVerdict(v.check(ctx, deliverable))(deliverable, v.mod.hash)
+}
+
+// Metered reports true: a plugin's checks are metered.
+func (v *moduleValidator) Metered() bool { return true }
+
+// asHostVerdict turns a plugin's verdict into the host's; source is the
+// module's hash.
+func asHostVerdict(res validation, err error) func(deliverable json.RawMessage, source string) (host.Validation, error) {
+	return func(deliverable json.RawMessage, source string) (host.Validation, error) {
+		v := host.Validation{Fuel: res.Fuel, Source: source}
 		switch {
 		case err != nil:
-			return nil, nil, err
+			return v, err
 		case !res.OK && len(res.Errors) == 0:
-			return nil, []string{schema.Root + ": the validator refused the deliverable without saying why"}, nil
+			v.Problems = []string{schema.Root + ": the validator refused the deliverable without saying why"}
 		case !res.OK:
-			return nil, res.Errors, nil
+			v.Problems = res.Errors
 		case len(res.Value) == 0:
-			return deliverable, nil, nil
+			v.Value = deliverable
+		default:
+			v.Value = res.Value
 		}
-		return res.Value, nil, nil
+		return v, nil
 	}
 }
 
 var (
-	_ host.Tool      = (*moduleTool)(nil)
-	_ host.Validator = (*moduleValidator)(nil)
-	_ host.Policy    = (*modulePolicy)(nil)
+	_ host.Tool             = (*moduleTool)(nil)
+	_ host.MeteredValidator = (*moduleValidator)(nil)
+	_ host.Policy           = (*modulePolicy)(nil)
 )

@@ -13,14 +13,17 @@ import (
 
 // Plugin budgets: a tenant's plugin fuel per UTC day (plugin_fuel_per_day),
 // summed over every host sharing the storage in one counter. Before a
-// plugin's tool call runs, the day's fuel so far is read: past the budget,
-// the call is refused with a tool error the model reads
-// (ErrPluginBudgetExceeded); after it, the fuel it used is added. The
-// day's fuel passes the budget by at most the calls in flight when it
-// crossed it (each bounded by the plugin's Limits.Fuel). With
-// plugin_fuel_refuses_runs, a run does not start past it either.
-// Calls of tools that are not metered (Go tools of the program) are not
-// counted, nor refused.
+// plugin's call runs — a tool's, a policy's deciding on a tool call, a
+// validator's checking a task's submission — the day's fuel so far is
+// read: past the budget, the call is refused with an error the model
+// reads (ErrPluginBudgetExceeded: the tool's error; a policy's refusal
+// denies the call it was asked about, saying why; a submission is neither
+// accepted nor rejected). After it, the fuel it used is added. The day's
+// fuel passes the budget by at most the calls in flight when it crossed
+// it (each bounded by the plugin's Limits.Fuel). With
+// plugin_fuel_refuses_runs, a run does not start past it either. Calls of
+// code that is not metered (Go tools and policies of the program, schema
+// validators) are not counted, nor refused.
 
 // ErrPluginBudgetExceeded is the error of a plugin call a tenant's daily
 // plugin budget refuses.
@@ -67,14 +70,8 @@ func (b *fuelBudget) exceeded(ctx context.Context) (*ErrPluginBudgetExceeded, er
 	return &ErrPluginBudgetExceeded{Tenant: b.tenant, Used: used, Limit: b.limit}, nil
 }
 
-// metered reports whether tool's calls are metered (a plugin's).
-func metered(tool host.Tool) bool {
-	m, ok := tool.(interface{ Metered() bool })
-	return ok && m.Metered()
-}
-
 // hook refuses plugin calls past the budget and counts their fuel.
-func (b *fuelBudget) hook() host.Hook { return fuelHook{b} }
+func (b *fuelBudget) hook() host.PolicyHook { return fuelHook{b} }
 
 type fuelHook struct{ b *fuelBudget }
 
@@ -83,26 +80,55 @@ func (h fuelHook) ModelHook(next host.StreamFunc) host.StreamFunc { return next 
 func (h fuelHook) ToolHook(next host.CallFunc) host.CallFunc {
 	b := h.b
 	return func(ctx context.Context, tool host.Tool, call host.ToolCall) (host.ToolResult, error) {
-		if !metered(tool) {
+		if !host.IsMetered(tool) {
 			return next(ctx, tool, call)
 		}
-		over, err := b.exceeded(ctx)
-		if err != nil {
-			// The count cannot be read (the storage fails over): the
-			// call runs, and is counted once it can be.
-			b.log.Warn("cannot read the plugin budget; the call runs", "tenant", b.tenant, "err", err)
-		}
-		if over != nil {
+		if over := b.admit(ctx); over != nil {
 			return host.ToolResult{}, over
 		}
 		res, err := next(ctx, tool, call)
-		if res.Fuel > 0 {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if _, _, aerr := b.counter.AddWithin(actx, b.namespace(time.Now()), fuelKey, res.Fuel, math.MaxInt64); aerr != nil {
-				b.log.Warn("cannot count a plugin call's fuel", "tenant", b.tenant, "fuel", res.Fuel, "err", aerr)
-			}
-			cancel()
-		}
+		b.spent(ctx, res.Fuel)
 		return res, err
+	}
+}
+
+func (h fuelHook) PolicyHook(next host.DecideFunc) host.DecideFunc {
+	b := h.b
+	return func(ctx context.Context, p host.Policy, req host.PolicyRequest) (host.Decision, error) {
+		if !host.IsMetered(p) {
+			return next(ctx, p, req)
+		}
+		if over := b.admit(ctx); over != nil {
+			return host.Decision{}, over
+		}
+		d, err := next(ctx, p, req)
+		b.spent(ctx, d.Fuel)
+		return d, err
+	}
+}
+
+// admit returns the error of a call past the budget, nil within it. When
+// the count cannot be read (the storage fails over) the call runs, and is
+// counted once it can be.
+func (b *fuelBudget) admit(ctx context.Context) error {
+	over, err := b.exceeded(ctx)
+	if err != nil {
+		b.log.Warn("cannot read the plugin budget; the call runs", "tenant", b.tenant, "err", err)
+	}
+	if over != nil {
+		return over
+	}
+	return nil
+}
+
+// spent adds a call's fuel to the day's.
+func (b *fuelBudget) spent(ctx context.Context, fuel int64) {
+	if fuel <= 0 {
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, _, err := b.counter.AddWithin(actx, b.namespace(time.Now()), fuelKey, fuel, math.MaxInt64); err != nil {
+		b.log.Warn("cannot count a plugin call's fuel", "tenant", b.tenant, "fuel", fuel, "err", err)
 	}
 }

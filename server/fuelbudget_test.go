@@ -1,9 +1,13 @@
 package server_test
 
 import (
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 )
 
@@ -85,5 +89,73 @@ func TestSandboxFuel(t *testing.T) {
 	}
 	if code, body := ts.doBytes(t, ts.beta, "PUT", "/v1/plugins/accounts", getAccount(t)); code != 201 {
 		t.Fatalf("the same module under the default fuel: %d %s", code, body)
+	}
+}
+
+// TestPluginFuelBudgetCountsPolicies: a plugin policy's fuel counts in the
+// tenant's plugin budget and shows on the call it decided on: with a
+// budget of 1, the policy's decision on the first call crosses it, so the
+// tool itself is refused; on the next call the policy is refused too,
+// which denies the call, saying why. The usage counts the policy's fuel.
+func TestPluginFuelBudgetCountsPolicies(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.PluginFuelPerDay = 1
+		tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Policy: "side_effects"}}
+	})})
+	kit, _ := filepath.Abs("../pdk/c")
+	policy := plugintest.CPlugin(t, "../examples/plugins/side_effects", []string{"side_effects.c", kit + "/agentic.c"}, []string{kit}, nil)
+	for name, wasm := range map[string][]byte{"accounts": getAccount(t), "side_effects": policy} {
+		if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/"+name, wasm); code != 201 {
+			t.Fatalf("upload %s: %d %s", name, code, body)
+		}
+	}
+	type call struct {
+		Status, Output string
+		Fuel           int64
+		PolicyFuel     int64 `json:"policy_fuel"`
+	}
+	callOf := func(session string) call {
+		t.Helper()
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+session+"/messages?wait=true", `{"text":"get_account account_id=42"}`); code != 200 {
+			t.Fatalf("%s: %d %s", session, code, body)
+		}
+		_, body := ts.do(t, ts.acme, "GET", "/v1/sessions/"+session+"/transcript", "")
+		for _, it := range decodeJSON[struct {
+			Items []struct {
+				ToolCalls []call `json:"tool_calls"`
+			}
+		}](t, body).Items {
+			for _, c := range it.ToolCalls {
+				return c
+			}
+		}
+		t.Fatalf("%s: no tool call in %s", session, body)
+		return call{}
+	}
+	first := callOf("s1")
+	if first.Status != "error" || first.PolicyFuel <= 1 || first.Fuel != 0 || !strings.Contains(first.Output, "plugin_budget_exceeded") ||
+		!strings.Contains(first.Output, "the tool did not run") {
+		t.Fatalf("the first call: %+v; want the policy's fuel, over the budget, and the tool refused", first)
+	}
+	second := callOf("s2")
+	if second.Status != "error" || second.PolicyFuel != 0 || !strings.Contains(second.Output, "denied by policy side_effects") ||
+		!strings.Contains(second.Output, "plugin_budget_exceeded") {
+		t.Errorf("the call after: %+v; want the policy refused, and the call denied saying why", second)
+	}
+	_, body := ts.do(t, ts.acme, "GET", "/v1/usage", "")
+	if u := decodeJSON[struct{ Total struct{ Fuel int64 } }](t, body); u.Total.Fuel != first.PolicyFuel {
+		t.Errorf("the usage counts %d fuel, want the policy's %d", u.Total.Fuel, first.PolicyFuel)
+	}
+	// Prometheus: the policy's fuel by tenant and module.
+	_, body = ts.do(t, "", "GET", "/metrics", "")
+	var line string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "agentic_policy_fuel_total{") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `agentic_tenant="acme"`) || !strings.Contains(line, `agentic_policy="side_effects"`) ||
+		!strings.Contains(line, `agentic_tool_source="sha256:`) || !strings.HasSuffix(line, " "+strconv.FormatInt(first.PolicyFuel, 10)) {
+		t.Errorf("the policy's fuel in /metrics: %q, want %d by tenant, policy and module", line, first.PolicyFuel)
 	}
 }

@@ -16,8 +16,8 @@ import (
 // last ?days (1 to 90, default 14, counted in UTC days, today included),
 // per day, per session and per agent, beside the tenant's daily budget;
 // and its tool calls per tool and code (a plugin's hash), with the latest
-// calls. Every figure carries the fuel of the metered tool calls, the CPU
-// of the tenant's plugins. It is computed from the ledgers of every session of the tenant,
+// calls. Every figure carries the fuel of the tenant's plugins — their
+// tools', their validators' and their policies' — its plugins' CPU. It is computed from the ledgers of every session of the tenant,
 // so it costs a read of each: it is for a console or a report, not for a
 // hot path.
 
@@ -57,12 +57,15 @@ type usageAgent struct {
 
 // toolUsage counts the calls of one tool by one piece of code.
 type toolUsage struct {
-	Name       string    `json:"name"`
-	Source     string    `json:"source,omitempty"`
-	Calls      int       `json:"calls"`
-	Errors     int       `json:"errors"`
-	DurationMS int64     `json:"duration_ms"`
-	Fuel       int64     `json:"fuel"`
+	Name       string `json:"name"`
+	Source     string `json:"source,omitempty"`
+	Calls      int    `json:"calls"`
+	Errors     int    `json:"errors"`
+	DurationMS int64  `json:"duration_ms"`
+	Fuel       int64  `json:"fuel"`
+	// PolicyFuel is the fuel the metered policies used deciding on the
+	// tool's calls.
+	PolicyFuel int64     `json:"policy_fuel,omitempty"`
 	Last       time.Time `json:"last,omitzero"`
 }
 
@@ -76,6 +79,7 @@ type toolCall struct {
 	IsError    bool      `json:"is_error,omitempty"`
 	DurationMS int64     `json:"duration_ms,omitempty"`
 	Fuel       int64     `json:"fuel,omitempty"`
+	PolicyFuel int64     `json:"policy_fuel,omitempty"`
 	Time       time.Time `json:"time"`
 }
 
@@ -158,8 +162,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 			if e.Time.Before(since) {
 				continue
 			}
-			if e.ToolResult != nil {
-				res := e.ToolResult
+			if res := e.ToolResult; res != nil {
 				k := toolKey{res.Name, res.Source}
 				tu := tools[k]
 				if tu == nil {
@@ -172,28 +175,29 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 				}
 				tu.DurationMS += res.DurationMS
 				tu.Fuel += res.Fuel
+				tu.PolicyFuel += res.PolicyFuel
 				if e.Time.After(tu.Last) {
 					tu.Last = e.Time
 				}
 				out.Calls = append(out.Calls, toolCall{SessionID: id, RunID: e.RunID, CallID: res.CallID, Name: k.name,
-					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Fuel: res.Fuel, Time: e.Time})
-				if res.Fuel > 0 {
-					sess.Fuel += res.Fuel
-					out.Total.Fuel += res.Fuel
-					if d := int(e.Time.UTC().Sub(since) / (24 * time.Hour)); d >= 0 && d < days {
-						out.Days[d].Fuel += res.Fuel
-					}
-					a := cmp.Or(agentOf[e.RunID], "default")
-					au := agents[a]
-					if au == nil {
-						au = &usageAgent{Agent: a}
-						agents[a] = au
-					}
-					au.Fuel += res.Fuel
-					if !counted[a] {
-						counted[a] = true
-						au.Sessions++
-					}
+					Source: res.Source, IsError: res.IsError, DurationMS: res.DurationMS, Fuel: res.Fuel, PolicyFuel: res.PolicyFuel, Time: e.Time})
+			}
+			if fuel := e.PluginFuel(); fuel > 0 {
+				sess.Fuel += fuel
+				out.Total.Fuel += fuel
+				if d := int(e.Time.UTC().Sub(since) / (24 * time.Hour)); d >= 0 && d < days {
+					out.Days[d].Fuel += fuel
+				}
+				a := cmp.Or(agentOf[e.RunID], "default")
+				au := agents[a]
+				if au == nil {
+					au = &usageAgent{Agent: a}
+					agents[a] = au
+				}
+				au.Fuel += fuel
+				if !counted[a] {
+					counted[a] = true
+					au.Sessions++
 				}
 			}
 			u, step, ok := e.ModelUsage()

@@ -134,8 +134,9 @@ func TestCallTools(t *testing.T) {
 func TestFailuresAreToolErrors(t *testing.T) {
 	// A memory bomb needs time to exhaust its memory on a loaded machine
 	// (and under the race detector): the tenant's timeout leaves it that.
-	// spin times out at its own 1s.
-	e := newEnv(t, pluginFiles(t), plugins.Limits{CallTimeout: time.Minute}, mcp.Options{})
+	// spin times out at its own 1s, on fuel for more than that (the
+	// default is spent in about a second, sooner on an idle machine).
+	e := newEnv(t, pluginFiles(t), plugins.Limits{CallTimeout: time.Minute, Fuel: 1 << 50}, mcp.Options{})
 	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			cs := e.connect(t, transport, "caller", nil)

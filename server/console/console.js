@@ -534,6 +534,7 @@
           h('span', { class: 'tag tool-source mono', title: c.source || '' }, shortHash(c.source)),
           h('span', { class: 'tool-duration muted' }, c.duration_ms !== undefined ? c.duration_ms + ' ms' : ''),
           c.fuel ? h('span', { class: 'tool-fuel muted', title: 'the fuel the plugin used: its CPU' }, fmtInt(c.fuel) + ' fuel') : null,
+          c.policy_fuel ? h('span', { class: 'policy-fuel muted', title: 'the fuel the policies that decided on the call used' }, 'policy ' + fmtInt(c.policy_fuel) + ' fuel') : null,
           c.approval ? h('span', { class: 'tag tool-approval', 'data-approval': c.approval }, 'approval: ' + c.approval) : null),
         h('div', { class: 'muted' }, 'input'), h('pre', { class: 'tool-input' }, prettyJSON(c.input)),
         h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''));
@@ -963,9 +964,9 @@
         for (const c of p.conflicts) if (!p.plugins.some((m) => (m.conflicting || []).includes(c))) nodes.push(h('p', { class: 'refusal' }, 'conflict: ' + c));
         list.replaceChildren(...nodes);
         calls.replaceChildren(
-          h('table', { id: 'plugin-tools' }, h('thead', null, h('tr', null, ['Tool', 'Code', 'Calls', 'Errors', 'Time', 'Fuel', 'Last'].map((x) => h('th', null, x)))),
+          h('table', { id: 'plugin-tools' }, h('thead', null, h('tr', null, ['Tool', 'Code', 'Calls', 'Errors', 'Time', 'Fuel', 'Policy fuel', 'Last'].map((x) => h('th', null, x)))),
             h('tbody', null, u.tools.map((t) => h('tr', { class: 'tool-usage' }, h('td', null, h('code', null, t.name)), h('td', { class: 'mono call-hash', title: t.source || '' }, shortHash(t.source)),
-              h('td', { class: 'num' }, fmtInt(t.calls)), h('td', { class: 'num' }, fmtInt(t.errors)), h('td', { class: 'num' }, t.duration_ms + ' ms'), h('td', { class: 'num tool-fuel' }, fmtInt(t.fuel)), h('td', null, fmtTime(t.last)))))),
+              h('td', { class: 'num' }, fmtInt(t.calls)), h('td', { class: 'num' }, fmtInt(t.errors)), h('td', { class: 'num' }, t.duration_ms + ' ms'), h('td', { class: 'num tool-fuel' }, fmtInt(t.fuel)), h('td', { class: 'num policy-fuel' }, fmtInt(t.policy_fuel || 0)), h('td', null, fmtTime(t.last)))))),
           h('h3', null, 'Latest calls'),
           h('table', { id: 'plugin-calls' }, h('thead', null, h('tr', null, ['When', 'Session', 'Tool', 'Code', 'Outcome', 'Time', 'Fuel'].map((x) => h('th', null, x)))),
             h('tbody', null, u.calls.map((c) => h('tr', { class: 'plugin-call', 'data-call-id': c.call_id },
