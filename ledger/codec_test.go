@@ -20,7 +20,7 @@ func fullEvents() []Event {
 	tm := time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	ev := func(id string, k Kind, run string) Event { return Event{ID: id, Kind: k, Time: tm, RunID: run} }
 	usage := Usage{PromptTokens: 1200, CompletionTokens: 340, TotalTokens: 1540, CachedTokens: 1000,
-		CacheWriteTokens: 200, ReasoningTokens: 64, Cost: 0.0123, IsBYOK: ptr(true), UpstreamCost: 0.0456}
+		CacheWriteTokens: 200, ReasoningTokens: 64, Cost: 0.0123, IsBYOK: ptr(true), UpstreamCost: 0.0456, CostUnknown: true}
 
 	in := ev("ev_in", KindInput, "run_1")
 	in.Input = &Input{MessageID: "msg_1", RequestID: "req_1", Parts: []Part{

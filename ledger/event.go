@@ -179,6 +179,11 @@ type Usage struct {
 	IsBYOK *bool `json:"is_byok,omitempty"`
 	// UpstreamCost is `cost_details.upstream_inference_cost`.
 	UpstreamCost float64 `json:"upstream_cost,omitempty"`
+	// CostUnknown tells that the provider reported no cost for the call:
+	// no usage, or a usage without a numeric `cost` (an endpoint that does
+	// not price its calls, unlike OpenRouter). Its Cost is then 0, and a
+	// budget counts the call as over the budget, never as free.
+	CostUnknown bool `json:"cost_unknown,omitempty"`
 }
 
 // Billed is the spend of the pass: Cost, plus UpstreamCost when the call was
@@ -204,6 +209,7 @@ func (u Usage) Add(v Usage) Usage {
 		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 		Cost:             u.Cost + v.Cost,
 		UpstreamCost:     u.UpstreamCost + v.UpstreamCost,
+		CostUnknown:      u.CostUnknown || v.CostUnknown,
 	}
 }
 

@@ -216,6 +216,8 @@ func (s *scanner) usage(u *Usage) bool {
 			u.IsBYOK = &b
 		case "upstream_cost":
 			u.UpstreamCost, ok = s.float()
+		case "cost_unknown":
+			u.CostUnknown, ok = s.bool()
 		default:
 			return false
 		}

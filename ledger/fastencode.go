@@ -371,6 +371,7 @@ func (w *encoder) usage(u *Usage) {
 		w.bool(*u.IsBYOK)
 	}
 	w.optFloat(`"upstream_cost":`, u.UpstreamCost)
+	w.optBool(`"cost_unknown":`, u.CostUnknown)
 	w.raw("}")
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,6 +41,12 @@ import (
 // A run in flight that crosses the budget finishes the step it is in: its
 // next model call fails with ErrBudgetExceeded, ending it failed with
 // reason "budget_exceeded: …".
+//
+// A model call whose provider reported no cost (ledger.Usage.CostUnknown:
+// an endpoint that does not price its calls, a stream that ended without
+// its usage) fails closed: it counts as all of the day's budget, so that
+// nothing more runs on it today, and the error says which model did it —
+// never as free.
 
 // ErrBudgetExceeded is the error of a model call a tenant's budget stops.
 type ErrBudgetExceeded struct {
@@ -47,9 +54,15 @@ type ErrBudgetExceeded struct {
 	Tenant string
 	// Spent and Limit are the day's spend and the budget, in USD.
 	Spent, Limit float64
+	// Unpriced names the model whose call reported no cost today, which
+	// counted as all of the budget (fail closed); "" when none did.
+	Unpriced string
 }
 
 func (e *ErrBudgetExceeded) Error() string {
+	if e.Unpriced != "" {
+		return fmt.Sprintf("budget_exceeded: tenant %s: a call of model %s today reported no cost, so it counts as all of the $%.2f daily budget (a model whose price is unknown is never counted as free)", e.Tenant, e.Unpriced, e.Limit)
+	}
 	return fmt.Sprintf("budget_exceeded: tenant %s spent $%.4f of its $%.2f daily budget", e.Tenant, e.Spent, e.Limit)
 }
 
@@ -85,6 +98,7 @@ const (
 	committedKey = "=committed" // spent and reserved, in micro-USD
 	reservedKey  = "=reserved"  // reserved by calls in flight, in micro-USD
 	estimateKey  = "dearest"    // the dearest call any host has seen, in micro-USD
+	unpricedKey  = "=unpriced"  // (key-value) the model of a call that reported no cost today
 )
 
 // estimateNamespace keeps what outlives a day: the tenant's dearest call,
@@ -141,7 +155,7 @@ func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, 
 		}
 		spent := float64(committed-reserved) / 1e6
 		if reserved <= 0 || time.Now().After(deadline) {
-			return reservation{}, &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}, nil
+			return reservation{}, b.over(ctx, spent), nil
 		}
 		// Others hold what is left: their calls settle, dearer or
 		// cheaper than reserved.
@@ -196,6 +210,34 @@ func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
 	// Best effort: a settle that fails leaves the reservation counted.
 	b.counter.AddWithin(ctx, res.ns, committedKey, spent-res.amount, math.MaxInt64)
 	if res.amount != 0 {
+		b.counter.AddWithin(ctx, res.ns, reservedKey, -res.amount, math.MaxInt64)
+	}
+}
+
+// over is the error of a call past the budget, spent the day's spend; it
+// names the model whose unpriced call spent it, if one did.
+func (b *budget) over(ctx context.Context, spent float64) *ErrBudgetExceeded {
+	e := &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}
+	if v, ok, err := b.kv.Get(ctx, b.namespace(time.Now().UTC().Format(time.DateOnly)), unpricedKey); err == nil && ok {
+		e.Unpriced = string(v)
+	}
+	return e
+}
+
+// failClosed counts a call whose provider reported no cost as all of the
+// day's budget, in place of its reservation, and remembers its model for
+// the errors of the calls it stops.
+func (b *budget) failClosed(ctx context.Context, res reservation, model string) {
+	day := time.Now().UTC().Format(time.DateOnly)
+	b.kv.Set(ctx, b.namespace(day), unpricedKey, []byte(model)) // best effort: the count below stops the calls anyway
+	if b.counter == nil {
+		b.add(ctx, b.limit)
+		return
+	}
+	ns := cmp.Or(res.ns, b.namespace(day))
+	b.counter.AddWithin(ctx, ns, committedKey, micro(b.limit), math.MaxInt64)
+	if res.amount != 0 {
+		b.counter.AddWithin(ctx, res.ns, committedKey, -res.amount, math.MaxInt64)
 		b.counter.AddWithin(ctx, res.ns, reservedKey, -res.amount, math.MaxInt64)
 	}
 }
@@ -278,7 +320,7 @@ func (b *budget) spent(ctx context.Context) (float64, error) {
 func (b *budget) exceeded(ctx context.Context) (*ErrBudgetExceeded, error) {
 	spent, err := b.spent(ctx)
 	if spent >= b.limit {
-		return &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}, err
+		return b.over(ctx, spent), err
 	}
 	return nil, err
 }
@@ -295,6 +337,10 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 				return model.Result{}, over
 			}
 			res, err := next(ctx, req, onDelta)
+			if err == nil && res.Usage.CostUnknown {
+				h.b.failClosed(context.WithoutCancel(ctx), reservation{}, cmp.Or(res.Model, req.Model))
+				return res, err
+			}
 			h.b.add(context.WithoutCancel(ctx), res.Usage.Billed())
 			return res, err
 		}
@@ -306,6 +352,10 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 			return model.Result{}, err
 		}
 		res, err := next(ctx, req, onDelta)
+		if err == nil && res.Usage.CostUnknown {
+			h.b.failClosed(context.WithoutCancel(ctx), held, cmp.Or(res.Model, req.Model))
+			return res, err
+		}
 		h.b.settle(context.WithoutCancel(ctx), held, res.Usage.Billed())
 		return res, err
 	}

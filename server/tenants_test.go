@@ -392,3 +392,38 @@ func TestBudgetParallel(t *testing.T) {
 		t.Errorf("spent %.2f: the budget admitted fewer calls than fit", usage.Total.Cost)
 	}
 }
+
+// TestBudgetUnpricedFailsClosed: a model call whose provider reported no
+// cost counts as all of the day's budget, never as free: the run's next
+// call is refused, and so is the next run, each saying which model did
+// it; on a second host sharing the storage too.
+func TestBudgetUnpricedFailsClosed(t *testing.T) {
+	store := memory.New()
+	budget := withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 5 })
+	ts := startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) { budget(c); c.HostID = "host-1" }})
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", getAccount(t)); code != 201 {
+		t.Fatalf("%d %s", code, body)
+	}
+	unpriced := hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "get_account", Arguments: `{"account_id":"1"}`}},
+		Usage: &ledger.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15, CostUnknown: true}}
+	ts.model.Enqueue(unpriced, hosttest.Reply{Text: "never said"})
+	code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"look it up"}`)
+	res := decodeJSON[struct{ Status, Reason string }](t, body)
+	want := "a call of model " + hosttest.DefaultModel + " today reported no cost"
+	if code != 200 || res.Status != "failed" || !strings.Contains(res.Reason, want) {
+		t.Fatalf("the run whose call reported no cost: %d %s, want it stopped, saying %q", code, body, want)
+	}
+	if n := ts.model.RequestCount(); n != 1 {
+		t.Errorf("the model was called %d times, want once", n)
+	}
+	for _, h := range []*testServer{ts, startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) { budget(c); c.HostID = "host-2" }})} {
+		code, body := h.do(t, h.acme, "POST", "/v1/sessions/next/messages", `{"text":"more"}`)
+		if code != 402 || !strings.Contains(body, want) {
+			t.Errorf("a new run after it: %d %s, want 402 saying %q", code, body, want)
+		}
+	}
+	// A priced call is counted as ever on another tenant.
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/b/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, `"completed"`) {
+		t.Errorf("beta: %d %s", code, body)
+	}
+}

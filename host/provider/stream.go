@@ -190,6 +190,7 @@ type streamState struct {
 	reasoning    strings.Builder
 	details      []map[string]json.RawMessage // merged reasoning_details
 	usage        ledger.Usage
+	gotUsage     bool
 
 	calls []callState   // by our dense index
 	remap map[int64]int // provider index → our index
@@ -254,7 +255,7 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", model.ErrMalformedStream, truncate(ch.RawJSON(), 200))
 	}
 	if ch.JSON.Usage.Valid() {
-		s.usage = parseUsage(ch.JSON.Usage.Raw())
+		s.usage, s.gotUsage = parseUsage(ch.JSON.Usage.Raw()), true
 	}
 	for _, raw := range details {
 		s.addDetails(raw)
@@ -372,6 +373,9 @@ func (s *streamState) addDetails(raw string) {
 // may be cut.
 func (s *streamState) result() model.Result {
 	r := model.Result{Text: s.text.String(), Reasoning: s.reasoning.String(), Model: s.model, GenerationID: s.id, Usage: s.usage}
+	if !s.gotUsage {
+		r.Usage.CostUnknown = true // the stream ended without a usage
+	}
 	if len(s.details) > 0 {
 		r.Raw, _ = json.Marshal(map[string]any{"reasoning_details": s.details})
 	}
@@ -406,8 +410,8 @@ func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
 // (is_byok) and the upstream cost, cached, cache-write and reasoning
 // tokens. A field of an unexpected type is skipped, never fatal (is_byok
 // is taken only when it is a JSON boolean), and anything that is not a
-// JSON object reads as a zero Usage. The step's billed cost is then
-// [ledger.Usage.Billed].
+// JSON object reads as a zero Usage. A usage without a numeric "cost"
+// (and anything that is not a usage) is CostUnknown. The step's billed cost is then [ledger.Usage.Billed].
 func ParseUsage(raw []byte) ledger.Usage {
 	var u struct {
 		Prompt     json.RawMessage `json:"prompt_tokens"`
@@ -430,7 +434,7 @@ func ParseUsage(raw []byte) ledger.Usage {
 	// Decode field by field so that one odd field spoils nothing else.
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil {
-		return out
+		return ledger.Usage{CostUnknown: true}
 	}
 	set := func(key string, dst any) {
 		if v, ok := top[key]; ok {
@@ -453,6 +457,7 @@ func ParseUsage(raw []byte) ledger.Usage {
 	out.CacheWriteTokens = intOf(u.PromptDet.CacheWrite)
 	out.ReasoningTokens = intOf(u.CompletionDet.Reasoning)
 	out.Cost = floatOf(u.Cost)
+	out.CostUnknown = !isNumber(u.Cost)
 	out.UpstreamCost = floatOf(u.CostDet.Upstream)
 	switch strings.TrimSpace(string(u.IsBYOK)) {
 	case "true":
@@ -463,6 +468,12 @@ func ParseUsage(raw []byte) ledger.Usage {
 		out.IsBYOK = &f
 	}
 	return out
+}
+
+// isNumber reports whether raw is a JSON number.
+func isNumber(raw json.RawMessage) bool {
+	var f float64
+	return json.Unmarshal(raw, &f) == nil
 }
 
 // floatOf reads a JSON number; anything else is 0.

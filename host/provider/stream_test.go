@@ -528,6 +528,10 @@ func TestStreamLooseServers(t *testing.T) {
 	if res.Text != "Two calls." || res.GenerationID != "c1" || res.FinishReason != "tool_calls" {
 		t.Errorf("res = %+v", res)
 	}
+	// No usage came: its cost is unknown, never free.
+	if !res.Usage.CostUnknown {
+		t.Errorf("a stream without a usage: Usage = %+v, want CostUnknown", res.Usage)
+	}
 	for i, w := range want {
 		if got := rec.args(i); got != w.Arguments {
 			t.Errorf("call %d fragments = %q, want %q", i, got, w.Arguments)
@@ -595,12 +599,14 @@ func TestParseUsageLenient(t *testing.T) {
 		want ledger.Usage
 	}{
 		{`{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"is_byok":"true","cost":"0.5"}`,
-			ledger.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}},
+			ledger.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3, CostUnknown: true}},
 		{`{"prompt_tokens":1.0,"is_byok":null,"cost_details":null,"prompt_tokens_details":{"cached_tokens":4,"cache_write_tokens":5}}`,
-			ledger.Usage{PromptTokens: 1, CachedTokens: 4, CacheWriteTokens: 5}},
+			ledger.Usage{PromptTokens: 1, CachedTokens: 4, CacheWriteTokens: 5, CostUnknown: true}},
 		{`{"prompt_tokens":"x","completion_tokens_details":"y","is_byok":false,"cost":0}`,
 			ledger.Usage{IsBYOK: ptr(false)}},
-		{`[]`, ledger.Usage{}},
+		{`[]`, ledger.Usage{CostUnknown: true}},
+		// An endpoint that does not price its calls: the tokens, and no cost.
+		{`{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12}`, ledger.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12, CostUnknown: true}},
 	}
 	for _, tt := range tests {
 		if got := parseUsage(tt.raw); !reflect.DeepEqual(got, tt.want) {
