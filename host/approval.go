@@ -35,7 +35,10 @@ type PendingApproval struct {
 	SessionID  string `json:"session_id"`
 	RunID      string `json:"run_id"`
 	ApprovalID string `json:"approval_id"`
-	CallID     string `json:"call_id"`
+	// Kind is "" for a request about a tool call; else the request is the
+	// run's own, of that kind (see [ApprovalNeededError]), with no call.
+	Kind   string `json:"kind,omitempty"`
+	CallID string `json:"call_id"`
 	// Tool is the tool the call is for, Effect its declared effect.
 	Tool   string `json:"tool"`
 	Effect string `json:"effect,omitempty"`
@@ -114,7 +117,7 @@ func (r *run) askPolicy(p Policy, req PolicyRequest) (v verdictOf) {
 		}
 	}()
 	chain := r.h.hooks.Load()
-	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePolicy})
+	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePolicy, Grants: r.grants})
 	d, err := chain.decide(ctx, p, req)
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("it did not decide within %s", r.agent.PolicyTimeout)
@@ -132,14 +135,14 @@ func (r *run) askPolicy(p Policy, req PolicyRequest) (v verdictOf) {
 
 // pendingOf describes a request, with its token.
 func (h *Host) pendingOf(sessionID, runID string, at time.Time, a ledger.ApprovalRequest) PendingApproval {
-	return PendingApproval{SessionID: sessionID, RunID: runID, ApprovalID: a.ApprovalID, CallID: a.CallID,
+	return PendingApproval{SessionID: sessionID, RunID: runID, ApprovalID: a.ApprovalID, Kind: a.Kind, CallID: a.CallID,
 		Tool: a.Name, Effect: a.Effect, Input: a.Input, Summary: a.Summary, Reason: a.Reason, Policy: a.Policy,
 		RequestedAt: at, ExpiresAt: a.ExpiresAt, Token: mintToken(h.secret, h.tenant, sessionID, runID, a)}
 }
 
 // info is the request as a progress event carries it.
 func (p PendingApproval) info(state ledger.ApprovalState) *ApprovalInfo {
-	return &ApprovalInfo{ApprovalID: p.ApprovalID, CallID: p.CallID, Tool: p.Tool, Input: p.Input, Summary: p.Summary,
+	return &ApprovalInfo{ApprovalID: p.ApprovalID, Kind: p.Kind, CallID: p.CallID, Tool: p.Tool, Input: p.Input, Summary: p.Summary,
 		Reason: p.Reason, State: state, ExpiresAt: p.ExpiresAt, Token: p.Token}
 }
 
@@ -484,8 +487,8 @@ func (r *run) announceDecided() {
 		}
 	}
 	for _, a := range ledger.Approvals(events, r.id) {
-		if a.State == ledger.ApprovalPending || answered[a.Request.CallID] {
-			continue
+		if a.State == ledger.ApprovalPending || answered[a.Request.CallID] || a.Request.CallID == "" {
+			continue // (the run's own requests are announced as it goes on: continueRun)
 		}
 		info := r.h.pendingOf(r.sessionID, r.id, a.RequestedAt, a.Request).info(a.State)
 		info.Token = ""

@@ -37,6 +37,11 @@ func approvalMAC(secret []byte, tenant, sessionID, runID string, a ledger.Approv
 		a.InputDigest, a.PolicySource, a.ExpiresAt.UTC().Format(time.RFC3339Nano)} {
 		fmt.Fprintf(mac, "%d:%s;", len(f), f)
 	}
+	if a.Kind != "" {
+		// A run's own request (a tool call's has no kind, and its MAC
+		// stays as it was).
+		fmt.Fprintf(mac, "kind:%d:%s;", len(a.Kind), a.Kind)
+	}
 	return mac.Sum(nil)
 }
 

@@ -106,7 +106,7 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		req := model.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
 		res, err = model.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (model.Result, error) {
 			chain := r.h.hooks.Load()
-			ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction})
+			ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction, Grants: r.grants})
 			return chain.stream(ctx, req, nil)
 		}, nil)
 		if err == nil || model.Classify(err).Kind != model.ContextOverflow || dropped >= 4 {

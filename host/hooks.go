@@ -58,6 +58,9 @@ type CallInfo struct {
 	// Attempt is the attempt of a model pass, from 1 (retries count up);
 	// 0 for other calls.
 	Attempt int
+	// Grants are the run's own requests a person approved, oldest first
+	// (see [ApprovalNeededError]).
+	Grants []Grant
 }
 
 // The purposes of a call (see [CallInfo]).

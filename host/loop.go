@@ -53,6 +53,7 @@ type run struct {
 	callIDs    map[string]bool // the session's tool call ids, once a pass made calls (uniqueCallIDs)
 	tools      map[string]Tool
 	specs      []model.ToolSpec
+	grants     []Grant // the run's own approved requests (runapproval.go)
 
 	// Guarded by st.mu.
 	events          []ledger.Event // the whole ledger, as this host knows it

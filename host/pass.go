@@ -86,6 +86,11 @@ func (r *run) pass() (o outcome, stop bool) {
 	}
 	if merr != nil {
 		if !r.stopped() {
+			if need, ok := errors.AsType[*ApprovalNeededError](merr); ok {
+				// A hook stopped the call until a person says the run
+				// may go on: it parks.
+				return r.parkRun(need), true
+			}
 			if te, ok := errors.AsType[*TimeoutError](merr); ok {
 				// The stream stayed silent past a chunk timeout, on every
 				// attempt.
@@ -268,7 +273,7 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 			}
 		}
 		chain := r.h.hooks.Load()
-		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt})
+		ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposePass, Attempt: attempt, Grants: r.grants})
 		res, err := r.modelCall(ctx, req, attempt, func(ctx context.Context) (model.Result, error) {
 			res, err := chain.stream(ctx, req, onDelta)
 			return res, watch.stop(err)

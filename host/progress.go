@@ -75,12 +75,15 @@ type Progress struct {
 
 // ApprovalInfo describes an approval request in a [Progress] event.
 type ApprovalInfo struct {
-	ApprovalID string          `json:"approvalId"`
-	CallID     string          `json:"callId"`
-	Tool       string          `json:"tool"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Summary    string          `json:"summary,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
+	ApprovalID string `json:"approvalId"`
+	// Kind is "" for a tool call's request, else the kind of the run's
+	// own request (see [ApprovalNeededError]), which has no call.
+	Kind    string          `json:"kind,omitempty"`
+	CallID  string          `json:"callId"`
+	Tool    string          `json:"tool"`
+	Input   json.RawMessage `json:"input,omitempty"`
+	Summary string          `json:"summary,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
 	// State is pending on approval-requested; approved, denied or expired
 	// on approval-decided.
 	State     ledger.ApprovalState `json:"state"`

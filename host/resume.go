@@ -375,6 +375,9 @@ func lastAttemptAt(events []ledger.Event, run string) time.Time {
 // continueRun finishes what the run's last pass asked for, then goes on
 // with the loop.
 func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
+	if o, stop := r.afterRunApproval(); stop {
+		return o
+	}
 	if last == nil {
 		return r.loop() // died in its first pass
 	}
@@ -422,9 +425,13 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 }
 
 // continuesApprovals reports whether a run goes on after people decided
-// on its approval requests: every call of its last pass without a result
-// has a decided request, and there is at least one.
+// on its approval requests: its own request since its last pass was
+// decided, or every call of its last pass without a result has a decided
+// request, and there is at least one.
 func continuesApprovals(events []ledger.Event, runID string, last *ledger.Step) bool {
+	if a, ok := ledger.RunApproval(events, runID); ok {
+		return a.State != ledger.ApprovalPending
+	}
 	if last == nil || len(last.ToolCalls) == 0 {
 		return false
 	}

@@ -319,7 +319,7 @@ func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call Too
 		}
 	}()
 	chain := r.h.hooks.Load()
-	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool})
+	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool, Grants: r.grants})
 	res, err = chain.call(ctx, tool, call)
 	switch {
 	case err == nil:

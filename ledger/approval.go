@@ -85,9 +85,36 @@ func Approvals(events []Event, runID string) []Approval {
 		}
 	}
 	for i := range out {
-		out[i].Answered = answered[out[i].Request.CallID]
+		out[i].Answered = out[i].Request.CallID != "" && answered[out[i].Request.CallID]
 	}
 	return out
+}
+
+// RunApproval returns the run's own approval request (one of a Kind, with
+// no call: see [ApprovalRequest.Kind]) made after its last model pass, with
+// its state; ok is false when the run made none since that pass. A run
+// whose request is pending is parked; one whose request was decided goes
+// on, or ends, by the decision.
+func RunApproval(events []Event, runID string) (a Approval, ok bool) {
+	var latest string
+	for _, e := range events {
+		switch {
+		case e.RunID != runID:
+		case e.Step != nil:
+			latest = ""
+		case e.ApprovalRequest != nil && e.ApprovalRequest.CallID == "" && e.ApprovalRequest.Kind != "":
+			latest = e.ApprovalRequest.ApprovalID
+		}
+	}
+	if latest == "" {
+		return Approval{}, false
+	}
+	for _, x := range Approvals(events, runID) {
+		if x.Request.ApprovalID == latest {
+			return x, true
+		}
+	}
+	return Approval{}, false
 }
 
 // PendingApprovals returns the session's approval requests still waiting
@@ -102,12 +129,25 @@ func PendingApprovals(events []Event) []Approval {
 	return out
 }
 
-// Parked reports whether a run waits for people: it has no run-end, its
-// last pass asked for tool calls, and every one of them without a result
-// waits on a pending approval request (at least one does). A run whose
-// requests were all decided but whose calls have no results yet is not
-// parked: it is interrupted, and resuming it carries out the decisions.
+// Parked reports whether a run waits for people: it has no run-end, and
+// either its own request since its last pass ([RunApproval]) is pending,
+// or its last pass asked for tool calls and every one of them without a
+// result waits on a pending approval request (at least one does). A run
+// whose requests were all decided but whose calls have no results yet is
+// not parked: it is interrupted, and resuming it carries out the
+// decisions.
 func Parked(events []Event, runID string) bool {
+	if a, ok := RunApproval(events, runID); ok {
+		if a.State != ApprovalPending {
+			return false
+		}
+		for _, e := range events {
+			if e.RunEnd != nil && e.RunID == runID {
+				return false
+			}
+		}
+		return true
+	}
 	var last *Step
 	answered := map[string]bool{}
 	for _, e := range events {

@@ -384,8 +384,8 @@ func validate(e Event, read bool) error {
 		if e.ApprovalRequest.ApprovalID == "" {
 			return bad("approval_request.approval_id", "missing")
 		}
-		if e.ApprovalRequest.CallID == "" {
-			return bad("approval_request.call_id", "missing")
+		if e.ApprovalRequest.CallID == "" && e.ApprovalRequest.Kind == "" {
+			return bad("approval_request.call_id", "missing (only a run's own request, of a kind, has no call)")
 		}
 		if in := e.ApprovalRequest.Input; len(in) > 0 && (!read && !json.Valid(in)) {
 			return bad("approval_request.input", "not valid JSON")
@@ -517,7 +517,7 @@ func invalidText(e *Event) string {
 			a.ApprovalID, "approval_request.call_id", a.CallID, "approval_request.name", a.Name,
 			"approval_request.reason", a.Reason, "approval_request.policy", a.Policy,
 			"approval_request.policy_source", a.PolicySource, "approval_request.input_digest", a.InputDigest,
-			"approval_request.effect", a.Effect)
+			"approval_request.effect", a.Effect, "approval_request.kind", a.Kind)
 	case e.ApprovalDecision != nil:
 		return check("approval_decision.reason", e.ApprovalDecision.Reason, "approval_decision.approval_id",
 			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By)

@@ -51,7 +51,7 @@ func fullEvents() []Event {
 		Source: "sha256:abcdef", DurationMS: 1234, Fuel: 987654, PolicyFuel: 4321, Synthetic: true}
 
 	ar := ev("ev_ar", KindApprovalRequest, "run_1")
-	ar.ApprovalRequest = &ApprovalRequest{ApprovalID: "appr_1", CallID: "call_3", Name: "deploy",
+	ar.ApprovalRequest = &ApprovalRequest{ApprovalID: "appr_1", Kind: "custom", CallID: "call_3", Name: "deploy",
 		Input: json.RawMessage(`{"env":"prod"}`), Summary: "deploy to prod", Effect: "external",
 		InputDigest: "sha256:5d6c0a8b", Reason: "a deploy needs a person", Policy: "side_effects",
 		PolicySource: "sha256:0123", PolicyFuel: 765, ExpiresAt: time.Date(2025, 3, 15, 9, 0, 0, 0, time.UTC)}

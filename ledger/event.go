@@ -294,6 +294,11 @@ type ToolResult struct {
 type ApprovalRequest struct {
 	// ApprovalID identifies the request (and the decision on it).
 	ApprovalID string `json:"approval_id"`
+	// Kind is "" for a request about a tool call. A request of another
+	// kind is the run's own, asked by a hook before a model pass (e.g.
+	// "budget_exceeded": a person lets the run go past a budget, or stops
+	// it); it has no CallID, and the run waits on it before its next pass.
+	Kind string `json:"kind,omitempty"`
 	// CallID is the tool call's id; Name its tool.
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`

@@ -337,6 +337,8 @@ func (s *scanner) approvalRequest(a *ApprovalRequest) bool {
 		switch key {
 		case "approval_id":
 			a.ApprovalID, ok = s.str()
+		case "kind":
+			a.Kind, ok = s.str()
 		case "call_id":
 			a.CallID, ok = s.str()
 		case "name":

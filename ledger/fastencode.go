@@ -394,6 +394,7 @@ func (w *encoder) toolResult(x *ToolResult) {
 func (w *encoder) approvalRequest(x *ApprovalRequest) {
 	w.raw(`{"approval_id":`)
 	w.str(x.ApprovalID)
+	w.optStr(`"kind":`, x.Kind)
 	w.key(`"call_id":`)
 	w.str(x.CallID)
 	w.key(`"name":`)

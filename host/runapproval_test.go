@@ -1,0 +1,120 @@
+package host_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// askingHook stops every model call of a run that has no grant of its kind
+// with an *ApprovalNeededError, and records the grants each call saw.
+type askingHook struct {
+	mu   sync.Mutex
+	seen [][]host.Grant
+}
+
+func (h *askingHook) ToolHook(next host.CallFunc) host.CallFunc { return next }
+func (h *askingHook) ModelHook(next host.StreamFunc) host.StreamFunc {
+	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
+		ci, _ := host.CallInfoFrom(ctx)
+		h.mu.Lock()
+		h.seen = append(h.seen, ci.Grants)
+		h.mu.Unlock()
+		if !slices.ContainsFunc(ci.Grants, func(g host.Grant) bool { return g.Kind == "budget_exceeded" }) {
+			return model.Result{}, &host.ApprovalNeededError{Kind: "budget_exceeded", Reason: "budget_exceeded: spent $1 of $1", Summary: "let the run spend $0.50 more"}
+		}
+		return next(ctx, req, onDelta)
+	}
+}
+
+// TestRunApproval: a hook that stops a model call with an
+// ApprovalNeededError parks the run on a request of its own — no call, its
+// kind, in the inbox and the result — instead of failing it; a message sent
+// meanwhile queues; approved (on another host, as after a restart), the
+// pass is made with the grant in the hooks' CallInfo and the run
+// completes; denied, the run ends failed, saying who stopped it and why
+// (and the queued message's own run asks again).
+func TestRunApproval(t *testing.T) {
+	ctx := context.Background()
+	for _, approve := range []bool{true, false} {
+		t.Run(map[bool]string{true: "approved", false: "denied"}[approve], func(t *testing.T) {
+			store := memory.New()
+			hook := &askingHook{}
+			hs := hosttest.New(t, host.Options{Storage: store, ApprovalSecret: approvalSecret, Hooks: []host.Hook{hook}})
+			sess := hs.Host.Session("s")
+			res, err := sess.Send(ctx, "hello", host.SendOptions{})
+			if err != nil || res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 1 {
+				t.Fatalf("%+v, %v; want the run parked on its own request", res, err)
+			}
+			p := res.Approvals[0]
+			if p.Kind != "budget_exceeded" || p.CallID != "" || p.Summary != "let the run spend $0.50 more" || !strings.Contains(p.Reason, "spent $1 of $1") || p.Token == "" {
+				t.Fatalf("the request %+v", p)
+			}
+			if inbox, err := hs.Host.PendingApprovals(ctx); err != nil || len(inbox) != 1 || inbox[0].ApprovalID != p.ApprovalID || inbox[0].Kind != "budget_exceeded" {
+				t.Fatalf("inbox %+v, %v", inbox, err)
+			}
+			events := hs.Events("s")
+			if hosttest.CountKind(events, ledger.KindRunEnd) != 0 || !ledger.Parked(events, res.RunID) || hosttest.CountKind(events, ledger.KindStep) != 0 {
+				t.Fatalf("the run is not parked before its pass: %s", hosttest.Kinds(events))
+			}
+			queued, err := sess.Send(ctx, "and another thing", host.SendOptions{})
+			if err != nil || queued.Status != ledger.RunApprovalRequired || queued.RunID != res.RunID {
+				t.Fatalf("a send while parked: %+v, %v", queued, err)
+			}
+
+			// Another host decides, as after a restart.
+			hs2 := hosttest.New(t, host.Options{Storage: store, Model: hs.Model, ApprovalSecret: approvalSecret, Hooks: []host.Hook{hook}})
+			run, err := hs2.Host.Session("s").DecideWithToken(ctx, p.Token, host.ApprovalDecision{Approve: approve, By: "alice", Reason: "not today"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			final, err := run.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events = hs.Events("s")
+			if hosttest.CountKind(events, ledger.KindResumeAttempt) != 0 {
+				t.Error("going on after the decision was counted as a resume attempt")
+			}
+			inbox, _ := hs.Host.PendingApprovals(ctx)
+			if !approve {
+				// The message queued meanwhile gets a run of its own, which
+				// the hook stops too: the inbox holds its request, not the
+				// denied one.
+				if len(inbox) != 1 || inbox[0].ApprovalID == p.ApprovalID || inbox[0].RunID == res.RunID {
+					t.Errorf("inbox after the denial: %+v; ledger %s", inbox, hosttest.Kinds(hs.Events("s")))
+				}
+				if final.Status != ledger.RunFailed || !strings.Contains(final.Reason, "spent $1 of $1; a person stopped the run (alice): not today") {
+					t.Fatalf("denied: %+v", final)
+				}
+				if n := hs.Model.RequestCount(); n != 0 {
+					t.Errorf("the model was called %d times after the denial", n)
+				}
+				return
+			}
+			if len(inbox) != 0 {
+				t.Errorf("inbox after the approval: %+v", inbox)
+			}
+			if final.Status != ledger.RunCompleted || hosttest.CountKind(events, ledger.KindStep) != 1 {
+				t.Fatalf("approved: %+v, ledger %s", final, hosttest.Kinds(events))
+			}
+			if ledger.RunOfMessage(events, queued.MessageID) != res.RunID {
+				t.Error("the message queued while parked was not answered by the run")
+			}
+			hook.mu.Lock()
+			defer hook.mu.Unlock()
+			last := hook.seen[len(hook.seen)-1]
+			if len(last) != 1 || last[0].ApprovalID != p.ApprovalID || last[0].Kind != "budget_exceeded" {
+				t.Errorf("the pass after the approval saw grants %+v, want the approval", last)
+			}
+		})
+	}
+}
