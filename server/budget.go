@@ -76,6 +76,7 @@ type budget struct {
 	tenant  string
 	limit   float64
 	hostID  string
+	raise   *raise // budget_ask: what an approval lets a run spend past the budget; nil: a run past it fails
 
 	mu       sync.Mutex
 	estimate int64 // the dearest call seen (by any host, as last read), in micro-USD; 0: none yet
@@ -242,6 +243,9 @@ func (b *budget) failClosed(ctx context.Context, res reservation, model string) 
 	}
 }
 
+// today is the UTC day of now, as the budgets' namespaces name it.
+func today() string { return time.Now().UTC().Format(time.DateOnly) }
+
 // budgetRecheck is how stale the other hosts' shares may be.
 const budgetRecheck = time.Second
 
@@ -345,6 +349,18 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 			return res, err
 		}
 		held, over, err := h.b.reserve(ctx)
+		if over != nil && h.b.raise != nil {
+			var res model.Result
+			err := h.b.usdAsk(ctx, over, func() (float64, error) {
+				var err error
+				res, err = next(ctx, req, onDelta)
+				if err == nil && res.Usage.CostUnknown {
+					return float64(h.b.raise.amount) / 1e6, nil // all of the grant: fail closed
+				}
+				return res.Usage.Billed(), err
+			})
+			return res, err
+		}
 		if over != nil {
 			return model.Result{}, over
 		}

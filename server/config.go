@@ -133,6 +133,13 @@ type TenantConfig struct {
 	// PluginFuelPerDay (402, as past budget_usd_per_day). Default: false,
 	// runs start and only plugin calls are refused.
 	PluginFuelRefusesRuns bool `yaml:"plugin_fuel_refuses_runs"`
+	// BudgetAsk makes a run that reaches budget_usd_per_day or
+	// plugin_fuel_per_day park for a person's approval instead of failing
+	// (a request of kind "budget_exceeded" or "plugin_budget_exceeded", in
+	// the inbox): approved, the run may spend RaiseUSD more, or its plugins
+	// use RaiseFuel more; denied or expired, it ends failed. Default:
+	// none, a run past a budget fails.
+	BudgetAsk *BudgetAskConfig `yaml:"budget_ask"`
 	// RateLimit bounds the tenant's requests and runs.
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
@@ -146,6 +153,17 @@ type TenantConfig struct {
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
 	// read when a module loads. Default: none.
 	PluginConfig map[string]map[string]string `yaml:"plugin_config"`
+}
+
+// BudgetAskConfig is what an approval of a run past its tenant's budget
+// lets it do (TenantConfig.BudgetAsk).
+type BudgetAskConfig struct {
+	// RaiseUSD is what one approval lets the run spend past
+	// budget_usd_per_day. Default: a tenth of the budget.
+	RaiseUSD float64 `yaml:"raise_usd"`
+	// RaiseFuel is the fuel one approval lets the run's plugins use past
+	// plugin_fuel_per_day. Default: a tenth of the budget.
+	RaiseFuel int64 `yaml:"raise_fuel"`
 }
 
 // AgentConfig is one of a tenant's agents.
@@ -598,6 +616,20 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if t.PluginFuelRefusesRuns && t.PluginFuelPerDay == 0 {
 		bad("plugin_fuel_refuses_runs needs plugin_fuel_per_day")
+	}
+	if a := t.BudgetAsk; a != nil {
+		switch {
+		case t.BudgetUSDPerDay == 0 && t.PluginFuelPerDay == 0:
+			bad("budget_ask needs budget_usd_per_day or plugin_fuel_per_day")
+		case a.RaiseUSD < 0 || a.RaiseFuel < 0:
+			bad("budget_ask: negative raises")
+		}
+		if a.RaiseUSD == 0 {
+			a.RaiseUSD = t.BudgetUSDPerDay / 10
+		}
+		if a.RaiseFuel == 0 {
+			a.RaiseFuel = t.PluginFuelPerDay / 10
+		}
 	}
 	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 {
 		bad("rate_limit: negative values")

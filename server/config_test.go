@@ -27,6 +27,8 @@ tenants:
     budget_usd_per_day: 12.5
     plugin_fuel_per_day: 1000000000
     plugin_fuel_refuses_runs: true
+    budget_ask:
+      raise_usd: 2
     rate_limit:
       requests_per_second: 3
       concurrent_runs: 2
@@ -71,6 +73,8 @@ func TestLoadConfig(t *testing.T) {
 		t.Errorf("agent: %+v", writer)
 	case acme.PluginFuelPerDay != 1_000_000_000 || !acme.PluginFuelRefusesRuns || acme.Sandbox.Fuel != 5_000_000:
 		t.Errorf("fuel: %d %v %d", acme.PluginFuelPerDay, acme.PluginFuelRefusesRuns, acme.Sandbox.Fuel)
+	case acme.BudgetAsk == nil || acme.BudgetAsk.RaiseUSD != 2:
+		t.Errorf("budget_ask: %+v", acme.BudgetAsk)
 	}
 
 	if cfg, err := server.LoadConfig(writeFile(t, dir, "empty.yaml", "")); err != nil || cfg.Listen != "" {
@@ -225,6 +229,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
 			"fuel":    {PluginFuelPerDay: -5},
 			"fuel2":   {PluginFuelRefusesRuns: true},
+			"ask":     {BudgetAsk: &server.BudgetAskConfig{}},
+			"ask2":    {BudgetUSDPerDay: 1, BudgetAsk: &server.BudgetAskConfig{RaiseUSD: -1}},
 		},
 	}
 	_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
@@ -246,6 +252,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"tenants.nomodel: agents.default: model is required",
 		"tenants.fuel: plugin_fuel_per_day is negative",
 		"tenants.fuel2: plugin_fuel_refuses_runs needs plugin_fuel_per_day",
+		"tenants.ask: budget_ask needs budget_usd_per_day or plugin_fuel_per_day",
+		"tenants.ask2: budget_ask: negative raises",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)

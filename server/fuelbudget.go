@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -47,6 +48,7 @@ type fuelBudget struct {
 	tenant  string
 	limit   int64
 	log     *slog.Logger
+	ask     *fuelAsk // budget_ask; nil: a run past the budget is not parked
 }
 
 const fuelKey = "fuel"
@@ -75,7 +77,26 @@ func (b *fuelBudget) hook() host.PolicyHook { return fuelHook{b} }
 
 type fuelHook struct{ b *fuelBudget }
 
-func (h fuelHook) ModelHook(next host.StreamFunc) host.StreamFunc { return next }
+// ModelHook parks, under budget_ask, a run whose plugin call the budget
+// refused, before its next pass.
+func (h fuelHook) ModelHook(next host.StreamFunc) host.StreamFunc {
+	b := h.b
+	if b.ask == nil {
+		return next
+	}
+	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
+		ci, _ := host.CallInfoFrom(ctx)
+		if ci.RunID != "" {
+			if b.ask.take(ci.RunID) {
+				if over, _ := b.exceeded(ctx); over != nil {
+					return model.Result{}, &host.ApprovalNeededError{Kind: kindPluginBudget, Reason: over.Error(),
+						Summary: fmt.Sprintf("The run reached tenant %s's daily plugin budget of %d fuel. Approve to let its plugins use %d fuel more; deny to stop it.", b.tenant, b.limit, b.ask.raise.amount)}
+				}
+			}
+		}
+		return next(ctx, req, onDelta)
+	}
+}
 
 func (h fuelHook) ToolHook(next host.CallFunc) host.CallFunc {
 	b := h.b
@@ -83,11 +104,12 @@ func (h fuelHook) ToolHook(next host.CallFunc) host.CallFunc {
 		if !host.IsMetered(tool) {
 			return next(ctx, tool, call)
 		}
-		if over := b.admit(ctx); over != nil {
+		g, over := b.admitOrGrant(ctx)
+		if over != nil {
 			return host.ToolResult{}, over
 		}
 		res, err := next(ctx, tool, call)
-		b.spent(ctx, res.Fuel)
+		b.spent(ctx, g, res.Fuel)
 		return res, err
 	}
 }
@@ -98,31 +120,44 @@ func (h fuelHook) PolicyHook(next host.DecideFunc) host.DecideFunc {
 		if !host.IsMetered(p) {
 			return next(ctx, p, req)
 		}
-		if over := b.admit(ctx); over != nil {
+		g, over := b.admitOrGrant(ctx)
+		if over != nil {
 			return host.Decision{}, over
 		}
 		d, err := next(ctx, p, req)
-		b.spent(ctx, d.Fuel)
+		b.spent(ctx, g, d.Fuel)
 		return d, err
 	}
 }
 
-// admit returns the error of a call past the budget, nil within it. When
-// the count cannot be read (the storage fails over) the call runs, and is
-// counted once it can be.
-func (b *fuelBudget) admit(ctx context.Context) error {
-	over, err := b.exceeded(ctx)
+// admitOrGrant returns the error of a call past the budget, nil within
+// it; under budget_ask, a call of a run granted more fuel runs on its
+// latest grant (g) while that has room, and a refused one marks its run to
+// park before its next pass. When the count cannot be read (the storage
+// fails over) the call runs, and is counted once it can be.
+func (b *fuelBudget) admitOrGrant(ctx context.Context) (g *host.Grant, over error) {
+	e, err := b.exceeded(ctx)
 	if err != nil {
 		b.log.Warn("cannot read the plugin budget; the call runs", "tenant", b.tenant, "err", err)
 	}
-	if over != nil {
-		return over
+	if e == nil {
+		return nil, nil
 	}
-	return nil
+	if b.ask == nil {
+		return nil, e
+	}
+	if grant, ok := latestGrant(ctx, kindPluginBudget); ok && b.ask.raise.room(ctx, grant) {
+		return &grant, nil
+	}
+	if ci, _ := host.CallInfoFrom(ctx); ci.RunID != "" {
+		b.ask.mark(ci.RunID)
+	}
+	return nil, e
 }
 
-// spent adds a call's fuel to the day's.
-func (b *fuelBudget) spent(ctx context.Context, fuel int64) {
+// spent adds a call's fuel to the day's, and to its grant's when it ran on
+// one.
+func (b *fuelBudget) spent(ctx context.Context, g *host.Grant, fuel int64) {
 	if fuel <= 0 {
 		return
 	}
@@ -130,5 +165,8 @@ func (b *fuelBudget) spent(ctx context.Context, fuel int64) {
 	defer cancel()
 	if _, _, err := b.counter.AddWithin(actx, b.namespace(time.Now()), fuelKey, fuel, math.MaxInt64); err != nil {
 		b.log.Warn("cannot count a plugin call's fuel", "tenant", b.tenant, "fuel", fuel, "err", err)
+	}
+	if g != nil {
+		b.ask.raise.spend(actx, *g, fuel)
 	}
 }

@@ -201,12 +201,22 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		counter, _ := s.store.(storage.Counter)
 		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
 	}
+	askCounter, _ := s.store.(storage.Counter)
+	if tc.BudgetAsk != nil && askCounter == nil {
+		return nil, fmt.Errorf("tenant %s: budget_ask needs a storage that keeps counters (memory, file and redis do)", name)
+	}
+	if tc.BudgetAsk != nil && t.budget != nil {
+		t.budget.raise = newRaise(askCounter, name, kindBudget, micro(tc.BudgetAsk.RaiseUSD))
+	}
 	if tc.PluginFuelPerDay > 0 {
 		counter, ok := s.store.(storage.Counter)
 		if !ok {
 			return nil, fmt.Errorf("tenant %s: plugin_fuel_per_day needs a storage that keeps counters (memory, file and redis do)", name)
 		}
 		t.fuel = &fuelBudget{counter: counter, tenant: name, limit: tc.PluginFuelPerDay, log: s.log}
+		if tc.BudgetAsk != nil {
+			t.fuel.ask = &fuelAsk{raise: newRaise(counter, name, kindPluginBudget, tc.BudgetAsk.RaiseFuel)}
+		}
 	}
 	var errs []error
 	for _, an := range sortedKeys(tc.Agents) {

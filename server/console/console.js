@@ -779,13 +779,13 @@
     const approve = h('button', { class: 'approve', type: 'button' }, 'Approve');
     const deny = h('button', { class: 'deny danger', type: 'button' }, 'Deny');
     const card = h('div', { class: 'approval', 'data-approval-id': a.approval_id },
-      h('div', null, h('strong', { class: 'approval-tool' }, a.tool), ' ',
+      h('div', null, h('strong', { class: 'approval-tool' }, a.tool || (a.kind || '').replace(/_/g, ' ')), ' ',
         a.effect ? h('span', { class: 'tag ' + a.effect }, a.effect) : null, ' ',
         h('span', { class: 'muted' }, 'in '), h('a', { class: 'approval-session', href: '#/sessions/' + encodeURIComponent(a.session_id) }, a.session_id),
         h('span', { class: 'muted' }, ' · asked ' + fmtTime(a.requested_at) + (a.expires_at ? ' · expires ' + fmtTime(a.expires_at) : ''))),
       h('p', { class: 'approval-summary' }, a.summary || '(the policy gave no summary)'),
       a.reason ? h('p', { class: 'muted' }, 'Why: ' + a.reason) : null,
-      h('pre', { class: 'approval-input' }, prettyJSON(a.input)),
+      a.call_id ? h('pre', { class: 'approval-input' }, prettyJSON(a.input)) : null,
       h('div', { class: 'row' }, reason, approve, deny, err));
     const decide = async (yes) => {
       approve.disabled = deny.disabled = true;
