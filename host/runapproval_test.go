@@ -2,10 +2,12 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
@@ -114,6 +116,48 @@ func TestRunApproval(t *testing.T) {
 			last := hook.seen[len(hook.seen)-1]
 			if len(last) != 1 || last[0].ApprovalID != p.ApprovalID || last[0].Kind != "budget_exceeded" {
 				t.Errorf("the pass after the approval saw grants %+v, want the approval", last)
+			}
+		})
+	}
+}
+
+// TestRunApprovalExpires: a run's own request that nobody decides in time
+// ends the run failed when the sweep finds it expired, without a model
+// call; a late decision counts as the expiry too.
+func TestRunApprovalExpires(t *testing.T) {
+	ctx := context.Background()
+	for _, how := range []string{"sweep", "late decision"} {
+		t.Run(how, func(t *testing.T) {
+			store := memory.New()
+			agent := host.Agent{ApprovalTTL: time.Millisecond}
+			hs := hosttest.New(t, host.Options{Storage: store, Agent: agent, ApprovalSecret: approvalSecret, Hooks: []host.Hook{&askingHook{}}})
+			res, err := hs.Host.Session("s").Send(ctx, "hello", host.SendOptions{})
+			if err != nil || res.Status != ledger.RunApprovalRequired {
+				t.Fatalf("%+v, %v", res, err)
+			}
+			time.Sleep(5 * time.Millisecond) // past the TTL
+			switch how {
+			case "sweep":
+				h2 := hosttest.New(t, host.Options{Storage: store, Model: hs.Model, Agent: agent, ApprovalSecret: approvalSecret,
+					Hooks: []host.Hook{&askingHook{}}, AutoResume: &host.AutoResume{}})
+				<-h2.Host.SweepDone()
+				hosttest.WaitLedger(t, store, "s", time.Minute, "the run's end", hosttest.Settled)
+			case "late decision":
+				run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+				if !errors.Is(err, host.ErrApprovalExpired) || run == nil {
+					t.Fatalf("a late decision: %v", err)
+				}
+				if final, err := run.Wait(ctx); err != nil || final.Status != ledger.RunFailed {
+					t.Fatalf("after a late decision: %+v, %v", final, err)
+				}
+			}
+			events := hs.Events("s")
+			view, _ := ledger.ProjectRun(events, res.RunID)
+			if view.Status != ledger.RunFailed || !strings.Contains(view.Reason, "spent $1 of $1; nobody approved going on before") {
+				t.Errorf("the run: %s %q", view.Status, view.Reason)
+			}
+			if n := hs.Model.RequestCount(); n != 0 {
+				t.Errorf("the model was called %d times", n)
 			}
 		})
 	}
