@@ -636,3 +636,82 @@ tenants:
 		t.Errorf("the call through host B after A spent the budget: %s, %d fuel, %q; want it refused", status, fuel, output)
 	}
 }
+
+// TestServeBudgetAskTwoHosts: budget_ask over two serve processes on one
+// Redis. A run through host A crosses the $1.00 budget in its first pass
+// (a call bills $1.20) and parks on a budget_exceeded request; both hosts'
+// inboxes list it; host B approves it, and B goes on with the run, its
+// next pass on the grant, to the answer.
+func TestServeBudgetAskTwoHosts(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
+	bin := needBinary(t)
+	rds := redistest.Start(t, redistest.Options{})
+	model, err := fakemodel.Start(fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		r := fakemodel.DefaultReply(req)
+		r.Usage = &fakemodel.Usage{PromptTokens: 10, CompletionTokens: 10, Cost: 1.2}
+		return r
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "plugins", "acme"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plugins", "acme", "get_account.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/get_account"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := writeServeConfig(t, rds.URL(), model.URL(), fmt.Sprintf(`    budget_usd_per_day: 1.0
+    budget_ask:
+      raise_usd: 2
+plugins_dir: %s
+plugin_cache_dir: %s
+`, filepath.Join(dir, "plugins"), filepath.Join(plugintest.CacheDir(), "budget-ask-two-hosts")))
+	a, b := startServe(t, "A", bin, config, "--set", "host_id=host-a"), startServe(t, "B", bin, config, "--set", "host_id=host-b")
+	waitPlugins(a, 1)
+	waitPlugins(b, 1)
+	type approvals struct {
+		Approvals []struct {
+			ApprovalID string `json:"approval_id"`
+			Kind       string `json:"kind"`
+			CallID     string `json:"call_id"`
+		} `json:"approvals"`
+	}
+	var parked struct {
+		Status string `json:"status"`
+		approvals
+	}
+	a.must("POST", "/v1/sessions/s/messages?wait=true", `{"text":"get_account account_id=42"}`, http.StatusOK, &parked)
+	if parked.Status != "approval_required" || len(parked.Approvals) != 1 || parked.Approvals[0].Kind != "budget_exceeded" || parked.Approvals[0].CallID != "" {
+		t.Fatalf("the run past the budget: %+v, want it parked on a budget_exceeded request", parked)
+	}
+	id := parked.Approvals[0].ApprovalID
+	for _, h := range []*serveProc{a, b} {
+		var inbox approvals
+		h.must("GET", "/v1/approvals", "", http.StatusOK, &inbox)
+		if len(inbox.Approvals) != 1 || inbox.Approvals[0].ApprovalID != id {
+			t.Fatalf("%s's inbox %+v, want the request", h.name, inbox)
+		}
+	}
+	b.must("POST", "/v1/approvals/"+id, `{"approve":true,"by":"ops"}`, http.StatusOK, nil)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var sess struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		a.must("GET", "/v1/sessions/s", "", http.StatusOK, &sess)
+		if sess.Status.State == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved run is %s after a minute", sess.Status.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := model.RequestCount(); n != 2 {
+		t.Errorf("the model was called %d times, want twice (the pass that crossed, the pass on the grant)", n)
+	}
+}
