@@ -74,6 +74,12 @@ func TestPluginFuelBudget(t *testing.T) {
 			if u := decodeJSON[struct{ Total struct{ Fuel int64 } }](t, body); u.Total.Fuel != used {
 				t.Errorf("the usage counts %d fuel, want %d", u.Total.Fuel, used)
 			}
+			// Prometheus: the tool's fuel by tool, tenant and module.
+			if line := metricLine(ts, t, "agentic_tool_fuel_total{"); !strings.Contains(line, `agentic_tenant="acme"`) ||
+				!strings.Contains(line, `gen_ai_tool_name="get_account"`) || !strings.Contains(line, `agentic_tool_source="sha256:`) ||
+				!strings.HasSuffix(line, " "+strconv.FormatInt(used, 10)) {
+				t.Errorf("the tool's fuel in /metrics: %q, want %d by tool, tenant and module", line, used)
+			}
 		})
 	}
 }
@@ -147,15 +153,22 @@ func TestPluginFuelBudgetCountsPolicies(t *testing.T) {
 		t.Errorf("the usage counts %d fuel, want the policy's %d", u.Total.Fuel, first.PolicyFuel)
 	}
 	// Prometheus: the policy's fuel by tenant and module.
-	_, body = ts.do(t, "", "GET", "/metrics", "")
-	var line string
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "agentic_policy_fuel_total{") {
-			line = l
-		}
-	}
-	if !strings.Contains(line, `agentic_tenant="acme"`) || !strings.Contains(line, `agentic_policy="side_effects"`) ||
+	if line := metricLine(ts, t, "agentic_policy_fuel_total{"); !strings.Contains(line, `agentic_tenant="acme"`) || !strings.Contains(line, `agentic_policy="side_effects"`) ||
 		!strings.Contains(line, `agentic_tool_source="sha256:`) || !strings.HasSuffix(line, " "+strconv.FormatInt(first.PolicyFuel, 10)) {
 		t.Errorf("the policy's fuel in /metrics: %q, want %d by tenant, policy and module", line, first.PolicyFuel)
 	}
+}
+
+// metricLine returns the last line of the server's /metrics that starts
+// with prefix, "" when none does.
+func metricLine(ts *testServer, t *testing.T, prefix string) string {
+	t.Helper()
+	_, body := ts.do(t, "", "GET", "/metrics", "")
+	var line string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			line = l
+		}
+	}
+	return line
 }

@@ -28,6 +28,24 @@ type Chunk struct {
 	Reason             string          `json:"reason,omitempty"`
 	ApprovalDescriptor *Descriptor     `json:"approvalDescriptor,omitempty"`
 	FinishReason       string          `json:"finishReason,omitempty"`
+	// Data is a data part's (type "data-approval": a run's own approval
+	// request, see RunApproval).
+	Data any `json:"data,omitempty"`
+}
+
+// RunApproval is the data of a "data-approval" part: a run's own approval
+// request (one of a kind, about no tool call: a budget that asks before it
+// stops the run), which the UI message stream has no tool part for. Parts
+// of one request share its id, so that the client replaces the pending one
+// with the decision.
+type RunApproval struct {
+	ApprovalID string `json:"approvalId"`
+	Kind       string `json:"kind"`
+	// State is pending, then approved, denied or expired.
+	State     ledger.ApprovalState `json:"state"`
+	Reason    string               `json:"reason,omitempty"`
+	Summary   string               `json:"summary,omitempty"`
+	ExpiresAt string               `json:"expiresAt,omitempty"`
 }
 
 // Descriptor is a tool-approval-request's approvalDescriptor: what the
@@ -292,6 +310,16 @@ func (c *Converter) approvalRequest(callID, approvalID, reason, summary string, 
 	return c.emit(ch)
 }
 
+// runApproval sends a run's own approval request, or the decision on it,
+// as a data part.
+func (c *Converter) runApproval(a *host.ApprovalInfo) error {
+	d := RunApproval{ApprovalID: a.ApprovalID, Kind: a.Kind, State: a.State, Reason: a.Reason, Summary: a.Summary}
+	if !a.ExpiresAt.IsZero() {
+		d.ExpiresAt = a.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return c.emit(Chunk{Type: "data-approval", ID: a.ApprovalID, Data: d})
+}
+
 // approvalResponse sends the decision on a call's approval request, once.
 func (c *Converter) approvalResponse(callID, approvalID string, state ledger.ApprovalState) error {
 	call := c.call(callID)
@@ -361,6 +389,9 @@ func (c *Converter) progress(p host.Progress) (done bool, err error) {
 		if err := c.closeParts(); err != nil {
 			return false, err
 		}
+		if a.CallID == "" {
+			return false, c.runApproval(a)
+		}
 		if err := c.toolInput(a.CallID, a.Tool, a.Input); err != nil {
 			return false, err
 		}
@@ -371,6 +402,9 @@ func (c *Converter) progress(p host.Progress) (done bool, err error) {
 		return false, c.approvalRequest(a.CallID, a.ApprovalID, a.Reason, a.Summary, expires)
 	case host.ProgressApprovalDecided:
 		a := p.Approval
+		if a.CallID == "" {
+			return false, c.runApproval(a)
+		}
 		switch a.State {
 		case ledger.ApprovalApproved, ledger.ApprovalDenied, ledger.ApprovalExpired:
 			if err := c.toolInput(a.CallID, a.Tool, a.Input); err != nil {

@@ -382,3 +382,42 @@ func TestUIChunksEndedRunSnapshot(t *testing.T) {
 		t.Error("the message did not end")
 	}
 }
+
+// TestUIChunksRunApproval: a run's own approval request (no tool call: a
+// budget that asks) is a data-approval part, and its decision one of the
+// same id, which the client puts in its place.
+func TestUIChunksRunApproval(t *testing.T) {
+	expires := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	got, done := chunks(t, NewConverter("run1", "run1", nil),
+		respStart("r1"),
+		prog(host.Progress{Type: host.ProgressApprovalRequested, Approval: &host.ApprovalInfo{ApprovalID: "a1", Kind: "budget_exceeded",
+			Reason: "budget_exceeded: tenant acme spent $1.20 of its $1.00 daily budget", Summary: "Approve to let it spend $0.50 more", State: ledger.ApprovalPending, ExpiresAt: expires}}),
+		runEnd(ledger.RunApprovalRequired, "waiting for approval"),
+	)
+	checkChunks(t, got, lines(
+		`{"type":"start","messageId":"run1"}`,
+		`{"type":"start-step"}`,
+		`{"type":"data-approval","id":"a1","data":{"approvalId":"a1","kind":"budget_exceeded","state":"pending","reason":"budget_exceeded: tenant acme spent $1.20 of its $1.00 daily budget","summary":"Approve to let it spend $0.50 more","expiresAt":"2026-12-02T10:00:00Z"}}`,
+		`{"type":"finish-step"}`,
+		`{"type":"finish","finishReason":"tool-calls"}`,
+	))
+	if !done {
+		t.Error("the parked run's message did not end")
+	}
+	got, _ = chunks(t, NewConverter("run1", "run1", nil),
+		prog(host.Progress{Type: host.ProgressApprovalDecided, Approval: &host.ApprovalInfo{ApprovalID: "a1", Kind: "budget_exceeded", State: ledger.ApprovalApproved}}),
+		respStart("r1"),
+		text("r1", 0, "Done."),
+		runEnd(ledger.RunCompleted, ""),
+	)
+	checkChunks(t, got, lines(
+		`{"type":"start","messageId":"run1"}`,
+		`{"type":"data-approval","id":"a1","data":{"approvalId":"a1","kind":"budget_exceeded","state":"approved"}}`,
+		`{"type":"start-step"}`,
+		`{"type":"text-start","id":"text-r1"}`,
+		`{"type":"text-delta","id":"text-r1","delta":"Done."}`,
+		`{"type":"text-end","id":"text-r1"}`,
+		`{"type":"finish-step"}`,
+		`{"type":"finish","finishReason":"stop"}`,
+	))
+}

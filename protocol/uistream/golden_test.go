@@ -67,6 +67,21 @@ var goldenStreams = []struct {
 		parts: lines("step-start", "text done Let me publish.", "tool-publish_post approval-requested"),
 	},
 	{
+		// A run's own request (a budget that asks), then the decision on
+		// it: one data part, replaced in place by the decision.
+		name: "run-approval",
+		updates: []host.Update{
+			respStart("r1"),
+			prog(host.Progress{Type: host.ProgressApprovalRequested, Approval: &host.ApprovalInfo{ApprovalID: "a1", Kind: "budget_exceeded",
+				Reason: "budget_exceeded: tenant acme spent $1.2000 of its $1.00 daily budget", Summary: "Approve to let it spend $0.50 more",
+				State: ledger.ApprovalPending, ExpiresAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}}),
+			prog(host.Progress{Type: host.ProgressApprovalDecided, Approval: &host.ApprovalInfo{ApprovalID: "a1", Kind: "budget_exceeded", State: ledger.ApprovalApproved}}),
+			respStart("r1"), text("r1", 0, "Done."),
+			runEnd(ledger.RunCompleted, ""),
+		},
+		parts: lines("step-start", "data-approval approved", "text done Done."),
+	},
+	{
 		name: "failed",
 		updates: []host.Update{
 			respStart("r1"), text("r1", 0, "Hi"),
@@ -157,6 +172,9 @@ func TestAIClientReadsGolden(t *testing.T) {
 				Type  string `json:"type"`
 				State string `json:"state"`
 				Text  string `json:"text"`
+				Data  struct {
+					State string `json:"state"`
+				} `json:"data"`
 			} `json:"parts"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &report); err != nil {
@@ -165,7 +183,11 @@ func TestAIClientReadsGolden(t *testing.T) {
 		g := goldenStreams[i]
 		var got []string
 		for _, p := range report.Parts {
-			got = append(got, strings.TrimSpace(strings.Join([]string{p.Type, p.State, p.Text}, " ")))
+			state := p.State
+			if state == "" {
+				state = p.Data.State // a data part's (data-approval)
+			}
+			got = append(got, strings.TrimSpace(strings.Join([]string{p.Type, state, p.Text}, " ")))
 		}
 		gotErr := ""
 		if report.Error != nil {
