@@ -162,3 +162,21 @@ func TestRunApprovalExpires(t *testing.T) {
 		})
 	}
 }
+
+// TestRunApprovalTranscript: the transcript of a run parked on its own
+// request shows the response it will stream into waiting for approval,
+// not interrupted.
+func TestRunApprovalTranscript(t *testing.T) {
+	hs := hosttest.New(t, host.Options{ApprovalSecret: approvalSecret, Hooks: []host.Hook{&askingHook{}}})
+	sess := hs.Host.Session("s")
+	if res, err := sess.Send(context.Background(), "hello", host.SendOptions{}); err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	tr, err := sess.Transcript(context.Background())
+	if err != nil || len(tr.Items) != 2 {
+		t.Fatalf("%+v, %v", tr, err)
+	}
+	if last := tr.Items[1]; last.Kind != ledger.ItemResponse || last.Status != ledger.StatusApprovalRequired || last.Reason != "waiting for approval" {
+		t.Errorf("the parked run's response %+v, want it waiting for approval", last)
+	}
+}

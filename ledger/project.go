@@ -489,8 +489,15 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			continue
 		}
 		_, isLive := liveRun[id]
+		if !isLive && r.lastItem < 0 && Parked(events, id) {
+			// Parked on its own request before its first pass: the
+			// response it will stream into waits.
+			finish(id, r, StatusApprovalRequired, "waiting for approval")
+			continue
+		}
 		if !isLive && r.lastItem >= 0 && Parked(events, id) {
-			// Parked: the pass that asked for the calls waits for people.
+			// Parked: the pass that asked for the calls (or, on the run's
+			// own request, the pass before it) waits for people.
 			it := &t.Items[r.lastItem]
 			it.Status, it.Reason = StatusApprovalRequired, "waiting for approval"
 			for j := range it.ToolCalls {
