@@ -99,35 +99,40 @@ func (h fuelHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 }
 
 func (h fuelHook) ToolHook(next host.CallFunc) host.CallFunc {
-	b := h.b
 	return func(ctx context.Context, tool host.Tool, call host.ToolCall) (host.ToolResult, error) {
 		if !host.IsMetered(tool) {
 			return next(ctx, tool, call)
 		}
-		g, over := b.admitOrGrant(ctx)
-		if over != nil {
-			return host.ToolResult{}, over
-		}
-		res, err := next(ctx, tool, call)
-		b.spent(ctx, g, res.Fuel)
-		return res, err
+		return withinFuel(ctx, h.b, func() (host.ToolResult, int64, error) {
+			res, err := next(ctx, tool, call)
+			return res, res.Fuel, err
+		})
 	}
 }
 
 func (h fuelHook) PolicyHook(next host.DecideFunc) host.DecideFunc {
-	b := h.b
 	return func(ctx context.Context, p host.Policy, req host.PolicyRequest) (host.Decision, error) {
 		if !host.IsMetered(p) {
 			return next(ctx, p, req)
 		}
-		g, over := b.admitOrGrant(ctx)
-		if over != nil {
-			return host.Decision{}, over
-		}
-		d, err := next(ctx, p, req)
-		b.spent(ctx, g, d.Fuel)
-		return d, err
+		return withinFuel(ctx, h.b, func() (host.Decision, int64, error) {
+			d, err := next(ctx, p, req)
+			return d, d.Fuel, err
+		})
 	}
+}
+
+// withinFuel makes a metered call, call, within the budget: refused past
+// it (see admitOrGrant), its fuel counted after it.
+func withinFuel[R any](ctx context.Context, b *fuelBudget, call func() (R, int64, error)) (R, error) {
+	g, over := b.admitOrGrant(ctx)
+	if over != nil {
+		var none R
+		return none, over
+	}
+	res, fuel, err := call()
+	b.spent(ctx, g, fuel)
+	return res, err
 }
 
 // admitOrGrant returns the error of a call past the budget, nil within

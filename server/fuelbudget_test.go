@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func TestPluginFuelBudget(t *testing.T) {
 			// Prometheus: the tool's fuel by tool, tenant and module.
 			if line := metricLine(ts, t, "agentic_tool_fuel_total{"); !strings.Contains(line, `agentic_tenant="acme"`) ||
 				!strings.Contains(line, `gen_ai_tool_name="get_account"`) || !strings.Contains(line, `agentic_tool_source="sha256:`) ||
-				!strings.HasSuffix(line, " "+strconv.FormatInt(used, 10)) {
+				metricValueOf(line) != float64(used) {
 				t.Errorf("the tool's fuel in /metrics: %q, want %d by tool, tenant and module", line, used)
 			}
 		})
@@ -154,9 +155,19 @@ func TestPluginFuelBudgetCountsPolicies(t *testing.T) {
 	}
 	// Prometheus: the policy's fuel by tenant and module.
 	if line := metricLine(ts, t, "agentic_policy_fuel_total{"); !strings.Contains(line, `agentic_tenant="acme"`) || !strings.Contains(line, `agentic_policy="side_effects"`) ||
-		!strings.Contains(line, `agentic_tool_source="sha256:`) || !strings.HasSuffix(line, " "+strconv.FormatInt(first.PolicyFuel, 10)) {
+		!strings.Contains(line, `agentic_tool_source="sha256:`) || metricValueOf(line) != float64(first.PolicyFuel) {
 		t.Errorf("the policy's fuel in /metrics: %q, want %d by tenant, policy and module", line, first.PolicyFuel)
 	}
+}
+
+// metricValueOf reads a metric line's value (Prometheus may write it as
+// 1.206832e+06); NaN when it has none.
+func metricValueOf(line string) float64 {
+	f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+	if err != nil || line == "" {
+		return math.NaN()
+	}
+	return f
 }
 
 // metricLine returns the last line of the server's /metrics that starts

@@ -408,16 +408,7 @@ func TestServeBudgetTwoHosts(t *testing.T) {
 	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
-	model, err := fakemodel.Start(fakemodel.Options{Latency: 5 * time.Millisecond, ChunkSize: 1,
-		Respond: func(req fakemodel.Request) fakemodel.Reply {
-			r := fakemodel.DefaultReply(req)
-			r.Usage = &fakemodel.Usage{PromptTokens: 10, CompletionTokens: 10, Cost: 0.4}
-			return r
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := costingModel(t, 0.4, fakemodel.Options{Latency: 5 * time.Millisecond, ChunkSize: 1})
 	config := writeServeConfig(t, rds.URL(), model.URL(), "    budget_usd_per_day: 1.0\n")
 	hosts := []*serveProc{startServe(t, "A", bin, config, "--set", "host_id=host-a"), startServe(t, "B", bin, config, "--set", "host_id=host-b")}
 	var wg sync.WaitGroup
@@ -637,6 +628,23 @@ tenants:
 	}
 }
 
+// costingModel starts the fake model with opts, its default replies each
+// billing cost.
+func costingModel(t *testing.T, cost float64, opts fakemodel.Options) *fakemodel.Server {
+	t.Helper()
+	opts.Respond = func(req fakemodel.Request) fakemodel.Reply {
+		r := fakemodel.DefaultReply(req)
+		r.Usage = &fakemodel.Usage{PromptTokens: 10, CompletionTokens: 10, Cost: cost}
+		return r
+	}
+	model, err := fakemodel.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	return model
+}
+
 // TestServeBudgetAskTwoHosts: budget_ask over two serve processes on one
 // Redis. A run through host A crosses the $1.00 budget in its first pass
 // (a call bills $1.20) and parks on a budget_exceeded request; both hosts'
@@ -646,15 +654,7 @@ func TestServeBudgetAskTwoHosts(t *testing.T) {
 	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
-	model, err := fakemodel.Start(fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
-		r := fakemodel.DefaultReply(req)
-		r.Usage = &fakemodel.Usage{PromptTokens: 10, CompletionTokens: 10, Cost: 1.2}
-		return r
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := costingModel(t, 1.2, fakemodel.Options{})
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "plugins", "acme"), 0o755); err != nil {
 		t.Fatal(err)
