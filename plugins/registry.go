@@ -31,6 +31,11 @@ type RegistryOptions struct {
 	// rejections, removals), after it happened. It must not block for
 	// long. Default: none.
 	OnChange func(Change)
+	// HoldWidening holds, rather than loads, a new version of a module
+	// that widens the version it would replace (see [Widenings]): the old
+	// version keeps serving until a person approves the new one
+	// (Registry.ApproveHeld). Default: false, every valid version loads.
+	HoldWidening bool
 }
 
 // ChangeKind says what happened to a module.
@@ -47,6 +52,9 @@ const (
 	Rejected ChangeKind = "rejected"
 	// Removed: a module was unloaded.
 	Removed ChangeKind = "removed"
+	// Held: a new version widens the one serving (Change.Widenings); it
+	// is kept, not loaded, until approved (RegistryOptions.HoldWidening).
+	Held ChangeKind = "held"
 )
 
 // Conflict is a name that two or more modules of a tenant offer. None of
@@ -99,6 +107,8 @@ type Change struct {
 	// replacement: names it offers that another module of the tenant offers
 	// too, which neither serves.
 	Conflicts []Conflict
+	// Widenings are how a held version widens the one serving.
+	Widenings []Widening
 }
 
 // Registry holds the loaded plugin modules of every tenant and serves
@@ -117,6 +127,7 @@ type Registry struct {
 	snap     atomic.Pointer[snapshot]
 	closed   bool
 	refused  map[string]map[string]Refusal // tenant → module name → why; under mu
+	held     map[string]map[string]*held   // tenant → module name → the version waiting; under mu
 	watchers map[*DirWatcher]struct{}      // under mu
 }
 
@@ -137,7 +148,7 @@ type tenantView struct {
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, watchers: map[*DirWatcher]struct{}{}}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, watchers: map[*DirWatcher]struct{}{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -189,7 +200,7 @@ func (r *Registry) notify(c Change) {
 func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
 	src = r.source(tenant, src)
 	m, err := r.prepare(ctx, src)
-	return r.commit(ctx, tenant, src.Name, contentHash(src.Wasm), m, err)
+	return r.commit(ctx, tenant, src.Name, contentHash(src.Wasm), m, err, false)
 }
 
 // source is src as the registry loads it for tenant: with the tenant's
@@ -223,7 +234,10 @@ func (r *Registry) prepare(ctx context.Context, src Source) (*Module, error) {
 // module would pass a tenant cap); hash is the content hash of the module's
 // bytes. Order matters to commits only (which of two modules passes a
 // tenant cap): loads that prepare together commit in a fixed order.
-func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Module, err error) (*Module, error) {
+//
+// A version that widens the one it would replace is held instead, under
+// HoldWidening, unless approved is set: commit then returns a *HeldError.
+func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Module, err error, approved bool) (*Module, error) {
 	reject := func(err error) (*Module, error) {
 		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: name, Hash: hash, Err: err})
 		return nil, err
@@ -246,6 +260,11 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		}
 	}
 	prev := modules[name]
+	if prev != nil && r.opts.HoldWidening && !approved && prev.Hash() != m.Hash() {
+		if w := Widenings(prev.Description(), m.Description()); len(w) > 0 {
+			return r.hold(ctx, tenant, name, prev, m, w)
+		}
+	}
 	modules[name] = m
 	next := r.build(tenant, modules)
 	if err := next.checkCaps(m.limits); err != nil {
@@ -253,8 +272,12 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		_ = m.Close(ctx)
 		return reject(m.fail("load", "", err))
 	}
+	dropped := r.dropHeldLocked(tenant, name, m.Hash())
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
+	if dropped != nil {
+		_ = dropped.Close(ctx) // a version loaded since takes the held one's place
+	}
 	change := Change{Kind: Loaded, Tenant: tenant, Name: name, Hash: m.Hash(), Conflicts: next.conflictsOf(name)}
 	if prev != nil {
 		change.Kind, change.Previous = Replaced, prev.Hash()
@@ -377,8 +400,12 @@ func (r *Registry) Unload(tenant, name string) bool {
 	}
 	next := r.build(tenant, modules)
 	r.snap.Store(old.with(tenant, next))
+	dropped := r.dropHeldLocked(tenant, name, "")
 	r.mu.Unlock()
 	_ = prev.Close(context.Background())
+	if dropped != nil {
+		_ = dropped.Close(context.Background())
+	}
 	r.notify(Change{Kind: Removed, Tenant: tenant, Name: name, Hash: prev.Hash()})
 	return true
 }
@@ -400,10 +427,17 @@ func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	old := r.snap.Load()
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
+	waiting := r.held
+	r.held = map[string]map[string]*held{}
 	r.mu.Unlock()
 	for _, tv := range old.tenants {
 		for _, m := range tv.modules {
 			_ = m.Close(ctx)
+		}
+	}
+	for _, byName := range waiting {
+		for _, h := range byName {
+			_ = h.module.Close(ctx)
 		}
 	}
 	return nil

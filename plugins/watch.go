@@ -369,7 +369,9 @@ func (w *DirWatcher) commit(ctx context.Context, j *syncJob) {
 			w.reg.forgetRefusal(w.tenant, j.name)
 		}
 	default:
-		if _, err := w.reg.commit(ctx, w.tenant, j.name, j.hash, j.mod, j.err); err == nil {
+		// A held version counts as seen: it waits for approval, not for
+		// the file's next event.
+		if _, err := w.reg.commit(ctx, w.tenant, j.name, j.hash, j.mod, j.err, false); err == nil || errors.Is(err, ErrHeld) {
 			w.mu.Lock()
 			w.loaded[j.name] = j.version
 			w.mu.Unlock()

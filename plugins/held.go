@@ -1,0 +1,132 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Held versions: under RegistryOptions.HoldWidening, a new version of a
+// module that widens the one serving (see [Widenings]) is kept, compiled
+// and described, but not loaded; the version serving goes on. A person
+// approves it (ApproveHeld: it then replaces the old one, as a load would)
+// or discards it. One version a module is held at a time: a newer one, held
+// or loaded, takes the place of the held one, as does unloading the
+// module.
+
+// ErrHeld: a new version widens the one serving and waits for approval.
+var ErrHeld = errors.New("plugins: the new version widens what the module offers: it is held for approval")
+
+// HeldError is the error of a load whose version was held.
+type HeldError struct {
+	// Version is the version held.
+	Version HeldVersion
+}
+
+func (e *HeldError) Error() string {
+	ws := make([]string, len(e.Version.Widenings))
+	for i, w := range e.Version.Widenings {
+		ws[i] = w.String()
+	}
+	return fmt.Sprintf("%v: plugin %s %s (serving %s): %s", ErrHeld, e.Version.Name, e.Version.Hash, e.Version.Previous, strings.Join(ws, "; "))
+}
+
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// HeldVersion is a version of a module waiting for approval.
+type HeldVersion struct {
+	// Name is the module's name; Hash the held version's content hash,
+	// Previous the hash of the version serving.
+	Name     string `json:"name"`
+	Hash     string `json:"hash"`
+	Previous string `json:"previous"`
+	// Widenings are how it widens the version serving.
+	Widenings []Widening `json:"widenings"`
+	// Since is when it was held.
+	Since time.Time `json:"since"`
+}
+
+type held struct {
+	HeldVersion
+	module *Module
+}
+
+// hold keeps m, which widens prev by w, as name's held version; r.mu is
+// held, and released here.
+func (r *Registry) hold(ctx context.Context, tenant, name string, prev, m *Module, w []Widening) (*Module, error) {
+	v := HeldVersion{Name: name, Hash: m.Hash(), Previous: prev.Hash(), Widenings: w, Since: time.Now().UTC()}
+	if h := r.held[tenant][name]; h != nil && h.Hash == v.Hash {
+		// Held already (a directory rescanned): keep the first.
+		r.mu.Unlock()
+		_ = m.Close(ctx)
+		return nil, &HeldError{Version: h.HeldVersion}
+	}
+	dropped := r.dropHeldLocked(tenant, name, "")
+	if r.held[tenant] == nil {
+		r.held[tenant] = map[string]*held{}
+	}
+	r.held[tenant][name] = &held{HeldVersion: v, module: m}
+	r.mu.Unlock()
+	if dropped != nil {
+		_ = dropped.Close(ctx)
+	}
+	r.log.Warn("plugin version held: it widens the version serving", "tenant", tenant, "plugin", name, "module", v.Hash, "serving", v.Previous, "widenings", (&HeldError{Version: v}).Error())
+	r.notify(Change{Kind: Held, Tenant: tenant, Name: name, Hash: v.Hash, Previous: v.Previous, Widenings: w})
+	return nil, &HeldError{Version: v}
+}
+
+// dropHeldLocked forgets name's held version unless it is keep, and
+// returns its module for the caller to close; r.mu is held.
+func (r *Registry) dropHeldLocked(tenant, name, keep string) *Module {
+	h := r.held[tenant][name]
+	if h == nil || h.Hash == keep {
+		return nil
+	}
+	delete(r.held[tenant], name)
+	return h.module
+}
+
+// Held returns the tenant's versions waiting for approval, by module name.
+func (r *Registry) Held(tenant string) []HeldVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []HeldVersion
+	for _, h := range r.held[tenant] {
+		out = append(out, h.HeldVersion)
+	}
+	slices.SortFunc(out, func(a, b HeldVersion) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ApproveHeld loads the held version hash of the tenant's module name, in
+// the place of the version serving (as Load would, tenant caps checked).
+// It fails when no such version is held.
+func (r *Registry) ApproveHeld(ctx context.Context, tenant, name, hash string) (*Module, error) {
+	r.mu.Lock()
+	h := r.held[tenant][name]
+	if h == nil || h.Hash != hash {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("plugins: no version %s of plugin %s is held for tenant %s", hash, name, tenant)
+	}
+	delete(r.held[tenant], name)
+	r.mu.Unlock()
+	return r.commit(ctx, tenant, name, hash, h.module, nil, true)
+}
+
+// DiscardHeld drops the held version hash of the tenant's module name; it
+// reports whether there was one.
+func (r *Registry) DiscardHeld(ctx context.Context, tenant, name, hash string) bool {
+	r.mu.Lock()
+	h := r.held[tenant][name]
+	if h == nil || h.Hash != hash {
+		r.mu.Unlock()
+		return false
+	}
+	delete(r.held[tenant], name)
+	r.mu.Unlock()
+	_ = h.module.Close(ctx)
+	return true
+}
