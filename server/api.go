@@ -284,6 +284,7 @@ func (s *Server) routes() {
 	handle("GET /v1/tasks/{id}", s.getTask)
 	handle("GET /v1/approvals", s.listApprovals)
 	handle("POST /v1/approvals/{id}", s.decideApproval)
+	handle("POST /v1/plugins/{name}/versions/{hash}", s.decideVersion)
 	handle("GET /v1/plugins", s.listPlugins)
 	handle("GET /v1/plugins/{name}", s.getPlugin)
 	handle("PUT /v1/plugins/{name}", s.putPlugin)

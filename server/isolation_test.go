@@ -37,16 +37,18 @@ type isoIDs struct {
 	Token    string // its token
 	Task     string // a task that submitted its deliverable
 	Plugin   string // a plugin module
+	Hash     string // a version of it (its content hash)
 }
 
 // missingIDs are ids no tenant has.
 var missingIDs = isoIDs{Session: "nobody-done", Live: "nobody-live", Parked: "nobody-parked", Run: "run_nobody",
-	Approval: "apr_nobody", Token: "tok_nobody", Task: "task_nobody", Plugin: "nobody_plugin"}
+	Approval: "apr_nobody", Token: "tok_nobody", Task: "task_nobody", Plugin: "nobody_plugin",
+	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}
 
 // mask replaces the ids in body by their field names.
 func (ids isoIDs) mask(body string) string {
 	pairs := [][2]string{{ids.Token, "<token>"}, {ids.Session, "<session>"}, {ids.Live, "<live>"}, {ids.Parked, "<parked>"},
-		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}}
+		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}}
 	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 	for _, p := range pairs {
 		body = strings.ReplaceAll(body, p[0], p[1])
@@ -127,6 +129,9 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/usage", name: "list", list: true, req: get("/v1/usage?days=90")},
 	{route: "GET /v1/feed", name: "stream", stream: true, req: get("/v1/feed")},
 	{route: "GET /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/plugins/" + ids.Plugin} }},
+	{route: "POST /v1/plugins/{name}/versions/{hash}", name: "approve a version", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/plugins/" + ids.Plugin + "/versions/" + ids.Hash, body: `{"approve":true}`}
+	}},
 	{route: "DELETE /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/plugins/" + ids.Plugin}
 	}},
@@ -263,6 +268,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 	// text of its sessions.
 	_, pluginBody := ts.do(t, ts.acme, "GET", "/v1/plugins/"+acme.Plugin, "")
 	acmeHash := decodeJSON[struct{ Hash string }](t, pluginBody).Hash
+	acme.Hash = acmeHash
 	secrets := []string{"secret-acme", acme.Run, acme.Approval, acme.Token, acme.Task, acmeHash}
 
 	// Beta's own session, which its listing must show.

@@ -44,10 +44,12 @@ func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 
 func (s *Server) listPlugins(w http.ResponseWriter, r *http.Request, t *tenant) {
 	out := struct {
-		Plugins   []pluginInfo `json:"plugins"`
-		Conflicts []string     `json:"conflicts"`
-		Refusals  []refusal    `json:"refusals"`
-	}{Plugins: []pluginInfo{}, Conflicts: []string{}, Refusals: []refusal{}}
+		Plugins   []pluginInfo          `json:"plugins"`
+		Conflicts []string              `json:"conflicts"`
+		Refusals  []refusal             `json:"refusals"`
+		Held      []plugins.HeldVersion `json:"held"`
+	}{Plugins: []pluginInfo{}, Conflicts: []string{}, Refusals: []refusal{}, Held: []plugins.HeldVersion{}}
+	out.Held = append(out.Held, s.registry.Held(t.name)...)
 	for _, m := range s.registry.Modules(t.name) {
 		out.Plugins = append(out.Plugins, s.pluginInfo(t.name, m))
 	}
@@ -148,10 +150,22 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		prevWasm, _ = os.ReadFile(path)
 	}
 	m, err := s.registry.Load(context.WithoutCancel(r.Context()), t.name, src)
+	if he, ok := errors.AsType[*plugins.HeldError](err); ok {
+		// It widens what serves: kept, not loaded, until a person decides.
+		if err := s.keepHeld(t.name, name, he.Version.Hash, wasm); err != nil {
+			s.registry.DiscardHeld(context.WithoutCancel(r.Context()), t.name, name, he.Version.Hash)
+			writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the held version: %v", err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]any{"held": he.Version,
+			"message": "the new version widens what the plugin offers: it is held, and the version serving goes on, until POST /v1/plugins/" + name + "/versions/" + he.Version.Hash + ` {"approve": true}`})
+		return
+	}
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
+	s.dropHeldFiles(t.name, name, "") // a newer version took the held one's place
 	if err := writeFileAtomic(path, wasm); err != nil {
 		// Not kept, so not taken: put back what served before.
 		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
@@ -224,6 +238,7 @@ func (s *Server) deletePlugin(w http.ResponseWriter, r *http.Request, t *tenant)
 		return
 	}
 	s.registry.Unload(t.name, name)
+	s.dropHeldFiles(t.name, name, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -158,7 +158,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].Sandbox.limits()
 	}, Config: func(tenant, module string) map[string]string {
 		return s.cfg.Tenants[tenant].PluginConfig[module]
-	}})
+	}, HoldWidening: true})
 	if s.cfg.PluginsDir == "" {
 		return nil
 	}
@@ -172,6 +172,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 			return fmt.Errorf("server: plugins of %s: %w", name, err)
 		}
 		s.watchers = append(s.watchers, w)
+		s.holdAgain(ctx, name)
 	}
 	return nil
 }

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentichost/agentic/plugins"
+)
+
+// Held plugin versions: an upload that widens the version serving (a new
+// tool, an effect moved, a changed description or schema: see
+// plugins.Widenings) is stored but not loaded — 202, with what it widens —
+// while the old version serves on. It waits in PluginsDir/TENANT/.held/
+// (NAME.HASH.wasm), where the directory's watcher does not look, so that a
+// restart holds it again rather than load it. A person approves it (POST
+// /v1/plugins/{name}/versions/{hash} {"approve": true}: it replaces the
+// version serving, and its file takes the module's place) or discards it
+// ({"approve": false}); GET /v1/plugins lists the held versions. A newer
+// upload of the module takes the held one's place.
+
+// heldDir is the directory of a tenant's held versions.
+func (s *Server) heldDir(tenant string) string {
+	return filepath.Join(s.cfg.PluginsDir, tenant, ".held")
+}
+
+// heldPath is the file of a held version.
+func (s *Server) heldPath(tenant, name, hash string) string {
+	return filepath.Join(s.heldDir(tenant), name+"."+strings.TrimPrefix(hash, "sha256:")+".wasm")
+}
+
+// keepHeld stores the held version's bytes, in the place of any other held
+// version of the module.
+func (s *Server) keepHeld(tenant, name, hash string, wasm []byte) error {
+	if err := os.MkdirAll(s.heldDir(tenant), 0o755); err != nil {
+		return err
+	}
+	s.dropHeldFiles(tenant, name, hash)
+	return writeFileAtomic(s.heldPath(tenant, name, hash), wasm)
+}
+
+// dropHeldFiles removes the module's held files but keep's.
+func (s *Server) dropHeldFiles(tenant, name, keep string) {
+	files, _ := filepath.Glob(filepath.Join(s.heldDir(tenant), name+".*.wasm"))
+	for _, f := range files {
+		if keep == "" || f != s.heldPath(tenant, name, keep) {
+			os.Remove(f)
+		}
+	}
+}
+
+// holdAgain loads the tenant's held files after a restart: each is held
+// again (or, if it no longer widens what serves, loads, and its file takes
+// the module's place).
+func (s *Server) holdAgain(ctx context.Context, tenant string) {
+	entries, err := os.ReadDir(s.heldDir(tenant))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		file := e.Name()
+		base, ok := strings.CutSuffix(file, ".wasm")
+		dot := strings.LastIndexByte(base, '.')
+		if !ok || dot <= 0 {
+			continue
+		}
+		name := base[:dot]
+		path := filepath.Join(s.heldDir(tenant), file)
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if _, err := s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}); err == nil {
+			if err := os.Rename(path, filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm")); err != nil {
+				s.log.Error("cannot move a held plugin version into place", "tenant", tenant, "plugin", name, "err", err)
+			}
+		} else if !errors.Is(err, plugins.ErrHeld) {
+			s.log.Warn("a held plugin version no longer loads; dropped", "tenant", tenant, "plugin", name, "err", err)
+			os.Remove(path)
+		}
+	}
+}
+
+// versionDecision is the body of POST /v1/plugins/{name}/versions/{hash}.
+type versionDecision struct {
+	// Approve loads the held version (true) or discards it (false).
+	// Required.
+	Approve *bool `json:"approve"`
+}
+
+// decideVersion approves or discards a held version.
+func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant) {
+	name, path := s.pluginPath(w, r, t)
+	if name == "" {
+		return
+	}
+	hash := r.PathValue("hash")
+	if !strings.HasPrefix(hash, "sha256:") {
+		hash = "sha256:" + hash
+	}
+	var req versionDecision
+	if !s.decodeBody(w, r, &req) {
+		return
+	}
+	if req.Approve == nil {
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"approve\" is required: true loads the held version, false discards it")
+		return
+	}
+	t.pluginsMu.Lock()
+	defer t.pluginsMu.Unlock()
+	held := false
+	for _, v := range s.registry.Held(t.name) {
+		held = held || (v.Name == name && v.Hash == hash)
+	}
+	if !held {
+		notFound(w, "held version of plugin "+name, hash)
+		return
+	}
+	if !*req.Approve {
+		s.registry.DiscardHeld(context.WithoutCancel(r.Context()), t.name, name, hash)
+		s.dropHeldFiles(t.name, name, "")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	m, err := s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash)
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the held version was refused: %v", err)
+		return
+	}
+	if err := os.Rename(s.heldPath(t.name, name, hash), path); err != nil {
+		s.log.Error("cannot move an approved plugin version into place", "tenant", t.name, "plugin", name, "err", err)
+	}
+	writeJSON(w, http.StatusOK, s.pluginInfo(t.name, m))
+}
