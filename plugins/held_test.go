@@ -90,9 +90,12 @@ func TestHoldWidening(t *testing.T) {
 				t.Errorf("the change %+v, want held", last)
 			}
 			// Loading the same version again (a directory rescanned) keeps
-			// it held, once.
+			// it held, once; so does loading again the version serving.
 			if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: next}); !errors.Is(err, plugins.ErrHeld) || len(reg.Held("acme")) != 1 {
 				t.Fatalf("the same version again: %v, held %+v", err, reg.Held("acme"))
+			}
+			if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: base}); err != nil || len(reg.Held("acme")) != 1 {
+				t.Fatalf("the version serving again: %v, held %+v", err, reg.Held("acme"))
 			}
 			if _, err := reg.ApproveHeld(ctx, "acme", "w", "sha256:nope"); err == nil {
 				t.Error("approved a version that is not held")

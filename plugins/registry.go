@@ -272,7 +272,13 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		_ = m.Close(ctx)
 		return reject(m.fail("load", "", err))
 	}
-	dropped := r.dropHeldLocked(tenant, name, m.Hash())
+	var dropped *Module
+	if prev == nil || prev.Hash() != m.Hash() {
+		// Another version took the place: a held one waits no more (the
+		// version serving loaded again, as a directory rescanned, leaves
+		// it waiting).
+		dropped = r.dropHeldLocked(tenant, name, m.Hash())
+	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
 	if dropped != nil {

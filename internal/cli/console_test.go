@@ -1048,4 +1048,28 @@ func (e *consoleEnv) testSteerAndUpload(t *testing.T) {
 	b.wait("the call beside version 1's hash", 20*time.Second, fmt.Sprintf(
 		`[...document.querySelectorAll("#plugin-calls tr.plugin-call")].some((r) => r.textContent.includes("acct") && r.querySelector(".call-hash").title === %q)`, h1))
 	b.shot("plugin-versions.png")
+
+	// A version that widens what the module offers (a new tool) is held:
+	// the page shows what it widens, and approving it there loads it.
+	kit, _ := filepath.Abs("../../pdk/c")
+	widen := func(defines ...string) string {
+		var flags []string
+		for _, d := range defines {
+			flags = append(flags, "-D"+d)
+		}
+		return string(plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags))
+	}
+	acme.must("PUT", "/v1/plugins/w", widen(), http.StatusCreated, nil)
+	acme.must("PUT", "/v1/plugins/w", widen(`VERSION="B"`, "EXTRA"), http.StatusAccepted, nil)
+	held := `.plugin-held[data-plugin="w"]`
+	b.route("#/usage")
+	b.route("#/plugins")
+	b.wait("the held version", 20*time.Second, jsExists(held))
+	if got := b.text(held + " .widening"); !strings.Contains(got, "tool extra") || !strings.Contains(got, "new") {
+		t.Errorf(".widening %q, want the new tool", got)
+	}
+	b.shot("plugin-held.png")
+	b.do("approve the held version", chromedp.Click(chromedp.CSS(held+" .approve-version")))
+	b.wait("the approved version loaded", 20*time.Second,
+		`document.querySelector('.plugin[data-plugin="w"] .plugin-tool[data-tool="extra"]') && !document.querySelector('`+held+`')`)
 }

@@ -916,6 +916,29 @@
 
   // ---- plugins ----
 
+  // heldCard shows a version held because it widens the one serving: what
+  // it widens (old → new), and buttons to load or discard it.
+  function heldCard(v, after) {
+    const err = h('span', { class: 'error', role: 'alert' });
+    const decide = (yes) => async () => {
+      try {
+        await api('POST', '/v1/plugins/' + encodeURIComponent(v.name) + '/versions/' + encodeURIComponent(v.hash), { approve: yes });
+        after();
+      } catch (e) { err.textContent = e.message; }
+    };
+    const approve = h('button', { class: 'approve-version', type: 'button' }, 'Approve and load');
+    const discard = h('button', { class: 'discard-version danger', type: 'button' }, 'Discard');
+    approve.addEventListener('click', decide(true));
+    discard.addEventListener('click', decide(false));
+    return h('div', { class: 'plugin plugin-held', 'data-plugin': v.name, 'data-hash': v.hash },
+      h('div', null, h('strong', null, v.name), ' ', h('code', { title: v.hash }, shortHash(v.hash)), ' ',
+        h('span', { class: 'tag external' }, 'held'), h('span', { class: 'muted' }, ' widens ' + shortHash(v.previous) + ', since ' + fmtTime(v.since))),
+      h('ul', { class: 'widenings' }, (v.widenings || []).map((w) => h('li', { class: 'widening' },
+        h('code', null, `${w.kind} ${w.name}`), ': ' + w.change,
+        w.old || w.new ? h('div', { class: 'diff mono' }, h('del', null, w.old || ''), ' → ', h('ins', null, w.new || '')) : null))),
+      h('div', { class: 'row' }, approve, discard, err));
+  }
+
   function pluginsView(root) {
     const name = h('input', { id: 'plugin-name', placeholder: 'module name', required: true, pattern: '[A-Za-z0-9_][A-Za-z0-9._\\-]{0,63}', 'aria-label': 'Module name' });
     const file = h('input', { id: 'plugin-file', type: 'file', accept: '.wasm,application/wasm', required: true, 'aria-label': 'Module file' });
@@ -936,7 +959,9 @@
       try {
         const info = await api('PUT', '/v1/plugins/' + encodeURIComponent(name.value.trim()), file.files[0]);
         result.className = '';
-        result.textContent = `loaded ${info.name} ${shortHash(info.hash)}`;
+        result.textContent = info.held
+          ? `held ${info.held.name} ${shortHash(info.held.hash)}: it widens what the plugin offers; decide below`
+          : `loaded ${info.name} ${shortHash(info.hash)}`;
         form.reset();
         load();
       } catch (err) {
@@ -960,6 +985,7 @@
           (m.validators || []).map((v) => h('div', { class: 'plugin-validator' }, 'validator ', h('code', null, v.name))),
           (m.policies || []).map((v) => h('div', { class: 'plugin-policy' }, 'approval policy ', h('code', null, v.name)))));
         if (!nodes.length) nodes.push(h('p', { class: 'muted' }, 'No modules loaded.'));
+        for (const v of p.held || []) nodes.push(heldCard(v, load));
         for (const r of p.refusals) nodes.push(h('div', { class: 'plugin refusal', 'data-refused': r.name }, h('strong', null, r.name), ' refused: ', r.reason, r.hash ? ' (' + shortHash(r.hash) + ')' : ''));
         for (const c of p.conflicts) if (!p.plugins.some((m) => (m.conflicting || []).includes(c))) nodes.push(h('p', { class: 'refusal' }, 'conflict: ' + c));
         list.replaceChildren(...nodes);
