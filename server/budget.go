@@ -219,7 +219,7 @@ func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
 // names the model whose unpriced call spent it, if one did.
 func (b *budget) over(ctx context.Context, spent float64) *ErrBudgetExceeded {
 	e := &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}
-	if v, ok, err := b.kv.Get(ctx, b.namespace(time.Now().UTC().Format(time.DateOnly)), unpricedKey); err == nil && ok {
+	if v, ok, err := b.kv.Get(ctx, b.namespace(today()), unpricedKey); err == nil && ok {
 		e.Unpriced = string(v)
 	}
 	return e
@@ -229,7 +229,7 @@ func (b *budget) over(ctx context.Context, spent float64) *ErrBudgetExceeded {
 // day's budget, in place of its reservation, and remembers its model for
 // the errors of the calls it stops.
 func (b *budget) failClosed(ctx context.Context, res reservation, model string) {
-	day := time.Now().UTC().Format(time.DateOnly)
+	day := today()
 	b.kv.Set(ctx, b.namespace(day), unpricedKey, []byte(model)) // best effort: the count below stops the calls anyway
 	if b.counter == nil {
 		b.add(ctx, b.limit)
