@@ -22,6 +22,24 @@ import (
 // ({"approve": false}); GET /v1/plugins lists the held versions. A newer
 // upload of the module takes the held one's place.
 
+// onPluginChange drops the held files of a module whose held version the
+// registry no longer keeps (another version loaded in its place, as a file
+// written into the directory does, or the module was removed).
+func (s *Server) onPluginChange(c plugins.Change) {
+	// (A first load takes no held version's place: a version is held
+	// only over one serving, as at a restart before holdAgain.)
+	replaced := c.Kind == plugins.Replaced && c.Hash != c.Previous
+	if !replaced && c.Kind != plugins.Removed || s.cfg.PluginsDir == "" {
+		return
+	}
+	for _, v := range s.registry.Held(c.Tenant) {
+		if v.Name == c.Name {
+			return
+		}
+	}
+	s.dropHeldFiles(c.Tenant, c.Name, "")
+}
+
 // heldDir is the directory of a tenant's held versions.
 func (s *Server) heldDir(tenant string) string {
 	return filepath.Join(s.cfg.PluginsDir, tenant, ".held")
@@ -74,9 +92,10 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 			continue
 		}
 		if _, err := s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}); err == nil {
-			if err := os.Rename(path, filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm")); err != nil {
-				s.log.Error("cannot move a held plugin version into place", "tenant", tenant, "plugin", name, "err", err)
+			if err := writeFileAtomic(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm); err != nil {
+				s.log.Error("cannot keep a held plugin version that loads now", "tenant", tenant, "plugin", name, "err", err)
 			}
+			os.Remove(path)
 		} else if !errors.Is(err, plugins.ErrHeld) {
 			s.log.Warn("a held plugin version no longer loads; dropped", "tenant", tenant, "plugin", name, "err", err)
 			os.Remove(path)
@@ -125,13 +144,20 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	wasm, err := os.ReadFile(s.heldPath(t.name, name, hash))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, codeInternal, "cannot read the held version: %v", err)
+		return
+	}
 	m, err := s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the held version was refused: %v", err)
 		return
 	}
-	if err := os.Rename(s.heldPath(t.name, name, hash), path); err != nil {
-		s.log.Error("cannot move an approved plugin version into place", "tenant", t.name, "plugin", name, "err", err)
+	// Its file takes the module's place (the held one is dropped as the
+	// version loads: onPluginChange).
+	if err := writeFileAtomic(path, wasm); err != nil {
+		s.log.Error("cannot keep an approved plugin version", "tenant", t.name, "plugin", name, "err", err)
 	}
 	writeJSON(w, http.StatusOK, s.pluginInfo(t.name, m))
 }

@@ -105,6 +105,22 @@ func TestPluginUpgradeHeld(t *testing.T) {
 		t.Error("the approved version's file did not take the module's place")
 	}
 
+	// A version written into the directory takes a held one's place, its
+	// file too.
+	if code, _ := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", widenWasm(t, `VERSION="B2"`, "EXTRA", `DESC="Report more."`)); code != 202 {
+		t.Fatalf("a widening upload: %d", code)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "acme", ".w.tmp"), widenWasm(t, `VERSION="B3"`, "EXTRA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "acme", ".w.tmp"), filepath.Join(dir, "acme", "w.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the written version to take the held one's place", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "acme", ".held", "*"))
+		return len(list(ts).Held) == 0 && len(files) == 0
+	})
+
 	// Narrowing loads at once; a widening one discarded is gone.
 	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", widenWasm(t, `VERSION="C"`, "EXTRA", "NO_SECOND")); code != 200 {
 		t.Fatalf("a narrowing upload: %d %s", code, body)

@@ -158,7 +158,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].Sandbox.limits()
 	}, Config: func(tenant, module string) map[string]string {
 		return s.cfg.Tenants[tenant].PluginConfig[module]
-	}, HoldWidening: true})
+	}, HoldWidening: true, OnChange: s.onPluginChange})
 	if s.cfg.PluginsDir == "" {
 		return nil
 	}
