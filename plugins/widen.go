@@ -43,10 +43,7 @@ func (w Widening) String() string {
 // policies, each by name); nil when next narrows prev or is the same.
 func Widenings(prev, next Description) []Widening {
 	var out []Widening
-	oldTools := map[string]ToolDescription{}
-	for _, t := range prev.Tools {
-		oldTools[t.Name] = t
-	}
+	oldTools := byName(prev.Tools, func(t ToolDescription) string { return t.Name })
 	for _, t := range next.Tools {
 		o, ok := oldTools[t.Name]
 		switch {
@@ -66,10 +63,7 @@ func Widenings(prev, next Description) []Widening {
 			out = append(out, Widening{Kind: "tool", Name: t.Name, Change: "idempotent"})
 		}
 	}
-	oldValidators := map[string]ValidatorDescription{}
-	for _, v := range prev.Validators {
-		oldValidators[v.Name] = v
-	}
+	oldValidators := byName(prev.Validators, func(v ValidatorDescription) string { return v.Name })
 	for _, v := range next.Validators {
 		o, ok := oldValidators[v.Name]
 		switch {
@@ -83,10 +77,7 @@ func Widenings(prev, next Description) []Widening {
 			out = append(out, Widening{Kind: "validator", Name: v.Name, Change: "schema", Old: string(o.Schema), New: string(v.Schema)})
 		}
 	}
-	oldPolicies := map[string]PolicyDescription{}
-	for _, p := range prev.Policies {
-		oldPolicies[p.Name] = p
-	}
+	oldPolicies := byName(prev.Policies, func(p PolicyDescription) string { return p.Name })
 	for _, p := range next.Policies {
 		o, ok := oldPolicies[p.Name]
 		switch {
@@ -95,6 +86,15 @@ func Widenings(prev, next Description) []Widening {
 		case o.Description != p.Description:
 			out = append(out, Widening{Kind: "policy", Name: p.Name, Change: "description", Old: o.Description, New: p.Description})
 		}
+	}
+	return out
+}
+
+// byName indexes items by their names.
+func byName[T any](items []T, name func(T) string) map[string]T {
+	out := make(map[string]T, len(items))
+	for _, x := range items {
+		out[name(x)] = x
 	}
 	return out
 }
