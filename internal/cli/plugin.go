@@ -28,6 +28,10 @@ const pluginUsage = `Usage:
   agentic-host plugin new [--lang go|assemblyscript|c] NAME [DIR]
                                                           write a plugin project with one tool
   agentic-host plugin build [DIR]                         build a plugin project into DIR/NAME.wasm
+  agentic-host plugin held [--server URL]                 the versions a running serve holds because
+                                                          they widen what their plugin offers
+  agentic-host plugin approve|discard [--server URL] NAME HASH
+                                                          load a held version, or drop it
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -56,6 +60,12 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginNewCmd(ctx, args[1:], env)
 	case "build":
 		return pluginBuildCmd(ctx, args[1:], env)
+	case "held":
+		return pluginHeldCmd(ctx, args[1:], env)
+	case "approve":
+		return pluginDecideCmd(ctx, args[1:], env, true)
+	case "discard":
+		return pluginDecideCmd(ctx, args[1:], env, false)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil
