@@ -186,6 +186,11 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 				srv.Changed(c)
 			}
 		},
+		// A new version that widens what its module offers (a tool that
+		// changes under the same name: the "rug-pull") is not served to
+		// the clients: it waits, and the server serves the old one, until
+		// a restart loads the directory afresh.
+		HoldWidening: true,
 	})
 	defer reg.Close(context.Background())
 	srvOpts := mcp.Options{Registry: reg, Tenant: *tenant, Approve: approve, Logger: logger}

@@ -501,3 +501,75 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPHoldsWidening: agentic-host mcp follows its directory, but a new
+// version of a module that widens what it offers — here a new tool, and a
+// changed description of one it had — is held: the client keeps the old
+// tools (no "extra", the old description and module), and the server says
+// why; a restart, a person's doing, loads what the directory holds.
+func TestMCPHoldsWidening(t *testing.T) {
+	bin := needBinary(t)
+	const key = "test-key-held"
+	kit, _ := filepath.Abs("../../pdk/c")
+	widen := func(defines ...string) []byte {
+		var flags []string
+		for _, d := range defines {
+			flags = append(flags, "-D"+d)
+		}
+		return plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags)
+	}
+	dir := t.TempDir()
+	base, wider := widen(), widen(`VERSION="B"`, "EXTRA", `DESC="Report the version, and send it somewhere."`)
+	if err := os.WriteFile(filepath.Join(dir, "w.wasm"), base, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tools := func(endpoint string) map[string]*mcp.Tool {
+		t.Helper()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "held", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{key}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		out := map[string]*mcp.Tool{}
+		for tool, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	endpoint, server := mcpHTTP(t, bin, key, "--plugins", dir)
+	if got := tools(endpoint); got["report"] == nil || got["extra"] != nil {
+		t.Fatalf("the first version's tools: %v", got)
+	}
+	tmp := filepath.Join(dir, ".w.tmp")
+	if err := os.WriteFile(tmp, wider, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "w.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	for guard := time.After(2 * time.Minute); !strings.Contains(server.err.String(), "plugin version held"); {
+		select {
+		case <-guard:
+			t.Fatalf("the widening version was not held (a guard against a hang):\n%s", server.err.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if log := server.err.String(); !strings.Contains(log, "tool extra: new") || !strings.Contains(log, "tool report: description") {
+		t.Errorf("the server's log does not say what the version widens:\n%s", log)
+	}
+	got := tools(endpoint)
+	if got["extra"] != nil || got["report"].Description != "Report the plugin's version." || got["report"].Meta["agentic-host/module"] != sha(base) {
+		t.Errorf("while held, the client sees %v (report: %q from %v), want the old version's tools", got, got["report"].Description, got["report"].Meta["agentic-host/module"])
+	}
+	stopMCP(t, server)
+	endpoint, _ = mcpHTTP(t, bin, key, "--plugins", dir)
+	if got := tools(endpoint); got["extra"] == nil || got["report"].Meta["agentic-host/module"] != sha(wider) {
+		t.Errorf("after a restart, the client sees %v, want the directory's version", got)
+	}
+}
