@@ -433,6 +433,16 @@ func (c *Converter) snapshot(s *host.Snapshot) (done bool, err error) {
 			return false, err
 		}
 	}
+	// A run parked on its own request (no tool part shows it): its
+	// data-approval part.
+	for _, p := range s.Status.Approvals {
+		if p.RunID == c.runID && c.runID != "" && p.CallID == "" && p.Kind != "" {
+			if err := c.runApproval(&host.ApprovalInfo{ApprovalID: p.ApprovalID, Kind: p.Kind, Reason: p.Reason, Summary: p.Summary,
+				State: ledger.ApprovalPending, ExpiresAt: p.ExpiresAt}); err != nil {
+				return false, err
+			}
+		}
+	}
 	if s.Status.RunID == c.runID && s.Status.State == host.StateRunning {
 		return false, nil
 	}

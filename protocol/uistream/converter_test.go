@@ -421,3 +421,22 @@ func TestUIChunksRunApproval(t *testing.T) {
 		`{"type":"finish","finishReason":"stop"}`,
 	))
 }
+
+// TestUIChunksRunApprovalSnapshot: a client that (re)connects to a run
+// parked on its own request gets the request's data-approval part from the
+// snapshot, then the message's end.
+func TestUIChunksRunApprovalSnapshot(t *testing.T) {
+	snap := &host.Snapshot{
+		Transcript: ledger.Transcript{Items: []ledger.Item{
+			{ID: "m1", Kind: ledger.ItemUser, RunID: "run1", Text: "go"},
+			{ID: "r1", Kind: ledger.ItemResponse, RunID: "run1", Status: ledger.StatusApprovalRequired, Reason: "waiting for approval"},
+		}},
+		Status: host.Status{RunID: "run1", State: host.StateApprovalRequired, Reason: "waiting for approval",
+			Approvals: []host.PendingApproval{{RunID: "run1", ApprovalID: "a1", Kind: "budget_exceeded", Reason: "budget_exceeded: spent", Summary: "Approve to go on"}}},
+	}
+	got, done := chunks(t, NewConverter("run1", "run1", nil), host.Update{Snapshot: snap})
+	if !done || !strings.Contains(got, `{"type":"data-approval","id":"a1","data":{"approvalId":"a1","kind":"budget_exceeded","state":"pending","reason":"budget_exceeded: spent","summary":"Approve to go on"}}`) ||
+		!strings.HasSuffix(got, `{"type":"finish","finishReason":"tool-calls"}`) {
+		t.Errorf("chunks:\n%s\nwant the pending data-approval part, then the end", got)
+	}
+}
