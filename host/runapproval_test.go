@@ -89,8 +89,13 @@ func TestRunApproval(t *testing.T) {
 			inbox, _ := hs.Host.PendingApprovals(ctx)
 			if !approve {
 				// The message queued meanwhile gets a run of its own, which
-				// the hook stops too: the inbox holds its request, not the
+				// the hook stops too (that run starts once the denied one
+				// ended: wait for it): the inbox holds its request, not the
 				// denied one.
+				for deadline := time.Now().Add(time.Minute); len(inbox) == 0 && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+					inbox, _ = hs.Host.PendingApprovals(ctx)
+				}
 				if len(inbox) != 1 || inbox[0].ApprovalID == p.ApprovalID || inbox[0].RunID == res.RunID {
 					t.Errorf("inbox after the denial: %+v; ledger %s", inbox, hosttest.Kinds(hs.Events("s")))
 				}
