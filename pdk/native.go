@@ -85,7 +85,7 @@ func platformHTTP(raw []byte) []byte {
 		return []byte(fmt.Sprintf(`{"error":%q}`, err.Error()))
 	}
 	if h.Fetch == nil {
-		b, _ := json.Marshal(map[string]any{"error": "HTTP is not allowed for this tenant", "denied": true})
+		b, _ := json.Marshal(map[string]any{"error": "HTTP is not allowed for this plugin", "denied": true})
 		return b
 	}
 	req := HTTPRequest{Method: w.Method, URL: w.URL, Headers: w.Headers, Body: w.BodyBase64}

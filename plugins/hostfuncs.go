@@ -179,7 +179,7 @@ func kvDenied(env *callEnv) string {
 		return "denied: no call in progress"
 	}
 	if !env.mod.limits.KV || env.mod.rt.kv == nil {
-		return "denied: the key-value store is not enabled for this tenant"
+		return "denied: the key-value store is not enabled for this plugin"
 	}
 	return ""
 }

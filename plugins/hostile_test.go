@@ -74,7 +74,7 @@ func TestHostile(t *testing.T) {
 		{tool: "fail", want: []error{plugins.ErrToolFailed}, contains: "account 7 not found", kept: true},
 		{tool: "read_file", want: []error{plugins.ErrToolFailed}, contains: "/etc/passwd", kept: true},
 		{tool: "list_root", want: []error{plugins.ErrToolFailed}, kept: true},
-		{tool: "fetch", input: `{"url":"https://example.com/"}`, want: []error{plugins.ErrToolFailed}, contains: "HTTP is not allowed for this tenant", kept: true},
+		{tool: "fetch", input: `{"url":"https://example.com/"}`, want: []error{plugins.ErrToolFailed}, contains: "HTTP is not allowed for this plugin", kept: true},
 		{tool: "kv", input: `{"key":"k","value":"v"}`, want: []error{plugins.ErrToolFailed}, contains: "key-value store is not enabled", kept: true},
 		{tool: "ok", input: `[1,2]`, want: []error{plugins.ErrInvalidInput}, contains: "/: got array, want object", kept: true},
 		{tool: "echo", input: `{"x":"` + strings.Repeat("y", 2<<20) + `"}`, want: []error{plugins.ErrInputTooLarge}, kept: true},

@@ -197,7 +197,7 @@ func wireError(err error) []byte {
 // do runs one http_request for a call and returns the JSON answer.
 func (g *httpGuard) do(ctx context.Context, env *callEnv, raw []byte) []byte {
 	if g.client == nil {
-		return wireError(denied("HTTP is not allowed for this tenant"))
+		return wireError(denied("HTTP is not allowed for this plugin"))
 	}
 	var w httpWireRequest
 	if err := json.Unmarshal(raw, &w); err != nil {

@@ -36,6 +36,11 @@ type RegistryOptions struct {
 	// version keeps serving until a person approves the new one
 	// (Registry.ApproveHeld). Default: false, every valid version loads.
 	HoldWidening bool
+	// Grants returns what one module may do of its tenant's sandbox (see
+	// [Grant]): a module gets only its grant, within the tenant's Limits;
+	// a grant beyond them refuses the module. Default: nil, every module
+	// gets its tenant's Limits whole.
+	Grants func(tenant, module string) Grant
 }
 
 // ChangeKind says what happened to a module.
@@ -198,20 +203,30 @@ func (r *Registry) notify(c Change) {
 // conflict is logged and reported in the Change. On any error the
 // registry is unchanged and the previous version keeps serving.
 func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module, error) {
-	src = r.source(tenant, src)
-	m, err := r.prepare(ctx, src)
+	src, err := r.source(tenant, src)
+	var m *Module
+	if err == nil {
+		m, err = r.prepare(ctx, src)
+	}
 	return r.commit(ctx, tenant, src.Name, contentHash(src.Wasm), m, err, false)
 }
 
 // source is src as the registry loads it for tenant: with the tenant's
-// limits and the module's configuration.
-func (r *Registry) source(tenant string, src Source) Source {
+// limits, narrowed to the module's grant, and the module's configuration.
+func (r *Registry) source(tenant string, src Source) (Source, error) {
 	src.Tenant = tenant
 	src.Limits = r.limits(tenant)
+	if r.opts.Grants != nil {
+		l, err := src.Limits.Within(r.opts.Grants(tenant, src.Name))
+		if err != nil {
+			return src, &PluginError{Plugin: src.Name, Export: "load", Err: detailed(ErrInvalidModule, "its grant: %v", err)}
+		}
+		src.Limits = l
+	}
 	if r.opts.Config != nil {
 		src.Config = r.opts.Config(tenant, src.Name)
 	}
-	return src
+	return src, nil
 }
 
 // prepare is the slow part of a load, which touches nothing of the

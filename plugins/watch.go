@@ -353,7 +353,9 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 			return
 		}
 	}
-	j.mod, j.err = w.reg.prepare(ctx, w.reg.source(w.tenant, src))
+	if src, j.err = w.reg.source(w.tenant, src); j.err == nil {
+		j.mod, j.err = w.reg.prepare(ctx, src)
+	}
 }
 
 // commit applies what prepare found: the module is unloaded, registered
