@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
 )
 
 // Config is the service's configuration: the YAML file `agentic-host serve
@@ -259,6 +260,29 @@ type SandboxConfig struct {
 	// CompileTimeout bounds compiling a module not compiled before
 	// (plugins.Limits.CompileTimeout). Default: 0, which means 10s.
 	CompileTimeout Duration `yaml:"compile_timeout"`
+	// Grants are what each plugin may do of the sandbox above, by module
+	// name: once a tenant names any, a plugin gets only its own grant
+	// (one not named gets no HTTP and no key-value store), each within
+	// the tenant's allowed_hosts, allow_private_network and kv. Default:
+	// none, every plugin gets the sandbox whole.
+	Grants map[string]GrantConfig `yaml:"grants"`
+}
+
+// GrantConfig is what one plugin may do of its tenant's sandbox
+// (plugins.Grant).
+type GrantConfig struct {
+	AllowedHosts        []string `yaml:"allowed_hosts"`
+	AllowPrivateNetwork bool     `yaml:"allow_private_network"`
+	KV                  bool     `yaml:"kv"`
+}
+
+// grant returns what the tenant's sandbox lets module do.
+func (c SandboxConfig) grant(module string) plugins.Grant {
+	if c.Grants == nil {
+		return plugins.GrantOf(c.limits())
+	}
+	g := c.Grants[module]
+	return plugins.Grant{AllowedHosts: g.AllowedHosts, AllowPrivateNetwork: g.AllowPrivateNetwork, KV: g.KV}
 }
 
 // Duration is a time.Duration written as "10s", "2m30s".
@@ -652,6 +676,11 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if t.CompactionLimit < 0 || t.CompactionLimit > 1 {
 		bad("compaction_limit must be in (0, 1]")
+	}
+	for _, m := range sortedKeys(t.Sandbox.Grants) {
+		if _, err := t.Sandbox.limits().Within(t.Sandbox.grant(m)); err != nil {
+			bad("sandbox.grants.%s: %v", m, err)
+		}
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)

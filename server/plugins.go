@@ -29,11 +29,13 @@ type pluginInfo struct {
 	Validators  []plugins.ValidatorDescription `json:"validators"`
 	Policies    []plugins.PolicyDescription    `json:"policies"`
 	Conflicting []string                       `json:"conflicting,omitempty"`
+	// Grants are what the module may do of the tenant's sandbox.
+	Grants plugins.Grant `json:"grants"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	d := m.Description()
-	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies}
+	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies, Grants: plugins.GrantOf(m.Limits())}
 	for _, c := range s.registry.Conflicts(tenant) {
 		if slices.Contains(c.Modules, m.Name()) {
 			info.Conflicting = append(info.Conflicting, c.String())
@@ -127,7 +129,12 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	}
 	t.pluginsMu.Lock()
 	defer t.pluginsMu.Unlock()
-	src := plugins.Source{Name: name, Wasm: wasm, Tenant: t.name, Limits: t.cfg.Sandbox.limits()}
+	limits, err := t.cfg.Sandbox.limits().Within(t.cfg.Sandbox.grant(name))
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
+		return
+	}
+	src := plugins.Source{Name: name, Wasm: wasm, Tenant: t.name, Limits: limits}
 	probe, err := s.rt.Load(r.Context(), src)
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)

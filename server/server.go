@@ -158,6 +158,8 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].Sandbox.limits()
 	}, Config: func(tenant, module string) map[string]string {
 		return s.cfg.Tenants[tenant].PluginConfig[module]
+	}, Grants: func(tenant, module string) plugins.Grant {
+		return s.cfg.Tenants[tenant].Sandbox.grant(module)
 	}, HoldWidening: true, OnChange: s.onPluginChange})
 	if s.cfg.PluginsDir == "" {
 		return nil

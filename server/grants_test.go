@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// TestPluginGrants: a tenant that names grants gives each plugin only its
+// own, within its sandbox: publish_post, granted the blog and the
+// key-value store, publishes; the same module where the tenant granted it
+// nothing is denied both; GET /v1/plugins shows each module's grants; a
+// grant beyond the sandbox is a configuration error naming the host.
+func TestPluginGrants(t *testing.T) {
+	var posts atomic.Int64
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"post-1","url":"https://blog.example/p/1"}`))
+	}))
+	defer blog.Close()
+	u, _ := url.Parse(blog.URL)
+	sandbox := server.SandboxConfig{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, KV: true}
+	tenant := func(grants map[string]server.GrantConfig) func(*server.TenantConfig) {
+		return func(tc *server.TenantConfig) {
+			tc.Sandbox = sandbox
+			tc.Sandbox.Grants = grants
+			tc.PluginConfig = map[string]map[string]string{"publish_post": {"endpoint": blog.URL + "/api/posts"}}
+			tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Approve: []string{"publish_post"}}}
+		}
+	}
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		withTenant("acme", tenant(map[string]server.GrantConfig{"publish_post": {AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, KV: true}}))(c)
+		withTenant("beta", tenant(map[string]server.GrantConfig{"another": {KV: true}}))(c)
+	}})
+	for _, key := range []string{ts.acme, ts.beta} {
+		if code, body := ts.doBytes(t, key, "PUT", "/v1/plugins/publish_post", publishPost(t)); code != 201 {
+			t.Fatalf("upload: %d %s", code, body)
+		}
+	}
+	_, body := ts.do(t, ts.acme, "GET", "/v1/plugins/publish_post", "")
+	if g := decodeJSON[struct {
+		Grants struct {
+			AllowedHosts        []string `json:"allowed_hosts"`
+			AllowPrivateNetwork bool     `json:"allow_private_network"`
+			KV                  bool     `json:"kv"`
+		}
+	}](t, body).Grants; len(g.AllowedHosts) != 1 || g.AllowedHosts[0] != u.Host || !g.KV || !g.AllowPrivateNetwork {
+		t.Errorf("acme's publish_post grants %+v, want the blog and the store", g)
+	}
+	if _, body := ts.do(t, ts.beta, "GET", "/v1/plugins/publish_post", ""); !strings.Contains(body, `"grants":{"allowed_hosts":null,"allow_private_network":false,"kv":false}`) {
+		t.Errorf("beta's ungranted publish_post: %s", body)
+	}
+	transcript := func(key string) string {
+		if code, body := ts.do(t, key, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"publish_post title=Hello body=First"}`); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		_, body := ts.do(t, key, "GET", "/v1/sessions/s/transcript", "")
+		return body
+	}
+	if body := transcript(ts.acme); !strings.Contains(body, `published`) || posts.Load() != 1 {
+		t.Errorf("acme's granted call: %s (posts %d)", body, posts.Load())
+	}
+	if body := transcript(ts.beta); !strings.Contains(body, "not enabled for this plugin") || posts.Load() != 1 {
+		t.Errorf("beta's ungranted call: %s (posts %d)", body, posts.Load())
+	}
+
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+		Sandbox: server.SandboxConfig{AllowedHosts: []string{"api.example.com"}, Grants: map[string]server.GrantConfig{"x": {AllowedHosts: []string{"evil.example.org"}}}}}}}
+	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil ||
+		!strings.Contains(err.Error(), `sandbox.grants.x: plugins: granted host "evil.example.org" is not among the tenant's allowed hosts`) {
+		t.Errorf("a grant beyond the sandbox: %v", err)
+	}
+}
