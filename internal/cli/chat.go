@@ -50,6 +50,7 @@ type modelFlags struct {
 	// The sandbox of the --plugins.
 	pluginKV      bool
 	pluginHosts   pluginList
+	pluginGrants  pluginList
 	pluginPrivate bool
 	pluginConfig  pluginList
 	pluginCompile time.Duration
@@ -99,6 +100,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.BoolVar(&m.pluginKV, "plugin-kv", false, "give the --plugins their key-value store, kept in --storage")
 	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
 	fs.BoolVar(&m.pluginPrivate, "plugin-allow-private", false, "let the --plugins reach loopback and private addresses")
+	fs.Var(&m.pluginGrants, "plugin-grant", "grant one of the --plugins a share of the --plugin-* sandbox: `PLUGIN=HOST,kv,private` (any of them; repeatable); once one is given, a plugin not granted gets no HTTP and no key-value store")
 	fs.Var(&m.pluginConfig, "plugin-config", "configuration `PLUGIN:KEY=VALUE` of one of the --plugins (repeatable)")
 	fs.DurationVar(&m.pluginCompile, "plugin-compile-timeout", 0, fmt.Sprintf("bound on compiling one of the --plugins: a module past it is refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.StringVar(&m.policy, "policy", "", "decide every tool call with the policy of one of the --plugins: `PLUGIN[:NAME]` (default: calls with an external effect wait for approval, the others run)")

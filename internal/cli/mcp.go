@@ -69,11 +69,13 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		idleTimeout = fs.Duration("idle-timeout", mcpIdleTimeout, "with --http, close a kept-alive connection idle this long")
 		approve     pluginList
 		allowHosts  pluginList
+		grantSpecs  pluginList
 		config      pluginList
 	)
 	fs.Var(&approve, "approve", "run `TOOL`'s calls without asking when the policy requires approval (repeatable; a denial stands)")
 	fs.Var(&allowHosts, "allow-host", "let the plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
 	fs.Var(&config, "config", "configuration key K of plugin P: `P:K=V` (repeatable)")
+	fs.Var(&grantSpecs, "grant", "grant plugin P a share of the sandbox the other flags describe: `P=HOST,kv,private` (any of them; repeatable); once one is given, a plugin not granted gets no HTTP and no key-value store")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mcpUsage)
 		fs.PrintDefaults()
@@ -110,6 +112,10 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		AllowPrivateNetwork: *private,
 	}
 	if err := limits.Validate(); err != nil {
+		return fail(2, "%v", err)
+	}
+	grants, err := parseGrants("--grant", grantSpecs, limits)
+	if err != nil {
 		return fail(2, "%v", err)
 	}
 	configs := map[string]map[string]string{}
@@ -180,6 +186,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	var srv *mcp.Server
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
 		Limits: func(string) plugins.Limits { return limits },
+		Grants: grants,
 		Config: func(_, module string) map[string]string { return configs[module] },
 		OnChange: func(c plugins.Change) {
 			if srv != nil {

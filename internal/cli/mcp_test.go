@@ -103,6 +103,8 @@ func TestMCPCommandErrors(t *testing.T) {
 		{"a bad config", []string{"mcp", "--plugins", dir, "--config", "k=v"}, "want PLUGIN:KEY=VALUE"},
 		{"a bad approval", []string{"mcp", "--plugins", dir, "--approve", "no such tool!"}, "is not a tool name"},
 		{"storage without kv", []string{"mcp", "--plugins", dir, "--storage", "memory:"}, "needs --kv"},
+		{"a grant beyond the sandbox", []string{"mcp", "--plugins", dir, "--allow-host", "api.example.com", "--grant", "get_account=evil.example.org"}, `granted host "evil.example.org" is not among`},
+		{"a bad grant", []string{"mcp", "--plugins", dir, "--grant", "kv"}, "want PLUGIN=HOST,kv,private"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := run(t, "", tc.args...)

@@ -223,6 +223,23 @@ func TestChatPluginSandbox(t *testing.T) {
 		t.Fatalf("without --plugin-kv: exit %d, %d posts\n%s\n%s", code, posts.Load(), out, errOut)
 	}
 
+	// --plugin-grant: once a grant is given, a plugin gets only its own.
+	// Granted another plugin alone, publish_post gets no store and no
+	// HTTP; granted them, it publishes; a grant beyond the sandbox is a
+	// usage error.
+	code, out, errOut = chat("g1", "--plugin-kv", "--plugin-grant", "other=kv")
+	if code != 0 || !strings.Contains(out, "key-value store is not enabled for this plugin") || posts.Load() != 1 {
+		t.Fatalf("publish_post not granted: exit %d, %d posts\n%s\n%s", code, posts.Load(), out, errOut)
+	}
+	code, out, errOut = chat("g2", "--plugin-kv", "--plugin-grant", "publish_post="+u.Host+",kv,private")
+	if code != 0 || !strings.Contains(out, `"status":"published"`) || posts.Load() != 2 {
+		t.Fatalf("publish_post granted: exit %d, %d posts\n%s\n%s", code, posts.Load(), out, errOut)
+	}
+	if code, _, errOut := chat("g3", "--plugin-kv", "--plugin-grant", "publish_post=evil.example.org"); code != 2 ||
+		!strings.Contains(errOut, `granted host "evil.example.org" is not among the tenant's allowed hosts`) {
+		t.Errorf("a grant beyond the sandbox: exit %d %s", code, errOut)
+	}
+
 	// plugin call keeps its --kv store in --storage too: the second call
 	// with the same call id, another process, finds the record.
 	wasmFile := filepath.Join(dir, "publish_post.wasm")

@@ -19,8 +19,9 @@ const pluginTenant = "default"
 // pluginSandbox is what the plugins of --plugins may do.
 type pluginSandbox struct {
 	limits plugins.Limits
-	config map[string]map[string]string // by plugin name
-	kv     storage.KV                   // nil: the runtime's own, in memory
+	grants func(tenant, module string) plugins.Grant // nil: every plugin gets limits whole
+	config map[string]map[string]string              // by plugin name
+	kv     storage.KV                                // nil: the runtime's own, in memory
 }
 
 // pluginSandbox builds the sandbox of the --plugin-* flags. The key-value
@@ -33,6 +34,10 @@ func (m *modelFlags) pluginSandbox(store storage.Storage) (pluginSandbox, error)
 	}
 	if err := sb.limits.Validate(); err != nil {
 		return sb, fmt.Errorf("the --plugin-* flags: %v", err)
+	}
+	var err error
+	if sb.grants, err = parseGrants("--plugin-grant", m.pluginGrants, sb.limits); err != nil {
+		return sb, err
 	}
 	for _, c := range m.pluginConfig {
 		name, kv, ok := strings.Cut(c, ":")
@@ -65,6 +70,7 @@ func watchPlugins(dir string, log *slog.Logger, sb pluginSandbox) (*plugins.Regi
 	}
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
 		Limits: func(string) plugins.Limits { return sb.limits },
+		Grants: sb.grants,
 		Config: func(_, module string) map[string]string { return sb.config[module] },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -118,4 +124,39 @@ func loadValidator(spec string, log *slog.Logger) (host.Validator, func(), error
 		return nil, nil, fmt.Errorf("%s has no validator %q", path, name)
 	}
 	return v, closeAll, nil
+}
+
+// parseGrants reads --plugin-grant (mcp: --grant) flags, each
+// "PLUGIN=ITEM,ITEM…", an item a host (as --allow-host takes it), "kv"
+// or "private": once one is given, each plugin gets only its own grant
+// of the sandbox the other flags describe (one not named gets no HTTP and
+// no key-value store), each within it; nil when none is given.
+func parseGrants(flag string, specs []string, limits plugins.Limits) (func(tenant, module string) plugins.Grant, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	grants := map[string]plugins.Grant{}
+	for _, spec := range specs {
+		name, items, ok := strings.Cut(spec, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%s %q: want PLUGIN=HOST,kv,private (any of them)", flag, spec)
+		}
+		g := grants[name]
+		for _, it := range strings.Split(items, ",") {
+			switch it = strings.TrimSpace(it); it {
+			case "":
+			case "kv":
+				g.KV = true
+			case "private":
+				g.AllowPrivateNetwork = true
+			default:
+				g.AllowedHosts = append(g.AllowedHosts, it)
+			}
+		}
+		if _, err := limits.Within(g); err != nil {
+			return nil, fmt.Errorf("%s %q: %v", flag, spec, err)
+		}
+		grants[name] = g
+	}
+	return func(_, module string) plugins.Grant { return grants[module] }, nil
 }
