@@ -22,11 +22,14 @@ type Grant struct {
 	AllowPrivateNetwork bool `json:"allow_private_network"`
 	// KV lets it use the key-value store, if the tenant may.
 	KV bool `json:"kv"`
+	// Secrets are credentials the host adds to its requests to their
+	// hosts (see [EgressSecret]), each host among its AllowedHosts.
+	Secrets []EgressSecret `json:"secrets,omitempty"`
 }
 
 // GrantOf returns what l lets a plugin do, as a Grant.
 func GrantOf(l Limits) Grant {
-	return Grant{AllowedHosts: slices.Clone(l.AllowedHosts), AllowPrivateNetwork: l.AllowPrivateNetwork, KV: l.KV}
+	return Grant{AllowedHosts: slices.Clone(l.AllowedHosts), AllowPrivateNetwork: l.AllowPrivateNetwork, KV: l.KV, Secrets: slices.Clone(l.Secrets)}
 }
 
 // Within returns l narrowed to what g grants: g's hosts, each of which l
@@ -53,6 +56,10 @@ func (l Limits) Within(g Grant) (Limits, error) {
 	}
 	out.AllowPrivateNetwork = l.AllowPrivateNetwork && g.AllowPrivateNetwork
 	out.KV = l.KV && g.KV
+	if err := checkSecrets(g.Secrets, out.AllowedHosts); err != nil {
+		return Limits{}, fmt.Errorf("plugins: granted %v", err)
+	}
+	out.Secrets = slices.Clone(g.Secrets)
 	return out, nil
 }
 

@@ -74,6 +74,15 @@ func newHTTPGuard(l Limits) *httpGuard {
 		},
 		CheckRedirect: g.checkRedirect,
 	}
+	if len(l.Secrets) > 0 {
+		st := &secretTransport{next: g.client.Transport}
+		for _, s := range l.Secrets {
+			if r, err := parseHostRule(s.Host); err == nil {
+				st.secrets = append(st.secrets, secretRule{rule: r, header: http.CanonicalHeaderKey(s.Header), value: s.Value})
+			}
+		}
+		g.client.Transport = st
+	}
 	return g
 }
 

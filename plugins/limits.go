@@ -170,6 +170,10 @@ type Limits struct {
 	// against AllowedHosts and the address rules. Default: 0, redirects
 	// are not followed (the plugin gets the 3xx response).
 	MaxRedirects int
+	// Secrets are credentials the host adds to the plugin's requests to
+	// their hosts (see [EgressSecret]); the plugin never reads them.
+	// Default: none.
+	Secrets []EgressSecret
 }
 
 // The defaults of Limits' zero fields.
@@ -318,6 +322,10 @@ func (l Limits) normalize() (Limits, error) {
 		}
 	}
 	l.AllowedHosts = append([]string(nil), l.AllowedHosts...)
+	if err := checkSecrets(l.Secrets, l.AllowedHosts); err != nil {
+		bad("Secrets: %v", err)
+	}
+	l.Secrets = append([]EgressSecret(nil), l.Secrets...)
 	return l, errors.Join(errs...)
 }
 

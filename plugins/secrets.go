@@ -1,0 +1,103 @@
+package plugins
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// Secrets at egress: a credential the host adds to a plugin's HTTP
+// requests to one host, after the allow-list check, on every request of
+// the call to that host (redirects included: a redirect elsewhere goes
+// without it: it goes on a copy of each request, never on the request the
+// client builds a redirect from). The plugin never reads it: it is in no
+// error text, no log, and prints as its header and host only; a header
+// of the same name the plugin sets on a request to that host is replaced.
+// What the remote host does with it — echoing it in a response — is that
+// host's affair.
+
+// EgressSecret is one credential bound to a host.
+type EgressSecret struct {
+	// Host is the host it is sent to, as Limits.AllowedHosts names hosts;
+	// it must be among them.
+	Host string `json:"host"`
+	// Header is the request header it goes in, e.g. "Authorization" or
+	// "X-Api-Key".
+	Header string `json:"header"`
+	// Value is the header's value as sent ("Bearer TOKEN", "Basic …", a
+	// key). It is never printed (String, logs, JSON).
+	Value string `json:"-"`
+}
+
+// String names the secret without its value.
+func (s EgressSecret) String() string { return fmt.Sprintf("%s for %s", s.Header, s.Host) }
+
+// GoString is String: %#v prints no value either.
+func (s EgressSecret) GoString() string { return s.String() }
+
+// secretRule is a parsed EgressSecret.
+type secretRule struct {
+	rule   hostRule
+	header string // canonical
+	value  string
+}
+
+// checkSecrets validates secrets against the hosts they may go to.
+func checkSecrets(secrets []EgressSecret, hosts []string) error {
+	var allowed []hostRule
+	for _, h := range hosts {
+		if r, err := parseHostRule(h); err == nil {
+			allowed = append(allowed, r)
+		}
+	}
+	for _, s := range secrets {
+		r, err := parseHostRule(s.Host)
+		if err != nil {
+			return fmt.Errorf("secret %s: %v", s, err)
+		}
+		covered := false
+		for _, a := range allowed {
+			covered = covered || a.covers(r)
+		}
+		switch {
+		case !covered:
+			return fmt.Errorf("secret %s: the host is not among the allowed hosts %q", s, hosts)
+		case !httpguts.ValidHeaderFieldName(s.Header):
+			return fmt.Errorf("secret %s: %q is not a header name", s, s.Header)
+		case s.Value == "" || !httpguts.ValidHeaderFieldValue(s.Value):
+			return fmt.Errorf("secret %s: its value is empty or not a header value", s)
+		}
+	}
+	return nil
+}
+
+// secretTransport adds the secrets to the requests to their hosts.
+type secretTransport struct {
+	next    http.RoundTripper
+	secrets []secretRule
+}
+
+func (t *secretTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := strings.TrimSuffix(strings.ToLower(req.URL.Hostname()), ".")
+	port := req.URL.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[req.URL.Scheme]
+	}
+	// The secret goes on a copy: the request the client keeps, from which
+	// it builds a redirect's, never holds it.
+	var out *http.Request
+	for _, s := range t.secrets {
+		if s.rule.match(host, port) {
+			if out == nil {
+				out = req.Clone(req.Context())
+			}
+			out.Header.Set(s.header, s.value)
+		}
+	}
+	if out == nil {
+		return t.next.RoundTrip(req)
+	}
+	return t.next.RoundTrip(out)
+}
