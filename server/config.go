@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -266,6 +267,74 @@ type SandboxConfig struct {
 	// the tenant's allowed_hosts, allow_private_network and kv. Default:
 	// none, every plugin gets the sandbox whole.
 	Grants map[string]GrantConfig `yaml:"grants"`
+	// Secrets are credentials the host adds to one plugin's HTTP requests
+	// to one host, which the plugin never reads (plugins.EgressSecret).
+	// Default: none.
+	Secrets []SecretConfig `yaml:"secrets"`
+}
+
+// SecretConfig is a credential bound to a plugin and a host. Its value
+// comes from exactly one of Value, ValueEnv (an environment variable of
+// the serve process) and ValueFile (a file's content, trimmed).
+type SecretConfig struct {
+	// Plugin is the module it is for; Host the host it is sent to, among
+	// the plugin's allowed hosts.
+	Plugin string `yaml:"plugin"`
+	Host   string `yaml:"host"`
+	// Header is the request header it goes in. Default: Authorization.
+	Header string `yaml:"header"`
+	// Scheme is "bearer" (Bearer VALUE), "basic" (Basic with User and
+	// VALUE) or "" (VALUE as it is).
+	Scheme string `yaml:"scheme"`
+	User   string `yaml:"user"`
+	// The value's source.
+	Value     string `yaml:"value"`
+	ValueEnv  string `yaml:"value_env"`
+	ValueFile string `yaml:"value_file"`
+
+	resolved string // the header's value, once read
+}
+
+// resolve reads the secret's value and makes its header's value.
+func (s *SecretConfig) resolve(getenv func(string) string) error {
+	sources := 0
+	for _, v := range []string{s.Value, s.ValueEnv, s.ValueFile} {
+		if v != "" {
+			sources++
+		}
+	}
+	if sources != 1 {
+		return errors.New("want exactly one of value, value_env and value_file")
+	}
+	v := s.Value
+	switch {
+	case s.ValueEnv != "":
+		if v = getenv(s.ValueEnv); v == "" {
+			return fmt.Errorf("value_env %s is not set", s.ValueEnv)
+		}
+	case s.ValueFile != "":
+		b, err := os.ReadFile(s.ValueFile)
+		if err != nil {
+			return fmt.Errorf("value_file: %v", err)
+		}
+		if v = strings.TrimSpace(string(b)); v == "" {
+			return fmt.Errorf("value_file %s is empty", s.ValueFile)
+		}
+	}
+	switch s.Scheme {
+	case "":
+	case "bearer":
+		v = "Bearer " + v
+	case "basic":
+		v = "Basic " + base64.StdEncoding.EncodeToString([]byte(s.User+":"+v))
+	default:
+		return fmt.Errorf("scheme %q: want bearer, basic or none", s.Scheme)
+	}
+	if s.Header == "" {
+		s.Header = "Authorization"
+	}
+	s.resolved = v
+	return nil
 }
 
 // GrantConfig is what one plugin may do of its tenant's sandbox
@@ -276,13 +345,20 @@ type GrantConfig struct {
 	KV                  bool     `yaml:"kv"`
 }
 
-// grant returns what the tenant's sandbox lets module do.
+// grant returns what the tenant's sandbox lets module do, with its
+// secrets.
 func (c SandboxConfig) grant(module string) plugins.Grant {
-	if c.Grants == nil {
-		return plugins.GrantOf(c.limits())
+	g := plugins.GrantOf(c.limits())
+	if c.Grants != nil {
+		gc := c.Grants[module]
+		g = plugins.Grant{AllowedHosts: gc.AllowedHosts, AllowPrivateNetwork: gc.AllowPrivateNetwork, KV: gc.KV}
 	}
-	g := c.Grants[module]
-	return plugins.Grant{AllowedHosts: g.AllowedHosts, AllowPrivateNetwork: g.AllowPrivateNetwork, KV: g.KV}
+	for _, s := range c.Secrets {
+		if s.Plugin == module {
+			g.Secrets = append(g.Secrets, plugins.EgressSecret{Host: s.Host, Header: s.Header, Value: s.resolved})
+		}
+	}
+	return g
 }
 
 // Duration is a time.Duration written as "10s", "2m30s".
@@ -677,9 +753,26 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	if t.CompactionLimit < 0 || t.CompactionLimit > 1 {
 		bad("compaction_limit must be in (0, 1]")
 	}
-	for _, m := range sortedKeys(t.Sandbox.Grants) {
+	t.Sandbox.Secrets = slices.Clone(t.Sandbox.Secrets)
+	for i := range t.Sandbox.Secrets {
+		s := &t.Sandbox.Secrets[i]
+		if s.Plugin == "" || s.Host == "" {
+			bad("sandbox.secrets[%d]: plugin and host are required", i)
+			continue
+		}
+		if err := s.resolve(os.Getenv); err != nil {
+			bad("sandbox.secrets[%d] (%s, %s): %v", i, s.Plugin, s.Host, err)
+		}
+	}
+	named := sortedKeys(t.Sandbox.Grants)
+	for _, s := range t.Sandbox.Secrets {
+		if !slices.Contains(named, s.Plugin) {
+			named = append(named, s.Plugin)
+		}
+	}
+	for _, m := range named {
 		if _, err := t.Sandbox.limits().Within(t.Sandbox.grant(m)); err != nil {
-			bad("sandbox.grants.%s: %v", m, err)
+			bad("sandbox: plugin %s: %v", m, err)
 		}
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -75,7 +77,77 @@ func TestPluginGrants(t *testing.T) {
 	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
 		Sandbox: server.SandboxConfig{AllowedHosts: []string{"api.example.com"}, Grants: map[string]server.GrantConfig{"x": {AllowedHosts: []string{"evil.example.org"}}}}}}}
 	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil ||
-		!strings.Contains(err.Error(), `sandbox.grants.x: plugins: granted host "evil.example.org" is not among the tenant's allowed hosts`) {
+		!strings.Contains(err.Error(), `sandbox: plugin x: plugins: granted host "evil.example.org" is not among the tenant's allowed hosts`) {
 		t.Errorf("a grant beyond the sandbox: %v", err)
+	}
+}
+
+// TestPluginSecrets: a tenant's secret bound to publish_post and the blog
+// (a bearer token from the environment) reaches the blog on the plugin's
+// requests, and none of the API's answers nor the ledger; a secret whose
+// value cannot be read, or for a host the plugin may not reach, is a
+// configuration error that does not show the value.
+func TestPluginSecrets(t *testing.T) {
+	const token = "tok-9d1f-never-shown"
+	t.Setenv("TEST_BLOG_TOKEN", token)
+	var got atomic.Value
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"id":"post-1","url":"https://blog.example/p/1"}`))
+	}))
+	defer blog.Close()
+	u, _ := url.Parse(blog.URL)
+	store := memory.New()
+	ts := startServer(t, serverSetup{Store: store, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.Sandbox = server.SandboxConfig{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, KV: true,
+			Secrets: []server.SecretConfig{{Plugin: "publish_post", Host: u.Host, Scheme: "bearer", ValueEnv: "TEST_BLOG_TOKEN"}}}
+		tc.PluginConfig = map[string]map[string]string{"publish_post": {"endpoint": blog.URL + "/api/posts"}}
+		tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Approve: []string{"publish_post"}}}
+	})})
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/publish_post", publishPost(t)); code != 201 || strings.Contains(body, token) {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"publish_post title=Hello body=First"}`); code != 200 || strings.Contains(body, token) {
+		t.Fatalf("%d %s", code, body)
+	}
+	if v, _ := got.Load().(string); v != "Bearer "+token {
+		t.Fatalf("the blog got Authorization %q, want the bearer token", v)
+	}
+	var all strings.Builder
+	for _, path := range []string{"/v1/plugins", "/v1/plugins/publish_post", "/v1/sessions/s", "/v1/sessions/s/transcript", "/v1/usage"} {
+		_, body := ts.do(t, ts.acme, "GET", path, "")
+		all.WriteString(body)
+	}
+	events, err := store.Load(context.Background(), "acme:s")
+	if err != nil || len(events) == 0 {
+		t.Fatalf("the session's ledger: %d events, %v", len(events), err)
+	}
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		all.Write(b)
+	}
+	if !strings.Contains(all.String(), `"header":"Authorization"`) || !strings.Contains(all.String(), "published") {
+		t.Errorf("what was searched lacks the plugin's grants or its call:\n%.3000s", all.String())
+	}
+	if strings.Contains(all.String(), token) {
+		t.Errorf("the token shows in the API or the ledger:\n%s", all.String())
+	}
+
+	for _, tc := range []struct {
+		secret server.SecretConfig
+		want   string
+	}{
+		{server.SecretConfig{Plugin: "p", Host: u.Host, ValueEnv: "TEST_NO_SUCH_VAR"}, "value_env TEST_NO_SUCH_VAR is not set"},
+		{server.SecretConfig{Plugin: "p", Host: "evil.example.org", Value: token}, "is not among the allowed hosts"},
+		{server.SecretConfig{Plugin: "p", Host: u.Host, Value: token, ValueEnv: "TEST_BLOG_TOKEN"}, "want exactly one of value, value_env and value_file"},
+		{server.SecretConfig{Plugin: "p", Host: u.Host, Value: token, Scheme: "digest"}, `scheme "digest"`},
+	} {
+		cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+			Sandbox: server.SandboxConfig{AllowedHosts: []string{u.Host}, Secrets: []server.SecretConfig{tc.secret}}}}}
+		_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), token) {
+			t.Errorf("%+v: %v, want %q without the value", tc.secret.Host, err, tc.want)
+		}
 	}
 }
