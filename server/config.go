@@ -265,7 +265,7 @@ type SandboxConfig struct {
 	// name: once a tenant names any, a plugin gets only its own grant
 	// (one not named gets no HTTP and no key-value store), each within
 	// the tenant's allowed_hosts, allow_private_network and kv. Default:
-	// none, every plugin gets the sandbox whole.
+	// none (or an empty map), every plugin gets the sandbox whole.
 	Grants map[string]GrantConfig `yaml:"grants"`
 	// Secrets are credentials the host adds to one plugin's HTTP requests
 	// to one host, which the plugin never reads (plugins.EgressSecret).
@@ -349,7 +349,7 @@ type GrantConfig struct {
 // secrets.
 func (c SandboxConfig) grant(module string) plugins.Grant {
 	g := plugins.GrantOf(c.limits())
-	if c.Grants != nil {
+	if len(c.Grants) > 0 {
 		gc := c.Grants[module]
 		g = plugins.Grant{AllowedHosts: gc.AllowedHosts, AllowPrivateNetwork: gc.AllowPrivateNetwork, KV: gc.KV}
 	}

@@ -1051,16 +1051,8 @@ func (e *consoleEnv) testSteerAndUpload(t *testing.T) {
 
 	// A version that widens what the module offers (a new tool) is held:
 	// the page shows what it widens, and approving it there loads it.
-	kit, _ := filepath.Abs("../../pdk/c")
-	widen := func(defines ...string) string {
-		var flags []string
-		for _, d := range defines {
-			flags = append(flags, "-D"+d)
-		}
-		return string(plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags))
-	}
-	acme.must("PUT", "/v1/plugins/w", widen(), http.StatusCreated, nil)
-	acme.must("PUT", "/v1/plugins/w", widen(`VERSION="B"`, "EXTRA"), http.StatusAccepted, nil)
+	acme.must("PUT", "/v1/plugins/w", string(widenWasm(t)), http.StatusCreated, nil)
+	acme.must("PUT", "/v1/plugins/w", string(widenWasm(t, `VERSION="B"`, "EXTRA")), http.StatusAccepted, nil)
 	held := `.plugin-held[data-plugin="w"]`
 	b.route("#/usage")
 	b.route("#/plugins")

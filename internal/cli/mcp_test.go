@@ -512,16 +512,8 @@ func TestMCPTypeScriptClient(t *testing.T) {
 func TestMCPHoldsWidening(t *testing.T) {
 	bin := needBinary(t)
 	const key = "test-key-held"
-	kit, _ := filepath.Abs("../../pdk/c")
-	widen := func(defines ...string) []byte {
-		var flags []string
-		for _, d := range defines {
-			flags = append(flags, "-D"+d)
-		}
-		return plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags)
-	}
 	dir := t.TempDir()
-	base, wider := widen(), widen(`VERSION="B"`, "EXTRA", `DESC="Report the version, and send it somewhere."`)
+	base, wider := widenWasm(t), widenWasm(t, `VERSION="B"`, "EXTRA", `DESC="Report the version, and send it somewhere."`)
 	if err := os.WriteFile(filepath.Join(dir, "w.wasm"), base, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,18 @@ import (
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
+// widenWasm builds plugins/testdata/c/widen.c with defines ("NAME=VALUE"
+// or "NAME"): versions of one module that differ in what they offer.
+func widenWasm(t *testing.T, defines ...string) []byte {
+	t.Helper()
+	kit, _ := filepath.Abs("../../pdk/c")
+	var flags []string
+	for _, d := range defines {
+		flags = append(flags, "-D"+d)
+	}
+	return plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags)
+}
+
 // TestPluginHeldCLI: agentic-host plugin held|approve|discard against a
 // running serve: an upload that widens its plugin is listed with what it
 // widens; approve loads it; a version not held, or no key, is refused
@@ -27,14 +39,7 @@ func TestPluginHeldCLI(t *testing.T) {
 	config := writeServeConfig(t, "file:"+filepath.Join(dir, "data"), model.URL(), fmt.Sprintf("plugins_dir: %s\nplugin_cache_dir: %s\n",
 		filepath.Join(dir, "plugins"), filepath.Join(plugintest.CacheDir(), "held-cli")))
 	srv := startServe(t, "serve", bin, config)
-	kit, _ := filepath.Abs("../../pdk/c")
-	widen := func(defines ...string) string {
-		var flags []string
-		for _, d := range defines {
-			flags = append(flags, "-D"+d)
-		}
-		return string(plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit}, flags))
-	}
+	widen := func(defines ...string) string { return string(widenWasm(t, defines...)) }
 	srv.must("PUT", "/v1/plugins/w", widen(), http.StatusCreated, nil)
 	var held struct {
 		Held struct{ Hash string } `json:"held"`
