@@ -567,3 +567,38 @@ func TestMCPHoldsWidening(t *testing.T) {
 		t.Errorf("after a restart, the client sees %v, want the directory's version", got)
 	}
 }
+
+// TestMCPGrants: mcp --grant gives one plugin a share of the sandbox the
+// other flags describe: granted the store alone, the fetch tool may not
+// reach the site its sandbox allows; granted the site, it does.
+func TestMCPGrants(t *testing.T) {
+	bin := needBinary(t)
+	const key = "test-key-grants"
+	dir, _ := mcpPlugins(t)
+	site, hits, allow := countingSite(t)
+	u, _ := url.Parse(site.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fetch := func(grant string) *mcp.CallToolResult {
+		t.Helper()
+		endpoint, server := mcpHTTP(t, bin, key, append([]string{"--plugins", dir, "--approve", "fetch", "--grant", grant}, allow...)...)
+		defer stopMCP(t, server)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "grants", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{key}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fetch", Arguments: map[string]any{"url": site.URL + "/granted", "method": "GET"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := fetch("hostile=kv"); !res.IsError || !strings.Contains(goText(res), "HTTP is not allowed for this plugin") || hits.Load() != 0 {
+		t.Errorf("the hostile plugin granted the store alone: %s (%d hits), want HTTP denied", goText(res), hits.Load())
+	}
+	if res := fetch("hostile=" + u.Host + ",private"); res.IsError || !strings.Contains(goText(res), "fetched /granted") || hits.Load() != 1 {
+		t.Errorf("the hostile plugin granted the site: %s (%d hits), want it fetched", goText(res), hits.Load())
+	}
+}
