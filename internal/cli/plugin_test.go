@@ -250,8 +250,8 @@ func TestChatPluginSandbox(t *testing.T) {
 			t.Fatalf("plugin call %d: exit %d\n%s\n%s", i+1, code, out, errOut)
 		}
 	}
-	if n := posts.Load(); n != 2 {
-		t.Fatalf("the blog got %d posts, want 2 (one by chat, one by plugin call)", n)
+	if n := posts.Load(); n != 3 {
+		t.Fatalf("the blog got %d posts, want 3 (one by chat, one by the granted chat, one by plugin call)", n)
 	}
 	if code, _, errOut := run(t, "", "plugin", "call", "--storage", "memory:", wasmFile, "publish_post", `{}`); code != 2 || !strings.Contains(errOut, "--kv") {
 		t.Errorf("--storage without --kv: exit %d, %q", code, errOut)
