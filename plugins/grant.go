@@ -3,6 +3,7 @@ package plugins
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Grants per plugin: a tenant's sandbox (its Limits) is the ceiling of
@@ -36,12 +37,7 @@ func GrantOf(l Limits) Grant {
 // must allow (else an error names it), private networks and the key-value
 // store only where both allow them. Every other limit stays l's.
 func (l Limits) Within(g Grant) (Limits, error) {
-	var ceiling []hostRule
-	for _, h := range l.AllowedHosts {
-		if r, err := parseHostRule(h); err == nil {
-			ceiling = append(ceiling, r)
-		}
-	}
+	ceiling := hostRules(l.AllowedHosts)
 	out := l
 	out.AllowedHosts = nil
 	for _, h := range g.AllowedHosts {
@@ -49,7 +45,7 @@ func (l Limits) Within(g Grant) (Limits, error) {
 		if err != nil {
 			return Limits{}, fmt.Errorf("plugins: granted host: %v", err)
 		}
-		if !slices.ContainsFunc(ceiling, func(c hostRule) bool { return c.covers(r) }) {
+		if !coveredBy(ceiling, r) {
 			return Limits{}, fmt.Errorf("plugins: granted host %q is not among the tenant's allowed hosts %q", h, l.AllowedHosts)
 		}
 		out.AllowedHosts = append(out.AllowedHosts, h)
@@ -63,13 +59,32 @@ func (l Limits) Within(g Grant) (Limits, error) {
 	return out, nil
 }
 
-// covers reports whether every host and port g matches, r matches too.
+// covers reports whether every host and port g matches, r matches too:
+// a wildcard covers its subdomains (and wildcards of theirs), a rule with
+// a port that port only.
 func (r hostRule) covers(g hostRule) bool {
 	if r.port != "" && r.port != g.port {
 		return false
 	}
 	if r.wildcard {
-		return g.host != r.host && len(g.host) > len(r.host) && g.host[len(g.host)-len(r.host)-1:] == "."+r.host
+		return strings.HasSuffix(g.host, "."+r.host)
 	}
 	return !g.wildcard && g.host == r.host
+}
+
+// hostRules parses AllowedHosts entries (Limits.Validate refuses the bad
+// ones; here they are skipped).
+func hostRules(hosts []string) []hostRule {
+	var out []hostRule
+	for _, h := range hosts {
+		if r, err := parseHostRule(h); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// coveredBy reports whether one of rules covers r.
+func coveredBy(rules []hostRule, r hostRule) bool {
+	return slices.ContainsFunc(rules, func(c hostRule) bool { return c.covers(r) })
 }

@@ -50,12 +50,7 @@ func newHTTPGuard(l Limits) *httpGuard {
 		maxRedirects: l.MaxRedirects,
 		maxRequests:  l.MaxHTTPRequests,
 	}
-	for _, h := range l.AllowedHosts {
-		r, err := parseHostRule(h)
-		if err == nil {
-			g.rules = append(g.rules, r)
-		}
-	}
+	g.rules = hostRules(l.AllowedHosts)
 	if len(g.rules) == 0 {
 		return g
 	}
@@ -141,6 +136,18 @@ func publicAddr(ip netip.Addr) bool {
 	return true
 }
 
+// hostPort returns the host a URL names, lower case and without a final
+// dot, and its port (the scheme's when it names none), as hostRule.match
+// takes them.
+func hostPort(u *url.URL) (host, port string) {
+	host = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	port = u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return host, port
+}
+
 // checkURL reports whether u may be requested.
 func (g *httpGuard) checkURL(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
@@ -149,13 +156,9 @@ func (g *httpGuard) checkURL(u *url.URL) error {
 	if u.User != nil {
 		return denied("credentials in the URL are not allowed")
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	host, port := hostPort(u)
 	if host == "" {
 		return denied("URL has no host")
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	for _, r := range g.rules {
 		if r.match(host, port) {

@@ -3,7 +3,6 @@ package plugins
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -46,23 +45,14 @@ type secretRule struct {
 
 // checkSecrets validates secrets against the hosts they may go to.
 func checkSecrets(secrets []EgressSecret, hosts []string) error {
-	var allowed []hostRule
-	for _, h := range hosts {
-		if r, err := parseHostRule(h); err == nil {
-			allowed = append(allowed, r)
-		}
-	}
+	allowed := hostRules(hosts)
 	for _, s := range secrets {
 		r, err := parseHostRule(s.Host)
 		if err != nil {
 			return fmt.Errorf("secret %s: %v", s, err)
 		}
-		covered := false
-		for _, a := range allowed {
-			covered = covered || a.covers(r)
-		}
 		switch {
-		case !covered:
+		case !coveredBy(allowed, r):
 			return fmt.Errorf("secret %s: the host is not among the allowed hosts %q", s, hosts)
 		case !httpguts.ValidHeaderFieldName(s.Header):
 			return fmt.Errorf("secret %s: %q is not a header name", s, s.Header)
@@ -80,11 +70,7 @@ type secretTransport struct {
 }
 
 func (t *secretTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	host := strings.TrimSuffix(strings.ToLower(req.URL.Hostname()), ".")
-	port := req.URL.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[req.URL.Scheme]
-	}
+	host, port := hostPort(req.URL)
 	// The secret goes on a copy: the request the client keeps, from which
 	// it builds a redirect's, never holds it.
 	var out *http.Request
