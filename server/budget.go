@@ -125,7 +125,7 @@ type reservation struct {
 // and an error (the call then goes on: the budget fails open, logged by
 // the caller) when the storage cannot tell.
 func (b *budget) reserve(ctx context.Context) (reservation, *ErrBudgetExceeded, error) {
-	ns := b.namespace(time.Now().UTC().Format(time.DateOnly))
+	ns := b.namespace(today())
 	limit := micro(b.limit)
 	deadline := time.Now().Add(budgetWait)
 	for {
@@ -257,7 +257,7 @@ func (b *budget) add(ctx context.Context, cost float64) {
 		return
 	}
 	b.mu.Lock()
-	day := time.Now().UTC().Format(time.DateOnly)
+	day := today()
 	if day != b.day {
 		b.day, b.own, b.total = day, 0, 0
 	}
@@ -273,7 +273,7 @@ func (b *budget) add(ctx context.Context, cost float64) {
 // flight reserved).
 func (b *budget) spent(ctx context.Context) (float64, error) {
 	if b.counter != nil {
-		ns := b.namespace(time.Now().UTC().Format(time.DateOnly))
+		ns := b.namespace(today())
 		committed, _, err := b.counter.AddWithin(ctx, ns, committedKey, 0, 0)
 		if err != nil {
 			return 0, err
@@ -282,7 +282,7 @@ func (b *budget) spent(ctx context.Context) (float64, error) {
 		return float64(committed-reserved) / 1e6, err
 	}
 	b.mu.Lock()
-	day := time.Now().UTC().Format(time.DateOnly)
+	day := today()
 	if day != b.day {
 		b.day, b.own, b.total, b.read = day, 0, 0, time.Time{}
 	}
@@ -335,45 +335,40 @@ func (b *budget) hook() host.Hook { return budgetHook{b} }
 type budgetHook struct{ b *budget }
 
 func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
+	b := h.b
 	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
-		if h.b.counter == nil {
-			if over, _ := h.b.exceeded(ctx); over != nil {
+		var held reservation
+		if b.counter == nil {
+			if over, _ := b.exceeded(ctx); over != nil {
 				return model.Result{}, over
 			}
-			res, err := next(ctx, req, onDelta)
-			if err == nil && res.Usage.CostUnknown {
-				h.b.failClosed(context.WithoutCancel(ctx), reservation{}, cmp.Or(res.Model, req.Model))
-				return res, err
+		} else {
+			var over *ErrBudgetExceeded
+			var err error
+			if held, over, err = b.reserve(ctx); over != nil {
+				return b.pastBudget(ctx, over, func() (model.Result, error) { return next(ctx, req, onDelta) })
 			}
-			h.b.add(context.WithoutCancel(ctx), res.Usage.Billed())
-			return res, err
-		}
-		held, over, err := h.b.reserve(ctx)
-		if over != nil && h.b.raise != nil {
-			var res model.Result
-			err := h.b.usdAsk(ctx, over, func() (float64, error) {
-				var err error
-				res, err = next(ctx, req, onDelta)
-				if err == nil && res.Usage.CostUnknown {
-					return float64(h.b.raise.amount) / 1e6, nil // all of the grant: fail closed
-				}
-				return res.Usage.Billed(), err
-			})
-			return res, err
-		}
-		if over != nil {
-			return model.Result{}, over
-		}
-		if err != nil && ctx.Err() != nil {
-			return model.Result{}, err
+			if err != nil && ctx.Err() != nil {
+				return model.Result{}, err
+			}
 		}
 		res, err := next(ctx, req, onDelta)
-		if err == nil && res.Usage.CostUnknown {
-			h.b.failClosed(context.WithoutCancel(ctx), held, cmp.Or(res.Model, req.Model))
-			return res, err
-		}
-		h.b.settle(context.WithoutCancel(ctx), held, res.Usage.Billed())
+		b.account(context.WithoutCancel(ctx), held, cmp.Or(res.Model, req.Model), res, err)
 		return res, err
+	}
+}
+
+// account counts what a call cost: in place of its reservation (held),
+// or in this host's share without counters; a call its provider did not
+// price fails closed.
+func (b *budget) account(ctx context.Context, held reservation, modelName string, res model.Result, err error) {
+	switch {
+	case err == nil && res.Usage.CostUnknown:
+		b.failClosed(ctx, held, modelName)
+	case b.counter == nil:
+		b.add(ctx, res.Usage.Billed())
+	default:
+		b.settle(ctx, held, res.Usage.Billed())
 	}
 }
 

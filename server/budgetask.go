@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -72,23 +73,30 @@ func (r *raise) spend(ctx context.Context, g host.Grant, n int64) {
 	}
 }
 
-// usdAsk is what budgetHook does with a call past the USD budget under
-// budget_ask: it runs on the run's latest grant while that has room, or
-// asks for one.
-func (b *budget) usdAsk(ctx context.Context, over *ErrBudgetExceeded, call func() (float64, error)) error {
-	if g, ok := latestGrant(ctx, kindBudget); ok && b.raise.room(ctx, g) {
-		cost, err := call()
-		ctx = context.WithoutCancel(ctx)
-		b.raise.spend(ctx, g, micro(cost))
-		if b.counter != nil {
-			// The day's spend stays the truth: what runs on grants counts
-			// in it too.
-			b.counter.AddWithin(ctx, b.namespace(today()), committedKey, micro(cost), math.MaxInt64)
-		}
-		return err
+// pastBudget is what budgetHook does with a call past the USD budget:
+// without budget_ask it is refused; with it, it runs on the run's latest
+// grant while that has room (a call its provider did not price spending
+// all of it: fail closed), or the run is asked to park for one.
+func (b *budget) pastBudget(ctx context.Context, over *ErrBudgetExceeded, call func() (model.Result, error)) (model.Result, error) {
+	if b.raise == nil {
+		return model.Result{}, over
 	}
-	return &host.ApprovalNeededError{Kind: kindBudget, Reason: over.Error(),
-		Summary: fmt.Sprintf("The run reached tenant %s's daily budget of $%.2f. Approve to let it spend $%.2f more; deny to stop it.", b.tenant, b.limit, float64(b.raise.amount)/1e6)}
+	g, ok := latestGrant(ctx, kindBudget)
+	if !ok || !b.raise.room(ctx, g) {
+		return model.Result{}, &host.ApprovalNeededError{Kind: kindBudget, Reason: over.Error(),
+			Summary: fmt.Sprintf("The run reached tenant %s's daily budget of $%.2f. Approve to let it spend $%.2f more; deny to stop it.", b.tenant, b.limit, float64(b.raise.amount)/1e6)}
+	}
+	res, err := call()
+	spent := micro(res.Usage.Billed())
+	if err == nil && res.Usage.CostUnknown {
+		spent = b.raise.amount
+	}
+	ctx = context.WithoutCancel(ctx)
+	b.raise.spend(ctx, g, spent)
+	// The day's spend stays the truth: what runs on grants counts in it
+	// too.
+	b.counter.AddWithin(ctx, b.namespace(today()), committedKey, spent, math.MaxInt64)
+	return res, err
 }
 
 // fuelAsk holds what the plugin budget's hooks need under budget_ask: the

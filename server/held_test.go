@@ -80,6 +80,14 @@ func TestPluginUpgradeHeld(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(dir, "acme", ".held", "w.*.wasm")); len(files) != 1 {
 		t.Fatalf("the held version's file: %v", files)
 	}
+	// Uploading the version serving again leaves the held one waiting,
+	// its file too.
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", widenWasm(t)); code != 200 {
+		t.Fatalf("the version serving again: %d %s", code, body)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "acme", ".held", "w.*.wasm")); len(files) != 1 || len(list(ts).Held) != 1 {
+		t.Fatalf("after uploading the version serving again: files %v, held %+v", files, list(ts).Held)
+	}
 
 	// A restart holds it again.
 	ts.Close()

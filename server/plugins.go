@@ -172,7 +172,6 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
-	s.dropHeldFiles(t.name, name, "") // a newer version took the held one's place
 	if err := writeFileAtomic(path, wasm); err != nil {
 		// Not kept, so not taken: put back what served before.
 		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
@@ -244,8 +243,7 @@ func (s *Server) deletePlugin(w http.ResponseWriter, r *http.Request, t *tenant)
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot remove the module: %v", err)
 		return
 	}
-	s.registry.Unload(t.name, name)
-	s.dropHeldFiles(t.name, name, "")
+	s.registry.Unload(t.name, name) // its held version's file goes with it (onPluginChange)
 	w.WriteHeader(http.StatusNoContent)
 }
 
