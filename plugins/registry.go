@@ -795,7 +795,7 @@ func (v *regValidator) ValidateMetered(ctx context.Context, deliverable json.Raw
 		source = mv.mod.hash
 		return mv.check(ctx, deliverable)
 	})
-	return asHostVerdict(res, err)(deliverable, source)
+	return hostVerdict(res, err, deliverable, source)
 }
 
 // Metered reports true: a plugin's checks are metered.

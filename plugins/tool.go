@@ -310,31 +310,30 @@ func (v *moduleValidator) Validate(ctx context.Context, deliverable json.RawMess
 // ValidateMetered is Validate, with the fuel the check used (see
 // [host.MeteredValidator]).
 func (v *moduleValidator) ValidateMetered(ctx context.Context, deliverable json.RawMessage) (host.Validation, error) {
-	return asHostVerdict(v.check(ctx, deliverable))(deliverable, v.mod.hash)
+	res, err := v.check(ctx, deliverable)
+	return hostVerdict(res, err, deliverable, v.mod.hash)
 }
 
 // Metered reports true: a plugin's checks are metered.
 func (v *moduleValidator) Metered() bool { return true }
 
-// asHostVerdict turns a plugin's verdict into the host's; source is the
-// module's hash.
-func asHostVerdict(res validation, err error) func(deliverable json.RawMessage, source string) (host.Validation, error) {
-	return func(deliverable json.RawMessage, source string) (host.Validation, error) {
-		v := host.Validation{Fuel: res.Fuel, Source: source}
-		switch {
-		case err != nil:
-			return v, err
-		case !res.OK && len(res.Errors) == 0:
-			v.Problems = []string{schema.Root + ": the validator refused the deliverable without saying why"}
-		case !res.OK:
-			v.Problems = res.Errors
-		case len(res.Value) == 0:
-			v.Value = deliverable
-		default:
-			v.Value = res.Value
-		}
-		return v, nil
+// hostVerdict turns a plugin's verdict on deliverable into the host's;
+// source is the module's hash.
+func hostVerdict(res validation, err error, deliverable json.RawMessage, source string) (host.Validation, error) {
+	v := host.Validation{Fuel: res.Fuel, Source: source}
+	switch {
+	case err != nil:
+		return v, err
+	case !res.OK && len(res.Errors) == 0:
+		v.Problems = []string{schema.Root + ": the validator refused the deliverable without saying why"}
+	case !res.OK:
+		v.Problems = res.Errors
+	case len(res.Value) == 0:
+		v.Value = deliverable
+	default:
+		v.Value = res.Value
 	}
+	return v, nil
 }
 
 var (
