@@ -117,6 +117,20 @@ func TestBudgetAsk(t *testing.T) {
 		}
 	})
 
+	t.Run("default raise", func(t *testing.T) {
+		// Without raise_usd, an approval raises the run by a tenth of the
+		// budget.
+		ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+			tc.BudgetUSDPerDay = 1
+			tc.BudgetAsk = &server.BudgetAskConfig{}
+		})})
+		ts.model.Enqueue(costing(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "nope", Arguments: `{}`}}}, 1.2))
+		_, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"go"}`)
+		if res := decodeJSON[parkedOn](t, body); len(res.Approvals) != 1 || !strings.Contains(res.Approvals[0].Summary, "spend $0.10 more") {
+			t.Errorf("the request %s, want a raise of $0.10", body)
+		}
+	})
+
 	t.Run("denied", func(t *testing.T) {
 		ts := start(t)
 		ts.model.Enqueue(costing(lookup("1"), 1.2), hosttest.Reply{Text: "never said"})

@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,26 +85,32 @@ func TestPluginGrants(t *testing.T) {
 	}
 }
 
-// TestPluginSecrets: a tenant's secret bound to publish_post and the blog
-// (a bearer token from the environment) reaches the blog on the plugin's
-// requests, and none of the API's answers nor the ledger; a secret whose
+// TestPluginSecrets: a tenant's secrets bound to publish_post and the blog
+// (a bearer token from the environment, basic credentials from a file in
+// a header of their own) reach the blog on the plugin's requests, and none of the API's answers nor the ledger; a secret whose
 // value cannot be read, or for a host the plugin may not reach, is a
 // configuration error that does not show the value.
 func TestPluginSecrets(t *testing.T) {
 	const token = "tok-9d1f-never-shown"
 	t.Setenv("TEST_BLOG_TOKEN", token)
-	var got atomic.Value
+	var got, gotBasic atomic.Value
 	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Get("Authorization"))
+		gotBasic.Store(r.Header.Get("X-Blog-Auth"))
 		w.WriteHeader(http.StatusCreated)
 		w.Write([]byte(`{"id":"post-1","url":"https://blog.example/p/1"}`))
 	}))
 	defer blog.Close()
 	u, _ := url.Parse(blog.URL)
 	store := memory.New()
+	file := filepath.Join(t.TempDir(), "blog-secret")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ts := startServer(t, serverSetup{Store: store, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
 		tc.Sandbox = server.SandboxConfig{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, KV: true,
-			Secrets: []server.SecretConfig{{Plugin: "publish_post", Host: u.Host, Scheme: "bearer", ValueEnv: "TEST_BLOG_TOKEN"}}}
+			Secrets: []server.SecretConfig{{Plugin: "publish_post", Host: u.Host, Scheme: "bearer", ValueEnv: "TEST_BLOG_TOKEN"},
+				{Plugin: "publish_post", Host: u.Host, Header: "X-Blog-Auth", Scheme: "basic", User: "bot", ValueFile: file}}}
 		tc.PluginConfig = map[string]map[string]string{"publish_post": {"endpoint": blog.URL + "/api/posts"}}
 		tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Approve: []string{"publish_post"}}}
 	})})
@@ -113,6 +122,9 @@ func TestPluginSecrets(t *testing.T) {
 	}
 	if v, _ := got.Load().(string); v != "Bearer "+token {
 		t.Fatalf("the blog got Authorization %q, want the bearer token", v)
+	}
+	if v, _ := gotBasic.Load().(string); v != "Basic "+base64.StdEncoding.EncodeToString([]byte("bot:"+token)) {
+		t.Fatalf("the blog got X-Blog-Auth %q, want basic credentials from the file", v)
 	}
 	var all strings.Builder
 	for _, path := range []string{"/v1/plugins", "/v1/plugins/publish_post", "/v1/sessions/s", "/v1/sessions/s/transcript", "/v1/usage"} {
