@@ -307,8 +307,14 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "instantiating: timed out after 1s") {
 		t.Errorf("describe startloop: exit %d, %q", code, errOut)
 	}
+	// A compile bomb is stopped by whichever bound it reaches first: its
+	// 2s, or the compile's memory (Limits.MaxCompileBytes), which a fast
+	// machine reaches in about 2s.
+	bombRefused := func(s string) bool {
+		return strings.Contains(s, "did not finish compiling within 2s") || strings.Contains(s, "needed more than 1024 MiB (Limits.MaxCompileBytes)")
+	}
 	code, _, errOut = timed("describe of a compile bomb", time.Minute, "plugin", "describe", "--cache-dir", "", "--compile-timeout", "2s", filepath.Join(dir, "bomb.wasm"))
-	if code != 1 || !strings.Contains(errOut, "did not finish compiling within 2s") {
+	if code != 1 || !bombRefused(errOut) {
 		t.Errorf("describe bomb: exit %d, %q", code, errOut)
 	}
 
@@ -360,10 +366,13 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 	}
 	code, out, errOut = timed("plugin list", 2*time.Minute, "plugin", "list", "--compile-timeout", "2s", "--plugins", dir)
 	for _, want := range []string{"count_vowels", "aaa", "tool count_vowels: offered by aaa and count_vowels",
-		"bomb", "did not finish compiling within 2s", "startloop", "instantiating: timed out"} {
+		"bomb", "startloop", "instantiating: timed out"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plugin list does not say %q", want)
 		}
+	}
+	if !bombRefused(out) {
+		t.Error("plugin list does not say why bomb was refused")
 	}
 	if code != 1 || !strings.Contains(errOut, "2 refused, 1 in conflict") {
 		t.Errorf("plugin list: exit %d, %q", code, errOut)
