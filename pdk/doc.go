@@ -38,6 +38,9 @@
 // the plugin and tenant), a key-value store scoped to the tenant ([KVGet],
 // [KVSet], [KVDelete]) and HTTP to the hosts the tenant allows ([Fetch]).
 // Each is subject to the tenant's limits and returns an error when denied.
+// A plugin that says what it needs ([Need]) runs with that and no more:
+//
+//	pdk.Need(pdk.Needs{AllowedHosts: []string{"accounts.example.com"}, KV: true})
 //
 // # Testing without Wasm
 //

@@ -11,7 +11,7 @@ import (
 
 // ABIVersion is the version of the plugin ABI this kit speaks, reported by
 // describe. The host rejects a plugin whose major version it does not speak.
-const ABIVersion = "1.0"
+const ABIVersion = "1.1"
 
 // Effect is what a tool does to the world.
 type Effect string
@@ -175,7 +175,31 @@ var registry struct {
 	tools      []toolEntry
 	validators []validatorEntry
 	policies   []policyEntry
+	needs      *Needs
 	problems   []string
+}
+
+// Needs is what a plugin needs of its sandbox (ABI 1.1). A plugin that
+// says (see [Need]) runs with what it needs and no more, whatever its
+// grant allows, and is refused at load where it is granted less; a new
+// version that needs more than the one serving is held for a person's
+// approval where the host holds upgrades that widen.
+type Needs struct {
+	// AllowedHosts are the hosts it reaches: "api.example.com",
+	// "api.example.com:8443" or "*.example.com".
+	AllowedHosts []string `json:"allowed_hosts"`
+	// AllowPrivateNetwork: it reaches loopback or private addresses.
+	AllowPrivateNetwork bool `json:"allow_private_network,omitempty"`
+	// KV: it uses the key-value store.
+	KV bool `json:"kv,omitempty"`
+}
+
+// Need says what the plugin needs of its sandbox; call it where the
+// Register calls are (main or init). Called again, the last call wins. A
+// plugin that never calls it says nothing, and gets its whole grant.
+func Need(n Needs) {
+	n.AllowedHosts = append([]string{}, n.AllowedHosts...)
+	registry.needs = &n
 }
 
 func problem(format string, args ...any) {
@@ -294,6 +318,7 @@ type describeOut struct {
 	Tools      []toolDesc      `json:"tools"`
 	Validators []validatorDesc `json:"validators"`
 	Policies   []policyDesc    `json:"policies"`
+	Needs      *Needs          `json:"needs,omitempty"`
 }
 
 type toolDesc struct {
@@ -380,7 +405,7 @@ func describe() []byte {
 	if len(registry.problems) > 0 {
 		return errorJSON("pdk: %s", strings.Join(registry.problems, "; "))
 	}
-	out := describeOut{ABI: ABIVersion, Tools: []toolDesc{}, Validators: []validatorDesc{}, Policies: []policyDesc{}}
+	out := describeOut{ABI: ABIVersion, Tools: []toolDesc{}, Validators: []validatorDesc{}, Policies: []policyDesc{}, Needs: registry.needs}
 	for _, e := range registry.tools {
 		schema := e.spec.InputSchema
 		if schema == "" {

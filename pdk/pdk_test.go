@@ -10,6 +10,7 @@ import (
 
 func reset() {
 	registry.tools, registry.validators, registry.policies, registry.problems = nil, nil, nil, nil
+	registry.needs = nil
 }
 
 type greetIn struct {
@@ -71,6 +72,25 @@ func TestDescribe(t *testing.T) {
 	}
 	if b := d.Tools[1]; b.Effect != Read || string(b.InputSchema) != `{"type":"object"}` {
 		t.Fatalf("defaults: %+v", b)
+	}
+}
+
+// TestDescribeNeeds: describe reports needs only once Need says them, the
+// last call winning, hosts never null.
+func TestDescribeNeeds(t *testing.T) {
+	register()
+	defer reset()
+	if out := string(Dispatch("describe", nil)); strings.Contains(out, `"needs"`) {
+		t.Fatalf("describe without Need: %s", out)
+	}
+	Need(Needs{AllowedHosts: []string{"a.example.com"}})
+	Need(Needs{KV: true})
+	var d describeOut
+	if err := json.Unmarshal(Dispatch("describe", nil), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Needs == nil || !d.Needs.KV || d.Needs.AllowedHosts == nil || len(d.Needs.AllowedHosts) != 0 {
+		t.Fatalf("needs: %+v", d.Needs)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 const ABIMajor = 1
 
 // ABIVersion is the full ABI version this host implements.
-const ABIVersion = "1.0"
+const ABIVersion = "1.1"
 
 // Description is what a plugin offers, as reported by its describe export
 // (or a sidecar manifest), after validation.
@@ -33,6 +33,9 @@ type Description struct {
 	Validators []ValidatorDescription `json:"validators"`
 	// Policies are its approval policies, sorted by name.
 	Policies []PolicyDescription `json:"policies"`
+	// Needs is what it says it needs of the sandbox (see [Needs]); nil
+	// when it does not say, and so gets its whole grant. ABI 1.1.
+	Needs *Needs `json:"needs,omitempty"`
 }
 
 // ToolDescription describes one tool.
@@ -94,6 +97,7 @@ func parseDescription(out []byte) (Description, map[string]*schema.Schema, error
 		Tools      []ToolDescription      `json:"tools"`
 		Validators []ValidatorDescription `json:"validators"`
 		Policies   []PolicyDescription    `json:"policies"`
+		Needs      *Needs                 `json:"needs"`
 		Error      *string                `json:"error"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -112,7 +116,7 @@ func parseDescription(out []byte) (Description, map[string]*schema.Schema, error
 	if err := checkABI(*raw.ABI); err != nil {
 		return Description{}, nil, err
 	}
-	d := Description{ABI: *raw.ABI, Tools: raw.Tools, Validators: raw.Validators, Policies: raw.Policies}
+	d := Description{ABI: *raw.ABI, Tools: raw.Tools, Validators: raw.Validators, Policies: raw.Policies, Needs: raw.Needs}
 	schemas, err := d.validate(false)
 	return d, schemas, err
 }
@@ -210,6 +214,11 @@ func (d *Description) validate(sidecar bool) (map[string]*schema.Schema, error) 
 	}
 	for _, p := range d.Policies {
 		claim("policy", p.Name)
+	}
+	if d.Needs != nil {
+		if err := d.Needs.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	sort.Slice(d.Tools, func(i, j int) bool { return d.Tools[i].Name < d.Tools[j].Name })
 	sort.Slice(d.Validators, func(i, j int) bool { return d.Validators[i].Name < d.Validators[j].Name })

@@ -43,6 +43,10 @@ type HeldVersion struct {
 	Name     string `json:"name"`
 	Hash     string `json:"hash"`
 	Previous string `json:"previous"`
+	// Fingerprint is the held version's (see [Description.Fingerprint]):
+	// it tells versions of the same bytes apart whose sidecar manifests
+	// differ.
+	Fingerprint string `json:"fingerprint"`
 	// Widenings are how it widens the version serving.
 	Widenings []Widening `json:"widenings"`
 	// Since is when it was held.
@@ -57,14 +61,14 @@ type held struct {
 // hold keeps m, which widens prev by w, as name's held version; r.mu is
 // held, and released here.
 func (r *Registry) hold(ctx context.Context, tenant, name string, prev, m *Module, w []Widening) (*Module, error) {
-	v := HeldVersion{Name: name, Hash: m.Hash(), Previous: prev.Hash(), Widenings: w, Since: time.Now().UTC()}
-	if h := r.held[tenant][name]; h != nil && h.Hash == v.Hash {
+	v := HeldVersion{Name: name, Hash: m.Hash(), Fingerprint: m.Fingerprint(), Previous: prev.Hash(), Widenings: w, Since: time.Now().UTC()}
+	if h := r.held[tenant][name]; h != nil && sameVersion(h.module, m) {
 		// Held already (a directory rescanned): keep the first.
 		r.mu.Unlock()
 		_ = m.Close(ctx)
 		return nil, &HeldError{Version: h.HeldVersion}
 	}
-	dropped := r.dropHeldLocked(tenant, name, "")
+	dropped := r.dropHeldLocked(tenant, name, nil)
 	if r.held[tenant] == nil {
 		r.held[tenant] = map[string]*held{}
 	}
@@ -78,15 +82,23 @@ func (r *Registry) hold(ctx context.Context, tenant, name string, prev, m *Modul
 	return nil, &HeldError{Version: v}
 }
 
-// dropHeldLocked forgets name's held version unless it is keep, and
-// returns its module for the caller to close; r.mu is held.
-func (r *Registry) dropHeldLocked(tenant, name, keep string) *Module {
+// dropHeldLocked forgets name's held version unless it is the same
+// version as keep, and returns its module for the caller to close; r.mu is
+// held.
+func (r *Registry) dropHeldLocked(tenant, name string, keep *Module) *Module {
 	h := r.held[tenant][name]
-	if h == nil || h.Hash == keep {
+	if h == nil || keep != nil && sameVersion(h.module, keep) {
 		return nil
 	}
 	delete(r.held[tenant], name)
 	return h.module
+}
+
+// sameVersion reports whether a and b are the same version of a module:
+// the same bytes, described the same (a sidecar manifest may change
+// beside the bytes).
+func sameVersion(a, b *Module) bool {
+	return a.Hash() == b.Hash() && a.Fingerprint() == b.Fingerprint()
 }
 
 // Held returns the tenant's versions waiting for approval, by module name.

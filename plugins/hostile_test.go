@@ -174,7 +174,7 @@ func TestHostileNetwork(t *testing.T) {
 	}
 	for _, target := range []string{"http://10.1.2.3/", "http://169.254.169.254/latest/meta-data/", "http://[::1]:" + u.Port() + "/"} {
 		_, err := fetch(noPrivate, target)
-		if err == nil || !strings.Contains(err.Error(), "not in the tenant's allowed hosts") {
+		if err == nil || !strings.Contains(err.Error(), "not among the hosts this plugin may reach") {
 			t.Errorf("unlisted %s: %v", target, err)
 		}
 	}
@@ -193,7 +193,7 @@ func TestHostileNetwork(t *testing.T) {
 		t.Fatalf("redirect within the allowed host: %s, %v", out, err)
 	}
 	_, err = fetch(m, srv.URL+"/redirect-out")
-	if err == nil || !strings.Contains(err.Error(), "forbidden.example") || !strings.Contains(err.Error(), "not in the tenant's allowed hosts") {
+	if err == nil || !strings.Contains(err.Error(), "forbidden.example") || !strings.Contains(err.Error(), "not among the hosts this plugin may reach") {
 		t.Fatalf("redirect to a host not allowed: %v", err)
 	}
 	_, err = fetch(m, srv.URL+"/big")

@@ -165,7 +165,7 @@ func (g *httpGuard) checkURL(u *url.URL) error {
 			return nil
 		}
 	}
-	return denied("host %s is not in the tenant's allowed hosts", net.JoinHostPort(host, port))
+	return denied("host %s is not among the hosts this plugin may reach", net.JoinHostPort(host, port))
 }
 
 func (g *httpGuard) checkRedirect(req *http.Request, via []*http.Request) error {

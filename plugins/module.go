@@ -76,7 +76,21 @@ func (m *Module) Description() Description {
 	d.Tools = slices.Clone(d.Tools)
 	d.Validators = slices.Clone(d.Validators)
 	d.Policies = slices.Clone(d.Policies)
+	if d.Needs != nil {
+		n := *d.Needs
+		n.AllowedHosts = slices.Clone(n.AllowedHosts)
+		d.Needs = &n
+	}
 	return d
+}
+
+// Fingerprint is the fingerprint of the module's description (see
+// [Description.Fingerprint]); "" for a module not described.
+func (m *Module) Fingerprint() string {
+	if !m.described {
+		return ""
+	}
+	return m.desc.Fingerprint()
 }
 
 // Exports returns the names of the module's exported functions, sorted.

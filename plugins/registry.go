@@ -275,7 +275,8 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		}
 	}
 	prev := modules[name]
-	if prev != nil && r.opts.HoldWidening && !approved && prev.Hash() != m.Hash() {
+	// The same bytes may widen too: a sidecar manifest edited beside them.
+	if prev != nil && r.opts.HoldWidening && !approved && !sameVersion(prev, m) {
 		if w := Widenings(prev.Description(), m.Description()); len(w) > 0 {
 			return r.hold(ctx, tenant, name, prev, m, w)
 		}
@@ -288,11 +289,11 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		return reject(m.fail("load", "", err))
 	}
 	var dropped *Module
-	if prev == nil || prev.Hash() != m.Hash() {
+	if prev == nil || !sameVersion(prev, m) {
 		// Another version took the place: a held one waits no more (the
 		// version serving loaded again, as a directory rescanned, leaves
 		// it waiting).
-		dropped = r.dropHeldLocked(tenant, name, m.Hash())
+		dropped = r.dropHeldLocked(tenant, name, m)
 	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()
@@ -421,7 +422,7 @@ func (r *Registry) Unload(tenant, name string) bool {
 	}
 	next := r.build(tenant, modules)
 	r.snap.Store(old.with(tenant, next))
-	dropped := r.dropHeldLocked(tenant, name, "")
+	dropped := r.dropHeldLocked(tenant, name, nil)
 	r.mu.Unlock()
 	_ = prev.Close(context.Background())
 	if dropped != nil {

@@ -316,6 +316,17 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		}
 		return fail("describe", err)
 	}
+	if n := m.desc.Needs; n != nil {
+		// It runs with what it needs, no more (needs.go); describe and
+		// the start function ran before it said.
+		narrowed, err := m.limits.Needing(*n)
+		if err != nil {
+			_ = m.shutdown(ctx)
+			return fail("describe", detailed(ErrInvalidModule, "%v", err))
+		}
+		m.guard.close()
+		m.limits, m.guard = narrowed, newHTTPGuard(narrowed)
+	}
 	return m, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Sidecar is the manifest that makes a plain Extism module (one without a
@@ -22,9 +23,16 @@ import (
 // cannot silently drop a setting. effect and export are required;
 // input_field (the member of the input passed to the export as its raw
 // input) is optional: without it the export gets the whole input JSON.
+//
+// Either form may say what the module needs of its sandbox (see [Needs]),
+// beside the tool or the tools:
+//
+//	"needs": {"allowed_hosts": ["api.example.com"], "kv": true}
 type Sidecar struct {
 	// Tools are the tools the manifest describes; each names its Export.
 	Tools []ToolDescription
+	// Needs is what the module needs of its sandbox; nil: not said.
+	Needs *Needs
 }
 
 // ParseSidecar decodes a sidecar manifest. The tools are validated when
@@ -45,19 +53,29 @@ func ParseSidecar(data []byte) (*Sidecar, error) {
 	if _, ok := probe["tools"]; ok {
 		var many struct {
 			Tools []ToolDescription `json:"tools"`
+			Needs *Needs            `json:"needs"`
 		}
 		if err := strict(&many); err != nil {
 			return nil, err
 		}
-		return &Sidecar{Tools: many.Tools}, nil
+		return &Sidecar{Tools: many.Tools, Needs: many.Needs}, nil
 	}
-	var one ToolDescription
+	var one struct {
+		ToolDescription
+		Needs *Needs `json:"needs"`
+	}
 	if err := strict(&one); err != nil {
 		return nil, err
 	}
-	return &Sidecar{Tools: []ToolDescription{one}}, nil
+	return &Sidecar{Tools: []ToolDescription{one.ToolDescription}, Needs: one.Needs}, nil
 }
 
 func (s *Sidecar) description() Description {
-	return Description{ABI: ABIVersion, Tools: append([]ToolDescription(nil), s.Tools...)}
+	d := Description{ABI: ABIVersion, Tools: append([]ToolDescription(nil), s.Tools...)}
+	if s.Needs != nil {
+		n := *s.Needs
+		n.AllowedHosts = slices.Clone(n.AllowedHosts)
+		d.Needs = &n
+	}
+	return d
 }

@@ -10,7 +10,8 @@ import (
 // version it would replace did not — a new tool, validator or policy, a
 // tool whose effect changed, a changed description or schema (what the
 // model and the policies read), a tool now declared idempotent (the host
-// may then run again a call whose outcome a crash left unknown). Such a
+// may then run again a call whose outcome a crash left unknown), a host
+// or store it needs that the old one did not (see [Needs]). Such a
 // version is held, not loaded, while the old one serves, until a person
 // approves it (RegistryOptions.HoldWidening); one that only narrows (drops
 // items, a shorter timeout) or changes nothing a caller sees loads at once.
@@ -21,12 +22,15 @@ import (
 // Widening is one way a new version of a module asks for more than the
 // version it would replace.
 type Widening struct {
-	// Kind is "tool", "validator" or "policy".
+	// Kind is "tool", "validator", "policy", or "needs" for what the
+	// module needs of its sandbox (see [Needs]).
 	Kind string `json:"kind"`
-	// Name is the item's name.
+	// Name is the item's name; for needs, the host, "private_network",
+	// "kv", or "*" for all of them.
 	Name string `json:"name"`
 	// Change says what changed: "new", "effect read → external",
-	// "description", "input_schema", "schema", "idempotent".
+	// "description", "input_schema", "schema", "idempotent"; for needs,
+	// "new host", "new" or "undeclared: the whole grant".
 	Change string `json:"change"`
 	// Old and New are the item's old and new text for a changed
 	// description, schema or effect.
@@ -87,7 +91,7 @@ func Widenings(prev, next Description) []Widening {
 			out = append(out, Widening{Kind: "policy", Name: p.Name, Change: "description", Old: o.Description, New: p.Description})
 		}
 	}
-	return out
+	return append(out, needsWidenings(prev.Needs, next.Needs)...)
 }
 
 // byName indexes items by their names.

@@ -148,3 +148,48 @@ func TestPluginUpgradeHeld(t *testing.T) {
 		t.Errorf("a discarded version's file is left: %v", files)
 	}
 }
+
+// TestPluginNeeds: through serve, a module that says what it needs is
+// shown with its needs and runs with them alone (its grants: the host it
+// needs, not the tenant's other); an upload that needs a new host is held
+// (202, the host named), one that needs a host beyond the sandbox refused
+// (422, the host named), and the version serving goes on.
+func TestPluginNeeds(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.Sandbox = server.SandboxConfig{AllowedHosts: []string{"127.0.0.1", "localhost"}, AllowPrivateNetwork: true, KV: true}
+	})})
+	needing := func(version, needs string) []byte {
+		return widenWasm(t, "FETCH", `VERSION="`+version+`"`, `NEEDS="`+strings.ReplaceAll(needs, `"`, `\"`)+`"`)
+	}
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", needing("A", `{"allowed_hosts":["127.0.0.1"],"allow_private_network":true}`)); code != 201 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	_, body := ts.do(t, ts.acme, "GET", "/v1/plugins/w", "")
+	info := decodeJSON[struct {
+		Fingerprint string
+		Needs       *struct {
+			AllowedHosts []string `json:"allowed_hosts"`
+		}
+		Grants struct {
+			AllowedHosts        []string `json:"allowed_hosts"`
+			AllowPrivateNetwork bool     `json:"allow_private_network"`
+			KV                  bool     `json:"kv"`
+		}
+	}](t, body)
+	if info.Needs == nil || !slices.Equal(info.Needs.AllowedHosts, []string{"127.0.0.1"}) || !strings.HasPrefix(info.Fingerprint, "sha256:") ||
+		!slices.Equal(info.Grants.AllowedHosts, []string{"127.0.0.1"}) || !info.Grants.AllowPrivateNetwork || info.Grants.KV {
+		t.Errorf("the module: %s, want its needs, and grants narrowed to them", body)
+	}
+	code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", needing("B", `{"allowed_hosts":["127.0.0.1","localhost"],"allow_private_network":true}`))
+	if code != 202 || !strings.Contains(body, `"kind":"needs","name":"localhost","change":"new host"`) {
+		t.Errorf("an upload that needs a new host: %d %s, want it held", code, body)
+	}
+	code, body = ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", needing("C", `{"allowed_hosts":["evil.example.org"]}`))
+	if code != 422 || !strings.Contains(body, `it needs host \"evil.example.org\", which it is not granted`) {
+		t.Errorf("an upload that needs a host beyond the sandbox: %d %s, want it refused", code, body)
+	}
+	_, body = ts.do(t, ts.acme, "GET", "/v1/plugins", "")
+	if l := decodeJSON[pluginsOf](t, body); len(l.Plugins) != 1 || len(l.Held) != 1 || !strings.Contains(body, `"allowed_hosts":["127.0.0.1"]`) {
+		t.Errorf("after both: %s, want A serving and B held", body)
+	}
+}

@@ -29,13 +29,20 @@ type pluginInfo struct {
 	Validators  []plugins.ValidatorDescription `json:"validators"`
 	Policies    []plugins.PolicyDescription    `json:"policies"`
 	Conflicting []string                       `json:"conflicting,omitempty"`
-	// Grants are what the module may do of the tenant's sandbox.
+	// Fingerprint is its description's (plugins.Description.Fingerprint).
+	Fingerprint string `json:"fingerprint"`
+	// Needs is what it says it needs of the sandbox; absent when it
+	// does not say.
+	Needs *plugins.Needs `json:"needs,omitempty"`
+	// Grants are what the module may do of the tenant's sandbox: its
+	// grant, narrowed to its needs.
 	Grants plugins.Grant `json:"grants"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	d := m.Description()
-	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies, Grants: plugins.GrantOf(m.Limits())}
+	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies,
+		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits())}
 	for _, c := range s.registry.Conflicts(tenant) {
 		if slices.Contains(c.Modules, m.Name()) {
 			info.Conflicting = append(info.Conflicting, c.String())

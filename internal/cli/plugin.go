@@ -243,11 +243,16 @@ func pluginDescribe(ctx context.Context, args []string, env Env) error {
 		Tools      []plugins.ToolDescription      `json:"tools,omitempty"`
 		Validators []plugins.ValidatorDescription `json:"validators,omitempty"`
 		Policies   []plugins.PolicyDescription    `json:"policies,omitempty"`
+		Needs      *plugins.Needs                 `json:"needs,omitempty"`
 		Exports    []string                       `json:"exports"`
-	}{Module: m.Name(), Hash: m.Hash(), Described: m.Described(), Exports: m.Exports()}
+		// Grants are what the module may do, as it would run: the
+		// sandbox flags, narrowed to its needs.
+		Grants      plugins.Grant `json:"grants"`
+		Fingerprint string        `json:"fingerprint,omitempty"`
+	}{Module: m.Name(), Hash: m.Hash(), Described: m.Described(), Exports: m.Exports(), Grants: plugins.GrantOf(m.Limits()), Fingerprint: m.Fingerprint()}
 	if m.Described() {
 		d := m.Description()
-		out.ABI, out.Tools, out.Validators, out.Policies = d.ABI, d.Tools, d.Validators, d.Policies
+		out.ABI, out.Tools, out.Validators, out.Policies, out.Needs = d.ABI, d.Tools, d.Validators, d.Policies, d.Needs
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)

@@ -389,3 +389,36 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 		t.Errorf("plugin list --json: exit %d, %v\n%s", code, err, out)
 	}
 }
+
+// TestPluginDescribeNeeds: plugin describe shows what a module says it
+// needs and what it would be granted — the sandbox flags narrowed to its
+// needs — and refuses it, naming the host, where the flags grant less.
+func TestPluginDescribeNeeds(t *testing.T) {
+	kit := cKitDir(t)
+	file := filepath.Join(t.TempDir(), "w.wasm")
+	wasm := plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"widen.c", kit + "/agentic.c"}, []string{kit},
+		[]string{"-DFETCH", `-DNEEDS="{\"allowed_hosts\":[\"127.0.0.1\"],\"allow_private_network\":true}"`})
+	if err := os.WriteFile(file, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "", "plugin", "describe", "--allow-host", "127.0.0.1", "--allow-host", "localhost", "--allow-private", "--kv", file)
+	var desc struct {
+		Needs *struct {
+			AllowedHosts []string `json:"allowed_hosts"`
+		} `json:"needs"`
+		Grants struct {
+			AllowedHosts        []string `json:"allowed_hosts"`
+			AllowPrivateNetwork bool     `json:"allow_private_network"`
+			KV                  bool     `json:"kv"`
+		} `json:"grants"`
+		Fingerprint string `json:"fingerprint"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &desc) != nil || desc.Needs == nil || !slices.Equal(desc.Needs.AllowedHosts, []string{"127.0.0.1"}) ||
+		!slices.Equal(desc.Grants.AllowedHosts, []string{"127.0.0.1"}) || !desc.Grants.AllowPrivateNetwork || desc.Grants.KV || desc.Fingerprint == "" {
+		t.Fatalf("describe: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, _, errOut = run(t, "", "plugin", "describe", file)
+	if code != 1 || !strings.Contains(errOut, `it needs host "127.0.0.1", which it is not granted`) {
+		t.Errorf("describe without the sandbox it needs: exit %d, %s", code, errOut)
+	}
+}

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Weak: a plugin without AGENTIC_NEEDS links, and says nothing. */
+extern const char agentic_needs[] __attribute__((weak));
+
 /* ---- Extism memory -------------------------------------------------------- */
 
 extism_ptr agentic_block(const void *data, size_t len) {
@@ -493,7 +496,12 @@ __attribute__((export_name("describe"))) int32_t agentic_describe(void) {
         agentic_buf_json_cstring(&b, p->description ? p->description : "");
         agentic_buf_puts(&b, "}");
     }
-    agentic_buf_puts(&b, "]}");
+    agentic_buf_puts(&b, "]");
+    if (agentic_needs) {
+        agentic_buf_puts(&b, ",\"needs\":");
+        agentic_buf_puts(&b, agentic_needs);
+    }
+    agentic_buf_puts(&b, "}");
     output(&b);
     agentic_buf_free(&b);
     return 0;

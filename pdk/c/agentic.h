@@ -37,7 +37,7 @@ extern "C" {
 #endif
 
 /* The plugin ABI version this kit speaks (reported by describe). */
-#define AGENTIC_ABI "1.0"
+#define AGENTIC_ABI "1.1"
 
 /* ---- Extism's kernel (extism:host/env) ---------------------------------- */
 
@@ -208,6 +208,15 @@ extern const agentic_plugin agentic_plugin_def;
 #define AGENTIC_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 #define AGENTIC_PLUGIN(tools, n_tools, validators, n_validators, policies, n_policies) \
     const agentic_plugin agentic_plugin_def = {tools, n_tools, validators, n_validators, policies, n_policies}
+
+/* What the plugin needs of its sandbox, as the JSON object describe reports
+ * as "needs" (ABI 1.1); optional. A plugin that says runs with what it
+ * needs and no more, and is refused where it is granted less:
+ *
+ *     AGENTIC_NEEDS("{\"allowed_hosts\":[\"api.example.com\"],\"kv\":true}");
+ */
+extern const char agentic_needs[];
+#define AGENTIC_NEEDS(json) const char agentic_needs[] = json
 
 /* ---- Host functions ----------------------------------------------------- */
 

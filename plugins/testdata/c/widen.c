@@ -3,9 +3,14 @@
  * what they offer (held upgrades, plugins/held.go): -DVERSION='"B"' the
  * version it reports, -DDESC, -DEFFECT, -DSCHEMA, -DIDEMPOTENT=1 its
  * report tool's description, effect, input schema and idempotence,
- * -DEXTRA a tool more, -DNO_SECOND its second tool dropped.
+ * -DEXTRA a tool more, -DNO_SECOND its second tool dropped, -DFETCH a
+ * tool that sends its input as an HTTP request through the host, and
+ * -DNEEDS='"{…}"' what it says it needs of its sandbox.
  */
 #include "agentic.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #ifndef VERSION
 #define VERSION "A"
@@ -29,7 +34,28 @@ static int report(const agentic_call *c, agentic_buf *out) {
     return AGENTIC_OK;
 }
 
+#ifdef FETCH
+/* fetch sends its input ({"method","url"}) as a request and answers the
+ * host's reply, whatever it is. */
+static int fetch(const agentic_call *c, agentic_buf *out) {
+    char *req = malloc(c->input.len + 1);
+    memcpy(req, c->input.ptr, c->input.len);
+    req[c->input.len] = 0;
+    size_t n;
+    char *res = agentic_http(req, &n);
+    agentic_buf_puts(out, res ? res : "null");
+    return AGENTIC_OK;
+}
+#endif
+
+#ifdef NEEDS
+AGENTIC_NEEDS(NEEDS);
+#endif
+
 static const agentic_tool tools[] = {
+#ifdef FETCH
+    {.name = "fetch", .description = "Send a request.", .effect = "external", .handler = fetch},
+#endif
 #ifdef EXTRA
     {.name = "extra", .description = "Something new.", .effect = "external", .handler = report},
 #endif
