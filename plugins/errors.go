@@ -105,7 +105,8 @@ func (e *PluginError) Unwrap() error { return e.Err }
 // ErrorType names the failure's class, for telemetry (OpenTelemetry's
 // error.type; see host.ErrorTyper): "timeout", "out_of_fuel", "trap", "out_of_memory",
 // "exited", "output_too_large", "input_too_large", "malformed_output",
-// "tool_failed", "invalid_input", "busy", "closed", else "plugin_error".
+// "tool_failed", "invalid_input", "busy", "closed", "quarantined", else
+// "plugin_error".
 func (e *PluginError) ErrorType() string {
 	var b *busyError
 	switch {
@@ -133,6 +134,8 @@ func (e *PluginError) ErrorType() string {
 		return "busy"
 	case errors.Is(e.Err, ErrClosed):
 		return "closed"
+	case errors.Is(e.Err, ErrQuarantined):
+		return "quarantined"
 	}
 	return "plugin_error"
 }

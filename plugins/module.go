@@ -41,6 +41,8 @@ type Module struct {
 	validators map[string]*moduleValidator
 	policies   map[string]*modulePolicy
 
+	health health // its failures, and its quarantine (quarantine.go)
+
 	calls, instantiated, discarded, evicted atomic.Int64
 	fuel                                    atomic.Int64 // used by its calls
 

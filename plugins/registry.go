@@ -41,6 +41,9 @@ type RegistryOptions struct {
 	// a grant beyond them refuses the module. Default: nil, every module
 	// gets its tenant's Limits whole.
 	Grants func(tenant, module string) Grant
+	// Quarantine returns when a tenant's modules are quarantined, failing
+	// too often (see [QuarantinePolicy]). Default: nil, never.
+	Quarantine func(tenant string) QuarantinePolicy
 }
 
 // ChangeKind says what happened to a module.
@@ -60,6 +63,11 @@ const (
 	// Held: a new version widens the one serving (Change.Widenings); it
 	// is kept, not loaded, until approved (RegistryOptions.HoldWidening).
 	Held ChangeKind = "held"
+	// Quarantined: a module failed too often (Change.Err the last
+	// failure); its calls answer ErrQuarantined (RegistryOptions.Quarantine).
+	Quarantined ChangeKind = "quarantined"
+	// Released: a person let a quarantined module serve again.
+	Released ChangeKind = "released"
 )
 
 // Conflict is a name that two or more modules of a tenant offer. None of
@@ -183,6 +191,8 @@ func (r *Registry) notify(c Change) {
 		r.log.Warn("plugin rejected; the previous version (if any) keeps serving", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "err", c.Err)
 	case Replaced:
 		r.log.Info("plugin replaced", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "previous", c.Previous)
+	case Quarantined:
+		r.log.Warn("plugin quarantined: it failed too often; its calls are refused until it is released or replaced", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "last", c.Err)
 	default:
 		r.log.Info("plugin "+string(c.Kind), "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash)
 	}
@@ -280,6 +290,11 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		if w := Widenings(prev.Description(), m.Description()); len(w) > 0 {
 			return r.hold(ctx, tenant, name, prev, m, w)
 		}
+	}
+	if prev != nil && sameVersion(prev, m) {
+		// The same version again (a directory rescanned, the same
+		// upload) is no new version: a quarantine stays.
+		m.health.q.Store(prev.health.q.Load())
 	}
 	modules[name] = m
 	next := r.build(tenant, modules)
@@ -762,7 +777,14 @@ func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult
 		}
 		return nil, false
 	}
-	res, err := follow(t.t, lookup, func(mt *moduleTool) (host.ToolResult, error) { return mt.Call(ctx, call) })
+	res, err := follow(t.t, lookup, func(mt *moduleTool) (host.ToolResult, error) {
+		if err := mt.mod.admit("call", mt.spec.Name); err != nil {
+			return host.ToolResult{}, err
+		}
+		res, err := mt.Call(ctx, call)
+		t.reg.observe(ctx, t.tenant, mt.mod, err)
+		return res, err
+	})
 	if err != nil && followed(err) {
 		if _, ok := lookup(); !ok {
 			return res, &PluginError{Plugin: t.t.mod.name, Export: "call", Name: t.t.spec.Name, Err: detailed(ErrClosed, "the tool was unloaded")}
@@ -794,7 +816,12 @@ func (v *regValidator) ValidateMetered(ctx context.Context, deliverable json.Raw
 	var source string
 	res, err := follow(v.v, lookup, func(mv *moduleValidator) (validation, error) {
 		source = mv.mod.hash
-		return mv.check(ctx, deliverable)
+		if err := mv.mod.admit("validate", mv.desc.Name); err != nil {
+			return validation{}, err
+		}
+		res, err := mv.check(ctx, deliverable)
+		v.reg.observe(ctx, v.tenant, mv.mod, err)
+		return res, err
 	})
 	return hostVerdict(res, err, deliverable, source)
 }
@@ -821,7 +848,14 @@ func (p *regPolicy) Decide(ctx context.Context, req host.PolicyRequest) (host.De
 		}
 		return nil, false
 	}
-	return follow(p.p, lookup, func(mp *modulePolicy) (host.Decision, error) { return mp.Decide(ctx, req) })
+	return follow(p.p, lookup, func(mp *modulePolicy) (host.Decision, error) {
+		if err := mp.mod.admit("decide", mp.desc.Name); err != nil {
+			return host.Decision{}, err
+		}
+		d, err := mp.Decide(ctx, req)
+		p.reg.observe(ctx, p.tenant, mp.mod, err)
+		return d, err
+	})
 }
 
 var (

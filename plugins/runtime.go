@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/agentichost/agentic/storage"
@@ -256,7 +257,9 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		wasm, err = meter(src.Wasm, limits)
 	}
 	if err != nil {
-		return fail("load", detailed(ErrInvalidModule, "%v", err))
+		// The meter reads the module first: what it finds wrong is the
+		// module's fault, said without the meter's name.
+		return fail("load", detailed(ErrInvalidModule, "%s", strings.TrimPrefix(err.Error(), "fuel: ")))
 	}
 	if !r.inProcess {
 		if err := r.compileIsolated(ctx, wasm, m.hash, limits); err != nil {

@@ -136,8 +136,10 @@ func TestHostileTimeBomb(t *testing.T) {
 // and Close returns.
 func TestHostileStartFunctionInDirectory(t *testing.T) {
 	rt, _ := newRuntime(t)
+	// The start loops' bound is the call timeout; get_account's compile
+	// gets a loaded machine's time (the race detector, the other tests).
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits {
-		return plugins.Limits{CallTimeout: time.Second}
+		return plugins.Limits{CallTimeout: time.Second, CompileTimeout: 2 * time.Minute}
 	}})
 	t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	dir := t.TempDir()
@@ -155,10 +157,16 @@ func TestHostileStartFunctionInDirectory(t *testing.T) {
 	// Dropped in while watching, too.
 	writeAtomic(t, filepath.Join(dir, "startloop2.wasm"), startLoop())
 	writeAtomic(t, filepath.Join(dir, "get_account.wasm"), getAccountWasm(t))
-	within(t, time.Minute, "waiting for get_account to load", func() bool {
+	within(t, 3*time.Minute, "waiting for get_account to load", func() bool {
 		for {
 			if _, ok := reg.Tool("acme", "get_account"); ok {
 				return true
+			}
+			for _, r := range reg.Refusals("acme") {
+				if r.Name == "get_account" {
+					t.Errorf("get_account was refused: %v", r.Err)
+					return false
+				}
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -271,6 +271,36 @@ type SandboxConfig struct {
 	// to one host, which the plugin never reads (plugins.EgressSecret).
 	// Default: none.
 	Secrets []SecretConfig `yaml:"secrets"`
+	// Quarantine is when a plugin that fails too often is quarantined
+	// (plugins.QuarantinePolicy).
+	Quarantine QuarantineConfig `yaml:"quarantine"`
+}
+
+// QuarantineConfig is when a tenant's plugin that fails as a module —
+// traps, timeouts, out of memory or fuel, exits — is quarantined: its
+// calls are refused until a person releases it (POST
+// /v1/plugins/{name}/release) or a new version replaces it.
+type QuarantineConfig struct {
+	// Failures within Window quarantine a plugin. Default: 0, which
+	// means 5; -1 turns quarantine off.
+	Failures int `yaml:"failures"`
+	// Window is the span the failures fall within. Default: 0, which
+	// means 10m.
+	Window Duration `yaml:"window"`
+}
+
+// DefaultQuarantineFailures is QuarantineConfig.Failures's default.
+const DefaultQuarantineFailures = 5
+
+// policy is c as the registry takes it.
+func (c QuarantineConfig) policy() plugins.QuarantinePolicy {
+	switch {
+	case c.Failures < 0:
+		return plugins.QuarantinePolicy{}
+	case c.Failures == 0:
+		c.Failures = DefaultQuarantineFailures
+	}
+	return plugins.QuarantinePolicy{Failures: c.Failures, Window: time.Duration(c.Window)}
 }
 
 // SecretConfig is a credential bound to a plugin and a host. Its value
@@ -777,6 +807,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)
+	}
+	if q := t.Sandbox.Quarantine; q.Failures < -1 || q.Window < 0 {
+		bad("sandbox.quarantine: failures must be -1 (off), 0 (the default, %d) or more, and window not negative", DefaultQuarantineFailures)
 	}
 	if len(t.Agents) == 0 {
 		model := ""

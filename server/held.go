@@ -26,6 +26,7 @@ import (
 // registry no longer keeps (another version loaded in its place, as a file
 // written into the directory does, or the module was removed).
 func (s *Server) onPluginChange(c plugins.Change) {
+	s.auditChange(c)
 	// (A first load takes no held version's place: a version is held
 	// only over one serving, as at a restart before holdAgain.)
 	replaced := c.Kind == plugins.Replaced && c.Hash != c.Previous
@@ -91,7 +92,8 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 		if err != nil {
 			continue
 		}
-		if _, err := s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}); err == nil {
+		s.audit.act(tenant, name, "host", func() { _, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}) })
+		if err == nil {
 			if err := writeFileAtomic(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm); err != nil {
 				s.log.Error("cannot keep a held plugin version that loads now", "tenant", tenant, "plugin", name, "err", err)
 			}
@@ -141,6 +143,7 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 	if !*req.Approve {
 		s.registry.DiscardHeld(context.WithoutCancel(r.Context()), t.name, name, hash)
 		s.dropHeldFiles(t.name, name, "")
+		s.auditAPI(r, t, auditEntry{Action: "discarded", Plugin: name, Hash: hash})
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -149,7 +152,9 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot read the held version: %v", err)
 		return
 	}
-	m, err := s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash)
+	s.auditAPI(r, t, auditEntry{Action: "approved", Plugin: name, Hash: hash})
+	var m *plugins.Module
+	s.audit.act(t.name, name, keyActor(r), func() { m, err = s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash) })
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the held version was refused: %v", err)
 		return

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/agentichost/agentic/plugins"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -50,6 +52,23 @@ func newMetrics() (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// observePlugins adds the gauge of the plugins quarantined now, by tenant
+// and plugin, read from reg at each collection.
+func (m *metrics) observePlugins(reg *plugins.Registry) error {
+	meter := m.provider.Meter("github.com/agentichost/agentic/server")
+	_, err := meter.Int64ObservableGauge("agentic.plugins.quarantined", metric.WithUnit("{plugin}"),
+		metric.WithDescription("Plugins quarantined now (failing too often: their calls are refused), by tenant and plugin."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for _, tenant := range reg.Tenants() {
+				for _, q := range reg.Quarantined(tenant) {
+					o.Observe(1, metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("plugin", q.Name)))
+				}
+			}
+			return nil
+		}))
+	return err
 }
 
 func (m *metrics) shutdown(ctx context.Context) { m.provider.Shutdown(ctx) }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,12 +39,19 @@ type pluginInfo struct {
 	// Grants are what the module may do of the tenant's sandbox: its
 	// grant, narrowed to its needs.
 	Grants plugins.Grant `json:"grants"`
+	// Quarantine is set while the module is quarantined.
+	Quarantine *plugins.Quarantine `json:"quarantine,omitempty"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	d := m.Description()
 	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies,
 		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits())}
+	for _, q := range s.registry.Quarantined(tenant) {
+		if q.Name == m.Name() {
+			info.Quarantine = &q
+		}
+	}
 	for _, c := range s.registry.Conflicts(tenant) {
 		if slices.Contains(c.Modules, m.Name()) {
 			info.Conflicting = append(info.Conflicting, c.String())
@@ -57,8 +66,11 @@ func (s *Server) listPlugins(w http.ResponseWriter, r *http.Request, t *tenant) 
 		Conflicts []string              `json:"conflicts"`
 		Refusals  []refusal             `json:"refusals"`
 		Held      []plugins.HeldVersion `json:"held"`
-	}{Plugins: []pluginInfo{}, Conflicts: []string{}, Refusals: []refusal{}, Held: []plugins.HeldVersion{}}
+		// Quarantined are the modules quarantined, failing too often.
+		Quarantined []plugins.Quarantine `json:"quarantined"`
+	}{Plugins: []pluginInfo{}, Conflicts: []string{}, Refusals: []refusal{}, Held: []plugins.HeldVersion{}, Quarantined: []plugins.Quarantine{}}
 	out.Held = append(out.Held, s.registry.Held(t.name)...)
+	out.Quarantined = append(out.Quarantined, s.registry.Quarantined(t.name)...)
 	for _, m := range s.registry.Modules(t.name) {
 		out.Plugins = append(out.Plugins, s.pluginInfo(t.name, m))
 	}
@@ -144,6 +156,7 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	src := plugins.Source{Name: name, Wasm: wasm, Tenant: t.name, Limits: limits}
 	probe, err := s.rt.Load(r.Context(), src)
 	if err != nil {
+		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: moduleHash(wasm), Detail: err.Error()})
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
@@ -163,7 +176,8 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if hadPrev {
 		prevWasm, _ = os.ReadFile(path)
 	}
-	m, err := s.registry.Load(context.WithoutCancel(r.Context()), t.name, src)
+	var m *plugins.Module
+	s.audit.act(t.name, name, keyActor(r), func() { m, err = s.registry.Load(context.WithoutCancel(r.Context()), t.name, src) })
 	if he, ok := errors.AsType[*plugins.HeldError](err); ok {
 		// It widens what serves: kept, not loaded, until a person decides.
 		if err := s.keepHeld(t.name, name, he.Version.Hash, wasm); err != nil {
@@ -182,11 +196,13 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if err := writeFileAtomic(path, wasm); err != nil {
 		// Not kept, so not taken: put back what served before.
 		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
-		if hadPrev && len(prevWasm) > 0 && prev.Hash() != m.Hash() {
-			s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Tenant: t.name})
-		} else if !hadPrev {
-			s.registry.Unload(t.name, name)
-		}
+		s.audit.act(t.name, name, keyActor(r), func() {
+			if hadPrev && len(prevWasm) > 0 && prev.Hash() != m.Hash() {
+				s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Tenant: t.name})
+			} else if !hadPrev {
+				s.registry.Unload(t.name, name)
+			}
+		})
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the module: %v", err)
 		return
 	}
@@ -250,7 +266,8 @@ func (s *Server) deletePlugin(w http.ResponseWriter, r *http.Request, t *tenant)
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot remove the module: %v", err)
 		return
 	}
-	s.registry.Unload(t.name, name) // its held version's file goes with it (onPluginChange)
+	// Its held version's file goes with it (onPluginChange).
+	s.audit.act(t.name, name, keyActor(r), func() { s.registry.Unload(t.name, name) })
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -274,4 +291,42 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// releasePlugin lets a quarantined plugin serve again.
+func (s *Server) releasePlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
+	name, _ := s.pluginPath(w, r, t)
+	if name == "" {
+		return
+	}
+	var req struct{}
+	if !s.decodeOptionalBody(w, r, &req) {
+		return
+	}
+	if _, ok := s.registry.Module(t.name, name); !ok {
+		notFound(w, "plugin", name)
+		return
+	}
+	var err error
+	s.audit.act(t.name, name, keyActor(r), func() { err = s.registry.Release(t.name, name) })
+	if err != nil {
+		writeError(w, http.StatusConflict, codeConflict, "plugin %s is not quarantined", name)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// auditAPI records in t's audit log what the request's key did that the
+// registry reports no change of.
+func (s *Server) auditAPI(r *http.Request, t *tenant, e auditEntry) {
+	e.By = keyActor(r)
+	if err := s.audit.record(r.Context(), t.name, e); err != nil {
+		s.log.Error("cannot write the audit log", "tenant", t.name, "plugin", e.Plugin, "action", e.Action, "err", err)
+	}
+}
+
+// moduleHash is a module's content hash, as plugins.Module.Hash says it.
+func moduleHash(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -60,6 +60,7 @@ type Server struct {
 	mux      *http.ServeMux
 	patterns []string // the authenticated routes, as registered (see Routes)
 	metrics  *metrics
+	audit    *audit
 
 	rt       *plugins.Runtime
 	registry *plugins.Registry
@@ -119,6 +120,8 @@ func New(opts Options) (*Server, error) {
 	if s.metrics, err = newMetrics(); err != nil {
 		return nil, err
 	}
+	counter, _ := opts.Storage.(storage.Counter)
+	s.audit = &audit{kv: kv, counter: counter, host: hostIDOf(cfg.HostID), actors: map[string]string{}}
 	bg, stop := context.WithCancel(context.Background())
 	s.stopBg = stop
 	if err := s.startPlugins(bg); err != nil {
@@ -160,7 +163,12 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].PluginConfig[module]
 	}, Grants: func(tenant, module string) plugins.Grant {
 		return s.cfg.Tenants[tenant].Sandbox.grant(module)
+	}, Quarantine: func(tenant string) plugins.QuarantinePolicy {
+		return s.cfg.Tenants[tenant].Sandbox.Quarantine.policy()
 	}, HoldWidening: true, OnChange: s.onPluginChange})
+	if err := s.metrics.observePlugins(s.registry); err != nil {
+		return fmt.Errorf("server: plugins: %w", err)
+	}
 	if s.cfg.PluginsDir == "" {
 		return nil
 	}

@@ -32,6 +32,8 @@ const pluginUsage = `Usage:
                                                           they widen what their plugin offers
   agentic-host plugin approve|discard [--server URL] NAME HASH
                                                           load a held version, or drop it
+  agentic-host plugin release [--server URL] NAME         let a quarantined plugin serve again
+  agentic-host plugin audit [--server URL] [NAME]         the audit log of the tenant's plugins
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -66,6 +68,10 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginDecideCmd(ctx, args[1:], env, true)
 	case "discard":
 		return pluginDecideCmd(ctx, args[1:], env, false)
+	case "release":
+		return pluginReleaseCmd(ctx, args[1:], env)
+	case "audit":
+		return pluginAuditCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil

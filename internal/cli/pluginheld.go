@@ -179,3 +179,102 @@ func pluginDecideCmd(ctx context.Context, args []string, env Env, approve bool) 
 	}
 	return nil
 }
+
+// pluginReleaseCmd is "plugin release NAME": a quarantined plugin of a
+// running serve serves again (POST /v1/plugins/{name}/release).
+func pluginReleaseCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin release", env)
+	var c serveClient
+	c.register(fs, env)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin release [flags] NAME\n\n"+
+			"Let plugin NAME, quarantined by a running serve because it failed too\n"+
+			"often, serve again, its failures forgotten (on the host that takes the\n"+
+			"request).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(2, "want NAME")
+	}
+	if _, err := c.do(ctx, env, "POST", "/v1/plugins/"+url.PathEscape(pos[0])+"/release", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "released %s\n", pos[0])
+	return nil
+}
+
+// auditEntry is an entry of GET /v1/audit.
+type auditEntry struct {
+	Seq      int64     `json:"seq"`
+	Time     time.Time `json:"time"`
+	Action   string    `json:"action"`
+	Plugin   string    `json:"plugin"`
+	Hash     string    `json:"hash,omitempty"`
+	Previous string    `json:"previous,omitempty"`
+	By       string    `json:"by"`
+	Host     string    `json:"host"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// pluginAuditCmd is "plugin audit [NAME]": a running serve's audit log of
+// the tenant's plugins (GET /v1/audit).
+func pluginAuditCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin audit", env)
+	var c serveClient
+	c.register(fs, env)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	limit := fs.Int("n", 100, "the last `N` entries (1 to 1000)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin audit [flags] [NAME]\n\n"+
+			"Print the tenant's audit log of its plugins (of plugin NAME alone if\n"+
+			"given), oldest first: each version loaded, replaced, held, approved,\n"+
+			"discarded, refused, removed, quarantined or released, by whom.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		fs.Usage()
+		return fail(2, "want at most one NAME")
+	}
+	q := url.Values{"limit": {fmt.Sprint(*limit)}}
+	if len(pos) == 1 {
+		q.Set("plugin", pos[0])
+	}
+	var log struct {
+		Entries []auditEntry `json:"entries"`
+	}
+	if _, err := c.do(ctx, env, "GET", "/v1/audit?"+q.Encode(), nil, &log); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(log.Entries)
+	}
+	if len(log.Entries) == 0 {
+		fmt.Fprintln(env.Stdout, "no entries")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tACTION\tPLUGIN\tHASH\tBY\tHOST\tDETAIL")
+	for _, e := range log.Entries {
+		hash := e.Hash
+		if len(hash) > len("sha256:")+12 {
+			hash = hash[:len("sha256:")+12]
+		}
+		detail := e.Detail
+		if len(detail) > 120 {
+			detail = detail[:120] + "…"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Format(time.RFC3339), e.Action, e.Plugin, hash, e.By, e.Host, detail)
+	}
+	return tw.Flush()
+}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -26,7 +27,8 @@ func widenWasm(t *testing.T, defines ...string) []byte {
 // TestPluginHeldCLI: agentic-host plugin held|approve|discard against a
 // running serve: an upload that widens its plugin is listed with what it
 // widens; approve loads it; a version not held, or no key, is refused
-// with why; discard drops a held one.
+// with why; discard drops a held one; plugin release lets a quarantined
+// plugin serve again, and plugin audit lists what happened, by whom.
 func TestPluginHeldCLI(t *testing.T) {
 	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
@@ -76,5 +78,43 @@ func TestPluginHeldCLI(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(dir, "plugins", "acme", ".held", "*")); len(files) != 0 {
 		t.Errorf("a discarded version's file is left: %v", files)
+	}
+
+	// plugin release: a plugin not quarantined is an error; one that
+	// trapped five times (serve's default) serves again.
+	if code, _, errOut := runBinEnv(t, bin, env, "plugin", "release", "w"); code != 1 || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "not quarantined") {
+		t.Errorf("releasing a plugin not quarantined: exit %d %s", code, errOut)
+	}
+	kit := cKitDir(t)
+	srv.must("PUT", "/v1/plugins/b", string(plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"bombs.c", kit + "/agentic.c"}, []string{kit}, nil)), http.StatusCreated, nil)
+	for i := range 5 {
+		srv.must("POST", fmt.Sprintf("/v1/sessions/trap%d/messages?wait=true", i), `{"text":"trap"}`, http.StatusOK, nil)
+	}
+	if body := srv.must("GET", "/v1/plugins", "", http.StatusOK, nil); !strings.Contains(body, `"quarantined":[{"name":"b"`) {
+		t.Fatalf("after five traps: %s", body)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "release", "b"); code != 0 || !strings.Contains(out, "released b") {
+		t.Fatalf("plugin release: exit %d\n%s%s", code, out, errOut)
+	}
+	if body := srv.must("GET", "/v1/plugins", "", http.StatusOK, nil); !strings.Contains(body, `"quarantined":[]`) {
+		t.Errorf("after the release: %s", body)
+	}
+
+	// plugin audit: what happened to w, oldest first, by the key.
+	code, out, errOut = runBinEnv(t, bin, env, "plugin", "audit", "w")
+	var actions []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 4 {
+			actions = append(actions, f[1]+" "+f[4])
+		}
+	}
+	want := "loaded key|held key|approved key|replaced key|held key|discarded key"
+	if code != 0 || strings.Join(actions, "|") != want {
+		t.Errorf("plugin audit w: exit %d, %q, want %q\n%s%s", code, actions, want, out, errOut)
+	}
+	code, out, _ = runBinEnv(t, bin, env, "plugin", "audit", "--json", "-n", "2")
+	var entries []struct{ Action, Plugin string }
+	if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 2 || entries[0].Action != "quarantined" || entries[1].Action != "released" {
+		t.Errorf("plugin audit --json -n 2: exit %d %s", code, out)
 	}
 }

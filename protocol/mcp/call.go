@@ -30,6 +30,7 @@ const (
 	KindBusy             = "busy"              // no room in the sandbox in time (did not run; retry)
 	KindUnavailable      = "unavailable"       // the tool's plugin was unloaded (did not run)
 	KindCancelled        = "cancelled"         // the client cancelled the call
+	KindQuarantined      = "quarantined"       // the plugin failed too often and is quarantined (did not run)
 	KindDenied           = "denied"            // the policy denied the call (did not run)
 	KindApprovalRequired = "approval_required" // the call needs approval and the client cannot ask (did not run)
 	KindNotApproved      = "not_approved"      // the person asked did not approve (did not run)
@@ -62,6 +63,8 @@ func kindOf(err error) string {
 		return KindToolError
 	case errors.Is(err, plugins.ErrClosed):
 		return KindUnavailable
+	case errors.Is(err, plugins.ErrQuarantined):
+		return KindQuarantined
 	case errors.As(err, &pe) && pe.Retryable():
 		return KindBusy
 	case errors.Is(err, context.Canceled):

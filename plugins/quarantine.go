@@ -1,0 +1,156 @@
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Quarantine: under RegistryOptions.Quarantine, a module whose calls fail
+// as a module — a trap, a timeout, running out of memory or fuel, an exit
+// — Failures times within Window is quarantined for its tenant: its tools,
+// validators and policies answer ErrQuarantined without running, until a
+// person releases it (Registry.Release) or a new version replaces it (a
+// new version is a new module, not quarantined). The plugin's own error
+// answers, invalid inputs, a busy sandbox and calls whose caller gave up
+// (the context ended) do not count: they say nothing of the module's
+// health. The registry reports a Quarantined change, and a Released one.
+//
+// Each Registry counts its own calls: with several hosts, each host
+// quarantines a module on the failures it sees, and a release reaches the
+// host it is asked of.
+
+// ErrQuarantined: the module failed too often and is quarantined; the call
+// did not run.
+var ErrQuarantined = errors.New("plugins: the plugin is quarantined")
+
+// QuarantinePolicy says when a module is quarantined: after Failures
+// failures within Window.
+type QuarantinePolicy struct {
+	// Failures is how many failures quarantine a module; 0 turns
+	// quarantine off.
+	Failures int
+	// Window is the span they must fall within. Default: 10 minutes.
+	Window time.Duration
+}
+
+// DefaultQuarantineWindow is QuarantinePolicy.Window's default.
+const DefaultQuarantineWindow = 10 * time.Minute
+
+// Quarantine is a module quarantined.
+type Quarantine struct {
+	// Name is the module's name, Hash the version quarantined.
+	Name string `json:"name"`
+	Hash string `json:"hash"`
+	// Since is when it was quarantined.
+	Since time.Time `json:"since"`
+	// Failures is how many failures it had within the window, and Last
+	// the last one's error.
+	Failures int    `json:"failures"`
+	Last     string `json:"last"`
+}
+
+// health is a module's failures within the window, and its quarantine.
+type health struct {
+	mu       sync.Mutex
+	failures []time.Time // within the window, oldest first; under mu
+	q        atomic.Pointer[Quarantine]
+}
+
+// failureCounts reports whether err says the module itself failed.
+func failureCounts(err error) bool {
+	for _, s := range []error{ErrTrap, ErrTimeout, ErrOutOfMemory, ErrOutOfFuel, ErrExited} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit returns the error of a call to a quarantined module, nil when it
+// may run.
+func (m *Module) admit(export, name string) error {
+	q := m.health.q.Load()
+	if q == nil {
+		return nil
+	}
+	return &PluginError{Plugin: m.name, Export: export, Name: name, Err: detailed(ErrQuarantined,
+		"it failed %d times within the quarantine's window (the last: %s); it serves again when a person releases it or a new version replaces it",
+		q.Failures, q.Last)}
+}
+
+// observe counts a failed call of m, and quarantines m when it has failed
+// often enough; ctx is the call's.
+func (r *Registry) observe(ctx context.Context, tenant string, m *Module, err error) {
+	if r.opts.Quarantine == nil || err == nil {
+		return
+	}
+	p := r.opts.Quarantine(tenant)
+	if p.Failures <= 0 || ctx.Err() != nil || !failureCounts(err) || m.health.q.Load() != nil {
+		return
+	}
+	window := p.Window
+	if window <= 0 {
+		window = DefaultQuarantineWindow
+	}
+	now := time.Now()
+	h := &m.health
+	h.mu.Lock()
+	h.failures = append(h.failures, now)
+	drop := 0
+	for drop < len(h.failures) && now.Sub(h.failures[drop]) > window {
+		drop++
+	}
+	h.failures = slices.Delete(h.failures, 0, drop)
+	n := len(h.failures)
+	var q *Quarantine
+	if n >= p.Failures && h.q.Load() == nil {
+		last := err.Error()
+		if len(last) > 500 {
+			last = clip(last, 500)
+		}
+		q = &Quarantine{Name: m.name, Hash: m.hash, Since: now.UTC(), Failures: n, Last: last}
+		h.q.Store(q)
+		h.failures = nil
+	}
+	h.mu.Unlock()
+	if q != nil {
+		r.notify(Change{Kind: Quarantined, Tenant: tenant, Name: m.name, Hash: m.hash, Err: err})
+	}
+}
+
+// Quarantined returns the tenant's quarantined modules, by name.
+func (r *Registry) Quarantined(tenant string) []Quarantine {
+	var out []Quarantine
+	for _, m := range r.Modules(tenant) {
+		if q := m.health.q.Load(); q != nil {
+			out = append(out, *q)
+		}
+	}
+	slices.SortFunc(out, func(a, b Quarantine) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Release lets the tenant's quarantined module name serve again, its
+// failures forgotten; it fails when the module is not quarantined.
+func (r *Registry) Release(tenant, name string) error {
+	m, ok := r.Module(tenant, name)
+	if !ok {
+		return fmt.Errorf("%w: tenant %s has no plugin %s", ErrNotFound, tenant, name)
+	}
+	h := &m.health
+	h.mu.Lock()
+	q := h.q.Swap(nil)
+	h.failures = nil
+	h.mu.Unlock()
+	if q == nil {
+		return fmt.Errorf("plugins: plugin %s of tenant %s is not quarantined", name, tenant)
+	}
+	r.notify(Change{Kind: Released, Tenant: tenant, Name: name, Hash: m.hash})
+	return nil
+}

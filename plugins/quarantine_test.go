@@ -1,0 +1,132 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+)
+
+// TestQuarantine: a module whose calls trap (or time out) three times
+// within the window is quarantined for its tenant alone: its tools and
+// policies answer ErrQuarantined without running, its own error answers
+// and calls whose caller gave up never counted; loading the same bytes
+// again keeps it quarantined, a release or a new version lets it serve.
+func TestQuarantine(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var changes []plugins.Change
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Quarantine: func(string) plugins.QuarantinePolicy {
+			return plugins.QuarantinePolicy{Failures: 3, Window: time.Minute}
+		},
+		Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: 300 * time.Millisecond} },
+		OnChange: func(c plugins.Change) {
+			mu.Lock()
+			changes = append(changes, c)
+			mu.Unlock()
+		},
+	})
+	t.Cleanup(func() { reg.Close(ctx) })
+	bombs := bombsWasm(t)
+	for _, tenant := range []string{"acme", "beta"} {
+		if _, err := reg.Load(ctx, tenant, plugins.Source{Name: "b", Wasm: bombs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(ctx context.Context, tenant, tool string) error {
+		tl, ok := reg.Tool(tenant, tool)
+		if !ok {
+			t.Fatalf("%s: no tool %s", tenant, tool)
+		}
+		_, err := tl.Call(ctx, hostCall(tool, `{}`))
+		return err
+	}
+	quarantined := func(tenant string) bool { return len(reg.Quarantined(tenant)) > 0 }
+
+	// What says nothing of the module's health does not count.
+	for range 4 {
+		if err := call(ctx, "acme", "error_answer"); !errors.Is(err, plugins.ErrToolFailed) {
+			t.Fatalf("error_answer: %v", err)
+		}
+		gone, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		err := call(gone, "acme", "spin")
+		cancel()
+		if err == nil {
+			t.Fatal("spin answered")
+		}
+	}
+	if quarantined("acme") {
+		t.Fatalf("quarantined on error answers and abandoned calls: %+v", reg.Quarantined("acme"))
+	}
+
+	// A trap, a timeout (or its fuel), a trap: quarantined.
+	for _, tool := range []string{"trap", "spin", "trap"} {
+		if err := call(ctx, "acme", tool); err == nil || errors.Is(err, plugins.ErrQuarantined) {
+			t.Fatalf("%s: %v, want its own failure", tool, err)
+		}
+	}
+	q := reg.Quarantined("acme")
+	if len(q) != 1 || q[0].Name != "b" || q[0].Failures != 3 || !strings.Contains(q[0].Last, "trap") {
+		t.Fatalf("quarantined: %+v", q)
+	}
+	err := call(ctx, "acme", "ok")
+	var pe *plugins.PluginError
+	if !errors.Is(err, plugins.ErrQuarantined) || !errors.As(err, &pe) || pe.ErrorType() != "quarantined" || !strings.Contains(err.Error(), "a person releases it") {
+		t.Fatalf("a call while quarantined: %v", err)
+	}
+	policy, _ := reg.Policy("acme", "spin")
+	if _, err := policy.Decide(ctx, host.PolicyRequest{Tool: host.ToolSpec{Name: "x", Effect: host.EffectRead}}); !errors.Is(err, plugins.ErrQuarantined) {
+		t.Errorf("its policy while quarantined: %v", err)
+	}
+	if err := call(ctx, "beta", "ok"); err != nil || quarantined("beta") {
+		t.Errorf("another tenant's copy: %v", err)
+	}
+	mu.Lock()
+	last := changes[len(changes)-1]
+	mu.Unlock()
+	if last.Kind != plugins.Quarantined || last.Tenant != "acme" || last.Hash != q[0].Hash || last.Err == nil {
+		t.Errorf("the change %+v, want quarantined", last)
+	}
+
+	// The same bytes again: still quarantined. Released: it serves.
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "b", Wasm: bombs}); err != nil || !quarantined("acme") {
+		t.Fatalf("the same version loaded again: %v, quarantined %v", err, quarantined("acme"))
+	}
+	if err := reg.Release("acme", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ctx, "acme", "ok"); err != nil || quarantined("acme") {
+		t.Fatalf("after the release: %v", err)
+	}
+	if err := reg.Release("acme", "b"); err == nil {
+		t.Error("released a module not quarantined")
+	}
+
+	// Quarantined again; a new version serves.
+	for range 3 {
+		call(ctx, "acme", "trap")
+	}
+	if !quarantined("acme") {
+		t.Fatal("not quarantined again")
+	}
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "b", Wasm: append(bombsWasm(t), customSection("v2")...)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(ctx, "acme", "ok"); err != nil || quarantined("acme") {
+		t.Fatalf("a new version: %v", err)
+	}
+}
+
+// customSection is a Wasm custom section named name: appended to a module,
+// it makes other bytes of the same code.
+func customSection(name string) []byte {
+	body := append(append([]byte{byte(len(name))}, name...), 0) // a byte of content
+	return append([]byte{0, byte(len(body))}, body...)
+}
