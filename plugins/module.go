@@ -42,6 +42,7 @@ type Module struct {
 	policies   map[string]*modulePolicy
 
 	health health // its failures, and its quarantine (quarantine.go)
+	src    Source // its name, bytes and sidecar: what loads it again (versions.go)
 
 	calls, instantiated, discarded, evicted atomic.Int64
 	fuel                                    atomic.Int64 // used by its calls

@@ -2,10 +2,12 @@ package plugins_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -149,5 +151,31 @@ func TestSidecarWidening(t *testing.T) {
 	}
 	if _, err := plugins.ParseSidecar([]byte(`{"tools":[],"needs":{"hosts":["a"]}}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Errorf("a sidecar's needs with a typo: %v", err)
+	}
+}
+
+// TestSidecarRoundTrip: a manifest written by MarshalJSON reads back as
+// the same manifest, in either of its forms and with or without needs.
+func TestSidecarRoundTrip(t *testing.T) {
+	for _, src := range []string{
+		`{"name":"count_vowels","description":"Count vowels.","input_schema":{"type":"object"},"export":"count_vowels","input_field":"text","effect":"read","idempotent":true,"timeout_ms":1000,"needs":{"allowed_hosts":["api.example.com"],"kv":true}}`,
+		`{"tools":[{"name":"a","description":"A.","export":"a","effect":"external"},{"name":"b","description":"B.","export":"b","effect":"write"}]}`,
+		`{"tools":[],"needs":{"allowed_hosts":[],"allow_private_network":true}}`,
+	} {
+		side, err := plugins.ParseSidecar([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(side)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := plugins.ParseSidecar(b)
+		if err != nil {
+			t.Fatalf("%s: written as %s, read back: %v", src, b, err)
+		}
+		if !reflect.DeepEqual(side, again) {
+			t.Errorf("%s: written as %s, read back as %+v, want %+v", src, b, again, side)
+		}
 	}
 }

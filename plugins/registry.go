@@ -44,6 +44,10 @@ type RegistryOptions struct {
 	// Quarantine returns when a tenant's modules are quarantined, failing
 	// too often (see [QuarantinePolicy]). Default: nil, never.
 	Quarantine func(tenant string) QuarantinePolicy
+	// KeepVersions is how many replaced versions of each module the
+	// registry keeps, in memory, for Rollback. Default: 0, which means
+	// DefaultKeepVersions; negative keeps none.
+	KeepVersions int
 }
 
 // ChangeKind says what happened to a module.
@@ -141,6 +145,7 @@ type Registry struct {
 	closed   bool
 	refused  map[string]map[string]Refusal // tenant → module name → why; under mu
 	held     map[string]map[string]*held   // tenant → module name → the version waiting; under mu
+	versions map[string]map[string][]kept  // tenant → module name → versions replaced, newest first; under mu
 	watchers map[*DirWatcher]struct{}      // under mu
 }
 
@@ -161,7 +166,7 @@ type tenantView struct {
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, watchers: map[*DirWatcher]struct{}{}}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, versions: map[string]map[string][]kept{}, watchers: map[*DirWatcher]struct{}{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -309,6 +314,9 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		// version serving loaded again, as a directory rescanned, leaves
 		// it waiting).
 		dropped = r.dropHeldLocked(tenant, name, m)
+	}
+	if prev != nil && !sameVersion(prev, m) {
+		r.rememberLocked(tenant, name, prev, m)
 	}
 	r.snap.Store(old.with(tenant, next))
 	r.mu.Unlock()

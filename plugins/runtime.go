@@ -242,6 +242,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		name:   src.Name,
 		tenant: src.Tenant,
 		hash:   contentHash(src.Wasm),
+		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar},
 		limits: limits,
 		guard:  newHTTPGuard(limits),
 		pool:   newPool(limits.Instances),

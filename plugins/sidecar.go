@@ -79,3 +79,22 @@ func (s *Sidecar) description() Description {
 	}
 	return d
 }
+
+// MarshalJSON writes the manifest in its several-tools form, which
+// [ParseSidecar] reads back as the same manifest.
+func (s *Sidecar) MarshalJSON() ([]byte, error) {
+	// A tool without a schema has none in the file either (null would
+	// read back as a schema).
+	type tool struct {
+		ToolDescription
+		InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	}
+	tools := make([]tool, len(s.Tools))
+	for i, t := range s.Tools {
+		tools[i] = tool{t, t.InputSchema}
+	}
+	return json.Marshal(struct {
+		Tools []tool `json:"tools"`
+		Needs *Needs `json:"needs,omitempty"`
+	}{tools, s.Needs})
+}

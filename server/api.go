@@ -286,6 +286,7 @@ func (s *Server) routes() {
 	handle("POST /v1/approvals/{id}", s.decideApproval)
 	handle("POST /v1/plugins/{name}/versions/{hash}", s.decideVersion)
 	handle("POST /v1/plugins/{name}/release", s.releasePlugin)
+	handle("POST /v1/plugins/{name}/rollback", s.rollbackPlugin)
 	handle("GET /v1/plugins", s.listPlugins)
 	handle("GET /v1/audit", s.getAudit)
 	handle("GET /v1/plugins/{name}", s.getPlugin)

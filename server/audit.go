@@ -18,7 +18,7 @@ import (
 
 // The audit log: every transition of a tenant's plugins — a version
 // loaded, replaced, held, approved, discarded, refused, removed,
-// quarantined, released — is an entry in the tenant's audit log, with who
+// quarantined, released, rolled back — is an entry in the tenant's audit log, with who
 // did it (the API key, the plugins directory, or the host itself), when,
 // on which host, and which hash. The entries live in the storage's
 // key-value store, so every host sharing it writes to and reads the same
@@ -34,7 +34,8 @@ type auditEntry struct {
 	Seq  int64     `json:"seq"`
 	Time time.Time `json:"time"`
 	// Action is what happened: "loaded", "replaced", "held", "approved",
-	// "discarded", "refused", "removed", "quarantined", "released".
+	// "discarded", "refused", "removed", "quarantined", "released",
+	// "rolled_back".
 	Action string `json:"action"`
 	// Plugin is the module's name; Hash the version concerned, Previous
 	// the version it replaced.

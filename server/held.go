@@ -29,6 +29,10 @@ func (s *Server) onPluginChange(c plugins.Change) {
 	s.auditChange(c)
 	// (A first load takes no held version's place: a version is held
 	// only over one serving, as at a restart before holdAgain.)
+	if s.cfg.PluginsDir != "" && c.Kind == plugins.Replaced {
+		// (Also for the same bytes: their sidecar may have changed.)
+		s.keepVersions(c.Tenant, c.Name)
+	}
 	replaced := c.Kind == plugins.Replaced && c.Hash != c.Previous
 	if !replaced && c.Kind != plugins.Removed || s.cfg.PluginsDir == "" {
 		return

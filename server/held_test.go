@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
@@ -191,5 +194,139 @@ func TestPluginNeeds(t *testing.T) {
 	_, body = ts.do(t, ts.acme, "GET", "/v1/plugins", "")
 	if l := decodeJSON[pluginsOf](t, body); len(l.Plugins) != 1 || len(l.Held) != 1 || !strings.Contains(body, `"allowed_hosts":["127.0.0.1"]`) {
 		t.Errorf("after both: %s, want A serving and B held", body)
+	}
+}
+
+// TestPluginRollback: through serve, the versions a plugin replaced are
+// listed (newest first) and kept on disk; POST
+// /v1/plugins/{name}/rollback loads the newest again, or the one named,
+// and its file takes the module's place; after a restart the kept
+// versions still roll back; a version not kept is 404; the audit log says
+// who rolled back.
+func TestPluginRollback(t *testing.T) {
+	dir, store := t.TempDir(), memory.New()
+	setup := serverSetup{Store: store, Mutate: func(c *server.Config) { c.PluginsDir = dir }}
+	ts := startServer(t, setup)
+	hashes := map[string]string{}
+	for i, v := range []string{"A", "B", "C"} {
+		code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", widenWasm(t, `VERSION="`+v+`"`))
+		if code != []int{201, 200, 200}[i] {
+			t.Fatalf("upload %s: %d %s", v, code, body)
+		}
+		hashes[v] = decodeJSON[struct{ Hash string }](t, body).Hash
+	}
+	type info struct {
+		Hash     string
+		Versions []struct{ Hash string }
+	}
+	get := func(ts *testServer) info {
+		_, body := ts.do(t, ts.acme, "GET", "/v1/plugins/w", "")
+		return decodeJSON[info](t, body)
+	}
+	names := func(i info) string {
+		var out []string
+		for _, v := range i.Versions {
+			for n, h := range hashes {
+				if h == v.Hash {
+					out = append(out, n)
+				}
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if i := get(ts); i.Hash != hashes["C"] || names(i) != "B,A" {
+		t.Fatalf("after three uploads: %+v (%s), want C serving, B and A kept", i, names(i))
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "acme", ".versions", "w.*.wasm")); len(files) != 2 {
+		t.Errorf("the kept versions' files: %v", files)
+	}
+	code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/w/rollback", "")
+	if code != 200 || decodeJSON[struct{ Hash string }](t, body).Hash != hashes["B"] {
+		t.Fatalf("rollback: %d %s, want B", code, body)
+	}
+	if file, _ := os.ReadFile(filepath.Join(dir, "acme", "w.wasm")); !bytes.Equal(file, widenWasm(t, `VERSION="B"`)) {
+		t.Error("the module's file is not the version rolled back to")
+	}
+	if i := get(ts); names(i) != "C,A" {
+		t.Errorf("after the rollback: %s, want C,A kept", names(i))
+	}
+
+	// A restart keeps the versions.
+	ts.Close()
+	ts = startServer(t, setup)
+	waitFor(t, "the plugin to load", func() bool { return get(ts).Hash == hashes["B"] })
+	if i := get(ts); names(i) != "C,A" {
+		t.Errorf("after a restart: %s, want C,A kept", names(i))
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/w/rollback", `{"hash":"`+strings.TrimPrefix(hashes["A"], "sha256:")+`"}`); code != 200 || get(ts).Hash != hashes["A"] {
+		t.Fatalf("rollback to A after the restart: %d %s", code, body)
+	}
+	if code, _ := ts.do(t, ts.acme, "POST", "/v1/plugins/w/rollback", `{"hash":"sha256:nope"}`); code != 404 {
+		t.Errorf("a version not kept: %d, want 404", code)
+	}
+	if code, _ := ts.do(t, ts.acme, "POST", "/v1/plugins/none/rollback", ""); code != 404 {
+		t.Errorf("a plugin without versions: %d, want 404", code)
+	}
+	_, body = ts.do(t, ts.acme, "GET", "/v1/audit?plugin=w", "")
+	if n := strings.Count(body, `"action":"rolled_back"`); n != 2 || !strings.Contains(body, `"by":"key `) {
+		t.Errorf("the audit log has %d rollbacks: %s", n, body)
+	}
+}
+
+// TestPluginRollbackSidecar: a plain module's sidecar manifest is part of
+// its version: the version kept keeps its manifest beside it, and rolling
+// back to it puts that manifest back beside the module (here two versions
+// of the same bytes, the second narrowed by its manifest to one tool).
+func TestPluginRollbackSidecar(t *testing.T) {
+	dir := t.TempDir()
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.PluginsDir = dir }})
+	kit, _ := filepath.Abs("../pdk/c")
+	plain := plugintest.CPlugin(t, "../plugins/testdata/c", []string{"plain.c"}, []string{kit}, nil)
+	tenantDir := filepath.Join(dir, "acme")
+	two := `{"tools":[{"name":"count_vowels","description":"Count vowels.","export":"count_vowels","effect":"read"},{"name":"shout","description":"Fails.","export":"shout","effect":"external"}]}`
+	one := `{"tools":[{"name":"count_vowels","description":"Count vowels.","export":"count_vowels","effect":"read"}]}`
+	if err := os.WriteFile(filepath.Join(tenantDir, "plain.json"), []byte(two), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tenantDir, "plain.wasm"), plain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tools := func() string {
+		code, body := ts.do(t, ts.acme, "GET", "/v1/plugins/plain", "")
+		if code != 200 {
+			return ""
+		}
+		var names []string
+		for _, tl := range decodeJSON[struct{ Tools []struct{ Name string } }](t, body).Tools {
+			names = append(names, tl.Name)
+		}
+		return strings.Join(names, ",")
+	}
+	waitFor(t, "two tools", func() bool { return tools() == "count_vowels,shout" })
+	if err := os.WriteFile(filepath.Join(tenantDir, "plain.json"), []byte(one), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the narrowed version", func() bool { return tools() == "count_vowels" })
+	kept, _ := filepath.Glob(filepath.Join(tenantDir, ".versions", "plain.*.json"))
+	if len(kept) != 1 {
+		t.Fatalf("the kept version's manifest: %v", kept)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/plain/rollback", ""); code != 200 {
+		t.Fatalf("rollback: %d %s", code, body)
+	}
+	if got := tools(); got != "count_vowels,shout" {
+		t.Errorf("after the rollback: %s", got)
+	}
+	side, err := plugins.ReadSource(filepath.Join(tenantDir, "plain.wasm"))
+	if err != nil || side.Sidecar == nil || len(side.Sidecar.Tools) != 2 {
+		t.Fatalf("the manifest beside the module after the rollback: %+v %v", side.Sidecar, err)
+	}
+	// The watcher reads the files written back as the version serving.
+	time.Sleep(500 * time.Millisecond)
+	if got := tools(); got != "count_vowels,shout" {
+		t.Errorf("after the directory settled: %s", got)
+	}
+	if _, body := ts.do(t, ts.acme, "GET", "/v1/plugins", ""); len(decodeJSON[pluginsOf](t, body).Held) != 0 {
+		t.Errorf("the files written back were held: %s", body)
 	}
 }

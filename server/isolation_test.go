@@ -135,6 +135,9 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/plugins/{name}/release", name: "plugin", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/plugins/" + ids.Plugin + "/release"}
 	}},
+	{route: "POST /v1/plugins/{name}/rollback", name: "plugin", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/plugins/" + ids.Plugin + "/rollback"}
+	}},
 	{route: "GET /v1/audit", name: "list", list: true, req: get("/v1/audit")},
 	{route: "GET /v1/audit", name: "a plugin's", list: true, req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/audit?plugin=" + ids.Plugin} }},
 	{route: "DELETE /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest {

@@ -41,12 +41,16 @@ type pluginInfo struct {
 	Grants plugins.Grant `json:"grants"`
 	// Quarantine is set while the module is quarantined.
 	Quarantine *plugins.Quarantine `json:"quarantine,omitempty"`
+	// Versions are the versions it replaced, newest first: what POST
+	// /v1/plugins/{name}/rollback loads again.
+	Versions []plugins.Version `json:"versions"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	d := m.Description()
 	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies,
-		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits())}
+		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits()),
+		Versions: append([]plugins.Version{}, s.registry.Versions(tenant, m.Name())...)}
 	for _, q := range s.registry.Quarantined(tenant) {
 		if q.Name == m.Name() {
 			info.Quarantine = &q

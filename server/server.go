@@ -177,6 +177,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("server: plugins of %s: %w", name, err)
 		}
+		s.rememberVersions(name)
 		w, err := s.registry.Watch(ctx, name, dir, plugins.WatchOptions{})
 		if err != nil {
 			return fmt.Errorf("server: plugins of %s: %w", name, err)

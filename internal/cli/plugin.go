@@ -34,6 +34,8 @@ const pluginUsage = `Usage:
                                                           load a held version, or drop it
   agentic-host plugin release [--server URL] NAME         let a quarantined plugin serve again
   agentic-host plugin audit [--server URL] [NAME]         the audit log of the tenant's plugins
+  agentic-host plugin versions [--server URL] NAME        the version serving, and those it replaced
+  agentic-host plugin rollback [--server URL] NAME [HASH] load a replaced version again
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -72,6 +74,10 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginReleaseCmd(ctx, args[1:], env)
 	case "audit":
 		return pluginAuditCmd(ctx, args[1:], env)
+	case "rollback":
+		return pluginRollbackCmd(ctx, args[1:], env)
+	case "versions":
+		return pluginVersionsCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil

@@ -278,3 +278,79 @@ func pluginAuditCmd(ctx context.Context, args []string, env Env) error {
 	}
 	return tw.Flush()
 }
+
+// pluginRollbackCmd is "plugin rollback NAME [HASH]": a running serve
+// loads a version the plugin replaced again (POST
+// /v1/plugins/{name}/rollback).
+func pluginRollbackCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin rollback", env)
+	var c serveClient
+	c.register(fs, env)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin rollback [flags] NAME [HASH]\n\n"+
+			"Load again a version plugin NAME replaced (HASH, else the newest kept) in\n"+
+			"the place of the version serving; calls in flight finish on theirs.\n"+
+			"agentic-host plugin versions NAME lists them.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fs.Usage()
+		return fail(2, "want NAME [HASH]")
+	}
+	body := map[string]string{}
+	if len(pos) == 2 {
+		body["hash"] = pos[1]
+	}
+	var info struct {
+		Name string `json:"name"`
+		Hash string `json:"hash"`
+	}
+	if _, err := c.do(ctx, env, "POST", "/v1/plugins/"+url.PathEscape(pos[0])+"/rollback", body, &info); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "rolled back %s to %s\n", info.Name, info.Hash)
+	return nil
+}
+
+// pluginVersionsCmd is "plugin versions NAME": the version of a plugin a
+// running serve serves, and those it replaced, newest first.
+func pluginVersionsCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin versions", env)
+	var c serveClient
+	c.register(fs, env)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin versions [flags] NAME\n\n"+
+			"List the version of plugin NAME a running serve serves, and the versions\n"+
+			"it replaced, newest first (what plugin rollback loads again).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(2, "want NAME")
+	}
+	var info struct {
+		Hash     string `json:"hash"`
+		Versions []struct {
+			Hash     string    `json:"hash"`
+			Replaced time.Time `json:"replaced"`
+		} `json:"versions"`
+	}
+	if _, err := c.do(ctx, env, "GET", "/v1/plugins/"+url.PathEscape(pos[0]), nil, &info); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HASH\tSTATE")
+	fmt.Fprintf(tw, "%s\tserving\n", info.Hash)
+	for _, v := range info.Versions {
+		fmt.Fprintf(tw, "%s\treplaced %s\n", v.Hash, v.Replaced.Format(time.RFC3339))
+	}
+	return tw.Flush()
+}

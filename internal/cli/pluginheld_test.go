@@ -100,6 +100,20 @@ func TestPluginHeldCLI(t *testing.T) {
 		t.Errorf("after the release: %s", body)
 	}
 
+	// plugin versions and plugin rollback: w replaced one version (the
+	// first: the approved one serves); rolling back loads it again.
+	code, out, errOut = runBinEnv(t, bin, env, "plugin", "versions", "w")
+	if code != 0 || !strings.Contains(out, "serving") || strings.Count(out, "replaced") != 1 {
+		t.Fatalf("plugin versions: exit %d\n%s%s", code, out, errOut)
+	}
+	first := strings.Fields(strings.Split(strings.TrimSpace(out), "\n")[2])[0]
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "rollback", "w"); code != 0 || !strings.Contains(out, "rolled back w to "+first) {
+		t.Fatalf("plugin rollback: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := runBinEnv(t, bin, env, "plugin", "rollback", "w", "sha256:"+strings.Repeat("0", 64)); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("a rollback to a version not kept: exit %d %s", code, errOut)
+	}
+
 	// plugin audit: what happened to w, oldest first, by the key.
 	code, out, errOut = runBinEnv(t, bin, env, "plugin", "audit", "w")
 	var actions []string
@@ -108,13 +122,13 @@ func TestPluginHeldCLI(t *testing.T) {
 			actions = append(actions, f[1]+" "+f[4])
 		}
 	}
-	want := "loaded key|held key|approved key|replaced key|held key|discarded key"
+	want := "loaded key|held key|approved key|replaced key|held key|discarded key|rolled_back key|replaced key"
 	if code != 0 || strings.Join(actions, "|") != want {
 		t.Errorf("plugin audit w: exit %d, %q, want %q\n%s%s", code, actions, want, out, errOut)
 	}
-	code, out, _ = runBinEnv(t, bin, env, "plugin", "audit", "--json", "-n", "2")
+	code, out, _ = runBinEnv(t, bin, env, "plugin", "audit", "--json", "-n", "2", "b")
 	var entries []struct{ Action, Plugin string }
 	if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 2 || entries[0].Action != "quarantined" || entries[1].Action != "released" {
-		t.Errorf("plugin audit --json -n 2: exit %d %s", code, out)
+		t.Errorf("plugin audit --json -n 2 b: exit %d %s", code, out)
 	}
 }

@@ -1,0 +1,120 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/plugins"
+)
+
+// TestRollback: the registry keeps the versions a module replaced, newest
+// first and up to KeepVersions; Rollback loads one again in the place of
+// the version serving — the newest by default, or the one named — while a
+// call in flight finishes on the version it started on; the version that
+// served joins the history. A rollback is never held, even where it
+// widens; a version not kept is an error that changes nothing; a version
+// remembered from elsewhere rolls back too.
+func TestRollback(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{HoldWidening: true, KeepVersions: 2,
+		Limits: func(string) plugins.Limits { return plugins.Limits{Fuel: 1 << 40, CallTimeout: time.Minute} }})
+	t.Cleanup(func() { reg.Close(ctx) })
+	hashes := map[string]string{}
+	for _, v := range []string{"A", "B", "C"} {
+		m, err := reg.Load(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes[v] = m.Hash()
+	}
+	history := func() string {
+		var out []string
+		for _, v := range reg.Versions("acme", "v") {
+			for name, h := range hashes {
+				if h == v.Hash {
+					out = append(out, name)
+				}
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	answer := func(tool, input string) string {
+		t.Helper()
+		tl, _ := reg.Tool("acme", tool)
+		res, err := tl.Call(ctx, hostCall(tool, input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Output
+	}
+	if got := history(); got != "B,A" {
+		t.Fatalf("history %s, want B,A", got)
+	}
+
+	// A slow call on C is in flight during the rollback to B.
+	slow := make(chan string)
+	go func() {
+		tl, _ := reg.Tool("acme", "slow")
+		res, err := tl.Call(ctx, hostCall("slow", `{"n":300}`))
+		if err != nil {
+			res.Output = err.Error()
+		}
+		slow <- res.Output
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := reg.Rollback(ctx, "acme", "v", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := answer("version", `{}`); got != `{"version":"B"}` {
+		t.Errorf("after the rollback: %s", got)
+	}
+	if got := <-slow; got != `{"version":"C"}` {
+		t.Errorf("the call in flight: %s, want C's answer", got)
+	}
+	if got := history(); got != "C,A" {
+		t.Errorf("history %s, want C,A", got)
+	}
+	if _, err := reg.Rollback(ctx, "acme", "v", hashes["A"]); err != nil || answer("version", `{}`) != `{"version":"A"}` || history() != "B,C" {
+		t.Fatalf("rollback to A: %v, history %s", err, history())
+	}
+	_, err := reg.Rollback(ctx, "acme", "v", "sha256:nope")
+	if !errors.Is(err, plugins.ErrNotFound) || answer("version", `{}`) != `{"version":"A"}` {
+		t.Errorf("a version not kept: %v", err)
+	}
+	if _, err := reg.Rollback(ctx, "acme", "other", ""); !errors.Is(err, plugins.ErrNotFound) {
+		t.Errorf("a module without history: %v", err)
+	}
+
+	// A narrowing upgrade loads; rolling back widens, and is not held.
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: widenWasm(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: widenWasm(t, "NO_SECOND")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Rollback(ctx, "acme", "w", ""); err != nil || len(reg.Held("acme")) != 0 {
+		t.Fatalf("a rollback that widens: %v, held %+v", err, reg.Held("acme"))
+	}
+	if _, ok := reg.Tool("acme", "second"); !ok {
+		t.Error("the version rolled back to does not serve")
+	}
+
+	// Remembered (a host's versions on disk): listed last, rolled back to.
+	reg.Remember("acme", "r", plugins.Source{Wasm: versionWasm(t, "old")}, time.Now())
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "r", Wasm: versionWasm(t, "new")}); err != nil {
+		t.Fatal(err)
+	}
+	if v := reg.Versions("acme", "r"); len(v) != 1 || v[0].Fingerprint != "" {
+		t.Fatalf("remembered: %+v", v)
+	}
+	if _, err := reg.Rollback(ctx, "acme", "r", ""); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := reg.Module("acme", "r"); m == nil || len(reg.Versions("acme", "r")) != 1 {
+		t.Errorf("after rolling back to a remembered version: history %+v", reg.Versions("acme", "r"))
+	}
+}
