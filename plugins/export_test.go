@@ -1,5 +1,15 @@
 package plugins
 
+import "context"
+
 // LoadUnmetered makes r load modules as they are, with no fuel: no bound on
 // a guest, the floor BenchmarkWarmCallVsBare measures metering against.
 func LoadUnmetered(r *Runtime) { r.unmetered = true }
+
+// PrepareForTest reads and prepares the module name's files as the
+// watcher does on an event, and returns what commits the result.
+func (w *DirWatcher) PrepareForTest(ctx context.Context, name string) (commit func()) {
+	j := &syncJob{name: name}
+	w.prepare(ctx, j)
+	return func() { w.commit(ctx, j) }
+}

@@ -72,6 +72,17 @@ const (
 	Quarantined ChangeKind = "quarantined"
 	// Released: a person let a quarantined module serve again.
 	Released ChangeKind = "released"
+	// CanaryStarted: a version (Hash) serves a share of the module's
+	// calls beside the version serving (Previous): see
+	// [Registry.StartCanary].
+	CanaryStarted ChangeKind = "canary_started"
+	// CanaryPromoted: the canary replaced the version serving, by a
+	// person or after its PromoteAfter calls; a Replaced change follows.
+	CanaryPromoted ChangeKind = "canary_promoted"
+	// CanaryRolledBack: the canary was closed and the version serving
+	// goes on: by a person (Err nil), after its RollbackAfter failures
+	// (Err the last), or as another version or canary took its place.
+	CanaryRolledBack ChangeKind = "canary_rolled_back"
 )
 
 // Conflict is a name that two or more modules of a tenant offer. None of
@@ -126,6 +137,9 @@ type Change struct {
 	Conflicts []Conflict
 	// Widenings are how a held version widens the one serving.
 	Widenings []Widening
+	// Canary is the canary as it ended (CanaryPromoted,
+	// CanaryRolledBack): how many calls it served, how many failed.
+	Canary *Canary
 }
 
 // Registry holds the loaded plugin modules of every tenant and serves
@@ -146,6 +160,8 @@ type Registry struct {
 	refused  map[string]map[string]Refusal // tenant → module name → why; under mu
 	held     map[string]map[string]*held   // tenant → module name → the version waiting; under mu
 	versions map[string]map[string][]kept  // tenant → module name → versions replaced, newest first; under mu
+	canaries map[string]map[string]*canary // tenant → module name → its canary; under mu (and in the snapshot)
+	gens     map[string]uint64             // tenant/module name → its commits and unloads so far; under mu
 	watchers map[*DirWatcher]struct{}      // under mu
 }
 
@@ -161,12 +177,13 @@ type tenantView struct {
 	toolList   []host.Tool
 	validators map[string]*regValidator
 	policies   map[string]*regPolicy
-	conflicts  []Conflict // sorted by kind, then name
+	conflicts  []Conflict         // sorted by kind, then name
+	canaries   map[string]*canary // by module name (canary.go)
 }
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, versions: map[string]map[string][]kept{}, watchers: map[*DirWatcher]struct{}{}}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, versions: map[string]map[string][]kept{}, canaries: map[string]map[string]*canary{}, gens: map[string]uint64{}, watchers: map[*DirWatcher]struct{}{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -268,6 +285,25 @@ func (r *Registry) prepare(ctx context.Context, src Source) (*Module, error) {
 // A version that widens the one it would replace is held instead, under
 // HoldWidening, unless approved is set: commit then returns a *HeldError.
 func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Module, err error, approved bool) (*Module, error) {
+	return r.commitIf(ctx, tenant, name, hash, m, err, approved, nil)
+}
+
+// errSuperseded: a directory's version was read before another version
+// of the module loaded (an upload, a rollback): it does not take that
+// one's place; the file's next event decides.
+var errSuperseded = errors.New("plugins: another version of the module loaded since its file was read")
+
+// generation counts the commits and unloads of the tenant's module name.
+func (r *Registry) generation(tenant, name string) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gens[tenant+"/"+name]
+}
+
+// commitIf is commit, which does nothing (errSuperseded) when gen is set
+// and the module's generation is no longer *gen: a version read from a
+// file before another loaded must not replace that one.
+func (r *Registry) commitIf(ctx context.Context, tenant, name, hash string, m *Module, err error, approved bool, gen *uint64) (*Module, error) {
 	reject := func(err error) (*Module, error) {
 		r.notify(Change{Kind: Rejected, Tenant: tenant, Name: name, Hash: hash, Err: err})
 		return nil, err
@@ -280,6 +316,11 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		r.mu.Unlock()
 		_ = m.Close(ctx)
 		return reject(&PluginError{Plugin: name, Export: "load", Err: ErrClosed})
+	}
+	if gen != nil && r.gens[tenant+"/"+name] != *gen {
+		r.mu.Unlock()
+		_ = m.Close(ctx)
+		return nil, errSuperseded
 	}
 	old := r.snap.Load()
 	tv := old.tenants[tenant]
@@ -308,6 +349,14 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		_ = m.Close(ctx)
 		return reject(m.fail("load", "", err))
 	}
+	var endedCanary *canary
+	if prev == nil || !sameVersion(prev, m) {
+		// Another version takes the place: a canary beside the old one
+		// ends (unless it is the one promoted).
+		if endedCanary = r.endCanaryLocked(tenant, name, m); endedCanary != nil {
+			next.canaries = r.canaryViewLocked(tenant)
+		}
+	}
 	var dropped *Module
 	if prev == nil || !sameVersion(prev, m) {
 		// Another version took the place: a held one waits no more (the
@@ -319,10 +368,12 @@ func (r *Registry) commit(ctx context.Context, tenant, name, hash string, m *Mod
 		r.rememberLocked(tenant, name, prev, m)
 	}
 	r.snap.Store(old.with(tenant, next))
+	r.gens[tenant+"/"+name]++
 	r.mu.Unlock()
 	if dropped != nil {
 		_ = dropped.Close(ctx) // a version loaded since takes the held one's place
 	}
+	r.canaryEnded(ctx, tenant, endedCanary, "version "+m.Hash()+" took the place of the version it ran beside")
 	change := Change{Kind: Loaded, Tenant: tenant, Name: name, Hash: m.Hash(), Conflicts: next.conflictsOf(name)}
 	if prev != nil {
 		change.Kind, change.Previous = Replaced, prev.Hash()
@@ -443,14 +494,17 @@ func (r *Registry) Unload(tenant, name string) bool {
 			modules[n] = mod
 		}
 	}
+	ended := r.endCanaryLocked(tenant, name, nil)
 	next := r.build(tenant, modules)
 	r.snap.Store(old.with(tenant, next))
+	r.gens[tenant+"/"+name]++
 	dropped := r.dropHeldLocked(tenant, name, nil)
 	r.mu.Unlock()
 	_ = prev.Close(context.Background())
 	if dropped != nil {
 		_ = dropped.Close(context.Background())
 	}
+	r.canaryEnded(context.Background(), tenant, ended, "the module was removed")
 	r.notify(Change{Kind: Removed, Tenant: tenant, Name: name, Hash: prev.Hash()})
 	return true
 }
@@ -474,7 +528,15 @@ func (r *Registry) Close(ctx context.Context) error {
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	waiting := r.held
 	r.held = map[string]map[string]*held{}
+	canaries := r.canaries
+	r.canaries = map[string]map[string]*canary{}
 	r.mu.Unlock()
+	for _, byName := range canaries {
+		for _, c := range byName {
+			c.ended.Store(true)
+			_ = c.mod.Close(ctx)
+		}
+	}
 	for _, tv := range old.tenants {
 		for _, m := range tv.modules {
 			_ = m.Close(ctx)
@@ -492,6 +554,7 @@ func (r *Registry) Close(ctx context.Context) error {
 // module is a conflict: none of them serves it.
 func (r *Registry) build(tenant string, modules map[string]*Module) *tenantView {
 	tv := &tenantView{
+		canaries:   r.canaryViewLocked(tenant),
 		modules:    modules,
 		tools:      map[string]*regTool{},
 		validators: map[string]*regValidator{},
@@ -779,6 +842,13 @@ func (t *regTool) Spec() host.ToolSpec { return t.t.spec }
 func (t *regTool) Metered() bool { return true }
 
 func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
+	if c := t.reg.canaryFor(t.tenant, t.t.mod.name, call.SessionID); c != nil {
+		if mt := c.mod.tools[t.t.spec.Name]; mt != nil {
+			if res, ok, err := onCanary(ctx, t.reg, t.tenant, c, func() (host.ToolResult, error) { return mt.Call(ctx, call) }); ok {
+				return res, err
+			}
+		}
+	}
 	lookup := func() (*moduleTool, bool) {
 		if rt := t.reg.tool(t.tenant, t.t.spec.Name); rt != nil {
 			return rt.t, true
@@ -850,6 +920,13 @@ func (p *regPolicy) Name() string { return p.p.desc.Name }
 func (p *regPolicy) Metered() bool { return true }
 
 func (p *regPolicy) Decide(ctx context.Context, req host.PolicyRequest) (host.Decision, error) {
+	if c := p.reg.canaryFor(p.tenant, p.p.mod.name, req.SessionID); c != nil {
+		if mp := c.mod.policies[p.p.desc.Name]; mp != nil {
+			if d, ok, err := onCanary(ctx, p.reg, p.tenant, c, func() (host.Decision, error) { return mp.Decide(ctx, req) }); ok {
+				return d, err
+			}
+		}
+	}
 	lookup := func() (*modulePolicy, bool) {
 		if rp := p.reg.policy(p.tenant, p.p.desc.Name); rp != nil {
 			return rp.p, true

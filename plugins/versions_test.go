@@ -3,6 +3,8 @@ package plugins_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +118,51 @@ func TestRollback(t *testing.T) {
 	}
 	if m, _ := reg.Module("acme", "r"); m == nil || len(reg.Versions("acme", "r")) != 1 {
 		t.Errorf("after rolling back to a remembered version: history %+v", reg.Versions("acme", "r"))
+	}
+}
+
+// TestWatcherNeverUndoesANewerLoad: a version the watcher read from a
+// file before another version loaded (an upload, a rollback) does not take
+// that one's place when it is ready; the file's next read does.
+func TestWatcherNeverUndoesANewerLoad(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits { return plugins.Limits{Fuel: 1 << 40} }})
+	t.Cleanup(func() { reg.Close(ctx) })
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.wasm")
+	if err := os.WriteFile(path, versionWasm(t, "A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The debounce keeps the watcher's own events out of the test.
+	w, err := reg.Watch(ctx, "acme", dir, plugins.WatchOptions{Debounce: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func() string {
+		tl, _ := reg.Tool("acme", "version")
+		res, err := tl.Call(ctx, hostCall("version", `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Output
+	}
+	if got := answer(); got != `{"version":"A"}` {
+		t.Fatalf("from the directory: %s", got)
+	}
+	if err := os.WriteFile(path, versionWasm(t, "B"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit := w.PrepareForTest(ctx, "v") // reads B
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "C")}); err != nil {
+		t.Fatal(err)
+	}
+	commit()
+	if got := answer(); got != `{"version":"C"}` {
+		t.Errorf("after the stale read committed: %s, want C's answer", got)
+	}
+	w.PrepareForTest(ctx, "v")() // read again: the file decides
+	if got := answer(); got != `{"version":"B"}` {
+		t.Errorf("after the file's next read: %s, want B's answer", got)
 	}
 }

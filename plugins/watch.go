@@ -269,6 +269,7 @@ type syncJob struct {
 	skip    bool   // unchanged since it loaded
 	version string // hash of the wasm and the sidecar
 	hash    string // of the wasm ("" when it could not be read)
+	gen     uint64 // the module's generation when its file was read
 	mod     *Module
 	err     error // why it cannot load
 }
@@ -325,6 +326,7 @@ func (w *DirWatcher) syncAll(ctx context.Context, names []string) {
 // instantiates and describes it (the slow part, which touches nothing of
 // the registry).
 func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
+	j.gen = w.reg.generation(w.tenant, j.name)
 	wasm, side, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
 	if errors.Is(err, os.ErrNotExist) {
 		j.remove = true
@@ -373,7 +375,11 @@ func (w *DirWatcher) commit(ctx context.Context, j *syncJob) {
 	default:
 		// A held version counts as seen: it waits for approval, not for
 		// the file's next event.
-		if _, err := w.reg.commit(ctx, w.tenant, j.name, j.hash, j.mod, j.err, false); err == nil || errors.Is(err, ErrHeld) {
+		_, err := w.reg.commitIf(ctx, w.tenant, j.name, j.hash, j.mod, j.err, false, &j.gen)
+		if errors.Is(err, errSuperseded) {
+			w.reg.log.Debug("plugin file read before another version loaded: its next event decides", "tenant", w.tenant, "plugin", j.name, "module", j.hash)
+		}
+		if err == nil || errors.Is(err, ErrHeld) {
 			w.mu.Lock()
 			w.loaded[j.name] = j.version
 			w.mu.Unlock()

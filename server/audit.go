@@ -18,7 +18,8 @@ import (
 
 // The audit log: every transition of a tenant's plugins — a version
 // loaded, replaced, held, approved, discarded, refused, removed,
-// quarantined, released, rolled back — is an entry in the tenant's audit log, with who
+// quarantined, released, rolled back, a canary started, promoted or
+// rolled back — is an entry in the tenant's audit log, with who
 // did it (the API key, the plugins directory, or the host itself), when,
 // on which host, and which hash. The entries live in the storage's
 // key-value store, so every host sharing it writes to and reads the same
@@ -35,7 +36,8 @@ type auditEntry struct {
 	Time time.Time `json:"time"`
 	// Action is what happened: "loaded", "replaced", "held", "approved",
 	// "discarded", "refused", "removed", "quarantined", "released",
-	// "rolled_back".
+	// "rolled_back", "canary_started", "canary_promoted",
+	// "canary_rolled_back".
 	Action string `json:"action"`
 	// Plugin is the module's name; Hash the version concerned, Previous
 	// the version it replaced.
@@ -163,6 +165,17 @@ func (s *Server) auditChange(c plugins.Change) {
 		}
 	case plugins.Released:
 		e.Action = "released"
+	case plugins.CanaryStarted, plugins.CanaryPromoted, plugins.CanaryRolledBack:
+		e.Action = string(c.Kind)
+		if c.Err != nil {
+			e.Detail = c.Err.Error()
+		}
+		if c.Canary != nil {
+			e.Detail = strings.TrimPrefix(fmt.Sprintf("%s; after %d calls, %d failed", e.Detail, c.Canary.Calls+c.Canary.Failures, c.Canary.Failures), "; ")
+		}
+		if e.By == "" {
+			e.By = "host" // it ended by itself
+		}
 	default:
 		return
 	}

@@ -27,6 +27,7 @@ import (
 // written into the directory does, or the module was removed).
 func (s *Server) onPluginChange(c plugins.Change) {
 	s.auditChange(c)
+	s.onCanaryChange(c)
 	// (A first load takes no held version's place: a version is held
 	// only over one serving, as at a restart before holdAgain.)
 	if s.cfg.PluginsDir != "" && c.Kind == plugins.Replaced {

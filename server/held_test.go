@@ -307,10 +307,11 @@ func TestPluginRollbackSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the narrowed version", func() bool { return tools() == "count_vowels" })
-	kept, _ := filepath.Glob(filepath.Join(tenantDir, ".versions", "plain.*.json"))
-	if len(kept) != 1 {
-		t.Fatalf("the kept version's manifest: %v", kept)
-	}
+	// (The version serves before the change is reported, and kept.)
+	waitFor(t, "the kept version's manifest", func() bool {
+		kept, _ := filepath.Glob(filepath.Join(tenantDir, ".versions", "plain.*.json"))
+		return len(kept) == 1
+	})
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/plain/rollback", ""); code != 200 {
 		t.Fatalf("rollback: %d %s", code, body)
 	}

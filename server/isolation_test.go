@@ -138,6 +138,15 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/plugins/{name}/rollback", name: "plugin", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/plugins/" + ids.Plugin + "/rollback"}
 	}},
+	{route: "PUT /v1/plugins/{name}/canary", name: "plugin", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "PUT", path: "/v1/plugins/" + ids.Plugin + "/canary", body: "\x00asm"}
+	}},
+	{route: "POST /v1/plugins/{name}/canary/promote", name: "plugin", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/plugins/" + ids.Plugin + "/canary/promote"}
+	}},
+	{route: "DELETE /v1/plugins/{name}/canary", name: "plugin", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/plugins/" + ids.Plugin + "/canary"}
+	}},
 	{route: "GET /v1/audit", name: "list", list: true, req: get("/v1/audit")},
 	{route: "GET /v1/audit", name: "a plugin's", list: true, req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/audit?plugin=" + ids.Plugin} }},
 	{route: "DELETE /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest {

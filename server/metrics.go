@@ -54,8 +54,9 @@ func newMetrics() (*metrics, error) {
 	return m, nil
 }
 
-// observePlugins adds the gauge of the plugins quarantined now, by tenant
-// and plugin, read from reg at each collection.
+// observePlugins adds the gauges of the plugins quarantined now, by tenant
+// and plugin, and of their canaries' shares, read from reg at each
+// collection.
 func (m *metrics) observePlugins(reg *plugins.Registry) error {
 	meter := m.provider.Meter("github.com/agentichost/agentic/server")
 	_, err := meter.Int64ObservableGauge("agentic.plugins.quarantined", metric.WithUnit("{plugin}"),
@@ -64,6 +65,19 @@ func (m *metrics) observePlugins(reg *plugins.Registry) error {
 			for _, tenant := range reg.Tenants() {
 				for _, q := range reg.Quarantined(tenant) {
 					o.Observe(1, metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("plugin", q.Name)))
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = meter.Float64ObservableGauge("agentic.plugins.canary.share", metric.WithUnit("1"),
+		metric.WithDescription("The share of sessions a plugin's canary serves now, by tenant, plugin and the canary's hash."),
+		metric.WithFloat64Callback(func(_ context.Context, o metric.Float64Observer) error {
+			for _, tenant := range reg.Tenants() {
+				for _, c := range reg.Canaries(tenant) {
+					o.Observe(c.Share, metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("plugin", c.Name), attribute.String("module", c.Hash)))
 				}
 			}
 			return nil

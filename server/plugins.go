@@ -44,6 +44,8 @@ type pluginInfo struct {
 	// Versions are the versions it replaced, newest first: what POST
 	// /v1/plugins/{name}/rollback loads again.
 	Versions []plugins.Version `json:"versions"`
+	// Canary is the version serving a share of its calls, if any.
+	Canary *plugins.Canary `json:"canary,omitempty"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
@@ -51,6 +53,9 @@ func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies,
 		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits()),
 		Versions: append([]plugins.Version{}, s.registry.Versions(tenant, m.Name())...)}
+	if c, ok := s.registry.Canary(tenant, m.Name()); ok {
+		info.Canary = &c
+	}
 	for _, q := range s.registry.Quarantined(tenant) {
 		if q.Name == m.Name() {
 			info.Quarantine = &q

@@ -184,6 +184,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		}
 		s.watchers = append(s.watchers, w)
 		s.holdAgain(ctx, name)
+		s.startCanaries(ctx, name)
 	}
 	return nil
 }

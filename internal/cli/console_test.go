@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1064,4 +1065,60 @@ func (e *consoleEnv) testSteerAndUpload(t *testing.T) {
 	b.do("approve the held version", chromedp.Click(chromedp.CSS(held+" .approve-version")))
 	b.wait("the approved version loaded", 20*time.Second,
 		`document.querySelector('.plugin[data-plugin="w"] .plugin-tool[data-tool="extra"]') && !document.querySelector('`+held+`')`)
+
+	// Version 1 of accounts, replaced, is listed: rolling back to it
+	// from the page makes it serve again.
+	accounts := `.plugin[data-plugin="accounts"]`
+	b.wait("the earlier version listed", 20*time.Second, jsExists(fmt.Sprintf(`%s .plugin-version[data-hash=%q]`, accounts, h1)))
+	b.do("open the earlier versions", chromedp.Click(chromedp.CSS(accounts+" .plugin-versions summary")))
+	b.do("roll back to version 1", chromedp.Click(chromedp.CSS(fmt.Sprintf(`%s .plugin-version[data-hash=%q] .rollback-version`, accounts, h1))))
+	b.wait("version 1 serving again", 20*time.Second, fmt.Sprintf(`document.querySelector('%s .plugin-hash')?.textContent === %q`, accounts, h1))
+	if got := hashOf(); got != h1 {
+		t.Errorf("the API says %s serves, want version 1 %s", got, h1)
+	}
+
+	// Version 2 as a canary: the page shows it, and promotes it.
+	acme.must("PUT", "/v1/plugins/accounts/canary?share=0.5", string(v2), http.StatusCreated, nil)
+	b.wait("the canary shown", 20*time.Second, jsExists(fmt.Sprintf(`%s .plugin-canary[data-hash=%q]`, accounts, h2)))
+	if got := b.text(accounts + " .canary-counts"); !strings.Contains(got, "50% of the sessions") {
+		t.Errorf(".canary-counts %q", got)
+	}
+	b.shot("plugin-canary.png")
+	b.do("promote the canary", chromedp.Click(chromedp.CSS(accounts+" .promote-canary")))
+	b.wait("the canary promoted", 20*time.Second, fmt.Sprintf(`document.querySelector('%s .plugin-hash')?.textContent === %q && !document.querySelector('%s .plugin-canary')`, accounts, h2, accounts))
+
+	// A plugin that traps five times is quarantined: the page says so,
+	// and releases it.
+	kit := cKitDir(t)
+	acme.must("PUT", "/v1/plugins/b", string(plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"bombs.c", kit + "/agentic.c"}, []string{kit}, nil)), http.StatusCreated, nil)
+	for i := range 5 {
+		acme.must("POST", fmt.Sprintf("/v1/sessions/trap%d/messages?wait=true", i), `{"text":"trap"}`, http.StatusOK, nil)
+	}
+	quarantine := `.plugin[data-plugin="b"] .plugin-quarantine`
+	b.wait("the quarantine shown", 20*time.Second, jsExists(quarantine))
+	if got := b.text(quarantine); !strings.Contains(got, "failed 5 times") || !strings.Contains(got, "trap") {
+		t.Errorf(".plugin-quarantine %q", got)
+	}
+	b.shot("plugin-quarantined.png")
+	b.do("release the plugin", chromedp.Click(chromedp.CSS(quarantine+" .release-plugin")))
+	b.wait("the plugin released", 20*time.Second, `!`+jsExists(quarantine))
+
+	// The audit log lists what happened, newest first.
+	b.wait("the audit log", 20*time.Second, jsExists(`#plugin-audit tr.audit-entry[data-action="released"]`))
+	actions := evalIn[[]string](b, `[...document.querySelectorAll("#plugin-audit tr.audit-entry")].map((r) => r.dataset.action)`)
+	for _, want := range []string{"released", "quarantined", "canary_promoted", "canary_started", "rolled_back", "approved", "held"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("the audit log %v has no %s", actions, want)
+		}
+	}
+	if len(actions) > 0 && actions[0] != "released" {
+		t.Errorf("the audit log's newest entry is %s, want released", actions[0])
+	}
+
+	// The usage page shows the plugins' fuel.
+	b.route("#/usage")
+	b.wait("the plugin fuel", 20*time.Second, jsExists("#usage-fuel-total"))
+	if got := strings.ReplaceAll(strings.TrimPrefix(b.text("#usage-fuel-total"), "Plugin fuel (CPU), period"), ",", ""); strings.TrimSpace(got) == "0" || strings.TrimSpace(got) == "" {
+		t.Errorf("#usage-fuel-total %q, want the fuel of the calls so far", b.text("#usage-fuel-total"))
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -34,17 +36,23 @@ func (c *serveClient) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&c.keyEnv, "key-env", "AGENTIC_API_KEY", "the environment `VARIABLE` holding the tenant's API key")
 }
 
-// do sends one request and decodes a 2xx answer into out; anything else
-// is an error with the server's message.
+// do sends one request — body as JSON, or a []byte as a module's bytes —
+// and decodes a 2xx answer into out; anything else is an error with the
+// server's message.
 func (c *serveClient) do(ctx context.Context, env Env, method, path string, body any, out any) (int, error) {
 	key := env.Getenv(c.keyEnv)
 	if key == "" {
 		return 0, fail(2, "$%s is not set: it must hold the tenant's API key", c.keyEnv)
 	}
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+	ctype := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case []byte: // a module's bytes
+		rd, ctype = bytes.NewReader(b), "application/wasm"
+	default:
+		j, _ := json.Marshal(body)
+		rd = bytes.NewReader(j)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -54,7 +62,7 @@ func (c *serveClient) do(ctx context.Context, env Env, method, path string, body
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -324,8 +332,9 @@ func pluginVersionsCmd(ctx context.Context, args []string, env Env) error {
 	c.register(fs, env)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin versions [flags] NAME\n\n"+
-			"List the version of plugin NAME a running serve serves, and the versions\n"+
-			"it replaced, newest first (what plugin rollback loads again).\n\nFlags:\n")
+			"List the version of plugin NAME a running serve serves, its canary if it\n"+
+			"has one, and the versions it replaced, newest first (what plugin rollback\n"+
+			"loads again).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
@@ -342,6 +351,11 @@ func pluginVersionsCmd(ctx context.Context, args []string, env Env) error {
 			Hash     string    `json:"hash"`
 			Replaced time.Time `json:"replaced"`
 		} `json:"versions"`
+		Canary *struct {
+			Hash            string
+			Share           float64
+			Calls, Failures int
+		} `json:"canary"`
 	}
 	if _, err := c.do(ctx, env, "GET", "/v1/plugins/"+url.PathEscape(pos[0]), nil, &info); err != nil {
 		return err
@@ -349,8 +363,86 @@ func pluginVersionsCmd(ctx context.Context, args []string, env Env) error {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HASH\tSTATE")
 	fmt.Fprintf(tw, "%s\tserving\n", info.Hash)
+	if c := info.Canary; c != nil {
+		fmt.Fprintf(tw, "%s\tcanary: %g of the sessions, %d calls, %d failed\n", c.Hash, c.Share, c.Calls, c.Failures)
+	}
 	for _, v := range info.Versions {
 		fmt.Fprintf(tw, "%s\treplaced %s\n", v.Hash, v.Replaced.Format(time.RFC3339))
 	}
 	return tw.Flush()
+}
+
+// pluginCanaryCmd is "plugin canary NAME FILE.wasm" (start a canary on a
+// running serve: PUT /v1/plugins/{name}/canary), "plugin canary promote
+// NAME" and "plugin canary rollback NAME".
+func pluginCanaryCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("plugin canary", env)
+	var c serveClient
+	c.register(fs, env)
+	share := fs.Float64("share", 0, "the share of sessions the canary serves, above 0 and at most 1 (default 0.1)")
+	promoteAfter := fs.Int("promote-after", 0, "promote it once `N` of its calls did not fail as a module (0: by a person only)")
+	rollbackAfter := fs.Int("rollback-after", 0, "roll it back once `N` of its calls failed as a module (default 1; -1: never by itself)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage:\n"+
+			"  agentic-host plugin canary [flags] NAME FILE.wasm   start FILE.wasm as plugin NAME's canary\n"+
+			"  agentic-host plugin canary promote [flags] NAME     make the canary the version serving\n"+
+			"  agentic-host plugin canary rollback [flags] NAME    roll the canary back\n\n"+
+			"A canary serves the tool and policy calls of a share of the sessions\n"+
+			"(each session always the same version) beside the version serving, on\n"+
+			"the serve that takes the request. It promotes or rolls back by itself\n"+
+			"after --promote-after calls or --rollback-after failures (a trap, a\n"+
+			"timeout, out of memory or fuel). plugin versions NAME shows it.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	verb := ""
+	if len(args) > 0 && (args[0] == "promote" || args[0] == "rollback") {
+		verb, args = args[0], args[1:]
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	var info struct {
+		Name, Hash string
+		Share      float64
+	}
+	switch {
+	case verb == "" && len(pos) == 2:
+		wasm, err := os.ReadFile(pos[1])
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		q := url.Values{}
+		if *share != 0 {
+			q.Set("share", strconv.FormatFloat(*share, 'g', -1, 64))
+		}
+		if *promoteAfter != 0 {
+			q.Set("promote_after", strconv.Itoa(*promoteAfter))
+		}
+		if *rollbackAfter != 0 {
+			q.Set("rollback_after", strconv.Itoa(*rollbackAfter))
+		}
+		path := "/v1/plugins/" + url.PathEscape(pos[0]) + "/canary"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		if _, err := c.do(ctx, env, "PUT", path, wasm, &info); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "canary %s of %s serves %g of the sessions\n", info.Hash, info.Name, info.Share)
+	case verb == "promote" && len(pos) == 1:
+		if _, err := c.do(ctx, env, "POST", "/v1/plugins/"+url.PathEscape(pos[0])+"/canary/promote", nil, &info); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "promoted %s: %s serves\n", info.Name, info.Hash)
+	case verb == "rollback" && len(pos) == 1:
+		if _, err := c.do(ctx, env, "DELETE", "/v1/plugins/"+url.PathEscape(pos[0])+"/canary", nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "rolled back the canary of %s\n", pos[0])
+	default:
+		fs.Usage()
+		return fail(2, "want NAME FILE.wasm, promote NAME or rollback NAME")
+	}
+	return nil
 }

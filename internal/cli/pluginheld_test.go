@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,6 +115,37 @@ func TestPluginHeldCLI(t *testing.T) {
 		t.Errorf("a rollback to a version not kept: exit %d %s", code, errOut)
 	}
 
+	// plugin canary: a version serving every session beside the one
+	// serving, listed by plugin versions, promoted; another rolled back.
+	canaryFile := filepath.Join(dir, "d.wasm")
+	if err := os.WriteFile(canaryFile, widenWasm(t, `VERSION="D"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "canary", "--share", "1", "w", canaryFile); code != 0 || !strings.Contains(out, "serves 1 of the sessions") {
+		t.Fatalf("plugin canary: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "versions", "w"); code != 0 || !strings.Contains(out, "canary: 1 of the sessions, 0 calls") {
+		t.Errorf("plugin versions with a canary: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "canary", "promote", "w"); code != 0 || !strings.Contains(out, "promoted w") {
+		t.Fatalf("plugin canary promote: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "canary", "w", canaryFile); code != 1 || !strings.Contains(errOut, "422") || !strings.Contains(errOut, "is the version serving") {
+		t.Errorf("the version serving as its canary: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(canaryFile, widenWasm(t, `VERSION="E"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "canary", "w", canaryFile); code != 0 || !strings.Contains(out, "serves 0.1 of the sessions") {
+		t.Fatalf("plugin canary (default share): exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runBinEnv(t, bin, env, "plugin", "canary", "rollback", "w"); code != 0 || !strings.Contains(out, "rolled back the canary of w") {
+		t.Fatalf("plugin canary rollback: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := runBinEnv(t, bin, env, "plugin", "canary", "rollback", "w"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("rolling back no canary: exit %d %s", code, errOut)
+	}
+
 	// plugin audit: what happened to w, oldest first, by the key.
 	code, out, errOut = runBinEnv(t, bin, env, "plugin", "audit", "w")
 	var actions []string
@@ -122,7 +154,8 @@ func TestPluginHeldCLI(t *testing.T) {
 			actions = append(actions, f[1]+" "+f[4])
 		}
 	}
-	want := "loaded key|held key|approved key|replaced key|held key|discarded key|rolled_back key|replaced key"
+	want := "loaded key|held key|approved key|replaced key|held key|discarded key|rolled_back key|replaced key|" +
+		"canary_started key|replaced key|canary_promoted key|refused key|canary_started key|canary_rolled_back key"
 	if code != 0 || strings.Join(actions, "|") != want {
 		t.Errorf("plugin audit w: exit %d, %q, want %q\n%s%s", code, actions, want, out, errOut)
 	}

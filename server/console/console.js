@@ -875,9 +875,10 @@
     const body = h('div');
     append(root, [h('h2', null, 'Cost and usage'), h('div', { class: 'toolbar' }, days), body]);
     const figures = (f) => [h('td', { class: 'num' }, fmtInt(f.steps)), h('td', { class: 'num' }, fmtInt(f.usage.prompt_tokens)),
-      h('td', { class: 'num' }, fmtInt(f.usage.completion_tokens)), h('td', { class: 'num' }, fmtInt(f.usage.total_tokens)), h('td', { class: 'num' }, fmtCost(f.cost))];
+      h('td', { class: 'num' }, fmtInt(f.usage.completion_tokens)), h('td', { class: 'num' }, fmtInt(f.usage.total_tokens)), h('td', { class: 'num' }, fmtCost(f.cost)),
+      h('td', { class: 'num usage-fuel' }, fmtInt(f.fuel))];
     const head = (first, ...more) => h('thead', null, h('tr', null, h('th', null, first), more.map((m) => h('th', null, m)),
-      ['Steps', 'Prompt', 'Completion', 'Tokens', 'Cost'].map((m) => h('th', { class: 'num' }, m))));
+      ['Steps', 'Prompt', 'Completion', 'Tokens', 'Cost', 'Plugin fuel'].map((m) => h('th', { class: 'num' }, m))));
     let busy = false;
     const load = async () => {
       if (busy) return;
@@ -891,13 +892,16 @@
             budget ? h('progress', { max: budget, value: Math.min(u.budget.spent_today, budget) }) : h('div', { class: 'muted' }, 'no daily budget set')),
           h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Cost, period'), h('div', { class: 'big' }, fmtCost(u.total.cost))),
           h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Tokens, period'), h('div', { class: 'big' }, fmtInt(u.total.usage.total_tokens))),
-          h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Model steps, period'), h('div', { class: 'big' }, fmtInt(u.total.steps))));
+          h('div', { class: 'card' }, h('div', { class: 'muted' }, 'Model steps, period'), h('div', { class: 'big' }, fmtInt(u.total.steps))),
+          h('div', { class: 'card', id: 'usage-fuel-total' }, h('div', { class: 'muted' }, 'Plugin fuel (CPU), period'), h('div', { class: 'big' }, fmtInt(u.total.fuel))));
         const chart = h('div', { id: 'usage-chart', class: 'chart' },
           h('div', { class: 'muted' }, 'Cost per day (USD)' + (budget ? ', against the daily budget' : '')),
           barChart(u.days, (d) => d.cost, 'Cost per day (USD)', budget),
           h('div', { class: 'muted' }, 'Tokens per day'),
-          barChart(u.days, (d) => d.usage.total_tokens, 'Tokens per day'));
-        const dayRows = u.days.slice().reverse().filter((d) => d.steps || d.cost || d.usage.total_tokens);
+          barChart(u.days, (d) => d.usage.total_tokens, 'Tokens per day'),
+          h('div', { class: 'muted' }, 'Plugin fuel per day'),
+          barChart(u.days, (d) => d.fuel, 'Plugin fuel per day'));
+        const dayRows = u.days.slice().reverse().filter((d) => d.steps || d.cost || d.usage.total_tokens || d.fuel);
         body.replaceChildren(cards, chart,
           h('h3', null, 'Per day'),
           h('table', { id: 'usage-days' }, head('Day'), h('tbody', null, dayRows.map((d) => h('tr', { 'data-day': d.day }, h('td', null, d.day), figures(d))))),
@@ -939,6 +943,48 @@
       h('div', { class: 'row' }, approve, discard, err));
   }
 
+  // pluginActions are a module's quarantine (with a button to release
+  // it), its canary (to promote it or roll it back) and the versions it
+  // replaced (each with a button to roll back to it).
+  function pluginActions(m, after) {
+    const err = h('span', { class: 'error', role: 'alert' });
+    const act = (label, cls, method, path, body) => {
+      const b = h('button', { class: cls, type: 'button' }, label);
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        try {
+          await api(method, '/v1/plugins/' + encodeURIComponent(m.name) + path, body);
+          after();
+        } catch (e) { err.textContent = e.message; b.disabled = false; }
+      });
+      return b;
+    };
+    const q = m.quarantine;
+    const c = m.canary;
+    const versions = m.versions || [];
+    return [
+      q ? h('div', { class: 'plugin-quarantine row' }, h('span', { class: 'tag external' }, 'quarantined'),
+        h('span', { class: 'muted' }, ` since ${fmtTime(q.since)}: failed ${q.failures} times; the last: ${q.last}`),
+        act('Release', 'release-plugin', 'POST', '/release')) : null,
+      c ? h('div', { class: 'plugin-canary row', 'data-hash': c.hash }, h('span', { class: 'tag' }, 'canary'), ' ',
+        h('code', { title: c.hash }, shortHash(c.hash)),
+        h('span', { class: 'muted canary-counts' }, ` serves ${Math.round(c.share * 1000) / 10}% of the sessions: ${fmtInt(c.calls)} calls, ${fmtInt(c.failures)} failed`),
+        act('Promote', 'promote-canary', 'POST', '/canary/promote'), act('Roll back', 'rollback-canary danger', 'DELETE', '/canary')) : null,
+      versions.length ? h('details', { class: 'plugin-versions' }, h('summary', null, `${versions.length} earlier version${versions.length > 1 ? 's' : ''}`),
+        versions.map((v) => h('div', { class: 'plugin-version row', 'data-hash': v.hash }, h('code', { title: v.hash }, shortHash(v.hash)),
+          h('span', { class: 'muted' }, ' replaced ' + fmtTime(v.replaced)), act('Roll back to it', 'rollback-version', 'POST', '/rollback', { hash: v.hash })))) : null,
+      err,
+    ];
+  }
+
+  // auditTable is the tenant's audit log of its plugins, newest first.
+  function auditTable(entries) {
+    return h('table', { id: 'plugin-audit' }, h('thead', null, h('tr', null, ['When', 'Plugin', 'What', 'Version', 'By', 'Detail'].map((x) => h('th', null, x)))),
+      h('tbody', null, entries.slice().reverse().map((e) => h('tr', { class: 'audit-entry', 'data-action': e.action },
+        h('td', null, fmtTime(e.time)), h('td', null, h('code', null, e.plugin)), h('td', null, e.action.replace(/_/g, ' ')),
+        h('td', { class: 'mono', title: e.hash || '' }, shortHash(e.hash)), h('td', null, e.by), h('td', { class: 'muted' }, e.detail || '')))));
+  }
+
   function pluginsView(root) {
     const name = h('input', { id: 'plugin-name', placeholder: 'module name', required: true, pattern: '[A-Za-z0-9_][A-Za-z0-9._\\-]{0,63}', 'aria-label': 'Module name' });
     const file = h('input', { id: 'plugin-file', type: 'file', accept: '.wasm,application/wasm', required: true, 'aria-label': 'Module file' });
@@ -950,7 +996,8 @@
     });
     const list = h('div', { id: 'plugins' });
     const calls = h('div');
-    append(root, [h('h2', null, 'Plugins'), form, list, h('h3', null, 'Which code ran the calls'), calls]);
+    const audit = h('div');
+    append(root, [h('h2', null, 'Plugins'), form, list, h('h3', null, 'Which code ran the calls'), calls, h('h3', null, 'Audit log'), audit]);
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       if (!file.files[0]) return;
@@ -974,7 +1021,7 @@
       if (busy) return;
       busy = true;
       try {
-        const [p, u] = await Promise.all([api('GET', '/v1/plugins'), api('GET', '/v1/usage?days=30')]);
+        const [p, u, a] = await Promise.all([api('GET', '/v1/plugins'), api('GET', '/v1/usage?days=30'), api('GET', '/v1/audit?limit=50')]);
         const nodes = p.plugins.map((m) => h('div', { class: 'plugin', 'data-plugin': m.name },
           h('div', null, h('strong', null, m.name), ' ', h('code', { class: 'plugin-hash', title: m.hash }, m.hash), ' ',
             h('span', { class: 'tag' }, m.abi)),
@@ -983,12 +1030,14 @@
             h('code', null, t.name), ' ', h('span', { class: 'tag ' + (t.effect || 'read') }, t.effect || 'read'),
             t.idempotent ? h('span', { class: 'tag' }, 'idempotent') : null, ' ', h('span', { class: 'muted' }, t.description || ''))),
           (m.validators || []).map((v) => h('div', { class: 'plugin-validator' }, 'validator ', h('code', null, v.name))),
-          (m.policies || []).map((v) => h('div', { class: 'plugin-policy' }, 'approval policy ', h('code', null, v.name)))));
+          (m.policies || []).map((v) => h('div', { class: 'plugin-policy' }, 'approval policy ', h('code', null, v.name))),
+          pluginActions(m, load)));
         if (!nodes.length) nodes.push(h('p', { class: 'muted' }, 'No modules loaded.'));
         for (const v of p.held || []) nodes.push(heldCard(v, load));
         for (const r of p.refusals) nodes.push(h('div', { class: 'plugin refusal', 'data-refused': r.name }, h('strong', null, r.name), ' refused: ', r.reason, r.hash ? ' (' + shortHash(r.hash) + ')' : ''));
         for (const c of p.conflicts) if (!p.plugins.some((m) => (m.conflicting || []).includes(c))) nodes.push(h('p', { class: 'refusal' }, 'conflict: ' + c));
         list.replaceChildren(...nodes);
+        audit.replaceChildren(a.entries.length ? auditTable(a.entries) : h('p', { class: 'muted' }, 'Nothing happened to the plugins yet.'));
         calls.replaceChildren(
           h('table', { id: 'plugin-tools' }, h('thead', null, h('tr', null, ['Tool', 'Code', 'Calls', 'Errors', 'Time', 'Fuel', 'Policy fuel', 'Last'].map((x) => h('th', null, x)))),
             h('tbody', null, u.tools.map((t) => h('tr', { class: 'tool-usage' }, h('td', null, h('code', null, t.name)), h('td', { class: 'mono call-hash', title: t.source || '' }, shortHash(t.source)),

@@ -1,6 +1,7 @@
 /*
  * version.c — a test plugin built with the C kit in several versions
- * (-DVERSION='"A"'): its tool reports the version that answered.
+ * (-DVERSION='"A"'): its tool reports the version that answered
+ * (-DTRAP_VERSION: it traps instead).
  */
 #include "agentic.h"
 
@@ -12,6 +13,9 @@ volatile unsigned work;
 
 static int version(const agentic_call *c, agentic_buf *out) {
     (void)c;
+#ifdef TRAP_VERSION
+    __builtin_trap(); /* a version whose tool always traps */
+#endif
     /* a little work, so that calls overlap swaps */
     for (unsigned i = 0; i < 20000; i++) work += i;
     agentic_buf_puts(out, "{\"version\":\"" VERSION "\"}");

@@ -1,0 +1,273 @@
+package plugins_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
+)
+
+// canaryRegistry is a registry with version A of module "v" serving, and
+// the changes it reports.
+func canaryRegistry(t *testing.T) (*plugins.Registry, func() []plugins.Change) {
+	t.Helper()
+	rt, _ := newRuntime(t)
+	var mu sync.Mutex
+	var changes []plugins.Change
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{HoldWidening: true,
+		Limits: func(string) plugins.Limits { return plugins.Limits{Fuel: 1 << 40, CallTimeout: time.Minute} },
+		OnChange: func(c plugins.Change) {
+			mu.Lock()
+			changes = append(changes, c)
+			mu.Unlock()
+		}})
+	t.Cleanup(func() { reg.Close(context.Background()) })
+	if _, err := reg.Load(context.Background(), "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "A")}); err != nil {
+		t.Fatal(err)
+	}
+	return reg, func() []plugins.Change {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(changes)
+	}
+}
+
+// versionIn calls tool "version" in session and returns the version that
+// answered ("error: …" for an error).
+func versionIn(t *testing.T, reg *plugins.Registry, session string) string {
+	t.Helper()
+	tl, ok := reg.Tool("acme", "version")
+	if !ok {
+		t.Fatal("no tool version")
+	}
+	res, err := tl.Call(context.Background(), host.ToolCall{ID: "c-" + session, SessionID: session, Name: "version", Input: []byte(`{}`)})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(res.Output, `{"version":"`), `"}`)
+}
+
+// TestCanary: a canary serves the calls of its share of sessions, each
+// session always the same version, the others on the version serving; a
+// call without a session goes to the version serving; the canary is
+// listed with its counts; promoted, it serves every call and the old
+// version joins the history; a version that is the one serving is no
+// canary; a module that does not serve has none.
+func TestCanary(t *testing.T) {
+	ctx := context.Background()
+	reg, changes := canaryRegistry(t)
+	c, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "B")}, plugins.CanaryOptions{Share: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Share != 0.3 || c.RollbackAfter != 1 || c.Serving == c.Hash || c.Serving == "" {
+		t.Fatalf("the canary: %+v", c)
+	}
+	seen := map[string]string{}
+	onB := 0
+	for i := range 60 {
+		s := fmt.Sprintf("s%d", i)
+		seen[s] = versionIn(t, reg, s)
+		if seen[s] == "B" {
+			onB++
+		} else if seen[s] != "A" {
+			t.Fatalf("session %s: %s", s, seen[s])
+		}
+	}
+	// 60 sessions at 0.3: 18 expected; the ids are fixed, so is the count.
+	if onB < 8 || onB > 30 {
+		t.Errorf("%d of 60 sessions on the canary at a share of 0.3", onB)
+	}
+	for s, v := range seen {
+		if got := versionIn(t, reg, s); got != v {
+			t.Errorf("session %s saw %s, then %s", s, v, got)
+		}
+	}
+	if got := versionIn(t, reg, ""); got != "A" {
+		t.Errorf("a call without a session: %s", got)
+	}
+	if cs := reg.Canaries("acme"); len(cs) != 1 || cs[0].Calls != int64(2*onB) || cs[0].Failures != 0 {
+		t.Errorf("listed: %+v, want %d calls", cs, 2*onB)
+	}
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "A")}, plugins.CanaryOptions{}); err == nil {
+		t.Error("the version serving started as its own canary")
+	}
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "none", Wasm: versionWasm(t, "B")}, plugins.CanaryOptions{}); !errors.Is(err, plugins.ErrNotFound) {
+		t.Errorf("a canary of a module that does not serve: %v", err)
+	}
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "B")}, plugins.CanaryOptions{Share: 1.5}); err == nil {
+		t.Error("a share of 1.5 was taken")
+	}
+
+	m, err := reg.PromoteCanary(ctx, "acme", "v")
+	if err != nil || m.Hash() != c.Hash {
+		t.Fatalf("promote: %v", err)
+	}
+	for s := range seen {
+		if got := versionIn(t, reg, s); got != "B" {
+			t.Errorf("after the promotion, session %s: %s", s, got)
+		}
+	}
+	if v := reg.Versions("acme", "v"); len(v) != 1 || v[0].Hash != c.Serving {
+		t.Errorf("the history after the promotion: %+v", v)
+	}
+	if _, ok := reg.Canary("acme", "v"); ok {
+		t.Error("the canary is still listed after its promotion")
+	}
+	if err := reg.RollbackCanary(ctx, "acme", "v"); !errors.Is(err, plugins.ErrNotFound) {
+		t.Errorf("rolling back a canary promoted: %v", err)
+	}
+	var kinds []string
+	for _, ch := range changes() {
+		kinds = append(kinds, string(ch.Kind))
+	}
+	if got := strings.Join(kinds, ","); got != "loaded,canary_started,replaced,canary_promoted" {
+		t.Errorf("changes %s", got)
+	}
+}
+
+// TestCanaryEnds: a canary that fails as a module (a trap) is rolled back
+// by itself, and the calls of its sessions go to the version serving; one
+// with PromoteAfter is promoted by itself after that many calls; a person
+// rolls one back; a new version loaded in the module's place, or the
+// module unloaded, ends it; a canary's calls are refused nothing while
+// another canary takes its place.
+func TestCanaryEnds(t *testing.T) {
+	ctx := context.Background()
+	reg, changes := canaryRegistry(t)
+	trap := plugintest.CPlugin(t, "testdata/c", []string{"version.c", cKit + "/agentic.c"}, []string{cKit}, []string{`-DVERSION="T"`, "-DTRAP_VERSION"})
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: trap}, plugins.CanaryOptions{Share: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := versionIn(t, reg, "s1"); !strings.Contains(got, "error") {
+		t.Fatalf("the trapping canary answered %s", got)
+	}
+	waitUntil(t, "the canary rolled back", func() bool { _, ok := reg.Canary("acme", "v"); return !ok })
+	if got := versionIn(t, reg, "s1"); got != "A" {
+		t.Errorf("after the rollback: %s", got)
+	}
+	last := changes()[len(changes())-1]
+	if last.Kind != plugins.CanaryRolledBack || last.Err == nil || !strings.Contains(last.Err.Error(), "trap") || last.Canary == nil || last.Canary.Failures != 1 {
+		t.Errorf("the rollback's change: %+v", last)
+	}
+
+	// Promoted by itself after 3 calls.
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "B")}, plugins.CanaryOptions{Share: 1, PromoteAfter: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if got := versionIn(t, reg, fmt.Sprint("p", i)); got != "B" {
+			t.Fatalf("call %d: %s", i, got)
+		}
+	}
+	waitUntil(t, "the canary promoted", func() bool {
+		m, _ := reg.Module("acme", "v")
+		_, ok := reg.Canary("acme", "v")
+		return !ok && versionIn(t, reg, "") == "B" && m != nil
+	})
+
+	// A person rolls one back; another version, or an unload, ends one.
+	for _, end := range []string{"person", "load", "unload"} {
+		if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "C-"+end)}, plugins.CanaryOptions{Share: 1}); err != nil {
+			t.Fatal(end, err)
+		}
+		if got := versionIn(t, reg, "s"); got != "C-"+end {
+			t.Fatalf("%s: the canary answered %s", end, got)
+		}
+		switch end {
+		case "person":
+			if err := reg.RollbackCanary(ctx, "acme", "v"); err != nil {
+				t.Fatal(err)
+			}
+		case "load":
+			if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "D")}); err != nil {
+				t.Fatal(err)
+			}
+		case "unload":
+			reg.Unload("acme", "v")
+		}
+		if _, ok := reg.Canary("acme", "v"); ok {
+			t.Errorf("%s: the canary runs on", end)
+		}
+		if cs := changes(); !slices.ContainsFunc(cs[len(cs)-2:], func(c plugins.Change) bool { return c.Kind == plugins.CanaryRolledBack }) {
+			t.Errorf("%s: no rollback among the last changes: %+v", end, cs[len(cs)-2:])
+		}
+		if want := map[string]string{"person": "B", "load": "D"}[end]; want != "" {
+			if got := versionIn(t, reg, "s"); got != want {
+				t.Errorf("after the canary ended by %s: %s, want %s", end, got, want)
+			}
+		}
+	}
+}
+
+// waitUntil waits up to 10 s for cond.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCanaryHammer: calls from many sessions go on while canaries start,
+// roll back and are promoted: every call is answered by some version,
+// none fails for the swaps.
+func TestCanaryHammer(t *testing.T) {
+	ctx := context.Background()
+	reg, _ := canaryRegistry(t)
+	versions := [][]byte{versionWasm(t, "B"), versionWasm(t, "C")}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for g := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if got := versionIn(t, reg, fmt.Sprintf("g%d-%d", g, i%20)); strings.HasPrefix(got, "error") {
+					select {
+					case errs <- got:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range 8 {
+		if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versions[i%2]}, plugins.CanaryOptions{Share: 0.5}); err != nil {
+			// The version serving may be this one, promoted before.
+			if !strings.Contains(err.Error(), "is the version serving") {
+				t.Fatal(err)
+			}
+			continue
+		}
+		time.Sleep(20 * time.Millisecond)
+		if i%3 == 0 {
+			if _, err := reg.PromoteCanary(ctx, "acme", "v"); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := reg.RollbackCanary(ctx, "acme", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("a call failed during the swaps: %s", e)
+	}
+}
