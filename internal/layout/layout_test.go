@@ -32,8 +32,9 @@ var allowed = map[string][]string{
 	"plugins":               {"plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	// The protocols are siblings: each translates between the host's
 	// types and one wire, and none imports another, or the server.
-	"protocol/uistream": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
-	"protocol/mcp":      {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"protocol/uistream":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	"protocol/mcp":       {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"protocol/mcpclient": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.

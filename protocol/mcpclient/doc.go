@@ -1,0 +1,35 @@
+// Package mcpclient makes the tools of a Model Context Protocol server the
+// tools of an agent, through the official MCP Go SDK's client: a remote
+// server over streamable HTTP, or a local one started over stdio.
+//
+// A [Source] is a [host.Toolset]. Each of the server's tools joins the
+// agent's tools under a namespaced name (the server's name, two
+// underscores, the tool's: providers accept [A-Za-z0-9_-] only, so not a
+// dot), with an effect read from its annotations — readOnlyHint: read;
+// otherwise destructiveHint or openWorldHint (both true when absent, as
+// the specification says): external; else write; idempotentHint:
+// idempotent — each overridable per tool ([ToolOverride]). Approvals and
+// policies decide on them as on any tool.
+//
+// A call fails with a typed error the model reads: [ErrUnreachable] (the
+// server cannot be reached, or dropped the connection), [ErrTimeout] (the
+// call's deadline passed), [ErrProtocol] (the server answered with a
+// JSON-RPC error or something that is not a tool result) or [ErrToolError]
+// (the tool reported an error: isError). Its output is capped
+// (Server.MaxOutputBytes). Its result names the server, the tool and a
+// digest of the tool's definition at the time (host.ToolResult.Source:
+// "mcp:SERVER/TOOL@sha256:HEX"), which the ledger records.
+//
+// The rug-pull guard: the definitions a Source first lists (or the pins
+// it is given, Server.Pins) are trusted. When the server's list changes
+// (notifications/tools/list_changed, or a reconnection), a tool whose
+// definition changed — its description, input schema or annotations — and
+// a tool the server did not offer before are held: withheld from the
+// agent until a person approves them ([Source.Approve]), as a plugin
+// version that widens is. A tool removed goes at once.
+//
+// Credentials (a bearer token, OAuth client credentials) are the HTTP
+// client's: the host adds them to the requests, and neither the model, the
+// ledger nor the logs see them. The caller gives the HTTP client that
+// enforces its egress rules (plugins.EgressClient) in Server.HTTPClient.
+package mcpclient
