@@ -335,7 +335,10 @@ func TestUnreachableAndBack(t *testing.T) {
 		t.Errorf("a call while down: %v", err)
 	}
 	up.Store(true)
-	waitFor(t, "a call answered again", func() bool { res, err := call(t, tl, `{"id":"2"}`); return err == nil && res.Output == "document 2: hello" })
+	waitFor(t, "a call answered again", func() bool {
+		res, err := call(t, tl, `{"id":"2"}`)
+		return err == nil && res.Output == "document 2: hello"
+	})
 }
 
 // TestBearer: a server that wants a bearer token gets it from the client
