@@ -1,7 +1,9 @@
 package plugins
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 )
 
 // EgressClient returns an HTTP client that reaches only what l allows, as
@@ -52,4 +54,16 @@ func (denyAll) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body.Close()
 	}
 	return nil, denied("no host is allowed")
+}
+
+// Allows reports whether the sandbox l lets host code (or a plugin)
+// request rawURL: an http or https URL without credentials whose host and
+// port are among l.AllowedHosts. The address it resolves to is checked
+// when a request dials it, not here. A refusal wraps ErrDenied.
+func (l Limits) Allows(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrDenied, err)
+	}
+	return (&httpGuard{rules: hostRules(l.AllowedHosts)}).checkURL(u)
 }

@@ -292,6 +292,8 @@ func (s *Server) routes() {
 	handle("DELETE /v1/plugins/{name}/canary", s.deleteCanary)
 	handle("GET /v1/plugins", s.listPlugins)
 	handle("GET /v1/audit", s.getAudit)
+	handle("GET /v1/mcp", s.listMCP)
+	handle("POST /v1/mcp/{server}/tools/{tool}/approve", s.approveMCPTool)
 	handle("GET /v1/plugins/{name}", s.getPlugin)
 	handle("PUT /v1/plugins/{name}", s.putPlugin)
 	handle("DELETE /v1/plugins/{name}", s.deletePlugin)

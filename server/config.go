@@ -155,6 +155,9 @@ type TenantConfig struct {
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
 	// read when a module loads. Default: none.
 	PluginConfig map[string]map[string]string `yaml:"plugin_config"`
+	// MCPServers are MCP servers whose tools the tenant's agents take
+	// (see [MCPServerConfig]). Default: none.
+	MCPServers []MCPServerConfig `yaml:"mcp_servers"`
 }
 
 // BudgetAskConfig is what an approval of a run past its tenant's budget
@@ -182,6 +185,9 @@ type AgentConfig struct {
 	// Plugins names the plugins whose tools the agent offers. Default:
 	// none, every plugin of the tenant.
 	Plugins []string `yaml:"plugins"`
+	// MCP names the tenant's MCP servers whose tools the agent offers.
+	// Default: none named, every one.
+	MCP []string `yaml:"mcp"`
 	// Policy decides every tool call with a plugin's policy:
 	// "PLUGIN[:NAME]". Default: "", by effect (external calls wait for a
 	// person).
@@ -811,6 +817,18 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	if q := t.Sandbox.Quarantine; q.Failures < -1 || q.Window < 0 {
 		bad("sandbox.quarantine: failures must be -1 (off), 0 (the default, %d) or more, and window not negative", DefaultQuarantineFailures)
 	}
+	t.MCPServers = slices.Clone(t.MCPServers)
+	mcpNames := map[string]bool{}
+	for i := range t.MCPServers {
+		m := &t.MCPServers[i]
+		if mcpNames[m.Name] {
+			bad("mcp_servers[%d]: the name %s is taken", i, m.Name)
+		}
+		mcpNames[m.Name] = true
+		for _, problem := range m.validate(t.Sandbox.limits(), os.Getenv) {
+			bad("mcp_servers[%d] (%s): %s", i, m.Name, problem)
+		}
+	}
 	if len(t.Agents) == 0 {
 		model := ""
 		if len(t.Models) > 0 {
@@ -831,6 +849,11 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("agents.%s: model is required", an)
 		case len(t.Models) > 0 && !slices.Contains(t.Models, a.Model):
 			bad("agents.%s: model %s is not among the tenant's models", an, a.Model)
+		}
+		for _, m := range a.MCP {
+			if !mcpNames[m] {
+				bad("agents.%s: mcp: %s is not among the tenant's mcp_servers", an, m)
+			}
 		}
 		agents[an] = a
 	}

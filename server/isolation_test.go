@@ -147,6 +147,10 @@ var isolationRows = []isoRow{
 	{route: "DELETE /v1/plugins/{name}/canary", name: "plugin", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/plugins/" + ids.Plugin + "/canary"}
 	}},
+	{route: "GET /v1/mcp", name: "list", list: true, req: get("/v1/mcp")},
+	{route: "POST /v1/mcp/{server}/tools/{tool}/approve", name: "approve", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/mcp/" + ids.Plugin + "/tools/read_doc/approve", body: `{"digest":"` + ids.Hash + `"}`}
+	}},
 	{route: "GET /v1/audit", name: "list", list: true, req: get("/v1/audit")},
 	{route: "GET /v1/audit", name: "a plugin's", list: true, req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/audit?plugin=" + ids.Plugin} }},
 	{route: "DELETE /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest {

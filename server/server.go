@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/protocol/mcpclient"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -87,9 +88,10 @@ type tenant struct {
 	budget  *budget       // nil: no budget
 	fuel    *fuelBudget   // nil: no plugin budget
 
-	pluginsMu sync.Mutex    // uploads and removals of the tenant's modules take turns
-	uploads   chan struct{} // a token while a module upload is read and loaded: one at a time
-	feed      feed          // the changes of the tenant's sessions, for GET /v1/feed
+	pluginsMu sync.Mutex                   // uploads and removals of the tenant's modules take turns
+	uploads   chan struct{}                // a token while a module upload is read and loaded: one at a time
+	feed      feed                         // the changes of the tenant's sessions, for GET /v1/feed
+	mcp       map[string]*mcpclient.Source // its MCP servers, by name
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -231,9 +233,18 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 			t.fuel.ask = &fuelAsk{raise: newRaise(counter, name, kindPluginBudget, tc.BudgetAsk.RaiseFuel)}
 		}
 	}
+	// The MCP servers' first connections are bounded: one that does not
+	// answer is retried in the background, its tools missing meanwhile.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err = s.openMCP(ctx, t)
+	cancel()
+	if err != nil {
+		t.closeMCP()
+		return nil, err
+	}
 	var errs []error
 	for _, an := range sortedKeys(tc.Agents) {
-		a, err := s.agent(name, an, tc.Agents[an])
+		a, err := s.agent(t, an, tc.Agents[an])
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -283,9 +294,10 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 }
 
 // agent builds one of a tenant's agents.
-func (s *Server) agent(tenant, name string, ac AgentConfig) (host.Agent, error) {
+func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, error) {
+	tenant := t.name
 	a := host.Agent{Name: name, Model: ac.Model, System: ac.System, MaxSteps: ac.MaxSteps, MaxTokens: ac.MaxTokens,
-		Toolsets: []host.Toolset{pluginTools{reg: s.registry, tenant: tenant, only: ac.Plugins}},
+		Toolsets: []host.Toolset{pluginTools{reg: s.registry, tenant: tenant, only: ac.Plugins}, mcpTools{t: t, only: ac.MCP}},
 		Timeouts: host.AgentTimeouts{Total: time.Duration(ac.Timeouts.Total), Step: time.Duration(ac.Timeouts.Step),
 			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)}}
 	if ac.Policy != "" {
@@ -388,6 +400,9 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	for _, w := range s.watchers {
 		w.Close()
+	}
+	for _, t := range s.tenants {
+		t.closeMCP()
 	}
 	if s.registry != nil {
 		s.registry.Close(context.Background())

@@ -59,6 +59,9 @@ type modelFlags struct {
 	policy  string
 	approve pluginList
 
+	// MCP servers whose tools the agent takes.
+	mcpURLs, mcpStdio, mcpTokens pluginList
+
 	// validators are registered with the host (Options.Validators); the
 	// task command sets them.
 	validators map[string]host.Validator
@@ -105,6 +108,9 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.DurationVar(&m.pluginCompile, "plugin-compile-timeout", 0, fmt.Sprintf("bound on compiling one of the --plugins: a module past it is refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.StringVar(&m.policy, "policy", "", "decide every tool call with the policy of one of the --plugins: `PLUGIN[:NAME]` (default: calls with an external effect wait for approval, the others run)")
 	fs.Var(&m.approve, "approve", "run `TOOL`'s calls without asking a person (repeatable; a policy's deny still denies)")
+	fs.Var(&m.mcpURLs, "mcp", "offer the tools of the MCP server at `NAME=URL` (streamable HTTP) as NAME__TOOL (repeatable)")
+	fs.Var(&m.mcpStdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and offer its tools as NAME__TOOL (repeatable)")
+	fs.Var(&m.mcpTokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -184,6 +190,26 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			}
 			agent.Policies = []host.Policy{pol}
 		}
+	}
+	if len(m.mcpURLs)+len(m.mcpStdio) > 0 {
+		sources, err := m.openMCP(env, logger)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		for _, src := range sources {
+			agent.Toolsets = append(agent.Toolsets, src)
+		}
+		prev := cleanup
+		cleanup = func() {
+			for _, src := range sources {
+				src.Close()
+			}
+			prev()
+		}
+	} else if len(m.mcpTokens) > 0 {
+		cleanup()
+		return nil, nil, fail(2, "--mcp-token-env names a --mcp server")
 	}
 	if m.policy != "" && m.plugins == "" {
 		cleanup()

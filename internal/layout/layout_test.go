@@ -38,7 +38,7 @@ var allowed = map[string][]string{
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"protocol/uistream", "plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"protocol/uistream", "protocol/mcpclient", "plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

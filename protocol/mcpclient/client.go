@@ -185,6 +185,13 @@ type Status struct {
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 
+// Validate reports every problem of s's configuration (ErrInvalidServer),
+// as Open would, without connecting.
+func (s Server) Validate() error {
+	_, err := s.normalize()
+	return err
+}
+
 // normalize checks s and applies the defaults.
 func (s Server) normalize() (Server, error) {
 	var errs []error
