@@ -56,3 +56,17 @@ func TestEgressClient(t *testing.T) {
 		t.Error("a bad host rule was taken")
 	}
 }
+
+// TestLimitsAllows: the sandbox's rules for a URL, without a request.
+func TestLimitsAllows(t *testing.T) {
+	l := plugins.Limits{AllowedHosts: []string{"mcp.example.com", "*.example.org", "127.0.0.1:8080"}}
+	for u, want := range map[string]bool{
+		"https://mcp.example.com/mcp": true, "https://a.example.org/x": true, "http://127.0.0.1:8080/mcp": true,
+		"https://evil.example.com/": false, "http://127.0.0.1:8081/": false, "ftp://mcp.example.com/": false,
+		"https://user:pw@mcp.example.com/": false, "::not a url": false,
+	} {
+		if err := l.Allows(u); (err == nil) != want || err != nil && !errors.Is(err, plugins.ErrDenied) {
+			t.Errorf("%s: %v, want allowed %v", u, err, want)
+		}
+	}
+}
