@@ -57,8 +57,9 @@
 
   function shortHash(s) {
     if (!s) return '';
-    const m = /^sha256:([0-9a-f]+)$/.exec(s);
-    return m ? 'sha256:' + m[1].slice(0, 12) : s;
+    // A module's "sha256:HEX", or an MCP tool's "mcp:SERVER/TOOL@sha256:HEX".
+    const m = /^(.*?)sha256:([0-9a-f]+)$/.exec(s);
+    return m ? m[1] + 'sha256:' + m[2].slice(0, 12) : s;
   }
 
   // ---- the API ----
@@ -985,6 +986,34 @@
         h('td', { class: 'mono', title: e.hash || '' }, shortHash(e.hash)), h('td', null, e.by), h('td', { class: 'muted' }, e.detail || '')))));
   }
 
+  // mcpServers shows the tenant's MCP servers: whether each is
+  // connected, the tools it serves, and the tool definitions it holds
+  // (old → new) with a button to trust each.
+  function mcpServers(list, after) {
+    if (!list.servers.length) return h('p', { class: 'muted' }, 'No MCP servers (a tenant\'s mcp_servers in the configuration).');
+    return list.servers.map((srv) => h('div', { class: 'plugin mcp-server', 'data-server': srv.server },
+      h('div', null, h('strong', null, srv.server), ' ', h('code', null, srv.url), ' ',
+        h('span', { class: 'tag ' + (srv.connected ? '' : 'external') }, srv.connected ? 'connected' : 'unreachable'),
+        srv.last_error ? h('span', { class: 'muted' }, ' ' + srv.last_error) : null),
+      h('div', { class: 'mcp-tools' }, srv.tools.map((t) => h('code', { class: 'mcp-tool', 'data-tool': t }, t)).flatMap((x) => [x, ' '])),
+      srv.held.map((ht) => {
+        const err = h('span', { class: 'error', role: 'alert' });
+        const approve = h('button', { class: 'approve-mcp-tool', type: 'button' }, 'Trust and serve');
+        approve.addEventListener('click', async () => {
+          approve.disabled = true;
+          try {
+            await api('POST', `/v1/mcp/${encodeURIComponent(srv.server)}/tools/${encodeURIComponent(ht.name)}/approve`, { digest: ht.digest });
+            after();
+          } catch (e) { err.textContent = e.message; approve.disabled = false; }
+        });
+        return h('div', { class: 'mcp-held', 'data-tool': ht.name },
+          h('div', null, h('span', { class: 'tag external' }, 'held'), ' ', h('code', null, ht.name),
+            h('span', { class: 'muted' }, (ht.old ? ' changed' : ' new') + ', since ' + fmtTime(ht.since))),
+          h('div', { class: 'diff mono' }, h('del', null, ht.old ? ht.old.description || '' : ''), ' → ', h('ins', null, ht.new.description || '')),
+          h('div', { class: 'row' }, approve, err));
+      })));
+  }
+
   function pluginsView(root) {
     const name = h('input', { id: 'plugin-name', placeholder: 'module name', required: true, pattern: '[A-Za-z0-9_][A-Za-z0-9._\\-]{0,63}', 'aria-label': 'Module name' });
     const file = h('input', { id: 'plugin-file', type: 'file', accept: '.wasm,application/wasm', required: true, 'aria-label': 'Module file' });
@@ -997,7 +1026,8 @@
     const list = h('div', { id: 'plugins' });
     const calls = h('div');
     const audit = h('div');
-    append(root, [h('h2', null, 'Plugins'), form, list, h('h3', null, 'Which code ran the calls'), calls, h('h3', null, 'Audit log'), audit]);
+    const mcp = h('div', { id: 'mcp-servers' });
+    append(root, [h('h2', null, 'Plugins'), form, list, h('h3', null, 'MCP servers'), mcp, h('h3', null, 'Which code ran the calls'), calls, h('h3', null, 'Audit log'), audit]);
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       if (!file.files[0]) return;
@@ -1021,7 +1051,8 @@
       if (busy) return;
       busy = true;
       try {
-        const [p, u, a] = await Promise.all([api('GET', '/v1/plugins'), api('GET', '/v1/usage?days=30'), api('GET', '/v1/audit?limit=50')]);
+        const [p, u, a, ms] = await Promise.all([api('GET', '/v1/plugins'), api('GET', '/v1/usage?days=30'), api('GET', '/v1/audit?limit=50'), api('GET', '/v1/mcp')]);
+        mcp.replaceChildren(...[].concat(mcpServers(ms, load)));
         const nodes = p.plugins.map((m) => h('div', { class: 'plugin', 'data-plugin': m.name },
           h('div', null, h('strong', null, m.name), ' ', h('code', { class: 'plugin-hash', title: m.hash }, m.hash), ' ',
             h('span', { class: 'tag' }, m.abi)),
