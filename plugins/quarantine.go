@@ -62,6 +62,18 @@ type health struct {
 	q        atomic.Pointer[Quarantine]
 }
 
+// carry takes over from's failures and quarantine, for the same version
+// loaded again.
+func (h *health) carry(from *health) {
+	from.mu.Lock()
+	failures := slices.Clone(from.failures)
+	from.mu.Unlock()
+	h.mu.Lock()
+	h.failures = failures
+	h.mu.Unlock()
+	h.q.Store(from.q.Load())
+}
+
 // failureCounts reports whether err says the module itself failed.
 func failureCounts(err error) bool {
 	for _, s := range []error{ErrTrap, ErrTimeout, ErrOutOfMemory, ErrOutOfFuel, ErrExited} {

@@ -339,8 +339,9 @@ func (r *Registry) commitIf(ctx context.Context, tenant, name, hash string, m *M
 	}
 	if prev != nil && sameVersion(prev, m) {
 		// The same version again (a directory rescanned, the same
-		// upload) is no new version: a quarantine stays.
-		m.health.q.Store(prev.health.q.Load())
+		// upload) is no new version: a quarantine stays, and so do the
+		// failures counted towards one.
+		m.health.carry(&prev.health)
 	}
 	modules[name] = m
 	next := r.build(tenant, modules)
