@@ -285,16 +285,18 @@ func (s *Server) listMCP(w http.ResponseWriter, r *http.Request, t *tenant) {
 // approveMCPTool serves a held definition of an MCP server's tool.
 func (s *Server) approveMCPTool(w http.ResponseWriter, r *http.Request, t *tenant) {
 	server, tool := r.PathValue("server"), r.PathValue("tool")
-	src := t.mcp[server]
-	if src == nil {
-		notFound(w, "MCP server", server)
-		return
-	}
 	var req struct {
 		// Digest is the definition approved: the one shown.
 		Digest string `json:"digest"`
 	}
+	// The body first, within the server's body limits, whatever the
+	// answer.
 	if !s.decodeBody(w, r, &req) {
+		return
+	}
+	src := t.mcp[server]
+	if src == nil {
+		notFound(w, "MCP server", server)
 		return
 	}
 	if req.Digest == "" {
