@@ -36,6 +36,10 @@ const pluginUsage = `Usage:
   agentic-host plugin audit [--server URL] [NAME]         the audit log of the tenant's plugins
   agentic-host plugin versions [--server URL] NAME        the version serving, and those it replaced
   agentic-host plugin rollback [--server URL] NAME [HASH] load a replaced version again
+  agentic-host plugin replay [flags] (--plugins DIR | --module FILE.wasm) SESSION [CALL_ID]
+                                                          run a session's recorded plugin calls again
+                                                          against their recorded traffic (no network):
+                                                          same, diverged (where) or not replayable
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -78,6 +82,8 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginRollbackCmd(ctx, args[1:], env)
 	case "versions":
 		return pluginVersionsCmd(ctx, args[1:], env)
+	case "replay":
+		return pluginReplayCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil
