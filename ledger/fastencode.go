@@ -688,13 +688,13 @@ func trafficSizeHint(t *ToolTraffic) int {
 	n := 48
 	for i := range t.HTTP {
 		x := &t.HTTP[i]
-		n += 360 + len(x.Method) + len(x.URL) + len(x.URLDigest) + strsLen(x.RequestHeaders) + len(x.RequestDigest) +
+		n += 200 + len(x.Method) + len(x.URL) + len(x.URLDigest) + strsLen(x.RequestHeaders) + len(x.RequestDigest) +
 			strsLen(x.ResponseHeaders) + len(x.ResponseDigest) + len(x.ResponseBody) +
 			base64.StdEncoding.EncodedLen(len(x.ResponseBodyBase64)) + len(x.Error)
 	}
 	for i := range t.KV {
 		a := &t.KV[i]
-		n += 160 + len(a.Op) + len(a.Key) + base64.StdEncoding.EncodedLen(len(a.KeyBase64)) + len(a.ValueDigest) +
+		n += 100 + len(a.Op) + len(a.Key) + base64.StdEncoding.EncodedLen(len(a.KeyBase64)) + len(a.ValueDigest) +
 			len(a.Value) + base64.StdEncoding.EncodedLen(len(a.ValueBase64)) + len(a.Error)
 	}
 	return n
