@@ -173,7 +173,11 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 // at offset; denied says why not.
 func kvKey(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, denied string) {
 	if d := kvDenied(env); d != "" {
-		return nil, d
+		if env != nil && env.record {
+			// The record names the key refused, as a replay reads it.
+			key, _ = read(ctx, p, offset, env.mod.limits.MaxKVKeyBytes)
+		}
+		return key, d
 	}
 	key, err := read(ctx, p, offset, env.mod.limits.MaxKVKeyBytes)
 	if err != nil || len(key) == 0 {
@@ -340,16 +344,18 @@ func hostHTTP(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		return
 	}
 	raw, err := read(ctx, p, stack[0], maxHTTPRequestBytes)
+	if env.replay != nil {
+		// A request that cannot be read is recorded as one of method "?"
+		// with its error; raw is nil then, and it replays as such.
+		stack[0] = write(ctx, p, "http_request", env.replay.http(env, raw))
+		return
+	}
 	if err != nil {
 		err = denied("bad request: %v", err)
 		if env.record {
 			env.noteHTTP(httpRequestOf{method: "?"}, nil, nil, err, 0)
 		}
 		stack[0] = write(ctx, p, "http_request", wireError(err))
-		return
-	}
-	if env.replay != nil {
-		stack[0] = write(ctx, p, "http_request", env.replay.http(env, raw))
 		return
 	}
 	stack[0] = write(ctx, p, "http_request", env.mod.guard.do(ctx, env, raw))

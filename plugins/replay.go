@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
-	"github.com/agentichost/agentic/storage"
 	extism "github.com/extism/go-sdk"
 )
 
@@ -303,10 +302,10 @@ func (r *replayer) kvAccess(op string, key, value []byte, msg string) *ledger.KV
 	return want
 }
 
-// replayKey reads a key as kv_get reads it, without the sandbox's checks
-// (the record holds their answers).
-func replayKey(ctx context.Context, p *extism.CurrentPlugin, off uint64) (key []byte, msg string) {
-	key, err := read(ctx, p, off, storage.MaxKeyBytes)
+// replayKey reads a key as kv_get reads it, within the module's bound,
+// without the sandbox's other checks (the record holds their answers).
+func replayKey(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, off uint64) (key []byte, msg string) {
+	key, err := read(ctx, p, off, env.mod.limits.MaxKVKeyBytes)
 	if err != nil || len(key) == 0 {
 		return key, fmt.Sprintf("denied: bad key: %v", errOr(err, "empty"))
 	}
@@ -315,7 +314,7 @@ func replayKey(ctx context.Context, p *extism.CurrentPlugin, off uint64) (key []
 
 // kvGet answers one kv_get from the record.
 func (r *replayer) kvGet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, stack []uint64) {
-	key, msg := replayKey(ctx, p, stack[0])
+	key, msg := replayKey(ctx, env, p, stack[0])
 	var found bool
 	var value []byte
 	switch want := r.kvAccess(ledger.KVGet, key, nil, msg); {
@@ -338,10 +337,10 @@ func (r *replayer) kvGet(ctx context.Context, env *callEnv, p *extism.CurrentPlu
 // kvWrite answers one kv_set or kv_delete from the record, writing
 // nothing.
 func (r *replayer) kvWrite(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, op string, stack []uint64) {
-	key, msg := replayKey(ctx, p, stack[0])
+	key, msg := replayKey(ctx, env, p, stack[0])
 	var value []byte
 	if op == ledger.KVSet && msg == "" {
-		v, err := read(ctx, p, stack[1], storage.MaxValueBytes)
+		v, err := read(ctx, p, stack[1], env.mod.limits.MaxKVValueBytes)
 		if err != nil {
 			msg = "denied: bad value: " + err.Error()
 		}

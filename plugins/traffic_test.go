@@ -266,6 +266,21 @@ func TestReplayDiverges(t *testing.T) {
 		t.Errorf("replays reached the server: %d requests, %d before", served.Load(), count)
 	}
 
+	// A call the sandbox refused the store replays the same: its record
+	// names the key refused, and the refusal.
+	noKV := trafficLimits(srv)
+	noKV.KV = false
+	d := load(t, rt, "traffic-nokv", trafficWasm(t, "A"), noKV)
+	dt, _ := d.Tool("sync")
+	res, err = dt.Call(context.Background(), call)
+	if err == nil || len(res.Traffic.KV) != 1 || res.Traffic.KV[0].Key != "count" || !strings.Contains(res.Traffic.KV[0].Error, "not enabled") {
+		t.Fatalf("a call refused the store: %v, %+v", err, res.Traffic)
+	}
+	refused := ledger.ToolResult{CallID: call.ID, Name: "sync", Output: "error: " + err.Error(), IsError: true, Source: res.Source, Traffic: res.Traffic}
+	if rp := replay(d, refused); rp.Verdict != plugins.ReplaySame {
+		t.Errorf("a call refused the store: %+v", rp)
+	}
+
 	if _, err := plugins.ReplayCall(context.Background(), nil, call, recorded); err == nil {
 		t.Error("ReplayCall without a module: no error")
 	}
