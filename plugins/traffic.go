@@ -26,10 +26,12 @@ const (
 	// call's record keeps, together; the others are counted
 	// (ToolTraffic.Dropped) and the record marked Truncated.
 	MaxTrafficEntries = 64
-	// MaxTrafficBytes bounds the response bodies and headers and the
-	// values read that a call's record keeps, together. One that does not
-	// fit in what is left is not kept (BodyOmitted, ValueOmitted): its size
-	// and digest are.
+	// MaxTrafficBytes bounds the texts a call's record keeps, together:
+	// URLs, header names, keys and errors, then response bodies and
+	// headers and values read. A body or value that does not fit in what
+	// is left is not kept (BodyOmitted, ValueOmitted): its size and digest
+	// are; an access whose URL, header names or key do not fit is dropped
+	// (Truncated).
 	MaxTrafficBytes = 64 << 10
 	// maxTrafficURLBytes bounds a URL in the record: a longer one is cut,
 	// with the digest of the whole of it.
@@ -63,11 +65,26 @@ func (l *trafficLog) next() (seq int, ok bool) {
 	seq = l.seq
 	l.seq++
 	if len(l.rec.HTTP)+len(l.rec.KV) >= MaxTrafficEntries {
-		l.rec.Truncated = true
-		l.rec.Dropped++
+		l.drop()
 		return seq, false
 	}
 	return seq, true
+}
+
+// drop counts an access the record has no room for.
+func (l *trafficLog) drop() {
+	l.rec.Truncated = true
+	l.rec.Dropped++
+}
+
+// exchangeBytes is what an exchange's texts take in the record before its
+// response: its URL, header names and error.
+func exchangeBytes(x *ledger.HTTPExchange) int {
+	n := len(x.Method) + len(x.URL) + len(x.Error)
+	for _, h := range x.RequestHeaders {
+		n += len(h)
+	}
+	return n
 }
 
 // keep reports whether n more bytes fit in the record, and takes them.
@@ -157,6 +174,12 @@ func (env *callEnv) noteHTTP(r httpRequestOf, res *httpWireResponse, data []byte
 	x.Seq, x.DurationMS = seq, took.Milliseconds()
 	if err != nil {
 		x.Error, x.Denied = text(err.Error(), maxTrafficErrorBytes), isDenied(err)
+	}
+	if !l.keep(exchangeBytes(&x)) {
+		l.drop()
+		return
+	}
+	if err != nil {
 		l.rec.HTTP = append(l.rec.HTTP, x)
 		return
 	}
@@ -219,6 +242,10 @@ func (env *callEnv) noteKV(op string, key []byte, found bool, value []byte, msg 
 		return
 	}
 	a := ledger.KVAccess{Seq: seq, Op: op, Found: found, Error: text(msg, maxTrafficErrorBytes)}
+	if !l.keep(len(key) + len(a.Error)) {
+		l.drop()
+		return
+	}
 	if utf8.Valid(key) {
 		a.Key = string(key)
 	} else {

@@ -336,6 +336,19 @@ func TestTrafficBounded(t *testing.T) {
 	if err != nil || rp.Verdict != plugins.ReplayNotReplayable || !strings.Contains(rp.Reason, "more host-function calls than the record keeps") {
 		t.Errorf("replay of a truncated record: %+v, %v", rp, err)
 	}
+	// Long URLs and many headers: the texts are bounded too.
+	call.Input = json.RawMessage(`{"base":"` + srv.URL + `","n":40,"pad":1900}`)
+	res, err = tool.Call(context.Background(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ToolResult.Traffic = res.Traffic
+	if b, err = ledger.Encode(e); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Traffic.Truncated || len(b) > 2*plugins.MaxTrafficBytes {
+		t.Errorf("long URLs and headers: truncated %v, %d bytes in the ledger, %d requests recorded", res.Traffic.Truncated, len(b), len(res.Traffic.HTTP))
+	}
 	// Bodies alone: a few big responses, no entry dropped.
 	call.Input = json.RawMessage(`{"base":"` + srv.URL + `","n":4}`)
 	res, err = tool.Call(context.Background(), call)

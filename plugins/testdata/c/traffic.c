@@ -8,7 +8,8 @@
  *          Version B posts another body; version C GETs BASE/extra first.
  *   flood  makes N key-value reads of its own keys and N GETs of BASE/big
  *          (the host bounds the requests of a call; the record bounds
- *          what it keeps of the rest).
+ *          what it keeps of the rest); with PAD, each GET has a query of
+ *          PAD bytes and PAD / 100 headers of long names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +21,39 @@
 #define VERSION "A"
 #endif
 
+/* pad, when set, makes flood's requests heavy: a query of pad bytes and
+ * pad / 100 headers with names of 100 bytes. */
+static long long pad;
+
 /* get sends a GET to base + path and returns the host's answer (malloc'd). */
 static char *get(const char *base, const char *path) {
     agentic_buf req = {0};
     agentic_buf_puts(&req, "{\"method\":\"GET\",\"url\":");
     size_t n = strlen(base) + strlen(path) + 1;
-    char *url = malloc(n);
+    char *url = malloc(n + (size_t)pad + 8);
     snprintf(url, n, "%s%s", base, path);
+    if (pad > 0) {
+        strcat(url, "?pad=");
+        size_t at = strlen(url);
+        memset(url + at, 'x', (size_t)pad);
+        url[at + (size_t)pad] = 0;
+    }
     agentic_buf_json_cstring(&req, url);
     free(url);
+    if (pad > 0) {
+        agentic_buf_puts(&req, ",\"headers\":{");
+        for (long long i = 0; i < pad / 100; i++) {
+            char name[128];
+            snprintf(name, sizeof name, "X-Pad-%04lld-", i);
+            size_t at = strlen(name);
+            memset(name + at, 'h', 100 - at);
+            name[100] = 0;
+            if (i > 0) agentic_buf_puts(&req, ",");
+            agentic_buf_json_cstring(&req, name);
+            agentic_buf_puts(&req, ":\"v\"");
+        }
+        agentic_buf_puts(&req, "}");
+    }
     agentic_buf_puts(&req, "}");
     agentic_buf_append(&req, "", 1); /* NUL */
     size_t len = 0;
@@ -103,6 +128,8 @@ static int flood(const agentic_call *c, agentic_buf *out) {
     char *base = agentic_json_get_string(c->input, "base");
     long long n = 0;
     agentic_json_get_int(c->input, "n", &n);
+    pad = 0;
+    agentic_json_get_int(c->input, "pad", &pad);
     long long answered = 0, errors = 0;
     for (long long i = 0; i < n; i++) {
         char key[32], *value = NULL, *err = NULL;
@@ -128,7 +155,7 @@ static int flood(const agentic_call *c, agentic_buf *out) {
 
 static const agentic_tool tools[] = {
     {.name = "flood", .description = "Read and fetch over and over.",
-     .input_schema = "{\"type\":\"object\",\"properties\":{\"base\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}",
+     .input_schema = "{\"type\":\"object\",\"properties\":{\"base\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"},\"pad\":{\"type\":\"integer\"}},\"required\":[\"n\"]}",
      .effect = "read", .handler = flood},
     {.name = "sync", .description = "Read a counter, fetch an item, post a note, write the counter.",
      .input_schema = "{\"type\":\"object\",\"properties\":{\"base\":{\"type\":\"string\"}},\"required\":[\"base\"]}",
