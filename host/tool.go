@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/agentichost/agentic/ledger"
 )
 
 // Effect is what a tool does to the world. It decides how the host treats a
@@ -68,6 +70,12 @@ type ToolResult struct {
 	// in its fuel units, failed calls included; recorded in the ledger.
 	// 0 for a tool that is not metered.
 	Fuel int64
+	// Traffic is what the call did through a plugin's host functions (its
+	// HTTP requests and key-value accesses), bounded, recorded in the
+	// ledger beside the result; a Wasm plugin's calls always carry one
+	// (empty when they did nothing through them). Its texts must be
+	// UTF-8. Nil for other tools.
+	Traffic *ledger.ToolTraffic
 }
 
 // Tool is a capability the model can call. Wasm plugins implement it; so can

@@ -247,6 +247,7 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 		// become U+FFFD here rather than fail the append.
 		result.Source = strings.ToValidUTF8(out.Source, "\uFFFD")
 		result.Fuel = max(out.Fuel, 0)
+		result.Traffic = out.Traffic
 		if err != nil {
 			result.IsError, result.Output = true, "error: "+strings.ToValidUTF8(err.Error(), "\uFFFD")
 		} else {

@@ -229,6 +229,41 @@ func normalize(e *Event) {
 		}
 		r.Deliverable = compactJSON(r.Deliverable)
 	}
+	if r := e.ToolResult; r != nil && r.Traffic != nil {
+		normalizeTraffic(r.Traffic)
+	}
+}
+
+// normalizeTraffic brings a decoded traffic record to the form Encode
+// writes: empty lists and byte slices as nil.
+func normalizeTraffic(t *ToolTraffic) {
+	if len(t.HTTP) == 0 {
+		t.HTTP = nil
+	}
+	if len(t.KV) == 0 {
+		t.KV = nil
+	}
+	for i := range t.HTTP {
+		x := &t.HTTP[i]
+		if len(x.RequestHeaders) == 0 {
+			x.RequestHeaders = nil
+		}
+		if len(x.ResponseHeaders) == 0 {
+			x.ResponseHeaders = nil
+		}
+		if len(x.ResponseBodyBase64) == 0 {
+			x.ResponseBodyBase64 = nil
+		}
+	}
+	for i := range t.KV {
+		a := &t.KV[i]
+		if len(a.KeyBase64) == 0 {
+			a.KeyBase64 = nil
+		}
+		if len(a.ValueBase64) == 0 {
+			a.ValueBase64 = nil
+		}
+	}
 }
 
 func compactJSON(raw json.RawMessage) json.RawMessage {
@@ -380,6 +415,11 @@ func validate(e Event, read bool) error {
 		if e.ToolResult.CallID == "" {
 			return bad("tool_result.call_id", "missing")
 		}
+		if t := e.ToolResult.Traffic; t != nil {
+			if field, why := invalidTraffic(t); field != "" {
+				return bad("tool_result.traffic."+field, "%s", why)
+			}
+		}
 	case KindApprovalRequest:
 		if e.ApprovalRequest.ApprovalID == "" {
 			return bad("approval_request.approval_id", "missing")
@@ -494,6 +534,29 @@ func invalidText(e *Event) string {
 		return check("tool_start.call_id", e.ToolStart.CallID, "tool_start.name", e.ToolStart.Name,
 			"tool_start.effect", e.ToolStart.Effect)
 	case e.ToolResult != nil:
+		if t := e.ToolResult.Traffic; t != nil {
+			for i, x := range t.HTTP {
+				if f := check("method", x.Method, "url", x.URL, "url_digest", x.URLDigest, "request_digest", x.RequestDigest,
+					"response_digest", x.ResponseDigest, "response_body", x.ResponseBody, "error", x.Error); f != "" {
+					return fmt.Sprintf("tool_result.traffic.http[%d].%s", i, f)
+				}
+				for j, h := range x.RequestHeaders {
+					if !utf8.ValidString(h) {
+						return fmt.Sprintf("tool_result.traffic.http[%d].request_headers[%d]", i, j)
+					}
+				}
+				for j, h := range x.ResponseHeaders {
+					if !utf8.ValidString(h) {
+						return fmt.Sprintf("tool_result.traffic.http[%d].response_headers[%d]", i, j)
+					}
+				}
+			}
+			for i, a := range t.KV {
+				if f := check("op", a.Op, "key", a.Key, "value_digest", a.ValueDigest, "value", a.Value, "error", a.Error); f != "" {
+					return fmt.Sprintf("tool_result.traffic.kv[%d].%s", i, f)
+				}
+			}
+		}
 		return check("tool_result.output", e.ToolResult.Output, "tool_result.name", e.ToolResult.Name,
 			"tool_result.call_id", e.ToolResult.CallID, "tool_result.source", e.ToolResult.Source)
 	case e.ResumeAttempt != nil:
@@ -523,6 +586,39 @@ func invalidText(e *Event) string {
 			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By)
 	}
 	return ""
+}
+
+// invalidTraffic returns the path (below the record) of the first field of
+// a traffic record that breaks the schema, and why, or "".
+func invalidTraffic(t *ToolTraffic) (field, why string) {
+	if t.Dropped < 0 {
+		return "dropped", "negative"
+	}
+	for i, x := range t.HTTP {
+		if x.Method == "" {
+			return fmt.Sprintf("http[%d].method", i), "missing"
+		}
+		if x.RequestBytes < 0 || x.ResponseBytes < 0 {
+			return fmt.Sprintf("http[%d]", i), "a negative byte count"
+		}
+		if x.ResponseBody != "" && len(x.ResponseBodyBase64) > 0 {
+			return fmt.Sprintf("http[%d].response_body", i), "both as text and as base64"
+		}
+	}
+	for i, a := range t.KV {
+		switch a.Op {
+		case KVGet, KVSet, KVDelete:
+		default:
+			return fmt.Sprintf("kv[%d].op", i), fmt.Sprintf("%q is not one of get, set, delete", a.Op)
+		}
+		if a.Key != "" && len(a.KeyBase64) > 0 {
+			return fmt.Sprintf("kv[%d].key", i), "both as text and as base64"
+		}
+		if a.ValueBytes < 0 {
+			return fmt.Sprintf("kv[%d].value_bytes", i), "negative"
+		}
+	}
+	return "", ""
 }
 
 func validatePart(p Part) string {

@@ -48,7 +48,8 @@ func fullEvents() []Event {
 
 	tr := ev("ev_tr", KindToolResult, "run_1")
 	tr.ToolResult = &ToolResult{CallID: "call_2", Name: "shell", Output: "exit 1\n<stderr>", IsError: true,
-		Source: "sha256:abcdef", DurationMS: 1234, Fuel: 987654, PolicyFuel: 4321, Synthetic: true}
+		Source: "sha256:abcdef", DurationMS: 1234, Fuel: 987654, PolicyFuel: 4321, Synthetic: true,
+		Traffic: fullTraffic()}
 
 	ar := ev("ev_ar", KindApprovalRequest, "run_1")
 	ar.ApprovalRequest = &ApprovalRequest{ApprovalID: "appr_1", Kind: "custom", CallID: "call_3", Name: "deploy",
@@ -76,6 +77,29 @@ func fullEvents() []Event {
 	rt.Retry = &Retry{ResponseID: "resp_1", Attempt: 1, Reason: "HTTP 429: rate limited", DelayMS: 2000}
 
 	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt}
+}
+
+// fullTraffic returns a traffic record with every field of it and of its
+// entries set, by a second entry of each list where one entry cannot
+// hold them all (text and base64 bodies, keys and values).
+func fullTraffic() *ToolTraffic {
+	return &ToolTraffic{
+		HTTP: []HTTPExchange{
+			{Seq: 1, Method: "POST", URL: "https://blog.example.com/api/posts?draft=1&a=<b>", URLDigest: "sha256:0f0f",
+				RequestHeaders: []string{"content-type", "idempotency-key"}, RequestBytes: 42, RequestDigest: "sha256:1a2b",
+				Status: 201, ResponseHeaders: []string{"content-type: application/json", "x-note: <&>"}, ResponseBytes: 27,
+				ResponseDigest: "sha256:3c4d", ResponseBody: `{"id":"p1","url":"/p/1"}` + "\n\u2028", Error: "request failed: EOF",
+				Denied: true, DurationMS: 12},
+			{Method: "GET", URL: "https://x.example.com/", Status: 200, ResponseBytes: 4, ResponseBodyBase64: junk, BodyOmitted: true},
+		},
+		KV: []KVAccess{
+			{Seq: 2, Op: KVGet, Key: "publish_post/call_1", Found: true, ValueBytes: 9, ValueDigest: "sha256:5e6f",
+				Value: `{"a":"<"}`, ValueOmitted: true, Error: "denied: the key-value store is not enabled"},
+			{Op: KVSet, KeyBase64: junk, ValueBytes: 4, ValueBase64: junk},
+		},
+		Truncated: true,
+		Dropped:   3,
+	}
 }
 
 // checkFull reports zero fields in v (a struct, through pointers and

@@ -286,6 +286,11 @@ type ToolResult struct {
 	// Synthetic marks a result the host made up because the tool never
 	// produced one (an interruption, an unknown outcome).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Traffic is what a plugin's call did through the host's functions
+	// (HTTP requests, key-value accesses), bounded; set on every result of
+	// a plugin's tool, nil for other tools and for results recorded before
+	// the host recorded it.
+	Traffic *ToolTraffic `json:"traffic,omitempty"`
 }
 
 // ApprovalRequest records that a tool call waits for a person's decision:

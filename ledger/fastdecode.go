@@ -324,6 +324,122 @@ func (s *scanner) toolResult(t *ToolResult) bool {
 			t.PolicyFuel, ok = s.int64()
 		case "synthetic":
 			t.Synthetic, ok = s.bool()
+		case "traffic":
+			t.Traffic = new(ToolTraffic)
+			ok = s.traffic(t.Traffic)
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+func (s *scanner) traffic(t *ToolTraffic) bool {
+	var ok bool
+	return s.object(func(key string) bool {
+		switch key {
+		case "http":
+			t.HTTP = []HTTPExchange{}
+			ok = s.array(func() bool {
+				var x HTTPExchange
+				if !s.httpExchange(&x) {
+					return false
+				}
+				t.HTTP = append(t.HTTP, x)
+				return true
+			})
+		case "kv":
+			t.KV = []KVAccess{}
+			ok = s.array(func() bool {
+				var a KVAccess
+				if !s.kvAccess(&a) {
+					return false
+				}
+				t.KV = append(t.KV, a)
+				return true
+			})
+		case "truncated":
+			t.Truncated, ok = s.bool()
+		case "dropped":
+			t.Dropped, ok = s.int()
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+func (s *scanner) httpExchange(x *HTTPExchange) bool {
+	var ok bool
+	return s.object(func(key string) bool {
+		switch key {
+		case "seq":
+			x.Seq, ok = s.int()
+		case "method":
+			x.Method, ok = s.str()
+		case "url":
+			x.URL, ok = s.str()
+		case "url_digest":
+			x.URLDigest, ok = s.str()
+		case "request_headers":
+			x.RequestHeaders, ok = s.strings()
+		case "request_bytes":
+			x.RequestBytes, ok = s.int64()
+		case "request_digest":
+			x.RequestDigest, ok = s.str()
+		case "status":
+			x.Status, ok = s.int()
+		case "response_headers":
+			x.ResponseHeaders, ok = s.strings()
+		case "response_bytes":
+			x.ResponseBytes, ok = s.int64()
+		case "response_digest":
+			x.ResponseDigest, ok = s.str()
+		case "response_body":
+			x.ResponseBody, ok = s.str()
+		case "response_body_base64":
+			x.ResponseBodyBase64, ok = s.bytes()
+		case "body_omitted":
+			x.BodyOmitted, ok = s.bool()
+		case "error":
+			x.Error, ok = s.str()
+		case "denied":
+			x.Denied, ok = s.bool()
+		case "duration_ms":
+			x.DurationMS, ok = s.int64()
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+func (s *scanner) kvAccess(a *KVAccess) bool {
+	var ok bool
+	return s.object(func(key string) bool {
+		switch key {
+		case "seq":
+			a.Seq, ok = s.int()
+		case "op":
+			a.Op, ok = s.str()
+		case "key":
+			a.Key, ok = s.str()
+		case "key_base64":
+			a.KeyBase64, ok = s.bytes()
+		case "found":
+			a.Found, ok = s.bool()
+		case "value_bytes":
+			a.ValueBytes, ok = s.int64()
+		case "value_digest":
+			a.ValueDigest, ok = s.str()
+		case "value":
+			a.Value, ok = s.str()
+		case "value_base64":
+			a.ValueBase64, ok = s.bytes()
+		case "value_omitted":
+			a.ValueOmitted, ok = s.bool()
+		case "error":
+			a.Error, ok = s.str()
 		default:
 			return false
 		}

@@ -388,7 +388,106 @@ func (w *encoder) toolResult(x *ToolResult) {
 	w.optInt(`"fuel":`, x.Fuel)
 	w.optInt(`"policy_fuel":`, x.PolicyFuel)
 	w.optBool(`"synthetic":`, x.Synthetic)
+	if t := x.Traffic; t != nil {
+		w.key(`"traffic":`)
+		w.traffic(t)
+	}
 	w.raw("}")
+}
+
+// traffic writes a tool call's traffic record; every field of it may be
+// left out, so each is written by field.
+func (w *encoder) traffic(t *ToolTraffic) {
+	w.b = append(w.b, '{')
+	n := len(w.b)
+	if len(t.HTTP) > 0 {
+		w.field(n, `"http":[`)
+		for i := range t.HTTP {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.httpExchange(&t.HTTP[i])
+		}
+		w.b = append(w.b, ']')
+	}
+	if len(t.KV) > 0 {
+		w.field(n, `"kv":[`)
+		for i := range t.KV {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.kvAccess(&t.KV[i])
+		}
+		w.b = append(w.b, ']')
+	}
+	if t.Truncated {
+		w.field(n, `"truncated":true`)
+	}
+	if t.Dropped != 0 {
+		w.field(n, `"dropped":`)
+		w.int(int64(t.Dropped))
+	}
+	w.b = append(w.b, '}')
+}
+
+func (w *encoder) httpExchange(x *HTTPExchange) {
+	w.b = append(w.b, '{')
+	if x.Seq != 0 {
+		w.raw(`"seq":`)
+		w.int(int64(x.Seq))
+		w.b = append(w.b, ',')
+	}
+	w.raw(`"method":`)
+	w.str(x.Method)
+	w.key(`"url":`)
+	w.str(x.URL)
+	w.optStr(`"url_digest":`, x.URLDigest)
+	w.optStrs(`"request_headers":`, x.RequestHeaders)
+	w.optInt(`"request_bytes":`, x.RequestBytes)
+	w.optStr(`"request_digest":`, x.RequestDigest)
+	w.optInt(`"status":`, int64(x.Status))
+	w.optStrs(`"response_headers":`, x.ResponseHeaders)
+	w.optInt(`"response_bytes":`, x.ResponseBytes)
+	w.optStr(`"response_digest":`, x.ResponseDigest)
+	w.optStr(`"response_body":`, x.ResponseBody)
+	w.optBytes(`"response_body_base64":`, x.ResponseBodyBase64)
+	w.optBool(`"body_omitted":`, x.BodyOmitted)
+	w.optStr(`"error":`, x.Error)
+	w.optBool(`"denied":`, x.Denied)
+	w.optInt(`"duration_ms":`, x.DurationMS)
+	w.b = append(w.b, '}')
+}
+
+func (w *encoder) kvAccess(a *KVAccess) {
+	w.b = append(w.b, '{')
+	if a.Seq != 0 {
+		w.raw(`"seq":`)
+		w.int(int64(a.Seq))
+		w.b = append(w.b, ',')
+	}
+	w.raw(`"op":`)
+	w.str(a.Op)
+	w.optStr(`"key":`, a.Key)
+	w.optBytes(`"key_base64":`, a.KeyBase64)
+	w.optBool(`"found":`, a.Found)
+	w.optInt(`"value_bytes":`, a.ValueBytes)
+	w.optStr(`"value_digest":`, a.ValueDigest)
+	w.optStr(`"value":`, a.Value)
+	w.optBytes(`"value_base64":`, a.ValueBase64)
+	w.optBool(`"value_omitted":`, a.ValueOmitted)
+	w.optStr(`"error":`, a.Error)
+	w.b = append(w.b, '}')
+}
+
+// optBytes writes bytes as base64, as encoding/json writes a []byte, left
+// out when empty.
+func (w *encoder) optBytes(k string, data []byte) {
+	if len(data) > 0 {
+		w.key(k)
+		w.b = append(w.b, '"')
+		w.b = base64.StdEncoding.AppendEncode(w.b, data)
+		w.b = append(w.b, '"')
+	}
 }
 
 func (w *encoder) approvalRequest(x *ApprovalRequest) {
@@ -559,6 +658,9 @@ func encodedSizeHint(e *Event) int {
 	case e.ToolResult != nil:
 		x := e.ToolResult
 		n += 96 + len(x.CallID) + len(x.Name) + len(x.Output) + len(x.Source)
+		if t := x.Traffic; t != nil {
+			n += trafficSizeHint(t)
+		}
 	case e.ApprovalRequest != nil:
 		x := e.ApprovalRequest
 		n += 224 + len(x.ApprovalID) + len(x.CallID) + len(x.Name) + len(x.Effect) + len(x.Input) + len(x.InputDigest) +
@@ -579,6 +681,23 @@ func encodedSizeHint(e *Event) int {
 		n += 72 + len(e.Retry.ResponseID) + len(e.Retry.Reason)
 	}
 	return n + n/16
+}
+
+// trafficSizeHint is about the length of a traffic record's encoding.
+func trafficSizeHint(t *ToolTraffic) int {
+	n := 48
+	for i := range t.HTTP {
+		x := &t.HTTP[i]
+		n += 200 + len(x.Method) + len(x.URL) + len(x.URLDigest) + strsLen(x.RequestHeaders) + len(x.RequestDigest) +
+			strsLen(x.ResponseHeaders) + len(x.ResponseDigest) + len(x.ResponseBody) +
+			base64.StdEncoding.EncodedLen(len(x.ResponseBodyBase64)) + len(x.Error)
+	}
+	for i := range t.KV {
+		a := &t.KV[i]
+		n += 100 + len(a.Op) + len(a.Key) + base64.StdEncoding.EncodedLen(len(a.KeyBase64)) + len(a.ValueDigest) +
+			len(a.Value) + base64.StdEncoding.EncodedLen(len(a.ValueBase64)) + len(a.Error)
+	}
+	return n
 }
 
 // strsLen is the length of a list of strings in JSON, unescaped.

@@ -221,6 +221,11 @@ func FuzzEncode(f *testing.F) {
 				CallID: s2, Name: s, Input: raw, Summary: s2, ExpiresAt: tm}},
 			{ID: s, Kind: KindRunStart, RunID: s, Time: tm, RunStart: &RunStart{Inputs: []string{s}, ResponseID: s2,
 				MaxSteps: int(n), Task: &TaskRun{Description: s2, Schema: raw, MaxPokes: int(n)}}},
+			{ID: s, Kind: KindToolResult, RunID: s, Time: tm, ToolResult: &ToolResult{CallID: s2, Name: s, Output: s2,
+				Traffic: &ToolTraffic{HTTP: []HTTPExchange{{Seq: int(n), Method: s, URL: s2, RequestHeaders: []string{s, s2},
+					RequestBytes: n, Status: int(-n), ResponseHeaders: []string{s2}, ResponseBody: s, ResponseBodyBase64: raw,
+					Error: s2, DurationMS: n}}, KV: []KVAccess{{Seq: int(n), Op: s2, Key: s, KeyBase64: raw, ValueBytes: -n,
+					Value: s2, ValueBase64: raw, Error: s}}, Dropped: int(n)}}},
 		}
 		for _, e := range events {
 			sameEncoding(t, string(e.Kind), e)

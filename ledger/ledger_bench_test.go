@@ -116,6 +116,40 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkTrafficCodec encodes and decodes a plugin's tool result with
+// its traffic (publish_post's: a key-value read, a POST, a key-value
+// write), by the fast paths and by encoding/json.
+func BenchmarkTrafficCodec(b *testing.B) {
+	tr := fullTraffic()
+	tr.HTTP, tr.KV, tr.Truncated, tr.Dropped = tr.HTTP[:1], tr.KV[:1], false, 0
+	tr.HTTP[0].Denied, tr.HTTP[0].Error = false, ""
+	tr.KV = append(tr.KV, KVAccess{Seq: 2, Op: KVSet, Key: "publish_post/call_1", ValueBytes: 74, ValueDigest: tr.HTTP[0].ResponseDigest})
+	e := trafficEvent(tr)
+	line, err := Encode(e)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"encode/fast", func() error { _, err := Encode(e); return err }},
+		{"encode/json", func() error { _, err := encodeJSON(e); return err }},
+		{"decode/fast", func() error { _, err := Decode(line); return err }},
+		{"decode/strict", func() error { _, err := decodeStrict(line); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // The benchmark session is itself a sane session.
 func TestBenchSession(t *testing.T) {
 	events := benchSession(10_000)

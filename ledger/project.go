@@ -130,6 +130,11 @@ type ItemToolCall struct {
 	Approval ApprovalState `json:"approval,omitempty"`
 	// ApprovalID identifies the call's latest approval request.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// Traffic is what a plugin's call did through the host's functions:
+	// its HTTP requests and key-value accesses (see [ToolTraffic]).
+	// [WireTranscript] leaves out the response bodies and values read,
+	// keeping their sizes and digests.
+	Traffic *ToolTraffic `json:"traffic,omitempty"`
 }
 
 // Live describes a run in flight in this process, which the events alone
@@ -421,6 +426,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Output, c.Source, c.DurationMS, c.Fuel, c.Status = res.Output, res.Source, res.DurationMS, res.Fuel, ToolDone
+				c.Traffic = res.Traffic
 				c.PolicyFuel += res.PolicyFuel
 				if res.IsError {
 					c.Status = ToolError
@@ -562,11 +568,23 @@ func itemStatus(s RunStatus) ItemStatus {
 }
 
 // WireTranscript returns a copy of t for clients: raw provider payloads are
-// dropped, leaving JSON a client renders.
+// dropped, and so are the response bodies and values of the tool calls'
+// traffic (their sizes and digests stay: the ledger keeps them, for a
+// replay), leaving JSON a client renders.
 func WireTranscript(t Transcript) Transcript {
 	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items))}
 	for i, it := range t.Items {
 		it.Raw = nil
+		cloned := false
+		for j := range it.ToolCalls {
+			if it.ToolCalls[j].Traffic == nil {
+				continue
+			}
+			if !cloned {
+				it.ToolCalls, cloned = slices.Clone(it.ToolCalls), true // t's own stays as it is
+			}
+			it.ToolCalls[j].Traffic = it.ToolCalls[j].Traffic.withoutBodies()
+		}
 		out.Items[i] = it
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"unicode/utf8"
 
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	extism "github.com/extism/go-sdk"
 )
@@ -40,6 +41,13 @@ type callEnv struct {
 	httpRequests int
 	tank         *tank // the call's fuel
 	fuelUsed     int64 // by the call's attempts so far
+	// record keeps the call's traffic (a tool's call): its HTTP requests
+	// and key-value accesses, in traffic, made at the first (traffic.go).
+	record  bool
+	traffic *trafficLog
+	// replay answers the call's HTTP requests and key-value accesses
+	// from a record instead (ReplayCall, replay.go).
+	replay *replayer
 }
 
 func envFrom(ctx context.Context) *callEnv {
@@ -165,7 +173,11 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 // at offset; denied says why not.
 func kvKey(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, denied string) {
 	if d := kvDenied(env); d != "" {
-		return nil, d
+		if env != nil && env.record {
+			// The record names the key refused, as a replay reads it.
+			key, _ = read(ctx, p, offset, env.mod.limits.MaxKVKeyBytes)
+		}
+		return key, d
 	}
 	key, err := read(ctx, p, offset, env.mod.limits.MaxKVKeyBytes)
 	if err != nil || len(key) == 0 {
@@ -186,60 +198,102 @@ func kvDenied(env *callEnv) string {
 
 func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(ctx, p, "kv_get", append([]byte{kvError}, msg...)) }
-	key, denied := kvKey(ctx, env, p, stack[0])
-	if denied != "" {
-		fail(denied)
+	if env != nil && env.replay != nil {
+		env.replay.kvGet(ctx, env, p, stack)
 		return
 	}
-	v, ok, err := env.mod.rt.kv.Get(ctx, kvNamespace(env.mod.tenant), string(key))
-	switch {
-	case err != nil:
-		fail(kvFailure(ctx, env, "kv_get", err))
-	case !ok:
-		stack[0] = write(ctx, p, "kv_get", []byte{kvMissing})
-	default:
-		stack[0] = write(ctx, p, "kv_get", append([]byte{kvFound}, v...))
+	key, found, value, msg := kvGet(ctx, env, p, stack[0])
+	if env != nil && env.record {
+		env.noteKV(ledger.KVGet, key, found, value, msg)
 	}
+	stack[0] = write(ctx, p, "kv_get", kvGetAnswer(found, value, msg))
+}
+
+// kvGet is kv_get: the key at offset, whether it was found and its value,
+// or the message of a failure.
+func kvGet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, found bool, value []byte, msg string) {
+	key, denied := kvKey(ctx, env, p, offset)
+	if denied != "" {
+		return key, false, nil, denied
+	}
+	v, ok, err := env.mod.rt.kv.Get(ctx, kvNamespace(env.mod.tenant), string(key))
+	if err != nil {
+		return key, false, nil, kvFailure(ctx, env, "kv_get", err)
+	}
+	return key, ok, v, ""
+}
+
+// kvGetAnswer is kv_get's answer: a status byte, then the value or the
+// message.
+func kvGetAnswer(found bool, value []byte, msg string) []byte {
+	switch {
+	case msg != "":
+		return append([]byte{kvError}, msg...)
+	case !found:
+		return []byte{kvMissing}
+	}
+	return append([]byte{kvFound}, value...)
 }
 
 func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(ctx, p, "kv_set", []byte(msg)) }
-	key, denied := kvKey(ctx, env, p, stack[0])
-	if denied != "" {
-		fail(denied)
+	if env != nil && env.replay != nil {
+		env.replay.kvWrite(ctx, env, p, ledger.KVSet, stack)
 		return
 	}
-	value, err := read(ctx, p, stack[1], env.mod.limits.MaxKVValueBytes)
+	key, value, msg := kvSet(ctx, env, p, stack[0], stack[1])
+	if env != nil && env.record {
+		env.noteKV(ledger.KVSet, key, false, value, msg)
+	}
+	stack[0] = kvWriteAnswer(ctx, p, "kv_set", msg)
+}
+
+// kvSet is kv_set: the key and value at their offsets, and the message
+// of a failure.
+func kvSet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, keyOff, valueOff uint64) (key, value []byte, msg string) {
+	key, denied := kvKey(ctx, env, p, keyOff)
+	if denied != "" {
+		return key, nil, denied
+	}
+	value, err := read(ctx, p, valueOff, env.mod.limits.MaxKVValueBytes)
 	if err != nil {
-		fail("denied: bad value: " + err.Error())
-		return
+		return key, nil, "denied: bad value: " + err.Error()
 	}
 	if refused := kvQuota(ctx, env, string(key)); refused != "" {
-		fail(refused)
-		return
+		return key, value, refused
 	}
 	if err := env.mod.rt.kv.Set(ctx, kvNamespace(env.mod.tenant), string(key), value); err != nil {
-		fail(kvFailure(ctx, env, "kv_set", err))
-		return
+		return key, value, kvFailure(ctx, env, "kv_set", err)
 	}
-	stack[0] = 0
+	return key, value, ""
+}
+
+// kvWriteAnswer is kv_set's and kv_delete's answer: 0, or a block with
+// the message.
+func kvWriteAnswer(ctx context.Context, p *extism.CurrentPlugin, fn, msg string) uint64 {
+	if msg == "" {
+		return 0
+	}
+	return write(ctx, p, fn, []byte(msg))
 }
 
 func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	env := envFrom(ctx)
-	fail := func(msg string) { stack[0] = write(ctx, p, "kv_delete", []byte(msg)) }
+	if env != nil && env.replay != nil {
+		env.replay.kvWrite(ctx, env, p, ledger.KVDelete, stack)
+		return
+	}
 	key, denied := kvKey(ctx, env, p, stack[0])
-	if denied != "" {
-		fail(denied)
-		return
+	msg := denied
+	if denied == "" {
+		if err := env.mod.rt.kv.Delete(ctx, kvNamespace(env.mod.tenant), string(key)); err != nil {
+			msg = kvFailure(ctx, env, "kv_delete", err)
+		}
 	}
-	if err := env.mod.rt.kv.Delete(ctx, kvNamespace(env.mod.tenant), string(key)); err != nil {
-		fail(kvFailure(ctx, env, "kv_delete", err))
-		return
+	if env != nil && env.record {
+		env.noteKV(ledger.KVDelete, key, false, nil, msg)
 	}
-	stack[0] = 0
+	stack[0] = kvWriteAnswer(ctx, p, "kv_delete", msg)
 }
 
 // kvQuota returns why a Set that would add a key beyond the tenant's
@@ -290,8 +344,18 @@ func hostHTTP(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		return
 	}
 	raw, err := read(ctx, p, stack[0], maxHTTPRequestBytes)
+	if env.replay != nil {
+		// A request that cannot be read is recorded as one of method "?"
+		// with its error; raw is nil then, and it replays as such.
+		stack[0] = write(ctx, p, "http_request", env.replay.http(env, raw))
+		return
+	}
 	if err != nil {
-		stack[0] = write(ctx, p, "http_request", wireError(denied("bad request: %v", err)))
+		err = denied("bad request: %v", err)
+		if env.record {
+			env.noteHTTP(httpRequestOf{method: "?"}, nil, nil, err, 0)
+		}
+		stack[0] = write(ctx, p, "http_request", wireError(err))
 		return
 	}
 	stack[0] = write(ctx, p, "http_request", env.mod.guard.do(ctx, env, raw))

@@ -206,24 +206,54 @@ func wireError(err error) []byte {
 	return b
 }
 
-// do runs one http_request for a call and returns the JSON answer.
+// do runs one http_request for a call and returns the JSON answer; a
+// call that keeps its traffic records the exchange.
 func (g *httpGuard) do(ctx context.Context, env *callEnv, raw []byte) []byte {
-	if g.client == nil {
-		return wireError(denied("HTTP is not allowed for this plugin"))
+	var started time.Time
+	if env.record {
+		started = time.Now()
 	}
+	req, res, data, err := g.exchange(ctx, env, raw)
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(res); err == nil {
+			if env.record {
+				env.noteHTTP(req, &res, data, nil, time.Since(started))
+			}
+			return b
+		}
+	}
+	if env.record {
+		env.noteHTTP(req, nil, nil, err, time.Since(started))
+	}
+	return wireError(err)
+}
+
+// exchange runs one http_request: what was asked (as the record keeps
+// it), and the answer (data is its body), or why there is none.
+func (g *httpGuard) exchange(ctx context.Context, env *callEnv, raw []byte) (req httpRequestOf, res httpWireResponse, data []byte, err error) {
 	var w httpWireRequest
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return wireError(fmt.Errorf("malformed request: %v", err))
+		if g.client == nil {
+			return httpRequestOf{method: "?"}, res, nil, denied("HTTP is not allowed for this plugin")
+		}
+		return httpRequestOf{method: "?"}, res, nil, fmt.Errorf("malformed request: %v", err)
+	}
+	if env.record {
+		req = requestOf(&w)
+	}
+	if g.client == nil {
+		return req, res, nil, denied("HTTP is not allowed for this plugin")
 	}
 	if env.httpRequests++; env.httpRequests > g.maxRequests {
-		return wireError(denied("more than %d HTTP requests in one call", g.maxRequests))
+		return req, res, nil, denied("more than %d HTTP requests in one call", g.maxRequests)
 	}
 	u, err := url.Parse(w.URL)
 	if err != nil {
-		return wireError(fmt.Errorf("bad url: %v", err))
+		return req, res, nil, fmt.Errorf("bad url: %v", err)
 	}
 	if err := g.checkURL(u); err != nil {
-		return wireError(err)
+		return req, res, nil, err
 	}
 	method := strings.ToUpper(w.Method)
 	if method == "" {
@@ -238,51 +268,47 @@ func (g *httpGuard) do(ctx context.Context, env *callEnv, raw []byte) []byte {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return wireError(fmt.Errorf("bad request: %v", err))
+		return req, res, nil, fmt.Errorf("bad request: %v", err)
 	}
 	for k, v := range w.Headers {
 		switch http.CanonicalHeaderKey(k) {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Proxy-Authorization", "Proxy-Connection":
 			continue
 		}
-		req.Header.Set(k, v)
+		hreq.Header.Set(k, v)
 	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "agentic-host-plugin")
+	if hreq.Header.Get("User-Agent") == "" {
+		hreq.Header.Set("User-Agent", "agentic-host-plugin")
 	}
-	res, err := g.client.Do(req)
+	hres, err := g.client.Do(hreq)
 	if err != nil {
 		var de *deniedError
 		if errors.As(err, &de) {
-			return wireError(de)
+			return req, res, nil, de
 		}
-		return wireError(fmt.Errorf("request failed: %v", scrubURLError(err)))
+		return req, res, nil, fmt.Errorf("request failed: %v", scrubURLError(err))
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, g.maxBody+1))
+	defer hres.Body.Close()
+	data, err = io.ReadAll(io.LimitReader(hres.Body, g.maxBody+1))
 	if err != nil {
-		return wireError(fmt.Errorf("reading the response: %v", err))
+		return req, res, nil, fmt.Errorf("reading the response: %v", err)
 	}
 	if int64(len(data)) > g.maxBody {
-		return wireError(denied("response body exceeds %d bytes", g.maxBody))
+		return req, res, nil, denied("response body exceeds %d bytes", g.maxBody)
 	}
-	out := httpWireResponse{Status: res.StatusCode, Headers: map[string]string{}}
-	for k, v := range res.Header {
-		out.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+	res = httpWireResponse{Status: hres.StatusCode, Headers: map[string]string{}}
+	for k, v := range hres.Header {
+		res.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
 	}
 	if utf8.Valid(data) {
 		s := string(data)
-		out.Body = &s
+		res.Body = &s
 	} else {
-		out.BodyBase64 = base64.StdEncoding.EncodeToString(data)
+		res.BodyBase64 = base64.StdEncoding.EncodeToString(data)
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return wireError(err)
-	}
-	return b
+	return req, res, data, nil
 }
 
 // scrubURLError drops the URL from a *url.Error (it may carry query

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentichost/agentic/ledger"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -29,18 +30,30 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 // together; 0 when it did not run), which the deferred function reads off
 // the call's env whatever the call returns.
 func (m *Module) invokeMetered(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) (fuel int64, err error) {
+	fuel, _, err = m.invokeTraced(ctx, export, name, callID, input, timeout, false, nil, decode)
+	return fuel, err
+}
+
+// invokeTraced is invokeMetered; with record, it also tells what the call
+// did through the host functions (never nil then), and with replay, those
+// answer from a record instead (ReplayCall).
+func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration,
+	record bool, replay *replayer, decode func([]byte) error) (fuel int64, traffic *ledger.ToolTraffic, err error) {
 	var env *callEnv
 	defer func() {
 		if env != nil {
 			fuel = env.fuelUsed
 		}
+		if record {
+			traffic = env.trafficOf()
+		}
 	}()
 	fail := func(err error) error { return m.fail(export, name, err) }
 	if len(input) > m.limits.MaxInputBytes {
-		return 0, fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
+		return 0, nil, fail(detailed(ErrInputTooLarge, "%d bytes, the limit is %d", len(input), m.limits.MaxInputBytes))
 	}
 	if !m.acquire() {
-		return 0, fail(ErrClosed)
+		return 0, nil, fail(ErrClosed)
 	}
 	defer m.release()
 	if timeout <= 0 || timeout > m.limits.CallTimeout {
@@ -49,14 +62,14 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := m.budget.startCall(callCtx); err != nil {
-		return 0, fail(err)
+		return 0, nil, fail(err)
 	}
 	defer m.budget.endCall()
 	if err := m.rt.calls.acquire(callCtx); err != nil {
-		return 0, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
+		return 0, nil, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
 	}
 	defer m.rt.calls.release()
-	env = &callEnv{mod: m, export: export, name: name, callID: callID}
+	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: record, replay: replay}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {
 		inst, err := m.pool.get(callCtx, m.newInstance)
@@ -65,10 +78,10 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 			if errors.As(err, &ie) {
 				// The module's start function ran, and failed or ran out of
 				// time: the plugin's own code, like a call.
-				return 0, fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
+				return 0, nil, fail(m.instantiateFailure(ie.err, ctx, callCtx, timeout))
 			}
 			// Waiting for a free instance: the plugin did not run.
-			return 0, fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
+			return 0, nil, fail(&busyError{what: fmt.Sprintf("all %d instances", m.limits.Instances), cause: err})
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
@@ -88,17 +101,17 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 		if err != nil {
 			m.discard(inst)
 			if inst.tank.exhausted() {
-				return 0, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
+				return 0, nil, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
-			return 0, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
+			return 0, nil, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
 		}
 		if rc != 0 {
 			m.discard(inst)
-			return 0, fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
+			return 0, nil, fail(m.remote(fmt.Sprintf("export %s returned %d without an error message", export, rc)))
 		}
 		if len(out) > m.limits.MaxOutputBytes {
 			m.discard(inst)
-			return 0, fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
+			return 0, nil, fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
 		}
 		if err := decode(out); err != nil {
 			if errors.Is(err, ErrMalformedOutput) {
@@ -106,10 +119,10 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 			} else {
 				m.recycle(inst)
 			}
-			return 0, fail(err)
+			return 0, nil, fail(err)
 		}
 		m.recycle(inst)
-		return 0, nil
+		return 0, nil, nil
 	}
 }
 

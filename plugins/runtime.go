@@ -202,6 +202,12 @@ type Source struct {
 	// own describe export is used; a module without either loads, but
 	// offers only [Module.CallExport].
 	Sidecar *Sidecar
+	// ForReplay loads the module to replay recorded calls ([ReplayCall]),
+	// whose HTTP requests and key-value accesses are answered from their
+	// records: what the module says it needs of the sandbox is not checked
+	// against Limits, and its live calls get only what Limits grant (by
+	// default no network and no key-value store). Default: false.
+	ForReplay bool
 }
 
 // Load compiles a module (through the shared compilation cache), creates
@@ -320,7 +326,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		}
 		return fail("describe", err)
 	}
-	if n := m.desc.Needs; n != nil {
+	if n := m.desc.Needs; n != nil && !src.ForReplay {
 		// It runs with what it needs, no more (needs.go); describe and
 		// the start function ran before it said.
 		narrowed, err := m.limits.Needing(*n)

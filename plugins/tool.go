@@ -52,6 +52,13 @@ type callRequest struct {
 // and returns its output, attributed to the module's hash. String outputs
 // reach the model as plain text; other JSON as its text.
 func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
+	return t.call(ctx, call, nil)
+}
+
+// call is Call; with replay, the plugin's HTTP requests and key-value
+// accesses are answered from a record (ReplayCall). The result carries
+// the call's traffic whenever the plugin ran.
+func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *replayer) (host.ToolResult, error) {
 	input := bytes.TrimSpace(call.Input)
 	if len(input) == 0 {
 		input = []byte("{}")
@@ -71,20 +78,20 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 			}
 			raw = []byte(unquote(members[f]))
 		}
-		fuel, err := t.mod.invokeMetered(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, func(out []byte) error {
+		fuel, traffic, err := t.mod.invokeTraced(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, true, replay, func(out []byte) error {
 			if !utf8.Valid(out) {
 				return errMalformed("output is not UTF-8 text")
 			}
 			output = unquote(out)
 			return nil
 		})
-		return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel}, err
+		return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, err
 	}
 	req, err := json.Marshal(callRequest{Tool: t.spec.Name, Input: input, CallID: call.ID, SessionID: call.SessionID, Tenant: t.mod.tenant})
 	if err != nil {
 		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%v", err))
 	}
-	fuel, err := t.mod.invokeMetered(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, func(out []byte) error {
+	fuel, traffic, err := t.mod.invokeTraced(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, true, replay, func(out []byte) error {
 		var res struct {
 			Output json.RawMessage `json:"output"`
 			Error  *string         `json:"error"`
@@ -106,9 +113,9 @@ func (t *moduleTool) Call(ctx context.Context, call host.ToolCall) (host.ToolRes
 		return nil
 	})
 	if err != nil {
-		return host.ToolResult{Source: t.mod.hash, Fuel: fuel}, err
+		return host.ToolResult{Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, err
 	}
-	return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel}, nil
+	return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, nil
 }
 
 // strictJSON decodes one JSON object, and nothing after it.

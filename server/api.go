@@ -280,6 +280,7 @@ func (s *Server) routes() {
 	handle("GET /v1/sessions/{id}/transcript", s.getTranscript)
 	handle("GET /v1/sessions/{id}/events", s.streaming(s.getEvents, true))
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
+	handle("POST /v1/sessions/{id}/replay", s.replaySession)
 	handle("POST /v1/tasks", s.postTask)
 	handle("GET /v1/tasks/{id}", s.getTask)
 	handle("GET /v1/approvals", s.listApprovals)

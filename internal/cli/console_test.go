@@ -86,6 +86,7 @@ type consoleEnv struct {
 	browser      context.Context // the browser's first tab
 	posts        *atomic.Int64   // posts published through publish_post
 	mcp          *mcp.Server     // acme's MCP server, "docs"
+	blog         string          // the URL of the blog publish_post posts to
 }
 
 // TestConsole drives the web console in chromium against agentic-host
@@ -178,6 +179,7 @@ func startConsoleEnv(t *testing.T, bin, chromium string) *consoleEnv {
 	}))
 	t.Cleanup(blog.Close)
 	blogURL, _ := url.Parse(blog.URL)
+	env.blog = blog.URL
 
 	model, err := fakemodel.Start(fakemodel.Options{Latency: 20 * time.Millisecond, ChunkSize: 1, Respond: consoleReply})
 	if err != nil {
@@ -823,9 +825,20 @@ func (e *consoleEnv) testApprove(t *testing.T) {
 	if got := first.text(call + " .tool-fuel"); !strings.HasSuffix(got, " fuel") {
 		t.Errorf(".tool-fuel %q, want the plugin call's fuel", got)
 	}
+	// What the call did through the host: its key-value read, its POST to
+	// the blog and its key-value write, in that order.
+	if got := first.text(call + " .tool-traffic"); got != "1 HTTP request, 2 KV accesses" {
+		t.Errorf(".tool-traffic %q, want the call's traffic in a few words", got)
+	}
+	rows := evalIn[[]string](first, fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).map((r) => r.className + " " + r.textContent)`, call+" table.traffic tr"))
+	if len(rows) != 3 || !strings.HasPrefix(rows[0], "traffic-kv kvget") || !strings.Contains(rows[0], "publish_post/"+ap.CallID+"not found") ||
+		!strings.HasPrefix(rows[1], "traffic-http httpPOST"+e.blog+"/posts201") || !strings.HasPrefix(rows[2], "traffic-kv kvset") {
+		t.Errorf("the call's traffic rows: %q", rows)
+	}
 	if evalIn[bool](first, jsExists("#session "+entry)) {
 		t.Errorf("the session view still shows the decided approval")
 	}
+	first.do("open the tool call", chromedp.Click(chromedp.CSS(call+" summary")))
 	first.shot("approved.png")
 	if n := e.posts.Load(); n != 1 {
 		t.Errorf("%d posts published, want 1", n)

@@ -38,6 +38,10 @@ const pluginUsage = `Usage:
   agentic-host plugin rollback [--server URL] NAME [HASH] load a replaced version again
   agentic-host plugin canary [--share F] NAME FILE.wasm  serve a share of the sessions with a new version
   agentic-host plugin canary promote|rollback NAME        make the canary serve all, or drop it
+  agentic-host plugin replay [flags] (--plugins DIR | --module FILE.wasm) SESSION [CALL_ID]
+                                                          run a session's recorded plugin calls again
+                                                          against their recorded traffic (no network):
+                                                          same, diverged (where) or not replayable
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -82,6 +86,8 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginVersionsCmd(ctx, args[1:], env)
 	case "canary":
 		return pluginCanaryCmd(ctx, args[1:], env)
+	case "replay":
+		return pluginReplayCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil

@@ -525,8 +525,52 @@
       cancelBtn.disabled = !['running', 'queued', 'approval_required', 'interrupted'].includes(st.state);
     };
 
+    // trafficSummary says in a few words what a plugin's call did through
+    // the host's functions (as ledger.ToolTraffic.Summary does).
+    const trafficSummary = (t) => {
+      const parts = [];
+      const n = (k, what) => k + ' ' + what + (k === 1 ? '' : (what.endsWith('s') ? 'es' : 's'));
+      if ((t.http || []).length) parts.push(n(t.http.length, 'HTTP request'));
+      if ((t.kv || []).length) parts.push(n(t.kv.length, 'KV access'));
+      if (t.truncated) parts.push(fmtInt(t.dropped) + ' more not recorded');
+      return parts.join(', ');
+    };
+
+    // renderTraffic lists a call's HTTP requests and key-value accesses in
+    // the order they happened.
+    const renderTraffic = (t) => {
+      const rows = [];
+      for (const x of t.http || []) {
+        const answer = x.error ? 'error: ' + x.error : String(x.status || '');
+        rows.push([x.seq || 0, h('tr', { class: 'traffic-http', 'data-seq': x.seq || 0 },
+          h('td', { class: 'traffic-kind' }, 'http'),
+          h('td', { class: 'traffic-method mono' }, x.method),
+          h('td', { class: 'traffic-target mono', title: x.url }, x.url),
+          h('td', { class: 'traffic-status' + (x.error || x.status >= 400 ? ' bad' : '') }, answer),
+          h('td', { class: 'traffic-bytes num', title: 'sent / received' + (x.response_digest ? ' (' + x.response_digest + ')' : '') },
+            fmtInt(x.request_bytes) + ' / ' + fmtInt(x.response_bytes) + ' B' + (x.body_omitted ? ' (body not recorded)' : '')),
+          h('td', { class: 'traffic-duration muted' }, x.duration_ms ? x.duration_ms + ' ms' : ''))]);
+      }
+      for (const a of t.kv || []) {
+        let what = '';
+        if (a.error) what = 'error: ' + a.error;
+        else if (a.op === 'get') what = a.found ? 'found' : 'not found';
+        rows.push([a.seq || 0, h('tr', { class: 'traffic-kv', 'data-seq': a.seq || 0 },
+          h('td', { class: 'traffic-kind' }, 'kv'),
+          h('td', { class: 'traffic-method mono' }, a.op),
+          h('td', { class: 'traffic-target mono' }, a.key !== undefined ? a.key : '(binary key)'),
+          h('td', { class: 'traffic-status' + (a.error ? ' bad' : '') }, what),
+          h('td', { class: 'traffic-bytes num', title: a.value_digest || '' }, a.value_bytes ? fmtInt(a.value_bytes) + ' B' : ''),
+          h('td', null, ''))]);
+      }
+      rows.sort((p, q) => p[0] - q[0]);
+      return h('table', { class: 'traffic' }, h('tbody', null, rows.map((r) => r[1])),
+        t.truncated ? h('tfoot', null, h('tr', null, h('td', { colspan: 6, class: 'muted traffic-dropped' }, fmtInt(t.dropped) + ' more not recorded'))) : null);
+    };
+
     const renderToolCall = (c) => {
       const effect = c.effect || tools[c.name] || '';
+      const traffic = c.traffic && ((c.traffic.http || []).length || (c.traffic.kv || []).length || c.traffic.truncated) ? c.traffic : null;
       return h('details', { class: 'tool-call', 'data-call-id': c.id },
         h('summary', null,
           h('code', { class: 'tool-name' }, c.name),
@@ -536,9 +580,12 @@
           h('span', { class: 'tool-duration muted' }, c.duration_ms !== undefined ? c.duration_ms + ' ms' : ''),
           c.fuel ? h('span', { class: 'tool-fuel muted', title: 'the fuel the plugin used: its CPU' }, fmtInt(c.fuel) + ' fuel') : null,
           c.policy_fuel ? h('span', { class: 'policy-fuel muted', title: 'the fuel the policies that decided on the call used' }, 'policy ' + fmtInt(c.policy_fuel) + ' fuel') : null,
-          c.approval ? h('span', { class: 'tag tool-approval', 'data-approval': c.approval }, 'approval: ' + c.approval) : null),
+          c.approval ? h('span', { class: 'tag tool-approval', 'data-approval': c.approval }, 'approval: ' + c.approval) : null,
+          traffic ? h('span', { class: 'tag tool-traffic', title: 'what the plugin did through the host: HTTP requests and key-value accesses' }, trafficSummary(traffic)) : null),
         h('div', { class: 'muted' }, 'input'), h('pre', { class: 'tool-input' }, prettyJSON(c.input)),
-        h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''));
+        h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''),
+        traffic ? h('div', { class: 'muted' }, 'traffic') : null,
+        traffic ? renderTraffic(traffic) : null);
     };
 
     // renderItem builds (or rebuilds) one item's element.
