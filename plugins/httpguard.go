@@ -23,6 +23,7 @@ import (
 // which defeats DNS rebinding) unless allowed, never uses a proxy from the
 // environment, and caps sizes and time.
 type httpGuard struct {
+	withheld     *strings.Replacer // the secrets' forms an answer may echo (secrets.go); nil: none
 	rules        []hostRule
 	allowPrivate bool
 	maxBody      int64
@@ -77,6 +78,7 @@ func newHTTPGuard(l Limits) *httpGuard {
 			}
 		}
 		g.client.Transport = st
+		g.withheld = withholdSecrets(l.Secrets)
 	}
 	return g
 }
@@ -300,7 +302,12 @@ func (g *httpGuard) exchange(ctx context.Context, env *callEnv, raw []byte) (req
 	}
 	res = httpWireResponse{Status: hres.StatusCode, Headers: map[string]string{}}
 	for k, v := range hres.Header {
-		res.Headers[strings.ToLower(k)] = strings.Join(v, ", ")
+		res.Headers[strings.ToLower(k)] = g.withhold(strings.Join(v, ", "))
+	}
+	if g.withheld != nil {
+		// A host that echoes the credential back (in an error, a debug
+		// endpoint) does not hand it to the plugin, nor to its record.
+		data = []byte(g.withhold(string(data)))
 	}
 	if utf8.Valid(data) {
 		s := string(data)

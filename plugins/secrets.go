@@ -1,8 +1,11 @@
 package plugins
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -14,8 +17,11 @@ import (
 // client builds a redirect from). The plugin never reads it: it is in no
 // error text, no log, and prints as its header and host only; a header
 // of the same name the plugin sets on a request to that host is replaced.
-// What the remote host does with it — echoing it in a response — is that
-// host's affair.
+// A response that echoes it back (an error quoting the request, a debug
+// endpoint) reaches the plugin with each form of it — the header's value,
+// a bearer token, basic credentials encoded or not, a password — replaced
+// by "[secret withheld]", in its body and its headers; forms shorter than
+// 6 bytes are not looked for.
 
 // EgressSecret is one credential bound to a host.
 type EgressSecret struct {
@@ -86,4 +92,53 @@ func (t *secretTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(req)
 	}
 	return t.next.RoundTrip(out)
+}
+
+// secretWithheld replaces a secret a response echoes.
+const secretWithheld = "[secret withheld]"
+
+// withholdSecrets returns what replaces the forms of secrets a response
+// may echo: each value as sent, a bearer token, basic credentials encoded
+// and decoded, and their password; nil when there are none.
+func withholdSecrets(secrets []EgressSecret) *strings.Replacer {
+	var forms []string
+	add := func(f string) {
+		if len(f) >= 6 && !slices.Contains(forms, f) {
+			forms = append(forms, f)
+		}
+	}
+	for _, s := range secrets {
+		add(s.Value)
+		scheme, rest, _ := strings.Cut(s.Value, " ")
+		switch strings.ToLower(scheme) {
+		case "bearer":
+			add(rest)
+		case "basic":
+			add(rest)
+			if b, err := base64.StdEncoding.DecodeString(rest); err == nil {
+				add(string(b))
+				if _, pw, ok := strings.Cut(string(b), ":"); ok {
+					add(pw)
+				}
+			}
+		}
+	}
+	if len(forms) == 0 {
+		return nil
+	}
+	// The longest first: a token inside its header's value goes with it.
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	var pairs []string
+	for _, f := range forms {
+		pairs = append(pairs, f, secretWithheld)
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// withhold is s without the guard's secrets.
+func (g *httpGuard) withhold(s string) string {
+	if g.withheld == nil {
+		return s
+	}
+	return g.withheld.Replace(s)
 }

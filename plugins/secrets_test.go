@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -148,3 +149,41 @@ func fmtAll(v any) string {
 }
 
 func sprint(format string, v any) string { return fmt.Sprintf(format, v) }
+
+// TestSecretNeverEchoed: a plugin that asks the host its secret is bound
+// to for an echo of its own request (a debug endpoint, an error quoting
+// the request) gets the answer with every form of the secret withheld —
+// a header's value, a bearer token, basic credentials encoded and decoded
+// and their password — in the body and the headers alike.
+func TestSecretNeverEchoed(t *testing.T) {
+	const token, password = "tok-echo-5e1f9a", "pw-echo-77c3"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth, basic := r.Header.Get("Authorization"), r.Header.Get("X-Basic")
+		decoded, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(basic, "Basic "))
+		w.Header().Set("X-Echo", auth)
+		w.Header().Set("Location", "/next?token="+strings.TrimPrefix(auth, "Bearer "))
+		fmt.Fprintf(w, "you sent %q, %q (%s); the token alone: %s; the password: %s", auth, basic, decoded, strings.TrimPrefix(auth, "Bearer "), password)
+	}))
+	defer echo.Close()
+	eu, _ := url.Parse(echo.URL)
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("agent:"+password))
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{AllowedHosts: []string{eu.Host}, AllowPrivateNetwork: true,
+		Secrets: []plugins.EgressSecret{{Host: eu.Host, Header: "Authorization", Value: "Bearer " + token}, {Host: eu.Host, Header: "X-Basic", Value: basic}}})
+	tl, _ := m.Tool("fetch")
+	res, err := tl.Call(context.Background(), hostCall("fetch", `{"url":"`+echo.URL+`/debug"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Output, "[secret withheld]") {
+		t.Errorf("the echo as the plugin got it: %s", res.Output)
+	}
+	for _, form := range []string{token, password, strings.TrimPrefix(basic, "Basic ")} {
+		if strings.Contains(res.Output, form) {
+			t.Errorf("the plugin read %q: %s", form, res.Output)
+		}
+		if b, _ := json.Marshal(res.Traffic); strings.Contains(string(b), form) {
+			t.Errorf("the call's record holds %q: %s", form, b)
+		}
+	}
+}
