@@ -99,6 +99,9 @@ func (s *Session) Attach(ctx context.Context, after Cursor) (*Attachment, error)
 // Attach to go on from there.
 func (a *Attachment) Cursor() Cursor { return a.cursor }
 
+// SessionID is the id of the session the attachment follows.
+func (a *Attachment) SessionID() string { return a.s.ID() }
+
 // Close ends the attachment. Closing twice does nothing.
 func (a *Attachment) Close() {
 	if a.closed {

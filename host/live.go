@@ -116,7 +116,7 @@ type eventMore struct {
 
 // progress returns the event e of the run, published at offset seq.
 func (r *run) progress(e event, seq int) Progress {
-	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
+	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, TraceID: r.traceID, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
 	if m := e.more; m != nil {
 		p.Tool, p.Retry, p.Status, p.Reason, p.Timeout, p.Approval = m.tool, m.retry, m.status, m.reason, m.timeout, m.approval
 	}

@@ -32,6 +32,7 @@ type run struct {
 	agent     Agent
 	hooks     *runHooks
 	lease     storage.Lease // the session's lease, when the store has leases
+	traceID   string        // its spans' trace (TraceIDOf) when the host makes spans
 
 	// ctx is the context the run's work is done under: base, or while a
 	// pass runs under a step timeout, the pass's. Both are used by the
@@ -100,6 +101,9 @@ func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks,
 		ctx: ctx, base: ctx, cancel: cancel, events: events}
 	r.hub.Init(hub.Options{Capacity: 8})
 	r.waiters = r.firstWaiter[:0]
+	if h.tel.tracing() {
+		r.traceID = TraceIDOf(id)
+	}
 	return r
 }
 

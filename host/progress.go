@@ -50,11 +50,14 @@ type Progress struct {
 	// Seq is the event's position in its run's progress, from 1: a
 	// subscriber that comes back subscribes after the last Seq it saw
 	// (see [Run.Subscribe]).
-	Seq        int          `json:"seq"`
-	Type       ProgressType `json:"type"`
-	SessionID  string       `json:"sessionId"`
-	RunID      string       `json:"runId"`
-	ResponseID string       `json:"responseId"`
+	Seq       int          `json:"seq"`
+	Type      ProgressType `json:"type"`
+	SessionID string       `json:"sessionId"`
+	RunID     string       `json:"runId"`
+	// TraceID is the OpenTelemetry trace of the run's spans (TraceIDOf),
+	// when the host makes spans; "" otherwise.
+	TraceID    string `json:"traceId,omitempty"`
+	ResponseID string `json:"responseId"`
 	// Delta is the new text of a text or reasoning event.
 	Delta string `json:"delta,omitempty"`
 	// Offset is where Delta starts in the item's text (or reasoning),

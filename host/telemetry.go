@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"time"
@@ -137,13 +138,51 @@ func (r *run) ids() []attribute.KeyValue {
 		semconv.GenAIConversationID(r.sessionID), semconv.GenAIAgentName(r.agent.Name)}
 }
 
-// startRunSpan starts the run's span (invoke_agent) on the run's context.
+// TraceIDOf is the OpenTelemetry trace id of a run's spans: 32 hex
+// digits of a digest of its id, so that every attempt of the run — on
+// this host or another that resumes it — is one trace, and anything that
+// knows the run id (a UI, a log line) can link to it without asking. It
+// is "" for a run id that is empty.
+func TraceIDOf(runID string) string {
+	if runID == "" {
+		return ""
+	}
+	id := traceIDOf(runID)
+	return id.String()
+}
+
+// traceIDOf is TraceIDOf's trace.TraceID.
+func traceIDOf(runID string) trace.TraceID {
+	sum := sha256.Sum256([]byte("agentic-run:" + runID))
+	var id trace.TraceID
+	copy(id[:], sum[:16])
+	return id
+}
+
+// runTraceParent is ctx with the run's trace as its remote parent (see
+// TraceIDOf), unless ctx is in a trace already.
+func runTraceParent(ctx context.Context, runID string) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	sum := sha256.Sum256([]byte("agentic-run-parent:" + runID))
+	var sid trace.SpanID
+	copy(sid[:], sum[:8])
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceIDOf(runID), SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
+
+// tracing reports whether the host makes spans.
+func (t *telemetry) tracing() bool { return t != nil && t.tracer != nil }
+
+// startRunSpan starts the run's span (invoke_agent) on the run's context,
+// in the run's own trace (TraceIDOf).
 func (r *run) startRunSpan() trace.Span {
 	t := r.h.tel
 	if t == nil || t.tracer == nil {
 		return nil
 	}
-	ctx, span := t.tracer.Start(r.base, "invoke_agent "+r.agent.Name, trace.WithSpanKind(trace.SpanKindInternal),
+	ctx, span := t.tracer.Start(runTraceParent(r.base, r.id), "invoke_agent "+r.agent.Name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append(r.ids(), semconv.GenAIOperationNameInvokeAgent, attrResumed.Bool(!r.fresh))...))
 	r.base, r.ctx = ctx, ctx
 	return span

@@ -77,7 +77,8 @@ func telemetryRun(t *testing.T, content bool) ([]sdktrace.ReadOnlySpan, metricda
 // an approval — invoke_agent → step → chat (per attempt) and
 // execute_tool, and, as the run goes on after the decision, approval.wait
 // — with the GenAI conventions' attributes and the run's and session's
-// ids on every span, and no prompt or completion text.
+// ids on every span, all in the run's trace (TraceIDOf), and no prompt
+// or completion text.
 func TestTelemetrySpans(t *testing.T) {
 	spans, _, res := telemetryRun(t, false)
 	byID := map[string]sdktrace.ReadOnlySpan{}
@@ -95,6 +96,11 @@ func TestTelemetrySpans(t *testing.T) {
 	var got []string
 	for _, s := range spans {
 		got = append(got, path(s))
+		// One trace for the whole run, its continuation after the
+		// approval included, named by the run's id.
+		if tid := s.SpanContext().TraceID().String(); tid != host.TraceIDOf(res.RunID) {
+			t.Errorf("span %s is in trace %s, want the run's %s", s.Name(), tid, host.TraceIDOf(res.RunID))
+		}
 		if attrOf(s, "agentic.run.id") != res.RunID || attrOf(s, "agentic.session.id") != "s" || attrOf(s, "gen_ai.conversation.id") != "s" {
 			t.Errorf("span %s lacks the run's and session's ids: %v", s.Name(), s.Attributes())
 		}
@@ -220,5 +226,35 @@ func TestTelemetryMetrics(t *testing.T) {
 		if histograms[name] != want {
 			t.Errorf("%s has %d points, want %d (all: %v)", name, histograms[name], want, histograms)
 		}
+	}
+}
+
+// TestProgressNamesTheTrace: a host that makes spans names the run's trace
+// on every progress event (TraceIDOf the run), one that does not names
+// none.
+func TestProgressNamesTheTrace(t *testing.T) {
+	for _, tracing := range []bool{true, false} {
+		opts := host.Options{}
+		if tracing {
+			opts.Telemetry = &host.Telemetry{TracerProvider: sdktrace.NewTracerProvider()}
+		}
+		hs := hosttest.New(t, opts)
+		var progress []host.Progress
+		res, err := hs.Host.Session("s").Send(context.Background(), "hello", host.SendOptions{OnProgress: func(p host.Progress) { progress = append(progress, p) }})
+		if err != nil || len(progress) == 0 {
+			t.Fatalf("%+v %v, %d events", res, err, len(progress))
+		}
+		want := ""
+		if tracing {
+			want = host.TraceIDOf(res.RunID)
+		}
+		for _, p := range progress {
+			if p.TraceID != want {
+				t.Errorf("tracing %v: %s event names trace %q, want %q", tracing, p.Type, p.TraceID, want)
+			}
+		}
+	}
+	if id := host.TraceIDOf("run_1"); len(id) != 32 || id != host.TraceIDOf("run_1") || id == host.TraceIDOf("run_2") || host.TraceIDOf("") != "" {
+		t.Errorf("TraceIDOf: %q", id)
 	}
 }

@@ -310,6 +310,7 @@ func (s *Server) routes() {
 	if assets, err := loadConsole(); err == nil {
 		s.mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 		s.mux.HandleFunc("GET /console/", s.serveConsole(assets))
+		s.mux.HandleFunc("GET /console/config.json", s.serveConsoleConfig)
 	} else {
 		s.log.Error("the console's files cannot be read; /console is off", "err", err)
 	}

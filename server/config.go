@@ -92,6 +92,11 @@ type Config struct {
 	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
 	// "", /metrics is open (bind it to a private network).
 	MetricsKey string `yaml:"metrics_key"`
+	// TraceURL links a run's OpenTelemetry trace from the console: an
+	// http(s) URL with {trace_id} where the trace's id goes, e.g.
+	// https://tempo.example/trace/{trace_id}. Default: "", the console
+	// shows the id without a link.
+	TraceURL string `yaml:"trace_url"`
 	// Tenants are the tenants the service serves, by name.
 	Tenants map[string]TenantConfig `yaml:"tenants"`
 }
@@ -693,6 +698,9 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.StreamMaxAge == 0 {
 		cfg.StreamMaxAge = Duration(DefaultStreamMaxAge)
+	}
+	if u := cfg.TraceURL; u != "" && (!strings.Contains(u, "{trace_id}") || !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://")) {
+		errs = append(errs, fmt.Errorf("trace_url %q: want an http or https URL with {trace_id} where the trace's id goes", u))
 	}
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = DefaultMaxStreams

@@ -83,3 +83,21 @@ func (s *Server) serveConsole(assets map[string]consoleAsset) http.HandlerFunc {
 		w.Write(a.body)
 	}
 }
+
+// consoleConfig is what the console reads of the server's configuration
+// (GET /console/config.json, which needs no key: it holds nothing of a
+// tenant's).
+type consoleConfig struct {
+	// Tracing says that runs make OpenTelemetry spans: the console shows
+	// each run's trace id (host.TraceIDOf).
+	Tracing bool `json:"tracing"`
+	// TraceURL is the configuration's trace_url: a link to a trace, with
+	// {trace_id} where its id goes; "" for none.
+	TraceURL string `json:"trace_url,omitempty"`
+}
+
+// serveConsoleConfig answers GET /console/config.json.
+func (s *Server) serveConsoleConfig(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, consoleConfig{Tracing: s.tracing, TraceURL: s.cfg.TraceURL})
+}

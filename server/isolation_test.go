@@ -192,6 +192,7 @@ var isolationRows = []isoRow{
 	{route: "GET /console", public: true, req: get("/console")},
 	{route: "GET /console/", public: true, req: get("/console/")},
 	{route: "GET /console/", name: "script", public: true, req: get("/console/console.js")},
+	{route: "GET /console/config.json", public: true, req: get("/console/config.json")},
 }
 
 // TestIsolation runs the isolation suite over a memory store and over a

@@ -55,6 +55,7 @@ type Server struct {
 	cfg      Config
 	store    storage.Storage
 	kv       storage.KV
+	tracing  bool // the runs make spans: responses name their traces
 	keys     *keyring
 	log      *slog.Logger
 	tenants  map[string]*tenant
@@ -133,6 +134,7 @@ func New(opts Options) (*Server, error) {
 	tel := &host.Telemetry{MeterProvider: s.metrics.provider}
 	if opts.Telemetry != nil {
 		tel.TracerProvider, tel.RecordContent = opts.Telemetry.TracerProvider, opts.Telemetry.RecordContent
+		s.tracing = tel.TracerProvider != nil
 	}
 	var errs []error
 	for _, name := range sortedKeys(cfg.Tenants) {

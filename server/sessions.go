@@ -35,6 +35,8 @@ type messageResponse struct {
 	SessionID string `json:"session_id"`
 	MessageID string `json:"message_id"`
 	RunID     string `json:"run_id"`
+	// TraceID is the run's OpenTelemetry trace, when the server traces.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // resultResponse answers ?wait=true, or a task's outcome.
@@ -42,6 +44,7 @@ type resultResponse struct {
 	SessionID  string                 `json:"session_id"`
 	MessageID  string                 `json:"message_id"`
 	RunID      string                 `json:"run_id"`
+	TraceID    string                 `json:"trace_id,omitempty"`
 	ResponseID string                 `json:"response_id,omitempty"`
 	Status     ledger.RunStatus       `json:"status"`
 	Reason     string                 `json:"reason,omitempty"`
@@ -56,6 +59,15 @@ func resultOf(sessionID string, res host.RunResult) resultResponse {
 	return resultResponse{SessionID: sessionID, MessageID: res.MessageID, RunID: res.RunID, ResponseID: res.ResponseID,
 		Status: res.Status, Reason: res.Reason, Timeout: res.Timeout, Text: res.Text, Usage: res.Usage, Cost: res.Cost,
 		Approvals: res.Approvals}
+}
+
+// traceOf is a run's OpenTelemetry trace id when the server traces, ""
+// otherwise.
+func (s *Server) traceOf(runID string) string {
+	if !s.tracing {
+		return ""
+	}
+	return host.TraceIDOf(runID)
 }
 
 // agentFor returns the tenant's agent name, answering 400 when it has no
@@ -225,7 +237,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 		return
 	}
 	if !wait {
-		writeJSON(w, http.StatusAccepted, messageResponse{SessionID: id, MessageID: run.MessageID(), RunID: run.ID()})
+		writeJSON(w, http.StatusAccepted, messageResponse{SessionID: id, MessageID: run.MessageID(), RunID: run.ID(), TraceID: s.traceOf(run.ID())})
 		return
 	}
 	// Waiting is bounded by the request; the run is not: a client that
@@ -238,7 +250,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 		s.startError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resultOf(id, res))
+	out := resultOf(id, res)
+	out.TraceID = s.traceOf(res.RunID)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // maxIdempotencyKey bounds the Idempotency-Key header.

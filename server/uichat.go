@@ -247,6 +247,7 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 	defer s.metrics.streams.Add(context.Background(), -1)
 	out := newSSE(w)
 	var werr error
+	conv.SetMetadata(a.SessionID(), s.traceOf)
 	conv.SetEmit(func(ch uistream.Chunk) error {
 		if werr == nil {
 			werr = out.event("", "", ch)

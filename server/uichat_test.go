@@ -91,8 +91,25 @@ func TestUIChatStream(t *testing.T) {
 		json.Unmarshal([]byte(d), &ch)
 		text.WriteString(ch.Delta)
 	}
-	if text.String() != "You said: hello" || data[len(data)-2] != `{"type":"finish","finishReason":"stop"}` {
+	var start, finish struct {
+		Type, FinishReason string
+		MessageMetadata    struct{ SessionID, RunID, TraceID string }
+	}
+	json.Unmarshal([]byte(data[0]), &start)
+	json.Unmarshal([]byte(data[len(data)-2]), &finish)
+	if text.String() != "You said: hello" || finish.FinishReason != "stop" {
 		t.Errorf("text %q, end %s", text.String(), data[len(data)-2])
+	}
+	// The message names its session and run (and no trace: this server
+	// does not trace).
+	for _, ch := range []any{start, finish} {
+		md := ch.(struct {
+			Type, FinishReason string
+			MessageMetadata    struct{ SessionID, RunID, TraceID string }
+		}).MessageMetadata
+		if md.SessionID != "u1" || !strings.HasPrefix(md.RunID, "run_") || md.TraceID != "" {
+			t.Errorf("the message's metadata %+v", md)
+		}
 	}
 	ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u1", "hello"))
 	if _, body := ts.do(t, ts.acme, "GET", "/v1/sessions/u1/transcript", ""); strings.Count(body, `"kind":"user"`) != 1 {
@@ -109,7 +126,7 @@ func TestUIChatStream(t *testing.T) {
 
 	ts.model.Enqueue(hosttest.Reply{Err: &model.Error{StatusCode: 402, Message: "no credits"}})
 	_, data = ts.uiChunks(t, "POST", "/v1/ui/chat", uiBody("u3", "fail"))
-	if got := strings.Join(data, "\n"); !strings.Contains(got, `{"type":"error","errorText":"the run failed: `) || !strings.HasSuffix(got, `{"type":"finish","finishReason":"error"}`+"\n[DONE]") {
+	if got := strings.Join(data, "\n"); !strings.Contains(got, `{"type":"error","errorText":"the run failed: `) || !strings.Contains(got, `{"type":"finish","finishReason":"error","messageMetadata":{"sessionId":"u3","runId":"run_`) || !strings.HasSuffix(got, "\n[DONE]") {
 		t.Errorf("a failed run:\n%s", got)
 	}
 

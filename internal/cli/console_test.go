@@ -82,6 +82,7 @@ func consoleReply(req fakemodel.Request) fakemodel.Reply {
 
 // consoleEnv is one serve process and one browser, shared by the subtests.
 type consoleEnv struct {
+	traces       *otlpCollector  // the spans serve exports
 	acme, globex *serveProc      // the process, with each tenant's key
 	browser      context.Context // the browser's first tab
 	posts        *atomic.Int64   // posts published through publish_post
@@ -106,6 +107,43 @@ func TestConsole(t *testing.T) {
 	t.Run("usage and plugins", env.testUsagePlugins)
 	t.Run("steer and upload", env.testSteerAndUpload)
 	t.Run("mcp", env.testMCP)
+	t.Run("correlation", env.testCorrelation)
+}
+
+// testCorrelation: a response names its session, run and trace (the API's
+// answer, the console beside the response, each with a copy button), the
+// trace linked by trace_url, and serve exported the run's spans in that
+// very trace.
+func (e *consoleEnv) testCorrelation(t *testing.T) {
+	acme := on(t, e.acme)
+	var res struct {
+		RunID   string `json:"run_id"`
+		TraceID string `json:"trace_id"`
+	}
+	acme.must("POST", "/v1/sessions/traced/messages?wait=true", `{"text":"hello there"}`, http.StatusOK, &res)
+	if len(res.TraceID) != 32 {
+		t.Fatalf("the answer's trace_id %q", res.TraceID)
+	}
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/traced")
+	chip := `#transcript .item[data-kind="response"] .correlation`
+	b.wait("the trace id", 20*time.Second, jsExists(chip+` .trace-id a`))
+	for sel, want := range map[string]string{" .session-id": "traced", " .run-id": res.RunID, " .trace-id": res.TraceID} {
+		if got := evalIn[string](b, `document.querySelector('`+chip+sel+`').dataset.id`); got != want {
+			t.Errorf("%s: %q, want %q", sel, got, want)
+		}
+	}
+	if href := evalIn[string](b, `document.querySelector('`+chip+` .trace-id a').href`); href != "https://tempo.example/trace/"+res.TraceID {
+		t.Errorf("the trace's link %q", href)
+	}
+	b.shot("correlation.png")
+	deadline := time.Now().Add(30 * time.Second)
+	for !e.traces.hasTrace(res.TraceID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve exported no span of trace %s", res.TraceID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // testMCP: a call of an MCP server's tool shows in the session with the
@@ -235,6 +273,13 @@ tenants:
     models: [fake/echo]
 `, filepath.Join(dir, "store"), filepath.Join(dir, "plugins"), filepath.Join(plugintest.CacheDir(), "console-serve"),
 		model.URL(), server.HashKey(consoleAcmeKey), blogURL.Host, mcpURL.Host, blog.URL, mcpSrv.URL, server.HashKey(consoleGlobexKey))
+	// serve exports its spans here, and the console links each run's.
+	env.traces = &otlpCollector{}
+	collector := httptest.NewServer(env.traces)
+	t.Cleanup(collector.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", collector.URL+"/v1/traces")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
+	cfg = "trace_url: https://tempo.example/trace/{trace_id}\n" + cfg
 	config := filepath.Join(dir, "agentic.yaml")
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

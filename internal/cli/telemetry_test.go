@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +20,16 @@ import (
 type otlpCollector struct {
 	mu      sync.Mutex
 	spans   []string
+	traces  []string // the spans' trace ids, in hex
 	metrics []string
 	service string
+}
+
+// hasTrace reports whether a span of trace id arrived.
+func (c *otlpCollector) hasTrace(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.traces, id)
 }
 
 func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +52,7 @@ func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			for _, ss := range rs.ScopeSpans {
 				for _, s := range ss.Spans {
 					c.spans = append(c.spans, s.Name)
+					c.traces = append(c.traces, hex.EncodeToString(s.TraceId))
 				}
 			}
 		}

@@ -28,9 +28,22 @@ type Chunk struct {
 	Reason             string          `json:"reason,omitempty"`
 	ApprovalDescriptor *Descriptor     `json:"approvalDescriptor,omitempty"`
 	FinishReason       string          `json:"finishReason,omitempty"`
+	// MessageMetadata is the message's metadata, on start and finish
+	// (see [Metadata]).
+	MessageMetadata *Metadata `json:"messageMetadata,omitempty"`
 	// Data is a data part's (type "data-approval": a run's own approval
 	// request, see RunApproval).
 	Data any `json:"data,omitempty"`
+}
+
+// Metadata is the assistant message's metadata (the AI SDK's
+// messageMetadata) on its start and finish chunks: what a UI shows beside
+// the message, or its error, to find the run in the logs and the traces.
+type Metadata struct {
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId"`
+	// TraceID is the run's OpenTelemetry trace, when the host traces.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // RunApproval is the data of a "data-approval" part: a run's own approval
@@ -84,6 +97,9 @@ type Converter struct {
 	messageID string
 	emit      func(Chunk) error
 
+	sessionID string                    // for the metadata; "": none sent
+	traceOf   func(runID string) string // the run's trace id, for the metadata
+
 	started   bool
 	step      string // the response whose step is open; "" when none is
 	responses map[string]*responseState
@@ -103,6 +119,25 @@ func NewConverter(runID, messageID string, emit func(Chunk) error) *Converter {
 
 // SetEmit sets where the chunks go.
 func (c *Converter) SetEmit(emit func(Chunk) error) { c.emit = emit }
+
+// SetMetadata makes the message's start and finish chunks carry its
+// [Metadata]: sessionID, the run's id, and traceOf of it (traceOf may be
+// nil: no trace id). Before the first update.
+func (c *Converter) SetMetadata(sessionID string, traceOf func(runID string) string) {
+	c.sessionID, c.traceOf = sessionID, traceOf
+}
+
+// metadata is the message's metadata, nil when none is sent.
+func (c *Converter) metadata() *Metadata {
+	if c.sessionID == "" {
+		return nil
+	}
+	md := &Metadata{SessionID: c.sessionID, RunID: c.runID}
+	if c.traceOf != nil {
+		md.TraceID = c.traceOf(c.runID)
+	}
+	return md
+}
 
 // RunID returns the run the converter follows: "" until a snapshot names
 // it, when none was given.
@@ -197,7 +232,7 @@ func (c *Converter) start() error {
 	if c.messageID == "" {
 		c.messageID = c.runID
 	}
-	return c.emit(Chunk{Type: "start", MessageID: c.messageID})
+	return c.emit(Chunk{Type: "start", MessageID: c.messageID, MessageMetadata: c.metadata()})
 }
 
 // openStep ends the open step, if another, and starts the step of response
@@ -510,11 +545,11 @@ func (c *Converter) end(status ledger.RunStatus, reason string) error {
 	c.ended = true
 	switch status {
 	case ledger.RunCompleted:
-		return c.emit(Chunk{Type: "finish", FinishReason: "stop"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "stop", MessageMetadata: c.metadata()})
 	case ledger.RunApprovalRequired:
-		return c.emit(Chunk{Type: "finish", FinishReason: "tool-calls"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "tool-calls", MessageMetadata: c.metadata()})
 	case ledger.RunInterrupted:
-		return c.emit(Chunk{Type: "finish", FinishReason: "interrupted"})
+		return c.emit(Chunk{Type: "finish", FinishReason: "interrupted", MessageMetadata: c.metadata()})
 	case ledger.RunCancelled:
 		if reason == "" {
 			reason = "cancelled"
@@ -528,7 +563,7 @@ func (c *Converter) end(status ledger.RunStatus, reason string) error {
 	if err := c.emit(Chunk{Type: "error", ErrorText: strp(text)}); err != nil {
 		return err
 	}
-	return c.emit(Chunk{Type: "finish", FinishReason: "error"})
+	return c.emit(Chunk{Type: "finish", FinishReason: "error", MessageMetadata: c.metadata()})
 }
 
 // runStatusOf maps a session's state after its run onto the run's end.

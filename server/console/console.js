@@ -304,6 +304,52 @@
     start();
   }
 
+  // ---- correlation: session, run and trace ids ----
+
+  // consoleConfig is the server's /console/config.json: whether runs are
+  // traced, and the link to a trace.
+  let consoleConfig = { tracing: false };
+  const configLoaded = fetch('/console/config.json', { cache: 'no-store' })
+    .then((res) => (res.ok ? res.json() : null)).then((c) => { if (c) consoleConfig = c; }).catch(() => {});
+
+  // traceIdOf is a run's OpenTelemetry trace id, as the host derives it:
+  // the first 16 bytes of SHA-256("agentic-run:" + run id), in hex. It is
+  // null where the page cannot hash (an insecure context) or runs are not
+  // traced.
+  async function traceIdOf(runId) {
+    await configLoaded;
+    if (!consoleConfig.tracing || !runId || !(window.crypto && crypto.subtle)) return null;
+    const sum = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode('agentic-run:' + runId)));
+    return Array.from(sum.slice(0, 16), (b) => b.toString(16).padStart(2, '0')).join('');
+  }
+
+  // idChip shows an id with a button that copies it.
+  function idChip(label, id, cls, href) {
+    const copy = h('button', { class: 'copy', type: 'button', title: 'Copy ' + label, 'aria-label': 'Copy ' + label }, 'copy');
+    copy.addEventListener('click', async () => {
+      try {
+        await navigator.clipboard.writeText(id);
+        copy.textContent = 'copied';
+      } catch (e) { copy.textContent = 'select it'; }
+      setTimeout(() => { copy.textContent = 'copy'; }, 1500);
+    });
+    const value = href ? h('a', { class: 'mono id-value', href, target: '_blank', rel: 'noopener noreferrer' }, id) : h('code', { class: 'id-value' }, id);
+    return h('span', { class: 'id-chip ' + cls, 'data-id': id }, label + ' ', value, ' ', copy);
+  }
+
+  // correlation is a response's (or an error's) session, run and trace,
+  // the trace filled in once hashed, linked by the configuration's
+  // trace_url.
+  function correlation(sessionId, runId) {
+    const el = h('div', { class: 'correlation' }, idChip('session', sessionId, 'session-id'), runId ? idChip('run', runId, 'run-id') : null);
+    traceIdOf(runId).then((tid) => {
+      if (!tid) return;
+      const href = consoleConfig.trace_url ? consoleConfig.trace_url.replace('{trace_id}', tid) : null;
+      el.append(idChip('trace', tid, 'trace-id', href));
+    });
+    return el;
+  }
+
   function start() {
     document.getElementById('signin').hidden = true;
     document.getElementById('app').hidden = false;
@@ -609,6 +655,7 @@
       el.append(text);
       for (const c of it.tool_calls || []) el.append(renderToolCall(c));
       if (it.reason) el.append(h('div', { class: 'reason' }, it.reason));
+      if (it.kind === 'response' && !live) el.append(correlation(id, it.run_id));
       return el;
     };
 
