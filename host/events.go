@@ -237,7 +237,7 @@ func (r *run) emitStart() {
 		return
 	}
 	if r.startedAt.IsZero() {
-		_, r.startedAt = stepsAndStart(r.view(), r.id)
+		_, r.startedAt, _ = stepsAndStart(r.view(), r.id)
 	}
 	r.emit(Event{Type: EventRunStart, Resumed: !r.fresh})
 }

@@ -48,6 +48,8 @@ type Status struct {
 	// RunID is the run in flight, parked or interrupted, else the last
 	// run; "" when the session has none.
 	RunID string `json:"run_id,omitempty"`
+	// Agent names the agent of that run, as its run-start recorded it.
+	Agent string `json:"agent,omitempty"`
 	// Step is the number of model passes the run has recorded: while it
 	// runs, the index of the pass in flight.
 	Step int `json:"step"`
@@ -93,7 +95,7 @@ func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []le
 	if len(open) > 0 {
 		id := open[len(open)-1]
 		st.RunID = id
-		st.Step, st.Since = stepsAndStart(events, id)
+		st.Step, st.Since, st.Agent = stepsAndStart(events, id)
 		switch {
 		case ledger.Parked(events, id):
 			st.State = StateApprovalRequired
@@ -134,7 +136,7 @@ func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []le
 			continue
 		}
 		st.RunID, st.Since = e.RunID, e.Time
-		st.Step, _ = stepsAndStart(events, e.RunID)
+		st.Step, _, st.Agent = stepsAndStart(events, e.RunID)
 		st.State, st.Reason, st.Timeout = State(e.RunEnd.Status), e.RunEnd.Reason, TimeoutKind(e.RunEnd.Timeout)
 		if e.RunEnd.Status == ledger.RunInterrupted {
 			st.State = StateInterrupted
@@ -144,19 +146,19 @@ func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []le
 	return st, nil
 }
 
-// stepsAndStart returns the number of whole passes the run recorded and
-// the time of its run-start.
-func stepsAndStart(events []ledger.Event, runID string) (steps int, start time.Time) {
+// stepsAndStart returns the number of whole passes the run recorded, the
+// time of its run-start and the agent it names.
+func stepsAndStart(events []ledger.Event, runID string) (steps int, start time.Time, agent string) {
 	for _, e := range events {
 		if e.RunID != runID {
 			continue
 		}
 		switch {
 		case e.RunStart != nil:
-			start = e.Time
+			start, agent = e.Time, e.RunStart.Agent
 		case e.Step != nil && !e.Step.Partial:
 			steps++
 		}
 	}
-	return steps, start
+	return steps, start, agent
 }

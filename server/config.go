@@ -190,6 +190,11 @@ type AgentConfig struct {
 	// Plugins names the plugins whose tools the agent offers. Default:
 	// none, every plugin of the tenant.
 	Plugins []string `yaml:"plugins"`
+	// Smooth paces the text the agent's runs stream to viewers (the SSE
+	// progress and the UI message stream), a chunk at a time (see
+	// host.SmoothOptions); the ledger keeps the model's own deltas.
+	// Default: nil, text goes out as the model streams it.
+	Smooth *SmoothConfig `yaml:"smooth"`
 	// MCP names the tenant's MCP servers whose tools the agent offers.
 	// Default: none named, every one.
 	MCP []string `yaml:"mcp"`
@@ -202,6 +207,22 @@ type AgentConfig struct {
 	Approve []string `yaml:"approve"`
 	// Timeouts are the agent's named timeouts.
 	Timeouts TimeoutsConfig `yaml:"timeouts"`
+}
+
+// SmoothConfig paces an agent's streamed text (host.SmoothOptions).
+type SmoothConfig struct {
+	// Delay is the pause between two chunks. Default: 0, which means
+	// 15ms; negative: none.
+	Delay Duration `yaml:"delay"`
+	// Chunking is word, line, or a regular expression whose first match
+	// ends a chunk (one kana or kanji, or a word:
+	// '[\p{Han}\p{Hiragana}\p{Katakana}]|\S+\s+'). Default: word.
+	Chunking string `yaml:"chunking"`
+}
+
+// options is c as the host takes it.
+func (c SmoothConfig) options() host.SmoothOptions {
+	return host.SmoothOptions{Delay: time.Duration(c.Delay), Chunking: c.Chunking}
 }
 
 // TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
@@ -861,6 +882,11 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		for _, m := range a.MCP {
 			if !mcpNames[m] {
 				bad("agents.%s: mcp: %s is not among the tenant's mcp_servers", an, m)
+			}
+		}
+		if a.Smooth != nil {
+			if _, err := host.NewSmoother[int](a.Smooth.options()); err != nil {
+				bad("agents.%s: smooth: %v", an, err)
 			}
 		}
 		agents[an] = a

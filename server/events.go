@@ -137,7 +137,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 	s.metrics.streams.Add(context.Background(), 1)
 	defer s.metrics.streams.Add(context.Background(), -1)
 	out := newSSE(w)
-	s.stream(r.Context(), out, a, apiKey(r), t, func(u host.Update, cur host.Cursor) error {
+	s.stream(r.Context(), out, a, apiKey(r), t, "", func(u host.Update, cur host.Cursor) error {
 		if u.Snapshot != nil {
 			return out.event("snapshot", eventID(cur), u.Snapshot)
 		}
@@ -155,8 +155,59 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 // write waits past StreamWriteTimeout) — these three are told to stopped,
 // with an error code and a message, before the stream ends; it writes
 // heartbeats while nothing happens.
-func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, send func(host.Update, host.Cursor) error, stopped func(code, message string)) {
+//
+// When the run's agent paces its text (its smooth option), the text goes
+// out a chunk at a time (host.Smoother): a chunk that completes no
+// progress event goes without a cursor (an SSE event without an id), so
+// that a client that comes back resumes from the event before it, and the
+// text's offsets make the repeat harmless. agent names the agent until a
+// snapshot names the run's.
+func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, agent string, send func(host.Update, host.Cursor) error, stopped func(code, message string)) {
 	out.timeout = time.Duration(s.cfg.StreamWriteTimeout)
+	var (
+		sm        *host.Smoother[host.Cursor] // nil: no pacing
+		smAgent   = "\x00"                    // the agent sm paces for
+		pace      *time.Timer
+		paceC     <-chan time.Time
+		lastChunk time.Time
+	)
+	smoothFor := func(name string) {
+		if name == smAgent {
+			return
+		}
+		smAgent, sm = name, nil
+		if name == "" {
+			name = "default"
+		}
+		if ac, ok := t.cfg.Agents[name]; ok && ac.Smooth != nil {
+			sm, _ = host.NewSmoother[host.Cursor](ac.Smooth.options()) // checked with the configuration
+		}
+	}
+	smoothFor(agent)
+	defer func() {
+		if pace != nil {
+			pace.Stop()
+		}
+	}()
+	sendOut := func(o host.Smoothed[host.Cursor]) error {
+		var cur host.Cursor
+		if o.Tagged {
+			cur = o.Tag
+		}
+		if o.Progress.Type == host.ProgressText || o.Progress.Type == host.ProgressReasoning {
+			lastChunk = time.Now()
+		}
+		p := o.Progress
+		return send(host.Update{Progress: &p}, cur)
+	}
+	// arm starts the timer of the next chunk, when a whole one waits.
+	arm := func() {
+		if sm == nil || paceC != nil || !sm.Ready() {
+			return
+		}
+		pace = time.NewTimer(max(0, time.Until(lastChunk.Add(sm.Delay()))))
+		paceC = pace.C
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	type item struct {
 		u   host.Update
@@ -197,9 +248,36 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 				}
 				return
 			}
-			if err := send(it.u, it.cur); err != nil {
-				return
+			if sm == nil && it.u.Snapshot == nil {
+				if err := send(it.u, it.cur); err != nil {
+					return
+				}
+				continue
 			}
+			var outs []host.Smoothed[host.Cursor]
+			if sm != nil {
+				outs = sm.Push(it.u.Progress, it.cur)
+			}
+			for _, o := range outs {
+				if err := sendOut(o); err != nil {
+					return
+				}
+			}
+			if it.u.Snapshot != nil {
+				if err := send(it.u, it.cur); err != nil {
+					return
+				}
+				smoothFor(it.u.Snapshot.Status.Agent)
+			}
+			arm()
+		case <-paceC:
+			paceC = nil
+			if o, ok := sm.Next(); ok {
+				if err := sendOut(o); err != nil {
+					return
+				}
+			}
+			arm()
 		case <-beat.C:
 			if s.revoked(ctx, key, t) {
 				stopped(codeUnauthorized, "the API key was revoked")

@@ -262,7 +262,11 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 			return
 		}
 	}
-	s.stream(r.Context(), out, a, apiKey(r), t, func(u host.Update, _ host.Cursor) error {
+	agent := ""
+	if first != nil && first.Snapshot != nil {
+		agent = first.Snapshot.Status.Agent
+	}
+	s.stream(r.Context(), out, a, apiKey(r), t, agent, func(u host.Update, _ host.Cursor) error {
 		done, err := conv.Update(u)
 		if err == nil && done {
 			return io.EOF

@@ -12,6 +12,7 @@ import (
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // uiBody is a DefaultChatTransport body whose last message is the user's
@@ -210,5 +211,72 @@ func TestUIChatRefusals(t *testing.T) {
 	if code, body := small.do(t, small.acme, "POST", "/v1/ui/chat", uiBody("r1", strings.Repeat("long history ", 40))); code != 413 ||
 		!strings.Contains(body, "larger than 256 bytes") || !strings.Contains(body, "send only it") {
 		t.Errorf("a body past the limit: %d %s", code, body)
+	}
+}
+
+// TestSmoothStreams: an agent whose text is paced (smooth, by line here)
+// streams it to the UI message stream a line at a time, and to the SSE
+// progress stream the same, a chunk that completes no event without an
+// id; the tool call is not held back; the ledger keeps the model's own
+// deltas (the transcript's text is whole).
+func TestSmoothStreams(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel,
+			Smooth: &server.SmoothConfig{Delay: server.Duration(time.Millisecond), Chunking: "line"}}}
+	})})
+	// The model streams a word at a time: "one ", "two\nthree ",
+	// "four\nfive"; the end lets out what waits, a line at a time too.
+	// It starts once the stream follows the run live (a stream that
+	// attaches after the text gets it whole, from the snapshot).
+	gate := make(chan struct{})
+	ts.model.Respond = func(model.Request) hosttest.Reply {
+		<-gate
+		return hosttest.Reply{Text: "one two\nthree four\nfive"}
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/ui/chat", strings.NewReader(uiBody("sm", "hi")))
+		req.Header.Set("Authorization", "Bearer "+ts.acme)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				lines <- d
+			}
+		}
+	}()
+	data := []string{<-lines} // start: the stream follows the run
+	close(gate)
+	for d := range lines {
+		data = append(data, d)
+	}
+	var deltas []string
+	for _, d := range data {
+		var ch struct{ Type, Delta string }
+		json.Unmarshal([]byte(d), &ch)
+		if ch.Type == "text-delta" {
+			deltas = append(deltas, ch.Delta)
+		}
+	}
+	if got := strings.Join(deltas, "|"); got != "one two\n|three four\n|five" {
+		t.Errorf("the UI stream's text deltas %q, want a line at a time", got)
+	}
+	if _, body := ts.do(t, ts.acme, "GET", "/v1/sessions/sm/transcript", ""); !strings.Contains(body, `"text":"one two\nthree four\nfive"`) {
+		t.Errorf("the transcript: %s", body)
+	}
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/sessions/sm", ""); code != 200 || !strings.Contains(body, `"agent":"default"`) {
+		t.Errorf("the status names no agent: %d %s", code, body)
+	}
+	// A bad pattern is a configuration error.
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+		Agents: map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Smooth: &server.SmoothConfig{Chunking: "("}}}}}}
+	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), "agents.default: smooth:") {
+		t.Errorf("a bad chunking: %v", err)
 	}
 }
