@@ -167,8 +167,13 @@ func (s *Server) a2aLookup(ctx context.Context, t *tenant, id string) (a2aTask, 
 	return rec, nil
 }
 
-// a2aIndex records a task's session.
-func (s *Server) a2aIndex(ctx context.Context, t *tenant, runID string, rec a2aTask) error {
+// a2aIndexOnce records a task's session, unless the index has the task
+// already (a message on it, a decision, a retry): its first entry, with
+// the message that started it, stays.
+func (s *Server) a2aIndexOnce(ctx context.Context, t *tenant, runID string, rec a2aTask) error {
+	if _, ok, err := s.kv.Get(ctx, a2aNamespace(t.name), runID); err != nil || ok {
+		return err
+	}
 	b, _ := json.Marshal(rec)
 	return s.kv.Set(ctx, a2aNamespace(t.name), runID, b)
 }
@@ -310,7 +315,7 @@ func (s *Server) a2aSend(w http.ResponseWriter, r *http.Request, t *tenant, agen
 			Data: map[string]any{"code": codeUnavailable, "message_id": run.MessageID(), "context_id": sessionID}})
 		return
 	}
-	if err := s.a2aIndex(ctx, t, runID, a2aTask{SessionID: sessionID, Agent: agentName, MessageID: run.MessageID(), At: time.Now().UTC()}); err != nil {
+	if err := s.a2aIndexOnce(ctx, t, runID, a2aTask{SessionID: sessionID, Agent: agentName, MessageID: run.MessageID(), At: time.Now().UTC()}); err != nil {
 		fail(&a2a.Error{Code: a2a.CodeInternalError, Message: fmt.Sprintf("task %s started in context %s, but the task index cannot record it: %v", runID, sessionID, err),
 			Data: map[string]any{"code": codeUnavailable, "task_id": runID, "context_id": sessionID}})
 		return

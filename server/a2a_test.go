@@ -426,10 +426,18 @@ func TestA2A(t *testing.T) {
 			Tasks []struct {
 				TaskID    string `json:"task_id"`
 				ContextID string `json:"context_id"`
+				MessageID string `json:"message_id"`
 				Agent     string
 				State     string
 			}
 		}](t, body)
+		// A decision on a task keeps the entry of the message that
+		// started it.
+		for _, tk := range list.Tasks {
+			if tk.TaskID == parked.ID && (tk.MessageID == "" || tk.State != "completed") {
+				t.Errorf("the task decided through A2A: %+v", tk)
+			}
+		}
 		if code != 200 || len(list.Tasks) < 6 {
 			t.Fatalf("%d %s", code, body)
 		}
