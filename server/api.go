@@ -58,16 +58,25 @@ const (
 // so that a handler that goes on (waiting for a run, streaming its answer)
 // keeps its connection.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, limitKey string) ([]byte, bool) {
+	return s.readBodyOr(w, r, limit, limitKey, func(status int, code, message string) {
+		writeError(w, status, code, "%s", message)
+	})
+}
+
+// readBodyOr is readBody for a protocol with errors of its own: a body
+// that cannot be read is answered by fail, with the HTTP status, the API's
+// error code and the message readBody would answer.
+func (s *Server) readBodyOr(w http.ResponseWriter, r *http.Request, limit int64, limitKey string, fail func(status int, code, message string)) ([]byte, bool) {
 	if r.ContentLength > limit {
 		// Refused before a byte of it is read.
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (%s)", limit, limitKey)
+		fail(http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("the body is larger than %d bytes (%s)", limit, limitKey))
 		return nil, false
 	}
 	rc := http.NewResponseController(w)
 	timeout := time.Duration(s.cfg.BodyTimeout)
 	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		writeError(w, http.StatusInternalServerError, codeInternal, "cannot bound the body's reading: %v", err)
+		fail(http.StatusInternalServerError, codeInternal, fmt.Sprintf("cannot bound the body's reading: %v", err))
 		return nil, false
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -87,12 +96,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, l
 		_ = rc.SetReadDeadline(time.Time{})
 		return b, true
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (%s)", tooBig.Limit, limitKey)
+		fail(http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("the body is larger than %d bytes (%s)", tooBig.Limit, limitKey))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, codeTimeout, "the body did not arrive within %v (body_timeout)", timeout)
+		fail(http.StatusRequestTimeout, codeTimeout, fmt.Sprintf("the body did not arrive within %v (body_timeout)", timeout))
 	default:
-		writeError(w, http.StatusBadRequest, codeInvalid, "cannot read the body: %v", err)
+		fail(http.StatusBadRequest, codeInvalid, fmt.Sprintf("cannot read the body: %v", err))
 	}
 	return nil, false
 }
@@ -304,6 +313,11 @@ func (s *Server) routes() {
 	// which would cut an answer the AI SDK then takes for failed.
 	handle("POST /v1/ui/chat", s.streaming(s.uiChat, false))
 	handle("GET /v1/ui/chat/{id}/stream", s.streaming(s.uiResume, false))
+	// A2A: the JSON-RPC endpoint takes its stream slots itself, for the
+	// methods that stream (message/stream, tasks/resubscribe).
+	handle("GET /a2a/{agent}/.well-known/agent-card.json", s.a2aCard)
+	handle("POST /a2a/{agent}", s.a2aRPC)
+	handle("GET /v1/a2a/tasks", s.listA2ATasks)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -183,6 +183,9 @@ type AgentConfig struct {
 	Model string `yaml:"model"`
 	// System is the system prompt. Default: none.
 	System string `yaml:"system"`
+	// Description says what the agent does, for the clients that find it
+	// through its A2A agent card. Default: "", a sentence naming it.
+	Description string `yaml:"description"`
 	// MaxSteps bounds the passes of a run. Default: 0, which means 16.
 	MaxSteps int `yaml:"max_steps"`
 	// MaxTokens bounds each pass's output. Default: 0, the provider's.

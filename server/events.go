@@ -161,7 +161,12 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 // progress event goes without a cursor (an SSE event without an id), so
 // that a client that comes back resumes from the event before it, and the
 // text's offsets make the repeat harmless. agent names the agent until a
-// snapshot names the run's.
+// snapshot names the run's; unpaced (a protocol between programs, such as
+// A2A) sends the text as it comes.
+// unpaced, as stream's agent, sends text as it comes whatever the run's
+// agent says.
+const unpaced = "\x00unpaced"
+
 func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key string, t *tenant, agent string, send func(host.Update, host.Cursor) error, stopped func(code, message string)) {
 	out.timeout = time.Duration(s.cfg.StreamWriteTimeout)
 	var (
@@ -172,7 +177,7 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		lastChunk time.Time
 	)
 	smoothFor := func(name string) {
-		if name == smAgent {
+		if name == smAgent || agent == unpaced {
 			return
 		}
 		smAgent, sm = name, nil

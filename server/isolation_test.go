@@ -38,17 +38,18 @@ type isoIDs struct {
 	Task     string // a task that submitted its deliverable
 	Plugin   string // a plugin module
 	Hash     string // a version of it (its content hash)
+	A2A      string // a task started through A2A
 }
 
 // missingIDs are ids no tenant has.
 var missingIDs = isoIDs{Session: "nobody-done", Live: "nobody-live", Parked: "nobody-parked", Run: "run_nobody",
 	Approval: "apr_nobody", Token: "tok_nobody", Task: "task_nobody", Plugin: "nobody_plugin",
-	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}
+	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", A2A: "run_a2a_nobody"}
 
 // mask replaces the ids in body by their field names.
 func (ids isoIDs) mask(body string) string {
 	pairs := [][2]string{{ids.Token, "<token>"}, {ids.Session, "<session>"}, {ids.Live, "<live>"}, {ids.Parked, "<parked>"},
-		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}}
+		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}, {ids.A2A, "<a2a>"}}
 	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 	for _, p := range pairs {
 		body = strings.ReplaceAll(body, p[0], p[1])
@@ -169,6 +170,25 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/ui/chat/{id}/stream", name: "live", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "GET", path: "/v1/ui/chat/" + ids.Live + "/stream"}
 	}},
+	{route: "GET /a2a/{agent}/.well-known/agent-card.json", name: "card", req: get("/a2a/default/.well-known/agent-card.json")},
+	{route: "POST /a2a/{agent}", name: "tasks/get", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"` + ids.A2A + `"}}`}
+	}},
+	{route: "POST /a2a/{agent}", name: "tasks/cancel live", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"` + ids.Run + `"}}`}
+	}},
+	{route: "POST /a2a/{agent}", name: "tasks/resubscribe", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"tasks/resubscribe","params":{"id":"` + ids.A2A + `"}}`}
+	}},
+	{route: "POST /a2a/{agent}", name: "a message on the task", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":` +
+			`{"kind":"message","messageId":"m-beta","role":"user","taskId":"` + ids.A2A + `","parts":[{"kind":"text","text":"beta writes"}]}}}`}
+	}},
+	{route: "POST /a2a/{agent}", name: "a decision on the parked run", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":` +
+			`{"kind":"message","messageId":"m-beta-decides","role":"user","taskId":"` + ids.A2A + `","parts":[{"kind":"data","data":{"approval_id":"` + ids.Approval + `","approve":true}}]}}}`}
+	}},
+	{route: "GET /v1/a2a/tasks", name: "list", list: true, req: get("/v1/a2a/tasks")},
 	// The routes that make the caller's own things, last: beta then has
 	// sessions and a plugin under acme's names, as it may.
 	{route: "POST /v1/sessions/{id}/messages", name: "completed", creates: true, req: func(ids isoIDs) isoRequest {
@@ -185,6 +205,10 @@ var isolationRows = []isoRow{
 	}, undo: func(ids isoIDs) isoRequest { return isoRequest{method: "DELETE", path: "/v1/plugins/" + ids.Plugin} }},
 	{route: "POST /v1/ui/chat", name: "message into the live session", creates: true, req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/ui/chat", body: `{"id":"` + ids.Live + `","messages":[{"id":"m-beta","role":"user","parts":[{"type":"text","text":"beta writes"}]}]}`}
+	}},
+	{route: "POST /a2a/{agent}", name: "a message into acme's context", creates: true, req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/a2a/default", body: `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":` +
+			`{"kind":"message","messageId":"m-beta-ctx","role":"user","contextId":"` + ids.Session + `","parts":[{"kind":"text","text":"beta writes"}]},"configuration":{"blocking":true}}}`}
 	}},
 	{route: "GET /healthz", public: true, req: get("/healthz")},
 	{route: "GET /readyz", public: true, req: get("/readyz")},
@@ -291,13 +315,21 @@ func testIsolation(t *testing.T, store storage.Storage) {
 		_, body := ts.do(t, ts.acme, "GET", "/v1/tasks/"+acme.Task, "")
 		return strings.Contains(body, `"status":"submitted"`)
 	})
+	code, body = ts.do(t, ts.acme, "POST", "/a2a/default", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":`+
+		`{"kind":"message","messageId":"m-acme","role":"user","parts":[{"kind":"text","text":"remember secret-acme-a2a"}]},"configuration":{"blocking":true}}}`)
+	acme.A2A = decodeJSON[struct {
+		Result struct{ ID string }
+	}](t, body).Result.ID
+	if code != 200 || acme.A2A == "" {
+		t.Fatalf("acme's A2A task: %d %s", code, body)
+	}
 	// What leaks acme's data: its ids but the plugin's name and the
 	// session ids (beta may use the same names for its own), and the
 	// text of its sessions.
 	_, pluginBody := ts.do(t, ts.acme, "GET", "/v1/plugins/"+acme.Plugin, "")
 	acmeHash := decodeJSON[struct{ Hash string }](t, pluginBody).Hash
 	acme.Hash = acmeHash
-	secrets := []string{"secret-acme", acme.Run, acme.Approval, acme.Token, acme.Task, acmeHash}
+	secrets := []string{"secret-acme", acme.Run, acme.Approval, acme.Token, acme.Task, acmeHash, acme.A2A}
 
 	// Beta's own session, which its listing must show.
 	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/beta-own/messages?wait=true", `{"text":"hello from beta"}`); code != 200 {
@@ -459,7 +491,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 func acmeView(t *testing.T, ts *testServer, ids isoIDs) string {
 	t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/sessions", "/v1/approvals", "/v1/plugins", "/v1/plugins/" + ids.Plugin, "/v1/tasks/" + ids.Task} {
+	for _, path := range []string{"/v1/sessions", "/v1/approvals", "/v1/plugins", "/v1/plugins/" + ids.Plugin, "/v1/tasks/" + ids.Task, "/v1/a2a/tasks"} {
 		code, body := ts.do(t, ts.acme, "GET", path, "")
 		fmt.Fprintf(&b, "%s %d %s\n", path, code, body)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -87,31 +88,67 @@ func (t *tenant) agentFor(w http.ResponseWriter, name string) (*host.Agent, bool
 // admitRun decides whether a new run may start for a message to session
 // id: not while the server shuts down, past the tenant's budget, or past
 // its concurrent runs (a message to a session whose run is in flight joins
-// it: no new run). It answers a refusal itself. Admitted, the run's place
+// it: no new run). It answers a admitRefusal itself. Admitted, the run's place
 // under the bound is held until release is called — once Start returned,
 // when the run is in flight (or the message joined one, or was refused) —
 // so that requests at once cannot all pass the bound.
 func (s *Server) admitRun(w http.ResponseWriter, r *http.Request, t *tenant, id string) (release func(), ok bool) {
-	if !s.admitAny(w, r, t) {
+	release, no := s.admission(r, t, id)
+	if no != nil {
+		no.write(w)
 		return nil, false
+	}
+	return release, true
+}
+
+// admitRefusal is why a new run or task may not start now: the HTTP status,
+// the API's error code and message, and whether to retry after a second.
+type admitRefusal struct {
+	status        int
+	code, message string
+	retry         bool
+}
+
+// write answers the refusal as the API does.
+func (no *admitRefusal) write(w http.ResponseWriter) {
+	if no.retry {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, no.status, no.code, "%s", no.message)
+}
+
+// admission is admitRun for any protocol: it returns the admitRefusal rather
+// than answering it.
+func (s *Server) admission(r *http.Request, t *tenant, id string) (release func(), no *admitRefusal) {
+	if no := s.refuseAny(r, t); no != nil {
+		return nil, no
 	}
 	n := t.cfg.RateLimit.ConcurrentRuns
 	if n <= 0 || t.host.IsRunning(id) {
-		return func() {}, true
+		return func() {}, nil
 	}
-	release, ok = t.slots.reserve(t.host, id, n)
+	release, ok := t.slots.reserve(t.host, id, n)
 	if !ok {
-		tooMany(w, t)
+		return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
+			message: fmt.Sprintf("tenant %s has %d runs in flight, its limit", t.name, t.cfg.RateLimit.ConcurrentRuns)}
 	}
-	return release, ok
+	return release, nil
 }
 
 // admitAny refuses any new work while the server shuts down or the
 // tenant is past its budget (or its plugin budget, when it says so).
 func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) bool {
-	if s.closing.Load() {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; send to another host")
+	if no := s.refuseAny(r, t); no != nil {
+		no.write(w)
 		return false
+	}
+	return true
+}
+
+// refuseAny is admitAny's decision.
+func (s *Server) refuseAny(r *http.Request, t *tenant) *admitRefusal {
+	if s.closing.Load() {
+		return &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the server is shutting down; send to another host"}
 	}
 	if t.budget != nil {
 		over, err := t.budget.exceeded(r.Context())
@@ -119,8 +156,7 @@ func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) boo
 			s.log.Warn("cannot read the budget's spend; admitting", "tenant", t.name, "err", err)
 		}
 		if over != nil {
-			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
-			return false
+			return &admitRefusal{status: http.StatusPaymentRequired, code: codeBudget, message: over.Error()}
 		}
 	}
 	if t.fuel != nil && t.cfg.PluginFuelRefusesRuns {
@@ -129,16 +165,10 @@ func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) boo
 			s.log.Warn("cannot read the plugin budget; admitting", "tenant", t.name, "err", err)
 		}
 		if over != nil {
-			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
-			return false
+			return &admitRefusal{status: http.StatusPaymentRequired, code: codeBudget, message: over.Error()}
 		}
 	}
-	return true
-}
-
-func tooMany(w http.ResponseWriter, t *tenant) {
-	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusTooManyRequests, codeRateLimited, "tenant %s has %d runs in flight, its limit", t.name, t.cfg.RateLimit.ConcurrentRuns)
+	return nil
 }
 
 // runSlots counts a tenant's runs in flight in this host: the sessions
@@ -261,7 +291,7 @@ const maxIdempotencyKey = 255
 // idempotent reads the request's Idempotency-Key, and tells whether the
 // session holds a message sent with it already (retry). The same key with
 // another message is refused (422): a retry sends the same message. It
-// answers the refusal itself.
+// answers the admitRefusal itself.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, t *tenant, id string, req messageRequest) (key string, retry, ok bool) {
 	key = r.Header.Get("Idempotency-Key")
 	if key == "" {

@@ -108,6 +108,7 @@ func TestConsole(t *testing.T) {
 	t.Run("steer and upload", env.testSteerAndUpload)
 	t.Run("mcp", env.testMCP)
 	t.Run("correlation", env.testCorrelation)
+	t.Run("a2a", env.testA2A)
 }
 
 // testCorrelation: a response names its session, run and trace (the API's
@@ -144,6 +145,48 @@ func (e *consoleEnv) testCorrelation(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// testA2A: tasks another agent started through A2A show on the sessions
+// page, each with its A2A state (one completed, one waiting for an
+// approval: input-required) and a link to its context, whose session row
+// is marked A2A.
+func (e *consoleEnv) testA2A(t *testing.T) {
+	acme := on(t, e.acme)
+	waitPlugin(acme)
+	send := func(id, text string) (task, context, state string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": map[string]any{
+			"message":       map[string]any{"kind": "message", "messageId": id, "role": "user", "parts": []any{map[string]any{"kind": "text", "text": text}}},
+			"configuration": map[string]any{"blocking": true}}})
+		var res struct {
+			Result struct {
+				ID, ContextID string
+				Status        struct{ State string }
+			}
+		}
+		acme.must("POST", "/a2a/default", string(body), http.StatusOK, &res)
+		return res.Result.ID, res.Result.ContextID, res.Result.Status.State
+	}
+	doneTask, doneCtx, doneState := send("console-a2a-1", "hello from another agent")
+	parkedTask, _, parkedState := send("console-a2a-2", "publish_post title=from-a2a body=maybe")
+	if doneState != "completed" || parkedState != "input-required" {
+		t.Fatalf("the A2A tasks: %s %s, want completed and input-required", doneState, parkedState)
+	}
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions")
+	row := func(task string) string { return fmt.Sprintf("table#a2a-tasks tr[data-task=%q]", task) }
+	b.wait("the A2A tasks", 20*time.Second, jsExists(row(doneTask))+" && "+jsExists(row(parkedTask)))
+	for task, state := range map[string]string{doneTask: "completed", parkedTask: "input-required"} {
+		if got := b.text(row(task) + " span.state"); got != state {
+			t.Errorf("task %s shows %q, want %s", task, got, state)
+		}
+	}
+	if got := evalIn[string](b, jsQuery(row(doneTask)+" a.session-link")+".getAttribute('href')"); got != "#/sessions/"+doneCtx {
+		t.Errorf("the task's context links to %q, want #/sessions/%s", got, doneCtx)
+	}
+	b.wait("the context marked A2A", 20*time.Second, jsExists(fmt.Sprintf("table#sessions tr[data-session=%q] .via", doneCtx)))
+	b.shot("a2a.png")
 }
 
 // testMCP: a call of an MCP server's tool shows in the session with the

@@ -35,10 +35,11 @@ var allowed = map[string][]string{
 	"protocol/uistream":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	"protocol/mcp":       {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	"protocol/mcpclient": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	"protocol/a2a":       {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"protocol/uistream", "protocol/mcpclient", "plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

@@ -472,7 +472,16 @@
       h('thead', null, h('tr', null, h('th', null, 'Session'), h('th', null, 'State'), h('th', null, 'Last activity'),
         h('th', { class: 'num' }, 'Tokens'), h('th', { class: 'num' }, 'Cost'))), body);
     const status = h('p', { class: 'muted' });
-    append(root, [h('h2', null, 'Sessions'), h('div', { class: 'toolbar' }, filter, stateFilter), open, status, table]);
+    // The tasks other agents started through A2A: each a run, its context
+    // a session (GET /v1/a2a/tasks).
+    const a2aBody = h('tbody');
+    const a2aStatus = h('p', { class: 'muted', id: 'a2a-status' });
+    const a2aTable = h('table', { id: 'a2a-tasks' },
+      h('thead', null, h('tr', null, h('th', null, 'Task'), h('th', null, 'Context'), h('th', null, 'Agent'),
+        h('th', null, 'State'), h('th', null, 'Started'))), a2aBody);
+    append(root, [h('h2', null, 'Sessions'), h('div', { class: 'toolbar' }, filter, stateFilter), open, status, table,
+      h('h2', null, 'A2A tasks'), a2aStatus, a2aTable]);
+    let a2aContexts = new Set();
     let rows = [];
     let more = false; // sessions past the pages read
     const maxPages = 5;
@@ -510,10 +519,27 @@
         all.sort((a, b) => String(b.last_activity || '').localeCompare(String(a.last_activity || '')));
         rows = all;
         clear(body);
+        try {
+          const res = await api('GET', '/v1/a2a/tasks?limit=50');
+          a2aContexts = new Set(res.tasks.map((t) => t.context_id));
+          clear(a2aBody);
+          for (const t of res.tasks) {
+            a2aBody.append(h('tr', { 'data-task': t.task_id, 'data-context': t.context_id, 'data-state': t.state },
+              h('td', { class: 'mono' }, t.task_id),
+              h('td', null, h('a', { class: 'session-link', href: '#/sessions/' + encodeURIComponent(t.context_id) }, t.context_id)),
+              h('td', null, t.agent),
+              h('td', null, h('span', { class: 'state a2a-state', 'data-state': t.state, title: t.reason || '' }, t.state)),
+              h('td', { class: 'activity' }, fmtTime(t.at))));
+          }
+          a2aStatus.textContent = res.tasks.length ? `the latest ${res.tasks.length} tasks started through A2A` : 'No task came through A2A yet.';
+        } catch (e) {
+          a2aStatus.textContent = 'Cannot list the A2A tasks: ' + e.message;
+        }
         for (const s of all) {
           const st = s.status || {};
           body.append(h('tr', { 'data-session': s.id, 'data-state': st.state },
-            h('td', null, h('a', { class: 'session-link', href: '#/sessions/' + encodeURIComponent(s.id) }, s.id)),
+            h('td', null, h('a', { class: 'session-link', href: '#/sessions/' + encodeURIComponent(s.id) }, s.id),
+              a2aContexts.has(s.id) ? h('span', { class: 'via', title: 'a context of tasks started through A2A' }, 'A2A') : null),
             h('td', null, stateBadge(st.state, { title: st.reason || '' }), st.queued ? h('span', { class: 'muted' }, ` +${st.queued} queued`) : null),
             h('td', { class: 'activity' }, fmtTime(s.last_activity)),
             h('td', { class: 'num tokens' }, fmtInt(s.usage && s.usage.total_tokens)),
