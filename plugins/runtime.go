@@ -202,6 +202,13 @@ type Source struct {
 	// own describe export is used; a module without either loads, but
 	// offers only [Module.CallExport].
 	Sidecar *Sidecar
+	// Signature is the module's detached minisign signature (the text of
+	// NAME.wasm.minisig), checked by a [Registry] whose tenant requires
+	// signed modules (RegistryOptions.Trust) before the module compiles.
+	// Default: nil, unsigned.
+	Signature []byte
+
+	signer *Signer // set by a Registry that verified Signature
 }
 
 // Load compiles a module (through the shared compilation cache), creates
@@ -242,7 +249,8 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		name:   src.Name,
 		tenant: src.Tenant,
 		hash:   contentHash(src.Wasm),
-		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar},
+		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar, Signature: src.Signature},
+		signer: signerOf(src),
 		limits: limits,
 		guard:  newHTTPGuard(limits),
 		pool:   newPool(limits.Instances),

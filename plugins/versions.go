@@ -96,7 +96,7 @@ func (r *Registry) Remember(tenant, name string, src Source, replaced time.Time)
 		r.versions[tenant] = map[string][]kept{}
 	}
 	src.Name = name
-	r.versions[tenant][name] = append(h, kept{Version: Version{Hash: hash, Replaced: replaced.UTC()}, src: Source{Name: name, Wasm: src.Wasm, Sidecar: src.Sidecar}})
+	r.versions[tenant][name] = append(h, kept{Version: Version{Hash: hash, Replaced: replaced.UTC()}, src: Source{Name: name, Wasm: src.Wasm, Sidecar: src.Sidecar, Signature: src.Signature}})
 }
 
 // Versions returns the history of the tenant's module name: the versions

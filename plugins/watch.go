@@ -131,13 +131,14 @@ func (w *DirWatcher) scan() []string {
 	return names
 }
 
-// moduleOf maps a file name to its module name: NAME.wasm and NAME.json.
-// Hidden files (editors' and atomic writers' temporaries) are ignored.
+// moduleOf maps a file name to its module name: NAME.wasm, NAME.json and
+// NAME.wasm.minisig. Hidden files (editors' and atomic writers'
+// temporaries) are ignored.
 func (w *DirWatcher) moduleOf(file string) (string, bool) {
 	if strings.HasPrefix(file, ".") {
 		return "", false
 	}
-	for _, ext := range []string{".wasm", ".json"} {
+	for _, ext := range []string{".wasm" + SignatureSuffix, ".wasm", ".json"} {
 		if name, ok := strings.CutSuffix(file, ext); ok && validModuleName(name) {
 			return name, true
 		}
@@ -325,7 +326,7 @@ func (w *DirWatcher) syncAll(ctx context.Context, names []string) {
 // instantiates and describes it (the slow part, which touches nothing of
 // the registry).
 func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
-	wasm, side, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
+	wasm, side, sig, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
 	if errors.Is(err, os.ErrNotExist) {
 		j.remove = true
 		return
@@ -334,7 +335,7 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 		j.err = err
 		return
 	}
-	j.version = contentHash(append(append(bytes.Clone(wasm), 0), side...))
+	j.version = contentHash(append(append(append(append(bytes.Clone(wasm), 0), side...), 0), sig...))
 	w.mu.Lock()
 	same := w.loaded[j.name] == j.version
 	w.mu.Unlock()
@@ -345,7 +346,7 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 		}
 	}
 	j.hash = contentHash(wasm)
-	src := Source{Name: j.name, Wasm: wasm}
+	src := Source{Name: j.name, Wasm: wasm, Signature: sig}
 	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {

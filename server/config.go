@@ -274,6 +274,18 @@ type SandboxConfig struct {
 	// Quarantine is when a plugin that fails too often is quarantined
 	// (plugins.QuarantinePolicy).
 	Quarantine QuarantineConfig `yaml:"quarantine"`
+	// TrustedKeys are minisign public keys (each the second line of a
+	// minisign.pub file, "RWQ…") that sign the tenant's plugins: once
+	// it names any (here or in TrustedKeyFiles), a plugin loads only with
+	// a signature by one of them (NAME.wasm.minisig beside NAME.wasm; an
+	// upload's "signature" part), checked before it compiles. Default:
+	// none, no signature required.
+	TrustedKeys []string `yaml:"trusted_keys"`
+	// TrustedKeyFiles are minisign.pub files whose keys are trusted as
+	// TrustedKeys are, read at start. Default: none.
+	TrustedKeyFiles []string `yaml:"trusted_key_files"`
+
+	keyring *plugins.Keyring // TrustedKeys and TrustedKeyFiles, once read
 }
 
 // QuarantineConfig is when a tenant's plugin that fails as a module —
@@ -807,6 +819,19 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)
+	}
+	if len(t.Sandbox.TrustedKeys)+len(t.Sandbox.TrustedKeyFiles) > 0 {
+		ring, err := plugins.ParseKeyring(t.Sandbox.TrustedKeys...)
+		if err != nil {
+			bad("sandbox.trusted_keys: %v", err)
+		}
+		files, err := plugins.ReadKeyring(t.Sandbox.TrustedKeyFiles...)
+		if err != nil {
+			bad("sandbox.trusted_key_files: %v", err)
+		}
+		if ring != nil && files != nil {
+			t.Sandbox.keyring = ring.With(files)
+		}
 	}
 	if q := t.Sandbox.Quarantine; q.Failures < -1 || q.Window < 0 {
 		bad("sandbox.quarantine: failures must be -1 (off), 0 (the default, %d) or more, and window not negative", DefaultQuarantineFailures)

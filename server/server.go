@@ -165,6 +165,8 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].Sandbox.grant(module)
 	}, Quarantine: func(tenant string) plugins.QuarantinePolicy {
 		return s.cfg.Tenants[tenant].Sandbox.Quarantine.policy()
+	}, Trust: func(tenant string) *plugins.Keyring {
+		return s.cfg.Tenants[tenant].Sandbox.keyring
 	}, HoldWidening: true, OnChange: s.onPluginChange})
 	if err := s.metrics.observePlugins(s.registry); err != nil {
 		return fmt.Errorf("server: plugins: %w", err)

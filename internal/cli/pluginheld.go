@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -34,50 +33,17 @@ func (c *serveClient) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&c.keyEnv, "key-env", "AGENTIC_API_KEY", "the environment `VARIABLE` holding the tenant's API key")
 }
 
-// do sends one request and decodes a 2xx answer into out; anything else
-// is an error with the server's message.
+// do sends one request, its body (when not nil) as JSON, and decodes a
+// 2xx answer into out; anything else is an error with the server's
+// message.
 func (c *serveClient) do(ctx context.Context, env Env, method, path string, body any, out any) (int, error) {
-	key := env.Getenv(c.keyEnv)
-	if key == "" {
-		return 0, fail(2, "$%s is not set: it must hold the tenant's API key", c.keyEnv)
-	}
 	var rd io.Reader
+	contentType := ""
 	if body != nil {
 		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		rd, contentType = bytes.NewReader(b), "application/json"
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.url, "/")+path, rd)
-	if err != nil {
-		return 0, fail(2, "--server %s: %v", c.url, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fail(1, "%v", err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 8<<20))
-	if res.StatusCode/100 != 2 {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
-		}
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-		}
-		return res.StatusCode, fail(1, "%s %s: %d: %s", method, path, res.StatusCode, msg)
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return res.StatusCode, fail(1, "%s %s: %v", method, path, err)
-		}
-	}
-	return res.StatusCode, nil
+	return c.send(ctx, env, method, path, contentType, rd, out)
 }
 
 // heldVersion is a held version as GET /v1/plugins lists it.
