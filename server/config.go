@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/oci"
 )
 
 // Config is the service's configuration: the YAML file `agentic-host serve
@@ -92,8 +93,22 @@ type Config struct {
 	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
 	// "", /metrics is open (bind it to a private network).
 	MetricsKey string `yaml:"metrics_key"`
+	// OCI is how the tenants' plugins of OCI registries are pulled
+	// (TenantConfig.Plugins).
+	OCI OCIConfig `yaml:"oci"`
 	// Tenants are the tenants the service serves, by name.
 	Tenants map[string]TenantConfig `yaml:"tenants"`
+}
+
+// OCIConfig is how plugins are pulled from OCI registries.
+type OCIConfig struct {
+	// CacheDir keeps the manifests and modules pulled, by digest, so that
+	// a restart needs no registry. Default: "", PluginsDir/.oci, else
+	// PluginCacheDir/oci, else no cache.
+	CacheDir string `yaml:"cache_dir"`
+	// Insecure are registries (host[:port]) reached over plain HTTP;
+	// loopback ones always are. Default: none, HTTPS.
+	Insecure []string `yaml:"insecure"`
 }
 
 // ModelConfig is the model endpoint: any OpenAI-compatible server.
@@ -150,6 +165,17 @@ type TenantConfig struct {
 	// reaches this fraction of the model's context window. Default: 0,
 	// which means 0.8.
 	CompactionLimit float64 `yaml:"compaction_limit"`
+	// Plugins are modules the tenant serves from OCI registries, each
+	// pinned by digest: "oci://REGISTRY/REPOSITORY@sha256:HEX" (a tag
+	// alone is a configuration error). They are pulled at start, verified
+	// against their digests, bounded by the tenant's module size, cached
+	// (OCI.CacheDir) and loaded as the tenant's other plugins are — its
+	// sandbox, grants and trusted_keys apply (a signature is a layer of
+	// the manifest). One that cannot be pulled or loaded is refused,
+	// listed and audited; the others serve. A module is named by its
+	// manifest's annotation org.agentichost.plugin.name, else by the
+	// repository's last path element. Default: none.
+	Plugins []string `yaml:"plugins"`
 	// PluginConfig is the configuration of the tenant's plugins, by
 	// module name (the file's name without .wasm): what each reads with
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
@@ -819,6 +845,11 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)
+	}
+	for i, ref := range t.Plugins {
+		if _, err := oci.ParseReference(ref); err != nil {
+			bad("plugins[%d]: %v", i, err)
+		}
 	}
 	if len(t.Sandbox.TrustedKeys)+len(t.Sandbox.TrustedKeyFiles) > 0 {
 		ring, err := plugins.ParseKeyring(t.Sandbox.TrustedKeys...)

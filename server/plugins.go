@@ -95,6 +95,7 @@ func (s *Server) listPlugins(w http.ResponseWriter, r *http.Request, t *tenant) 
 	for _, f := range s.registry.Refusals(t.name) {
 		out.Refusals = append(out.Refusals, refusal{Name: f.Name, Hash: f.Hash, Reason: f.Err.Error()})
 	}
+	out.Refusals = append(out.Refusals, s.plugins.refusals(t.name)...)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -438,10 +439,4 @@ func (s *Server) auditAPI(r *http.Request, t *tenant, e auditEntry) {
 func moduleHash(wasm []byte) string {
 	sum := sha256.Sum256(wasm)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// fromConfig is the configuration's reference of the tenant's plugin name
-// (oci://…), "" when the plugin does not come from the configuration.
-func (s *Server) fromConfig(tenant, name string) string {
-	return ""
 }

@@ -65,6 +65,7 @@ type Server struct {
 	rt       *plugins.Runtime
 	registry *plugins.Registry
 	watchers []*plugins.DirWatcher
+	plugins  configPlugins // the tenants' plugins of the configuration (oci://)
 	stopBg   context.CancelFunc
 
 	streams streamSlots // the open event streams, per key, tenant and in all
@@ -172,6 +173,9 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return fmt.Errorf("server: plugins: %w", err)
 	}
 	if s.cfg.PluginsDir == "" {
+		for _, name := range sortedKeys(s.cfg.Tenants) {
+			s.pullPlugins(ctx, name)
+		}
 		return nil
 	}
 	for _, name := range sortedKeys(s.cfg.Tenants) {
@@ -186,6 +190,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		}
 		s.watchers = append(s.watchers, w)
 		s.holdAgain(ctx, name)
+		s.pullPlugins(ctx, name)
 	}
 	return nil
 }

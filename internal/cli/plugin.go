@@ -40,6 +40,8 @@ const pluginUsage = `Usage:
                                                           and say who signed it
   agentic-host plugin upload [--server URL] FILE.wasm [NAME]
                                                           upload it, with its signature, to a running serve
+  agentic-host plugin pull oci://REGISTRY/REPO@sha256:HEX [DIR]
+                                                          pull a module (and its signature) by digest
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -86,6 +88,8 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginVerifyCmd(ctx, args[1:], env)
 	case "upload":
 		return pluginUploadCmd(ctx, args[1:], env)
+	case "pull":
+		return pluginPullCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil
