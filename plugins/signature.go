@@ -99,7 +99,7 @@ func (k *Keyring) Len() int {
 }
 
 // KeyIDs returns the ids of the keys k trusts, as minisign prints them
-// (16 hexadecimal digits), sorted.
+// (upper-case hexadecimal), sorted.
 func (k *Keyring) KeyIDs() []string {
 	if k == nil {
 		return nil
@@ -114,8 +114,8 @@ func (k *Keyring) KeyIDs() []string {
 
 // Signer is who signed a module, as its signature says.
 type Signer struct {
-	// KeyID is the signing key's id, as minisign prints it (16
-	// hexadecimal digits).
+	// KeyID is the signing key's id, as minisign prints it (upper-case
+	// hexadecimal, as in minisign.pub's comment).
 	KeyID string `json:"key_id"`
 	// TrustedComment is the signature's trusted comment (minisign -t):
 	// signed with the module, so it is the signer's word.
@@ -184,11 +184,9 @@ func (k *Keyring) lookup(id uint64) (minisign.PublicKey, bool) {
 	return pk, ok
 }
 
-// keyID prints a key id as minisign does.
-func keyID(id uint64) string {
-	s := strings.ToUpper(strconv.FormatUint(id, 16))
-	return strings.Repeat("0", 16-len(s)) + s
-}
+// keyID prints a key id as minisign does: upper-case hexadecimal, without
+// leading zeros.
+func keyID(id uint64) string { return strings.ToUpper(strconv.FormatUint(id, 16)) }
 
 // readSignatureFile reads the signature beside a module's file
 // (path+SignatureSuffix); nil when there is none.

@@ -3,6 +3,7 @@ package plugins_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -166,6 +167,8 @@ func TestSignaturesDirectory(t *testing.T) {
 	if !ok || m.Signer() == nil || m.Signer().TrustedComment != "ci build 7" || !m.Signer().Verified {
 		t.Fatalf("the signed module: %v %+v", ok, m)
 	}
+	// (A signature missing gets a Debounce more to come.)
+	waitUntil(t, "the unsigned module to be refused", func() bool { return len(reg.Refusals("acme")) == 1 })
 	if rf := reg.Refusals("acme"); len(rf) != 1 || rf[0].Name != "unsigned" || !errors.Is(rf[0].Err, plugins.ErrUnsigned) {
 		t.Fatalf("refusals %+v, want unsigned's", rf)
 	}
@@ -263,6 +266,13 @@ func TestParseKeyring(t *testing.T) {
 	ring, err := plugins.ReadKeyring(key.PublicKeyFile)
 	if err != nil || ring.Len() != 1 {
 		t.Errorf("ReadKeyring: %v", err)
+	}
+	// An id with a leading zero prints as minisign prints it: without.
+	raw := append([]byte("Ed"), 0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01)
+	raw = append(raw, make([]byte, 32)...)
+	ring, err = plugins.ParseKeyring(base64.StdEncoding.EncodeToString(raw))
+	if err != nil || ring.KeyIDs()[0] != "123456789ABCDEF" {
+		t.Errorf("key id %v %v, want 123456789ABCDEF", ring.KeyIDs(), err)
 	}
 }
 

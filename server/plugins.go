@@ -304,18 +304,23 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (wasm, sig [
 	return wasm, sig, true
 }
 
-// writeSigned writes a module's file and its signature beside it (the
-// signature first: a directory's watcher reads both together), or removes
-// a signature there when sig is nil.
+// writeSigned writes a module's file and its signature beside it, or
+// removes a signature there when sig is nil. The module goes first: a
+// directory's watcher that reads the new module beside the old signature
+// waits for the signature (plugins.DirWatcher), whereas one that read an
+// old module beside a new signature would load the old module again
+// where no signature is required.
 func writeSigned(path string, wasm, sig []byte) error {
+	if err := writeFileAtomic(path, wasm); err != nil {
+		return err
+	}
 	if sig == nil {
 		if err := os.Remove(path + plugins.SignatureSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-	} else if err := writeFileAtomic(path+plugins.SignatureSuffix, sig); err != nil {
-		return err
+		return nil
 	}
-	return writeFileAtomic(path, wasm)
+	return writeFileAtomic(path+plugins.SignatureSuffix, sig)
 }
 
 // conflictOf says which of the names d offers another module of the

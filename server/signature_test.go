@@ -102,16 +102,22 @@ func TestPluginSignatures(t *testing.T) {
 			}
 		}}
 	}
-	// Before keys: an unsigned version serves, then a signed one.
+	// Before keys: an unsigned version serves, then a signed one. (After
+	// each upload the directory's watcher gets its debounce to see the
+	// files written: one that read the first upload's file after the
+	// second upload loaded would load the first again for a moment.)
+	settle := func() { time.Sleep(300 * time.Millisecond) }
 	ts := startServer(t, withKeys(false))
 	v1 := widenWasm(t)
 	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", v1); code != 201 {
 		t.Fatalf("an unsigned upload without keys: %d %s", code, body)
 	}
+	settle()
 	v2 := widenWasm(t, `VERSION="B"`)
 	if code, body := ts.uploadSigned(t, ts.acme, "w", v2, key.Sign(t, v2, "-t", "w 2.0 from ci")); code != 200 {
 		t.Fatalf("a signed upload without keys: %d %s", code, body)
 	}
+	settle()
 	ts.stop(t)
 
 	ts = startServer(t, withKeys(true))

@@ -45,8 +45,9 @@ func sidecarPath(wasmPath string) string {
 
 // writeVersion writes src's module to path and its sidecar and signature
 // beside it, or removes a sidecar or signature there when src has none.
-// The sidecar and signature go first: a directory watcher sees the files
-// change within its debounce, and reads them together.
+// The sidecar goes first, the signature last (see writeSigned): a
+// directory watcher sees the files change within its debounce, and reads
+// them together.
 func writeVersion(path string, src plugins.Source) error {
 	side := sidecarPath(path)
 	if src.Sidecar == nil {

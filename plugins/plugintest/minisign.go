@@ -17,7 +17,7 @@ type MinisignKey struct {
 	// PublicKey is the public key's base64 line, the second line of
 	// PublicKeyFile ("RWQ…"): what a tenant's trusted_keys lists.
 	PublicKey string
-	// ID is the key's id as minisign prints it (16 hexadecimal digits).
+	// ID is the key's id as minisign prints it (upper-case hexadecimal).
 	ID string
 	// PublicKeyFile and SecretKeyFile are the key's files (minisign.pub
 	// and minisign.key); the secret key is not encrypted (minisign -W).
