@@ -65,6 +65,14 @@ var (
 	ErrDenied = errors.New("plugins: denied by the sandbox")
 	// ErrInvalidLimits: a Limits or Options field is out of range.
 	ErrInvalidLimits = errors.New("plugins: invalid limits")
+	// ErrUnsigned: the tenant requires signed modules
+	// (RegistryOptions.Trust) and the module has no signature. It was not
+	// compiled.
+	ErrUnsigned = errors.New("plugins: module not signed")
+	// ErrBadSignature: the module's signature is malformed, by a key the
+	// tenant does not trust, or not over the module's bytes. It was not
+	// compiled.
+	ErrBadSignature = errors.New("plugins: bad module signature")
 )
 
 // PluginError is the error of an operation on a plugin: loading it, or

@@ -115,13 +115,25 @@ func (r *Registry) Held(tenant string) []HeldVersion {
 
 // ApproveHeld loads the held version hash of the tenant's module name, in
 // the place of the version serving (as Load would, tenant caps checked).
-// It fails when no such version is held.
+// It fails when no such version is held, and, leaving it held, when the
+// tenant requires signed modules (RegistryOptions.Trust) and its
+// signature is not by a key the tenant trusts now.
 func (r *Registry) ApproveHeld(ctx context.Context, tenant, name, hash string) (*Module, error) {
+	notHeld := fmt.Errorf("plugins: no version %s of plugin %s is held for tenant %s", hash, name, tenant)
 	r.mu.Lock()
 	h := r.held[tenant][name]
+	r.mu.Unlock()
 	if h == nil || h.Hash != hash {
+		return nil, notHeld
+	}
+	// The keys may have changed since it was held.
+	if _, err := r.Verify(tenant, h.module.src); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.held[tenant][name] != h {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("plugins: no version %s of plugin %s is held for tenant %s", hash, name, tenant)
+		return nil, notHeld
 	}
 	delete(r.held[tenant], name)
 	r.mu.Unlock()

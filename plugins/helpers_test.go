@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
@@ -102,4 +103,15 @@ type verdict struct {
 func validate(v host.Validator, deliverable string) (verdict, error) {
 	value, problems, err := v.Validate(context.Background(), json.RawMessage(deliverable))
 	return verdict{OK: err == nil && problems == nil, Value: value, Errors: problems}, err
+}
+
+// waitUntil polls cond every 10ms until it holds, failing the test with
+// what after 15s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

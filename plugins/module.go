@@ -41,8 +41,9 @@ type Module struct {
 	validators map[string]*moduleValidator
 	policies   map[string]*modulePolicy
 
-	health health // its failures, and its quarantine (quarantine.go)
-	src    Source // its name, bytes and sidecar: what loads it again (versions.go)
+	health health  // its failures, and its quarantine (quarantine.go)
+	src    Source  // its name, bytes, sidecar and signature: what loads it again (versions.go)
+	signer *Signer // who signed it; nil: no signature
 
 	calls, instantiated, discarded, evicted atomic.Int64
 	fuel                                    atomic.Int64 // used by its calls
@@ -94,6 +95,18 @@ func (m *Module) Fingerprint() string {
 		return ""
 	}
 	return m.desc.Fingerprint()
+}
+
+// Signer returns who signed the module, as its signature
+// (Source.Signature) says: Verified when a registry whose tenant requires
+// signed modules checked it with a trusted key. Nil when the module has no
+// signature, or one that does not read.
+func (m *Module) Signer() *Signer {
+	if m.signer == nil {
+		return nil
+	}
+	s := *m.signer
+	return &s
 }
 
 // Exports returns the names of the module's exported functions, sorted.

@@ -44,6 +44,14 @@ type RegistryOptions struct {
 	// Quarantine returns when a tenant's modules are quarantined, failing
 	// too often (see [QuarantinePolicy]). Default: nil, never.
 	Quarantine func(tenant string) QuarantinePolicy
+	// Trust returns the public keys a tenant trusts to sign its modules
+	// (see [Keyring]): once it trusts any, a module of the tenant loads
+	// only with a signature (Source.Signature; NAME.wasm.minisig in a
+	// watched directory) by one of them, checked before the module
+	// compiles — for a load, a directory's file, a rollback and the
+	// approval of a held version alike. Default: nil, no signature
+	// required.
+	Trust func(tenant string) *Keyring
 	// KeepVersions is how many replaced versions of each module the
 	// registry keeps, in memory, for Rollback. Default: 0, which means
 	// DefaultKeepVersions; negative keeps none.
@@ -247,6 +255,11 @@ func (r *Registry) Load(ctx context.Context, tenant string, src Source) (*Module
 // limits, narrowed to the module's grant, and the module's configuration.
 func (r *Registry) source(tenant string, src Source) (Source, error) {
 	src.Tenant = tenant
+	signer, err := r.Verify(tenant, src)
+	if err != nil {
+		return src, err
+	}
+	src.signer = signer
 	src.Limits = r.limits(tenant)
 	if r.opts.Grants != nil {
 		l, err := src.Limits.Within(r.opts.Grants(tenant, src.Name))
@@ -259,6 +272,26 @@ func (r *Registry) source(tenant string, src Source) (Source, error) {
 		src.Config = r.opts.Config(tenant, src.Name)
 	}
 	return src, nil
+}
+
+// Verify checks src's signature as loading it for tenant would: when the
+// tenant trusts keys (RegistryOptions.Trust), src must be signed by one
+// of them (a *PluginError wrapping ErrUnsigned or ErrBadSignature
+// otherwise), and Verify returns who signed; when it trusts none, Verify
+// returns nil and no error. Nothing is compiled.
+func (r *Registry) Verify(tenant string, src Source) (*Signer, error) {
+	if r.opts.Trust == nil {
+		return nil, nil
+	}
+	keys := r.opts.Trust(tenant)
+	if keys.Len() == 0 {
+		return nil, nil
+	}
+	s, err := keys.Verify(src.Wasm, src.Signature)
+	if err != nil {
+		return nil, &PluginError{Plugin: src.Name, Export: "verify", Err: err}
+	}
+	return &s, nil
 }
 
 // prepare is the slow part of a load, which touches nothing of the
@@ -401,18 +434,19 @@ func (r *Registry) LoadFile(ctx context.Context, tenant, path string) (*Module, 
 // file over DefaultMaxModuleBytes is refused.
 func ReadSource(path string) (Source, error) { return ReadSourceWithin(path, Limits{}) }
 
-// ReadSourceWithin reads NAME.wasm and, if present, its sidecar NAME.json,
-// reading no more of either than l allows, however large the file (or
+// ReadSourceWithin reads NAME.wasm and, if present, its sidecar NAME.json
+// and its signature NAME.wasm.minisig (at most MaxSignatureBytes), reading
+// no more of either than l allows, however large the file (or
 // endless, like /dev/zero): a module file over l.MaxModuleBytes is refused
 // (ErrInvalidModule), and so is a sidecar over l.MaxOutputBytes, which
 // bounds what a module's describe may answer (ErrInvalidDescription).
 func ReadSourceWithin(path string, l Limits) (Source, error) {
 	name := moduleName(path)
-	wasm, side, err := readModuleFiles(path, l)
+	wasm, side, sig, err := readModuleFiles(path, l)
 	if err != nil {
 		return Source{}, err
 	}
-	src := Source{Name: name, Wasm: wasm}
+	src := Source{Name: name, Wasm: wasm, Signature: sig}
 	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
@@ -422,35 +456,39 @@ func ReadSourceWithin(path string, l Limits) (Source, error) {
 	return src, nil
 }
 
-// readModuleFiles reads a module's file (path, NAME.wasm) and its sidecar
-// (NAME.json; nil when there is none) within l's bounds. A missing module
-// file is an error wrapping os.ErrNotExist.
-func readModuleFiles(path string, l Limits) (wasm, side []byte, err error) {
+// readModuleFiles reads a module's file (path, NAME.wasm), its sidecar
+// (NAME.json; nil when there is none) and its signature
+// (NAME.wasm.minisig; nil when there is none) within l's bounds. A
+// missing module file is an error wrapping os.ErrNotExist.
+func readModuleFiles(path string, l Limits) (wasm, side, sig []byte, err error) {
 	name := moduleName(path)
 	l, err = l.normalize()
 	if err != nil {
-		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
 	}
 	wasm, err = readCapped(path, l.MaxModuleBytes)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return nil, nil, &PluginError{Plugin: name, Export: "load",
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "load",
 			Err: detailed(ErrInvalidModule, "%s is over %d bytes, the limit (Limits.MaxModuleBytes): not read further", path, l.MaxModuleBytes)}
 	case err != nil:
-		return nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "load", Err: err}
+	}
+	if sig, err = readSignatureFile(path); err != nil {
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "verify", Err: err}
 	}
 	sidePath := strings.TrimSuffix(path, ".wasm") + ".json"
 	side, err = readCapped(sidePath, l.MaxOutputBytes)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return wasm, nil, nil
+		return wasm, nil, sig, nil
 	case errors.Is(err, errTooLarge):
-		return nil, nil, &PluginError{Plugin: name, Export: "sidecar",
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "sidecar",
 			Err: detailed(ErrInvalidDescription, "%s is over %d bytes, the limit (Limits.MaxOutputBytes, what a describe may answer): not read further", sidePath, l.MaxOutputBytes)}
 	case err != nil:
-		return nil, nil, &PluginError{Plugin: name, Export: "sidecar", Err: err}
+		return nil, nil, nil, &PluginError{Plugin: name, Export: "sidecar", Err: err}
 	}
-	return wasm, side, nil
+	return wasm, side, sig, nil
 }
 
 // errTooLarge: a file is larger than readCapped's bound.

@@ -208,6 +208,13 @@ type Source struct {
 	// against Limits, and its live calls get only what Limits grant (by
 	// default no network and no key-value store). Default: false.
 	ForReplay bool
+	// Signature is the module's detached minisign signature (the text of
+	// NAME.wasm.minisig), checked by a [Registry] whose tenant requires
+	// signed modules (RegistryOptions.Trust) before the module compiles.
+	// Default: nil, unsigned.
+	Signature []byte
+
+	signer *Signer // set by a Registry that verified Signature
 }
 
 // Load compiles a module (through the shared compilation cache), creates
@@ -248,7 +255,8 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		name:   src.Name,
 		tenant: src.Tenant,
 		hash:   contentHash(src.Wasm),
-		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar},
+		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar, Signature: src.Signature},
+		signer: signerOf(src),
 		limits: limits,
 		guard:  newHTTPGuard(limits),
 		pool:   newPool(limits.Instances),

@@ -96,7 +96,7 @@ func (r *Registry) Remember(tenant, name string, src Source, replaced time.Time)
 		r.versions[tenant] = map[string][]kept{}
 	}
 	src.Name = name
-	r.versions[tenant][name] = append(h, kept{Version: Version{Hash: hash, Replaced: replaced.UTC()}, src: Source{Name: name, Wasm: src.Wasm, Sidecar: src.Sidecar}})
+	r.versions[tenant][name] = append(h, kept{Version: Version{Hash: hash, Replaced: replaced.UTC()}, src: Source{Name: name, Wasm: src.Wasm, Sidecar: src.Sidecar, Signature: src.Signature}})
 }
 
 // Versions returns the history of the tenant's module name: the versions
@@ -105,8 +105,26 @@ func (r *Registry) Versions(tenant, name string) []Version {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Version
-	for _, k := range r.versions[tenant][name] {
+	for _, k := range r.historyLocked(tenant, name) {
 		out = append(out, k.Version)
+	}
+	return out
+}
+
+// historyLocked is the history of the tenant's module name without the
+// version serving (a version remembered at a start may be the one that
+// loads then); r.mu is held.
+func (r *Registry) historyLocked(tenant, name string) []kept {
+	var serving *Module
+	if tv := r.snap.Load().tenants[tenant]; tv != nil {
+		serving = tv.modules[name]
+	}
+	var out []kept
+	for _, k := range r.versions[tenant][name] {
+		if serving != nil && k.Hash == serving.Hash() && (k.Fingerprint == "" || k.Fingerprint == serving.Fingerprint()) {
+			continue
+		}
+		out = append(out, k)
 	}
 	return out
 }
@@ -131,7 +149,7 @@ func (r *Registry) VersionSource(tenant, name, hash string) (Source, bool) {
 // has no such version or the version no longer loads.
 func (r *Registry) Rollback(ctx context.Context, tenant, name, hash string) (*Module, error) {
 	r.mu.Lock()
-	h := r.versions[tenant][name]
+	h := r.historyLocked(tenant, name)
 	i := slices.IndexFunc(h, func(k kept) bool { return hash == "" || k.Hash == hash })
 	if i < 0 {
 		r.mu.Unlock()

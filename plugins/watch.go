@@ -25,13 +25,17 @@ type WatchOptions struct {
 }
 
 // DirWatcher keeps a tenant's modules in sync with a directory: NAME.wasm
-// (with its sidecar NAME.json, if any) is module NAME. A new or changed
+// (with its sidecar NAME.json and its signature NAME.wasm.minisig, if
+// any) is module NAME. A new or changed
 // file is compiled and described in the background and swapped in
 // atomically; a file that fails is rejected with a logged reason while the
 // previous version keeps serving; a removed file unregisters its module.
 // Write files atomically (write elsewhere, then rename into the directory)
 // for the fastest swaps; partial writes are tolerated (debounced, and a
-// failed load is retried on the next event).
+// failed load is retried on the next event). Where the tenant requires
+// signatures, write the module first, then its signature: a module whose
+// signature is missing or does not match gets one Debounce more for it
+// to come before it is refused.
 type DirWatcher struct {
 	reg      *Registry
 	tenant   string
@@ -42,6 +46,7 @@ type DirWatcher struct {
 	mu      sync.Mutex
 	pending map[string]time.Time // module name → time of its last event
 	loaded  map[string]string    // module name → hash of wasm+sidecar last handled
+	sigWait map[string]bool      // module name → its signature did not match once: wait one Debounce more
 	wake    chan struct{}
 
 	cancel context.CancelFunc
@@ -76,6 +81,7 @@ func (r *Registry) Watch(ctx context.Context, tenant, dir string, opts WatchOpti
 		fsw:      fsw,
 		pending:  map[string]time.Time{},
 		loaded:   map[string]string{},
+		sigWait:  map[string]bool{},
 		wake:     make(chan struct{}, 1),
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -131,13 +137,14 @@ func (w *DirWatcher) scan() []string {
 	return names
 }
 
-// moduleOf maps a file name to its module name: NAME.wasm and NAME.json.
-// Hidden files (editors' and atomic writers' temporaries) are ignored.
+// moduleOf maps a file name to its module name: NAME.wasm, NAME.json and
+// NAME.wasm.minisig. Hidden files (editors' and atomic writers'
+// temporaries) are ignored.
 func (w *DirWatcher) moduleOf(file string) (string, bool) {
 	if strings.HasPrefix(file, ".") {
 		return "", false
 	}
-	for _, ext := range []string{".wasm", ".json"} {
+	for _, ext := range []string{".wasm" + SignatureSuffix, ".wasm", ".json"} {
 		if name, ok := strings.CutSuffix(file, ext); ok && validModuleName(name) {
 			return name, true
 		}
@@ -327,7 +334,7 @@ func (w *DirWatcher) syncAll(ctx context.Context, names []string) {
 // the registry).
 func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 	j.gen = w.reg.generation(w.tenant, j.name)
-	wasm, side, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
+	wasm, side, sig, err := readModuleFiles(filepath.Join(w.dir, j.name+".wasm"), w.reg.limits(w.tenant))
 	if errors.Is(err, os.ErrNotExist) {
 		j.remove = true
 		return
@@ -336,7 +343,7 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 		j.err = err
 		return
 	}
-	j.version = contentHash(append(append(bytes.Clone(wasm), 0), side...))
+	j.version = contentHash(append(append(append(append(bytes.Clone(wasm), 0), side...), 0), sig...))
 	w.mu.Lock()
 	same := w.loaded[j.name] == j.version
 	w.mu.Unlock()
@@ -347,7 +354,7 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 		}
 	}
 	j.hash = contentHash(wasm)
-	src := Source{Name: j.name, Wasm: wasm}
+	src := Source{Name: j.name, Wasm: wasm, Signature: sig}
 	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
@@ -373,6 +380,20 @@ func (w *DirWatcher) commit(ctx context.Context, j *syncJob) {
 			w.reg.forgetRefusal(w.tenant, j.name)
 		}
 	default:
+		// A module and its signature are two files, written one after
+		// the other: a signature missing or not matching the module read
+		// beside it gets one more Debounce to come before the module is
+		// refused.
+		w.mu.Lock()
+		waited := w.sigWait[j.name]
+		delete(w.sigWait, j.name)
+		if (errors.Is(j.err, ErrBadSignature) || errors.Is(j.err, ErrUnsigned)) && !waited {
+			w.sigWait[j.name] = true
+			w.mu.Unlock()
+			w.mark(j.name)
+			return
+		}
+		w.mu.Unlock()
 		// A held version counts as seen: it waits for approval, not for
 		// the file's next event.
 		_, err := w.reg.commitIf(ctx, w.tenant, j.name, j.hash, j.mod, j.err, false, &j.gen)

@@ -9,7 +9,9 @@
 # fails only when AGENTIC_REQUIRE_REDIS=1 (without the tools, those tests
 # skip). Chromium (the console's browser tests drive it headless) is
 # installed the same way; without it those tests skip, unless
-# AGENTIC_REQUIRE_BROWSER=1.
+# AGENTIC_REQUIRE_BROWSER=1. So is minisign (the signed-plugin tests sign
+# modules with it); without it those tests skip, unless
+# AGENTIC_REQUIRE_MINISIGN=1.
 set -euo pipefail
 
 need_go() {
@@ -90,6 +92,27 @@ need_chromium() {
 	echo "test-deps: the console's browser tests will be skipped" >&2
 }
 
+# --- minisign (plugins, server, internal/cli: signed plugins) ------------------
+# The tests sign modules with the minisign tool itself, so that what the
+# host verifies is what plugin authors produce.
+need_minisign() {
+	if command -v minisign >/dev/null 2>&1; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing minisign"
+		apt_install minisign
+		return
+	fi
+	echo "test-deps: minisign is missing: install the Debian package minisign" \
+		"(apt-get install minisign) or your system's equivalent" >&2
+	if [ "${AGENTIC_REQUIRE_MINISIGN:-}" = 1 ]; then
+		echo "test-deps: AGENTIC_REQUIRE_MINISIGN=1 requires it" >&2
+		exit 1
+	fi
+	echo "test-deps: the signed-plugin tests will be skipped" >&2
+}
+
 # --- Plugin toolchains (plugins/, pdk/, examples/plugins) ---------------------
 # The plugin tests build Wasm plugins from source with Go (wasip1), Debian
 # clang + lld + wasi-libc, and AssemblyScript (npm packages of
@@ -148,6 +171,7 @@ need_npm_client() {
 need_go
 need_redis
 need_chromium
+need_minisign
 need_node
 need_plugin_toolchains
 need_npm_client "TypeScript MCP client" protocol/mcp/testdata/mcp-client @modelcontextprotocol/sdk

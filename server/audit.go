@@ -45,8 +45,9 @@ type auditEntry struct {
 	Hash     string `json:"hash,omitempty"`
 	Previous string `json:"previous,omitempty"`
 	// By is who did it: "key ID" (an API key), "directory" (a file in
-	// plugins_dir), "host" (the host itself: a quarantine, a held version
-	// held again at a restart).
+	// plugins_dir), "configuration" (a module of the tenant's plugins:
+	// list), "host" (the host itself: a quarantine, a held version held
+	// again at a restart).
 	By string `json:"by"`
 	// Host is the host that did it.
 	Host string `json:"host"`

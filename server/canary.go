@@ -94,12 +94,8 @@ func (s *Server) putCanary(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
 		return
 	}
-	wasm, ok := s.readBody(w, r, s.cfg.MaxPluginBytes, "max_plugin_bytes")
+	wasm, sig, ok := s.readUpload(w, r) // the module, and its signature when the tenant wants one
 	if !ok {
-		return
-	}
-	if len(wasm) == 0 {
-		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the module's bytes")
 		return
 	}
 	t.pluginsMu.Lock()
@@ -111,14 +107,14 @@ func (s *Server) putCanary(w http.ResponseWriter, r *http.Request, t *tenant) {
 	var c plugins.Canary
 	ctx := context.WithoutCancel(r.Context())
 	s.audit.act(t.name, name, keyActor(r), func() {
-		c, err = s.registry.StartCanary(ctx, t.name, plugins.Source{Name: name, Wasm: wasm}, opts)
+		c, err = s.registry.StartCanary(ctx, t.name, plugins.Source{Name: name, Wasm: wasm, Signature: sig}, opts)
 	})
 	if err != nil {
 		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: moduleHash(wasm), Detail: err.Error()})
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the canary was refused: %v", err)
 		return
 	}
-	if err := s.keepCanary(t.name, name, wasm, canaryFile{Hash: c.Hash, Options: opts}); err != nil {
+	if err := s.keepCanary(t.name, name, wasm, sig, canaryFile{Hash: c.Hash, Options: opts}); err != nil {
 		s.log.Error("cannot keep a plugin's canary", "tenant", t.name, "plugin", name, "err", err)
 		s.audit.act(t.name, name, keyActor(r), func() { s.registry.RollbackCanary(ctx, t.name, name) })
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the canary: %v", err)
@@ -127,15 +123,16 @@ func (s *Server) putCanary(w http.ResponseWriter, r *http.Request, t *tenant) {
 	writeJSON(w, http.StatusCreated, c)
 }
 
-// keepCanary writes a canary's files.
-func (s *Server) keepCanary(tenant, name string, wasm []byte, f canaryFile) error {
+// keepCanary writes a canary's files: its module, its signature (if it
+// has one) and its options.
+func (s *Server) keepCanary(tenant, name string, wasm, sig []byte, f canaryFile) error {
 	wasmPath, optsPath := s.canaryPaths(tenant, name)
 	b, err := json.Marshal(f)
 	if err == nil {
 		err = os.MkdirAll(s.canaryDir(tenant), 0o755)
 	}
 	if err == nil {
-		err = writeFileAtomic(wasmPath, wasm)
+		err = writeSigned(wasmPath, wasm, sig)
 	}
 	if err == nil {
 		err = writeFileAtomic(optsPath, b)
@@ -200,14 +197,16 @@ func (s *Server) onCanaryChange(c plugins.Change) {
 	}
 	if c.Kind == plugins.CanaryPromoted {
 		wasm, err := os.ReadFile(wasmPath)
+		sig, _ := os.ReadFile(wasmPath + plugins.SignatureSuffix)
 		if err == nil {
-			err = writeFileAtomic(filepath.Join(s.cfg.PluginsDir, c.Tenant, c.Name+".wasm"), wasm)
+			err = writeSigned(filepath.Join(s.cfg.PluginsDir, c.Tenant, c.Name+".wasm"), wasm, sig)
 		}
 		if err != nil {
 			s.log.Error("cannot keep a promoted canary in the module's place: a restart serves the version before it", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "err", err)
 		}
 	}
 	os.Remove(optsPath)
+	os.Remove(wasmPath + plugins.SignatureSuffix)
 	os.Remove(wasmPath)
 }
 
@@ -236,13 +235,15 @@ func (s *Server) startCanaries(ctx context.Context, tenant string) {
 			err = fmt.Errorf("its module's hash is %s, not %s", moduleHash(wasm), f.Hash)
 		}
 		if err == nil {
+			sig, _ := os.ReadFile(wasmPath + plugins.SignatureSuffix)
 			s.audit.act(tenant, name, "host", func() {
-				_, err = s.registry.StartCanary(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}, f.Options)
+				_, err = s.registry.StartCanary(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig}, f.Options)
 			})
 		}
 		if err != nil {
 			s.log.Warn("a plugin's canary kept on disk does not start again; it is dropped", "tenant", tenant, "plugin", name, "err", err)
 			os.Remove(optsPath)
+			os.Remove(wasmPath + plugins.SignatureSuffix)
 			os.Remove(wasmPath)
 		}
 	}

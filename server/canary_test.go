@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
@@ -193,4 +194,37 @@ func TestPluginCanary(t *testing.T) {
 	if strings.Join(got, "|") != want {
 		t.Errorf("the audit log's canary entries:\n%s\nwant\n%s", strings.Join(got, "|"), want)
 	}
+}
+
+// TestSignedCanary: a tenant that trusts keys takes a canary only signed
+// by one of them, as an upload; the signature is kept with the canary and
+// goes with it into the module's place when it is promoted.
+func TestSignedCanary(t *testing.T) {
+	key := plugintest.NewMinisignKey(t)
+	dir := t.TempDir()
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		c.PluginsDir = dir
+		acme := c.Tenants["acme"]
+		acme.Sandbox.TrustedKeyFiles = []string{key.PublicKeyFile}
+		c.Tenants["acme"] = acme
+	}})
+	a, b := versionWasm(t, "A"), versionWasm(t, "B")
+	if code, body := ts.uploadSigned(t, ts.acme, "v", a, key.Sign(t, a)); code != 201 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/v/canary", b); code != 422 || !strings.Contains(body, "not signed") {
+		t.Errorf("an unsigned canary: %d %s", code, body)
+	}
+	sig := key.Sign(t, b)
+	if code, body := ts.putSigned(t, ts.acme, "/v1/plugins/v/canary?share=1", "v", b, sig); code != 201 {
+		t.Fatalf("a signed canary: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/v/canary/promote", ""); code != 200 {
+		t.Fatalf("promote: %d %s", code, body)
+	}
+	waitFor(t, "the promoted canary's files in place", func() bool {
+		got, _ := os.ReadFile(filepath.Join(dir, "acme", "v.wasm"))
+		gotSig, _ := os.ReadFile(filepath.Join(dir, "acme", "v.wasm"+plugins.SignatureSuffix))
+		return bytes.Equal(got, b) && bytes.Equal(gotSig, sig)
+	})
 }

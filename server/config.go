@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/oci"
 )
 
 // Config is the service's configuration: the YAML file `agentic-host serve
@@ -97,8 +98,22 @@ type Config struct {
 	// https://tempo.example/trace/{trace_id}. Default: "", the console
 	// shows the id without a link.
 	TraceURL string `yaml:"trace_url"`
+	// OCI is how the tenants' plugins of OCI registries are pulled
+	// (TenantConfig.Plugins).
+	OCI OCIConfig `yaml:"oci"`
 	// Tenants are the tenants the service serves, by name.
 	Tenants map[string]TenantConfig `yaml:"tenants"`
+}
+
+// OCIConfig is how plugins are pulled from OCI registries.
+type OCIConfig struct {
+	// CacheDir keeps the manifests and modules pulled, by digest, so that
+	// a restart needs no registry. Default: "", PluginsDir/.oci, else
+	// PluginCacheDir/oci, else no cache.
+	CacheDir string `yaml:"cache_dir"`
+	// Insecure are registries (host[:port]) reached over plain HTTP;
+	// loopback ones always are. Default: none, HTTPS.
+	Insecure []string `yaml:"insecure"`
 }
 
 // ModelConfig is the model endpoint: any OpenAI-compatible server.
@@ -155,6 +170,17 @@ type TenantConfig struct {
 	// reaches this fraction of the model's context window. Default: 0,
 	// which means 0.8.
 	CompactionLimit float64 `yaml:"compaction_limit"`
+	// Plugins are modules the tenant serves from OCI registries, each
+	// pinned by digest: "oci://REGISTRY/REPOSITORY@sha256:HEX" (a tag
+	// alone is a configuration error). They are pulled at start, verified
+	// against their digests, bounded by the tenant's module size, cached
+	// (OCI.CacheDir) and loaded as the tenant's other plugins are — its
+	// sandbox, grants and trusted_keys apply (a signature is a layer of
+	// the manifest). One that cannot be pulled or loaded is refused,
+	// listed and audited; the others serve. A module is named by its
+	// manifest's annotation org.agentichost.plugin.name, else by the
+	// repository's last path element. Default: none.
+	Plugins []string `yaml:"plugins"`
 	// PluginConfig is the configuration of the tenant's plugins, by
 	// module name (the file's name without .wasm): what each reads with
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
@@ -309,6 +335,18 @@ type SandboxConfig struct {
 	// Quarantine is when a plugin that fails too often is quarantined
 	// (plugins.QuarantinePolicy).
 	Quarantine QuarantineConfig `yaml:"quarantine"`
+	// TrustedKeys are minisign public keys (each the second line of a
+	// minisign.pub file, "RWQ…") that sign the tenant's plugins: once
+	// it names any (here or in TrustedKeyFiles), a plugin loads only with
+	// a signature by one of them (NAME.wasm.minisig beside NAME.wasm; an
+	// upload's "signature" part), checked before it compiles. Default:
+	// none, no signature required.
+	TrustedKeys []string `yaml:"trusted_keys"`
+	// TrustedKeyFiles are minisign.pub files whose keys are trusted as
+	// TrustedKeys are, read at start. Default: none.
+	TrustedKeyFiles []string `yaml:"trusted_key_files"`
+
+	keyring *plugins.Keyring // TrustedKeys and TrustedKeyFiles, once read
 }
 
 // QuarantineConfig is when a tenant's plugin that fails as a module —
@@ -845,6 +883,24 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if err := t.Sandbox.limits().Validate(); err != nil {
 		bad("sandbox: %v", err)
+	}
+	for i, ref := range t.Plugins {
+		if _, err := oci.ParseReference(ref); err != nil {
+			bad("plugins[%d]: %v", i, err)
+		}
+	}
+	if len(t.Sandbox.TrustedKeys)+len(t.Sandbox.TrustedKeyFiles) > 0 {
+		ring, err := plugins.ParseKeyring(t.Sandbox.TrustedKeys...)
+		if err != nil {
+			bad("sandbox.trusted_keys: %v", err)
+		}
+		files, err := plugins.ReadKeyring(t.Sandbox.TrustedKeyFiles...)
+		if err != nil {
+			bad("sandbox.trusted_key_files: %v", err)
+		}
+		if ring != nil && files != nil {
+			t.Sandbox.keyring = ring.With(files)
+		}
 	}
 	if q := t.Sandbox.Quarantine; q.Failures < -1 || q.Window < 0 {
 		bad("sandbox.quarantine: failures must be -1 (off), 0 (the default, %d) or more, and window not negative", DefaultQuarantineFailures)

@@ -56,21 +56,23 @@ func (s *Server) heldPath(tenant, name, hash string) string {
 	return filepath.Join(s.heldDir(tenant), name+"."+strings.TrimPrefix(hash, "sha256:")+".wasm")
 }
 
-// keepHeld stores the held version's bytes, in the place of any other held
-// version of the module.
-func (s *Server) keepHeld(tenant, name, hash string, wasm []byte) error {
+// keepHeld stores the held version's bytes and signature (sig, nil for
+// none), in the place of any other held version of the module.
+func (s *Server) keepHeld(tenant, name, hash string, wasm, sig []byte) error {
 	if err := os.MkdirAll(s.heldDir(tenant), 0o755); err != nil {
 		return err
 	}
 	s.dropHeldFiles(tenant, name, hash)
-	return writeFileAtomic(s.heldPath(tenant, name, hash), wasm)
+	return writeSigned(s.heldPath(tenant, name, hash), wasm, sig)
 }
 
-// dropHeldFiles removes the module's held files but keep's.
+// dropHeldFiles removes the module's held files (and their signatures)
+// but keep's.
 func (s *Server) dropHeldFiles(tenant, name, keep string) {
 	files, _ := filepath.Glob(filepath.Join(s.heldDir(tenant), name+".*.wasm"))
 	for _, f := range files {
 		if keep == "" || f != s.heldPath(tenant, name, keep) {
+			os.Remove(f + plugins.SignatureSuffix)
 			os.Remove(f)
 		}
 	}
@@ -97,14 +99,19 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 		if err != nil {
 			continue
 		}
-		s.audit.act(tenant, name, "host", func() { _, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm}) })
+		sig, _ := os.ReadFile(path + plugins.SignatureSuffix)
+		s.audit.act(tenant, name, "host", func() {
+			_, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig})
+		})
 		if err == nil {
-			if err := writeFileAtomic(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm); err != nil {
+			if err := writeSigned(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm, sig); err != nil {
 				s.log.Error("cannot keep a held plugin version that loads now", "tenant", tenant, "plugin", name, "err", err)
 			}
+			os.Remove(path + plugins.SignatureSuffix)
 			os.Remove(path)
 		} else if !errors.Is(err, plugins.ErrHeld) {
 			s.log.Warn("a held plugin version no longer loads; dropped", "tenant", tenant, "plugin", name, "err", err)
+			os.Remove(path + plugins.SignatureSuffix)
 			os.Remove(path)
 		}
 	}
@@ -157,16 +164,20 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot read the held version: %v", err)
 		return
 	}
+	sig, _ := os.ReadFile(s.heldPath(t.name, name, hash) + plugins.SignatureSuffix)
 	s.auditAPI(r, t, auditEntry{Action: "approved", Plugin: name, Hash: hash})
 	var m *plugins.Module
 	s.audit.act(t.name, name, keyActor(r), func() { m, err = s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash) })
 	if err != nil {
+		// Its signature is no longer by a key the tenant trusts: it
+		// stays held, for a person to discard.
+		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: hash, Detail: err.Error()})
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the held version was refused: %v", err)
 		return
 	}
-	// Its file takes the module's place (the held one is dropped as the
+	// Its files take the module's place (the held one is dropped as the
 	// version loads: onPluginChange).
-	if err := writeFileAtomic(path, wasm); err != nil {
+	if err := writeSigned(path, wasm, sig); err != nil {
 		s.log.Error("cannot keep an approved plugin version", "tenant", t.name, "plugin", name, "err", err)
 	}
 	writeJSON(w, http.StatusOK, s.pluginInfo(t.name, m))

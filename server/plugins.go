@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,13 +50,20 @@ type pluginInfo struct {
 	Versions []plugins.Version `json:"versions"`
 	// Canary is the version serving a share of its calls, if any.
 	Canary *plugins.Canary `json:"canary,omitempty"`
+	// Signature is who signed it (absent when it has no signature):
+	// verified when the tenant trusts keys.
+	Signature *plugins.Signer `json:"signature,omitempty"`
+	// Source is where it came from when not from plugins_dir: the
+	// configuration's oci:// reference.
+	Source string `json:"source,omitempty"`
 }
 
 func (s *Server) pluginInfo(tenant string, m *plugins.Module) pluginInfo {
 	d := m.Description()
 	info := pluginInfo{Name: m.Name(), Hash: m.Hash(), ABI: d.ABI, Tools: d.Tools, Validators: d.Validators, Policies: d.Policies,
 		Fingerprint: m.Fingerprint(), Needs: d.Needs, Grants: plugins.GrantOf(m.Limits()),
-		Versions: append([]plugins.Version{}, s.registry.Versions(tenant, m.Name())...)}
+		Versions:  append([]plugins.Version{}, s.registry.Versions(tenant, m.Name())...),
+		Signature: m.Signer(), Source: s.fromConfig(tenant, m.Name())}
 	if c, ok := s.registry.Canary(tenant, m.Name()); ok {
 		info.Canary = &c
 	}
@@ -89,6 +100,7 @@ func (s *Server) listPlugins(w http.ResponseWriter, r *http.Request, t *tenant) 
 	for _, f := range s.registry.Refusals(t.name) {
 		out.Refusals = append(out.Refusals, refusal{Name: f.Name, Hash: f.Hash, Reason: f.Err.Error()})
 	}
+	out.Refusals = append(out.Refusals, s.plugins.refusals(t.name)...)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -147,22 +159,29 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
 		return
 	}
-	wasm, ok := s.readBody(w, r, s.cfg.MaxPluginBytes, "max_plugin_bytes")
+	wasm, sig, ok := s.readUpload(w, r)
 	if !ok {
-		return
-	}
-	if len(wasm) == 0 {
-		writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the module's bytes")
 		return
 	}
 	t.pluginsMu.Lock()
 	defer t.pluginsMu.Unlock()
+	if from := s.fromConfig(t.name, name); from != "" {
+		writeError(w, http.StatusConflict, codeConflict, "plugin %s comes from the configuration (%s): change the configuration, or upload this module under another name", name, from)
+		return
+	}
 	limits, err := t.cfg.Sandbox.limits().Within(t.cfg.Sandbox.grant(name))
 	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
-	src := plugins.Source{Name: name, Wasm: wasm, Tenant: t.name, Limits: limits}
+	src := plugins.Source{Name: name, Wasm: wasm, Signature: sig, Tenant: t.name, Limits: limits}
+	// The signature first: a module not signed as the tenant requires is
+	// not compiled.
+	if _, err := s.registry.Verify(t.name, src); err != nil {
+		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: moduleHash(wasm), Detail: err.Error()})
+		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
+		return
+	}
 	probe, err := s.rt.Load(r.Context(), src)
 	if err != nil {
 		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: moduleHash(wasm), Detail: err.Error()})
@@ -181,15 +200,16 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		return
 	}
 	prev, hadPrev := s.registry.Module(t.name, name)
-	var prevWasm []byte
+	var prevWasm, prevSig []byte
 	if hadPrev {
 		prevWasm, _ = os.ReadFile(path)
+		prevSig, _ = os.ReadFile(path + plugins.SignatureSuffix)
 	}
 	var m *plugins.Module
 	s.audit.act(t.name, name, keyActor(r), func() { m, err = s.registry.Load(context.WithoutCancel(r.Context()), t.name, src) })
 	if he, ok := errors.AsType[*plugins.HeldError](err); ok {
 		// It widens what serves: kept, not loaded, until a person decides.
-		if err := s.keepHeld(t.name, name, he.Version.Hash, wasm); err != nil {
+		if err := s.keepHeld(t.name, name, he.Version.Hash, wasm, sig); err != nil {
 			s.registry.DiscardHeld(context.WithoutCancel(r.Context()), t.name, name, he.Version.Hash)
 			writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the held version: %v", err)
 			return
@@ -202,12 +222,12 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
-	if err := writeFileAtomic(path, wasm); err != nil {
+	if err := writeSigned(path, wasm, sig); err != nil {
 		// Not kept, so not taken: put back what served before.
 		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
 		s.audit.act(t.name, name, keyActor(r), func() {
 			if hadPrev && len(prevWasm) > 0 && prev.Hash() != m.Hash() {
-				s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Tenant: t.name})
+				s.registry.Load(context.WithoutCancel(r.Context()), t.name, plugins.Source{Name: name, Wasm: prevWasm, Signature: prevSig, Tenant: t.name})
 			} else if !hadPrev {
 				s.registry.Unload(t.name, name)
 			}
@@ -220,6 +240,92 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, s.pluginInfo(t.name, m))
+}
+
+// readUpload reads an upload's module and signature: the body is the
+// module's bytes (application/wasm, or anything but multipart), or a
+// multipart/form-data body with the part "module" and, optionally, the
+// part "signature" (the text of NAME.wasm.minisig), as curl -F
+// module=@NAME.wasm -F signature=@NAME.wasm.minisig sends them. It
+// answers an error and returns false when the body is not one of these.
+func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (wasm, sig []byte, ok bool) {
+	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "multipart/form-data" {
+		wasm, ok = s.readBody(w, r, s.cfg.MaxPluginBytes, "max_plugin_bytes")
+		if ok && len(wasm) == 0 {
+			writeError(w, http.StatusBadRequest, codeInvalid, "the body is empty; want the module's bytes")
+			return nil, nil, false
+		}
+		return wasm, nil, ok
+	}
+	// The parts' headers and boundaries take a few hundred bytes.
+	body, ok := s.readBody(w, r, s.cfg.MaxPluginBytes+plugins.MaxSignatureBytes+64<<10, "max_plugin_bytes")
+	if !ok {
+		return nil, nil, false
+	}
+	bad := func(format string, args ...any) ([]byte, []byte, bool) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "multipart upload: "+format+` (want the part "module", the module's bytes, and optionally "signature", its minisign signature)`, args...)
+		return nil, nil, false
+	}
+	if params["boundary"] == "" {
+		return bad("no boundary")
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	var gotModule, gotSig bool
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return bad("%v", err)
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			return bad("part %q: %v", part.FormName(), err)
+		}
+		switch name := part.FormName(); {
+		case name == "module" && !gotModule:
+			wasm, gotModule = b, true
+		case name == "signature" && !gotSig:
+			sig, gotSig = b, true
+		case name == "module" || name == "signature":
+			return bad("part %q twice", name)
+		default:
+			return bad("an unknown part %q", name)
+		}
+	}
+	switch {
+	case len(wasm) == 0:
+		return bad("no module, or an empty one")
+	case int64(len(wasm)) > s.cfg.MaxPluginBytes:
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the module is larger than %d bytes (max_plugin_bytes)", s.cfg.MaxPluginBytes)
+		return nil, nil, false
+	case len(sig) > plugins.MaxSignatureBytes:
+		return bad("the signature is over %d bytes", plugins.MaxSignatureBytes)
+	case gotSig && len(bytes.TrimSpace(sig)) == 0:
+		return bad("an empty signature")
+	}
+	return wasm, sig, true
+}
+
+// writeSigned writes a module's file and its signature beside it, or
+// removes a signature there when sig is nil. The module goes first: a
+// directory's watcher that reads the new module beside the old signature
+// waits for the signature (plugins.DirWatcher), whereas one that read an
+// old module beside a new signature would load the old module again
+// where no signature is required.
+func writeSigned(path string, wasm, sig []byte) error {
+	if err := writeFileAtomic(path, wasm); err != nil {
+		return err
+	}
+	if sig == nil {
+		if err := os.Remove(path + plugins.SignatureSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return writeFileAtomic(path+plugins.SignatureSuffix, sig)
 }
 
 // conflictOf says which of the names d offers another module of the
@@ -271,10 +377,15 @@ func (s *Server) deletePlugin(w http.ResponseWriter, r *http.Request, t *tenant)
 		notFound(w, "plugin", name)
 		return
 	}
+	if from := s.fromConfig(t.name, name); from != "" {
+		writeError(w, http.StatusConflict, codeConflict, "plugin %s comes from the configuration (%s): remove it there", name, from)
+		return
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		writeError(w, http.StatusInternalServerError, codeInternal, "cannot remove the module: %v", err)
 		return
 	}
+	os.Remove(path + plugins.SignatureSuffix)
 	// Its held version's file goes with it (onPluginChange).
 	s.audit.act(t.name, name, keyActor(r), func() { s.registry.Unload(t.name, name) })
 	w.WriteHeader(http.StatusNoContent)

@@ -67,6 +67,7 @@ type Server struct {
 	rt       *plugins.Runtime
 	registry *plugins.Registry
 	watchers []*plugins.DirWatcher
+	plugins  configPlugins // the tenants' plugins of the configuration (oci://)
 	stopBg   context.CancelFunc
 
 	streams streamSlots // the open event streams, per key, tenant and in all
@@ -169,11 +170,16 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		return s.cfg.Tenants[tenant].Sandbox.grant(module)
 	}, Quarantine: func(tenant string) plugins.QuarantinePolicy {
 		return s.cfg.Tenants[tenant].Sandbox.Quarantine.policy()
+	}, Trust: func(tenant string) *plugins.Keyring {
+		return s.cfg.Tenants[tenant].Sandbox.keyring
 	}, HoldWidening: true, OnChange: s.onPluginChange})
 	if err := s.metrics.observePlugins(s.registry); err != nil {
 		return fmt.Errorf("server: plugins: %w", err)
 	}
 	if s.cfg.PluginsDir == "" {
+		for _, name := range sortedKeys(s.cfg.Tenants) {
+			s.pullPlugins(ctx, name)
+		}
 		return nil
 	}
 	for _, name := range sortedKeys(s.cfg.Tenants) {
@@ -188,6 +194,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 		}
 		s.watchers = append(s.watchers, w)
 		s.holdAgain(ctx, name)
+		s.pullPlugins(ctx, name)
 		s.startCanaries(ctx, name)
 	}
 	return nil

@@ -43,9 +43,10 @@ func sidecarPath(wasmPath string) string {
 	return strings.TrimSuffix(wasmPath, ".wasm") + ".json"
 }
 
-// writeVersion writes src's module to path and its sidecar beside it, or
-// removes a sidecar there when src has none. The sidecar goes first: a
-// directory watcher sees both files change within its debounce, and reads
+// writeVersion writes src's module to path and its sidecar and signature
+// beside it, or removes a sidecar or signature there when src has none.
+// The sidecar goes first, the signature last (see writeSigned): a
+// directory watcher sees the files change within its debounce, and reads
 // them together.
 func writeVersion(path string, src plugins.Source) error {
 	side := sidecarPath(path)
@@ -62,7 +63,7 @@ func writeVersion(path string, src plugins.Source) error {
 			return err
 		}
 	}
-	return writeFileAtomic(path, src.Wasm)
+	return writeSigned(path, src.Wasm, src.Signature)
 }
 
 // keepVersions writes the files of the module's history the directory
@@ -94,6 +95,7 @@ func (s *Server) keepVersions(tenant, name string) {
 	for _, f := range files {
 		if !keep[f] {
 			os.Remove(sidecarPath(f))
+			os.Remove(f + plugins.SignatureSuffix)
 			os.Remove(f)
 		}
 	}
@@ -102,6 +104,9 @@ func (s *Server) keepVersions(tenant, name string) {
 // versionOnDisk reports whether path and its sidecar hold src already.
 func (s *Server) versionOnDisk(path string, src plugins.Source) bool {
 	if _, err := os.Stat(path); err != nil {
+		return false
+	}
+	if sig, _ := os.ReadFile(path + plugins.SignatureSuffix); !bytes.Equal(sig, src.Signature) {
 		return false
 	}
 	side, err := os.ReadFile(sidecarPath(path))

@@ -42,6 +42,12 @@ const pluginUsage = `Usage:
                                                           run a session's recorded plugin calls again
                                                           against their recorded traffic (no network):
                                                           same, diverged (where) or not replayable
+  agentic-host plugin verify --trusted-key KEY FILE.wasm  check its minisign signature (FILE.wasm.minisig)
+                                                          and say who signed it
+  agentic-host plugin upload [--server URL] FILE.wasm [NAME]
+                                                          upload it, with its signature, to a running serve
+  agentic-host plugin pull oci://REGISTRY/REPO@sha256:HEX [DIR]
+                                                          pull a module (and its signature) by digest
 
 A plain Extism module (no describe export) is described by its sidecar
 manifest FILE.json, if there is one; without it, "call" runs an export by
@@ -88,6 +94,12 @@ func pluginCmd(ctx context.Context, args []string, env Env) error {
 		return pluginCanaryCmd(ctx, args[1:], env)
 	case "replay":
 		return pluginReplayCmd(ctx, args[1:], env)
+	case "verify":
+		return pluginVerifyCmd(ctx, args[1:], env)
+	case "upload":
+		return pluginUploadCmd(ctx, args[1:], env)
+	case "pull":
+		return pluginPullCmd(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(env.Stdout, pluginUsage)
 		return nil
@@ -110,7 +122,10 @@ type pluginFlags struct {
 	config         pluginList
 	cacheDir       string
 	verbose        bool
+	trust          trustFlags
 	fs             *flag.FlagSet // for its logging flags
+
+	signer *plugins.Signer // who signed the module loaded, verified with trust's keys
 }
 
 // pluginList is a repeatable string flag.
@@ -131,6 +146,7 @@ func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&f.storage, "storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), as chat --plugin-kv does")
 	fs.Var(&f.config, "config", "plugin configuration `KEY=VALUE` (repeatable)")
 	fs.StringVar(&f.cacheDir, "cache-dir", pluginDefaultCacheDir(env), "compilation cache `DIR` (\"\" for none)")
+	f.trust.register(fs)
 	setLogLevelDefault(fs, "info") // the plugin's own log lines, at info
 	f.fs = fs
 	fs.BoolVar(&f.verbose, "v", false, "also print the module hash and timings on stderr")
@@ -224,6 +240,20 @@ func (f *pluginFlags) load(ctx context.Context, path string, env Env) (*plugins.
 		return nil, nil, fail(1, "%v", err)
 	}
 	src.Tenant, src.Limits, src.Config = f.tenant, limits, cfg
+	ring, err := f.trust.keyring()
+	if err != nil {
+		closeRT()
+		return nil, nil, fail(2, "%v", err)
+	}
+	if ring != nil {
+		// As a serve whose tenant trusts these keys: before compiling.
+		s, err := ring.Verify(src.Wasm, src.Signature)
+		if err != nil {
+			closeRT()
+			return nil, nil, fail(1, "%s: %v", path, err)
+		}
+		f.signer = &s
+	}
 	start := time.Now()
 	m, err := rt.Load(ctx, src)
 	if err != nil {
@@ -271,7 +301,14 @@ func pluginDescribe(ctx context.Context, args []string, env Env) error {
 		// sandbox flags, narrowed to its needs.
 		Grants      plugins.Grant `json:"grants"`
 		Fingerprint string        `json:"fingerprint,omitempty"`
-	}{Module: m.Name(), Hash: m.Hash(), Described: m.Described(), Exports: m.Exports(), Grants: plugins.GrantOf(m.Limits()), Fingerprint: m.Fingerprint()}
+		// Signature is who signed it (FILE.wasm.minisig): verified when
+		// --trusted-key or --trusted-key-file is given, else as the
+		// signature says.
+		Signature *plugins.Signer `json:"signature,omitempty"`
+	}{Module: m.Name(), Hash: m.Hash(), Described: m.Described(), Exports: m.Exports(), Grants: plugins.GrantOf(m.Limits()), Fingerprint: m.Fingerprint(), Signature: m.Signer()}
+	if f.signer != nil {
+		out.Signature = f.signer
+	}
 	if m.Described() {
 		d := m.Description()
 		out.ABI, out.Tools, out.Validators, out.Policies, out.Needs = d.ABI, d.Tools, d.Validators, d.Policies, d.Needs

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentichost/agentic/plugins"
 )
 
 // Held plugin versions of a running serve: "plugin held" lists them (what
@@ -40,52 +42,17 @@ func (c *serveClient) register(fs *flag.FlagSet, env Env) {
 // and decodes a 2xx answer into out; anything else is an error with the
 // server's message.
 func (c *serveClient) do(ctx context.Context, env Env, method, path string, body any, out any) (int, error) {
-	key := env.Getenv(c.keyEnv)
-	if key == "" {
-		return 0, fail(2, "$%s is not set: it must hold the tenant's API key", c.keyEnv)
-	}
 	var rd io.Reader
-	ctype := "application/json"
+	contentType := ""
 	switch b := body.(type) {
 	case nil:
 	case []byte: // a module's bytes
-		rd, ctype = bytes.NewReader(b), "application/wasm"
+		rd, contentType = bytes.NewReader(b), "application/wasm"
 	default:
 		j, _ := json.Marshal(body)
-		rd = bytes.NewReader(j)
+		rd, contentType = bytes.NewReader(j), "application/json"
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.url, "/")+path, rd)
-	if err != nil {
-		return 0, fail(2, "--server %s: %v", c.url, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != nil {
-		req.Header.Set("Content-Type", ctype)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fail(1, "%v", err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 8<<20))
-	if res.StatusCode/100 != 2 {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
-		}
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-		}
-		return res.StatusCode, fail(1, "%s %s: %d: %s", method, path, res.StatusCode, msg)
-	}
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return res.StatusCode, fail(1, "%s %s: %v", method, path, err)
-		}
-	}
-	return res.StatusCode, nil
+	return c.send(ctx, env, method, path, contentType, rd, out)
 }
 
 // heldVersion is a held version as GET /v1/plugins lists it.
@@ -384,7 +351,8 @@ func pluginCanaryCmd(ctx context.Context, args []string, env Env) error {
 	rollbackAfter := fs.Int("rollback-after", 0, "roll it back once `N` of its calls failed as a module (default 1; -1: never by itself)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage:\n"+
-			"  agentic-host plugin canary [flags] NAME FILE.wasm   start FILE.wasm as plugin NAME's canary\n"+
+			"  agentic-host plugin canary [flags] NAME FILE.wasm   start FILE.wasm (signed by FILE.wasm.minisig,\n"+
+			"                                                      when there) as plugin NAME's canary\n"+
 			"  agentic-host plugin canary promote [flags] NAME     make the canary the version serving\n"+
 			"  agentic-host plugin canary rollback [flags] NAME    roll the canary back\n\n"+
 			"A canary serves the tool and policy calls of a share of the sessions\n"+
@@ -426,7 +394,18 @@ func pluginCanaryCmd(ctx context.Context, args []string, env Env) error {
 		if len(q) > 0 {
 			path += "?" + q.Encode()
 		}
-		if _, err := c.do(ctx, env, "PUT", path, wasm, &info); err != nil {
+		// Its signature goes with it, when FILE.wasm.minisig is there.
+		sig, err := os.ReadFile(pos[1] + plugins.SignatureSuffix)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(1, "%v", err)
+		}
+		if sig == nil {
+			_, err = c.do(ctx, env, "PUT", path, wasm, &info)
+		} else {
+			body, contentType := moduleUpload(pos[0], wasm, sig)
+			_, err = c.send(ctx, env, "PUT", path, contentType, body, &info)
+		}
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "canary %s of %s serves %g of the sessions\n", info.Hash, info.Name, info.Share)
