@@ -104,8 +104,12 @@ const creditLimit = 1000
 //   - the charge at a loop's header, so that every turn of a loop tests;
 //   - the charge at the function's entry when a call can come before any
 //     loop's header, so that a recursion tests at every level;
-//   - a test right after every call (call and call_indirect), so that a
-//     guest returns from a call settled, however deep its stack unwinds;
+//   - a test right after every call of a function of the module (call and
+//     call_indirect), so that a guest returns from a call settled, however
+//     deep its stack unwinds.
+//
+// A call of an imported function counts for none of these: a host
+// function is not metered, and the host's do not call the module back.
 //   - the charge of a region whose charges since the last test, on any way
 //     in, would cost more than creditLimit.
 //
@@ -237,12 +241,18 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 		case opUnreachable, opReturn:
 			m.flow = m.flow[:0]
 		case opCall, opCallIndirect, opReturnCall, opReturnCallIndirect:
+			if op == opCall && imported(code, at, refill) {
+				// A host function is not metered and does not call the
+				// module back: the ways go on.
+				break
+			}
 			for _, w := range m.flow {
 				entryTests = entryTests || w.fresh
 			}
-			if op == opCall || op == opCallIndirect {
+			switch {
+			case op == opCall || op == opCallIndirect:
 				m.flow = append(m.flow[:0], way{from: settled}) // the test after it
-			} else {
+			default:
 				m.flow = m.flow[:0]
 			}
 		}
@@ -265,11 +275,18 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 		}
 		op, _ := skipInstr(&r) // read once already
 		dst = copyInstr(dst, code[at:r.i], op, sh)
-		if op == opCall || op == opCallIndirect {
+		if op == opCall && !imported(code, at, refill) || op == opCallIndirect {
 			dst = appendTest(dst, g, refill)
 		}
 	}
 	return dst, nil
+}
+
+// imported reports whether the call at code[at:] calls an imported
+// function: those come before refill, the defined ones after.
+func imported(code []byte, at int, refill uint32) bool {
+	idx, _ := (&reader{b: code, i: at + 1}).u32() // read once already
+	return idx < refill
 }
 
 // tests decides which of the regions' charges test beyond those decided

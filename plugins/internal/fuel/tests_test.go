@@ -107,3 +107,35 @@ func TestRecursionTests(t *testing.T) {
 		t.Fatalf("an endless recursion on 100,000 fuel: %v after %d refills, want out of fuel after one", err, fm.refills)
 	}
 }
+
+// TestHostCallsChargeNothing: a call of a host function counts as no call
+// for the tests (the host function is not metered): a function that
+// calls one three times, and nothing else, never calls refill, however
+// little fuel it has.
+func TestHostCallsChargeNothing(t *testing.T) {
+	name := func(s string) []byte { return vec(len(s), []byte(s)) }
+	code := []byte{0x00, 0x10, 0x00, 0x10, 0x00, 0x10, 0x00, 0x0B} // no locals; call nop ×3; end
+	m := []byte("\x00asm\x01\x00\x00\x00")
+	m = append(m, sec(1, vec(1, []byte{0x60, 0, 0}))...)
+	m = append(m, sec(2, vec(1, append(append(name("env"), name("nop")...), 0x00, 0x00)))...)
+	m = append(m, sec(3, vec(1, []byte{0}))...)
+	m = append(m, sec(7, vec(1, append(name("hostly"), 0x00, 0x01)))...)
+	m = append(m, sec(10, vec(1, append(uleb(len(code)), code...)))...)
+
+	ctx := context.Background()
+	fm := &meter{}
+	r := newRuntime(t, fm)
+	nops := 0
+	if _, err := r.NewHostModuleBuilder("env").NewFunctionBuilder().
+		WithFunc(func() { nops++ }).Export("nop").Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := r.Instantiate(ctx, instrument(t, m, fuel.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tank(t, mod).Set(0)
+	if _, err := mod.ExportedFunction("hostly").Call(ctx); err != nil || nops != 3 || fm.refills != 0 {
+		t.Fatalf("three host calls on no fuel: %v, %d calls, %d refills; want none", err, nops, fm.refills)
+	}
+}
