@@ -122,8 +122,8 @@ func compileInto(ctx context.Context, cache wazero.CompilationCache, pages uint3
 // metered: a guest calls refill at least once per slice of fuel, where the
 // host checks the call's context and the goroutine meets Go's scheduler
 // and collector; host functions honour the context; a start function past
-// Limits.StartFuel calls refill at every charge, which ends it at its
-// deadline.
+// Limits.StartFuel calls refill at every test of its fuel, which ends it
+// at its deadline.
 func runtimeConfig(cache wazero.CompilationCache, pages uint32) wazero.RuntimeConfig {
 	return wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).

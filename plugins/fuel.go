@@ -11,13 +11,14 @@ import (
 )
 
 // Fuel: every module is metered when it loads (package fuel rewrites it:
-// a charge at each function entry and loop header, on a global). A call's
-// fuel (Limits.Fuel) is given to the global a slice at a time; when the
-// guest spends a slice it calls refill, the host function below, which
-// gives the next one, or ends the call when none is left or the call's
-// context is done. So a guest returns to Go at least once a slice, however
-// it runs, and the fuel a call uses depends only on what the guest does:
-// the same call on the same state uses the same fuel.
+// charges on a global at function entries, loop headers and join points,
+// some of which test it, and a test after every call). A call's fuel
+// (Limits.Fuel) is given to the global a slice at a time; when the guest
+// spends a slice, its next test calls refill, the host function below,
+// which gives the next one, or ends the call when none is left or the
+// call's context is done. So a guest returns to Go at least once a slice,
+// however it runs, and the fuel a call uses depends only on what the guest
+// does: the same call on the same state uses the same fuel.
 
 // fuelSlice is the fuel the global holds at a time: about a million
 // instructions, a tenth of a millisecond of guest work here.
@@ -80,6 +81,17 @@ func (t *tank) fill(limit int64) {
 // exhausted reports whether a refill found no fuel left.
 func (t *tank) exhausted() bool { return t != nil && t.out }
 
+// settle ends a call that returned having used more than its fuel: the
+// guest tests its fuel only now and then (a few thousand instructions
+// apart at most), so it may return from its last charges below zero with
+// nothing left to give. It reports whether the call ran out.
+func (t *tank) settle() bool {
+	if t != nil && t.left+int64(t.g.Get()) < 0 {
+		t.out = true
+	}
+	return t.exhausted()
+}
+
 // used is the fuel the call used: all it was given but what is left, an
 // overdraw of the last charge included.
 func (t *tank) used() int64 {
@@ -103,7 +115,7 @@ func (t *tank) refill() bool {
 
 // hostRefill is the refill import of every metered module. Outside a call
 // (a start function past Limits.StartFuel) it gives nothing: the module's
-// every charge calls it again, and it ends the start function at its
+// every test calls it again, and it ends the start function at its
 // deadline.
 func hostRefill(ctx context.Context, _ *extism.CurrentPlugin, _ []uint64) {
 	if err := ctx.Err(); err != nil {

@@ -88,6 +88,9 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		inst.env, env.tank = env, inst.tank
 		inst.tank.fill(m.limits.Fuel)
 		rc, out, err := inst.call(runCtx, export, input)
+		if err == nil && inst.tank.settle() {
+			err = errOutOfFuel
+		}
 		used := inst.tank.used()
 		m.fuel.Add(used)
 		env.fuelUsed += used

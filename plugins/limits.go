@@ -55,8 +55,9 @@ type Limits struct {
 	Fuel int64
 	// StartFuel is the fuel a module's start function (which runs when an
 	// instance is created, before any call) runs on at full speed; past
-	// it, the start function runs checked at every charge until its
-	// deadline (CallTimeout). Default: 0, which means 1,000,000,000.
+	// it, the start function calls the host at every test of its fuel
+	// until its deadline (CallTimeout). Default: 0, which means
+	// 1,000,000,000.
 	StartFuel int64
 	// Instances bounds the live instances of one module (the pool): at
 	// most this many calls of the module run at once; more wait for a free

@@ -224,6 +224,9 @@ func summarize(w io.Writer, r results) {
 		comparison := fmt.Sprintf("bare Extism call, %s a call", n("B", bb))
 		if floor, ok := r.median("plugins", name, "host/floor"); ok {
 			comparison += fmt.Sprintf("; the unmetered floor: host/floor %.2f", floor)
+			if p50, ok := r.median("plugins", name, "p50-host/floor"); ok {
+				comparison += fmt.Sprintf(" (ratio of the calls' medians %.2f)", p50)
+			}
 		}
 		add("plugin warm call, "+c, fmt.Sprintf("%.0f µs, host/bare %.2f, %s a call", hns/1e3, ratio, n("B", hb)), comparison, "host/bare ≤ 0.35, host/floor ≤ 1.3, ≤ 16 KiB")
 	}

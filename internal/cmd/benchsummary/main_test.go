@@ -56,6 +56,23 @@ func TestSummary(t *testing.T) {
 	}
 }
 
+// TestSummaryWarmCall: a plugin's warm call beside the bare call and the
+// floor, as the sums' ratio and the medians' ratio.
+func TestSummaryWarmCall(t *testing.T) {
+	r, err := parse(strings.NewReader(`pkg: github.com/agentichost/agentic/plugins
+BenchmarkWarmCallVsBare/go-echo-1KB-2  300  2710071 ns/op  220487 bare-B/call  1710906 bare-ns/call  423733 floor-ns/call  7880 host-B/call  575198 host-ns/call  0.3362 host/bare  1.20 host/floor  0.30 p50-host/bare  1.14 p50-host/floor
+BenchmarkWarmCallVsBare/go-echo-1KB-2  300  2710071 ns/op  220487 bare-B/call  1710906 bare-ns/call  423733 floor-ns/call  7880 host-B/call  575198 host-ns/call  0.3362 host/bare  1.16 host/floor  0.30 p50-host/bare  1.18 p50-host/floor
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	summarize(&out, r)
+	if want := "host/floor 1.18 (ratio of the calls' medians 1.16)"; !strings.Contains(out.String(), want) {
+		t.Errorf("the summary lacks %q:\n%s", want, out.String())
+	}
+}
+
 // TestSummaryAnchor: the anchor's rounds, as scripts/bench-anchor.sh
 // writes them, become go test -bench lines (benchsummary -anchor-rounds,
 // which the script runs for make bench) that give the step-CPU row:

@@ -10,25 +10,32 @@ const splitCost = 32
 
 // Opcodes the rewrite reads or writes.
 const (
-	opBlock      = 0x02
-	opLoop       = 0x03
-	opIf         = 0x04
-	opElse       = 0x05
-	opEnd        = 0x0B
-	opCall       = 0x10
-	opReturnCall = 0x12
-	opRefFunc    = 0xD2
-	opGlobalGet  = 0x23
-	opGlobalSet  = 0x24
-	opI64Const   = 0x42
-	opI64LtS     = 0x53
-	opI64Sub     = 0x7D
+	opUnreachable        = 0x00
+	opBlock              = 0x02
+	opLoop               = 0x03
+	opIf                 = 0x04
+	opElse               = 0x05
+	opEnd                = 0x0B
+	opBr                 = 0x0C
+	opBrIf               = 0x0D
+	opBrTable            = 0x0E
+	opReturn             = 0x0F
+	opCall               = 0x10
+	opCallIndirect       = 0x11
+	opReturnCall         = 0x12
+	opReturnCallIndirect = 0x13
+	opRefFunc            = 0xD2
+	opGlobalGet          = 0x23
+	opGlobalSet          = 0x24
+	opI64Const           = 0x42
+	opI64LtS             = 0x53
+	opI64Sub             = 0x7D
 )
 
-// meterCode returns the code section with a charge at each function's
-// entry and each loop's header, on the global g, calling the function
-// refill when it runs out; the indices of the functions called move as sh
-// says.
+// meterCode returns the code section with the charges and tests of every
+// function body (see meterBody), on the global g, calling the function
+// refill when the fuel runs out; the indices of the functions called move
+// as sh says.
 func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 	r := reader{b: sec}
 	n, err := r.u32()
@@ -37,7 +44,7 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 	}
 	out := appendU32(make([]byte, 0, len(sec)+len(sec)/8), n)
 	var body []byte
-	var regions []region
+	var m scratch
 	for f := range n {
 		size, err := r.u32()
 		if err != nil {
@@ -48,7 +55,7 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 		}
 		code := sec[r.i : r.i+int(size)]
 		r.i += int(size)
-		body, regions, err = meterBody(body[:0], regions[:0], code, g, refill, sh)
+		body, err = meterBody(body[:0], &m, code, g, refill, sh)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", f, err)
 		}
@@ -64,25 +71,67 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 // region is what one charge pays for: a stretch of a body entered only at
 // its start, at the cost of all its instructions.
 type region struct {
-	at   int   // where its charge goes: an offset into the body
-	cost int64 // its instructions
+	at     int   // where its charge goes: an offset into the body
+	cost   int64 // its instructions
+	test   bool  // its charge tests the fuel
+	in, to int   // its ways in: scratch.ins[in:to]
+	credit int64 // what the charges since the last test cost, at its end
 }
 
+// way is a way into a point of a body: the region whose charge was the
+// last on it (settled: a test came after it), and whether it may come from
+// the function's entry through no test.
+type way struct {
+	from  int // a region, or settled
+	fresh bool
+}
+
+const settled = -1
+
+// creditLimit bounds what the charges between two tests may cost on a path
+// through one function: past it, a charge tests.
+const creditLimit = 1000
+
 // meterBody appends the metered form of a function body (its locals, then
-// its code) to dst. regions is scratch space.
-func meterBody(dst []byte, regions []region, code []byte, g, refill uint32, sh shift) ([]byte, []region, error) {
+// its code) to dst. m is scratch space.
+//
+// Every charge subtracts its cost from the fuel; a test, when the fuel is
+// below zero, calls refill, where the host gives more fuel or ends the
+// call. Tests are what costs (the call they may make keeps compiled code
+// from holding values in registers across them), so only some charges
+// test, and a test follows every call:
+//
+//   - the charge at a loop's header, so that every turn of a loop tests;
+//   - the charge at the function's entry when a call can come before any
+//     loop's header, so that a recursion tests at every level;
+//   - a test right after every call of a function of the module (call and
+//     call_indirect), so that a guest returns from a call settled, however
+//     deep its stack unwinds.
+//
+// A call of an imported function counts for none of these: a host
+// function is not metered, and the host's do not call the module back.
+//   - the charge of a region whose charges since the last test, on any way
+//     in, would cost more than creditLimit.
+//
+// So between two tests a guest runs the charges of at most about
+// creditLimit instructions in a function, and as many in a function it
+// calls before that one's first test (which comes before any call of its
+// own, or is the test after the call): it reaches refill within a few
+// thousand instructions of running out. What it is charged does not
+// depend on the tests.
+func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) ([]byte, error) {
 	r := reader{b: code}
 	// The locals: a vector of (count, type).
 	n, err := r.u32()
 	if err != nil {
-		return nil, regions, err
+		return nil, err
 	}
 	for range n {
 		if err := r.skipLEB(5); err != nil {
-			return nil, regions, err
+			return nil, err
 		}
 		if _, err := r.byte(); err != nil {
-			return nil, regions, err
+			return nil, err
 		}
 	}
 	start := r.i
@@ -96,81 +145,264 @@ func meterBody(dst []byte, regions []region, code []byte, g, refill uint32, sh s
 	// splitCost instructions, so that a charge stands for a bounded
 	// stretch of code rather than a whole loop body (Go's functions are
 	// one loop around a br_table dispatch, entered again at every jump).
-	regions = append(regions, region{at: start})
+	//
+	// The pass also follows the ways into every point, for the tests.
+	m.reset()
+	m.regions = append(m.regions, region{at: start})
 	cur := 0
-	type frame struct {
-		loop   bool
-		opened int // the current region when the frame opened
-	}
-	stack := []frame{{opened: 0}}
-	split := func(must bool) {
-		if must || regions[cur].cost >= splitCost {
-			regions = append(regions, region{at: r.i})
-			cur = len(regions) - 1
+	m.flow = append(m.flow, way{from: 0, fresh: true})
+	m.push(false, 0)
+	entryTests := false
+	// begin begins a region at r.i, entered by ways.
+	begin := func(ways []way, test bool) {
+		in := len(m.ins)
+		m.ins = append(m.ins, ways...)
+		fresh := false
+		for _, w := range ways {
+			fresh = fresh || w.fresh
 		}
+		m.regions = append(m.regions, region{at: r.i, in: in, to: len(m.ins), test: test})
+		cur = len(m.regions) - 1
+		m.flow = append(m.flow[:0], way{from: cur, fresh: fresh && !test})
 	}
-	for len(stack) > 0 {
+	// split begins a region if must or the current region is long
+	// enough, and tells whether it did.
+	split := func(must bool, ways []way) bool {
+		if must || m.regions[cur].cost >= splitCost {
+			begin(ways, false)
+			return true
+		}
+		return false
+	}
+	for len(m.frames) > 0 {
 		at := r.i
 		op, err := skipInstr(&r)
 		if err != nil {
-			return nil, regions, fmt.Errorf("at byte %d: %w", at, err)
+			return nil, fmt.Errorf("at byte %d: %w", at, err)
 		}
-		regions[cur].cost++
+		m.regions[cur].cost++
 		switch op {
-		case opBlock, opIf:
-			stack = append(stack, frame{opened: cur})
+		case opBlock:
+			m.push(false, cur)
+		case opIf:
+			f := m.push(false, cur)
+			f.atIf = append(f.atIf[:0], m.flow...)
+			f.isIf = true
 		case opLoop:
-			stack = append(stack, frame{loop: true, opened: cur})
-			regions = append(regions, region{at: r.i})
-			cur = len(regions) - 1
+			m.push(true, cur)
+			begin(m.flow, true)
 		case opElse:
-			// The else branch is entered from the if.
-			split(cur != stack[len(stack)-1].opened)
+			// The else branch is entered from the if; the then branch
+			// goes on at the end.
+			f := m.top()
+			f.ways = merge(f.ways, m.flow)
+			f.isIf = false
+			if !split(cur != f.opened, f.atIf) {
+				m.flow = append(m.flow[:0], f.atIf...)
+			}
 		case opEnd:
-			f := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
+			f := m.pop()
 			switch {
-			case len(stack) == 0: // the function's end
+			case len(m.frames) == 0: // the function's end
 			case f.loop:
 				// After a loop, only its own body falls through: the
-				// region that entered the loop goes on.
+				// region that entered the loop goes on, for the cost.
 				cur = f.opened
-				split(false)
+				split(false, m.flow)
 			default:
 				// A branch out of the block lands here, from anywhere
 				// in it since it opened.
-				split(cur != f.opened)
+				ways := merge(f.ways, m.flow)
+				if f.isIf { // no else: the if goes on here when false
+					ways = merge(ways, f.atIf)
+				}
+				if !split(cur != f.opened, ways) {
+					m.flow = append(m.flow[:0], ways...)
+				}
+			}
+		case opBr, opBrIf:
+			l, _ := (&reader{b: code, i: at + 1}).u32()
+			if err := m.branch(l, m.flow); err != nil {
+				return nil, fmt.Errorf("at byte %d: %w", at, err)
+			}
+			if op == opBr {
+				m.flow = m.flow[:0]
+			}
+		case opBrTable:
+			lr := reader{b: code, i: at + 1}
+			k, _ := lr.u32()
+			for range uint64(k) + 1 {
+				l, _ := lr.u32()
+				if err := m.branch(l, m.flow); err != nil {
+					return nil, fmt.Errorf("at byte %d: %w", at, err)
+				}
+			}
+			m.flow = m.flow[:0]
+		case opUnreachable, opReturn:
+			m.flow = m.flow[:0]
+		case opCall, opCallIndirect, opReturnCall, opReturnCallIndirect:
+			if op == opCall && imported(code, at, refill) {
+				// A host function is not metered and does not call the
+				// module back: the ways go on.
+				break
+			}
+			for _, w := range m.flow {
+				entryTests = entryTests || w.fresh
+			}
+			switch {
+			case op == opCall || op == opCallIndirect:
+				m.flow = append(m.flow[:0], way{from: settled}) // the test after it
+			default:
+				m.flow = m.flow[:0]
 			}
 		}
 	}
 	if r.i != len(code) {
-		return nil, regions, errors.New("bytes after the function's end")
+		return nil, errors.New("bytes after the function's end")
 	}
+	m.regions[0].test = entryTests
+	tests(m.regions, m.ins)
 
-	// Second pass: the instructions, each region's charge at its place,
-	// the function indices moved.
+	// Second pass: the instructions, each region's charge at its place, a
+	// test after each call, the function indices moved.
 	dst = append(dst, code[:start]...)
 	next := 0
 	for r.i = start; r.i < len(code); {
 		at := r.i
-		for next < len(regions) && regions[next].at == at {
-			dst = appendCharge(dst, g, max(regions[next].cost, 1), refill)
+		for next < len(m.regions) && m.regions[next].at == at {
+			dst = appendCharge(dst, g, max(m.regions[next].cost, 1), m.regions[next].test, refill)
 			next++
 		}
 		op, _ := skipInstr(&r) // read once already
 		dst = copyInstr(dst, code[at:r.i], op, sh)
+		if op == opCall && !imported(code, at, refill) || op == opCallIndirect {
+			dst = appendTest(dst, g, refill)
+		}
 	}
-	return dst, regions, nil
+	return dst, nil
 }
 
-// appendCharge appends: fuel -= cost; if fuel < 0 { refill() }.
-func appendCharge(b []byte, g uint32, cost int64, refill uint32) []byte {
+// imported reports whether the call at code[at:] calls an imported
+// function: those come before refill, the defined ones after.
+func imported(code []byte, at int, refill uint32) bool {
+	idx, _ := (&reader{b: code, i: at + 1}).u32() // read once already
+	return idx < refill
+}
+
+// tests decides which of the regions' charges test beyond those decided
+// already (a loop's header, the entry): those whose ways in bring more
+// than creditLimit of charges since the last test, with their own cost.
+// A way in comes from an earlier region, so one pass in order does.
+func tests(regions []region, ins []way) {
+	for i := range regions {
+		rg := &regions[i]
+		if rg.test {
+			continue
+		}
+		var credit int64
+		for _, w := range ins[rg.in:rg.to] {
+			if w.from != settled {
+				credit = max(credit, regions[w.from].credit)
+			}
+		}
+		rg.credit = credit + max(rg.cost, 1)
+		if rg.credit > creditLimit {
+			rg.test, rg.credit = true, 0
+		}
+	}
+}
+
+// scratch is the state of meterBody's first pass, kept from one body to
+// the next.
+type scratch struct {
+	regions []region
+	ins     []way
+	flow    []way // the ways into the current point; none after a branch
+	frames  []frame
+}
+
+// frame is an open block, if or loop.
+type frame struct {
+	loop   bool
+	isIf   bool  // an if whose else has not come
+	opened int   // the current region when the frame opened
+	ways   []way // the branches to its end, and the fall through an else
+	atIf   []way // an if's ways in
+}
+
+func (m *scratch) reset() {
+	m.regions, m.ins, m.flow, m.frames = m.regions[:0], m.ins[:0], m.flow[:0], m.frames[:0]
+}
+
+func (m *scratch) push(loop bool, opened int) *frame {
+	if len(m.frames) < cap(m.frames) {
+		m.frames = m.frames[:len(m.frames)+1]
+	} else {
+		m.frames = append(m.frames, frame{})
+	}
+	f := &m.frames[len(m.frames)-1]
+	f.loop, f.isIf, f.opened = loop, false, opened
+	f.ways, f.atIf = f.ways[:0], f.atIf[:0]
+	return f
+}
+
+func (m *scratch) top() *frame { return &m.frames[len(m.frames)-1] }
+
+// pop closes the innermost frame; what it returns holds until the next
+// push.
+func (m *scratch) pop() frame {
+	f := m.frames[len(m.frames)-1]
+	m.frames = m.frames[:len(m.frames)-1]
+	return f
+}
+
+// branch records the ways of a branch to the label l: the end of a block
+// or an if. A branch to a loop goes to its header, which tests; one to the
+// function's own label returns.
+func (m *scratch) branch(l uint32, ways []way) error {
+	if uint64(l) >= uint64(len(m.frames)) {
+		return fmt.Errorf("a branch to label %d of %d", l, len(m.frames))
+	}
+	i := len(m.frames) - 1 - int(l)
+	if i == 0 || m.frames[i].loop {
+		return nil
+	}
+	m.frames[i].ways = merge(m.frames[i].ways, ways)
+	return nil
+}
+
+// merge adds ways to dst, each region once.
+func merge(dst, ways []way) []way {
+next:
+	for _, w := range ways {
+		for i := range dst {
+			if dst[i].from == w.from {
+				dst[i].fresh = dst[i].fresh || w.fresh
+				continue next
+			}
+		}
+		dst = append(dst, w)
+	}
+	return dst
+}
+
+// appendCharge appends: fuel -= cost; and when test, if fuel < 0 {
+// refill() }.
+func appendCharge(b []byte, g uint32, cost int64, test bool, refill uint32) []byte {
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
 	b = append(b, opI64Const)
 	b = appendS64(b, cost)
 	b = append(b, opI64Sub, opGlobalSet)
 	b = appendU32(b, g)
+	if !test {
+		return b
+	}
+	return appendTest(b, g, refill)
+}
+
+// appendTest appends: if fuel < 0 { refill() }.
+func appendTest(b []byte, g, refill uint32) []byte {
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
 	b = append(b, opI64Const, 0x00, opI64LtS, opIf, 0x40, opCall)

@@ -5,12 +5,14 @@
 // [Instrument] adds one mutable i64 global to the module, exported as
 // [Export], one imported function, [ImportModule].[ImportName], and
 // charges: at the entry of every function, the header of every loop, and
-// the join points between (below).
-// A charge subtracts its cost from the global and, when the global falls
-// below zero, calls the import: the host gives more fuel (the global is
-// set higher) or ends the call (the import panics, which traps the call).
-// The host sets the global before a call and reads it after: the fuel a
-// call used is what it was given minus what is left.
+// the join points between (below). A charge subtracts its cost from the
+// global; some charges, and a test after every call, then test it: when
+// the global is below zero, the test calls the import, and the host gives
+// more fuel (the global is set higher) or ends the call (the import
+// panics, which traps the call). The host sets the global before a call
+// and reads it after: the fuel a call used is what it was given minus
+// what is left, which may be below zero when the call returns (the last
+// charges since a test).
 //
 // The charges split each function body into regions, each entered only at
 // its start, where its charge is, and charged all its instructions: so the
@@ -23,10 +25,18 @@
 // loop around a br_table dispatch, entered again at every jump, which
 // charging the whole body at the header would overcount many times).
 //
+// A test is what costs (compiled code cannot keep values in registers
+// across the call it may make), so only some charges test: every loop's
+// header, a function's entry when the function can call before it passes
+// a loop's header, and a region whose charges since the last test could
+// pass 1,000 instructions; and a test follows every call, so that a guest
+// comes back from a call with its fuel tested, however deep its stack.
+//
 // So the guest returns to the host at least once per global's worth of
-// instructions, whatever it runs (loops, call trees, recursion, long
-// straight-line code), and the same call on the same state uses the same
-// fuel.
+// instructions and a few thousand more, whatever it runs (loops, call
+// trees, recursion, long straight-line code), and the same call on the
+// same state uses the same fuel: which charges test changes when the host
+// hears of it, never what a call is charged.
 //
 // The refill import goes after the module's imported functions, so every
 // defined function's index moves up by one: the rewrite moves them in the

@@ -109,6 +109,7 @@ func tree(self byte) fn {
 type meter struct {
 	left, slice int64
 	refills     int
+	at          []int64 // the global at each refill
 }
 
 // newRuntime returns a runtime that compiles modules as the plugins do,
@@ -122,12 +123,13 @@ func newRuntime(t *testing.T, m *meter) wazero.Runtime {
 	_, err := r.NewHostModuleBuilder(fuel.ImportModule).NewFunctionBuilder().
 		WithFunc(func(ctx context.Context, mod api.Module) {
 			m.refills++
+			g := mod.ExportedGlobal(fuel.Export).(api.MutableGlobal)
+			m.at = append(m.at, int64(g.Get()))
 			if m.left <= 0 {
 				panic("out of fuel")
 			}
 			give := min(m.left, m.slice)
 			m.left -= give
-			g := mod.ExportedGlobal(fuel.Export).(api.MutableGlobal)
 			g.Set(uint64(int64(g.Get()) + give))
 		}).Export(fuel.ImportName).Instantiate(ctx)
 	if err != nil {
