@@ -75,8 +75,12 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 		}
 		r.resumed = true
 		switch out {
-		case outcomeGaveUp:
-			r.supersede = true
+		case outcomeGaveUp, ActionLeave:
+			// Given up on, or left by policy: the message's run
+			// supersedes the interrupted one, which ends interrupted
+			// (its turn is not replayed; the new run's model sees
+			// the transcript).
+			r.supersede, r.left = true, out == ActionLeave
 			return r.enterSession(ctx, 0)
 		case outcomeError, outcomeSkipped:
 			if resumes > 1 {
@@ -239,9 +243,14 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	// re-run it after this one.
 	opens := ledger.OpenRuns(events)
 	batch := make([]ledger.Event, 0, len(opens)+2) // the run-ends, the message, the run-start
+	reason := "superseded by run " + nr.id
+	if r.left {
+		reason = "left interrupted by its agent's policy (on_interrupted: leave); the next message's run " + nr.id + " follows it"
+		r.left = false
+	}
 	for _, open := range opens {
 		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
-			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
+			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: reason}})
 	}
 	fresh := r.msgID == ""
 	if fresh {

@@ -27,6 +27,12 @@ const (
 	ActionRestart ResumeAction = "restart"
 	// ActionFail ends the run as failed, without running anything.
 	ActionFail ResumeAction = "fail"
+	// ActionLeave leaves the run interrupted, recording nothing: the
+	// session shows as interrupted until the next message, whose run
+	// closes it as interrupted (its turn is not replayed; the new run's
+	// model sees the transcript), or until a resume on demand
+	// ([Session.Resume]) continues it.
+	ActionLeave ResumeAction = "leave"
 )
 
 // Interrupted describes an interrupted run to [AutoResume.OnInterrupted].
@@ -48,8 +54,10 @@ type ResumeOptions struct {
 	// Agent resumes the run instead of the host's Options.Agent. Default:
 	// nil.
 	Agent *Agent
-	// Action is what to do with the interrupted run. Default: "", which
-	// means ActionResume.
+	// Action is what to do with the interrupted run: ActionResume,
+	// ActionRestart or ActionFail (a resume on demand never leaves it).
+	// Default: "", which means ActionResume, whatever the agent's
+	// Agent.OnInterrupted says.
 	Action ResumeAction
 	// OnProgress receives the resumed run's live events. Default: nil.
 	OnProgress func(Progress)
@@ -82,8 +90,12 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 		agent = a
 	}
 	action := opts.Action
-	if action == "" {
+	switch action {
+	case "":
 		action = ActionResume
+	case ActionResume, ActionRestart, ActionFail:
+	default:
+		return RunResult{}, fmt.Errorf("%w: ResumeOptions.Action %q is not resume, restart or fail", ErrInvalidInput, action)
 	}
 	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action }, nil)
 	if r != nil {
@@ -290,6 +302,11 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	case outcomeGaveUp:
 		return nil, nil, RunResult{RunID: r.id, MessageID: messageID, Status: ledger.RunInterrupted,
 			Reason: fmt.Sprintf("not resumed: %d resume attempts already failed", view.ResumeAttempts)}, nil
+	case ActionLeave:
+		// Nothing is recorded: the run stays interrupted, its messages
+		// (and those queued after it) waiting for the next message or a
+		// resume on demand.
+		return nil, nil, RunResult{RunID: r.id, MessageID: messageID, Status: ledger.RunInterrupted, Reason: leftReason}, nil
 	case ActionFail:
 		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
@@ -331,6 +348,9 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	r.responseID = view.ResponseID
 	return r, func(r *run) outcome { return r.continueRun(last, view) }, RunResult{}, nil
 }
+
+// leftReason tells why a run stays interrupted (ActionLeave).
+const leftReason = "interrupted, and left so by its agent's policy (on_interrupted: leave) until the next message or a resume"
 
 // attemptNumber returns the number of the next resume attempt of run,
 // whose ledger records recorded attempts, the last at prior. Attempts are
