@@ -112,6 +112,17 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 			}
 		}
 	}
+	if r.msgID == "" && r.agent.Overlap == OverlapReject {
+		events, err := st.store.Load(ctx, st.key.id)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+		}
+		busy := &BusyError{SessionID: st.key.id, State: StateRunning}
+		if open := ledger.OpenRuns(events); len(open) > 0 {
+			busy.RunID = open[len(open)-1]
+		}
+		return busy
+	}
 	if r.msgID == "" {
 		input, err := r.newInput("")
 		if err != nil {
@@ -145,6 +156,9 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 				return nil
 			}
 		} else {
+			if r.agent.Overlap == OverlapReject {
+				return &BusyError{SessionID: cur.sessionID, RunID: cur.id, State: StateRunning}
+			}
 			input, err := r.newInput("")
 			if err != nil {
 				return err
@@ -204,7 +218,11 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	}
 	if runID, parked := parkedRun(events); parked {
 		// The session's run waits for approvals: the message waits with
-		// it, queued, and the run folds it in when it continues.
+		// it, queued, and the run folds it in when it continues —
+		// unless its agent rejects overlapping turns.
+		if r.msgID == "" && r.agent.Overlap == OverlapReject {
+			return &BusyError{SessionID: st.key.id, RunID: runID, State: StateApprovalRequired}
+		}
 		if r.msgID == "" {
 			input, err := r.newInput("")
 			if err != nil {
