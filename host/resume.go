@@ -81,11 +81,37 @@ func (h *Host) Resume(ctx context.Context, sessionID string) (RunResult, error) 
 // run whose cancellation was recorded (a partial pass) but not its end is
 // closed as cancelled, never re-driven.
 func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, error) {
+	r, res, err := s.startResume(ctx, opts, ctx)
+	if r != nil {
+		return r.wait(ctx, opts.OnProgress)
+	}
+	return res, err
+}
+
+// StartResume is [Session.Resume] that returns once the interrupted run is
+// under way, with a handle on it, rather than once it ended: the run is
+// the host's (ctx bounds StartResume only), and [Run.Wait] and
+// [Run.Subscribe] follow it. A run the action closes without running it
+// (fail; a cancellation recorded before the crash) gives a handle whose
+// Wait returns that end at once. opts.OnProgress is not used. It returns
+// [ErrNothingToResume] when the session has no interrupted run.
+func (s *Session) StartResume(ctx context.Context, opts ResumeOptions) (*Run, error) {
+	r, res, err := s.startResume(ctx, opts, nil)
+	if r == nil && err == nil {
+		r = &Run{h: s.h, sess: s, msgID: res.MessageID, w: answeredWaiter(res)}
+	}
+	return r, err
+}
+
+// startResume starts the resume opts ask for, the run bound to bind (see
+// Session.Send) when set. It returns the handle on the run that goes on,
+// or what the resume did when it started none.
+func (s *Session) startResume(ctx context.Context, opts ResumeOptions, bind context.Context) (*Run, RunResult, error) {
 	agent := s.h.agent
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {
-			return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+			return nil, RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		agent = a
 	}
@@ -95,11 +121,11 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 		action = ActionResume
 	case ActionResume, ActionRestart, ActionFail:
 	default:
-		return RunResult{}, fmt.Errorf("%w: ResumeOptions.Action %q is not resume, restart or fail", ErrInvalidInput, action)
+		return nil, RunResult{}, fmt.Errorf("%w: ResumeOptions.Action %q is not resume, restart or fail", ErrInvalidInput, action)
 	}
-	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action }, nil)
+	r, res, err := s.h.resume(ctx, s.id, agent, bind, nil, func(Interrupted) ResumeAction { return action }, nil)
 	if r != nil {
-		return r.wait(ctx, opts.OnProgress)
+		return r, RunResult{}, nil
 	}
 	switch {
 	case errors.Is(err, errReconciled):
@@ -108,7 +134,7 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 		// Waiting for people is not interrupted: nothing to resume.
 		err = fmt.Errorf("%w: the run waits for approval", ErrNothingToResume)
 	}
-	return res, err
+	return nil, res, err
 }
 
 // resume claims the session and re-drives its interrupted run with the

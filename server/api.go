@@ -24,11 +24,13 @@ import (
 
 // The routes, authentication, and the JSON shapes of answers and errors.
 
-// apiError is the body of every error answer: {"error":{"code","message"}}.
+// apiError is the body of every error answer: {"error":{"code","message"}},
+// with the run a 409 concerns (run_id).
 type apiError struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		RunID   string `json:"run_id,omitempty"`
 	} `json:"error"`
 }
 
@@ -280,6 +282,7 @@ func (s *Server) routes() {
 	handle("GET /v1/sessions/{id}/transcript", s.getTranscript)
 	handle("GET /v1/sessions/{id}/events", s.streaming(s.getEvents, true))
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
+	handle("POST /v1/sessions/{id}/resume", s.resumeSession)
 	handle("POST /v1/tasks", s.postTask)
 	handle("GET /v1/tasks/{id}", s.getTask)
 	handle("GET /v1/approvals", s.listApprovals)

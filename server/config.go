@@ -191,6 +191,20 @@ type AgentConfig struct {
 	Approve []string `yaml:"approve"`
 	// Timeouts are the agent's named timeouts.
 	Timeouts TimeoutsConfig `yaml:"timeouts"`
+	// OnInterrupted is what becomes of a run of the agent that a host
+	// left interrupted (it died, or its shutdown grace ran out), when a
+	// host takes it over (host.Agent.OnInterrupted): "resume" goes on
+	// where it stopped, "restart" runs its messages again from scratch,
+	// "fail" ends it failed, and "leave" keeps it interrupted until the
+	// next message (which closes it as interrupted and is answered by a
+	// run of its own, seeing the transcript) or POST
+	// /v1/sessions/{id}/resume. Default: "", which means "resume".
+	OnInterrupted string `yaml:"on_interrupted"`
+	// Overlap is what a message naming the agent does while the
+	// session's run works (host.Agent.Overlap): "queue" joins that run,
+	// "reject" is refused with 409 naming the run, and nothing is
+	// appended. Default: "", which means "queue".
+	Overlap string `yaml:"overlap"`
 }
 
 // TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
@@ -831,6 +845,16 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("agents.%s: model is required", an)
 		case len(t.Models) > 0 && !slices.Contains(t.Models, a.Model):
 			bad("agents.%s: model %s is not among the tenant's models", an, a.Model)
+		}
+		switch host.ResumeAction(a.OnInterrupted) {
+		case "", host.ActionResume, host.ActionRestart, host.ActionFail, host.ActionLeave:
+		default:
+			bad("agents.%s: on_interrupted %q: want resume, restart, fail or leave", an, a.OnInterrupted)
+		}
+		switch host.Overlap(a.Overlap) {
+		case "", host.OverlapQueue, host.OverlapReject:
+		default:
+			bad("agents.%s: overlap %q: want queue or reject", an, a.Overlap)
 		}
 		agents[an] = a
 	}

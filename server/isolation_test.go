@@ -117,6 +117,12 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/sessions/{id}/cancel", name: "parked", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Parked + "/cancel"}
 	}},
+	{route: "POST /v1/sessions/{id}/resume", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/resume"}
+	}},
+	{route: "POST /v1/sessions/{id}/resume", name: "live", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Live + "/resume?wait=true", body: `{"action":"fail"}`}
+	}},
 	{route: "GET /v1/tasks/{id}", name: "task", req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/tasks/" + ids.Task} }},
 	{route: "GET /v1/approvals", name: "list", list: true, req: get("/v1/approvals")},
 	{route: "POST /v1/approvals/{id}", name: "approve", req: func(ids isoIDs) isoRequest {
