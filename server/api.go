@@ -227,7 +227,7 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 			s.metrics.requests.Add(context.Background(), 1, metric.WithAttributes(
 				attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status)))
 		}()
-		name, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
+		name, _, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
 		if err != nil {
 			s.log.Warn("cannot check an API key", "err", err)
 			writeError(rec, http.StatusServiceUnavailable, codeUnavailable, "cannot check the API key now; try again")

@@ -111,10 +111,10 @@ type ModelConfig struct {
 // TenantConfig is one tenant: its keys, agents, models, sandbox and
 // limits.
 type TenantConfig struct {
-	// Keys are SHA-256 hashes ("sha256:HEX") of the tenant's API keys.
-	// More are kept in the storage by `agentic-host keys create`.
-	// Default: none.
-	Keys []string `yaml:"keys"`
+	// Keys are the tenant's API keys, by their SHA-256 ("sha256:HEX"),
+	// each with an expiry if it has one (see [KeyConfig]). More are kept
+	// in the storage by `agentic-host keys create`. Default: none.
+	Keys []KeyConfig `yaml:"keys"`
 	// Agents are the tenant's agents by name; a request names one, or
 	// gets "default". Default: one "default" agent on the first allowed
 	// model.
@@ -155,6 +155,58 @@ type TenantConfig struct {
 	// pdk.Config, e.g. {publish_post: {endpoint: https://…}}. It is
 	// read when a module loads. Default: none.
 	PluginConfig map[string]map[string]string `yaml:"plugin_config"`
+}
+
+// KeyConfig is an API key of a tenant's, in the configuration. In YAML it
+// is its hash alone ("sha256:HEX", as `agentic-host keys hash KEY` prints
+// it), or a mapping {hash: sha256:HEX, expires: 2026-12-31T00:00:00Z} (or
+// a date, 2026-12-31: its midnight UTC).
+type KeyConfig struct {
+	// Hash is "sha256:HEX", the SHA-256 of the key. Required.
+	Hash string `yaml:"hash"`
+	// Expires is when the key expires: from then on it is refused (401),
+	// and the event streams opened with it close at their next heartbeat.
+	// Default: zero, never.
+	Expires time.Time `yaml:"expires"`
+}
+
+// UnmarshalYAML reads a key's hash, or a mapping of its hash and expiry.
+// A bad value is a *yaml.TypeError, so that the decoder goes on and
+// reports the file's other problems with it.
+func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*k = KeyConfig{Hash: n.Value}
+		return nil
+	}
+	var raw struct {
+		Hash    string `yaml:"hash"`
+		Expires string `yaml:"expires"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a key's hash (sha256:HEX) or {hash, expires}", n.Line)}}
+	}
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	*k = KeyConfig{Hash: raw.Hash}
+	if raw.Expires == "" {
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if at, err := time.Parse(layout, raw.Expires); err == nil {
+			k.Expires = at.UTC()
+			return nil
+		}
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expires %q: want a time (2026-12-31T00:00:00Z) or a date (2026-12-31)", n.Line, raw.Expires)}}
+}
+
+// MarshalYAML writes the hash alone when the key never expires.
+func (k KeyConfig) MarshalYAML() (any, error) {
+	if k.Expires.IsZero() {
+		return k.Hash, nil
+	}
+	return map[string]string{"hash": k.Hash, "expires": k.Expires.UTC().Format(time.RFC3339Nano)}, nil
 }
 
 // BudgetAskConfig is what an approval of a run past its tenant's budget
@@ -748,7 +800,7 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		bad("a tenant's name is 1 to 32 of [a-z0-9_-], starting with a letter or digit")
 	}
 	for i, k := range t.Keys {
-		if hex, ok := strings.CutPrefix(k, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		if hex, ok := strings.CutPrefix(k.Hash, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
 		}
 	}

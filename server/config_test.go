@@ -215,7 +215,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		Tenants: map[string]server.TenantConfig{
 			"Bad Name": {Models: []string{"m"}},
 			"acme": {
-				Keys:            []string{"plaintext-key"},
+				Keys:            []server.KeyConfig{{Hash: "plaintext-key"}},
 				Models:          []string{"allowed/model"},
 				BudgetUSDPerDay: -1,
 				RateLimit:       server.RateLimitConfig{ConcurrentRuns: -2},

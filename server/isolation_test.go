@@ -401,7 +401,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 
 	// No valid key: the same 401 on every route, whatever the ids.
 	kv := ts.kv(t)
-	revoked, rec, err := server.CreateKey(context.Background(), kv, "beta")
+	revoked, rec, err := server.CreateKey(context.Background(), kv, "beta", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 	if _, err := server.RevokeKey(context.Background(), kv, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	unserved, _, err := server.CreateKey(context.Background(), kv, "gamma")
+	unserved, _, err := server.CreateKey(context.Background(), kv, "gamma", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
