@@ -24,7 +24,7 @@ DIST      ?= dist
 APIDIFF   := golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
 API_BASE  ?= $(shell git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null)
 
-.PHONY: all build release api-check demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media
+.PHONY: all build release api-check demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter
 
 all: build
 
@@ -50,8 +50,9 @@ demo: build
 	@$(BIN) transcript --storage file:$(DEMO_DIR) demo
 
 ## demo-NAME: one offline demo each — chaos (injected faults, exact text), restart (SIGKILL mid-run, the next process resumes),
-## compaction (a fact survives compactions), queue (a message sent mid-run joins it), task, approval, media
-demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media: build
+## compaction (a fact survives compactions), queue (a message sent mid-run joins it), task, approval, media,
+## beforeafter (retries, persistence and resume written by hand, then the same on the host)
+demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter: build
 	@BIN=$(BIN) ./scripts/demo.sh $(@:demo-%=%)
 
 ## test: install what the tests need when missing, then vet and run every test with the race detector

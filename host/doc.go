@@ -31,8 +31,9 @@
 //     bounds ([Timeouts]).
 //   - session.go, run.go: [Session] (send, start, transcript, usage,
 //     events) and [Run], a caller's handle on the run that answers it.
-//   - progress.go, events.go, attach.go, status.go: what is seen of a run
-//     live ([Progress]), for logs and metrics ([Event]), by a viewer that
+//   - progress.go, events.go, eventlog.go, attach.go, status.go: what is
+//     seen of a run live ([Progress]), for logs and metrics ([Event],
+//     [LogEvents]), by a viewer that
 //     reconnects ([Attachment]), and as a session's state ([Status]), read
 //     from the ledger and the lease.
 //   - tool.go, hooks.go, policy.go, approval.go, approvaltoken.go: tools

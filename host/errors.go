@@ -48,7 +48,41 @@ var (
 	// approval, session or tenant than the one it is used for. Nothing
 	// changed.
 	ErrApprovalTokenMismatch = errors.New("host: the approval token is for another request")
+	// ErrBusy: a message was refused because a run of its session is
+	// working (or waits for approvals) and the message's agent rejects
+	// overlapping turns (Agent.Overlap). Nothing was appended. The error
+	// is a [*BusyError] naming the run.
+	ErrBusy = errors.New("host: the session's run is working")
 )
+
+// BusyError refuses a message that would overlap the session's run (see
+// Agent.Overlap): nothing was appended. It matches [ErrBusy].
+type BusyError struct {
+	SessionID string
+	// RunID is the run in flight (or parked), "" when another host leads
+	// the session and its ledger names no open run (it is between runs).
+	RunID string
+	// State is the session's: StateRunning, or StateApprovalRequired for
+	// a run parked for approvals.
+	State State
+}
+
+// Error says which run the message would overlap.
+func (e *BusyError) Error() string {
+	run := "a run of another host"
+	if e.RunID != "" {
+		run = "run " + e.RunID
+	}
+	doing := "is working"
+	if e.State == StateApprovalRequired {
+		doing = "waits for approval"
+	}
+	return fmt.Sprintf("host: session %s is busy: %s %s, and its agent rejects overlapping turns (overlap: reject); send the message again once the run ended",
+		e.SessionID, run, doing)
+}
+
+// Is reports whether target is ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // errParked tells that the session's run waits for approvals: there is
 // nothing to resume until they are decided.

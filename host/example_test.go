@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
@@ -129,4 +131,37 @@ func ExampleHost_Task() {
 	// {"title":"Hello"}
 	// error: the deliverable is invalid; fix these problems and call submit_deliverable again:
 	// /title: minLength: got 0, want 1
+}
+
+// LogEvents logs the live events of the host's runs — what
+// `agentic-host chat --logs` prints — on any slog.Logger. (The example
+// leaves out the attributes that change from run to run: the time, the
+// run's id and the durations.)
+func ExampleLogEvents() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key {
+			case slog.TimeKey, "run", "elapsed_ms", "duration_ms":
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	h, err := host.New(host.Options{
+		Storage: memory.New(),
+		Model:   hosttest.NewModel(hosttest.Reply{Text: "Hello."}),
+		Agent:   host.Agent{Model: "test/model"},
+		OnEvent: host.LogEvents(logger),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := h.Session("s1").Send(context.Background(), "hi", host.SendOptions{}); err != nil {
+		panic(err)
+	}
+	h.Close(context.Background()) // waits for the events queued
+	// Output:
+	// level=INFO msg=run-start session=s1 agent=default step=0
+	// level=INFO msg=step session=s1 agent=default step=0 finish=stop model=test/model tokens_in=1 tokens_out=2 cost=0.000000
+	// level=INFO msg=run-end session=s1 agent=default step=0 status=completed
 }

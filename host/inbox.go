@@ -75,8 +75,12 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 		}
 		r.resumed = true
 		switch out {
-		case outcomeGaveUp:
-			r.supersede = true
+		case outcomeGaveUp, ActionLeave:
+			// Given up on, or left by policy: the message's run
+			// supersedes the interrupted one, which ends interrupted
+			// (its turn is not replayed; the new run's model sees
+			// the transcript).
+			r.supersede, r.left = true, out == ActionLeave
 			return r.enterSession(ctx, 0)
 		case outcomeError, outcomeSkipped:
 			if resumes > 1 {
@@ -107,6 +111,17 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 				return nil
 			}
 		}
+	}
+	if r.msgID == "" && r.agent.Overlap == OverlapReject {
+		events, err := st.store.Load(ctx, st.key.id)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+		}
+		busy := &BusyError{SessionID: st.key.id, State: StateRunning}
+		if open := ledger.OpenRuns(events); len(open) > 0 {
+			busy.RunID = open[len(open)-1]
+		}
+		return busy
 	}
 	if r.msgID == "" {
 		input, err := r.newInput("")
@@ -141,6 +156,9 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 				return nil
 			}
 		} else {
+			if r.agent.Overlap == OverlapReject {
+				return &BusyError{SessionID: cur.sessionID, RunID: cur.id, State: StateRunning}
+			}
 			input, err := r.newInput("")
 			if err != nil {
 				return err
@@ -200,7 +218,11 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	}
 	if runID, parked := parkedRun(events); parked {
 		// The session's run waits for approvals: the message waits with
-		// it, queued, and the run folds it in when it continues.
+		// it, queued, and the run folds it in when it continues —
+		// unless its agent rejects overlapping turns.
+		if r.msgID == "" && r.agent.Overlap == OverlapReject {
+			return &BusyError{SessionID: st.key.id, RunID: runID, State: StateApprovalRequired}
+		}
 		if r.msgID == "" {
 			input, err := r.newInput("")
 			if err != nil {
@@ -239,9 +261,14 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	// re-run it after this one.
 	opens := ledger.OpenRuns(events)
 	batch := make([]ledger.Event, 0, len(opens)+2) // the run-ends, the message, the run-start
+	reason := "superseded by run " + nr.id
+	if r.left {
+		reason = "left interrupted by its agent's policy (on_interrupted: leave); the next message's run " + nr.id + " follows it"
+		r.left = false
+	}
 	for _, open := range opens {
 		batch = append(batch, ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(),
-			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by run " + nr.id}})
+			RunID: open, RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: reason}})
 	}
 	fresh := r.msgID == ""
 	if fresh {

@@ -177,7 +177,43 @@ type Agent struct {
 	// fill the context window. Default: 0, which means 64 KiB; -1
 	// disables the bound.
 	MaxToolResultBytes int
+	// OnInterrupted is what becomes of a run of this agent that its
+	// process left interrupted (it died, or was stopped mid-run), when a
+	// host takes it over — the boot sweep, a takeover of a dead host's
+	// lease, or the next message to the session: [ActionResume] goes on
+	// where the ledger stopped, [ActionRestart] runs its inputs again from
+	// scratch, [ActionFail] ends it failed, and [ActionLeave] leaves it
+	// interrupted until the next message (which closes it as interrupted
+	// and starts a run of its own, whose model sees the transcript; the
+	// interrupted turn is not replayed) or an explicit [Session.Resume].
+	// It decides before AutoResume.OnInterrupted, which it overrides; a
+	// resume on demand ([Session.Resume]) does what its options say.
+	// Default: "", which means AutoResume.OnInterrupted's choice, else
+	// ActionResume.
+	OnInterrupted ResumeAction
+	// Overlap is what a message to a session does while a run of the
+	// session works (in this host or another, or parked for approvals)
+	// when the message names this agent: [OverlapQueue] queues it into
+	// that run, which folds it in at its next step; [OverlapReject]
+	// refuses it with a [*BusyError] naming the run, appending nothing.
+	// A message sent again with the RequestID of one accepted before is
+	// answered as the first, never refused. Default: "", which means
+	// OverlapQueue.
+	Overlap Overlap
 }
+
+// Overlap is what a message does when it finds its session's run working
+// (see Agent.Overlap).
+type Overlap string
+
+// The overlap rules.
+const (
+	// OverlapQueue queues the message into the run in flight.
+	OverlapQueue Overlap = "queue"
+	// OverlapReject refuses the message ([*BusyError]): one turn at a
+	// time.
+	OverlapReject Overlap = "reject"
+)
 
 // DefaultMaxToolResultBytes is Agent.MaxToolResultBytes when it is 0.
 const DefaultMaxToolResultBytes = 64 << 10
@@ -301,6 +337,18 @@ func normalizeAgent(a Agent) (Agent, error) {
 	if err := a.Timeouts.check(); err != nil {
 		errs = append(errs, err)
 	}
+	switch a.OnInterrupted {
+	case "", ActionResume, ActionRestart, ActionFail, ActionLeave:
+	default:
+		errs = append(errs, fmt.Errorf("host: Agent.OnInterrupted %q is not resume, restart, fail or leave", a.OnInterrupted))
+	}
+	switch a.Overlap {
+	case "":
+		a.Overlap = OverlapQueue
+	case OverlapQueue, OverlapReject:
+	default:
+		errs = append(errs, fmt.Errorf("host: Agent.Overlap %q is not queue or reject", a.Overlap))
+	}
 	a.Tools = append([]Tool(nil), a.Tools...)
 	a.Toolsets = append([]Toolset(nil), a.Toolsets...)
 	a.Policies = append([]Policy(nil), a.Policies...)
@@ -328,7 +376,8 @@ type AutoResume struct {
 	// Stagger is the pause between starting two resumes, to spread the
 	// load on the provider after a restart. Default: 0, none.
 	Stagger time.Duration
-	// OnInterrupted chooses what to do with each interrupted run. An
+	// OnInterrupted chooses what to do with each interrupted run whose
+	// agent's Agent.OnInterrupted is "" (an agent's own choice wins). An
 	// error, a panic or an unknown action falls back to ActionResume.
 	// Default: nil, which means ActionResume.
 	OnInterrupted func(ctx context.Context, run Interrupted) (ResumeAction, error)

@@ -27,6 +27,12 @@ const (
 	ActionRestart ResumeAction = "restart"
 	// ActionFail ends the run as failed, without running anything.
 	ActionFail ResumeAction = "fail"
+	// ActionLeave leaves the run interrupted, recording nothing: the
+	// session shows as interrupted until the next message, whose run
+	// closes it as interrupted (its turn is not replayed; the new run's
+	// model sees the transcript), or until a resume on demand
+	// ([Session.Resume]) continues it.
+	ActionLeave ResumeAction = "leave"
 )
 
 // Interrupted describes an interrupted run to [AutoResume.OnInterrupted].
@@ -48,8 +54,10 @@ type ResumeOptions struct {
 	// Agent resumes the run instead of the host's Options.Agent. Default:
 	// nil.
 	Agent *Agent
-	// Action is what to do with the interrupted run. Default: "", which
-	// means ActionResume.
+	// Action is what to do with the interrupted run: ActionResume,
+	// ActionRestart or ActionFail (a resume on demand never leaves it).
+	// Default: "", which means ActionResume, whatever the agent's
+	// Agent.OnInterrupted says.
 	Action ResumeAction
 	// OnProgress receives the resumed run's live events. Default: nil.
 	OnProgress func(Progress)
@@ -73,21 +81,51 @@ func (h *Host) Resume(ctx context.Context, sessionID string) (RunResult, error) 
 // run whose cancellation was recorded (a partial pass) but not its end is
 // closed as cancelled, never re-driven.
 func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, error) {
+	r, res, err := s.startResume(ctx, opts, ctx)
+	if r != nil {
+		return r.wait(ctx, opts.OnProgress)
+	}
+	return res, err
+}
+
+// StartResume is [Session.Resume] that returns once the interrupted run is
+// under way, with a handle on it, rather than once it ended: the run is
+// the host's (ctx bounds StartResume only), and [Run.Wait] and
+// [Run.Subscribe] follow it. A run the action closes without running it
+// (fail; a cancellation recorded before the crash) gives a handle whose
+// Wait returns that end at once. opts.OnProgress is not used. It returns
+// [ErrNothingToResume] when the session has no interrupted run.
+func (s *Session) StartResume(ctx context.Context, opts ResumeOptions) (*Run, error) {
+	r, res, err := s.startResume(ctx, opts, nil)
+	if r == nil && err == nil {
+		r = &Run{h: s.h, sess: s, msgID: res.MessageID, w: answeredWaiter(res)}
+	}
+	return r, err
+}
+
+// startResume starts the resume opts ask for, the run bound to bind (see
+// Session.Send) when set. It returns the handle on the run that goes on,
+// or what the resume did when it started none.
+func (s *Session) startResume(ctx context.Context, opts ResumeOptions, bind context.Context) (*Run, RunResult, error) {
 	agent := s.h.agent
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {
-			return RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+			return nil, RunResult{}, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		agent = a
 	}
 	action := opts.Action
-	if action == "" {
+	switch action {
+	case "":
 		action = ActionResume
+	case ActionResume, ActionRestart, ActionFail:
+	default:
+		return nil, RunResult{}, fmt.Errorf("%w: ResumeOptions.Action %q is not resume, restart or fail", ErrInvalidInput, action)
 	}
-	r, res, err := s.h.resume(ctx, s.id, agent, ctx, nil, func(Interrupted) ResumeAction { return action }, nil)
+	r, res, err := s.h.resume(ctx, s.id, agent, bind, nil, func(Interrupted) ResumeAction { return action }, nil)
 	if r != nil {
-		return r.wait(ctx, opts.OnProgress)
+		return r, RunResult{}, nil
 	}
 	switch {
 	case errors.Is(err, errReconciled):
@@ -96,7 +134,7 @@ func (s *Session) Resume(ctx context.Context, opts ResumeOptions) (RunResult, er
 		// Waiting for people is not interrupted: nothing to resume.
 		err = fmt.Errorf("%w: the run waits for approval", ErrNothingToResume)
 	}
-	return res, err
+	return nil, res, err
 }
 
 // resume claims the session and re-drives its interrupted run with the
@@ -290,6 +328,11 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	case outcomeGaveUp:
 		return nil, nil, RunResult{RunID: r.id, MessageID: messageID, Status: ledger.RunInterrupted,
 			Reason: fmt.Sprintf("not resumed: %d resume attempts already failed", view.ResumeAttempts)}, nil
+	case ActionLeave:
+		// Nothing is recorded: the run stays interrupted, its messages
+		// (and those queued after it) waiting for the next message or a
+		// resume on demand.
+		return nil, nil, RunResult{RunID: r.id, MessageID: messageID, Status: ledger.RunInterrupted, Reason: leftReason}, nil
 	case ActionFail:
 		return closeNow(outcome{status: ledger.RunFailed, reason: "interrupted, and not resumed by policy"}, nil)
 	case ActionRestart:
@@ -331,6 +374,9 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	r.responseID = view.ResponseID
 	return r, func(r *run) outcome { return r.continueRun(last, view) }, RunResult{}, nil
 }
+
+// leftReason tells why a run stays interrupted (ActionLeave).
+const leftReason = "interrupted, and left so by its agent's policy (on_interrupted: leave) until the next message or a resume"
 
 // attemptNumber returns the number of the next resume attempt of run,
 // whose ledger records recorded attempts, the last at prior. Attempts are

@@ -33,8 +33,9 @@ type Run struct {
 	following atomic.Bool
 	// resumed is set once entering the session resumed its interrupted
 	// run first (see leadLocked); supersede once the resume rules gave up
-	// on it, so that the message's run may supersede it.
-	resumed, supersede bool
+	// on it (or left it by policy: left), so that the message's run may
+	// supersede it.
+	resumed, supersede, left bool
 
 	// What (re-)entering the session needs.
 	agent     Agent

@@ -109,7 +109,8 @@ type RunResult struct {
 // then Wait, with its context bound to the run.
 //
 // The error is non-nil only when the message could not be accepted:
-// nothing was appended (see [ErrInvalidInput]).
+// nothing was appended (see [ErrInvalidInput], and [ErrBusy] for an agent
+// that rejects overlapping turns: Agent.Overlap).
 func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
 	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
 }
@@ -126,12 +127,16 @@ func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*R
 // When a run of the session is already working (in this host, or in
 // another host sharing the storage), the message is appended as a queued
 // message and that run folds it in at its next step boundary; Send then
-// returns that run's result. A message sent with the RequestID of an
+// returns that run's result — unless the agent rejects overlapping turns
+// (Agent.Overlap): then nothing is appended, and Send returns a
+// [*BusyError] naming the run. A message sent with the RequestID of an
 // earlier one is not appended again: Send returns the earlier message's
 // id and run.
 //
 // The error is non-nil only when the message could not be accepted (nothing
-// was appended: see [ErrInvalidInput]); when the outcome of an accepted
+// was appended: see [ErrInvalidInput], and [ErrBusy], a [*BusyError],
+// when a run of the session works and the agent rejects overlapping turns:
+// Agent.Overlap); when the outcome of an accepted
 // run could not be recorded because storage failed (the ledger then shows
 // the run as interrupted, and it can be resumed); when the host closed
 // before the run ended ([ErrClosed]; the run stays resumable); or when

@@ -29,6 +29,9 @@ type SweepReport struct {
 	// GaveUp counts runs left interrupted because their resume attempts
 	// reached AutoResume.MaxAttempts.
 	GaveUp int
+	// Left counts runs left interrupted by policy (ActionLeave): they
+	// wait for the next message or a resume on demand.
+	Left int
 	// Skipped counts sessions already running in this host.
 	Skipped int
 	// Parked counts sessions whose run waits for approvals (not
@@ -146,6 +149,8 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 			rep.Restarted++
 		case ActionFail:
 			rep.Failed++
+		case ActionLeave:
+			rep.Left++
 		case outcomeReconciled:
 			rep.Reconciled++
 		case outcomeGaveUp:
@@ -245,13 +250,18 @@ func (h *Host) autoResume(ctx context.Context, id string, agent *Agent, started 
 		}
 	}
 	r, res, err := h.resume(ctx, id, resumer, nil, onLive, func(ir Interrupted) ResumeAction {
+		if resumer.OnInterrupted == ActionLeave {
+			// Left as the agent says, however many attempts it had.
+			out = ActionLeave
+			return out
+		}
 		if ir.Attempts >= h.rules.MaxAttempts {
 			h.log.Warn("auto-resume: giving up on a run that failed every resume; resume it by hand",
 				"session", id, "run", ir.RunID, "attempts", ir.Attempts)
 			out = outcomeGaveUp
 			return outcomeGaveUp
 		}
-		out = h.chooseAction(ctx, ir)
+		out = h.chooseAction(ctx, ir, resumer)
 		return out
 	}, expireApprovals)
 	if r != nil {
@@ -274,9 +284,13 @@ func (h *Host) autoResume(ctx context.Context, id string, agent *Agent, started 
 	return out, res, err
 }
 
-// chooseAction asks the OnInterrupted hook, falling back to resume when it
-// errs, panics or answers nonsense.
-func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeAction) {
+// chooseAction returns the agent's Agent.OnInterrupted when it names one,
+// else asks the OnInterrupted hook, falling back to resume when it errs,
+// panics or answers nonsense.
+func (h *Host) chooseAction(ctx context.Context, ir Interrupted, agent Agent) (action ResumeAction) {
+	if agent.OnInterrupted != "" {
+		return agent.OnInterrupted
+	}
 	if h.rules.OnInterrupted == nil {
 		return ActionResume
 	}
@@ -292,7 +306,7 @@ func (h *Host) chooseAction(ctx context.Context, ir Interrupted) (action ResumeA
 		return ActionResume
 	}
 	switch a {
-	case ActionResume, ActionRestart, ActionFail:
+	case ActionResume, ActionRestart, ActionFail, ActionLeave:
 		return a
 	}
 	h.log.Error("auto-resume: OnInterrupted returned an unknown action; resuming", "session", ir.SessionID, "action", a)

@@ -75,6 +75,7 @@ func TestSendAfterCrashOnRedis(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		auto   *host.AutoResume
+		leave  bool // the agent's OnInterrupted is leave
 		noWait bool
 		items  []string
 		// deadStatus is how the dead run ends.
@@ -95,12 +96,26 @@ func TestSendAfterCrashOnRedis(t *testing.T) {
 				return host.ActionFail, nil
 			}},
 			items: []string{"user::" + first, "response:failed:", "user::again", "response:completed:You said: again"}},
+		// The agent leaves its interrupted runs: the message closes the
+		// dead run as interrupted and is answered in a run of its own,
+		// whether a sweep runs (it leaves the run too) or not.
+		{name: "leave", leave: true, deadStatus: ledger.RunInterrupted,
+			items: []string{"user::" + first, "response:interrupted:", "user::again", "response:completed:You said: again"}},
+		{name: "leave-auto-resume", leave: true, auto: &host.AutoResume{Interval: mhLeaseTTL / 3}, deadStatus: ledger.RunInterrupted,
+			items: []string{"user::" + first, "response:interrupted:", "user::again", "response:completed:You said: again"}},
+		{name: "leave-nobody-waits", leave: true, noWait: true, deadStatus: ledger.RunInterrupted,
+			items: []string{"user::" + first, "response:interrupted:", "user::again", "response:completed:You said: again"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "crash-" + tc.name
 			store := mhOpen(t, srv.URL())
 			deadID, deadResp := deadRun(t, store, id, first)
-			b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), func(o *host.Options) { o.AutoResume = tc.auto })
+			b := mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), func(o *host.Options) {
+				o.AutoResume = tc.auto
+				if tc.leave {
+					o.Agent.OnInterrupted = host.ActionLeave
+				}
+			})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			run, err := b.Session(id).Start(ctx, "again", host.StartOptions{})
@@ -129,7 +144,7 @@ func TestSendAfterCrashOnRedis(t *testing.T) {
 			if tc.deadStatus == ledger.RunCompleted && tr.Items[1].ID != deadResp {
 				t.Errorf("the dead run's answer went into item %s, not the one it minted, %s", tr.Items[1].ID, deadResp)
 			}
-			if n := hosttest.CountKind(evs, ledger.KindResumeAttempt); tc.deadStatus == ledger.RunCompleted && n != 1 {
+			if n := hosttest.CountKind(evs, ledger.KindResumeAttempt); (tc.deadStatus == ledger.RunCompleted && n != 1) || (tc.leave && n != 0) {
 				t.Errorf("%d resume attempts: %s", n, kinds(evs))
 			}
 			// Nothing more happens: no run answers anything twice.

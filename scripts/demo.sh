@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The runnable demos, each offline (the fake model), each one command:
-#   scripts/demo.sh chaos|restart|compaction|queue|task|approval|media
+#   scripts/demo.sh chaos|restart|compaction|queue|task|approval|media|beforeafter
 # (make demo-NAME builds the binary and runs it). Each prints the commands
 # it runs, then what they print.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/agentic-host}
-name=${1:?usage: scripts/demo.sh chaos|restart|compaction|queue|task|approval|media}
+name=${1:?usage: scripts/demo.sh chaos|restart|compaction|queue|task|approval|media|beforeafter}
 dir=${DEMO_DIR:-.demo}/$name
 rm -rf "$dir"
 mkdir -p "$dir"
@@ -146,8 +146,24 @@ media)
 	run "$BIN" chat --offline --storage "$store" --session m --attach "$dir/pixel.png" --attach "$dir/notes.pdf" \
 		"What did I send?"
 	;;
+beforeafter)
+	# The same conversation twice, with a flaky model, a crash after the
+	# second question, and a second start: first with the plumbing written
+	# by hand (retries, a JSON file, a resume), then on the host.
+	go build -o "$dir/byhand" ./examples/beforeafter/byhand
+	go build -o "$dir/onhost" ./examples/beforeafter/onhost
+	say "wc -l examples/beforeafter/byhand/main.go examples/beforeafter/onhost/main.go"
+	wc -l examples/beforeafter/byhand/main.go examples/beforeafter/onhost/main.go
+	for prog in byhand onhost; do
+		set +e
+		run "$dir/$prog" -dir "$dir/$prog.data" -crash-at 2
+		echo "[exit $?]"
+		set -e
+		run "$dir/$prog" -dir "$dir/$prog.data"
+	done
+	;;
 *)
-	echo "unknown demo $name (chaos restart compaction queue task approval media)" >&2
+	echo "unknown demo $name (chaos restart compaction queue task approval media beforeafter)" >&2
 	exit 2
 	;;
 esac

@@ -24,11 +24,13 @@ import (
 
 // The routes, authentication, and the JSON shapes of answers and errors.
 
-// apiError is the body of every error answer: {"error":{"code","message"}}.
+// apiError is the body of every error answer: {"error":{"code","message"}},
+// with the run a 409 concerns (run_id).
 type apiError struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		RunID   string `json:"run_id,omitempty"`
 	} `json:"error"`
 }
 
@@ -234,7 +236,7 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 			s.metrics.requests.Add(context.Background(), 1, metric.WithAttributes(
 				attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status)))
 		}()
-		name, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
+		name, _, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
 		if err != nil {
 			s.log.Warn("cannot check an API key", "err", err)
 			writeError(rec, http.StatusServiceUnavailable, codeUnavailable, "cannot check the API key now; try again")
@@ -290,6 +292,7 @@ func (s *Server) routes() {
 	handle("GET /v1/sessions/{id}/events", s.streaming(s.getEvents, true))
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	handle("POST /v1/sessions/{id}/replay", s.replaySession)
+	handle("POST /v1/sessions/{id}/resume", s.resumeSession)
 	handle("POST /v1/tasks", s.postTask)
 	handle("GET /v1/tasks/{id}", s.getTask)
 	handle("GET /v1/approvals", s.listApprovals)

@@ -131,10 +131,10 @@ type ModelConfig struct {
 // TenantConfig is one tenant: its keys, agents, models, sandbox and
 // limits.
 type TenantConfig struct {
-	// Keys are SHA-256 hashes ("sha256:HEX") of the tenant's API keys.
-	// More are kept in the storage by `agentic-host keys create`.
-	// Default: none.
-	Keys []string `yaml:"keys"`
+	// Keys are the tenant's API keys, by their SHA-256 ("sha256:HEX"),
+	// each with an expiry if it has one (see [KeyConfig]). More are kept
+	// in the storage by `agentic-host keys create`. Default: none.
+	Keys []KeyConfig `yaml:"keys"`
 	// Agents are the tenant's agents by name; a request names one, or
 	// gets "default". Default: one "default" agent on the first allowed
 	// model.
@@ -191,6 +191,58 @@ type TenantConfig struct {
 	MCPServers []MCPServerConfig `yaml:"mcp_servers"`
 }
 
+// KeyConfig is an API key of a tenant's, in the configuration. In YAML it
+// is its hash alone ("sha256:HEX", as `agentic-host keys hash KEY` prints
+// it), or a mapping {hash: sha256:HEX, expires: 2026-12-31T00:00:00Z} (or
+// a date, 2026-12-31: its midnight UTC).
+type KeyConfig struct {
+	// Hash is "sha256:HEX", the SHA-256 of the key. Required.
+	Hash string `yaml:"hash"`
+	// Expires is when the key expires: from then on it is refused (401),
+	// and the event streams opened with it close at their next heartbeat.
+	// Default: zero, never.
+	Expires time.Time `yaml:"expires"`
+}
+
+// UnmarshalYAML reads a key's hash, or a mapping of its hash and expiry.
+// A bad value is a *yaml.TypeError, so that the decoder goes on and
+// reports the file's other problems with it.
+func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*k = KeyConfig{Hash: n.Value}
+		return nil
+	}
+	var raw struct {
+		Hash    string `yaml:"hash"`
+		Expires string `yaml:"expires"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a key's hash (sha256:HEX) or {hash, expires}", n.Line)}}
+	}
+	if err := n.Decode(&raw); err != nil {
+		return err
+	}
+	*k = KeyConfig{Hash: raw.Hash}
+	if raw.Expires == "" {
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if at, err := time.Parse(layout, raw.Expires); err == nil {
+			k.Expires = at.UTC()
+			return nil
+		}
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expires %q: want a time (2026-12-31T00:00:00Z) or a date (2026-12-31)", n.Line, raw.Expires)}}
+}
+
+// MarshalYAML writes the hash alone when the key never expires.
+func (k KeyConfig) MarshalYAML() (any, error) {
+	if k.Expires.IsZero() {
+		return k.Hash, nil
+	}
+	return map[string]string{"hash": k.Hash, "expires": k.Expires.UTC().Format(time.RFC3339Nano)}, nil
+}
+
 // BudgetAskConfig is what an approval of a run past its tenant's budget
 // lets it do (TenantConfig.BudgetAsk).
 type BudgetAskConfig struct {
@@ -236,6 +288,20 @@ type AgentConfig struct {
 	Approve []string `yaml:"approve"`
 	// Timeouts are the agent's named timeouts.
 	Timeouts TimeoutsConfig `yaml:"timeouts"`
+	// OnInterrupted is what becomes of a run of the agent that a host
+	// left interrupted (it died, or its shutdown grace ran out), when a
+	// host takes it over (host.Agent.OnInterrupted): "resume" goes on
+	// where it stopped, "restart" runs its messages again from scratch,
+	// "fail" ends it failed, and "leave" keeps it interrupted until the
+	// next message (which closes it as interrupted and is answered by a
+	// run of its own, seeing the transcript) or POST
+	// /v1/sessions/{id}/resume. Default: "", which means "resume".
+	OnInterrupted string `yaml:"on_interrupted"`
+	// Overlap is what a message naming the agent does while the
+	// session's run works (host.Agent.Overlap): "queue" joins that run,
+	// "reject" is refused with 409 naming the run, and nothing is
+	// appended. Default: "", which means "queue".
+	Overlap string `yaml:"overlap"`
 }
 
 // SmoothConfig paces an agent's streamed text (host.SmoothOptions).
@@ -810,7 +876,7 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		bad("a tenant's name is 1 to 32 of [a-z0-9_-], starting with a letter or digit")
 	}
 	for i, k := range t.Keys {
-		if hex, ok := strings.CutPrefix(k, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		if hex, ok := strings.CutPrefix(k.Hash, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
 		}
 	}
@@ -947,6 +1013,16 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			if _, err := host.NewSmoother[int](a.Smooth.options()); err != nil {
 				bad("agents.%s: smooth: %v", an, err)
 			}
+		}
+		switch host.ResumeAction(a.OnInterrupted) {
+		case "", host.ActionResume, host.ActionRestart, host.ActionFail, host.ActionLeave:
+		default:
+			bad("agents.%s: on_interrupted %q: want resume, restart, fail or leave", an, a.OnInterrupted)
+		}
+		switch host.Overlap(a.Overlap) {
+		case "", host.OverlapQueue, host.OverlapReject:
+		default:
+			bad("agents.%s: overlap %q: want queue or reject", an, a.Overlap)
 		}
 		agents[an] = a
 	}

@@ -215,7 +215,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		Tenants: map[string]server.TenantConfig{
 			"Bad Name": {Models: []string{"m"}},
 			"acme": {
-				Keys:            []string{"plaintext-key"},
+				Keys:            []server.KeyConfig{{Hash: "plaintext-key"}},
 				Models:          []string{"allowed/model"},
 				BudgetUSDPerDay: -1,
 				RateLimit:       server.RateLimitConfig{ConcurrentRuns: -2},
@@ -224,6 +224,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 				Agents: map[string]server.AgentConfig{
 					"writer":    {Model: "other/model"},
 					"bad agent": {Model: "allowed/model"},
+					"policy":    {Model: "allowed/model", OnInterrupted: "retry", Overlap: "drop"},
 				},
 			},
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
@@ -249,6 +250,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"tenants.acme: agents.writer: model other/model is not among the tenant's models",
 		"tenants.acme: agents.bad agent",
 		"tenants.acme: compaction_limit",
+		`tenants.acme: agents.policy: on_interrupted "retry": want resume, restart, fail or leave`,
+		`tenants.acme: agents.policy: overlap "drop": want queue or reject`,
 		"tenants.nomodel: agents.default: model is required",
 		"tenants.fuel: plugin_fuel_per_day is negative",
 		"tenants.fuel2: plugin_fuel_refuses_runs needs plugin_fuel_per_day",

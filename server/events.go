@@ -284,8 +284,8 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			}
 			arm()
 		case <-beat.C:
-			if s.revoked(ctx, key, t) {
-				stopped(codeUnauthorized, "the API key was revoked")
+			if why := s.revoked(ctx, key, t); why != "" {
+				stopped(codeUnauthorized, why)
 				return
 			}
 			if err := out.comment("ping"); err != nil {
@@ -298,8 +298,15 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 }
 
 // revoked tells, at a stream's heartbeat, that key no longer opens tenant
-// t. A key that cannot be checked now is not taken for revoked.
-func (s *Server) revoked(ctx context.Context, key string, t *tenant) bool {
-	tenant, err := s.keys.tenantOf(ctx, key, s.serves)
-	return err == nil && tenant != t.name
+// t — it was revoked, or expired — and why; "" while it does. A key that
+// cannot be checked now is not taken for revoked.
+func (s *Server) revoked(ctx context.Context, key string, t *tenant) string {
+	tenant, why, err := s.keys.tenantOf(ctx, key, s.serves)
+	switch {
+	case err != nil || tenant == t.name:
+		return ""
+	case why == keyExpired:
+		return "the API key expired"
+	}
+	return "the API key was revoked"
 }

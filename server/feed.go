@@ -108,8 +108,8 @@ func (s *Server) getFeed(w http.ResponseWriter, r *http.Request, t *tenant) {
 				return
 			}
 		case <-beat.C:
-			if s.revoked(r.Context(), key, t) {
-				out.event("error", "", map[string]string{"code": codeUnauthorized, "message": "the API key was revoked"})
+			if why := s.revoked(r.Context(), key, t); why != "" {
+				out.event("error", "", map[string]string{"code": codeUnauthorized, "message": why})
 				return
 			}
 			if err := out.comment("ping"); err != nil {

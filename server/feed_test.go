@@ -143,7 +143,7 @@ func TestFeedEndsAtShutdown(t *testing.T) {
 // error event, at the heartbeat after the key is revoked.
 func TestRevokedKeyClosesFeed(t *testing.T) {
 	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.Heartbeat = server.Duration(50 * time.Millisecond) }})
-	key, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme")
+	key, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@ func TestPluginGrants(t *testing.T) {
 		t.Errorf("beta's ungranted call: %s (posts %d)", body, posts.Load())
 	}
 
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel},
 		Sandbox: server.SandboxConfig{AllowedHosts: []string{"api.example.com"}, Grants: map[string]server.GrantConfig{"x": {AllowedHosts: []string{"evil.example.org"}}}}}}}
 	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil ||
 		!strings.Contains(err.Error(), `sandbox: plugin x: plugins: granted host "evil.example.org" is not among the tenant's allowed hosts`) {
@@ -155,7 +155,7 @@ func TestPluginSecrets(t *testing.T) {
 		{server.SecretConfig{Plugin: "p", Host: u.Host, Value: token, ValueEnv: "TEST_BLOG_TOKEN"}, "want exactly one of value, value_env and value_file"},
 		{server.SecretConfig{Plugin: "p", Host: u.Host, Value: token, Scheme: "digest"}, `scheme "digest"`},
 	} {
-		cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+		cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel},
 			Sandbox: server.SandboxConfig{AllowedHosts: []string{u.Host}, Secrets: []server.SecretConfig{tc.secret}}}}}
 		_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), token) {

@@ -124,6 +124,8 @@ type serverSetup struct {
 	Mutate func(*server.Config)
 	// Listener wraps the test server's listener. Default: none.
 	Listener func(net.Listener) net.Listener
+	// Prepare is called with the server before it serves. Default: none.
+	Prepare func(*server.Server)
 }
 
 // startServer is newTestServer with a setup.
@@ -135,8 +137,8 @@ func startServer(t testing.TB, setup serverSetup) *testServer {
 	}
 	// The compiled plugins are cached where plugintest caches them.
 	cfg := server.Config{PluginsDir: t.TempDir(), PluginCacheDir: filepath.Join(plugintest.CacheDir(), "wazero"), Tenants: map[string]server.TenantConfig{
-		"acme": {Keys: []string{server.HashKey(ts.acme)}, Models: []string{hosttest.DefaultModel}},
-		"beta": {Keys: []string{server.HashKey(ts.beta)}, Models: []string{hosttest.DefaultModel}},
+		"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.acme)}}, Models: []string{hosttest.DefaultModel}},
+		"beta": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.beta)}}, Models: []string{hosttest.DefaultModel}},
 	}}
 	if setup.Mutate != nil {
 		setup.Mutate(&cfg)
@@ -146,6 +148,9 @@ func startServer(t testing.TB, setup serverSetup) *testServer {
 		t.Fatal(err)
 	}
 	ts.srv = srv
+	if setup.Prepare != nil {
+		setup.Prepare(srv)
+	}
 	ts.Server = httptest.NewUnstartedServer(srv)
 	if setup.Listener != nil {
 		ts.Server.Listener = setup.Listener(ts.Server.Listener)

@@ -124,6 +124,12 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/sessions/{id}/replay", name: "parked, one call", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Parked + "/replay", body: `{"call_id":"call_1"}`}
 	}},
+	{route: "POST /v1/sessions/{id}/resume", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/resume"}
+	}},
+	{route: "POST /v1/sessions/{id}/resume", name: "live", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Live + "/resume?wait=true", body: `{"action":"fail"}`}
+	}},
 	{route: "GET /v1/tasks/{id}", name: "task", req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/tasks/" + ids.Task} }},
 	{route: "GET /v1/approvals", name: "list", list: true, req: get("/v1/approvals")},
 	{route: "POST /v1/approvals/{id}", name: "approve", req: func(ids isoIDs) isoRequest {
@@ -438,7 +444,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 
 	// No valid key: the same 401 on every route, whatever the ids.
 	kv := ts.kv(t)
-	revoked, rec, err := server.CreateKey(context.Background(), kv, "beta")
+	revoked, rec, err := server.CreateKey(context.Background(), kv, "beta", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +454,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 	if _, err := server.RevokeKey(context.Background(), kv, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	unserved, _, err := server.CreateKey(context.Background(), kv, "gamma")
+	unserved, _, err := server.CreateKey(context.Background(), kv, "gamma", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

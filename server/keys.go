@@ -36,6 +36,22 @@ type KeyRecord struct {
 	CreatedAt time.Time `json:"created_at"`
 	// RevokedAt is when the key was revoked; zero while it is valid.
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
+	// ExpiresAt is when the key expires; zero when it never does. An
+	// expired key is refused as a revoked one is.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// Expired reports whether the key has expired at now.
+func (r KeyRecord) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// KeyOptions tunes [CreateKey]. The zero value is usable.
+type KeyOptions struct {
+	// ExpiresAt is when the key expires: from then on it is refused
+	// (401), and the event streams opened with it close at their next
+	// heartbeat. Default: zero, never.
+	ExpiresAt time.Time
 }
 
 // HashKey returns the "sha256:HEX" of an API key, as TenantConfig.Keys
@@ -47,9 +63,12 @@ func HashKey(key string) string {
 
 // CreateKey makes a new API key for tenant, stores its hash in kv, and
 // returns the key — the only time it is seen — with its record.
-func CreateKey(ctx context.Context, kv storage.KV, tenant string) (string, KeyRecord, error) {
+func CreateKey(ctx context.Context, kv storage.KV, tenant string, opts KeyOptions) (string, KeyRecord, error) {
 	if !tenantName.MatchString(tenant) {
 		return "", KeyRecord{}, fmt.Errorf("server: tenant %q: want 1 to 32 of [a-z0-9_-]", tenant)
+	}
+	if !opts.ExpiresAt.IsZero() && !opts.ExpiresAt.After(time.Now()) {
+		return "", KeyRecord{}, fmt.Errorf("server: the key would expire at %s, which is past", opts.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	var id [6]byte
 	var secret [24]byte
@@ -61,6 +80,9 @@ func CreateKey(ctx context.Context, kv storage.KV, tenant string) (string, KeyRe
 	}
 	key := "ak_" + hex.EncodeToString(id[:]) + "_" + hex.EncodeToString(secret[:])
 	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Tenant: tenant, Hash: HashKey(key), CreatedAt: time.Now().UTC()}
+	if !opts.ExpiresAt.IsZero() {
+		rec.ExpiresAt = opts.ExpiresAt.UTC()
+	}
 	b, _ := json.Marshal(rec)
 	if err := kv.Set(ctx, keysNamespace, rec.Hash, b); err != nil {
 		return "", KeyRecord{}, fmt.Errorf("server: store the key: %w", err)
@@ -124,38 +146,62 @@ func RevokeKey(ctx context.Context, kv storage.KV, id string) (KeyRecord, error)
 // keyring finds the tenant of a presented key.
 type keyring struct {
 	kv     storage.KV
-	config map[string]string // hash → tenant, from the configuration
+	config map[string]configKey // by hash, from the configuration
+	now    func() time.Time
+}
+
+// configKey is a key of the configuration.
+type configKey struct {
+	tenant  string
+	expires time.Time // zero: never
 }
 
 func newKeyring(kv storage.KV, tenants map[string]TenantConfig) *keyring {
-	k := &keyring{kv: kv, config: map[string]string{}}
+	k := &keyring{kv: kv, config: map[string]configKey{}, now: time.Now}
 	for name, t := range tenants {
-		for _, h := range t.Keys {
-			k.config[h] = name
+		for _, c := range t.Keys {
+			k.config[c.Hash] = configKey{tenant: name, expires: c.Expires}
 		}
 	}
 	return k
 }
 
+// Why a presented key opens no tenant (see keyring.tenantOf).
+const (
+	keyUnknown = "unknown"
+	keyRevoked = "revoked"
+	keyExpired = "expired"
+)
+
 // tenantOf returns the tenant key opens, "" when none does (unknown,
-// revoked, or of a tenant the service does not serve).
-func (k *keyring) tenantOf(ctx context.Context, key string, serves func(string) bool) (string, error) {
+// revoked, expired, or of a tenant the service does not serve), with why
+// (keyRevoked, keyExpired, or keyUnknown for the others).
+func (k *keyring) tenantOf(ctx context.Context, key string, serves func(string) bool) (tenant, why string, err error) {
 	if key == "" {
-		return "", nil
+		return "", keyUnknown, nil
 	}
 	h := HashKey(key)
-	for hash, tenant := range k.config {
+	now := k.now()
+	for hash, c := range k.config {
 		if subtle.ConstantTimeCompare([]byte(hash), []byte(h)) == 1 {
-			return tenant, nil
+			if !c.expires.IsZero() && !now.Before(c.expires) {
+				return "", keyExpired, nil
+			}
+			return c.tenant, "", nil
 		}
 	}
 	b, ok, err := k.kv.Get(ctx, keysNamespace, h)
 	if err != nil || !ok {
-		return "", err
+		return "", keyUnknown, err
 	}
 	var rec KeyRecord
-	if json.Unmarshal(b, &rec) != nil || !rec.RevokedAt.IsZero() || !serves(rec.Tenant) {
-		return "", nil
+	switch {
+	case json.Unmarshal(b, &rec) != nil || !serves(rec.Tenant):
+		return "", keyUnknown, nil
+	case !rec.RevokedAt.IsZero():
+		return "", keyRevoked, nil
+	case rec.Expired(now):
+		return "", keyExpired, nil
 	}
-	return rec.Tenant, nil
+	return rec.Tenant, "", nil
 }

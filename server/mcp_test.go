@@ -152,7 +152,7 @@ func TestMCPServers(t *testing.T) {
 	}
 
 	// A server outside the sandbox, or with a secret that cannot be read.
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel},
 		MCPServers: []server.MCPServerConfig{{Name: "docs", URL: "https://mcp.example.com/mcp", Credential: &server.SecretConfig{ValueEnv: "NOT_SET_ANYWHERE"}}, {Name: "docs", URL: "x"}},
 		Agents:     map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, MCP: []string{"nope"}}}}}}
 	_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})

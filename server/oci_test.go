@@ -116,7 +116,7 @@ func TestPluginOCI(t *testing.T) {
 	}
 
 	// A tag is not a pin.
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")},
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}},
 		Plugins: []string{"oci://" + reg.Host + "/plugins/get_account:latest"}}}}
 	_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: ts.model})
 	if err == nil || !strings.Contains(err.Error(), "tenants.acme: plugins[0]") || !strings.Contains(err.Error(), "names a tag, not a digest") {

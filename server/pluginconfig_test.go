@@ -24,7 +24,7 @@ func TestPluginConfigRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := server.Config{Tenants: map[string]server.TenantConfig{
-				"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel}, PluginConfig: tc.pc},
+				"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel}, PluginConfig: tc.pc},
 			}}
 			srv, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
 			if err == nil {

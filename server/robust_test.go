@@ -199,7 +199,7 @@ func TestRevokedKeyClosesStream(t *testing.T) {
 		c.Heartbeat = server.Duration(50 * time.Millisecond)
 		c.StreamWriteTimeout = server.Duration(100 * time.Millisecond)
 	}})
-	key, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme")
+	key, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,6 +85,7 @@ type tenant struct {
 	storage storage.Storage // the tenant's prefix of the server's storage
 	host    *host.Host
 	agents  map[string]host.Agent
+	def     host.Agent    // the agent of a request that names none
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
@@ -267,6 +268,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	if !ok {
 		def = t.agents[sortedKeys(t.agents)[0]]
 	}
+	t.def = def
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
@@ -278,21 +280,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	}
 	if *s.cfg.AutoResume {
 		// A resumed run goes on with the agent it started with.
-		hopts.AutoResume = &host.AutoResume{MaxAttempts: s.cfg.ResumeMaxAttempts, AgentFor: func(ctx context.Context, sessionID string) (host.Agent, error) {
-			events, err := store.Load(ctx, sessionID)
-			if err != nil {
-				return host.Agent{}, err
-			}
-			for i := len(events) - 1; i >= 0; i-- {
-				if rs := events[i].RunStart; rs != nil {
-					if a, ok := t.agents[rs.Agent]; ok {
-						return a, nil
-					}
-					break
-				}
-			}
-			return def, nil
-		}}
+		hopts.AutoResume = &host.AutoResume{MaxAttempts: s.cfg.ResumeMaxAttempts, AgentFor: t.runAgent}
 	}
 	h, err := host.New(hopts)
 	if err != nil {
@@ -302,13 +290,32 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	return t, nil
 }
 
+// runAgent returns the agent the session's last run started with (the
+// default agent when the tenant has no agent of that name any more).
+func (t *tenant) runAgent(ctx context.Context, sessionID string) (host.Agent, error) {
+	events, err := t.storage.Load(ctx, sessionID)
+	if err != nil {
+		return host.Agent{}, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		if rs := events[i].RunStart; rs != nil {
+			if a, ok := t.agents[rs.Agent]; ok {
+				return a, nil
+			}
+			break
+		}
+	}
+	return t.def, nil
+}
+
 // agent builds one of a tenant's agents.
 func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, error) {
 	tenant := t.name
 	a := host.Agent{Name: name, Model: ac.Model, System: ac.System, MaxSteps: ac.MaxSteps, MaxTokens: ac.MaxTokens,
 		Toolsets: []host.Toolset{pluginTools{reg: s.registry, tenant: tenant, only: ac.Plugins}, mcpTools{t: t, only: ac.MCP}},
 		Timeouts: host.AgentTimeouts{Total: time.Duration(ac.Timeouts.Total), Step: time.Duration(ac.Timeouts.Step),
-			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)}}
+			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)},
+		OnInterrupted: host.ResumeAction(ac.OnInterrupted), Overlap: host.Overlap(ac.Overlap)}
 	if ac.Policy != "" {
 		module, policy, _ := strings.Cut(ac.Policy, ":")
 		a.Policies = []host.Policy{plugins.PolicyRef{Registry: s.registry, Tenant: tenant, Module: module, Policy: policy}}

@@ -31,8 +31,8 @@ func newTestServer(t *testing.T, mutate ...func(*server.Config)) *testServer {
 	t.Helper()
 	ts := &testServer{store: memory.New(), model: hosttest.NewModel(), acme: "ak_test_acme", beta: "ak_test_beta"}
 	cfg := server.Config{PluginsDir: t.TempDir(), Tenants: map[string]server.TenantConfig{
-		"acme": {Keys: []string{server.HashKey(ts.acme)}, Models: []string{hosttest.DefaultModel}},
-		"beta": {Keys: []string{server.HashKey(ts.beta)}, Models: []string{hosttest.DefaultModel}},
+		"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.acme)}}, Models: []string{hosttest.DefaultModel}},
+		"beta": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.beta)}}, Models: []string{hosttest.DefaultModel}},
 	}}
 	for _, m := range mutate {
 		m(&cfg)

@@ -348,6 +348,14 @@ func (s *Server) startError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
 	case errors.Is(err, host.ErrClosed):
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is shutting down; the run is left for another host")
+	case errors.Is(err, host.ErrBusy):
+		// The agent rejects overlapping turns: nothing was appended.
+		var e apiError
+		e.Error.Code, e.Error.Message = codeConflict, err.Error()
+		if busy, ok := errors.AsType[*host.BusyError](err); ok {
+			e.Error.RunID = busy.RunID
+		}
+		writeJSON(w, http.StatusConflict, e)
 	default:
 		s.log.Error("cannot start the run", "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, "the message could not be accepted: %v", err)
@@ -460,6 +468,73 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant
 		return
 	}
 	writeJSON(w, http.StatusOK, ledger.WireTranscript(tr))
+}
+
+// resumeRequest is the body of POST /v1/sessions/{id}/resume.
+type resumeRequest struct {
+	// Action is what to do with the interrupted run: "resume" (go on
+	// where it stopped), "restart" (its messages again, from scratch) or
+	// "fail". Default: "resume".
+	Action string `json:"action,omitempty"`
+}
+
+// resumeSession resumes the session's interrupted run on demand — one its
+// agent left interrupted (on_interrupted: leave), or one a host gave up
+// on — with the agent it started with.
+func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var req resumeRequest
+	if !s.decodeOptionalBody(w, r, &req) {
+		return
+	}
+	switch host.ResumeAction(req.Action) {
+	case "", host.ActionResume, host.ActionRestart, host.ActionFail:
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"action\": %q: want resume, restart or fail", req.Action)
+		return
+	}
+	wait, ok := boolParam(w, r, "wait")
+	if !ok || !s.exists(w, r, t, id) {
+		return
+	}
+	agent, err := t.runAgent(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		return
+	}
+	release, ok := s.admitRun(w, r, t, id)
+	if !ok {
+		return
+	}
+	run, err := t.host.Session(id).StartResume(r.Context(), host.ResumeOptions{Action: host.ResumeAction(req.Action), Agent: &agent})
+	release()
+	switch {
+	case errors.Is(err, host.ErrNothingToResume):
+		writeError(w, http.StatusConflict, codeConflict, "session %s has no interrupted run to resume: %v", id, err)
+		return
+	case errors.Is(err, host.ErrLeadElsewhere):
+		writeError(w, http.StatusConflict, codeConflict, "another host runs session %s", id)
+		return
+	case err != nil:
+		s.startError(w, err)
+		return
+	}
+	if !wait {
+		writeJSON(w, http.StatusAccepted, messageResponse{SessionID: id, MessageID: run.MessageID(), RunID: run.ID()})
+		return
+	}
+	res, err := run.Wait(r.Context())
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.startError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resultOf(id, res))
 }
 
 func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant) {

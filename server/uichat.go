@@ -187,7 +187,9 @@ func (s *Server) uiDecide(ctx context.Context, sess *host.Session, m uistream.Me
 }
 
 // uiResume resumes the stream of the session's run in flight: a replay of
-// the run so far, then its live progress.
+// the run so far, then its live progress. A session whose run a host left
+// interrupted (its agent leaves it so, or nothing resumed it yet) answers
+// the replay of that run, ending with finish reason "interrupted".
 func (s *Server) uiResume(w http.ResponseWriter, r *http.Request, t *tenant) {
 	id, ok := sessionID(w, r)
 	if !ok {
@@ -199,7 +201,10 @@ func (s *Server) uiResume(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
 		return
 	}
-	if st.State != host.StateRunning {
+	shown := func(st host.Status) bool {
+		return st.State == host.StateRunning || (st.State == host.StateInterrupted && st.RunID != "")
+	}
+	if !shown(st) {
 		w.WriteHeader(http.StatusNoContent) // no active stream
 		return
 	}
@@ -218,7 +223,7 @@ func (s *Server) uiResume(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}
 		return
 	}
-	if first.Snapshot == nil || first.Snapshot.Status.State != host.StateRunning {
+	if first.Snapshot == nil || !shown(first.Snapshot.Status) {
 		w.WriteHeader(http.StatusNoContent) // the run ended meanwhile
 		return
 	}

@@ -274,7 +274,7 @@ func TestSmoothStreams(t *testing.T) {
 		t.Errorf("the status names no agent: %d %s", code, body)
 	}
 	// A bad pattern is a configuration error.
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey("k")}, Models: []string{hosttest.DefaultModel},
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel},
 		Agents: map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Smooth: &server.SmoothConfig{Chunking: "("}}}}}}
 	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), "agents.default: smooth:") {
 		t.Errorf("a bad chunking: %v", err)

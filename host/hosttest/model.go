@@ -1,7 +1,9 @@
 // Package hosttest helps test agents and the code built on package host: a
 // scripted model that runs in process ([Model]: no network, no provider), a
-// harness that builds a host over a memory store ([New]), and helpers that
-// read ledgers in tests ([Kinds], [WaitLedger], …).
+// harness that builds a host over a memory store ([New]), helpers that
+// read ledgers in tests ([Kinds], [WaitLedger], …), and streaming fixtures
+// for UI tests: a run's progress recorded with stable ids and virtual
+// times ([RecordStream], [Stream]), played on a virtual clock ([Clock]).
 //
 // A test scripts the model's replies — text, tool calls, failures — or lets
 // it behave like a small agent: it calls a tool the request offers when the

@@ -43,9 +43,12 @@ type modelFlags struct {
 	timeouts host.AgentTimeouts
 	compact  float64
 	resume   bool
-	leaseTTL time.Duration
-	plugins  string
-	modelSet bool // --model or AGENTIC_MODEL named the model
+	// The agent's restart policy and overlap rule.
+	onInterrupted string
+	overlap       string
+	leaseTTL      time.Duration
+	plugins       string
+	modelSet      bool // --model or AGENTIC_MODEL named the model
 
 	// The sandbox of the --plugins.
 	pluginKV      bool
@@ -111,6 +114,8 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.Var(&m.mcpURLs, "mcp", "offer the tools of the MCP server at `NAME=URL` (streamable HTTP) as NAME__TOOL (repeatable)")
 	fs.Var(&m.mcpStdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and offer its tools as NAME__TOOL (repeatable)")
 	fs.Var(&m.mcpTokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
+	fs.StringVar(&m.onInterrupted, "on-interrupted", "resume", "what becomes of a run a process left interrupted: `ACTION` resume (go on where it stopped), restart (from scratch), fail, or leave (it stays interrupted: the next message is answered by a run of its own; /resume continues it)")
+	fs.StringVar(&m.overlap, "overlap", "queue", "a message sent while the session's run works (from another chat or host): `RULE` queue (it joins that run) or reject (it is refused, and nothing is appended)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -135,7 +140,20 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			return nil, nil, fail(2, "--timeout-%s must not be negative, got %s", name, d)
 		}
 	}
-	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts}
+	switch host.ResumeAction(m.onInterrupted) {
+	case host.ActionResume, host.ActionRestart, host.ActionFail, host.ActionLeave:
+	default:
+		cleanup()
+		return nil, nil, fail(2, "--on-interrupted %q: want resume, restart, fail or leave", m.onInterrupted)
+	}
+	switch host.Overlap(m.overlap) {
+	case host.OverlapQueue, host.OverlapReject:
+	default:
+		cleanup()
+		return nil, nil, fail(2, "--overlap %q: want queue or reject", m.overlap)
+	}
+	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts,
+		OnInterrupted: host.ResumeAction(m.onInterrupted), Overlap: host.Overlap(m.overlap)}
 	if m.offline {
 		if !m.modelSet {
 			agent.Model = fakemodel.DefaultModel
@@ -360,11 +378,13 @@ func chat(ctx context.Context, args []string, env Env) error {
 		}
 		return res, err
 	}
-	send := func(text string) (host.RunResult, error) {
-		// A run this session left interrupted (the process died) is
-		// finished first, so that the conversation stays in order.
-		res, err := runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
-			return sess.Resume(ctx, host.ResumeOptions{OnProgress: func(ev host.Progress) {
+	// resume finishes a run this session left interrupted (the process
+	// died), as --on-interrupted says: resume goes on with it, restart
+	// runs it again, fail ends it. (leave does nothing: the next message
+	// closes the run as interrupted; /resume goes on with it.)
+	resume := func(action host.ResumeAction) (host.RunResult, error) {
+		return runOne(func(ctx context.Context, p *printer) (host.RunResult, error) {
+			return sess.Resume(ctx, host.ResumeOptions{Action: action, OnProgress: func(ev host.Progress) {
 				if ev.Type == host.ProgressResponseStart && !p.resumed {
 					p.resumed = true
 					p.write("[resuming an interrupted run]\n")
@@ -372,6 +392,14 @@ func chat(ctx context.Context, args []string, env Env) error {
 				p.progress(ev)
 			}})
 		})
+	}
+	send := func(text string) (host.RunResult, error) {
+		// A run this session left interrupted is finished first, so that
+		// the conversation stays in order — unless the agent leaves it.
+		res, err := host.RunResult{}, host.ErrNothingToResume
+		if action := host.ResumeAction(m.onInterrupted); action != host.ActionLeave {
+			res, err = resume(action)
+		}
 		switch {
 		case errors.Is(err, host.ErrNothingToResume):
 		case errors.Is(err, host.ErrLeadElsewhere):
@@ -479,6 +507,19 @@ func chat(ctx context.Context, args []string, env Env) error {
 		case "/usage":
 			printUsage(env.Stdout)
 			continue
+		case "/resume":
+			res, err := resume(host.ActionResume)
+			switch {
+			case errors.Is(err, host.ErrNothingToResume):
+				fmt.Fprintln(env.Stdout, "[no interrupted run to resume]")
+			case err == nil && res.Status == ledger.RunApprovalRequired:
+				tellParked(env.Stderr, m.session, res)
+			default:
+				if err := outcome(res, err); err != nil {
+					fmt.Fprintf(env.Stderr, "%v\n", err)
+				}
+			}
+			continue
 		}
 		if path, ok := strings.CutPrefix(line, "/attach "); ok {
 			p, err := readAttachment(strings.TrimSpace(path))
@@ -561,6 +602,7 @@ func checkEndpoint(base, key string) error {
 // chatHelp lists the interactive commands.
 const chatHelp = `Commands:
   /usage   tokens and cost of this session so far
+  /resume  go on with the session's interrupted run (one --on-interrupted leave left)
   /attach FILE  send FILE (an image, audio, a PDF…) with the next message
   /help    this list
   /quit    leave (so does Ctrl-D); Ctrl-C stops the reply in flight
@@ -587,8 +629,23 @@ var errCtrlC = errors.New("interrupted (Ctrl-C)")
 // timeout(1)'s.
 const exitTimedOut = 124
 
+// exitBusy is the exit status of a message refused because the session's
+// run works (--overlap reject): EX_TEMPFAIL, try again later.
+const exitBusy = 75
+
 // outcome turns a run's result into the command's exit status.
 func outcome(res host.RunResult, err error) error {
+	if busy, ok := errors.AsType[*host.BusyError](err); ok {
+		what := "is working"
+		if busy.State == host.StateApprovalRequired {
+			what = "waits for approval"
+		}
+		run := "run " + busy.RunID
+		if busy.RunID == "" {
+			run = "a run of another host"
+		}
+		return fail(exitBusy, "session %s is busy: %s %s, and --overlap reject refuses a message meanwhile (nothing was sent); send it again once that run ended", busy.SessionID, run, what)
+	}
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ func TestDemos(t *testing.T) {
 		{"queue", []string{`"status":"completed","text":"You said: and one more thing"`}},
 		{"task", []string{`"status": "submitted"`}},
 		{"approval", []string{"[exit 3]", "approved]", "blog: post 1 published"}},
+		{"beforeafter", []string{"[retrying in", "(resumed) You said: And what does a lease add?", "You said: Thanks, that is all."}},
 		{"media", []string{"[attached: image/png, 33 bytes; file notes.pdf, application/pdf, 33 bytes]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,3 +3,6 @@ package cli
 // ApprovalSecret is approvalSecret, for the tests of package cli_test that
 // decide, in the test's own process, with the tokens the binary printed.
 var ApprovalSecret = approvalSecret
+
+// ExpiryOf is expiryOf, for the test of keys create --expires.
+var ExpiryOf = expiryOf

@@ -457,7 +457,7 @@ func TestServeLimitsHoldOnEveryRoute(t *testing.T) {
 	bin := needBinary(t)
 	model := slowModel(t)
 	lister, err := server.New(server.Options{Storage: memory.New(), Model: hosttest.NewModel(), Config: server.Config{
-		Tenants: map[string]server.TenantConfig{"acme": {Keys: []string{server.HashKey(serveKey)}, Models: []string{"fake/echo"}}}}})
+		Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey(serveKey)}}, Models: []string{"fake/echo"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 
@@ -69,76 +67,12 @@ func newLogger(fs *flag.FlagSet, env Env) (*slog.Logger, error) {
 }
 
 // eventPrinter returns an Options.OnEvent that writes one line per live
-// event to env.Stderr in fs's --log-format, whatever the --log-level.
+// event to env.Stderr in fs's --log-format, whatever the --log-level: the
+// host's own event logger (host.LogEvents).
 func eventPrinter(fs *flag.FlagSet, env Env) (func(host.Event), error) {
 	h, err := logHandler(fs, env.Stderr, slog.LevelInfo)
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(h)
-	return func(e host.Event) {
-		log.LogAttrs(context.Background(), slog.LevelInfo, string(e.Type), eventAttrs(e)...)
-	}, nil
-}
-
-// eventAttrs renders an event's fields, those it sets only.
-func eventAttrs(e host.Event) []slog.Attr {
-	attrs := []slog.Attr{slog.String("session", e.SessionID)}
-	add := func(a slog.Attr) { attrs = append(attrs, a) }
-	if e.RunID != "" {
-		add(slog.String("run", e.RunID))
-	}
-	if e.Agent != "" {
-		add(slog.String("agent", e.Agent))
-	}
-	add(slog.Int("step", e.Step))
-	add(slog.Int64("elapsed_ms", e.ElapsedMS))
-	if e.Resumed {
-		add(slog.Bool("resumed", true))
-	}
-	if e.Type == host.EventStep {
-		add(slog.String("finish", e.FinishReason))
-		add(slog.String("model", e.Model))
-		if u := e.Usage; u != nil {
-			add(slog.Int64("tokens_in", int64(u.PromptTokens)))
-			add(slog.Int64("tokens_out", int64(u.CompletionTokens)))
-		}
-		add(slog.String("cost", fmt.Sprintf("%.6f", e.Cost)))
-		add(slog.Int64("duration_ms", e.DurationMS))
-		if e.ToolCalls > 0 {
-			add(slog.Int("tool_calls", e.ToolCalls))
-		}
-	}
-	if r := e.Retry; r != nil {
-		add(slog.String("class", r.Class))
-		add(slog.Int("attempt", r.Attempt))
-		add(slog.Int64("delay_ms", r.DelayMS))
-		add(slog.String("reason", r.Reason))
-	}
-	if e.Status != "" {
-		add(slog.String("status", string(e.Status)))
-	}
-	if e.Timeout != "" {
-		add(slog.String("timeout", string(e.Timeout)))
-	}
-	if e.Tool != "" {
-		add(slog.String("tool", e.Tool))
-	}
-	if e.MessageID != "" {
-		add(slog.String("message", e.MessageID))
-	}
-	if e.Attempt > 0 {
-		add(slog.Int("attempt", e.Attempt))
-	}
-	if a := e.Approval; a != nil {
-		add(slog.String("approval", a.ApprovalID))
-		if a.Tool != "" {
-			add(slog.String("tool", a.Tool))
-		}
-		add(slog.String("state", string(a.State)))
-	}
-	if e.Reason != "" && e.Retry == nil {
-		add(slog.String("reason", e.Reason))
-	}
-	return attrs
+	return host.LogEvents(slog.New(h)), nil
 }

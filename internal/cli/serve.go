@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -205,7 +207,9 @@ func serveModel(mc server.ModelConfig, env Env) (host.Model, func(), error) {
 }
 
 const keysUsage = `Usage:
-  agentic-host keys create --tenant T [--storage URL]   make a key for tenant T (printed once)
+  agentic-host keys create --tenant T [--expires D] [--storage URL]
+                                                        make a key for tenant T (printed once), valid
+                                                        for D (30d, 12h) or until a time (2026-12-31)
   agentic-host keys list [--storage URL] [--json]       list the stored keys (never the keys themselves)
   agentic-host keys revoke ID [--storage URL]           revoke a key: requests with it fail, streams close
   agentic-host keys hash KEY                            print a key's hash, for a configuration's keys
@@ -222,6 +226,7 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 	storeURL := fs.String("storage", DefaultStorage, storageHelp)
 	tenant := fs.String("tenant", "", "the `TENANT` a new key opens")
 	asJSON := fs.Bool("json", false, "print JSON")
+	expires := fs.String("expires", "", "the new key expires after `D` (30d, 36h, 90m) or at a time (2026-12-31, 2026-12-31T18:00:00Z); default: never")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), keysUsage)
 		fs.PrintDefaults()
@@ -258,7 +263,15 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 		if len(pos) != 1 || *tenant == "" {
 			return fail(2, "want keys create --tenant T")
 		}
-		key, rec, err := server.CreateKey(ctx, kv, *tenant)
+		var opts server.KeyOptions
+		if *expires != "" {
+			at, err := expiryOf(*expires, time.Now())
+			if err != nil {
+				return fail(2, "--expires %q: %v", *expires, err)
+			}
+			opts.ExpiresAt = at
+		}
+		key, rec, err := server.CreateKey(ctx, kv, *tenant, opts)
 		if err != nil {
 			return fail(1, "%v", err)
 		}
@@ -266,7 +279,11 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 			return printJSON(env, map[string]any{"key": key, "record": rec})
 		}
 		fmt.Fprintln(env.Stdout, key)
-		fmt.Fprintf(env.Stderr, "key %s for tenant %s: keep it now, it is not shown again\n", rec.ID, rec.Tenant)
+		until := ""
+		if !rec.ExpiresAt.IsZero() {
+			until = ", valid until " + rec.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(env.Stderr, "key %s for tenant %s%s: keep it now, it is not shown again\n", rec.ID, rec.Tenant, until)
 	case "list":
 		recs, err := server.ListKeys(ctx, kv)
 		if err != nil {
@@ -279,13 +296,20 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 			return printJSON(env, recs)
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tEXPIRES\tREVOKED")
+		now := time.Now()
 		for _, r := range recs {
-			revoked := "-"
+			revoked, expires := "-", "-"
 			if !r.RevokedAt.IsZero() {
 				revoked = r.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, r.Tenant, r.CreatedAt.Format(time.RFC3339), revoked)
+			if !r.ExpiresAt.IsZero() {
+				expires = r.ExpiresAt.Format(time.RFC3339)
+				if r.Expired(now) {
+					expires += " (expired)"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Tenant, r.CreatedAt.Format(time.RFC3339), expires, revoked)
 		}
 		tw.Flush()
 	case "revoke":
@@ -305,6 +329,36 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 		return fail(2, "unknown keys command %q", pos[0])
 	}
 	return nil
+}
+
+// expiryOf reads --expires: a duration from now (Go's, with d for days:
+// 30d, 1d12h) or a time (RFC 3339, or a date: its midnight UTC).
+func expiryOf(v string, now time.Time) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if at, err := time.Parse(layout, v); err == nil {
+			return at.UTC(), nil
+		}
+	}
+	rest, days := v, 0
+	if i := strings.Index(rest, "d"); i > 0 {
+		n, err := strconv.Atoi(rest[:i])
+		if err != nil || n < 0 {
+			return time.Time{}, errors.New("want a duration (30d, 36h, 90m) or a time (2026-12-31)")
+		}
+		days, rest = n, rest[i+1:]
+	}
+	var d time.Duration
+	if rest != "" {
+		var err error
+		if d, err = time.ParseDuration(rest); err != nil {
+			return time.Time{}, errors.New("want a duration (30d, 36h, 90m) or a time (2026-12-31)")
+		}
+	}
+	d += time.Duration(days) * 24 * time.Hour
+	if d <= 0 {
+		return time.Time{}, errors.New("want a duration above zero")
+	}
+	return now.Add(d).UTC(), nil
 }
 
 func printJSON(env Env, v any) error {

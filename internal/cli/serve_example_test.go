@@ -42,7 +42,7 @@ func TestServeExampleConfigLoads(t *testing.T) {
 		defer cancel()
 		srv.Close(ctx)
 	}()
-	key, _, err := server.CreateKey(context.Background(), store, "acme")
+	key, _, err := server.CreateKey(context.Background(), store, "acme", server.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

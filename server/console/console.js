@@ -562,6 +562,9 @@
     const stateEl = h('span', { id: 'session-state', class: 'state', 'data-state': '' }, '…');
     const reasonEl = h('span', { class: 'muted' });
     const cancelBtn = h('button', { id: 'cancel', type: 'button', class: 'danger', disabled: true }, 'Cancel run');
+    // A run a host left interrupted (its agent's on_interrupted: leave)
+    // goes on where it stopped.
+    const resumeBtn = h('button', { id: 'resume', type: 'button', disabled: true, title: 'go on with the interrupted run where it stopped' }, 'Resume run');
     const transcriptEl = h('div', { id: 'transcript' });
     const approvalsEl = h('div', { id: 'session-approvals' });
     const message = h('textarea', { id: 'message', placeholder: 'Send a message (Ctrl+Enter)', 'aria-label': 'Message' });
@@ -569,7 +572,7 @@
     const errEl = h('p', { class: 'error', role: 'alert', hidden: true });
     const composer = h('form', { class: 'composer' }, message, sendBtn);
     append(section, [
-      h('div', { class: 'session-head' }, h('a', { href: '#/sessions' }, '← Sessions'), h('h2', null, id), stateEl, reasonEl, cancelBtn),
+      h('div', { class: 'session-head' }, h('a', { href: '#/sessions' }, '← Sessions'), h('h2', null, id), stateEl, reasonEl, resumeBtn, cancelBtn),
       approvalsEl, transcriptEl, errEl, composer]);
     root.append(section);
 
@@ -595,6 +598,7 @@
       stateEl.textContent = (st.state || '').replace(/_/g, ' ');
       reasonEl.textContent = st.reason ? (st.timeout ? `${st.reason} (${st.timeout} timeout)` : st.reason) : '';
       cancelBtn.disabled = !['running', 'queued', 'approval_required', 'interrupted'].includes(st.state);
+      resumeBtn.disabled = st.state !== 'interrupted';
     };
 
     // trafficSummary says in a few words what a plugin's call did through
@@ -866,6 +870,10 @@
     };
     composer.addEventListener('submit', (e) => { e.preventDefault(); send(); });
     message.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
+    resumeBtn.addEventListener('click', async () => {
+      resumeBtn.disabled = true;
+      try { await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/resume'); refresh(); } catch (e) { showError(e); }
+    });
     cancelBtn.addEventListener('click', async () => {
       cancelBtn.disabled = true;
       try { await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/cancel', { reason: 'cancelled from the console' }); refresh(); } catch (e) { showError(e); }

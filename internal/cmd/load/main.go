@@ -215,7 +215,7 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 		return rep, err
 	}
 	cfg := server.Config{Tenants: map[string]server.TenantConfig{
-		"load": {Keys: []string{server.HashKey(tenantKey)}, Models: []string{fakemodel.DefaultModel}},
+		"load": {Keys: []server.KeyConfig{{Hash: server.HashKey(tenantKey)}}, Models: []string{fakemodel.DefaultModel}},
 	}}
 	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
