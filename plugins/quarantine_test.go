@@ -12,7 +12,7 @@ import (
 	"github.com/agentichost/agentic/plugins"
 )
 
-// TestQuarantine: a module whose calls trap (or time out) three times
+// TestQuarantine: a module whose calls trap (or run out of fuel) three times
 // within the window is quarantined for its tenant alone: its tools and
 // policies answer ErrQuarantined without running, its own error answers
 // and calls whose caller gave up never counted; loading the same bytes
@@ -26,7 +26,10 @@ func TestQuarantine(t *testing.T) {
 		Quarantine: func(string) plugins.QuarantinePolicy {
 			return plugins.QuarantinePolicy{Failures: 3, Window: time.Minute}
 		},
-		Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: 300 * time.Millisecond} },
+		// spin ends out of fuel (2e9: a fraction of a second) rather than
+		// at a deadline, which a loaded machine's slow 900 KB answer
+		// could reach too.
+		Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: 10 * time.Second, Fuel: 2_000_000_000} },
 		OnChange: func(c plugins.Change) {
 			mu.Lock()
 			changes = append(changes, c)
@@ -66,7 +69,7 @@ func TestQuarantine(t *testing.T) {
 		t.Fatalf("quarantined on error answers and abandoned calls: %+v", reg.Quarantined("acme"))
 	}
 
-	// A trap, a timeout (or its fuel), a trap: quarantined.
+	// A trap, out of fuel, a trap: quarantined.
 	for _, tool := range []string{"trap", "spin", "trap"} {
 		if err := call(ctx, "acme", tool); err == nil || errors.Is(err, plugins.ErrQuarantined) {
 			t.Fatalf("%s: %v, want its own failure", tool, err)

@@ -75,8 +75,9 @@ func TestServeOnInterruptedLeave(t *testing.T) {
 	}
 	// The UI message stream.
 	_, data := ts.uiChunks(t, "GET", "/v1/ui/chat/left/stream", "")
-	if got := strings.Join(data, "\n"); !strings.HasPrefix(got, `{"type":"start","messageId":"`+left+`"}`) ||
-		!strings.HasSuffix(got, `{"type":"finish","finishReason":"interrupted"}`+"\n[DONE]") {
+	md := `"messageMetadata":{"sessionId":"left","runId":"` + left + `"}`
+	if got := strings.Join(data, "\n"); !strings.HasPrefix(got, `{"type":"start","messageId":"`+left+`",`+md+`}`) ||
+		!strings.HasSuffix(got, `{"type":"finish","finishReason":"interrupted",`+md+`}`+"\n[DONE]") {
 		t.Errorf("the UI message stream of a left run:\n%s", got)
 	}
 	if n := ts.model.RequestCount(); n != 0 {
