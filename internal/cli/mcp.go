@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/protocol/mcp"
+	"github.com/agentichost/agentic/protocol/mcpclient"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -39,6 +40,11 @@ Before a call runs, a policy decides: the plugin policy --policy names, or
 by default the tool's effect (read and write run, external needs approval).
 Approval is asked through MCP elicitation when the client supports it;
 otherwise the call is refused unless --approve names the tool.
+
+With --mcp NAME=URL or --mcp-stdio NAME=COMMAND it serves the tools of
+other MCP servers too, as NAME__TOOL, under the same policy (their effects
+from their annotations); a tool whose definition changes upstream is held
+back from the clients (the rug-pull guard).
 
 Over HTTP every request must carry an API key (Authorization: Bearer KEY),
 read from $` + mcpKeyEnv + ` or the variable --api-key-env names; without a
@@ -75,6 +81,10 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	fs.Var(&approve, "approve", "run `TOOL`'s calls without asking when the policy requires approval (repeatable; a denial stands)")
 	fs.Var(&allowHosts, "allow-host", "let the plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
 	fs.Var(&config, "config", "configuration key K of plugin P: `P:K=V` (repeatable)")
+	var mcpURLs, mcpStdio, mcpTokens pluginList
+	fs.Var(&mcpURLs, "mcp", "serve the tools of the MCP server at `NAME=URL` (streamable HTTP) too, as NAME__TOOL (repeatable)")
+	fs.Var(&mcpStdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and serve its tools too, as NAME__TOOL (repeatable)")
+	fs.Var(&mcpTokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
 	fs.Var(&grantSpecs, "grant", "grant plugin P a share of the sandbox the other flags describe: `P=HOST,kv,private` (any of them; repeatable); once one is given, a plugin not granted gets no HTTP and no key-value store")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mcpUsage)
@@ -200,7 +210,25 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		HoldWidening: true,
 	})
 	defer reg.Close(context.Background())
+	// Other MCP servers' tools, served beside the plugins' (a gateway):
+	// their definitions trusted at the start, a change held (mcpclient).
+	sources, err := openMCPSources(mcpURLs, mcpStdio, mcpTokens, env, logger, func(mcpclient.Change) {
+		if srv != nil {
+			srv.Sync()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, src := range sources {
+			src.Close()
+		}
+	}()
 	srvOpts := mcp.Options{Registry: reg, Tenant: *tenant, Approve: approve, Logger: logger}
+	for _, src := range sources {
+		srvOpts.Toolsets = append(srvOpts.Toolsets, src)
+	}
 	var pol plugins.PolicyRef
 	if polModule != "" {
 		pol = plugins.PolicyRef{Registry: reg, Tenant: *tenant, Module: polModule, Policy: polName}

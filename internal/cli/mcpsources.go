@@ -18,8 +18,15 @@ import (
 // CLI keeps no pins); a definition that changes during the run is held
 // and not offered.
 func (m *modelFlags) openMCP(env Env, logger *slog.Logger) ([]*mcpclient.Source, error) {
+	return openMCPSources(m.mcpURLs, m.mcpStdio, m.mcpTokens, env, logger, nil)
+}
+
+// openMCPSources opens the MCP servers of --mcp (NAME=URL), --mcp-stdio
+// (NAME=COMMAND ARGS) and --mcp-token-env (NAME=VAR), as openMCP says;
+// onChange, when set, is told of their changes.
+func openMCPSources(urls, stdio, tokenSpecs pluginList, env Env, logger *slog.Logger, onChange func(mcpclient.Change)) ([]*mcpclient.Source, error) {
 	tokens := map[string]string{}
-	for _, t := range m.mcpTokens {
+	for _, t := range tokenSpecs {
 		name, v, ok := strings.Cut(t, "=")
 		if !ok || name == "" || v == "" {
 			return nil, fail(2, "--mcp-token-env %q: want NAME=VAR", t)
@@ -31,7 +38,7 @@ func (m *modelFlags) openMCP(env Env, logger *slog.Logger) ([]*mcpclient.Source,
 		tokens[name] = tok
 	}
 	var servers []mcpclient.Server
-	for _, spec := range m.mcpURLs {
+	for _, spec := range urls {
 		name, raw, ok := strings.Cut(spec, "=")
 		u, err := url.Parse(raw)
 		if !ok || err != nil || u.Host == "" {
@@ -45,17 +52,17 @@ func (m *modelFlags) openMCP(env Env, logger *slog.Logger) ([]*mcpclient.Source,
 			c = mcpclient.Bearer(c, raw, tok)
 			delete(tokens, name)
 		}
-		servers = append(servers, mcpclient.Server{Name: name, URL: raw, HTTPClient: c, Logger: logger})
+		servers = append(servers, mcpclient.Server{Name: name, URL: raw, HTTPClient: c, Logger: logger, OnChange: onChange})
 	}
 	for name := range tokens {
 		return nil, fail(2, "--mcp-token-env %s: no --mcp server is named %s", name, name)
 	}
-	for _, spec := range m.mcpStdio {
+	for _, spec := range stdio {
 		name, cmd, ok := strings.Cut(spec, "=")
 		if !ok || len(strings.Fields(cmd)) == 0 {
 			return nil, fail(2, "--mcp-stdio %q: want NAME=COMMAND [ARG...]", spec)
 		}
-		servers = append(servers, mcpclient.Server{Name: name, Command: strings.Fields(cmd), Stderr: env.Stderr, Logger: logger})
+		servers = append(servers, mcpclient.Server{Name: name, Command: strings.Fields(cmd), Stderr: env.Stderr, Logger: logger, OnChange: onChange})
 	}
 	var sources []*mcpclient.Source
 	closeAll := func() {

@@ -1,10 +1,16 @@
 package cli_test
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
@@ -54,5 +60,46 @@ func TestChatTakesMCPServers(t *testing.T) {
 	code, _, errOut = runBin(t, bin, "chat", "--offline", "--storage", "memory:", "--mcp", "acct="+endpoint, "hi")
 	if code != 1 || !strings.Contains(errOut, "MCP server acct") || !strings.Contains(errOut, "Unauthorized") {
 		t.Errorf("a server that refuses us: exit %d %s", code, errOut)
+	}
+}
+
+// TestMCPGateway: agentic-host mcp serves the tools of another MCP server
+// (--mcp-stdio; here agentic-host mcp itself, on another directory) beside
+// its plugins', as NAME__TOOL: a client built with the official Go SDK
+// lists both and calls the other server's through it.
+func TestMCPGateway(t *testing.T) {
+	bin := needBinary(t)
+	inner, outer := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(inner, "get_account.wasm"), plugintest.GoPlugin(t, "../../examples/plugins/get_account"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kit := cKitDir(t)
+	if err := os.WriteFile(filepath.Join(outer, "v.wasm"), plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"version.c", kit + "/agentic.c"}, []string{kit}, []string{`-DVERSION="outer"`}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stderr lockedBuffer
+	cmd := exec.Command(bin, "mcp", "--plugins", outer, "--mcp-stdio", "acct="+bin+" mcp --plugins "+inner)
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	defer cs.Close()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if !slices.Contains(names, "acct__get_account") || !slices.Contains(names, "version") {
+		t.Fatalf("tools %v, want the plugin's and the other server's", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "acct__get_account", Arguments: map[string]any{"account_id": "42"}})
+	if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"plan":"team"`) {
+		t.Fatalf("the other server's tool through the gateway: %+v %v\n%s", res, err, stderr.String())
 	}
 }

@@ -99,7 +99,7 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 				res, err = toolError(KindError, "", "the server failed to run %s: %v", name, p), nil
 			}
 		}()
-		tool, ok := s.reg.Tool(s.tenant, name)
+		tool, ok := s.tool(name)
 		if !ok {
 			return toolError(KindUnavailable, "", "%s is no longer served: its plugin was unloaded", name), nil
 		}

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 
@@ -83,6 +84,11 @@ type Options struct {
 	// Logger receives the server's log: decisions, refusals, protocol
 	// problems. Default: nil, no log.
 	Logger *slog.Logger
+	// Toolsets are tools served beside the registry's (the tools of other
+	// MCP servers, through protocol/mcpclient, or Go tools), under their
+	// own names: a name a plugin of the registry serves too is the
+	// plugin's. Call [Server.Sync] when one's tools change. Default: none.
+	Toolsets []host.Toolset
 	// StateKey signs the state an approval round trip carries through the
 	// client (MCP multi round-trip requests), so that an approval given for
 	// one call cannot be replayed for another. Servers that share clients
@@ -94,13 +100,14 @@ type Options struct {
 // Server serves a tenant's plugin tools over MCP. Its methods are safe for
 // concurrent use.
 type Server struct {
-	reg     *plugins.Registry
-	tenant  string
-	policy  Policy
-	approve map[string]bool
-	log     *slog.Logger
-	key     []byte
-	sdk     *sdk.Server
+	reg      *plugins.Registry
+	toolsets []host.Toolset
+	tenant   string
+	policy   Policy
+	approve  map[string]bool
+	log      *slog.Logger
+	key      []byte
+	sdk      *sdk.Server
 
 	mu    sync.Mutex
 	tools map[string][]byte // name → the MCP definition served, JSON
@@ -148,13 +155,14 @@ func New(opts Options) (*Server, error) {
 		rand.Read(opts.StateKey)
 	}
 	s := &Server{
-		reg:     opts.Registry,
-		tenant:  opts.Tenant,
-		policy:  opts.Policy,
-		approve: map[string]bool{},
-		log:     opts.Logger,
-		key:     bytes.Clone(opts.StateKey),
-		tools:   map[string][]byte{},
+		reg:      opts.Registry,
+		toolsets: slices.Clone(opts.Toolsets),
+		tenant:   opts.Tenant,
+		policy:   opts.Policy,
+		approve:  map[string]bool{},
+		log:      opts.Logger,
+		key:      bytes.Clone(opts.StateKey),
+		tools:    map[string][]byte{},
 	}
 	for _, name := range opts.Approve {
 		s.approve[name] = true
@@ -181,6 +189,11 @@ func (s *Server) Changed(c plugins.Change) {
 	}
 	s.sync()
 }
+
+// Sync makes the tools served those of the registry and the toolsets now
+// (Changed does for the registry's changes): call it when a toolset's
+// tools change.
+func (s *Server) Sync() { s.sync() }
 
 // Tools returns the names of the tools served, sorted.
 func (s *Server) Tools() []string {
@@ -256,7 +269,30 @@ func (s *Server) definitions() map[string]*sdk.Tool {
 			out[td.Name] = definition(t.Spec(), m)
 		}
 	}
+	for _, ts := range s.toolsets {
+		for _, t := range ts.Tools() {
+			if spec := t.Spec(); out[spec.Name] == nil {
+				out[spec.Name] = definition(spec, nil)
+			}
+		}
+	}
 	return out
+}
+
+// tool is the tool name as a call resolves it: the registry's, else a
+// toolset's.
+func (s *Server) tool(name string) (host.Tool, bool) {
+	if t, ok := s.reg.Tool(s.tenant, name); ok {
+		return t, true
+	}
+	for _, ts := range s.toolsets {
+		for _, t := range ts.Tools() {
+			if t.Spec().Name == name {
+				return t, true
+			}
+		}
+	}
+	return nil, false
 }
 
 // definition is a tool's MCP definition. Annotations follow its effect:
@@ -267,6 +303,7 @@ func (s *Server) definitions() map[string]*sdk.Tool {
 //
 // openWorldHint is also set for read and write tools whose sandbox lets
 // them reach HTTP hosts; idempotentHint is the plugin's own declaration.
+// A toolset's tool (m nil) carries no module in its _meta.
 func definition(spec host.ToolSpec, m *plugins.Module) *sdk.Tool {
 	schema := json.RawMessage(spec.InputSchema)
 	if len(bytes.TrimSpace(schema)) == 0 {
@@ -278,7 +315,7 @@ func definition(spec host.ToolSpec, m *plugins.Module) *sdk.Tool {
 	}
 	yes, no := true, false
 	open := &no
-	if effect == host.EffectExternal || len(m.Limits().AllowedHosts) > 0 {
+	if effect == host.EffectExternal || m != nil && len(m.Limits().AllowedHosts) > 0 {
 		open = &yes
 	}
 	a := &sdk.ToolAnnotations{IdempotentHint: spec.Idempotent, OpenWorldHint: open}
@@ -289,12 +326,16 @@ func definition(spec host.ToolSpec, m *plugins.Module) *sdk.Tool {
 	default:
 		a.DestructiveHint = &yes
 	}
+	meta := sdk.Meta{MetaEffect: string(effect)}
+	if m != nil {
+		meta[MetaModule], meta[MetaPlugin] = m.Hash(), m.Name()
+	}
 	return &sdk.Tool{
 		Name:        spec.Name,
 		Description: spec.Description,
 		InputSchema: schema,
 		Annotations: a,
-		Meta:        sdk.Meta{MetaModule: m.Hash(), MetaPlugin: m.Name(), MetaEffect: string(effect)},
+		Meta:        meta,
 	}
 }
 

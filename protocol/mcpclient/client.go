@@ -155,6 +155,9 @@ const (
 	Held ChangeKind = "held"
 	// Approved: a person approved a held definition; it serves.
 	Approved ChangeKind = "approved"
+	// Listed: the server's tools were listed again (a connection, a
+	// list_changed notification): the tools served may have changed.
+	Listed ChangeKind = "listed"
 )
 
 // Change is a change of a Source.
@@ -384,6 +387,8 @@ func (s *Source) emit(c Change) {
 		s.cfg.Logger.Warn("an MCP tool's definition changed, or the tool is new: it is held until a person approves it", "server", c.Server, "tool", c.Tool, "digest", c.Held.Digest)
 	case Disconnected:
 		s.cfg.Logger.Warn("MCP server unreachable; retrying", "server", c.Server, "err", c.Err)
+	case Listed:
+		s.cfg.Logger.Debug("MCP server listed its tools", "server", c.Server)
 	default:
 		s.cfg.Logger.Info("MCP server "+string(c.Kind), "server", c.Server, "tool", c.Tool)
 	}
@@ -646,6 +651,7 @@ func (s *Source) apply(defs []Definition) {
 	for _, h := range held {
 		s.emit(Change{Kind: Held, Server: s.cfg.Name, Tool: h.Name, Held: &h})
 	}
+	s.emit(Change{Kind: Listed, Server: s.cfg.Name})
 }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
