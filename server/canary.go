@@ -86,14 +86,11 @@ func (s *Server) putCanary(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
 		return
 	}
-	select {
-	case t.uploads <- struct{}{}:
-		defer func() { <-t.uploads }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
+	release, ok := t.uploadSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	wasm, sig, ok := s.readUpload(w, r) // the module, and its signature when the tenant wants one
 	if !ok {
 		return

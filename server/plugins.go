@@ -149,16 +149,11 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if name == "" {
 		return
 	}
-	// One upload of the tenant's at a time, from before its body is read:
-	// a module is held in memory, and compiled, once.
-	select {
-	case t.uploads <- struct{}{}:
-		defer func() { <-t.uploads }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
+	release, ok := t.uploadSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	wasm, sig, ok := s.readUpload(w, r)
 	if !ok {
 		return
@@ -449,4 +444,18 @@ func (s *Server) auditAPI(r *http.Request, t *tenant, e auditEntry) {
 func moduleHash(wasm []byte) string {
 	sum := sha256.Sum256(wasm)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// uploadSlot takes the tenant's one upload slot, from before an upload's
+// body is read (a module is held in memory, and compiled, once), and
+// returns what frees it; another upload under way answers 429.
+func (t *tenant) uploadSlot(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case t.uploads <- struct{}{}:
+		return func() { <-t.uploads }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
+		return nil, false
+	}
 }

@@ -38,6 +38,35 @@ func (c *serveClient) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&c.keyEnv, "key-env", "AGENTIC_API_KEY", "the environment `VARIABLE` holding the tenant's API key")
 }
 
+// serveCommand starts a command that talks to a running serve: its flags
+// (--server, --key-env, and what flags adds), its usage ("Usage:
+// agentic-host NAME [flags] ARGS", then about), and its arguments, from
+// min to max of them (max -1: any number).
+func serveCommand(name, argsUsage, about string, args []string, env Env, min, max int, flags func(*flag.FlagSet)) (*serveClient, []string, error) {
+	fs := newFlags(name, env)
+	c := &serveClient{}
+	c.register(fs, env)
+	if flags != nil {
+		flags(fs)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host %s [flags] %s\n\n%s\n\nFlags:\n", name, argsUsage, about)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(pos) < min || max >= 0 && len(pos) > max {
+		fs.Usage()
+		if argsUsage == "" {
+			return nil, nil, fail(2, "%s takes no arguments", name)
+		}
+		return nil, nil, fail(2, "want %s", argsUsage)
+	}
+	return c, pos, nil
+}
+
 // do sends one request — body as JSON, or a []byte as a module's bytes —
 // and decodes a 2xx answer into out; anything else is an error with the
 // server's message.
@@ -71,24 +100,13 @@ type heldVersion struct {
 }
 
 func pluginHeldCmd(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin held", env)
-	var c serveClient
-	c.register(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin held [flags]\n\n"+
-			"List the plugin versions a running serve holds for the tenant because\n"+
-			"they widen what the version serving offers, with each widening.\n"+
-			"Decide one with agentic-host plugin approve|discard NAME HASH.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+	var asJSON *bool
+	c, _, err := serveCommand("plugin held", "", "List the plugin versions a running serve holds for the tenant because\n"+
+		"they widen what the version serving offers, with each widening.\n"+
+		"Decide one with agentic-host plugin approve|discard NAME HASH.", args, env, 0, 0,
+		func(fs *flag.FlagSet) { asJSON = fs.Bool("json", false, "print JSON instead of a table") })
 	if err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return fail(2, "plugin held takes no arguments")
 	}
 	var list struct {
 		Held []heldVersion `json:"held"`
@@ -120,24 +138,13 @@ func pluginHeldCmd(ctx context.Context, args []string, env Env) error {
 // pluginDecideCmd is "plugin approve" (approve true) and "plugin discard".
 func pluginDecideCmd(ctx context.Context, args []string, env Env, approve bool) error {
 	verb := map[bool]string{true: "approve", false: "discard"}[approve]
-	fs := newFlags("plugin "+verb, env)
-	var c serveClient
-	c.register(fs, env)
-	fs.Usage = func() {
-		what := "Load the held version HASH of plugin NAME in the place of the version\nserving"
-		if !approve {
-			what = "Drop the held version HASH of plugin NAME; the version serving goes on"
-		}
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin %s [flags] NAME HASH\n\n%s\n(see agentic-host plugin held).\n\nFlags:\n", verb, what)
-		fs.PrintDefaults()
+	what := "Load the held version HASH of plugin NAME in the place of the version\nserving"
+	if !approve {
+		what = "Drop the held version HASH of plugin NAME; the version serving goes on"
 	}
-	pos, err := parseArgs(fs, args)
+	c, pos, err := serveCommand("plugin "+verb, "NAME HASH", what+"\n(see agentic-host plugin held).", args, env, 2, 2, nil)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 2 {
-		fs.Usage()
-		return fail(2, "want NAME HASH")
 	}
 	name, hash := pos[0], pos[1]
 	var info struct {
@@ -158,23 +165,11 @@ func pluginDecideCmd(ctx context.Context, args []string, env Env, approve bool) 
 // pluginReleaseCmd is "plugin release NAME": a quarantined plugin of a
 // running serve serves again (POST /v1/plugins/{name}/release).
 func pluginReleaseCmd(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin release", env)
-	var c serveClient
-	c.register(fs, env)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin release [flags] NAME\n\n"+
-			"Let plugin NAME, quarantined by a running serve because it failed too\n"+
-			"often, serve again, its failures forgotten (on the host that takes the\n"+
-			"request).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+	c, pos, err := serveCommand("plugin release", "NAME", "Let plugin NAME, quarantined by a running serve because it failed too\n"+
+		"often, serve again, its failures forgotten (on the host that takes the\n"+
+		"request).", args, env, 1, 1, nil)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fail(2, "want NAME")
 	}
 	if _, err := c.do(ctx, env, "POST", "/v1/plugins/"+url.PathEscape(pos[0])+"/release", nil, nil); err != nil {
 		return err
@@ -199,25 +194,17 @@ type auditEntry struct {
 // pluginAuditCmd is "plugin audit [NAME]": a running serve's audit log of
 // the tenant's plugins (GET /v1/audit).
 func pluginAuditCmd(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin audit", env)
-	var c serveClient
-	c.register(fs, env)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	limit := fs.Int("n", 100, "the last `N` entries (1 to 1000)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin audit [flags] [NAME]\n\n"+
-			"Print the tenant's audit log of its plugins (of plugin NAME alone if\n"+
-			"given), oldest first: each version loaded, replaced, held, approved,\n"+
-			"discarded, refused, removed, quarantined or released, by whom.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+	var asJSON *bool
+	var limit *int
+	c, pos, err := serveCommand("plugin audit", "[NAME]", "Print the tenant's audit log of its plugins (of plugin NAME alone if\n"+
+		"given), oldest first: each version loaded, replaced, held, approved,\n"+
+		"discarded, refused, removed, quarantined, released or rolled back, each\n"+
+		"canary started, promoted or rolled back, by whom.", args, env, 0, 1, func(fs *flag.FlagSet) {
+		asJSON = fs.Bool("json", false, "print JSON instead of a table")
+		limit = fs.Int("n", 100, "the last `N` entries (1 to 1000)")
+	})
 	if err != nil {
 		return err
-	}
-	if len(pos) > 1 {
-		fs.Usage()
-		return fail(2, "want at most one NAME")
 	}
 	q := url.Values{"limit": {fmt.Sprint(*limit)}}
 	if len(pos) == 1 {
@@ -258,23 +245,11 @@ func pluginAuditCmd(ctx context.Context, args []string, env Env) error {
 // loads a version the plugin replaced again (POST
 // /v1/plugins/{name}/rollback).
 func pluginRollbackCmd(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin rollback", env)
-	var c serveClient
-	c.register(fs, env)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin rollback [flags] NAME [HASH]\n\n"+
-			"Load again a version plugin NAME replaced (HASH, else the newest kept) in\n"+
-			"the place of the version serving; calls in flight finish on theirs.\n"+
-			"agentic-host plugin versions NAME lists them.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+	c, pos, err := serveCommand("plugin rollback", "NAME [HASH]", "Load again a version plugin NAME replaced (HASH, else the newest kept) in\n"+
+		"the place of the version serving; calls in flight finish on theirs.\n"+
+		"agentic-host plugin versions NAME lists them.", args, env, 1, 2, nil)
 	if err != nil {
 		return err
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		fs.Usage()
-		return fail(2, "want NAME [HASH]")
 	}
 	body := map[string]string{}
 	if len(pos) == 2 {
@@ -294,23 +269,11 @@ func pluginRollbackCmd(ctx context.Context, args []string, env Env) error {
 // pluginVersionsCmd is "plugin versions NAME": the version of a plugin a
 // running serve serves, and those it replaced, newest first.
 func pluginVersionsCmd(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("plugin versions", env)
-	var c serveClient
-	c.register(fs, env)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin versions [flags] NAME\n\n"+
-			"List the version of plugin NAME a running serve serves, its canary if it\n"+
-			"has one, and the versions it replaced, newest first (what plugin rollback\n"+
-			"loads again).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+	c, pos, err := serveCommand("plugin versions", "NAME", "List the version of plugin NAME a running serve serves, its canary if it\n"+
+		"has one, and the versions it replaced, newest first (what plugin rollback\n"+
+		"loads again).", args, env, 1, 1, nil)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fail(2, "want NAME")
 	}
 	var info struct {
 		Hash     string `json:"hash"`
