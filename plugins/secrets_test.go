@@ -119,7 +119,7 @@ func TestEgressSecrets(t *testing.T) {
 	}
 	for _, s := range spans.GetSpans() {
 		for _, kv := range s.Attributes {
-			all.WriteString(kv.Value.Emit())
+			all.WriteString(kv.Value.String())
 		}
 		all.WriteString(s.Status.Description)
 	}

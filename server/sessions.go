@@ -135,16 +135,6 @@ func (s *Server) admission(r *http.Request, t *tenant, id string) (release func(
 	return release, nil
 }
 
-// admitAny refuses any new work while the server shuts down or the
-// tenant is past its budget (or its plugin budget, when it says so).
-func (s *Server) admitAny(w http.ResponseWriter, r *http.Request, t *tenant) bool {
-	if no := s.refuseAny(r, t); no != nil {
-		no.write(w)
-		return false
-	}
-	return true
-}
-
 // refuseAny is admitAny's decision.
 func (s *Server) refuseAny(r *http.Request, t *tenant) *admitRefusal {
 	if s.closing.Load() {

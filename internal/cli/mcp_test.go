@@ -368,9 +368,6 @@ func needMCPClient(t *testing.T) string {
 	return nodetest.Client(t, "../../protocol/mcp/testdata/mcp-client", "@modelcontextprotocol/sdk", "TypeScript MCP client")
 }
 
-// missingTool skips or fails a test for want of a tool (nodetest.Missing).
-func missingTool(t *testing.T, why string) { nodetest.Missing(t, why) }
-
 // tsReport is what client.mjs saw.
 type tsReport struct {
 	Error        string `json:"error"`

@@ -464,63 +464,61 @@ func (s *Source) keep() {
 // when there is none; a caller that finds a connection under way waits
 // for it, within ctx.
 func (s *Source) connected(ctx context.Context) (*mcp.ClientSession, error) {
-	for {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: the source is closed", ErrUnreachable)
-		}
-		if s.session != nil {
-			sess := s.session
-			s.mu.Unlock()
-			return sess, nil
-		}
-		if wait := s.dialing; wait != nil {
-			s.mu.Unlock()
-			select {
-			case <-wait:
-				s.mu.Lock()
-				sess, err := s.session, s.lastErr
-				s.mu.Unlock()
-				if sess != nil {
-					return sess, nil
-				}
-				return nil, err
-			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %v", ErrUnreachable, ctx.Err())
-			}
-		}
-		s.dialing = make(chan struct{})
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-		sess, err := s.dial(ctx)
-		if err == nil {
-			if err = s.list(ctx, sess); err != nil {
-				sess.Close()
-			}
-		}
-		s.mu.Lock()
-		close(s.dialing)
-		s.dialing = nil
-		if err != nil {
-			first := s.lastErr == nil || s.lastErr.Error() != err.Error()
-			s.lastErr = err
-			s.mu.Unlock()
-			if first {
-				s.emit(Change{Kind: Disconnected, Server: s.cfg.Name, Err: err})
-			}
-			return nil, err
-		}
-		if s.closed {
-			s.mu.Unlock()
-			sess.Close()
-			return nil, fmt.Errorf("%w: the source is closed", ErrUnreachable)
-		}
-		s.session, s.lastErr = sess, nil
-		pins := maps.Clone(s.pins)
+		return nil, fmt.Errorf("%w: the source is closed", ErrUnreachable)
+	}
+	if s.session != nil {
+		sess := s.session
 		s.mu.Unlock()
-		s.emit(Change{Kind: Connected, Server: s.cfg.Name, Pins: pins})
 		return sess, nil
 	}
+	if wait := s.dialing; wait != nil {
+		s.mu.Unlock()
+		select {
+		case <-wait:
+			s.mu.Lock()
+			sess, err := s.session, s.lastErr
+			s.mu.Unlock()
+			if sess != nil {
+				return sess, nil
+			}
+			return nil, err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrUnreachable, ctx.Err())
+		}
+	}
+	s.dialing = make(chan struct{})
+	s.mu.Unlock()
+	sess, err := s.dial(ctx)
+	if err == nil {
+		if err = s.list(ctx, sess); err != nil {
+			sess.Close()
+		}
+	}
+	s.mu.Lock()
+	close(s.dialing)
+	s.dialing = nil
+	if err != nil {
+		first := s.lastErr == nil || s.lastErr.Error() != err.Error()
+		s.lastErr = err
+		s.mu.Unlock()
+		if first {
+			s.emit(Change{Kind: Disconnected, Server: s.cfg.Name, Err: err})
+		}
+		return nil, err
+	}
+	if s.closed {
+		s.mu.Unlock()
+		sess.Close()
+		return nil, fmt.Errorf("%w: the source is closed", ErrUnreachable)
+	}
+	s.session, s.lastErr = sess, nil
+	pins := maps.Clone(s.pins)
+	s.mu.Unlock()
+	s.emit(Change{Kind: Connected, Server: s.cfg.Name, Pins: pins})
+	return sess, nil
 }
 
 // dial opens a session with the server.
