@@ -35,6 +35,8 @@ var allowed = map[string][]string{
 	"plugins/oci": {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	// Webhooks implement the host's outbox; the server wires them.
 	"webhook": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	// Schedules send messages through the host.
+	"schedule": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	// The protocols are siblings: each translates between the host's
 	// types and one wire, and none imports another, or the server.
 	"protocol/uistream":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
