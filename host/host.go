@@ -59,6 +59,7 @@ type Host struct {
 	tenant     string
 	secret     []byte     // approval tokens' HMAC key
 	approvalKV storage.KV // the inbox of pending approvals; nil: none
+	outbox     Outbox     // nil: none
 
 	// hooks is the chain of hooks around the model and the tools, swapped
 	// whole (under hookMu) when hooks are added.
@@ -163,6 +164,7 @@ func New(opts Options) (*Host, error) {
 		timeouts:    timeouts,
 		tenant:      opts.Tenant,
 		secret:      slices.Clone(opts.ApprovalSecret),
+		outbox:      opts.Outbox,
 	}
 	if len(h.secret) == 0 {
 		h.secret = make([]byte, 32)

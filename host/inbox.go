@@ -228,9 +228,10 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			if err != nil {
 				return err
 			}
-			if lease != nil {
+			err = h.stage(ctx, st, []ledger.Event{input})
+			if err == nil && lease != nil {
 				err = lease.Append(ctx, input)
-			} else {
+			} else if err == nil {
 				err = st.store.Append(ctx, st.key.id, input)
 			}
 			if err != nil {

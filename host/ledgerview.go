@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
@@ -46,7 +47,10 @@ func (r *run) appendLocked(evs ...ledger.Event) error {
 // and queued sends read. It is the one place events of a run in flight are
 // appended. The session's appendMu is held.
 func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
-	var err error
+	err := r.h.stage(ctx, r.st, evs)
+	if err != nil {
+		return err
+	}
 	if r.lease != nil {
 		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
 	} else {
@@ -59,6 +63,19 @@ func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
 	r.events = append(r.events, evs...)
 	r.st.mu.Unlock()
 	r.observe(evs)
+	return nil
+}
+
+// stage hands events about to be appended to the session to the outbox
+// (Options.Outbox), before the append: an ephemeral task's private store
+// stages nothing.
+func (h *Host) stage(ctx context.Context, st *sessionState, evs []ledger.Event) error {
+	if h.outbox == nil || st.store != h.store {
+		return nil
+	}
+	if err := h.outbox.Stage(ctx, st.key.id, evs); err != nil {
+		return fmt.Errorf("host: outbox: %w", err)
+	}
 	return nil
 }
 

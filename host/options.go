@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
 
@@ -83,6 +84,26 @@ type Options struct {
 	// Telemetry turns on OpenTelemetry spans and metrics of the runs (see
 	// [Telemetry]). Default: nil, none, at no cost.
 	Telemetry *Telemetry
+	// Outbox is told of every batch of ledger events before the host
+	// appends it (see [Outbox]). Default: nil, none.
+	Outbox Outbox
+}
+
+// Outbox is what must follow ledger events out of the host (a webhook per
+// run-end, say) and must be written before them: the host calls Stage
+// with each batch of events it is about to append to a session, from
+// every place it appends, and appends the batch only when Stage returned
+// nil (an error fails the append as a storage failure would: a run's
+// append leaves it interrupted, resumable). So a crash between the two
+// writes leaves something staged whose events no ledger holds, never an
+// event whose consequence was not staged: an Outbox acts on what it
+// staged only once the session's ledger holds the event (the host may
+// die before its append, or its append may be refused), and forgets
+// what no ledger holds after a grace longer than an append can take
+// ([Timeouts].Append). Stage is called with the session's appends
+// serialised, and must not keep events.
+type Outbox interface {
+	Stage(ctx context.Context, sessionID string, events []ledger.Event) error
 }
 
 // Timeouts names the bounds the host puts on its own work; each is reported

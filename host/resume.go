@@ -193,9 +193,10 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			return nil, RunResult{}, err
 		}
 		if len(add) > 0 {
-			if lease != nil {
+			err = h.stage(ctx, st, add)
+			if err == nil && lease != nil {
 				err = lease.Append(ctx, add...)
-			} else {
+			} else if err == nil {
 				err = st.store.Append(ctx, id, add...)
 			}
 			if err != nil {

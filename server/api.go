@@ -321,6 +321,9 @@ func (s *Server) routes() {
 	handle("GET /a2a/{agent}/.well-known/agent-card.json", s.a2aCard)
 	handle("POST /a2a/{agent}", s.a2aRPC)
 	handle("GET /v1/a2a/tasks", s.listA2ATasks)
+	handle("GET /v1/webhooks", s.listWebhooks)
+	handle("GET /v1/webhooks/deliveries", s.listDeliveries)
+	handle("GET /v1/webhooks/deliveries/{id}", s.getDelivery)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

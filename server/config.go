@@ -189,6 +189,38 @@ type TenantConfig struct {
 	// MCPServers are MCP servers whose tools the tenant's agents take
 	// (see [MCPServerConfig]). Default: none.
 	MCPServers []MCPServerConfig `yaml:"mcp_servers"`
+	// Webhooks tell other services of the tenant's runs, approvals and
+	// budgets (see [WebhooksConfig]). Default: nil, none.
+	Webhooks *WebhooksConfig `yaml:"webhooks"`
+}
+
+// WebhooksConfig is where a tenant's webhooks go: signed POSTs of the
+// events of its sessions (run.ended, approval.requested, approval.decided,
+// budget.exceeded), from a durable outbox (package webhook). The requests
+// go through the tenant's sandbox: each URL's host must be among
+// sandbox.allowed_hosts, and a private address is refused unless
+// sandbox.allow_private_network.
+type WebhooksConfig struct {
+	// Endpoints receive the deliveries. Required.
+	Endpoints []WebhookEndpointConfig `yaml:"endpoints"`
+	// The signing secret (at least 16 bytes), from exactly one of Secret,
+	// SecretEnv (an environment variable) and SecretFile (a file's
+	// content, trimmed). Required.
+	Secret     string `yaml:"secret"`
+	SecretEnv  string `yaml:"secret_env"`
+	SecretFile string `yaml:"secret_file"`
+	// RetryFor is how long a delivery is tried before it is given up.
+	// Default: 0, which means 24h.
+	RetryFor Duration `yaml:"retry_for"`
+
+	secret []byte // once read
+}
+
+// WebhookEndpointConfig is one URL that receives deliveries.
+type WebhookEndpointConfig struct {
+	URL string `yaml:"url"`
+	// Events are the types it receives. Default: none, every type.
+	Events []string `yaml:"events"`
 }
 
 // KeyConfig is an API key of a tenant's, in the configuration. In YAML it
@@ -981,6 +1013,14 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		mcpNames[m.Name] = true
 		for _, problem := range m.validate(t.Sandbox.limits(), os.Getenv) {
 			bad("mcp_servers[%d] (%s): %s", i, m.Name, problem)
+		}
+	}
+	if w := t.Webhooks; w != nil {
+		c := *w
+		c.Endpoints = slices.Clone(c.Endpoints)
+		t.Webhooks = &c
+		for _, problem := range c.validate(t.Sandbox.limits(), os.Getenv) {
+			bad("webhooks: %s", problem)
 		}
 	}
 	if len(t.Agents) == 0 {

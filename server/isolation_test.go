@@ -195,6 +195,11 @@ var isolationRows = []isoRow{
 			`{"kind":"message","messageId":"m-beta-decides","role":"user","taskId":"` + ids.A2A + `","parts":[{"kind":"data","data":{"approval_id":"` + ids.Approval + `","approve":true}}]}}}`}
 	}},
 	{route: "GET /v1/a2a/tasks", name: "list", list: true, req: get("/v1/a2a/tasks")},
+	{route: "GET /v1/webhooks", name: "list", list: true, req: get("/v1/webhooks")},
+	{route: "GET /v1/webhooks/deliveries", name: "list", list: true, req: get("/v1/webhooks/deliveries")},
+	{route: "GET /v1/webhooks/deliveries/{id}", name: "a run's end", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "GET", path: "/v1/webhooks/deliveries/" + ids.Run}
+	}},
 	// The routes that make the caller's own things, last: beta then has
 	// sessions and a plugin under acme's names, as it may.
 	{route: "POST /v1/sessions/{id}/messages", name: "completed", creates: true, req: func(ids isoIDs) isoRequest {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/protocol/mcpclient"
 	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/webhook"
 )
 
 // Options are what a [Server] is built from: its configuration, and the
@@ -69,6 +70,7 @@ type Server struct {
 	watchers []*plugins.DirWatcher
 	plugins  configPlugins // the tenants' plugins of the configuration (oci://)
 	stopBg   context.CancelFunc
+	bg       sync.WaitGroup // the server's own goroutines (the outboxes), until stopBg
 
 	streams streamSlots // the open event streams, per key, tenant and in all
 
@@ -95,6 +97,7 @@ type tenant struct {
 	uploads   chan struct{}                // a token while a module upload is read and loaded: one at a time
 	feed      feed                         // the changes of the tenant's sessions, for GET /v1/feed
 	mcp       map[string]*mcpclient.Source // its MCP servers, by name
+	outbox    *webhook.Outbox              // its webhooks; nil: none
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -150,6 +153,9 @@ func New(opts Options) (*Server, error) {
 	if err := errors.Join(errs...); err != nil {
 		s.Close(context.Background())
 		return nil, err
+	}
+	for _, t := range s.tenants {
+		s.runOutbox(bg, t)
 	}
 	s.routes()
 	return s, nil
@@ -272,6 +278,12 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
+	if t.outbox, err = s.newOutbox(t); err != nil {
+		return nil, fmt.Errorf("server: tenant %s: webhooks: %w", name, err)
+	}
+	if t.outbox != nil {
+		hopts.Outbox = t.outbox
+	}
 	if t.budget != nil {
 		hopts.Hooks = append(hopts.Hooks, t.budget.hook())
 	}
@@ -414,6 +426,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.stopBg != nil {
 		s.stopBg()
 	}
+	s.bg.Wait()
 	for _, w := range s.watchers {
 		w.Close()
 	}

@@ -33,6 +33,10 @@ var allowed = map[string][]string{
 	// Pulling modules from OCI registries sits beside the runtime: it
 	// hands it a Source, and the plugins package needs no OCI client.
 	"plugins/oci": {"plugins", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	// Webhooks implement the host's outbox; the server wires them.
+	"webhook": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	// Schedules send messages through the host.
+	"schedule": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	// The protocols are siblings: each translates between the host's
 	// types and one wire, and none imports another, or the server.
 	"protocol/uistream":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
@@ -42,7 +46,7 @@ var allowed = map[string][]string{
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"webhook", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

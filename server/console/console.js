@@ -450,6 +450,7 @@
     else if (hash === '#/approvals') current = approvalsView(view);
     else if (hash === '#/usage') current = usageView(view);
     else if (hash === '#/plugins') current = pluginsView(view);
+    else if (hash === '#/webhooks') current = webhooksView(view);
     else current = sessionsView(view);
     refreshApprovalCount();
   }
@@ -1213,6 +1214,41 @@
       } finally { busy = false; }
     };
     return { unmount: every(load, 10000) };
+  }
+
+  // webhooksView shows the tenant's webhook endpoints and deliveries: each
+  // with its state, attempts and last failure, newest first.
+  function webhooksView(root) {
+    const endpoints = h('div', { id: 'webhook-endpoints' });
+    const deliveries = h('div', { id: 'webhook-deliveries' });
+    append(root, [h('h2', null, 'Webhooks'), endpoints, h('h3', null, 'Deliveries'), deliveries]);
+    let busy = false;
+    const load = async () => {
+      if (busy) return;
+      busy = true;
+      try {
+        const [w, d] = await Promise.all([api('GET', '/v1/webhooks'), api('GET', '/v1/webhooks/deliveries?limit=200')]);
+        endpoints.replaceChildren(w.endpoints.length
+          ? h('ul', null, w.endpoints.map((e) => h('li', { class: 'webhook-endpoint' }, h('code', null, e.url), ' ', h('span', { class: 'muted' }, e.events.join(', ')))))
+          : h('p', { class: 'muted' }, 'The tenant has no webhooks (webhooks: in its configuration).'));
+        deliveries.replaceChildren(d.deliveries.length
+          ? h('table', { id: 'webhook-delivery-table' }, h('thead', null, h('tr', null, ['When', 'Event', 'Session', 'State', 'Attempts', 'Last answer', 'Next attempt'].map((x) => h('th', null, x)))),
+            h('tbody', null, d.deliveries.map((x) => {
+              const t = x.targets[0] || {};
+              const attempts = x.targets.reduce((n, y) => n + y.attempts, 0);
+              return h('tr', { class: 'webhook-delivery', 'data-id': x.id, 'data-state': x.state },
+                h('td', null, fmtTime(x.staged_at)), h('td', null, h('code', null, x.type)),
+                h('td', null, h('a', { href: '#/sessions/' + encodeURIComponent(x.session_id) }, x.session_id)),
+                h('td', { class: x.state === 'failed' ? 'error' : '' }, x.state), h('td', { class: 'num' }, fmtInt(attempts)),
+                h('td', { class: t.last_error ? 'error' : 'muted' }, t.last_error || (t.last_status ? String(t.last_status) : '')),
+                h('td', null, t.next_at ? fmtTime(t.next_at) : ''));
+            })))
+          : h('p', { class: 'muted' }, 'Nothing delivered yet.'));
+      } catch (e) {
+        deliveries.replaceChildren(errorBox(e));
+      } finally { busy = false; }
+    };
+    return { unmount: every(load, 5000) };
   }
 
   // ---- boot ----
