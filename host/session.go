@@ -289,6 +289,9 @@ func requestSeen(events []ledger.Event, requestID string) (msgID string, res Run
 
 // resultFor returns the result of the ended run that answered msgID.
 func resultFor(events []ledger.Event, msgID string) (RunResult, bool) {
+	if canonical, ok := ledger.Aliases(events)[msgID]; ok {
+		msgID = canonical // appended twice: one message, one answer
+	}
 	runID := ledger.RunOfMessage(events, msgID)
 	if runID == "" {
 		return RunResult{}, false

@@ -11,22 +11,121 @@ import (
 
 // MessageOfRequest returns the id of the message sent with the request id
 // requestID (Input.RequestID), "" when there is none or requestID is "".
+// When the message was appended more than once (see [Aliases]), it is the
+// one that answers for them all.
 func MessageOfRequest(events []Event, requestID string) string {
 	if requestID == "" {
 		return ""
 	}
 	for _, e := range events {
 		if e.Input != nil && e.Input.RequestID == requestID {
+			if canonical, ok := Aliases(events)[e.Input.MessageID]; ok {
+				return canonical
+			}
 			return e.Input.MessageID
 		}
 	}
 	return ""
 }
 
+// Aliases returns the messages appended again under the request id of
+// another, each with the one that answers for it: two hosts that took the
+// same message at once (a client that retried on another host before
+// the first answered) each appended it. The message a run picked up (an
+// input appended with its run, or listed by its run-start, a step or its
+// run-end) answers for the others of its request id, else the first
+// appended. An alias is never pending, never shown, never sent to the
+// model, and its answer is that message's. Nil when there are none (the
+// common case, found without allocating unless request ids repeat).
+func Aliases(events []Event) map[string]string {
+	if !requestRepeated(events) {
+		return nil
+	}
+	picked := map[string]bool{}
+	byRequest := map[string][]string{}
+	var order []string
+	for _, e := range events {
+		for _, id := range inputsOf(e) {
+			picked[id] = true
+		}
+		if e.Input == nil || e.Input.RequestID == "" {
+			continue
+		}
+		if e.RunID != "" {
+			picked[e.Input.MessageID] = true
+		}
+		req := e.Input.RequestID
+		if _, ok := byRequest[req]; !ok {
+			order = append(order, req)
+		}
+		if !slices.Contains(byRequest[req], e.Input.MessageID) {
+			byRequest[req] = append(byRequest[req], e.Input.MessageID)
+		}
+	}
+	aliases := map[string]string{}
+	for _, req := range order {
+		ids := byRequest[req]
+		if len(ids) < 2 {
+			continue
+		}
+		canonical := ids[0]
+		for _, id := range ids {
+			if picked[id] {
+				canonical = id
+				break
+			}
+		}
+		for _, id := range ids {
+			if id != canonical {
+				aliases[id] = canonical
+			}
+		}
+	}
+	return aliases
+}
+
+// requestRepeated reports whether two inputs share a request id: with few
+// inputs (the common case) by comparing them, without allocating.
+func requestRepeated(events []Event) bool {
+	var few [16]string
+	reqs := few[:0]
+	var seen map[string]bool
+	for _, e := range events {
+		if e.Input == nil || e.Input.RequestID == "" {
+			continue
+		}
+		req := e.Input.RequestID
+		if seen != nil {
+			if seen[req] {
+				return true
+			}
+			seen[req] = true
+			continue
+		}
+		if slices.Contains(reqs, req) {
+			return true
+		}
+		if len(reqs) < len(few) {
+			reqs = append(reqs, req)
+			continue
+		}
+		seen = make(map[string]bool, 2*len(few))
+		for _, r := range reqs {
+			seen[r] = true
+		}
+		seen[req] = true
+	}
+	return false
+}
+
 // RunOfMessage returns the run that picked the message msgID up: the last
-// run whose run-start, step or run-end lists it among its inputs; "" when
-// no run did (the message is pending, or unknown).
+// run whose run-start, step or run-end lists it (or, for an alias, the
+// message it repeats: see [Aliases]) among its inputs; "" when no run did
+// (the message is pending, or unknown).
 func RunOfMessage(events []Event, msgID string) string {
+	if canonical, ok := Aliases(events)[msgID]; ok {
+		msgID = canonical
+	}
 	runID := ""
 	for _, e := range events {
 		if slices.Contains(inputsOf(e), msgID) {

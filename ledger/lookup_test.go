@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -109,5 +110,62 @@ func TestActiveTime(t *testing.T) {
 		if got := ActiveTime(c.events, "r1", at(c.now)); got != time.Duration(c.want)*time.Second {
 			t.Errorf("%s: ActiveTime = %s, want %ds", c.name, got, c.want)
 		}
+	}
+}
+
+// TestAliases: a message appended twice under one request id (two hosts
+// took it at once) is one message: the one a run picked up answers for
+// the other (else the first appended), which is neither pending nor shown,
+// and whose run is that one's; a ledger without repeats has no aliases,
+// with few inputs or many.
+func TestAliases(t *testing.T) {
+	at := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	in := func(msg, req, run string) Event {
+		return Event{Kind: KindInput, Time: at, RunID: run, Input: &Input{MessageID: msg, RequestID: req, Parts: []Part{{Type: PartText, Text: "hi"}}}}
+	}
+	start := Event{Kind: KindRunStart, Time: at, RunID: "run_1", RunStart: &RunStart{Inputs: []string{"msg_lead"}, ResponseID: "resp_1"}}
+	// The other host's queued copy came first; the leader's, with its run,
+	// second: the leader's answers.
+	events := []Event{in("msg_queued", "req-1", ""), in("msg_lead", "req-1", "run_1"), start}
+	if a := Aliases(events); len(a) != 1 || a["msg_queued"] != "msg_lead" {
+		t.Errorf("aliases %v", a)
+	}
+	if p := PendingInputs(events); len(p) != 0 {
+		t.Errorf("pending %v, want none: the copy is answered by the leader's run", p)
+	}
+	if got := RunOfMessage(events, "msg_queued"); got != "run_1" {
+		t.Errorf("the copy's run %q", got)
+	}
+	if got := MessageOfRequest(events, "req-1"); got != "msg_lead" {
+		t.Errorf("the request's message %q", got)
+	}
+	users := 0
+	for _, it := range ProjectSession("s", events).Items {
+		if it.Kind == ItemUser {
+			users++
+			if it.ID != "msg_lead" {
+				t.Errorf("shown %s", it.ID)
+			}
+		}
+	}
+	if users != 1 {
+		t.Errorf("%d user messages shown", users)
+	}
+	// Two queued copies, no run yet: the first is pending, once.
+	queued := []Event{in("msg_a", "req-2", ""), in("msg_b", "req-2", "")}
+	if p := PendingInputs(queued); len(p) != 1 || p[0] != "msg_a" {
+		t.Errorf("pending %v, want msg_a alone", p)
+	}
+	// No repeats: no aliases, with few inputs or many.
+	var many []Event
+	for i := range 40 {
+		many = append(many, in(fmt.Sprint("msg_", i), fmt.Sprint("req_", i), ""))
+		if a := Aliases(many); a != nil {
+			t.Fatalf("%d distinct requests: aliases %v", i+1, a)
+		}
+	}
+	many = append(many, in("msg_again", "req_33", ""))
+	if a := Aliases(many); a["msg_again"] != "msg_33" {
+		t.Errorf("a repeat among many: %v", a)
 	}
 }

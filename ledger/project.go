@@ -194,6 +194,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 		liveRun[l.RunID] = l
 	}
 	approvalOf := map[string]string{} // approval id → shown call id
+	aliases := Aliases(events)        // messages appended twice: shown once
 	queued := map[string]Item{}       // inputs no run has picked up yet
 	var queueOrder []string
 	// shownBefore tells whether an earlier call is shown with id.
@@ -314,6 +315,9 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 		}
 		switch e.Kind {
 		case KindInput:
+			if aliases[e.Input.MessageID] != "" {
+				continue
+			}
 			it := Item{ID: e.Input.MessageID, Kind: ItemUser, RunID: e.RunID,
 				Text: TextOf(e.Input.Parts), Time: e.Time}
 			if hasMedia(e.Input.Parts) {
@@ -731,6 +735,7 @@ func ProjectRun(events []Event, runID string) (run Run, ok bool) {
 // folds them into the live run at its next step boundary, or starts a run
 // for them.
 func PendingInputs(events []Event) []string {
+	aliases := Aliases(events)
 	picked := map[string]bool{}
 	for _, e := range events {
 		switch {
@@ -751,7 +756,7 @@ func PendingInputs(events []Event) []string {
 	var pending []string
 	seen := map[string]bool{}
 	for _, e := range events {
-		if e.Input != nil && e.RunID == "" && !picked[e.Input.MessageID] && !seen[e.Input.MessageID] {
+		if e.Input != nil && e.RunID == "" && !picked[e.Input.MessageID] && !seen[e.Input.MessageID] && aliases[e.Input.MessageID] == "" {
 			seen[e.Input.MessageID] = true
 			pending = append(pending, e.Input.MessageID)
 		}

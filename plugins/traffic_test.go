@@ -299,6 +299,10 @@ func TestTrafficBounded(t *testing.T) {
 	rt, _ := newRuntime(t)
 	limits := trafficLimits(srv)
 	limits.MaxHTTPRequests = 40
+	// 6,000 host-function calls and 40 requests of 200 KiB: a loaded
+	// machine under -race needs more than the default 5 s; the bound
+	// tested is the record's, not the time's.
+	limits.CallTimeout = 2 * time.Minute
 	m := load(t, rt, "traffic", trafficWasm(t, "A"), limits)
 	call := host.ToolCall{ID: "call-1", SessionID: "s1", Name: "flood", Input: json.RawMessage(`{"base":"` + srv.URL + `","n":3000}`)}
 	tool, _ := m.Tool("flood")

@@ -244,7 +244,9 @@ func TestChatPluginSandbox(t *testing.T) {
 	// with the same call id, another process, finds the record.
 	wasmFile := filepath.Join(dir, "publish_post.wasm")
 	for i, want := range []string{`"status":"published"`, `"replayed":true`} {
-		code, out, errOut := run(t, "", "plugin", "call", "--kv", "--storage", "file:"+storeDir, "--allow-host", u.Host, "--allow-private",
+		// (A cold compile of a Go plugin on a loaded machine under -race
+		// can pass the default bound: give it room.)
+		code, out, errOut := run(t, "", "plugin", "call", "--compile-timeout", "5m", "--kv", "--storage", "file:"+storeDir, "--allow-host", u.Host, "--allow-private",
 			"--config", "endpoint="+blog.URL+"/api/posts", "--call-id", "shell-1", wasmFile, "publish_post", `{"title":"Hi","body":"Shell"}`)
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("plugin call %d: exit %d\n%s\n%s", i+1, code, out, errOut)
