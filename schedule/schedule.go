@@ -131,8 +131,9 @@ type Options struct {
 	// older ones are missed. Default: 0, which means 1m.
 	Late   time.Duration
 	Logger *slog.Logger
-	// now is the clock (tests).
-	now func() time.Time
+	// Now is the clock the occurrences are read on (tests set one).
+	// Default: time.Now.
+	Now func() time.Time
 }
 
 // The key-value namespaces.
@@ -192,8 +193,8 @@ func New(opts Options) (*Runner, error) {
 	if opts.Late <= 0 {
 		opts.Late = time.Minute
 	}
-	if opts.now == nil {
-		opts.now = time.Now
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	r := &Runner{opts: opts, kv: kv, log: opts.Logger}
 	if r.log == nil {
@@ -239,7 +240,7 @@ func (r *Runner) Put(ctx context.Context, s Schedule) error {
 		return ErrFixed
 	}
 	// From now on: what fired before under this id does not count.
-	if err := r.setFired(ctx, s.ID, r.opts.now()); err != nil {
+	if err := r.setFired(ctx, s.ID, Fired{Occurrence: r.opts.Now()}); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(s)
@@ -266,24 +267,87 @@ func (r *Runner) Delete(ctx context.Context, id string) error {
 	return r.kv.Delete(ctx, nsFired, id)
 }
 
-func (r *Runner) fired(ctx context.Context, id string) (time.Time, bool, error) {
-	b, ok, err := r.kv.Get(ctx, nsFired, id)
-	if err != nil || !ok {
-		return time.Time{}, false, err
-	}
-	var t time.Time
-	if err := t.UnmarshalText(b); err != nil {
-		return time.Time{}, false, fmt.Errorf("schedule %s: %w", id, err)
-	}
-	return t, true, nil
+// What became of an occurrence (Fired.Outcome).
+const (
+	OutcomeSent     = "sent"     // the message was accepted
+	OutcomeRejected = "rejected" // the session's run worked, and the agent rejects overlapping turns
+	OutcomeSkipped  = "skipped"  // missed while no host ran, with MissedSkip
+)
+
+// Fired is what became of a schedule's last occurrence dealt with.
+type Fired struct {
+	Occurrence time.Time `json:"occurrence"`
+	// Outcome is OutcomeSent, OutcomeRejected or OutcomeSkipped.
+	Outcome string `json:"outcome"`
+	// MessageID is the message sent; RunID the run that answers it (""
+	// when another host led the session's run), or, rejected, the run
+	// that worked.
+	MessageID string `json:"message_id,omitempty"`
+	RunID     string `json:"run_id,omitempty"`
 }
 
-func (r *Runner) setFired(ctx context.Context, id string, t time.Time) error {
-	b, _ := t.UTC().MarshalText()
+// fired returns the last occurrence dealt with (or the time the schedule
+// started from, with no outcome).
+func (r *Runner) fired(ctx context.Context, id string) (Fired, bool, error) {
+	b, ok, err := r.kv.Get(ctx, nsFired, id)
+	if err != nil || !ok {
+		return Fired{}, false, err
+	}
+	var f Fired
+	if len(b) > 0 && b[0] == '{' {
+		err = json.Unmarshal(b, &f)
+	} else {
+		err = f.Occurrence.UnmarshalText(b) // the first releases' record: a time
+	}
+	if err != nil {
+		return Fired{}, false, fmt.Errorf("schedule %s: %w", id, err)
+	}
+	return f, true, nil
+}
+
+func (r *Runner) setFired(ctx context.Context, id string, f Fired) error {
+	f.Occurrence = f.Occurrence.UTC()
+	b, _ := json.Marshal(f)
 	if err := r.kv.Set(ctx, nsFired, id, b); err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
 	return nil
+}
+
+// State is a schedule with what it did last and does next.
+type State struct {
+	Schedule
+	// Fixed: the schedule is one of Options.Schedules (Put and Delete
+	// refuse it).
+	Fixed bool
+	// Next is its first occurrence after now.
+	Next time.Time
+	// Last is its last occurrence dealt with; nil: none yet.
+	Last *Fired
+}
+
+// States returns the schedules with their last and next occurrences, the
+// fixed ones first.
+func (r *Runner) States(ctx context.Context) ([]State, error) {
+	all, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := r.opts.Now()
+	out := make([]State, 0, len(all))
+	for _, s := range all {
+		st := State{Schedule: s, Fixed: r.fixed(s.ID)}
+		st.Next, _ = s.Next(now)
+		f, ok, err := r.fired(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		if ok && f.Outcome != "" {
+			st.Last = &f
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // Tick fires what is due now, once. Run calls it every Poll while it
@@ -305,16 +369,16 @@ func (r *Runner) Tick(ctx context.Context) error {
 }
 
 func (r *Runner) tick(ctx context.Context, s Schedule) error {
-	now := r.opts.now()
+	now := r.opts.Now()
 	last, ok, err := r.fired(ctx, s.ID)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		// A schedule seen for the first time starts now.
-		return r.setFired(ctx, s.ID, now)
+		return r.setFired(ctx, s.ID, Fired{Occurrence: now})
 	}
-	next, err := s.Next(last)
+	next, err := s.Next(last.Occurrence)
 	if err != nil || next.After(now) {
 		return err
 	}
@@ -329,20 +393,25 @@ func (r *Runner) tick(ctx context.Context, s Schedule) error {
 	}
 	if now.Sub(due) > r.opts.Late && s.Missed == MissedSkip {
 		r.log.Info("schedules: missed occurrences skipped", "schedule", s.ID, "latest", due)
-		return r.setFired(ctx, s.ID, due)
+		return r.setFired(ctx, s.ID, Fired{Occurrence: due, Outcome: OutcomeSkipped})
 	}
 	opts := host.StartOptions{RequestID: s.RequestID(due)}
 	if a, ok := r.opts.Agents[s.Agent]; ok {
 		opts.Agent = &a
 	}
-	_, err = r.opts.Host.Session(s.Session).Start(ctx, s.Text, opts)
+	f := Fired{Occurrence: due, Outcome: OutcomeSent}
+	run, err := r.opts.Host.Session(s.Session).Start(ctx, s.Text, opts)
+	var busy *host.BusyError
 	switch {
-	case errors.Is(err, host.ErrBusy):
+	case errors.As(err, &busy):
+		f.Outcome, f.RunID = OutcomeRejected, busy.RunID
 		r.log.Info("schedules: an occurrence skipped: the session's run still works and its agent rejects overlapping turns", "schedule", s.ID, "occurrence", due)
 	case err != nil:
 		return fmt.Errorf("schedule %s: fire %s: %w", s.ID, due.Format(time.RFC3339), err)
+	default:
+		f.MessageID, f.RunID = run.MessageID(), run.ID()
 	}
-	return r.setFired(ctx, s.ID, due)
+	return r.setFired(ctx, s.ID, f)
 }
 
 // Run fires the schedules until ctx ends, leading (under the lease, on a

@@ -45,7 +45,7 @@ func inputs(t *testing.T, store storage.Storage, session string) []string {
 }
 
 func newRunner(t *testing.T, h *host.Host, store storage.Storage, c *clock, s Schedule) *Runner {
-	r, err := New(Options{Host: h, Storage: store, Schedules: []Schedule{s}, now: c.now})
+	r, err := New(Options{Host: h, Storage: store, Schedules: []Schedule{s}, Now: c.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +79,26 @@ func TestScheduleFiresInItsTimezone(t *testing.T) {
 	c.set(at(t, "2026-12-04T07:00:01Z"))
 	tick(t, r)
 	want := "schedule:digest@2026-12-03T07:00:00Z,schedule:digest@2026-12-04T07:00:00Z"
-	hosttest.WaitLedger(t, store, "daily", 10*time.Second, "both answered", func(evs []ledger.Event) bool { return hosttest.Settled(evs) && len(ledger.PendingInputs(evs)) == 0 })
+	evs := hosttest.WaitLedger(t, store, "daily", 10*time.Second, "both answered", func(evs []ledger.Event) bool { return hosttest.Settled(evs) && len(ledger.PendingInputs(evs)) == 0 })
 	if got := strings.Join(inputs(t, store, "daily"), ","); got != want {
 		t.Fatalf("fired %s, want %s", got, want)
+	}
+	// The state names the last message sent and its run, and the next
+	// occurrence.
+	states, err := r.States(context.Background())
+	if err != nil || len(states) != 1 {
+		t.Fatalf("%v %v", states, err)
+	}
+	st := states[0]
+	var lastMsg string
+	for _, ev := range evs {
+		if ev.Input != nil {
+			lastMsg = ev.Input.MessageID
+		}
+	}
+	if !st.Fixed || st.Last == nil || st.Last.Outcome != OutcomeSent || st.Last.MessageID != lastMsg || st.Last.RunID == "" ||
+		!st.Last.Occurrence.Equal(at(t, "2026-12-04T07:00:00Z")) || !st.Next.Equal(at(t, "2026-12-05T07:00:00Z")) {
+		t.Errorf("state %+v, last %+v; want message %s and its run", st, st.Last, lastMsg)
 	}
 }
 
@@ -150,7 +167,7 @@ func TestScheduleOnceAcrossHosts(t *testing.T) {
 	cancel()
 	wg.Wait()
 	// A host that died after sending, before recording.
-	if err := runners[1].setFired(context.Background(), "x", at(t, "2026-12-03T07:59:00Z")); err != nil {
+	if err := runners[1].setFired(context.Background(), "x", Fired{Occurrence: at(t, "2026-12-03T07:59:00Z")}); err != nil {
 		t.Fatal(err)
 	}
 	tick(t, runners[1])
@@ -169,7 +186,7 @@ func TestScheduleOverlapReject(t *testing.T) {
 	agent := host.Agent{Name: "strict", Model: hosttest.DefaultModel, Overlap: host.OverlapReject}
 	hs := hosttest.New(t, host.Options{Storage: store, Model: m, Agent: agent})
 	c := &clock{t: at(t, "2026-12-03T07:59:00Z")}
-	r, err := New(Options{Host: hs.Host, Storage: store, now: c.now, Agents: map[string]host.Agent{"strict": agent},
+	r, err := New(Options{Host: hs.Host, Storage: store, Now: c.now, Agents: map[string]host.Agent{"strict": agent},
 		Schedules: []Schedule{{ID: "o", Session: "busy", Agent: "strict", Cron: "0 8 * * *", Text: "scheduled"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +200,10 @@ func TestScheduleOverlapReject(t *testing.T) {
 	hosttest.WaitLedger(t, store, "busy", 20*time.Second, "answered", func(evs []ledger.Event) bool { return hosttest.Settled(evs) && len(ledger.PendingInputs(evs)) == 0 })
 	if got := inputs(t, store, "busy"); len(got) != 1 || got[0] != "" {
 		t.Fatalf("inputs %q: want the user's message only", got)
+	}
+	states, err := r.States(context.Background())
+	if err != nil || len(states) != 1 || states[0].Last == nil || states[0].Last.Outcome != OutcomeRejected || states[0].Last.RunID == "" {
+		t.Fatalf("state %+v %v: want the occurrence rejected, naming the run that worked", states, err)
 	}
 }
 
