@@ -96,8 +96,13 @@ func (s Schedule) Validate() error {
 	if s.Missed != "" && s.Missed != MissedRunOnce && s.Missed != MissedSkip {
 		errs = append(errs, fmt.Errorf("schedule %s: missed %q: want run_once or skip", s.ID, s.Missed))
 	}
-	if _, _, err := s.parse(); err != nil {
-		errs = append(errs, err)
+	if _, err := time.LoadLocation(s.Timezone); err != nil {
+		errs = append(errs, fmt.Errorf("schedule %s: timezone: %w", s.ID, err))
+	}
+	if spec, err := cron.ParseStandard(s.Cron); err != nil {
+		errs = append(errs, fmt.Errorf("schedule %s: cron %q: %w", s.ID, s.Cron, err))
+	} else if spec.Next(time.Now()).IsZero() {
+		errs = append(errs, fmt.Errorf("schedule %s: cron %q: it never occurs", s.ID, s.Cron))
 	}
 	return errors.Join(errs...)
 }
@@ -379,14 +384,14 @@ func (r *Runner) tick(ctx context.Context, s Schedule) error {
 		return r.setFired(ctx, s.ID, Fired{Occurrence: now})
 	}
 	next, err := s.Next(last.Occurrence)
-	if err != nil || next.After(now) {
-		return err
+	if err != nil || next.IsZero() || next.After(now) {
+		return err // (zero: no occurrence left)
 	}
 	// The latest occurrence due.
 	due := next
 	for {
 		n, _ := s.Next(due)
-		if n.After(now) {
+		if n.IsZero() || n.After(now) {
 			break
 		}
 		due = n

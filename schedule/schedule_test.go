@@ -209,9 +209,12 @@ func TestScheduleOverlapReject(t *testing.T) {
 
 func TestScheduleValidate(t *testing.T) {
 	err := Schedule{ID: "", Session: "bad id", Cron: "61 * * * *", Timezone: "Mars/Olympus", Missed: "sometimes"}.Validate()
-	for _, want := range []string{"id", "session", "text is required", "missed", "timezone"} {
+	for _, want := range []string{"id", "session", "text is required", "missed", "timezone", "cron"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v, want %q", err, want)
 		}
+	}
+	if err := (Schedule{ID: "feb30", Session: "s", Cron: "0 0 30 2 *", Text: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "never occurs") {
+		t.Errorf("a date that never comes: %v", err)
 	}
 }

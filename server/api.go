@@ -324,6 +324,9 @@ func (s *Server) routes() {
 	handle("GET /v1/webhooks", s.listWebhooks)
 	handle("GET /v1/webhooks/deliveries", s.listDeliveries)
 	handle("GET /v1/webhooks/deliveries/{id}", s.getDelivery)
+	handle("GET /v1/schedules", s.listSchedules)
+	handle("POST /v1/schedules", s.postSchedule)
+	handle("DELETE /v1/schedules/{id}", s.deleteSchedule)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

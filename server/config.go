@@ -192,6 +192,10 @@ type TenantConfig struct {
 	// Webhooks tell other services of the tenant's runs, approvals and
 	// budgets (see [WebhooksConfig]). Default: nil, none.
 	Webhooks *WebhooksConfig `yaml:"webhooks"`
+	// Schedules send messages into the tenant's sessions at the
+	// occurrences of cron expressions (see [ScheduleConfig]); POST
+	// /v1/schedules makes more, kept in the storage. Default: none.
+	Schedules []ScheduleConfig `yaml:"schedules"`
 }
 
 // WebhooksConfig is where a tenant's webhooks go: signed POSTs of the
@@ -1067,6 +1071,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		agents[an] = a
 	}
 	t.Agents = agents
+	for _, problem := range validateSchedules(t.Schedules, t.Agents) {
+		bad("%s", problem)
+	}
 	return t, errors.Join(errs...)
 }
 

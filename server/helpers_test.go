@@ -126,6 +126,9 @@ type serverSetup struct {
 	Listener func(net.Listener) net.Listener
 	// Prepare is called with the server before it serves. Default: none.
 	Prepare func(*server.Server)
+	// Options changes the server's options before it is built (its
+	// schedules' clock). Default: none.
+	Options func(*server.Options)
 }
 
 // startServer is newTestServer with a setup.
@@ -143,7 +146,11 @@ func startServer(t testing.TB, setup serverSetup) *testServer {
 	if setup.Mutate != nil {
 		setup.Mutate(&cfg)
 	}
-	srv, err := server.New(server.Options{Config: cfg, Storage: ts.store, Model: ts.model})
+	opts := server.Options{Config: cfg, Storage: ts.store, Model: ts.model}
+	if setup.Options != nil {
+		setup.Options(&opts)
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,17 +39,19 @@ type isoIDs struct {
 	Plugin   string // a plugin module
 	Hash     string // a version of it (its content hash)
 	A2A      string // a task started through A2A
+	Schedule string // a schedule made through the API
 }
 
 // missingIDs are ids no tenant has.
 var missingIDs = isoIDs{Session: "nobody-done", Live: "nobody-live", Parked: "nobody-parked", Run: "run_nobody",
 	Approval: "apr_nobody", Token: "tok_nobody", Task: "task_nobody", Plugin: "nobody_plugin",
-	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", A2A: "run_a2a_nobody"}
+	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", A2A: "run_a2a_nobody",
+	Schedule: "nobody-schedule"}
 
 // mask replaces the ids in body by their field names.
 func (ids isoIDs) mask(body string) string {
 	pairs := [][2]string{{ids.Token, "<token>"}, {ids.Session, "<session>"}, {ids.Live, "<live>"}, {ids.Parked, "<parked>"},
-		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}, {ids.A2A, "<a2a>"}}
+		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}, {ids.A2A, "<a2a>"}, {ids.Schedule, "<schedule>"}}
 	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 	for _, p := range pairs {
 		body = strings.ReplaceAll(body, p[0], p[1])
@@ -200,6 +202,10 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/webhooks/deliveries/{id}", name: "a run's end", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "GET", path: "/v1/webhooks/deliveries/" + ids.Run}
 	}},
+	{route: "GET /v1/schedules", name: "list", list: true, req: get("/v1/schedules")},
+	{route: "DELETE /v1/schedules/{id}", name: "made through the API", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/schedules/" + ids.Schedule}
+	}},
 	// The routes that make the caller's own things, last: beta then has
 	// sessions and a plugin under acme's names, as it may.
 	{route: "POST /v1/sessions/{id}/messages", name: "completed", creates: true, req: func(ids isoIDs) isoRequest {
@@ -214,6 +220,11 @@ var isolationRows = []isoRow{
 	{route: "PUT /v1/plugins/{name}", name: "plugin", creates: true, req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "PUT", path: "/v1/plugins/" + ids.Plugin, body: "<get_account>"}
 	}, undo: func(ids isoIDs) isoRequest { return isoRequest{method: "DELETE", path: "/v1/plugins/" + ids.Plugin} }},
+	{route: "POST /v1/schedules", name: "under acme's schedule's id", creates: true, req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/schedules", body: `{"id":"` + ids.Schedule + `","session":"` + ids.Session + `","cron":"0 0 1 1 *","text":"beta's"}`}
+	}, undo: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/schedules/" + ids.Schedule}
+	}},
 	{route: "POST /v1/ui/chat", name: "message into the live session", creates: true, req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/ui/chat", body: `{"id":"` + ids.Live + `","messages":[{"id":"m-beta","role":"user","parts":[{"type":"text","text":"beta writes"}]}]}`}
 	}},
@@ -285,7 +296,10 @@ func testIsolation(t *testing.T, store storage.Storage) {
 	getAccountWasm, publishWasm := getAccount(t), publishPost(t)
 
 	// Tenant acme's data.
-	acme := isoIDs{Session: "acme-done", Live: "acme-live", Parked: "acme-parked", Plugin: "publish_post"}
+	acme := isoIDs{Session: "acme-done", Live: "acme-live", Parked: "acme-parked", Plugin: "publish_post", Schedule: "acme-new-year"}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/schedules", `{"id":"`+acme.Schedule+`","session":"`+acme.Session+`","cron":"0 0 1 1 *","text":"secret-acme-schedule"}`); code != 201 {
+		t.Fatalf("acme's schedule: %d %s", code, body)
+	}
 	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/"+acme.Plugin, publishWasm); code != 201 {
 		t.Fatalf("acme uploads its plugin: %d %s", code, body)
 	}
@@ -411,7 +425,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 					t.Fatalf("%d %s", code, body)
 				}
 				leaks(t, "beta's listing", row.req(acme), body)
-				for _, id := range []string{acme.Session, acme.Live, acme.Parked, `"` + acme.Plugin + `"`} {
+				for _, id := range []string{acme.Session, acme.Live, acme.Parked, `"` + acme.Plugin + `"`, acme.Schedule} {
 					if strings.Contains(body, id) {
 						t.Errorf("beta's listing names acme's %s: %s", id, body)
 					}
@@ -502,7 +516,7 @@ func testIsolation(t *testing.T, store storage.Storage) {
 func acmeView(t *testing.T, ts *testServer, ids isoIDs) string {
 	t.Helper()
 	var b strings.Builder
-	for _, path := range []string{"/v1/sessions", "/v1/approvals", "/v1/plugins", "/v1/plugins/" + ids.Plugin, "/v1/tasks/" + ids.Task, "/v1/a2a/tasks"} {
+	for _, path := range []string{"/v1/sessions", "/v1/approvals", "/v1/plugins", "/v1/plugins/" + ids.Plugin, "/v1/tasks/" + ids.Task, "/v1/a2a/tasks", "/v1/schedules"} {
 		code, body := ts.do(t, ts.acme, "GET", path, "")
 		fmt.Fprintf(&b, "%s %d %s\n", path, code, body)
 	}

@@ -440,18 +440,19 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// FuzzRequestBodies: whatever the body of a message or a decision, the
-// answer is a success or a JSON error of the 4xx kind — never a 5xx, a
-// panic, or a body of another shape.
+// FuzzRequestBodies: whatever the body of a message, a decision or a
+// schedule, the answer is a success or a JSON error of the 4xx kind —
+// never a 5xx, a panic, or a body of another shape.
 func FuzzRequestBodies(f *testing.F) {
 	for _, seed := range []string{`{"text":"hi"}`, `{"text":"x","parts":[{"type":"text","text":"y"}]}`, `{"approve":true}`,
 		`{"text":5}`, `{"text":"x","colour":1}`, `[]`, `null`, `{`, `{"text":"x"} 1`, "", `{"parts":[{"type":"image","data":"!!"}]}`,
-		`{"approve":true,"token":"a.b"}`, `{"text":"\u0000"}`, `{"text":"x","agent":""}`, "\xff\xfe"} {
+		`{"approve":true,"token":"a.b"}`, `{"text":"\u0000"}`, `{"text":"x","agent":""}`, "\xff\xfe",
+		`{"id":"f","session":"s","cron":"@every 1h","text":"x"}`, `{"id":"f","session":"s","cron":"0 0 30 2 *","text":"x"}`} {
 		f.Add(seed)
 	}
 	ts := startServer(f, serverSetup{})
 	f.Fuzz(func(t *testing.T, body string) {
-		for _, path := range []string{"/v1/sessions/fuzz/messages", "/v1/approvals/appr_x", "/v1/sessions/fuzz/cancel"} {
+		for _, path := range []string{"/v1/sessions/fuzz/messages", "/v1/approvals/appr_x", "/v1/sessions/fuzz/cancel", "/v1/schedules"} {
 			code, answer := ts.do(t, ts.acme, "POST", path, body)
 			if code >= 500 {
 				t.Fatalf("POST %s %q: %d %s", path, body, code, answer)

@@ -20,6 +20,7 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/protocol/mcpclient"
+	"github.com/agentichost/agentic/schedule"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/webhook"
 )
@@ -47,6 +48,10 @@ type Options struct {
 	// Telemetry traces the runs (its TracerProvider); the runs' metrics go
 	// to the server's /metrics whatever its MeterProvider. Default: nil.
 	Telemetry *host.Telemetry
+
+	// The schedules' clock and poll (tests; see export_test.go).
+	scheduleNow  func() time.Time
+	schedulePoll time.Duration
 }
 
 // Server is the multi-tenant HTTP + SSE service: an http.Handler over one
@@ -71,6 +76,9 @@ type Server struct {
 	plugins  configPlugins // the tenants' plugins of the configuration (oci://)
 	stopBg   context.CancelFunc
 	bg       sync.WaitGroup // the server's own goroutines (the outboxes), until stopBg
+
+	schedules     sync.WaitGroup // the tenants' schedule runners
+	stopSchedules func()         // stops them (and waits), as the server drains
 
 	streams streamSlots // the open event streams, per key, tenant and in all
 
@@ -98,6 +106,7 @@ type tenant struct {
 	feed      feed                         // the changes of the tenant's sessions, for GET /v1/feed
 	mcp       map[string]*mcpclient.Source // its MCP servers, by name
 	outbox    *webhook.Outbox              // its webhooks; nil: none
+	schedules *schedule.Runner             // its schedules
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -157,6 +166,7 @@ func New(opts Options) (*Server, error) {
 	for _, t := range s.tenants {
 		s.runOutbox(bg, t)
 	}
+	s.runSchedules()
 	s.routes()
 	return s, nil
 }
@@ -299,6 +309,10 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
 	}
 	t.host = h
+	if t.schedules, err = s.newSchedules(t, opts); err != nil {
+		h.Close(context.Background())
+		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+	}
 	return t, nil
 }
 
@@ -391,7 +405,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // messages and tasks 503), as the first step of a graceful shutdown;
 // reads are still served. Close refuses the rest (approval decisions,
 // event streams).
-func (s *Server) Drain() { s.closing.Store(true) }
+func (s *Server) Drain() {
+	s.closing.Store(true)
+	s.stopFiring()
+}
+
+// stopFiring stops the tenants' schedule runners (another host's take
+// their leases over).
+func (s *Server) stopFiring() {
+	if s.stopSchedules != nil {
+		s.stopSchedules()
+	}
+}
 
 // Close shuts the server down: it refuses new work, ends the event
 // streams, and has every run in flight stop at its next step boundary
@@ -404,6 +429,7 @@ func (s *Server) Drain() { s.closing.Store(true) }
 func (s *Server) Close(ctx context.Context) error {
 	s.closing.Store(true)
 	s.doneOnce.Do(func() { close(s.done) })
+	s.stopFiring()
 	for _, t := range s.tenants {
 		t.host.Drain()
 	}

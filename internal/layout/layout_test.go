@@ -46,7 +46,7 @@ var allowed = map[string][]string{
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"webhook", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"webhook", "schedule", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {
