@@ -47,8 +47,9 @@ func waitFires(t *testing.T, store storage.Storage, session string, n int, strea
 // TestServeSchedulesSurviveSIGKILL: a schedule made through the API fires
 // every 2s into a session whose runs stream for a while; serve is
 // SIGKILLed just after an occurrence reached the ledger, as its run
-// streams. On files the next process, on Redis the other host (which
-// fired nothing while the first led the schedules' lease) goes on firing
+// streams. On files the next process, on Redis the other host (which ran
+// beside the first for two occurrences, firing none of them while the
+// first led the schedules' lease) goes on firing
 // the schedule, kept in the storage. Each occurrence is then in the
 // ledger once — a message sent again after the crash carries the same
 // request id and is not appended again, and two hosts never both fire —
@@ -78,7 +79,8 @@ func TestServeSchedulesSurviveSIGKILL(t *testing.T) {
 				// A leads the schedules (it fired); B waits for the lease.
 				b = startServe(t, "B", bin, config, "--set", "host_id=host-b")
 			}
-			before := waitFires(t, store, "ticks", 2, true, 20*time.Second)
+			// Two occurrences while both run (on Redis).
+			before := waitFires(t, store, "ticks", 3, true, 20*time.Second)
 			a.signal(syscall.SIGKILL)
 			a.wait(10 * time.Second)
 			if b == nil {
