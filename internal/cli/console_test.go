@@ -109,6 +109,34 @@ func TestConsole(t *testing.T) {
 	t.Run("mcp", env.testMCP)
 	t.Run("correlation", env.testCorrelation)
 	t.Run("a2a", env.testA2A)
+	t.Run("schedules", env.testSchedules)
+}
+
+// testSchedules: the sessions page lists the tenant's schedules, each
+// with its session linked, its next occurrence and, once it fired, its
+// last one's outcome.
+func (e *consoleEnv) testSchedules(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/schedules", `{"id":"console-new-year","session":"console-greetings","cron":"0 0 1 1 *","timezone":"Europe/Paris","text":"happy new year"}`, http.StatusCreated, nil)
+	acme.must("POST", "/v1/schedules", `{"id":"console-tick","session":"console-ticks","cron":"@every 1s","text":"tick"}`, http.StatusCreated, nil)
+	defer acme.must("DELETE", "/v1/schedules/console-tick", "", http.StatusOK, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions")
+	row := func(id string) string { return fmt.Sprintf("table#schedules tr[data-schedule=%q]", id) }
+	b.wait("the schedules", 20*time.Second, jsExists(row("console-new-year"))+" && "+jsExists(row("console-tick")+`[data-outcome="sent"]`))
+	if got := evalIn[string](b, jsQuery(row("console-new-year")+" a.session-link")+".getAttribute('href')"); got != "#/sessions/console-greetings" {
+		t.Errorf("the schedule's session links to %q", got)
+	}
+	if got := b.text(row("console-new-year") + " td.last"); got != "not yet" {
+		t.Errorf("the schedule not fired yet shows %q", got)
+	}
+	if got := b.text(row("console-new-year") + " td.next"); got == "" {
+		t.Error("no next occurrence shown")
+	}
+	if got := b.text(row("console-tick") + " span.outcome"); got != "sent" {
+		t.Errorf("the fired schedule shows %q", got)
+	}
+	b.shot("schedules.png")
 }
 
 // testCorrelation: a response names its session, run and trace (the API's

@@ -480,8 +480,15 @@
     const a2aTable = h('table', { id: 'a2a-tasks' },
       h('thead', null, h('tr', null, h('th', null, 'Task'), h('th', null, 'Context'), h('th', null, 'Agent'),
         h('th', null, 'State'), h('th', null, 'Started'))), a2aBody);
+    // The schedules that send messages into sessions (GET /v1/schedules):
+    // each with its next occurrence and what became of its last one.
+    const schedBody = h('tbody');
+    const schedStatus = h('p', { class: 'muted', id: 'schedules-status' });
+    const schedTable = h('table', { id: 'schedules' },
+      h('thead', null, h('tr', null, h('th', null, 'Schedule'), h('th', null, 'Session'), h('th', null, 'When'),
+        h('th', null, 'Next'), h('th', null, 'Last'))), schedBody);
     append(root, [h('h2', null, 'Sessions'), h('div', { class: 'toolbar' }, filter, stateFilter), open, status, table,
-      h('h2', null, 'A2A tasks'), a2aStatus, a2aTable]);
+      h('h2', null, 'Schedules'), schedStatus, schedTable, h('h2', null, 'A2A tasks'), a2aStatus, a2aTable]);
     let a2aContexts = new Set();
     let rows = [];
     let more = false; // sessions past the pages read
@@ -535,6 +542,23 @@
           a2aStatus.textContent = res.tasks.length ? `the latest ${res.tasks.length} tasks started through A2A` : 'No task came through A2A yet.';
         } catch (e) {
           a2aStatus.textContent = 'Cannot list the A2A tasks: ' + e.message;
+        }
+        try {
+          const res = await api('GET', '/v1/schedules');
+          clear(schedBody);
+          for (const x of res.schedules) {
+            const last = x.last;
+            schedBody.append(h('tr', { 'data-schedule': x.id, 'data-source': x.source, 'data-outcome': last ? last.outcome : '' },
+              h('td', null, h('span', { class: 'mono' }, x.id), x.source === 'config' ? h('span', { class: 'via', title: 'from the configuration: read-only here' }, 'config') : null),
+              h('td', null, h('a', { class: 'session-link', href: '#/sessions/' + encodeURIComponent(x.session) }, x.session)),
+              h('td', null, h('code', null, x.cron), ' ', h('span', { class: 'muted' }, x.timezone)),
+              h('td', { class: 'next' }, fmtTime(x.next)),
+              h('td', { class: 'last', title: last && last.message_id ? 'message ' + last.message_id + (last.run_id ? ', run ' + last.run_id : '') : '' },
+                last ? [h('span', { class: 'outcome' + (last.outcome === 'sent' ? '' : ' muted') }, last.outcome), ' ', fmtTime(last.occurrence)] : h('span', { class: 'muted' }, 'not yet'))));
+          }
+          schedStatus.textContent = res.schedules.length ? '' : 'No schedules (schedules: in the configuration, or POST /v1/schedules).';
+        } catch (e) {
+          schedStatus.textContent = 'Cannot list the schedules: ' + e.message;
         }
         for (const s of all) {
           const st = s.status || {};
