@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,21 +62,33 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 	}
 
 	st := newStreamState(req.Model, onDelta)
-	stream := c.chat.NewStreaming(sctx, params, opts...)
-	defer stream.Close()
-
-	var serr error
-	if stream.Err() == nil && httpRes != nil {
+	// The request goes through openai-go (its request options, errors and
+	// status handling); the event stream is read here, each chunk decoded
+	// by the fast path when it can and by openai-go otherwise (chunk.go).
+	var raw *http.Response
+	opts = append(opts, option.WithJSONSet("stream", true))
+	serr := c.api.Post(sctx, "chat/completions", params, &raw, opts...)
+	if raw != nil && raw.Body != nil {
+		defer raw.Body.Close()
+	}
+	if serr == nil && httpRes != nil {
 		serr = c.checkResponse(httpRes)
 	}
 	if serr == nil {
-		for stream.Next() {
-			if serr = st.add(stream.Current()); serr != nil {
+		dec := ssestream.NewDecoder(raw)
+		var ch chunk
+		for dec.Next() {
+			ev := dec.Event()
+			if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
 				break
 			}
+			if serr = decodeChunk(ev, &ch); serr != nil {
+				break
+			}
+			st.add(&ch)
 		}
 		if serr == nil {
-			serr = stream.Err()
+			serr = dec.Err()
 		}
 	}
 	if httpRes != nil && st.id == "" {
@@ -182,83 +195,69 @@ func (c *Client) classify(err error, httpRes *http.Response) error {
 // streamState assembles a stream's chunks.
 type streamState struct {
 	onDelta func(model.Delta)
-	acc     *openai.ChatCompletionAccumulator
 
 	id, model    string
 	nativeFinish string
+	finish       string // the finish reason of the last choice seen
+	sawChoice    bool
 	text         strings.Builder
 	reasoning    strings.Builder
 	details      []map[string]json.RawMessage // merged reasoning_details
 	usage        ledger.Usage
 	gotUsage     bool
+	deltas       []model.Delta // one chunk's, reused
 
 	calls []callState   // by our dense index
 	remap map[int64]int // provider index → our index
 }
 
-type callState struct{ id, name string }
+type callState struct {
+	id, name string
+	args     strings.Builder
+}
 
 func newStreamState(model string, onDelta func(model.Delta)) *streamState {
-	return &streamState{onDelta: onDelta, acc: &openai.ChatCompletionAccumulator{}, model: model,
-		remap: map[int64]int{}}
+	return &streamState{onDelta: onDelta, model: model}
 }
 
 // add folds one chunk into the state and reports its deltas.
-func (s *streamState) add(ch openai.ChatCompletionChunk) error {
+func (s *streamState) add(ch *chunk) {
 	if s.id == "" {
 		s.id = ch.ID
 	}
-	// openai-go's accumulator refuses a chunk whose id differs from the
-	// first one's; some servers mint an id per chunk.
-	ch.ID = s.id
 	if ch.Model != "" {
 		s.model = ch.Model
 	}
-
-	var deltas []model.Delta
-	var details []string
-	kept := make([]openai.ChatCompletionChunkChoice, 0, 1)
-	for _, choice := range ch.Choices {
-		if choice.Index != 0 {
-			continue // only one choice is asked for
+	deltas := s.deltas[:0]
+	for i := range ch.Choices {
+		choice := &ch.Choices[i]
+		s.sawChoice = true
+		s.finish = choice.FinishReason
+		if choice.NativeFinish != "" {
+			s.nativeFinish = choice.NativeFinish
 		}
-		d := &choice.Delta
-		if nf := jsonText(json.RawMessage(choice.JSON.ExtraFields["native_finish_reason"].Raw())); nf != "" {
-			s.nativeFinish = nf
+		if choice.Reasoning != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaReasoning, Text: choice.Reasoning})
 		}
-		if r := reasoningText(d); r != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaReasoning, Text: r})
+		if choice.Content != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: choice.Content})
 		}
-		if f, ok := d.JSON.ExtraFields["reasoning_details"]; ok {
-			details = append(details, f.Raw())
+		if choice.Refusal != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: choice.Refusal})
 		}
-		if d.Content != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Content})
-		}
-		if d.Refusal != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Refusal})
-		}
-		if len(d.ToolCalls) > 0 {
-			calls := make([]openai.ChatCompletionChunkChoiceDeltaToolCall, len(d.ToolCalls))
-			copy(calls, d.ToolCalls)
-			for j := range calls {
-				if td, ok := s.toolDelta(&calls[j]); ok {
-					deltas = append(deltas, td)
-				}
+		for j := range choice.ToolCalls {
+			if td, ok := s.toolDelta(&choice.ToolCalls[j]); ok {
+				deltas = append(deltas, td)
 			}
-			d.ToolCalls = calls
 		}
-		kept = append(kept, choice)
 	}
-	ch.Choices = kept
-	if !s.acc.AddChunk(ch) {
-		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", model.ErrMalformedStream, truncate(ch.RawJSON(), 200))
+	if ch.HasUsage {
+		s.usage, s.gotUsage = parseUsage(ch.Usage), true
 	}
-	if ch.JSON.Usage.Valid() {
-		s.usage, s.gotUsage = parseUsage(ch.JSON.Usage.Raw()), true
-	}
-	for _, raw := range details {
-		s.addDetails(raw)
+	for i := range ch.Choices {
+		if ch.Choices[i].HasDetails {
+			s.addDetails(ch.Choices[i].Details)
+		}
 	}
 	for _, d := range deltas {
 		switch d.Kind {
@@ -269,15 +268,17 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 		}
 		s.onDelta(d)
 	}
-	return nil
+	clear(deltas)
+	s.deltas = deltas[:0]
 }
 
 // toolDelta maps a tool-call fragment's index to a dense one, in order of
-// first appearance, and returns the delta to report. A fragment with a new
-// id at an index already used by another call starts a new call (some
-// servers send every call at index 0). A name repeated on every fragment
-// is sent to the accumulator once, which would otherwise concatenate it.
-func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCall) (model.Delta, bool) {
+// first appearance, folds the fragment into its call and returns the
+// delta to report. A fragment with a new id at an index already used by
+// another call starts a new call (some servers send every call at index
+// 0). A name repeated on every fragment is taken once (openai-go's
+// accumulator, which this replaces, would concatenate it).
+func (s *streamState) toolDelta(tc *chunkToolCall) (model.Delta, bool) {
 	raw := tc.Index
 	if raw == -1 {
 		raw = 0 // AWS Bedrock's single call
@@ -289,28 +290,31 @@ func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCal
 	if !ok {
 		i = len(s.calls)
 		s.calls = append(s.calls, callState{})
+		if s.remap == nil {
+			s.remap = make(map[int64]int, 2)
+		}
 		s.remap[raw] = i
 	}
-	tc.Index = int64(i)
 	c := &s.calls[i]
 	news := false
 	if tc.ID != "" && c.id == "" {
 		c.id, news = tc.ID, true
 	}
-	switch name := tc.Function.Name; {
+	switch name := tc.Name; {
 	case name == "":
 	case c.name == "":
 		c.name, news = name, true
 	case name == c.name:
-		tc.Function.Name = "" // a repeat, not a fragment
+		// a repeat, not a fragment
 	default:
 		c.name += name
 		news = true
 	}
-	if !news && tc.Function.Arguments == "" {
+	c.args.WriteString(tc.Arguments)
+	if !news && tc.Arguments == "" {
 		return model.Delta{}, false
 	}
-	return model.Delta{Kind: model.DeltaToolCall, Text: tc.Function.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
+	return model.Delta{Kind: model.DeltaToolCall, Text: tc.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
 }
 
 // reasoningText returns a delta's reasoning fragment: OpenRouter's
@@ -379,23 +383,22 @@ func (s *streamState) result() model.Result {
 	if len(s.details) > 0 {
 		r.Raw, _ = json.Marshal(map[string]any{"reasoning_details": s.details})
 	}
-	if len(s.acc.Choices) == 0 {
+	if !s.sawChoice {
 		return r
 	}
-	choice := s.acc.Choices[0]
-	r.FinishReason = choice.FinishReason
-	n := len(choice.Message.ToolCalls)
+	r.FinishReason = s.finish
+	n := len(s.calls)
 	if (r.FinishReason == "" || r.FinishReason == "error") && n > 0 {
 		n--
 	}
 	for i := 0; i < n; i++ {
-		tc := choice.Message.ToolCalls[i]
-		id := tc.ID
+		tc := &s.calls[i]
+		id := tc.id
 		if id == "" {
 			// Some servers send no ids; the host pairs results by id.
 			id = fmt.Sprintf("call_%d_%s", i, s.id)
 		}
-		r.ToolCalls = append(r.ToolCalls, ledger.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		r.ToolCalls = append(r.ToolCalls, ledger.ToolCall{ID: id, Name: tc.name, Arguments: tc.args.String()})
 	}
 	return r
 }
