@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentichost/agentic/ledger"
 )
 
 // chunk is what the stream reads of one chat-completion chunk: its id,
@@ -741,3 +744,91 @@ func (p *parser) number() bool {
 	p.i = i
 	return true
 }
+
+// parseUsageFast reads a usage object as [ParseUsage] does, without
+// reflection, and reports whether it could: token counts that are plain
+// integers, costs that are numbers, is_byok a boolean, the details
+// objects; anything else (a null, a string, a key repeated, a count with a
+// fraction) is left to [parseUsageSlow].
+func parseUsageFast(raw []byte) (ledger.Usage, bool) {
+	var u ledger.Usage
+	p := parser{b: raw}
+	hasCost := false
+	int64Of := func(dst *int64) bool { return p.int(dst) }
+	floatOf := func(dst *float64) bool {
+		start := p.i
+		if c := p.peek(); c != '-' && (c < '0' || c > '9') {
+			return false
+		}
+		if !p.number() {
+			return false
+		}
+		f, err := strconv.ParseFloat(string(p.b[start:p.i]), 64)
+		*dst = f
+		return err == nil
+	}
+	p.ws()
+	ok := p.object(func(key []byte) bool {
+		switch string(key) {
+		case "prompt_tokens":
+			return int64Of(&u.PromptTokens)
+		case "completion_tokens":
+			return int64Of(&u.CompletionTokens)
+		case "total_tokens":
+			return int64Of(&u.TotalTokens)
+		case "cost":
+			hasCost = true
+			return floatOf(&u.Cost)
+		case "is_byok":
+			switch p.peek() {
+			case 't':
+				t := true
+				u.IsBYOK = &t
+				return p.lit("true")
+			case 'f':
+				f := false
+				u.IsBYOK = &f
+				return p.lit("false")
+			}
+			return false
+		case "prompt_tokens_details":
+			return p.object(func(key []byte) bool {
+				switch string(key) {
+				case "cached_tokens":
+					return int64Of(&u.CachedTokens)
+				case "cache_write_tokens":
+					return int64Of(&u.CacheWriteTokens)
+				}
+				return p.skip(0)
+			}, promptDetailKeys)
+		case "completion_tokens_details":
+			return p.object(func(key []byte) bool {
+				if string(key) == "reasoning_tokens" {
+					return int64Of(&u.ReasoningTokens)
+				}
+				return p.skip(0)
+			}, completionDetailKeys)
+		case "cost_details":
+			return p.object(func(key []byte) bool {
+				if string(key) == "upstream_inference_cost" {
+					return floatOf(&u.UpstreamCost)
+				}
+				return p.skip(0)
+			}, costDetailKeys)
+		}
+		return p.skip(0)
+	}, usageKeys)
+	p.ws()
+	if !ok || p.i != len(p.b) {
+		return ledger.Usage{}, false
+	}
+	u.CostUnknown = !hasCost
+	return u, true
+}
+
+var (
+	usageKeys            = []string{"prompt_tokens", "completion_tokens", "total_tokens", "cost", "is_byok", "prompt_tokens_details", "completion_tokens_details", "cost_details"}
+	promptDetailKeys     = []string{"cached_tokens", "cache_write_tokens"}
+	completionDetailKeys = []string{"reasoning_tokens"}
+	costDetailKeys       = []string{"upstream_inference_cost"}
+)

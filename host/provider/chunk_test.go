@@ -152,3 +152,78 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		}
 	})
 }
+
+// usageVariants are usage objects beside the fixtures': every field's
+// other forms, and forms left to parseUsageSlow.
+var usageVariants = []string{
+	`{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"cost":1e-7,"is_byok":false}`,
+	`{"prompt_tokens":-1,"cost":0,"is_byok":true,"cost_details":{"upstream_inference_cost":2.5E+1,"x":[1]},"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":9},"completion_tokens_details":{}}`,
+	` { "cost" : 0.5 } `,
+	`{}`,
+	`{"prompt_tokens":1.5,"cost":"0.1"}`,
+	`{"prompt_tokens":null,"is_byok":null,"cost":null}`,
+	`{"prompt_tokens":1,"prompt_tokens":2}`,
+	`{"Prompt_Tokens":1}`,
+	`{"prompt_tokens_details":{"Cached_Tokens":5}}`,
+	`{"cost":1e400}`,
+	`{"prompt_tokens":99999999999999999999}`,
+	`[]`,
+	`null`,
+}
+
+// TestUsageParsersAgree pins parseUsageFast to parseUsageSlow over the
+// usage objects of the wire fixtures and the variants, and checks that it
+// reads the fixtures' own.
+func TestUsageParsersAgree(t *testing.T) {
+	var raws [][]byte
+	for _, name := range fixtures.Names() {
+		if strings.HasPrefix(name, "usage_") {
+			raws = append(raws, fixtures.Bytes(name))
+		}
+	}
+	for _, data := range fixtureEvents(t) {
+		var c chunk
+		if decodeChunkFast(data, &c) && c.HasUsage {
+			raws = append(raws, []byte(c.Usage))
+		}
+	}
+	if len(raws) < 6 {
+		t.Fatalf("%d usage objects in the fixtures", len(raws))
+	}
+	for _, raw := range raws {
+		if !checkUsageParsers(t, raw) {
+			t.Errorf("the fast path left a fixture's usage to encoding/json: %s", raw)
+		}
+	}
+	for _, v := range usageVariants {
+		checkUsageParsers(t, []byte(v))
+	}
+}
+
+func checkUsageParsers(t testing.TB, raw []byte) bool {
+	t.Helper()
+	fast, ok := parseUsageFast(raw)
+	if !ok {
+		return false
+	}
+	if slow := parseUsageSlow(raw); !reflect.DeepEqual(fast, slow) {
+		t.Errorf("%s:\nfast %+v\nslow %+v", raw, fast, slow)
+	}
+	return true
+}
+
+// FuzzUsageParsers: whatever usage parseUsageFast reads, parseUsageSlow
+// reads the same.
+func FuzzUsageParsers(f *testing.F) {
+	for _, name := range fixtures.Names() {
+		if strings.HasPrefix(name, "usage_") {
+			f.Add(fixtures.Bytes(name))
+		}
+	}
+	for _, v := range usageVariants {
+		f.Add([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkUsageParsers(t, raw)
+	})
+}

@@ -36,9 +36,17 @@ import (
 //
 // onDelta runs on the caller's goroutine, between reads of the stream.
 func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
-	params, err := c.buildParams(req)
-	if err != nil {
-		return model.Result{}, err
+	// The body: written without reflection when it can be (fastrequest.go),
+	// else built and marshalled by openai-go.
+	var body any
+	if b, ok := c.encodeRequest(req); ok {
+		body = b
+	} else {
+		params, err := c.buildParams(req)
+		if err != nil {
+			return model.Result{}, err
+		}
+		body = params
 	}
 	if onDelta == nil {
 		onDelta = func(model.Delta) {}
@@ -66,15 +74,17 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 	// status handling); the event stream is read here, each chunk decoded
 	// by the fast path when it can and by openai-go otherwise (chunk.go).
 	var raw *http.Response
-	opts = append(opts, option.WithJSONSet("stream", true))
-	serr := c.api.Post(sctx, "chat/completions", params, &raw, opts...)
+	if _, ok := body.([]byte); !ok {
+		opts = append(opts, option.WithJSONSet("stream", true))
+	}
+	serr := c.api.Post(sctx, "chat/completions", body, &raw, opts...)
 	if raw != nil && raw.Body != nil {
 		defer raw.Body.Close()
 	}
 	if serr == nil && httpRes != nil {
 		serr = c.checkResponse(httpRes)
 	}
-	if serr == nil {
+	if serr == nil && raw != nil {
 		dec := ssestream.NewDecoder(raw)
 		var ch chunk
 		for dec.Next() {
@@ -403,7 +413,7 @@ func (s *streamState) result() model.Result {
 	return r
 }
 
-// parseUsage is ParseUsage of the raw JSON openai-go keeps as a string.
+// parseUsage is ParseUsage of a raw JSON string.
 func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
 
 // ParseUsage reads a chat completion's usage object — the "usage" of the
@@ -416,6 +426,16 @@ func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
 // JSON object reads as a zero Usage. A usage without a numeric "cost"
 // (and anything that is not a usage) is CostUnknown. The step's billed cost is then [ledger.Usage.Billed].
 func ParseUsage(raw []byte) ledger.Usage {
+	if u, ok := parseUsageFast(raw); ok {
+		return u
+	}
+	return parseUsageSlow(raw)
+}
+
+// parseUsageSlow is ParseUsage by encoding/json, field by field: the
+// reference [parseUsageFast] is pinned to (TestUsageParsersAgree,
+// FuzzUsageParsers).
+func parseUsageSlow(raw []byte) ledger.Usage {
 	var u struct {
 		Prompt     json.RawMessage `json:"prompt_tokens"`
 		Completion json.RawMessage `json:"completion_tokens"`
