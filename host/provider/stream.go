@@ -90,6 +90,7 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 		for dec.Next() {
 			ev := dec.Event()
 			if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+				drain(raw.Body, cancel)
 				break
 			}
 			if serr = decodeChunk(ev, &ch); serr != nil {
@@ -135,6 +136,27 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 		return res, &model.Error{MidStream: true, Message: msg}
 	}
 	return res, nil
+}
+
+// drainWait and drainMax bound the reading of what follows "[DONE]"
+// (drainWait is a variable for the tests).
+var drainWait = 50 * time.Millisecond
+
+const drainMax = 4 << 10
+
+// errDrained ends a response body that went on after "[DONE]".
+var errDrained = errors.New("provider: the stream went on after [DONE]")
+
+// drain reads what follows "[DONE]" — the end of the chunked body, which
+// servers send right after it — so that the connection goes back to the
+// pool: a body closed before its end closes its connection, and the next
+// pass would dial again. A body that does not end within drainWait and
+// drainMax is cut, through the request's context (cancel), and its
+// connection closed.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(errDrained) })
+	_, _ = io.CopyN(io.Discard, body, drainMax)
+	t.Stop()
 }
 
 // checkResponse rejects a 2xx response that is not an event stream. A JSON
