@@ -55,6 +55,11 @@ func main() {
 	client := flag.Bool("client", false, "run as the client process (internal)")
 	url := flag.String("url", "", "the server's URL (-client)")
 	cpuProfile := flag.String("cpuprofile", "", "write the server process's CPU profile to `FILE`")
+	bin := flag.String("bin", "bin/agentic-host", "the agentic-host `binary` the process-based measurements run (serve, fake-provider)")
+	lean := flag.String("lean", "scripts/leanmodel.py", "the lean model server's `script` (Python)")
+	routeDir := flag.String("aisdk-route", "", "the AI SDK route's `DIR` (shared/bench/aisdk-route, installed with npm ci): its CPU per chat beside serve's")
+	route := flag.Int("route", 0, "chats at once through serve's UI route (and the AI SDK route) for the CPU per chat; 0 leaves it out")
+	rounds := flag.Int("rounds", 3, "rounds of the route comparison")
 	flag.Parse()
 	if *client {
 		if err := runClient(*url, *sessions, *words); err != nil {
@@ -75,7 +80,17 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	failed := false
+	t := tools{bin: *bin, lean: *lean, routeDir: *routeDir}
+	if *route > 0 {
+		if err := routeCompare(t, *rounds, *route, *words); err != nil {
+			fmt.Fprintf(os.Stderr, "load: the UI route: %v\n", err)
+			failed = true
+		}
+	}
 	for _, name := range strings.Split(*stores, ",") {
+		if name == "" || *sessions == 0 {
+			continue
+		}
 		r, err := measure(name, *sessions, *words, *latency, selfClient)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "load: %s: %v\n", name, err)
