@@ -255,8 +255,11 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 	if err != nil {
 		return rep, err
 	}
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{
-		"load": {Keys: []server.KeyConfig{{Hash: server.HashKey(tenantKey)}}, Models: []string{fakemodel.DefaultModel}},
+	// Every session keeps its stream open: the stream limits (256 a
+	// tenant, 32 a key by default) are raised past the sessions.
+	cfg := server.Config{MaxStreams: 2*sessions + 16, Tenants: map[string]server.TenantConfig{
+		"load": {Keys: []server.KeyConfig{{Hash: server.HashKey(tenantKey)}}, Models: []string{fakemodel.DefaultModel},
+			RateLimit: server.RateLimitConfig{Streams: 2*sessions + 16, StreamsPerKey: 2*sessions + 16}},
 	}}
 	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
