@@ -11,6 +11,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME  ?= 20s
 BENCH_COUNT ?= 5
 LOAD_SESSIONS ?= 1000
+LOAD_ROUTE ?= 1000
+LOAD_RATES ?= 200,500
+LOAD_MODEL_RATE ?= 100
+ROUTE_DIR ?= ../shared/bench/aisdk-route
 ANCHOR_RUNS ?= 200
 ANCHOR_DIR ?= ../shared/bench/aisdk
 PKGS      := ./...
@@ -91,11 +95,11 @@ bench: build
 bench-anchor: build
 	@BIN=$(BIN) ANCHOR_DIR=$(ANCHOR_DIR) ./scripts/bench-anchor.sh $(ANCHOR_RUNS)
 
-## load: LOAD_SESSIONS (1000) sessions at once through the HTTP + SSE service, against the fake model, over file and memory storage: accept and append latency, events/s, memory per idle session
-load:
+## load: the service under load beside its peers (scripts/load.sh): the UI route's CPU per chat beside an AI SDK route's (ROUTE_DIR), two model servers; open-loop load at LOAD_RATES chats/s, the capacity and fairness; the capacity model (file and Redis); LOAD_SESSIONS (1000) sessions at once
+load: build
 	@mkdir -p bin
 	$(GO) build -o bin/load ./internal/cmd/load
-	bin/load -sessions $(LOAD_SESSIONS)
+	BIN=$(BIN) ROUTE_DIR=$(ROUTE_DIR) LOAD_SESSIONS=$(LOAD_SESSIONS) LOAD_ROUTE=$(LOAD_ROUTE) LOAD_RATES=$(LOAD_RATES) LOAD_MODEL_RATE=$(LOAD_MODEL_RATE) ./scripts/load.sh
 
 ## examples: run every Example function (they are tests with checked output)
 examples:

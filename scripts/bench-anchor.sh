@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The anchor benchmark: the host's CPU per model step beside the AI SDK 7
-# ToolLoopAgent's (../shared/bench/aisdk), each against the same fake server
-# (agentic-host fake-provider --anchor) in the same run, alternating, 3
-# rounds; it prints every measurement and the medians' ratio.
+# ToolLoopAgent's (../shared/bench/aisdk), each against the same server in
+# the same run, alternating, 3 rounds, against two servers: the project's
+# fake (agentic-host fake-provider --anchor) and an independent one in
+# Python (scripts/leanmodel.py); it prints every measurement, the medians'
+# ratios and the worst of them.
 #   scripts/bench-anchor.sh [RUNS]   (make bench-anchor)
 # With ANCHOR_OUT=FILE it also writes each round in go test -bench's format
-# (package "anchor", unit cpu-us/step), which make bench adds to its results.
+# (package "anchor", unit cpu-us/step, one benchmark a server), which make
+# bench adds to its results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/agentic-host}
@@ -20,25 +23,40 @@ cp -r "$anchor_src/." "$work/aisdk"
 go build -o "$work/anchor" ./internal/cmd/anchor
 "$BIN" fake-provider --anchor --addr 127.0.0.1:0 >"$work/fake.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do
-	url=$(sed -n 's/.*base URL \(http[^ ]*\).*/\1/p' "$work/fake.log")
-	[ -n "$url" ] && break
-	sleep 0.05
+python3 scripts/leanmodel.py >"$work/lean.log" 2>&1 &
+pids+=($!)
+declare -A url
+for server in fake lean; do
+	for _ in $(seq 100); do
+		url[$server]=$(sed -n 's/.*base URL \(http[^ ]*\).*/\1/p' "$work/$server.log")
+		[ -n "${url[$server]}" ] && break
+		sleep 0.05
+	done
+	[ -n "${url[$server]}" ] || { cat "$work/$server.log" >&2; exit 1; }
 done
-[ -n "$url" ] || { cat "$work/fake.log" >&2; exit 1; }
 cpu() { sed -n 's/.*"cpu_us_per_step":\([0-9.]*\).*/\1/p'; }
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in 1 2 3; do
-	a=$( (cd "$work/aisdk" && node bench.mjs "$url" "$runs") | cpu)
-	f=$("$work/anchor" -base-url "$url" -runs "$runs" -storage file | cpu)
-	m=$("$work/anchor" -base-url "$url" -runs "$runs" -storage memory | cpu)
-	echo "round $round: cpu µs per step — AI SDK $a, host (file) $f, host (memory) $m"
-	echo "$a $f $m" >>"$work/rounds"
+	for server in fake lean; do
+		u=${url[$server]}
+		a=$( (cd "$work/aisdk" && node bench.mjs "$u" "$runs") | cpu)
+		f=$("$work/anchor" -base-url "$u" -runs "$runs" -storage file | cpu)
+		m=$("$work/anchor" -base-url "$u" -runs "$runs" -storage memory | cpu)
+		echo "round $round, $server server: cpu µs per step — AI SDK $a, host (file) $f, host (memory) $m"
+		echo "$server $a $f $m" >>"$work/rounds"
+	done
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${ANCHOR_OUT:-}" ]; then
 	go run ./internal/cmd/benchsummary -anchor-rounds "$work/rounds" >"$ANCHOR_OUT"
 fi
 median() { sort -n | sed -n 2p; }
-a=$(awk '{print $1}' "$work/rounds" | median)
-f=$(awk '{print $2}' "$work/rounds" | median)
-m=$(awk '{print $3}' "$work/rounds" | median)
-awk -v a="$a" -v f="$f" -v m="$m" 'BEGIN { printf "medians: AI SDK %.0f µs, host file %.0f µs (%.3f×), host memory %.0f µs (%.3f×)\n", a, f, f/a, m, m/a }'
+worst=0
+for server in fake lean; do
+	a=$(awk -v s=$server '$1 == s {print $2}' "$work/rounds" | median)
+	f=$(awk -v s=$server '$1 == s {print $3}' "$work/rounds" | median)
+	m=$(awk -v s=$server '$1 == s {print $4}' "$work/rounds" | median)
+	awk -v s="$server" -v a="$a" -v f="$f" -v m="$m" 'BEGIN { printf "medians, %s server: AI SDK %.0f µs, host file %.0f µs (%.3f×), host memory %.0f µs (%.3f×)\n", s, a, f, f/a, m, m/a }'
+	worst=$(awk -v w="$worst" -v a="$a" -v f="$f" 'BEGIN { r = f/a; print (r > w ? r : w) }')
+done
+awk -v w="$worst" 'BEGIN { printf "worst ratio, file storage: %.3f× (target ≤ 0.10×)\n", w }'

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/protocol/uistream"
 )
 
 // GET /v1/sessions/{id}/events: a session's live events over SSE. The
@@ -50,6 +51,8 @@ type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration // 0: DefaultStreamWrite
+	buf     []byte        // an event's bytes, reused
+	pending bool          // chunk wrote since the last flush
 }
 
 // deadline bounds the next write.
@@ -75,26 +78,54 @@ func newSSE(w http.ResponseWriter) *sse {
 
 // event writes one event; name and id may be empty.
 func (s *sse) event(name, id string, data any) error {
-	b, err := json.Marshal(data)
+	j, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
 	s.deadline()
-	var buf strings.Builder
+	b := s.buf[:0]
 	if name != "" {
-		fmt.Fprintf(&buf, "event: %s\n", name)
+		b = append(append(append(b, "event: "...), name...), '\n')
 	}
 	if id != "" {
-		fmt.Fprintf(&buf, "id: %s\n", id)
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	fmt.Fprintf(&buf, "data: %s\n\n", b)
-	if _, err := s.w.Write([]byte(buf.String())); err != nil {
+	b = append(append(append(b, "data: "...), j...), "\n\n"...)
+	s.buf = b
+	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-// comment writes an SSE comment (a heartbeat).
+// chunk writes a UI message stream chunk as a data event (its JSON by
+// uistream.AppendChunk), without flushing: the caller flushes
+// (flushPending) once it has written what one update of the run makes, so
+// that the chunks of an update leave in one write.
+func (s *sse) chunk(ch uistream.Chunk) error {
+	if !s.pending {
+		s.deadline()
+		s.pending = true
+	}
+	b, err := uistream.AppendChunk(append(s.buf[:0], "data: "...), ch)
+	if err != nil {
+		return err
+	}
+	b = append(b, "\n\n"...)
+	s.buf = b
+	_, err = s.w.Write(b)
+	return err
+}
+
+// flushPending flushes what chunk wrote since the last flush.
+func (s *sse) flushPending() error {
+	if !s.pending {
+		return nil
+	}
+	s.pending = false
+	return s.flush()
+}
+
 func (s *sse) comment(text string) error {
 	s.deadline()
 	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {

@@ -255,12 +255,21 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 	conv.SetMetadata(a.SessionID(), s.traceOf)
 	conv.SetEmit(func(ch uistream.Chunk) error {
 		if werr == nil {
-			werr = out.event("", "", ch)
+			werr = out.chunk(ch)
 		}
 		return werr
 	})
+	// The chunks of one update are written, then flushed together.
+	update := func(u host.Update) (bool, error) {
+		done, err := conv.Update(u)
+		if ferr := out.flushPending(); err == nil && werr == nil && ferr != nil {
+			werr = ferr
+			err = ferr
+		}
+		return done, err
+	}
 	if first != nil {
-		if done, err := conv.Update(*first); done || err != nil {
+		if done, err := update(*first); done || err != nil {
 			if err == nil {
 				out.done()
 			}
@@ -272,7 +281,7 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 		agent = first.Snapshot.Status.Agent
 	}
 	s.stream(r.Context(), out, a, apiKey(r), t, agent, func(u host.Update, _ host.Cursor) error {
-		done, err := conv.Update(u)
+		done, err := update(u)
 		if err == nil && done {
 			return io.EOF
 		}
@@ -288,6 +297,9 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 		}
 		conv.Fail(message)
 	})
+	if werr == nil {
+		werr = out.flushPending()
+	}
 	if conv.Ended() && werr == nil {
 		out.done()
 	}

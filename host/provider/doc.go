@@ -37,9 +37,16 @@
 // Requests always ask for usage in the stream
 // (stream_options.include_usage) and, except towards api.openai.com, which
 // rejects unknown fields, for OpenRouter's usage accounting
-// (usage.include). openai-go's accumulator drops the fields OpenRouter adds
-// to usage (cost, is_byok, cost_details), so the client reads usage from
-// the final usage chunk's raw JSON. Reasoning arrives as the extra delta
+// (usage.include). The client reads usage from the final usage chunk's raw
+// JSON, with the fields OpenRouter adds (cost, is_byok, cost_details).
+//
+// Requests are sent by openai-go (its request options, status and error
+// handling); the event stream is read by the client. Each chunk of the
+// usual shape is decoded without reflection, and any other — an error
+// member, a field of an unexpected type, anything the fast decoder does
+// not read exactly as openai-go would — by openai-go itself; a
+// differential test and a fuzzer over the wire fixtures pin the two
+// together (chunk.go). Reasoning arrives as the extra delta
 // field "reasoning" (or "reasoning_content" on some servers); OpenRouter's
 // "reasoning_details" are kept in [model.Result.Raw] for replay.
 package provider

@@ -62,7 +62,8 @@ type Config struct {
 	// are long, and [Config.IdleTimeout] bounds a silent one. Default: a
 	// client whose transport bounds dialling (30s), the TLS handshake
 	// (10s) and the wait for response headers (HeaderTimeout), with no overall
-	// timeout; each Client gets its own, so build one Client and share it.
+	// timeout, keeping up to [DefaultMaxIdleConns] idle connections; each
+	// Client gets its own, so build one Client and share it.
 	HTTPClient *http.Client
 	// UsageAccounting says whether requests carry OpenRouter's
 	// `usage: {include: true}`; stream_options.include_usage is always
@@ -217,8 +218,17 @@ func defaultHTTPClient(headerTimeout time.Duration) *http.Client {
 	t.ResponseHeaderTimeout = headerTimeout
 	t.ExpectContinueTimeout = time.Second
 	t.IdleConnTimeout = 90 * time.Second
+	// A server streams many passes at once to one endpoint: keep their
+	// connections (over HTTP/1.1, one a stream) for the next passes, where
+	// the default two per host would have most of a burst dial again.
+	t.MaxIdleConns = DefaultMaxIdleConns
+	t.MaxIdleConnsPerHost = DefaultMaxIdleConns
 	return &http.Client{Transport: t}
 }
+
+// DefaultMaxIdleConns is how many idle connections the default HTTPClient
+// keeps, to the model endpoint and in all.
+const DefaultMaxIdleConns = 256
 
 // validHeaderName reports whether s is an HTTP token (RFC 9110).
 func validHeaderName(s string) bool {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,9 +36,17 @@ import (
 //
 // onDelta runs on the caller's goroutine, between reads of the stream.
 func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
-	params, err := c.buildParams(req)
-	if err != nil {
-		return model.Result{}, err
+	// The body: written without reflection when it can be (fastrequest.go),
+	// else built and marshalled by openai-go.
+	var body any
+	if b, ok := c.encodeRequest(req); ok {
+		body = b
+	} else {
+		params, err := c.buildParams(req)
+		if err != nil {
+			return model.Result{}, err
+		}
+		body = params
 	}
 	if onDelta == nil {
 		onDelta = func(model.Delta) {}
@@ -61,21 +70,36 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 	}
 
 	st := newStreamState(req.Model, onDelta)
-	stream := c.chat.NewStreaming(sctx, params, opts...)
-	defer stream.Close()
-
-	var serr error
-	if stream.Err() == nil && httpRes != nil {
+	// The request goes through openai-go (its request options, errors and
+	// status handling); the event stream is read here, each chunk decoded
+	// by the fast path when it can and by openai-go otherwise (chunk.go).
+	var raw *http.Response
+	if _, ok := body.([]byte); !ok {
+		opts = append(opts, option.WithJSONSet("stream", true))
+	}
+	serr := c.api.Post(sctx, "chat/completions", body, &raw, opts...)
+	if raw != nil && raw.Body != nil {
+		defer raw.Body.Close()
+	}
+	if serr == nil && httpRes != nil {
 		serr = c.checkResponse(httpRes)
 	}
-	if serr == nil {
-		for stream.Next() {
-			if serr = st.add(stream.Current()); serr != nil {
+	if serr == nil && raw != nil {
+		dec := ssestream.NewDecoder(raw)
+		var ch chunk
+		for dec.Next() {
+			ev := dec.Event()
+			if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+				drain(raw.Body, cancel)
 				break
 			}
+			if serr = decodeChunk(ev, &ch); serr != nil {
+				break
+			}
+			st.add(&ch)
 		}
 		if serr == nil {
-			serr = stream.Err()
+			serr = dec.Err()
 		}
 	}
 	if httpRes != nil && st.id == "" {
@@ -112,6 +136,27 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 		return res, &model.Error{MidStream: true, Message: msg}
 	}
 	return res, nil
+}
+
+// drainWait and drainMax bound the reading of what follows "[DONE]"
+// (drainWait is a variable for the tests).
+var drainWait = 50 * time.Millisecond
+
+const drainMax = 4 << 10
+
+// errDrained ends a response body that went on after "[DONE]".
+var errDrained = errors.New("provider: the stream went on after [DONE]")
+
+// drain reads what follows "[DONE]" — the end of the chunked body, which
+// servers send right after it — so that the connection goes back to the
+// pool: a body closed before its end closes its connection, and the next
+// pass would dial again. A body that does not end within drainWait and
+// drainMax is cut, through the request's context (cancel), and its
+// connection closed.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(drainWait, func() { cancel(errDrained) })
+	_, _ = io.CopyN(io.Discard, body, drainMax)
+	t.Stop()
 }
 
 // checkResponse rejects a 2xx response that is not an event stream. A JSON
@@ -182,83 +227,69 @@ func (c *Client) classify(err error, httpRes *http.Response) error {
 // streamState assembles a stream's chunks.
 type streamState struct {
 	onDelta func(model.Delta)
-	acc     *openai.ChatCompletionAccumulator
 
 	id, model    string
 	nativeFinish string
+	finish       string // the finish reason of the last choice seen
+	sawChoice    bool
 	text         strings.Builder
 	reasoning    strings.Builder
 	details      []map[string]json.RawMessage // merged reasoning_details
 	usage        ledger.Usage
 	gotUsage     bool
+	deltas       []model.Delta // one chunk's, reused
 
 	calls []callState   // by our dense index
 	remap map[int64]int // provider index → our index
 }
 
-type callState struct{ id, name string }
+type callState struct {
+	id, name string
+	args     strings.Builder
+}
 
 func newStreamState(model string, onDelta func(model.Delta)) *streamState {
-	return &streamState{onDelta: onDelta, acc: &openai.ChatCompletionAccumulator{}, model: model,
-		remap: map[int64]int{}}
+	return &streamState{onDelta: onDelta, model: model}
 }
 
 // add folds one chunk into the state and reports its deltas.
-func (s *streamState) add(ch openai.ChatCompletionChunk) error {
+func (s *streamState) add(ch *chunk) {
 	if s.id == "" {
 		s.id = ch.ID
 	}
-	// openai-go's accumulator refuses a chunk whose id differs from the
-	// first one's; some servers mint an id per chunk.
-	ch.ID = s.id
 	if ch.Model != "" {
 		s.model = ch.Model
 	}
-
-	var deltas []model.Delta
-	var details []string
-	kept := make([]openai.ChatCompletionChunkChoice, 0, 1)
-	for _, choice := range ch.Choices {
-		if choice.Index != 0 {
-			continue // only one choice is asked for
+	deltas := s.deltas[:0]
+	for i := range ch.Choices {
+		choice := &ch.Choices[i]
+		s.sawChoice = true
+		s.finish = choice.FinishReason
+		if choice.NativeFinish != "" {
+			s.nativeFinish = choice.NativeFinish
 		}
-		d := &choice.Delta
-		if nf := jsonText(json.RawMessage(choice.JSON.ExtraFields["native_finish_reason"].Raw())); nf != "" {
-			s.nativeFinish = nf
+		if choice.Reasoning != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaReasoning, Text: choice.Reasoning})
 		}
-		if r := reasoningText(d); r != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaReasoning, Text: r})
+		if choice.Content != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: choice.Content})
 		}
-		if f, ok := d.JSON.ExtraFields["reasoning_details"]; ok {
-			details = append(details, f.Raw())
+		if choice.Refusal != "" {
+			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: choice.Refusal})
 		}
-		if d.Content != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Content})
-		}
-		if d.Refusal != "" {
-			deltas = append(deltas, model.Delta{Kind: model.DeltaText, Text: d.Refusal})
-		}
-		if len(d.ToolCalls) > 0 {
-			calls := make([]openai.ChatCompletionChunkChoiceDeltaToolCall, len(d.ToolCalls))
-			copy(calls, d.ToolCalls)
-			for j := range calls {
-				if td, ok := s.toolDelta(&calls[j]); ok {
-					deltas = append(deltas, td)
-				}
+		for j := range choice.ToolCalls {
+			if td, ok := s.toolDelta(&choice.ToolCalls[j]); ok {
+				deltas = append(deltas, td)
 			}
-			d.ToolCalls = calls
 		}
-		kept = append(kept, choice)
 	}
-	ch.Choices = kept
-	if !s.acc.AddChunk(ch) {
-		return fmt.Errorf("%w: openai-go's accumulator rejected a chunk: %s", model.ErrMalformedStream, truncate(ch.RawJSON(), 200))
+	if ch.HasUsage {
+		s.usage, s.gotUsage = parseUsage(ch.Usage), true
 	}
-	if ch.JSON.Usage.Valid() {
-		s.usage, s.gotUsage = parseUsage(ch.JSON.Usage.Raw()), true
-	}
-	for _, raw := range details {
-		s.addDetails(raw)
+	for i := range ch.Choices {
+		if ch.Choices[i].HasDetails {
+			s.addDetails(ch.Choices[i].Details)
+		}
 	}
 	for _, d := range deltas {
 		switch d.Kind {
@@ -269,15 +300,17 @@ func (s *streamState) add(ch openai.ChatCompletionChunk) error {
 		}
 		s.onDelta(d)
 	}
-	return nil
+	clear(deltas)
+	s.deltas = deltas[:0]
 }
 
 // toolDelta maps a tool-call fragment's index to a dense one, in order of
-// first appearance, and returns the delta to report. A fragment with a new
-// id at an index already used by another call starts a new call (some
-// servers send every call at index 0). A name repeated on every fragment
-// is sent to the accumulator once, which would otherwise concatenate it.
-func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCall) (model.Delta, bool) {
+// first appearance, folds the fragment into its call and returns the
+// delta to report. A fragment with a new id at an index already used by
+// another call starts a new call (some servers send every call at index
+// 0). A name repeated on every fragment is taken once (openai-go's
+// accumulator, which this replaces, would concatenate it).
+func (s *streamState) toolDelta(tc *chunkToolCall) (model.Delta, bool) {
 	raw := tc.Index
 	if raw == -1 {
 		raw = 0 // AWS Bedrock's single call
@@ -289,28 +322,31 @@ func (s *streamState) toolDelta(tc *openai.ChatCompletionChunkChoiceDeltaToolCal
 	if !ok {
 		i = len(s.calls)
 		s.calls = append(s.calls, callState{})
+		if s.remap == nil {
+			s.remap = make(map[int64]int, 2)
+		}
 		s.remap[raw] = i
 	}
-	tc.Index = int64(i)
 	c := &s.calls[i]
 	news := false
 	if tc.ID != "" && c.id == "" {
 		c.id, news = tc.ID, true
 	}
-	switch name := tc.Function.Name; {
+	switch name := tc.Name; {
 	case name == "":
 	case c.name == "":
 		c.name, news = name, true
 	case name == c.name:
-		tc.Function.Name = "" // a repeat, not a fragment
+		// a repeat, not a fragment
 	default:
 		c.name += name
 		news = true
 	}
-	if !news && tc.Function.Arguments == "" {
+	c.args.WriteString(tc.Arguments)
+	if !news && tc.Arguments == "" {
 		return model.Delta{}, false
 	}
-	return model.Delta{Kind: model.DeltaToolCall, Text: tc.Function.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
+	return model.Delta{Kind: model.DeltaToolCall, Text: tc.Arguments, ToolIndex: i, ToolCallID: c.id, ToolName: c.name}, true
 }
 
 // reasoningText returns a delta's reasoning fragment: OpenRouter's
@@ -379,28 +415,27 @@ func (s *streamState) result() model.Result {
 	if len(s.details) > 0 {
 		r.Raw, _ = json.Marshal(map[string]any{"reasoning_details": s.details})
 	}
-	if len(s.acc.Choices) == 0 {
+	if !s.sawChoice {
 		return r
 	}
-	choice := s.acc.Choices[0]
-	r.FinishReason = choice.FinishReason
-	n := len(choice.Message.ToolCalls)
+	r.FinishReason = s.finish
+	n := len(s.calls)
 	if (r.FinishReason == "" || r.FinishReason == "error") && n > 0 {
 		n--
 	}
 	for i := 0; i < n; i++ {
-		tc := choice.Message.ToolCalls[i]
-		id := tc.ID
+		tc := &s.calls[i]
+		id := tc.id
 		if id == "" {
 			// Some servers send no ids; the host pairs results by id.
 			id = fmt.Sprintf("call_%d_%s", i, s.id)
 		}
-		r.ToolCalls = append(r.ToolCalls, ledger.ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		r.ToolCalls = append(r.ToolCalls, ledger.ToolCall{ID: id, Name: tc.name, Arguments: tc.args.String()})
 	}
 	return r
 }
 
-// parseUsage is ParseUsage of the raw JSON openai-go keeps as a string.
+// parseUsage is ParseUsage of a raw JSON string.
 func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
 
 // ParseUsage reads a chat completion's usage object — the "usage" of the
@@ -413,6 +448,16 @@ func parseUsage(raw string) ledger.Usage { return ParseUsage([]byte(raw)) }
 // JSON object reads as a zero Usage. A usage without a numeric "cost"
 // (and anything that is not a usage) is CostUnknown. The step's billed cost is then [ledger.Usage.Billed].
 func ParseUsage(raw []byte) ledger.Usage {
+	if u, ok := parseUsageFast(raw); ok {
+		return u
+	}
+	return parseUsageSlow(raw)
+}
+
+// parseUsageSlow is ParseUsage by encoding/json, field by field: the
+// reference [parseUsageFast] is pinned to (TestUsageParsersAgree,
+// FuzzUsageParsers).
+func parseUsageSlow(raw []byte) ledger.Usage {
 	var u struct {
 		Prompt     json.RawMessage `json:"prompt_tokens"`
 		Completion json.RawMessage `json:"completion_tokens"`

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -622,4 +626,58 @@ func deref(b *bool) any {
 		return nil
 	}
 	return *b
+}
+
+// TestStreamReusesConnection: a stream whose body ends a little after
+// "[DONE]", in a write of its own, leaves its connection to the next pass;
+// one that stays open after "[DONE]" still returns its pass, its
+// connection cut.
+func TestStreamReusesConnection(t *testing.T) {
+	hold := make(chan struct{})
+	var holdOpen atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events(fixtures.Bytes("stream_text.sse")) {
+			_, _ = io.WriteString(w, ev+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+		if holdOpen.Load() {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // the end of the body comes later than [DONE]
+	}))
+	var conns atomic.Int64
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	defer close(hold)
+	c, err := New(Config{BaseURL: srv.URL + "/v1", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { drainWait = d }(drainWait)
+	drainWait = time.Minute // however slow the machine
+	for range 3 {
+		if _, err := c.Stream(context.Background(), userRequest("hi"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("3 passes used %d connections, want 1", n)
+	}
+	holdOpen.Store(true)
+	drainWait = 10 * time.Millisecond
+	res, err := c.Stream(context.Background(), userRequest("hi"), nil)
+	if err != nil || res.Text != "Hello, world!" || res.FinishReason != "stop" {
+		t.Errorf("a body held open after [DONE]: %q, %q, %v", res.Text, res.FinishReason, err)
+	}
 }

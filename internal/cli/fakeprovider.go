@@ -16,6 +16,7 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("fake-provider", env)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen `HOST:PORT`")
 	latency := fs.Duration("latency", 0, "pause between streamed chunks")
+	words := fs.Int("words-per-chunk", 0, "words in each streamed chunk of text (0: the fake's default, 3)")
 	anchor := fs.Bool("anchor", false, "answer as the anchor benchmark expects: \"CALL tool {json}\" calls the tool with those arguments, a tool result is answered \"RESULT: …\"")
 	var windows pluginList
 	fs.Var(&windows, "context-window", "list `MODEL=TOKENS` in the models endpoint with that context window (repeatable), so that a client compacts early")
@@ -30,7 +31,7 @@ func fakeProvider(ctx context.Context, args []string, env Env) error {
 	if _, err := newLogger(fs, env); err != nil {
 		return err
 	}
-	opts := fakemodel.Options{Addr: *addr, Latency: *latency}
+	opts := fakemodel.Options{Addr: *addr, Latency: *latency, ChunkSize: *words}
 	if *anchor {
 		opts.Respond = fakemodel.AnchorReply
 	}

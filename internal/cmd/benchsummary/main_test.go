@@ -48,7 +48,7 @@ func TestSummary(t *testing.T) {
 		"load a 10,000-event session, file", "(not in this run)", "BenchmarkLoad10k ./storage/file",
 		"bare XADD p50 49 µs: p50 1.75×, p99 1.55×",
 		"accept p99, 5,000 runs streaming at once", "150.0 ms", "instant model: 70.0 ms",
-		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor (needs node and ANCHOR_DIR)",
+		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor (needs node, python3 and ANCHOR_DIR)",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, s)
@@ -79,7 +79,8 @@ BenchmarkWarmCallVsBare/go-echo-1KB-2  300  2710071 ns/op  220487 bare-B/call  1
 // medians and their ratio.
 func TestSummaryAnchor(t *testing.T) {
 	var lines strings.Builder
-	if err := anchorBench(&lines, strings.NewReader("12000 1300 1100\n10000 1100 900\n14000 1200 1000\n")); err != nil {
+	if err := anchorBench(&lines, strings.NewReader("12000 1300 1100\n10000 1100 900\n14000 1200 1000\n"+
+		"lean 6000 700 600\nlean 5000 650 550\nlean 7000 800 700\n")); err != nil {
 		t.Fatal(err)
 	}
 	r, err := parse(strings.NewReader(lines.String()))
@@ -88,13 +89,14 @@ func TestSummaryAnchor(t *testing.T) {
 	}
 	var out strings.Builder
 	summarize(&out, r)
-	for _, want := range []string{"file 1200 µs (0.100×), memory 1000 µs (0.083×)", "the AI SDK 7 ToolLoopAgent on the same fake server: 12000 µs"} {
+	for _, want := range []string{"(fake server)", "file 1200 µs (0.100×), memory 1000 µs (0.083×)", "the AI SDK 7 ToolLoopAgent on the same server: 12000 µs",
+		"(lean server)", "file 700 µs (0.117×), memory 600 µs (0.100×)", "file 0.117× (lean)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}
 	}
 	// A side that printed no figure fails rather than drop out.
-	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", ""} {
+	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", "lean 1 2\n", ""} {
 		if err := anchorBench(io.Discard, strings.NewReader(rounds)); err == nil {
 			t.Errorf("anchorBench(%q) = nil, want an error", rounds)
 		}

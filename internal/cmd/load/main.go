@@ -30,6 +30,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,15 @@ func main() {
 	client := flag.Bool("client", false, "run as the client process (internal)")
 	url := flag.String("url", "", "the server's URL (-client)")
 	cpuProfile := flag.String("cpuprofile", "", "write the server process's CPU profile to `FILE`")
+	bin := flag.String("bin", "bin/agentic-host", "the agentic-host `binary` the process-based measurements run (serve, fake-provider)")
+	lean := flag.String("lean", "scripts/leanmodel.py", "the lean model server's `script` (Python)")
+	routeDir := flag.String("aisdk-route", "", "the AI SDK route's `DIR` (shared/bench/aisdk-route, installed with npm ci): its CPU per chat beside serve's")
+	route := flag.Int("route", 0, "chats at once through serve's UI route (and the AI SDK route) for the CPU per chat; 0 leaves it out")
+	rounds := flag.Int("rounds", 3, "rounds of the route comparison")
+	rates := flag.String("rates", "", "open-loop load through serve at these `RATES` (chats a second, comma-separated), then up to the capacity and fairness at it; empty leaves it out")
+	openFor := flag.Duration("open-duration", 10*time.Second, "how long each open-loop rate lasts")
+	model := flag.Float64("model-rate", 0, "the capacity model: chats a second through serve on file then Redis storage (redis-server on PATH), per chat CPU, ledger, SSE and Redis figures; 0 leaves it out")
+	capacity := flag.Float64("capacity", 0, "the capacity (chats a second) fairness is measured at; 0 finds it, up from the last of -rates")
 	flag.Parse()
 	if *client {
 		if err := runClient(*url, *sessions, *words); err != nil {
@@ -75,7 +85,38 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	failed := false
+	t := tools{bin: *bin, lean: *lean, routeDir: *routeDir}
+	if *route > 0 {
+		if err := routeCompare(t, *rounds, *route, *words); err != nil {
+			fmt.Fprintf(os.Stderr, "load: the UI route: %v\n", err)
+			failed = true
+		}
+	}
+	if *rates != "" {
+		var rs []float64
+		for _, f := range strings.Split(*rates, ",") {
+			r, err := strconv.ParseFloat(f, 64)
+			if err != nil || r <= 0 {
+				fmt.Fprintf(os.Stderr, "load: -rates: %q is not a rate\n", f)
+				os.Exit(2)
+			}
+			rs = append(rs, r)
+		}
+		if err := openLoopReport(t, rs, *openFor, *words, *latency, *capacity); err != nil {
+			fmt.Fprintf(os.Stderr, "load: the open-loop load: %v\n", err)
+			failed = true
+		}
+	}
+	if *model > 0 {
+		if err := capacityModel(t, *model, *openFor, *words, *latency); err != nil {
+			fmt.Fprintf(os.Stderr, "load: the capacity model: %v\n", err)
+			failed = true
+		}
+	}
 	for _, name := range strings.Split(*stores, ",") {
+		if name == "" || *sessions == 0 {
+			continue
+		}
 		r, err := measure(name, *sessions, *words, *latency, selfClient)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "load: %s: %v\n", name, err)
@@ -214,8 +255,11 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 	if err != nil {
 		return rep, err
 	}
-	cfg := server.Config{Tenants: map[string]server.TenantConfig{
-		"load": {Keys: []server.KeyConfig{{Hash: server.HashKey(tenantKey)}}, Models: []string{fakemodel.DefaultModel}},
+	// Every session keeps its stream open: the stream limits (256 a
+	// tenant, 32 a key by default) are raised past the sessions.
+	cfg := server.Config{MaxStreams: 2*sessions + 16, Tenants: map[string]server.TenantConfig{
+		"load": {Keys: []server.KeyConfig{{Hash: server.HashKey(tenantKey)}}, Models: []string{fakemodel.DefaultModel},
+			RateLimit: server.RateLimitConfig{Streams: 2*sessions + 16, StreamsPerKey: 2*sessions + 16}},
 	}}
 	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
