@@ -333,6 +333,18 @@ func (r *Registry) generation(tenant, name string) uint64 {
 	return r.gens[tenant+"/"+name]
 }
 
+// FileWritten tells the registry that the caller wrote the file of the
+// tenant's module name, in a directory a [DirWatcher] watches, after it
+// loaded that version itself (an upload kept on disk, a rollback): a
+// watcher that read the file before the write — between the load and the
+// write, the file still held the version before — does not put what it
+// read in the place of the version loaded; the file's next read decides.
+func (r *Registry) FileWritten(tenant, name string) {
+	r.mu.Lock()
+	r.gens[tenant+"/"+name]++
+	r.mu.Unlock()
+}
+
 // commitIf is commit, which does nothing (errSuperseded) when gen is set
 // and the module's generation is no longer *gen: a version read from a
 // file before another loaded must not replace that one.

@@ -2,6 +2,8 @@ package plugins_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -122,7 +124,8 @@ func TestRollback(t *testing.T) {
 }
 
 // TestWatcherNeverUndoesANewerLoad: a version the watcher read from a
-// file before another version loaded (an upload, a rollback) does not take
+// file before another version loaded (an upload, a rollback), or before
+// that version's file was written (Registry.FileWritten), does not take
 // that one's place when it is ready; the file's next read does.
 func TestWatcherNeverUndoesANewerLoad(t *testing.T) {
 	rt, _ := newRuntime(t)
@@ -164,5 +167,27 @@ func TestWatcherNeverUndoesANewerLoad(t *testing.T) {
 	w.PrepareForTest(ctx, "v")() // read again: the file decides
 	if got := answer(); got != `{"version":"B"}` {
 		t.Errorf("after the file's next read: %s, want B's answer", got)
+	}
+
+	// An upload as serve keeps one: the version loaded, then its file
+	// written. The watcher's first read of that file, between the two,
+	// finds the version before; once the write is told, that read does
+	// not undo the load.
+	xpath := filepath.Join(dir, "x.wasm")
+	if err := os.WriteFile(xpath, versionWasm(t, "old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "x", Wasm: versionWasm(t, "D")}); err != nil {
+		t.Fatal(err)
+	}
+	commit = w.PrepareForTest(ctx, "x") // reads the version before
+	if err := os.WriteFile(xpath, versionWasm(t, "D"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg.FileWritten("acme", "x")
+	commit()
+	sum := sha256.Sum256(versionWasm(t, "D"))
+	if m, _ := reg.Module("acme", "x"); m == nil || m.Hash() != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("a read from before the file was written put the version before in place")
 	}
 }

@@ -196,7 +196,7 @@ func (s *Server) onCanaryChange(c plugins.Change) {
 		wasm, err := os.ReadFile(wasmPath)
 		sig, _ := os.ReadFile(wasmPath + plugins.SignatureSuffix)
 		if err == nil {
-			err = writeSigned(filepath.Join(s.cfg.PluginsDir, c.Tenant, c.Name+".wasm"), wasm, sig)
+			err = s.placeModule(c.Tenant, c.Name, wasm, sig)
 		}
 		if err != nil {
 			s.log.Error("cannot keep a promoted canary in the module's place: a restart serves the version before it", "tenant", c.Tenant, "plugin", c.Name, "module", c.Hash, "err", err)

@@ -104,7 +104,7 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 			_, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig})
 		})
 		if err == nil {
-			if err := writeSigned(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm, sig); err != nil {
+			if err := s.placeModule(tenant, name, wasm, sig); err != nil {
 				s.log.Error("cannot keep a held plugin version that loads now", "tenant", tenant, "plugin", name, "err", err)
 			}
 			os.Remove(path + plugins.SignatureSuffix)
@@ -126,7 +126,7 @@ type versionDecision struct {
 
 // decideVersion approves or discards a held version.
 func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant) {
-	name, path := s.pluginPath(w, r, t)
+	name, _ := s.pluginPath(w, r, t)
 	if name == "" {
 		return
 	}
@@ -177,7 +177,7 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	// Its files take the module's place (the held one is dropped as the
 	// version loads: onPluginChange).
-	if err := writeSigned(path, wasm, sig); err != nil {
+	if err := s.placeModule(t.name, name, wasm, sig); err != nil {
 		s.log.Error("cannot keep an approved plugin version", "tenant", t.name, "plugin", name, "err", err)
 	}
 	writeJSON(w, http.StatusOK, s.pluginInfo(t.name, m))

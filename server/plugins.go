@@ -217,7 +217,7 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the module was refused: %v", err)
 		return
 	}
-	if err := writeSigned(path, wasm, sig); err != nil {
+	if err := s.placeModule(t.name, name, wasm, sig); err != nil {
 		// Not kept, so not taken: put back what served before.
 		s.log.Error("cannot keep an uploaded plugin", "tenant", t.name, "plugin", name, "err", err)
 		s.audit.act(t.name, name, keyActor(r), func() {
@@ -458,4 +458,15 @@ func (t *tenant) uploadSlot(w http.ResponseWriter) (release func(), ok bool) {
 		writeError(w, http.StatusTooManyRequests, codeRateLimited, "another upload of the tenant's modules is under way; send this one after it")
 		return nil, false
 	}
+}
+
+// placeModule writes a version the registry loaded into the module's place
+// in the tenant's directory (with its signature), then tells the registry
+// (plugins.Registry.FileWritten), so that the directory's watcher, which
+// may have read the file while it still held the version before, does not
+// load that one again.
+func (s *Server) placeModule(tenant, name string, wasm, sig []byte) error {
+	err := writeSigned(filepath.Join(s.cfg.PluginsDir, tenant, name+".wasm"), wasm, sig)
+	s.registry.FileWritten(tenant, name)
+	return err
 }

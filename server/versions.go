@@ -198,7 +198,9 @@ func (s *Server) rollbackPlugin(w http.ResponseWriter, r *http.Request, t *tenan
 	}
 	// Its files take the module's place, so that a restart, and the other
 	// hosts watching the directory, serve it too.
-	if err := writeVersion(path, src); err != nil {
+	err = writeVersion(path, src)
+	s.registry.FileWritten(t.name, name) // a read of the file before is stale
+	if err != nil {
 		s.log.Error("cannot keep a plugin version rolled back to", "tenant", t.name, "plugin", name, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, "the version serves, but its file could not be written: %v", err)
 		return
