@@ -291,18 +291,25 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(2, "%v", err)
 	}
 	return h, func() {
-		// Runs still in flight (the auto-resume sweep's) get a moment to
-		// finish, then stop unrecorded: they stay resumable.
+		// The boot sweep finishes what it began (a command that ends
+		// before the sweep reached a session would otherwise leave that
+		// session's run where it was), and the runs still in flight get
+		// a moment to finish; then they stop unrecorded: they stay
+		// resumable.
 		ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
 		defer cancel()
+		select {
+		case <-h.SweepDone():
+		case <-ctx.Done():
+		}
 		h.Close(ctx)
 		cleanup()
 	}, nil
 }
 
-// closeGrace is how long a command waits, on its way out, for the runs the
-// auto-resume sweep started to end before leaving them interrupted for the
-// next host.
+// closeGrace is how long a command waits, on its way out, for the boot
+// auto-resume sweep to finish and for the runs it started to end, before
+// leaving them interrupted for the next host.
 const closeGrace = 5 * time.Second
 
 func chat(ctx context.Context, args []string, env Env) error {
