@@ -50,9 +50,12 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
@@ -256,6 +259,75 @@ func AddCounter(current []byte, delta, limit int64) (value int64, added bool, er
 		return value, false, nil
 	}
 	return value + delta, true, nil
+}
+
+// Blobs is implemented by stores that keep large payloads (attachments,
+// large tool outputs) beside the ledger, once each, named by the SHA-256
+// of their bytes ([BlobDigest]): an event then keeps the digest, the media
+// type and the size instead of the bytes. Callers that find no Blobs keep
+// the bytes inline in the events, as before.
+//
+// Implementations must guarantee:
+//
+//   - Content addressing. PutBlob stores data under BlobDigest(data) and
+//     returns it; putting bytes already stored changes nothing but their
+//     Stored time, which it moves to now (so that a sweep of unreferenced
+//     blobs, which spares recent ones, spares a blob put again while an
+//     event that refers to it is being written).
+//   - Durability, read-your-writes and the ctx rule of [Storage]; a blob
+//     is visible whole or not at all.
+//   - Isolation. Blobs are not sessions, nor KV values: they never appear
+//     in ListSessions or Keys. A store wrapped by [Prefix] keeps each
+//     prefix's blobs apart (the same bytes put by two tenants are two
+//     blobs, so deleting one tenant's never removes the other's).
+//
+// A missing blob is a value (ok false), not an error; deleting one is a
+// no-op. A digest that is not "sha256:" and 64 lower-case hex digits fails
+// with [ErrInvalidKey]. GetBlob's bytes belong to the caller, and PutBlob
+// keeps no reference to data.
+type Blobs interface {
+	// PutBlob stores data and returns its digest.
+	PutBlob(ctx context.Context, data []byte) (digest string, err error)
+	// GetBlob returns the bytes stored under digest; ok is false when
+	// there are none.
+	GetBlob(ctx context.Context, digest string) (data []byte, ok bool, err error)
+	// DeleteBlob removes the blob under digest.
+	DeleteBlob(ctx context.Context, digest string) error
+	// ListBlobs returns every blob of the store (of its prefix, for a
+	// prefixed store), sorted by digest.
+	ListBlobs(ctx context.Context) ([]BlobInfo, error)
+}
+
+// BlobInfo describes one blob of a [Blobs] store.
+type BlobInfo struct {
+	// Digest names the blob: "sha256:" and the hex of its bytes' SHA-256.
+	Digest string
+	// Size is the blob's length in bytes.
+	Size int64
+	// Stored is when the blob was last put.
+	Stored time.Time
+}
+
+// BlobDigest returns the name a [Blobs] store keeps data under: "sha256:"
+// and the lower-case hex of its SHA-256.
+func BlobDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// CheckBlobDigest returns nil when digest is one [BlobDigest] makes, or an
+// error wrapping [ErrInvalidKey] that says what is wrong.
+func CheckBlobDigest(digest string) error {
+	hexPart, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hexPart) != sha256.Size*2 {
+		return fmt.Errorf("%w: blob digest %.80q is not sha256: and 64 hex digits", ErrInvalidKey, digest)
+	}
+	for _, c := range hexPart {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("%w: blob digest %.80q is not sha256: and 64 lower-case hex digits", ErrInvalidKey, digest)
+		}
+	}
+	return nil
 }
 
 // The bounds of [KV] namespaces, keys and values.
