@@ -225,7 +225,7 @@ func (c SandboxConfig) limits() plugins.Limits {
 }
 
 // newTenant builds a tenant's host and agents.
-func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host.Telemetry) (*tenant, error) {
+func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host.Telemetry) (_ *tenant, err error) {
 	store, err := storage.Prefix(s.store, name+":")
 	if err != nil {
 		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
@@ -264,8 +264,14 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err = s.openMCP(ctx, t)
 	cancel()
+	// A tenant that fails to build closes the MCP connections it opened
+	// (the sessions of remote servers, the processes of local ones).
+	defer func() {
+		if err != nil {
+			t.closeMCP()
+		}
+	}()
 	if err != nil {
-		t.closeMCP()
 		return nil, err
 	}
 	var errs []error
