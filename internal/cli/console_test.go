@@ -36,8 +36,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
 )
 
 // The API keys of the console tests' two tenants.
@@ -110,6 +113,26 @@ func TestConsole(t *testing.T) {
 	t.Run("correlation", env.testCorrelation)
 	t.Run("a2a", env.testA2A)
 	t.Run("schedules", env.testSchedules)
+	t.Run("resume", env.testResume)
+}
+
+// testResume: a run a host left interrupted (its agent's on_interrupted:
+// leave, so serve's boot sweep left it) shows interrupted with the Resume
+// button enabled; the button goes on with it, and the run answers the
+// message it was answering.
+func (e *consoleEnv) testResume(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.waitState("left-run", "interrupted", 20*time.Second)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/left-run")
+	b.wait("the interrupted state", 20*time.Second, `document.querySelector('#session-state').dataset.state === "interrupted"`)
+	b.wait("the Resume button enabled", 10*time.Second, `!document.querySelector('#resume').disabled`)
+	b.do("click Resume", chromedp.Click(chromedp.CSS("#resume")))
+	acme.waitState("left-run", "completed", 30*time.Second)
+	b.wait("the answer to the left message", 20*time.Second, `document.querySelector('#transcript').textContent.includes("You said: left behind")`)
+	b.check("the state completed", 10*time.Second, `document.querySelector('#session-state').dataset.state === "completed"`)
+	b.check("the Resume button disabled again", 10*time.Second, `document.querySelector('#resume').disabled`)
+	b.shot("resume.png")
 }
 
 // testSchedules: the sessions page lists the tenant's schedules, each
@@ -328,6 +351,8 @@ tenants:
       quick:
         timeouts:
           step: 1s
+      left:
+        on_interrupted: leave
     sandbox:
       allowed_hosts: [%q, %q]
       allow_private_network: true
@@ -355,6 +380,9 @@ tenants:
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A run a process left interrupted, whose agent leaves such runs
+	// for a person to resume (testResume).
+	leftInterrupted(t, filepath.Join(dir, "store"), "acme:", "left-run", "left", "left behind")
 	env.acme = startServe(t, "serve", bin, config)
 	env.acme.key = consoleAcmeKey
 	g := *env.acme
@@ -380,6 +408,32 @@ tenants:
 
 	env.browser = startBrowser(t, chromium)
 	return env
+}
+
+// leftInterrupted writes into the file store at dir, under prefix (a
+// tenant's), a session whose run was started by agent and left
+// interrupted, answering text.
+func leftInterrupted(t *testing.T, dir, prefix, id, agent, text string) {
+	t.Helper()
+	fs, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	store, err := storage.Prefix(fs, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID, msgID := ledger.NewID("run"), ledger.NewID("msg")
+	now := time.Now().UTC()
+	if err := store.Append(context.Background(), id,
+		ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: runID,
+			Input: &ledger.Input{MessageID: msgID, Parts: []ledger.Part{ledger.TextPart(text)}}},
+		ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: runID,
+			RunStart: &ledger.RunStart{Inputs: []string{msgID}, ResponseID: ledger.NewID("resp"), Agent: agent, Model: fakemodel.DefaultModel, MaxSteps: 16}},
+	); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startBrowser starts headless chromium, for as long as the test runs.
