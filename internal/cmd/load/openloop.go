@@ -25,9 +25,9 @@ type arrival struct {
 	err       error
 }
 
-// openLoop sends chats to serve at rate a second for dur, half of them
-// through POST /v1/sessions/{id}/messages (accepted at 202), half through
-// the UI route (accepted at its headers, then read to the end), spread
+// openLoop sends chats to serve at rate a second for dur, half of each
+// tenant's through POST /v1/sessions/{id}/messages (accepted at 202), half
+// through the UI route (accepted at its headers, then read to the end), spread
 // over the tenants' keys by weight, and returns them.
 func openLoop(hc *http.Client, url string, tag string, rate float64, dur time.Duration, text string, keys map[string]string, weights map[string]float64) []*arrival {
 	n := int(rate * dur.Seconds())
@@ -57,8 +57,14 @@ func openLoop(hc *http.Client, url string, tag string, rate float64, dur time.Du
 	defer cancel()
 	start := time.Now().Add(50 * time.Millisecond)
 	interval := time.Duration(float64(time.Second) / rate)
+	// Each tenant's chats alternate between the routes (alternating
+	// over all of them would give a tenant one route only whenever the
+	// plan's period is even: weights 3 and 1 send every fourth chat,
+	// always through the same route).
+	sent := map[string]int{}
 	for i := range n {
-		a := &arrival{tenant: plan[i], ui: i%2 == 1, scheduled: start.Add(time.Duration(i) * interval)}
+		a := &arrival{tenant: plan[i], ui: sent[plan[i]]%2 == 1, scheduled: start.Add(time.Duration(i) * interval)}
+		sent[plan[i]]++
 		out[i] = a
 		time.Sleep(time.Until(a.scheduled))
 		wg.Add(1)

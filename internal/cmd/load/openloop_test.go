@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestOpenLoop: the open-loop load sends every chat it planned, spread
+// over the tenants by weight and alternating between the two routes; a
+// UI stream's text is checked against the message; statsOf counts each
+// tenant's chats, refusals (429) and failures apart, and its percentiles
+// are of the accepted chats only.
+func TestOpenLoop(t *testing.T) {
+	var posts, uis atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case r.Method == "POST" && strings.HasPrefix(r.URL.Path, "/v1/sessions/"):
+			posts.Add(1)
+			if key == "k-busy" {
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+		case r.Method == "POST" && r.URL.Path == "/v1/ui/chat":
+			uis.Add(1)
+			var body struct {
+				Messages []struct {
+					Parts []struct{ Text string }
+				}
+			}
+			json.NewDecoder(r.Body).Decode(&body)
+			text := body.Messages[0].Parts[0].Text
+			if key == "k-busy" {
+				// A wrong answer is a failure, not a refusal.
+				text = "something else"
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			d, _ := json.Marshal(map[string]string{"type": "text-delta", "id": "t", "delta": "You said: " + text})
+			fmt.Fprintf(w, "data: {\"type\":\"start\"}\n\ndata: %s\n\ndata: {\"type\":\"finish\"}\n\ndata: [DONE]\n\n", d)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	keys := map[string]string{"calm": "k-calm", "busy": "k-busy"}
+	arrivals := openLoop(newClient(8), srv.URL, "t", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1})
+	if len(arrivals) != 40 || posts.Load() != 20 || uis.Load() != 20 {
+		t.Fatalf("%d arrivals, %d posts, %d UI chats; want 40, 20, 20", len(arrivals), posts.Load(), uis.Load())
+	}
+	all, calm, busy := statsOf(arrivals, ""), statsOf(arrivals, "calm"), statsOf(arrivals, "busy")
+	if calm.n != 30 || busy.n != 10 || all.n != 40 {
+		t.Fatalf("chats: calm %d, busy %d, all %d; want 30, 10, 40", calm.n, busy.n, all.n)
+	}
+	if calm.refused != 0 || calm.failed != 0 || calm.p99 <= 0 || calm.sseBytes <= 0 {
+		t.Errorf("calm: %+v", calm)
+	}
+	if busy.refused != 5 || busy.failed != 5 || busy.firstErr == nil || !strings.Contains(busy.firstErr.Error(), "something else") || busy.p99 != 0 {
+		t.Errorf("busy: %+v, want 5 refused (posts), 5 failed (UI: a wrong text), no accepted latency", busy)
+	}
+	if all.refused != 5 || all.failed != 5 {
+		t.Errorf("all: %+v", all)
+	}
+}
+
+// TestPercentile: the p-th of the sorted durations, the last for p = 1,
+// and 0 for none; the input is left as it was.
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	for p, want := range map[float64]time.Duration{0: 1, 0.5: 3, 0.99: 5, 1: 5} {
+		if got := percentile(ds, p); got != want {
+			t.Errorf("percentile(%v) = %v, want %v", p, got, want)
+		}
+	}
+	if ds[0] != 5 || percentile(nil, 0.5) != 0 {
+		t.Errorf("the input sorted, or none not 0: %v", ds)
+	}
+}
