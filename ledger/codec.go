@@ -356,7 +356,7 @@ func validate(e Event, read bool) error {
 			}
 		}
 	}
-	if e.Kind != KindInput && e.RunID == "" {
+	if e.Kind != KindInput && e.Kind != KindFork && e.RunID == "" {
 		return bad("run_id", "missing")
 	}
 	if !read {

@@ -50,7 +50,7 @@ type Event struct {
 	// Time is when the host minted the event, in UTC. Required.
 	Time time.Time `json:"time"`
 	// RunID is the run the event belongs to; empty for an input that no
-	// run has picked up yet when it was appended.
+	// run has picked up yet when it was appended, and for a fork record.
 	RunID string `json:"run_id,omitempty"`
 
 	Input            *Input            `json:"input,omitempty"`

@@ -102,6 +102,9 @@ func TestForkUsageAndLineage(t *testing.T) {
 		t.Fatal(err)
 	}
 	fork := Event{ID: "ev-fork", Kind: KindFork, Time: t0, Fork: &Fork{Source: "src", At: p.EventID, Item: p.Item, Copied: len(prefix), Model: "other/model"}}
+	if _, err := Encode(fork); err != nil {
+		t.Fatalf("a fork record (of no run) does not encode: %v", err)
+	}
 	events := append([]Event{fork}, prefix...)
 	own := newBuilder().text("run2", "resp3", 1, "done again").runEnd("run2", RunCompleted, "").build()
 	own[0].ID, own[1].ID = "ev-own1", "ev-own2"
