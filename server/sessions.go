@@ -441,10 +441,11 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		ID     string              `json:"id"`
-		Status host.Status         `json:"status"`
-		Usage  ledger.SessionUsage `json:"usage"`
-	}{id, o.Status, o.Usage})
+		ID         string              `json:"id"`
+		Status     host.Status         `json:"status"`
+		Usage      ledger.SessionUsage `json:"usage"`
+		ForkedFrom *ledger.Fork        `json:"forked_from,omitempty"`
+	}{id, o.Status, o.Usage, o.ForkedFrom})
 }
 
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant) {
