@@ -244,9 +244,15 @@ func recording(events []ledger.Event) []recordedTurn {
 			inputs[e.Input.MessageID] = e.Input.Parts
 		}
 	}
+	restarted := map[string]bool{} // runs a restart replaced: their inputs are the next run's turn
+	for _, e := range events {
+		if e.RunEnd != nil && e.RunEnd.RestartedBy != "" {
+			restarted[e.RunID] = true
+		}
+	}
 	var turns []recordedTurn
 	for _, e := range events {
-		if e.RunStart == nil {
+		if e.RunStart == nil || restarted[e.RunID] {
 			continue
 		}
 		run, ok := ledger.ProjectRun(events, e.RunID)
@@ -361,12 +367,7 @@ func replay(ctx context.Context, opts Options, id string) SessionReport {
 	for _, t := range turns {
 		ans.calls = append(ans.calls, t.calls...)
 	}
-	agent, err := candidate(opts.Agent, ans)
-	if err != nil {
-		sr.Error = err.Error()
-		return sr
-	}
-	h, err := host.New(host.Options{Storage: memory.New(), Model: opts.Model, Agent: agent})
+	h, err := host.New(host.Options{Storage: memory.New(), Model: opts.Model, Agent: candidate(opts.Agent, ans)})
 	if err != nil {
 		sr.Error = fmt.Sprintf("eval: %v", err)
 		return sr
@@ -460,7 +461,7 @@ func splitParts(parts []ledger.Part) (string, []ledger.Part) {
 // candidate returns the agent the scratch host runs: opts' agent with its
 // tools' specs answered from the recording, and every other recorded tool
 // offered with a permissive schema; no policy, no toolset.
-func candidate(a host.Agent, ans *answers) (host.Agent, error) {
+func candidate(a host.Agent, ans *answers) host.Agent {
 	var specs []host.ToolSpec
 	seen := map[string]bool{}
 	addSpec := func(s host.ToolSpec) {
@@ -499,7 +500,7 @@ func candidate(a host.Agent, ans *answers) (host.Agent, error) {
 			return host.ToolResult{Output: r.Output, Source: "eval:recorded"}, nil
 		}))
 	}
-	return a, nil
+	return a
 }
 
 func compact(b json.RawMessage) string {
