@@ -136,7 +136,42 @@ func (h *Host) Fork(ctx context.Context, opts ForkOptions) (*Run, error) {
 	if r == nil {
 		return nil, errors.New("host: fork " + opts.Source + ": the fork started no run")
 	}
+	// The source lists its forks through an index beside the ledgers; the
+	// fork's own first event is the truth, the index a convenience.
+	if kv, ok := h.store.(storage.KV); ok {
+		if err := kv.Set(context.WithoutCancel(ctx), forksNamespace(h.tenant, opts.Source), id, []byte(point.Item)); err != nil {
+			h.log.Warn("cannot index the fork beside its source; the fork stands, the source will not list it", "source", opts.Source, "fork", id, "err", err)
+		}
+	}
 	return r, nil
+}
+
+// forksNamespace is the key-value namespace of the index of source's forks
+// (keys: the forks' ids; values: their fork points' item ids).
+func forksNamespace(tenant, source string) string {
+	return fmt.Sprintf("forks:%d:%s:%s", len(tenant), tenant, source)
+}
+
+// Forks returns the ids of the sessions forked from this one ([Host.Fork]),
+// sorted, as the storage's key-value store indexes them: none when the
+// storage keeps no values (storage.KV). A fork names its source itself, in
+// its first event; this is the index the other way.
+func (s *Session) Forks(ctx context.Context) ([]string, error) {
+	return ForksOf(ctx, s.h.store, s.h.tenant, s.id)
+}
+
+// ForksOf is [Session.Forks] for a storage read without a host: tenant is
+// the Options.Tenant of the hosts that forked (as they index the forks).
+func ForksOf(ctx context.Context, store storage.Storage, tenant, source string) ([]string, error) {
+	kv, ok := store.(storage.KV)
+	if !ok {
+		return nil, nil
+	}
+	ids, err := kv.Keys(ctx, forksNamespace(tenant, source))
+	if err != nil {
+		return nil, fmt.Errorf("host: the forks of %s: %w", source, err)
+	}
+	return ids, nil
 }
 
 // SessionID returns the id of the session the run belongs to.

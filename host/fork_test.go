@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,9 @@ func TestFork(t *testing.T) {
 				t.Fatalf("fork at the message: %+v, %v", mtr, err)
 			}
 
+			if forks, err := src.Forks(ctx); err != nil || len(forks) != 2 || !slices.Contains(forks, "f1") || !slices.Contains(forks, r.SessionID()) {
+				t.Fatalf("the source lists its forks as %v (%v)", forks, err)
+			}
 			after, err := src.Events(ctx)
 			if err != nil || len(after) != len(before) {
 				t.Fatalf("the source changed: %d events, then %d (%v)", len(before), len(after), err)

@@ -65,6 +65,10 @@ type Transcript struct {
 	// it was made from and the point it was made at; nil for a session
 	// that is no fork. The items the fork copied keep their ids.
 	ForkedFrom *Fork `json:"forked_from,omitempty"`
+	// Forks are the ids of the sessions forked from this one, when the
+	// reader looked them up (they are not in the session's events: see
+	// host.Session.Forks); nil otherwise.
+	Forks []string `json:"forks,omitempty"`
 }
 
 // Item is one entry of a [Transcript]: a user turn, or one model pass of a
@@ -584,7 +588,7 @@ func itemStatus(s RunStatus) ItemStatus {
 // traffic (their sizes and digests stay: the ledger keeps them, for a
 // replay), leaving JSON a client renders.
 func WireTranscript(t Transcript) Transcript {
-	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items)), ForkedFrom: t.ForkedFrom}
+	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items)), ForkedFrom: t.ForkedFrom, Forks: t.Forks}
 	for i, it := range t.Items {
 		it.Raw = nil
 		cloned := false

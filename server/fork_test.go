@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,6 +98,14 @@ func TestForkRoute(t *testing.T) {
 				t.Fatalf("fork at the message: %d %s", code, body)
 			}
 
+			_, body = ts.do(t, ts.acme, "GET", "/v1/sessions/src", "")
+			if v := decodeJSON[struct{ Forks []string }](t, body); len(v.Forks) != 2 || !slices.Contains(v.Forks, "f1") || !slices.Contains(v.Forks, res.SessionID) {
+				t.Fatalf("the source's view lists its forks as %v: %s", v.Forks, body)
+			}
+			_, body = ts.do(t, ts.beta, "GET", "/v1/sessions/src", "")
+			if strings.Contains(body, "f1") {
+				t.Fatalf("another tenant sees acme's forks: %s", body)
+			}
 			for _, c := range []struct {
 				name, path, body string
 				code             int

@@ -66,7 +66,7 @@ func TestForkCommand(t *testing.T) {
 					t.Errorf("%s: exit %d, stderr %q; want %d and %q", c.name, code, errOut, c.code, c.want)
 				}
 			}
-			if again := forkTranscript(t, store, "src"); len(again.Items) != 3 || again.ForkedFrom != nil {
+			if again := forkTranscript(t, store, "src"); len(again.Items) != 3 || again.ForkedFrom != nil || len(again.Forks) != 2 || again.Forks[0] != "f1" && again.Forks[1] != "f1" {
 				t.Fatalf("the source changed: %+v", again)
 			}
 		})
@@ -75,6 +75,7 @@ func TestForkCommand(t *testing.T) {
 
 // forkView is what the fork test reads of a transcript.
 type forkView struct {
+	Forks      []string `json:"forks"`
 	ForkedFrom *struct {
 		Source string `json:"source"`
 		Item   string `json:"item"`
