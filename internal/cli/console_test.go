@@ -150,6 +150,9 @@ func (e *consoleEnv) testFork(t *testing.T) {
 		t.Errorf("the source has %d items, want 2", len(src.Items))
 	}
 	b.shot("fork.png")
+	b.do("back to the source", chromedp.Click(chromedp.CSS("#lineage a.fork-source")))
+	b.wait("the source lists its fork", 20*time.Second, `location.hash === "#/sessions/fork-src" && `+
+		jsExists(fmt.Sprintf("#lineage a.fork-link[href=%q]", "#/sessions/"+fork)))
 }
 
 // testSchedules: the sessions page lists the tenant's schedules, each

@@ -628,13 +628,26 @@
       resumeBtn.disabled = st.state !== 'interrupted';
     };
 
-    const setLineage = (f) => {
-      lineageEl.hidden = !f;
-      if (!f) return;
-      const at = f.item || f.at;
-      lineageEl.replaceChildren('Forked from ', h('a', { class: 'fork-source', href: '#/sessions/' + encodeURIComponent(f.source) }, f.source),
-        ' at ', h('code', { class: 'fork-at' }, at),
-        f.model ? ' with ' + f.model : '', f.agent ? ' (agent ' + f.agent + ')' : '');
+    // setLineage shows where the session was forked from (forked_from)
+    // and the sessions forked from it (forks; undefined: as shown).
+    let lineage = { from: null, forks: [] };
+    const setLineage = (f, forks) => {
+      lineage = { from: f || null, forks: forks === undefined ? lineage.forks : (forks || []) };
+      const parts = [];
+      if (lineage.from) {
+        const at = lineage.from.item || lineage.from.at;
+        parts.push(h('span', { class: 'forked-from' }, 'Forked from ',
+          h('a', { class: 'fork-source', href: '#/sessions/' + encodeURIComponent(lineage.from.source) }, lineage.from.source),
+          ' at ', h('code', { class: 'fork-at' }, at),
+          lineage.from.model ? ' with ' + lineage.from.model : '', lineage.from.agent ? ' (agent ' + lineage.from.agent + ')' : ''));
+      }
+      if (lineage.forks.length) {
+        if (parts.length) parts.push(' · ');
+        parts.push(h('span', { class: 'forks' }, 'Forks: ', ...lineage.forks.flatMap((fid, i) =>
+          [i ? ', ' : '', h('a', { class: 'fork-link', href: '#/sessions/' + encodeURIComponent(fid) }, fid)])));
+      }
+      lineageEl.hidden = !parts.length;
+      lineageEl.replaceChildren(...parts);
     };
 
     // forkAt makes a new session from this one's ledger up to the item
@@ -801,7 +814,7 @@
           api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }),
           api('GET', '/v1/sessions/' + encodeURIComponent(id) + '/transcript', undefined, { signal: ctl.signal })]);
         setState(st.status);
-        setLineage(st.forked_from);
+        setLineage(st.forked_from, st.forks);
         mergeTranscript(tr);
         drawApprovals(st.status.approvals || []);
       } catch (e) {
@@ -942,7 +955,7 @@
     }).catch(() => {});
     // The session's page opens on a session that may not exist yet: a
     // first GET tells "not found" from "not started".
-    api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }).then(() => { exists = true; follow(); }, (e) => {
+    api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }).then((st) => { exists = true; setLineage(st.forked_from, st.forks); follow(); }, (e) => {
       if (e.status === 404) {
         exists = false;
         transcriptEl.replaceChildren(h('div', { id: 'not-found' }, h('h2', null, 'Session not found'),
