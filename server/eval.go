@@ -17,9 +17,10 @@ const (
 	// MaxEvalSessions is the most sessions one evaluation replays.
 	MaxEvalSessions = 20
 	// DefaultEvalTimeout bounds an evaluation whose request names no
-	// timeout; MaxEvalTimeout bounds any.
+	// timeout.
 	DefaultEvalTimeout = 2 * time.Minute
-	MaxEvalTimeout     = 10 * time.Minute
+	// MaxEvalTimeout is the longest timeout a request may name.
+	MaxEvalTimeout = 10 * time.Minute
 )
 
 // evalRequest is the body of POST /v1/eval.
