@@ -53,6 +53,12 @@ var (
 	// overlapping turns (Agent.Overlap). Nothing was appended. The error
 	// is a [*BusyError] naming the run.
 	ErrBusy = errors.New("host: the session's run is working")
+	// ErrSessionNotFound: the session has no events (it does not exist,
+	// or belongs to another tenant's storage). Nothing changed.
+	ErrSessionNotFound = errors.New("host: no such session")
+	// ErrSessionExists: a fork was asked to make a session that has
+	// events already. Nothing changed.
+	ErrSessionExists = errors.New("host: the session exists already")
 )
 
 // BusyError refuses a message that would overlap the session's run (see

@@ -165,3 +165,45 @@ func ExampleLogEvents() {
 	// level=INFO msg=step session=s1 agent=default step=0 finish=stop model=test/model tokens_in=1 tokens_out=2 cost=0.000000
 	// level=INFO msg=run-end session=s1 agent=default step=0 status=completed
 }
+
+// Fork makes a new session from a session's ledger up to a response, and
+// goes on from there with another model: the tool the response called is
+// not called again, its recorded result is the model's to read.
+func ExampleHost_Fork() {
+	calls := 0
+	weather := host.NewTool(host.ToolSpec{
+		Name:        "get_weather",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+	}, func(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
+		calls++
+		return host.ToolResult{Output: `{"temp_c":12}`}, nil
+	})
+	agent := host.Agent{Model: "test/model", Tools: []host.Tool{weather}}
+	h, err := host.New(host.Options{Storage: memory.New(), Model: hosttest.NewModel(), Agent: agent})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(context.Background())
+	ctx := context.Background()
+	if _, err := h.Session("trip").Send(ctx, "get_weather city=Oslo", host.SendOptions{}); err != nil {
+		panic(err)
+	}
+	tr, _ := h.Session("trip").Transcript(ctx)
+	step := tr.Items[1] // the response that called the tool
+
+	other := agent
+	other.Model = "test/other"
+	run, err := h.Fork(ctx, host.ForkOptions{Source: "trip", At: step.ID, SessionID: "trip-b", Agent: &other})
+	if err != nil {
+		panic(err)
+	}
+	res, _ := run.Wait(ctx)
+	fork, _ := h.Session("trip-b").Transcript(ctx)
+	fmt.Println(res.Status, res.Text)
+	fmt.Println("forked from", fork.ForkedFrom.Source, "with", fork.ForkedFrom.Model)
+	fmt.Println("tool calls:", calls)
+	// Output:
+	// completed The get_weather tool returned: {"temp_c":12}
+	// forked from trip with test/other
+	// tool calls: 1
+}

@@ -193,7 +193,10 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			return nil, RunResult{}, err
 		}
 		if len(add) > 0 {
-			err = h.stage(ctx, st, add)
+			// A fork's copies of its source's events are no news: only
+			// its own events go to the outbox and the observers.
+			news := forkOwn(add)
+			err = h.stage(ctx, st, news)
 			if err == nil && lease != nil {
 				err = lease.Append(ctx, add...)
 			} else if err == nil {
@@ -203,8 +206,8 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 				return nil, RunResult{}, fmt.Errorf("%w: %w", errNotRecorded, err)
 			}
 			events = append(events, add...)
-			h.announceDecisions(id, add)
-			h.observeDecided(id, events, add)
+			h.announceDecisions(id, news)
+			h.observeDecided(id, events, news)
 		}
 	}
 	if runID, parked := parkedRun(events); parked {

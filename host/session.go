@@ -246,6 +246,9 @@ type Overview struct {
 	// LastActivity is the time of the session's last event; zero when it
 	// has none.
 	LastActivity time.Time
+	// ForkedFrom is the session's lineage when it is a fork (see
+	// [Host.Fork]): its source and fork point; nil otherwise.
+	ForkedFrom *ledger.Fork
 }
 
 // Overview returns the session's Status, Usage and last activity, read
@@ -262,6 +265,10 @@ func (s *Session) Overview(ctx context.Context) (Overview, error) {
 	o := Overview{Status: st, Usage: ledger.UsageOf(events)}
 	if n := len(events); n > 0 {
 		o.LastActivity = events[n-1].Time
+		if f := events[0].Fork; f != nil {
+			c := *f
+			o.ForkedFrom = &c
+		}
 	}
 	return o, nil
 }

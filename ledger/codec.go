@@ -22,6 +22,14 @@ var (
 	// is well-formed JSON but breaks the schema: a missing required field,
 	// an unknown kind, a body that does not match the kind.
 	ErrInvalid = errors.New("ledger: invalid event")
+	// ErrForkPointNotFound is returned by [ForkEvents] for a fork point
+	// that names no user message, step or response of the session.
+	ErrForkPointNotFound = errors.New("ledger: no such fork point")
+	// ErrForkPointUnfinished is returned by [ForkEvents] for a fork point
+	// a fork cannot start from: an event that is neither a user message
+	// nor a step, a step cut short, a step with a tool call that has no
+	// result, a message queued into a run that was working.
+	ErrForkPointUnfinished = errors.New("ledger: the fork point is not a settled user message or step")
 )
 
 // DecodeError reports which event and which field of it could not be
@@ -348,7 +356,7 @@ func validate(e Event, read bool) error {
 			}
 		}
 	}
-	if e.Kind != KindInput && e.RunID == "" {
+	if e.Kind != KindInput && e.Kind != KindFork && e.RunID == "" {
 		return bad("run_id", "missing")
 	}
 	if !read {
@@ -481,6 +489,16 @@ func validate(e Event, read bool) error {
 		if e.Retry.DelayMS < 0 {
 			return bad("retry.delay_ms", "negative")
 		}
+	case KindFork:
+		if e.Fork.Source == "" {
+			return bad("fork.source", "missing")
+		}
+		if e.Fork.At == "" {
+			return bad("fork.at", "missing")
+		}
+		if e.Fork.Copied < 0 {
+			return bad("fork.copied", "negative")
+		}
 	}
 	return nil
 }
@@ -574,6 +592,9 @@ func invalidText(e *Event) string {
 		return check("run_end.reason", e.RunEnd.Reason, "run_end.restarted_by", e.RunEnd.RestartedBy)
 	case e.Retry != nil:
 		return check("retry.response_id", e.Retry.ResponseID, "retry.reason", e.Retry.Reason)
+	case e.Fork != nil:
+		return check("fork.source", e.Fork.Source, "fork.at", e.Fork.At, "fork.item", e.Fork.Item,
+			"fork.agent", e.Fork.Agent, "fork.model", e.Fork.Model)
 	case e.ApprovalRequest != nil:
 		a := e.ApprovalRequest
 		return check("approval_request.summary", a.Summary, "approval_request.approval_id",
@@ -654,6 +675,7 @@ var bodyField = map[Kind]string{
 	KindRunEnd:           "run_end",
 	KindResumeAttempt:    "resume_attempt",
 	KindRetry:            "retry",
+	KindFork:             "fork",
 }
 
 func (e *Event) hasBody(k Kind) bool {
@@ -682,6 +704,8 @@ func (e *Event) hasBody(k Kind) bool {
 		return e.ResumeAttempt != nil
 	case KindRetry:
 		return e.Retry != nil
+	case KindFork:
+		return e.Fork != nil
 	}
 	return false
 }

@@ -76,7 +76,10 @@ func fullEvents() []Event {
 	rt := ev("ev_rt", KindRetry, "run_1")
 	rt.Retry = &Retry{ResponseID: "resp_1", Attempt: 1, Reason: "HTTP 429: rate limited", DelayMS: 2000}
 
-	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt}
+	fk := ev("ev_fk", KindFork, "run_1")
+	fk.Fork = &Fork{Source: "sess_src", At: "ev_st", Item: "resp_1", Copied: 12, Agent: "reviewer", Model: "anthropic/claude-<x>"}
+
+	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt, fk}
 }
 
 // fullTraffic returns a traffic record with every field of it and of its

@@ -23,6 +23,7 @@ const (
 	KindRunEnd           Kind = "run-end"           // a run ended (RunEnd)
 	KindResumeAttempt    Kind = "resume-attempt"    // a host tries to resume an interrupted run (ResumeAttempt)
 	KindRetry            Kind = "retry"             // a failed model pass will be retried (Retry)
+	KindFork             Kind = "fork"              // the session was forked from another's ledger (Fork)
 )
 
 // Kinds lists every event kind this version of the codec knows, in a fixed
@@ -31,7 +32,7 @@ func Kinds() []Kind {
 	return []Kind{
 		KindInput, KindRunStart, KindStep, KindToolStart, KindToolResult,
 		KindApprovalRequest, KindApprovalDecision, KindCompaction, KindPoke,
-		KindRunEnd, KindResumeAttempt, KindRetry,
+		KindRunEnd, KindResumeAttempt, KindRetry, KindFork,
 	}
 }
 
@@ -49,7 +50,7 @@ type Event struct {
 	// Time is when the host minted the event, in UTC. Required.
 	Time time.Time `json:"time"`
 	// RunID is the run the event belongs to; empty for an input that no
-	// run has picked up yet when it was appended.
+	// run has picked up yet when it was appended, and for a fork record.
 	RunID string `json:"run_id,omitempty"`
 
 	Input            *Input            `json:"input,omitempty"`
@@ -64,6 +65,7 @@ type Event struct {
 	RunEnd           *RunEnd           `json:"run_end,omitempty"`
 	ResumeAttempt    *ResumeAttempt    `json:"resume_attempt,omitempty"`
 	Retry            *Retry            `json:"retry,omitempty"`
+	Fork             *Fork             `json:"fork,omitempty"`
 }
 
 // Role is the author of a [Message].
@@ -430,4 +432,31 @@ type Retry struct {
 	Reason string `json:"reason"`
 	// DelayMS is the wait before the next attempt, in milliseconds.
 	DelayMS int64 `json:"delay_ms"`
+}
+
+// Fork is the first event of a session made from another session's ledger
+// (a fork). The Copied events that follow it are copies of the source's
+// events up to the fork point, with their ids, run ids and times as the
+// source recorded them (so that a message or a response keeps its id in
+// the fork); everything after them is the fork's own. The source is never
+// changed.
+type Fork struct {
+	// Source is the id of the session the fork was made from. Required.
+	Source string `json:"source"`
+	// At is the id of the source's event the fork was made at: the input
+	// event of a user message (the fork answers it anew) or a step event
+	// (the fork goes on after that model pass, with its tool results).
+	// Required.
+	At string `json:"at"`
+	// Item is the fork point as a transcript shows it: the user message's
+	// id or the step's response id.
+	Item string `json:"item,omitempty"`
+	// Copied is the number of events copied from the source that follow
+	// this one. Their usage and cost were the source's: [UsageOf] does not
+	// count them again.
+	Copied int `json:"copied"`
+	// Agent names the agent the fork runs with, when the caller chose one.
+	Agent string `json:"agent,omitempty"`
+	// Model is the model the fork runs with, when the caller chose one.
+	Model string `json:"model,omitempty"`
 }

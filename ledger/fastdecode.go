@@ -89,6 +89,9 @@ func fastDecode(data []byte, shared bool) (w wireEvent, ok bool) {
 		case "retry":
 			w.Retry = new(Retry)
 			ok = s.retry(w.Retry)
+		case "fork":
+			w.Fork = new(Fork)
+			ok = s.fork(w.Fork)
 		default:
 			return false
 		}
@@ -559,6 +562,29 @@ func (s *scanner) retry(r *Retry) bool {
 			r.Reason, ok = s.str()
 		case "delay_ms":
 			r.DelayMS, ok = s.int64()
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+func (s *scanner) fork(f *Fork) bool {
+	var ok bool
+	return s.object(func(key string) bool {
+		switch key {
+		case "source":
+			f.Source, ok = s.str()
+		case "at":
+			f.At, ok = s.str()
+		case "item":
+			f.Item, ok = s.str()
+		case "copied":
+			f.Copied, ok = s.int()
+		case "agent":
+			f.Agent, ok = s.str()
+		case "model":
+			f.Model, ok = s.str()
 		default:
 			return false
 		}

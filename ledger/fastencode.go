@@ -106,6 +106,18 @@ func fastEncode(b []byte, e *Event) (_ []byte, ok bool) {
 		w.int(x.DelayMS)
 		w.raw("}")
 	}
+	if x := e.Fork; x != nil {
+		w.key(`"fork":{"source":`)
+		w.str(x.Source)
+		w.key(`"at":`)
+		w.str(x.At)
+		w.optStr(`"item":`, x.Item)
+		w.key(`"copied":`)
+		w.int(int64(x.Copied))
+		w.optStr(`"agent":`, x.Agent)
+		w.optStr(`"model":`, x.Model)
+		w.raw("}")
+	}
 	w.raw("}")
 	return w.b, w.ok
 }
@@ -679,6 +691,9 @@ func encodedSizeHint(e *Event) int {
 		n += 48 + len(e.ResumeAttempt.Host)
 	case e.Retry != nil:
 		n += 72 + len(e.Retry.ResponseID) + len(e.Retry.Reason)
+	case e.Fork != nil:
+		x := e.Fork
+		n += 80 + len(x.Source) + len(x.At) + len(x.Item) + len(x.Agent) + len(x.Model)
 	}
 	return n + n/16
 }

@@ -61,6 +61,14 @@ type Transcript struct {
 	SessionID string `json:"session_id"`
 	// Items are in causal display order: array order is display order.
 	Items []Item `json:"items"`
+	// ForkedFrom is the lineage of a session made by a fork: the session
+	// it was made from and the point it was made at; nil for a session
+	// that is no fork. The items the fork copied keep their ids.
+	ForkedFrom *Fork `json:"forked_from,omitempty"`
+	// Forks are the ids of the sessions forked from this one, when the
+	// reader looked them up (they are not in the session's events: see
+	// host.Session.Forks); nil otherwise.
+	Forks []string `json:"forks,omitempty"`
 }
 
 // Item is one entry of a [Transcript]: a user turn, or one model pass of a
@@ -179,6 +187,10 @@ type runState struct {
 // transcript.
 func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 	t := Transcript{SessionID: sessionID, Items: []Item{}}
+	if len(events) > 0 && events[0].Fork != nil {
+		f := *events[0].Fork
+		t.ForkedFrom = &f
+	}
 	userIdx := map[string]int{}    // message id → item index
 	respIdx := map[string]int{}    // response id → item index
 	callIdx := map[string][2]int{} // shown call id → item, tool call index
@@ -576,7 +588,7 @@ func itemStatus(s RunStatus) ItemStatus {
 // traffic (their sizes and digests stay: the ledger keeps them, for a
 // replay), leaving JSON a client renders.
 func WireTranscript(t Transcript) Transcript {
-	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items))}
+	out := Transcript{SessionID: t.SessionID, Items: make([]Item, len(t.Items)), ForkedFrom: t.ForkedFrom, Forks: t.Forks}
 	for i, it := range t.Items {
 		it.Raw = nil
 		cloned := false

@@ -39,8 +39,9 @@ type RunUsage struct {
 // UsageOf computes a session's usage and billed cost from its events, per
 // run and in total: every model pass (step event) and every compaction
 // counts, each billed by [Usage.Billed]. Events of no run (a compaction
-// without a run id) count in the total only. It is a pure function of the
-// events.
+// without a run id) count in the total only. The events a fork copied from
+// its source (see [Fork]) were the source's calls: they count there, not
+// again in the fork. It is a pure function of the events.
 func UsageOf(events []Event) SessionUsage {
 	var su SessionUsage
 	index := map[string]int{}
@@ -56,7 +57,16 @@ func UsageOf(events []Event) SessionUsage {
 		}
 		return &su.Runs[i]
 	}
+	copied := 0 // events still to skip: a fork's copies of its source's
 	for _, e := range events {
+		if e.Fork != nil {
+			copied = e.Fork.Copied
+			continue
+		}
+		if copied > 0 {
+			copied--
+			continue
+		}
 		if fuel := e.PluginFuel(); fuel > 0 {
 			su.Fuel += fuel
 			if r := run(e.RunID); r != nil {

@@ -293,6 +293,8 @@ func (s *Server) routes() {
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	handle("POST /v1/sessions/{id}/replay", s.replaySession)
 	handle("POST /v1/sessions/{id}/resume", s.resumeSession)
+	handle("POST /v1/sessions/{id}/fork", s.forkSession)
+	handle("POST /v1/eval", s.postEval)
 	handle("POST /v1/tasks", s.postTask)
 	handle("GET /v1/tasks/{id}", s.getTask)
 	handle("GET /v1/approvals", s.listApprovals)

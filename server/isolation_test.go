@@ -126,6 +126,15 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/sessions/{id}/replay", name: "parked, one call", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Parked + "/replay", body: `{"call_id":"call_1"}`}
 	}},
+	{route: "POST /v1/eval", name: "sessions", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/eval", body: `{"sessions":["` + ids.Session + `","` + ids.Parked + `"]}`}
+	}},
+	{route: "POST /v1/sessions/{id}/fork", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/fork?wait=true", body: `{"at":"` + ids.Run + `","session_id":"fork-of-done"}`}
+	}},
+	{route: "POST /v1/sessions/{id}/fork", name: "live", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Live + "/fork", body: `{"at":"` + ids.Run + `"}`}
+	}},
 	{route: "POST /v1/sessions/{id}/resume", name: "completed", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/resume"}
 	}},

@@ -100,6 +100,7 @@ type tenant struct {
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
 	fuel    *fuelBudget   // nil: no plugin budget
+	model   host.Model    // the model the tenant's agents run on (and POST /v1/eval's candidate)
 
 	pluginsMu sync.Mutex                   // uploads and removals of the tenant's modules take turns
 	uploads   chan struct{}                // a token while a module upload is read and loaded: one at a time
@@ -291,6 +292,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		def = t.agents[sortedKeys(t.agents)[0]]
 	}
 	t.def = def
+	t.model = opts.Model
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}

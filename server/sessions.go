@@ -440,11 +440,18 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
 		return
 	}
+	forks, err := t.host.Session(id).Forks(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, struct {
-		ID     string              `json:"id"`
-		Status host.Status         `json:"status"`
-		Usage  ledger.SessionUsage `json:"usage"`
-	}{id, o.Status, o.Usage})
+		ID         string              `json:"id"`
+		Status     host.Status         `json:"status"`
+		Usage      ledger.SessionUsage `json:"usage"`
+		ForkedFrom *ledger.Fork        `json:"forked_from,omitempty"`
+		Forks      []string            `json:"forks,omitempty"`
+	}{id, o.Status, o.Usage, o.ForkedFrom, forks})
 }
 
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -453,6 +460,9 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant
 		return
 	}
 	tr, err := t.host.Session(id).Transcript(r.Context())
+	if err == nil {
+		tr.Forks, err = t.host.Session(id).Forks(r.Context())
+	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
 		return

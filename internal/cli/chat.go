@@ -71,6 +71,9 @@ type modelFlags struct {
 
 	logs bool          // print the runs' live events
 	fs   *flag.FlagSet // for its logging flags
+
+	// agent is the agent setup built the host with.
+	agent host.Agent
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
@@ -280,6 +283,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			prev()
 		}
 	}(cleanup)
+	m.agent = agent
 	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret, Telemetry: tel,
 		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators, OnEvent: onEvent}
 	if m.resume {

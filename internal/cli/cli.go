@@ -41,6 +41,10 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
+  agentic-host fork --at POINT [flags] SESSION
+                                             make a new session from SESSION's ledger up to POINT, and run it
+  agentic-host eval (--sessions IDS | --all) --model M [--json]
+                                             replay recorded sessions against a candidate model, tools answered from the recording
   agentic-host plugin new|build|describe|call|list …
                                              write, build, inspect, call or list Wasm plugins
   agentic-host approvals [--json]            list the tool calls waiting for a person's approval
@@ -121,6 +125,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = task(ctx, args[1:], env)
 	case "transcript":
 		err = transcript(ctx, args[1:], env)
+	case "fork":
+		err = forkCmd(ctx, args[1:], env)
+	case "eval":
+		err = evalCmd(ctx, args[1:], env)
 	case "plugin":
 		err = pluginCmd(ctx, args[1:], env)
 	case "mcp":

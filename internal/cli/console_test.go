@@ -114,6 +114,7 @@ func TestConsole(t *testing.T) {
 	t.Run("a2a", env.testA2A)
 	t.Run("schedules", env.testSchedules)
 	t.Run("resume", env.testResume)
+	t.Run("fork", env.testFork)
 }
 
 // testResume: a run a host left interrupted (its agent's on_interrupted:
@@ -133,6 +134,48 @@ func (e *consoleEnv) testResume(t *testing.T) {
 	b.check("the state completed", 10*time.Second, `document.querySelector('#session-state').dataset.state === "completed"`)
 	b.check("the Resume button disabled again", 10*time.Second, `document.querySelector('#resume').disabled`)
 	b.shot("resume.png")
+}
+
+// testFork: a user message's Fork button makes a new session from the
+// ledger before it, answering the message anew, and opens it: its page
+// names the source (linked) and the point; the source is unchanged. A
+// response's Fork button is there too; a streaming response has none.
+func (e *consoleEnv) testFork(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/sessions/fork-src/messages?wait=true", `{"text":"hello there"}`, http.StatusOK, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/fork-src")
+	user := `#transcript .item[data-kind="user"] button.fork`
+	b.wait("the Fork buttons", 20*time.Second, jsExists(user)+" && "+jsExists(`#transcript .item[data-kind="response"] button.fork`)+
+		" && "+jsQuery("#lineage")+".hidden")
+	at := evalIn[string](b, jsQuery(user)+".dataset.forkAt")
+	b.do("fork at the message", chromedp.Click(chromedp.CSS(user)))
+	b.wait("the fork's page", 20*time.Second, `location.hash.startsWith("#/sessions/fork_") && !`+jsQuery("#lineage")+".hidden && "+
+		`document.querySelectorAll('#transcript .item[data-kind="response"][data-status="completed"]').length === 1`)
+	if got := b.text("#lineage a.fork-source"); got != "fork-src" {
+		t.Errorf("the lineage names %q, want fork-src", got)
+	}
+	if got := b.text("#lineage code.fork-at"); got != at {
+		t.Errorf("the lineage's point %q, want %q", got, at)
+	}
+	fork := strings.TrimPrefix(evalIn[string](b, "location.hash"), "#/sessions/")
+	var tr struct {
+		ForkedFrom struct{ Source, Item string } `json:"forked_from"`
+		Items      []struct{ Text string }
+	}
+	acme.must("GET", "/v1/sessions/"+fork+"/transcript", "", http.StatusOK, &tr)
+	if tr.ForkedFrom.Source != "fork-src" || tr.ForkedFrom.Item != at || len(tr.Items) != 2 || tr.Items[0].Text != "hello there" {
+		t.Errorf("the fork's transcript: %+v", tr)
+	}
+	var src struct{ Items []struct{ ID string } }
+	acme.must("GET", "/v1/sessions/fork-src/transcript", "", http.StatusOK, &src)
+	if len(src.Items) != 2 {
+		t.Errorf("the source has %d items, want 2", len(src.Items))
+	}
+	b.shot("fork.png")
+	b.do("back to the source", chromedp.Click(chromedp.CSS("#lineage a.fork-source")))
+	b.wait("the source lists its fork", 20*time.Second, `location.hash === "#/sessions/fork-src" && `+
+		jsExists(fmt.Sprintf("#lineage a.fork-link[href=%q]", "#/sessions/"+fork)))
 }
 
 // testSchedules: the sessions page lists the tenant's schedules, each

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -62,8 +63,11 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	}
 	// No run of this process is live: an open run in the ledger shows as
 	// interrupted.
-	t := ledger.WireTranscript(ledger.ProjectSession(id, events))
-	return enc.Encode(t)
+	t := ledger.ProjectSession(id, events)
+	if t.Forks, err = host.ForksOf(ctx, store, "", id); err != nil {
+		return fail(1, "%v", err)
+	}
+	return enc.Encode(ledger.WireTranscript(t))
 }
 
 // trafficCall is one tool call of a session with its traffic, as

@@ -15,18 +15,20 @@ const module = "github.com/agentichost/agentic"
 // (directly or not). A package not listed here may depend on anything.
 var allowed = map[string][]string{
 	// The vocabulary every layer shares sits below all of them.
-	"ledger":                {},
-	"host/model":            {"ledger"},
-	"host/provider":         {"ledger", "host/model"},
-	"storage":               {"ledger"},
-	"storage/memory":        {"storage", "ledger"},
-	"storage/file":          {"storage", "ledger"},
-	"storage/storagetest":   {"storage", "ledger"},
-	"storage/redis":         {"storage", "ledger"},
-	"host/internal/hub":     {},
-	"host/schema":           {},
-	"host/hosttest":         {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
-	"host":                  {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
+	"ledger":              {},
+	"host/model":          {"ledger"},
+	"host/provider":       {"ledger", "host/model"},
+	"storage":             {"ledger"},
+	"storage/memory":      {"storage", "ledger"},
+	"storage/file":        {"storage", "ledger"},
+	"storage/storagetest": {"storage", "ledger"},
+	"storage/redis":       {"storage", "ledger"},
+	"host/internal/hub":   {},
+	"host/schema":         {},
+	"host/hosttest":       {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
+	"host":                {"ledger", "host/schema", "host/model", "host/internal/hub", "storage"},
+	// Evaluation replays recordings on a scratch host over a memory store.
+	"host/eval":             {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 	"internal/fakemodel":    {"internal/fixtures"},
 	"plugins/internal/fuel": {},
 	"plugins":               {"plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
@@ -46,7 +48,7 @@ var allowed = map[string][]string{
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"webhook", "schedule", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"host/eval", "webhook", "schedule", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

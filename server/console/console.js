@@ -591,6 +591,8 @@
     // goes on where it stopped.
     const resumeBtn = h('button', { id: 'resume', type: 'button', disabled: true, title: 'go on with the interrupted run where it stopped' }, 'Resume run');
     const transcriptEl = h('div', { id: 'transcript' });
+    // A fork names the session it was made from (its forked_from).
+    const lineageEl = h('p', { id: 'lineage', class: 'muted', hidden: true });
     const approvalsEl = h('div', { id: 'session-approvals' });
     const message = h('textarea', { id: 'message', placeholder: 'Send a message (Ctrl+Enter)', 'aria-label': 'Message' });
     const sendBtn = h('button', { id: 'send', type: 'submit' }, 'Send');
@@ -598,7 +600,7 @@
     const composer = h('form', { class: 'composer' }, message, sendBtn);
     append(section, [
       h('div', { class: 'session-head' }, h('a', { href: '#/sessions' }, '← Sessions'), h('h2', null, id), stateEl, reasonEl, resumeBtn, cancelBtn),
-      approvalsEl, transcriptEl, errEl, composer]);
+      lineageEl, approvalsEl, transcriptEl, errEl, composer]);
     root.append(section);
 
     let items = [];        // the transcript's items, as the API gives them
@@ -624,6 +626,39 @@
       reasonEl.textContent = st.reason ? (st.timeout ? `${st.reason} (${st.timeout} timeout)` : st.reason) : '';
       cancelBtn.disabled = !['running', 'queued', 'approval_required', 'interrupted'].includes(st.state);
       resumeBtn.disabled = st.state !== 'interrupted';
+    };
+
+    // setLineage shows where the session was forked from (forked_from)
+    // and the sessions forked from it (forks; undefined: as shown).
+    let lineage = { from: null, forks: [] };
+    const setLineage = (f, forks) => {
+      lineage = { from: f || null, forks: forks === undefined ? lineage.forks : (forks || []) };
+      const parts = [];
+      if (lineage.from) {
+        const at = lineage.from.item || lineage.from.at;
+        parts.push(h('span', { class: 'forked-from' }, 'Forked from ',
+          h('a', { class: 'fork-source', href: '#/sessions/' + encodeURIComponent(lineage.from.source) }, lineage.from.source),
+          ' at ', h('code', { class: 'fork-at' }, at),
+          lineage.from.model ? ' with ' + lineage.from.model : '', lineage.from.agent ? ' (agent ' + lineage.from.agent + ')' : ''));
+      }
+      if (lineage.forks.length) {
+        if (parts.length) parts.push(' · ');
+        parts.push(h('span', { class: 'forks' }, 'Forks: ', ...lineage.forks.flatMap((fid, i) =>
+          [i ? ', ' : '', h('a', { class: 'fork-link', href: '#/sessions/' + encodeURIComponent(fid) }, fid)])));
+      }
+      lineageEl.hidden = !parts.length;
+      lineageEl.replaceChildren(...parts);
+    };
+
+    // forkAt makes a new session from this one's ledger up to the item
+    // (a user message, answered anew; or a response, gone on from with
+    // its recorded tool results) and opens it.
+    const forkAt = async (it, btn) => {
+      btn.disabled = true;
+      try {
+        const res = await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/fork', { at: it.id });
+        location.hash = '#/sessions/' + encodeURIComponent(res.session_id);
+      } catch (e) { showError(e); btn.disabled = false; }
     };
 
     // trafficSummary says in a few words what a plugin's call did through
@@ -711,6 +746,14 @@
       for (const c of it.tool_calls || []) el.append(renderToolCall(c));
       if (it.reason) el.append(h('div', { class: 'reason' }, it.reason));
       if (it.kind === 'response' && !live) el.append(correlation(id, it.run_id));
+      // A settled user message or finished response can be forked.
+      if (!live && it.run_id && (it.kind === 'user' || it.status === 'completed')) {
+        const btn = h('button', { type: 'button', class: 'fork', 'data-fork-at': it.id,
+          title: it.kind === 'user' ? 'a new session with everything before this message, answering it anew' :
+            'a new session with everything up to this response, going on after it (no tool runs again)' }, 'Fork');
+        btn.addEventListener('click', () => forkAt(it, btn));
+        meta.append(btn);
+      }
       return el;
     };
 
@@ -771,6 +814,7 @@
           api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }),
           api('GET', '/v1/sessions/' + encodeURIComponent(id) + '/transcript', undefined, { signal: ctl.signal })]);
         setState(st.status);
+        setLineage(st.forked_from, st.forks);
         mergeTranscript(tr);
         drawApprovals(st.status.approvals || []);
       } catch (e) {
@@ -852,6 +896,7 @@
               if (ev.event === 'snapshot') {
                 exists = true;
                 items = (ev.data.transcript && ev.data.transcript.items) || [];
+                setLineage(ev.data.transcript && ev.data.transcript.forked_from);
                 setState(ev.data.status);
                 drawApprovals((ev.data.status && ev.data.status.approvals) || []);
                 redraw();
@@ -910,7 +955,7 @@
     }).catch(() => {});
     // The session's page opens on a session that may not exist yet: a
     // first GET tells "not found" from "not started".
-    api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }).then(() => { exists = true; follow(); }, (e) => {
+    api('GET', '/v1/sessions/' + encodeURIComponent(id), undefined, { signal: ctl.signal }).then((st) => { exists = true; setLineage(st.forked_from, st.forks); follow(); }, (e) => {
       if (e.status === 404) {
         exists = false;
         transcriptEl.replaceChildren(h('div', { id: 'not-found' }, h('h2', null, 'Session not found'),

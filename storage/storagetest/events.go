@@ -148,6 +148,9 @@ func EveryKind(runID string) []ledger.Event {
 			e.ResumeAttempt = &ledger.ResumeAttempt{Attempt: 2, Host: "host-a:8080"}
 		case ledger.KindRetry:
 			e.Retry = &ledger.Retry{ResponseID: runID + "-resp-1", Attempt: 1, Reason: "HTTP 429 (rate limited): «slow down»", DelayMS: 2000}
+		case ledger.KindFork:
+			e.Fork = &ledger.Fork{Source: "source-session", At: runID + "-02-step", Item: runID + "-resp0", Copied: 7,
+				Agent: "reviewer", Model: "anthropic/claude-sonnet-4.5 «candidate»"}
 		default:
 			// A kind this generator does not know yet: fail loudly in
 			// the suite rather than silently skip it.
