@@ -134,3 +134,38 @@ func TestForkUsageAndLineage(t *testing.T) {
 		}
 	}
 }
+
+// TestForkEventsClosesSupersededRuns: at a message whose run closed an
+// interrupted run before it, the fork copies that run's end with it, so
+// that the fork holds no open run but the one it starts.
+func TestForkEventsClosesSupersededRuns(t *testing.T) {
+	events := newBuilder().
+		input("m1", "run1", "hello").
+		runStart("run1", "resp1", "m1").
+		calls("run1", "resp1", "resp2", 0, call("c1", "lookup", `{}`)).
+		input("m2", "run2", "are you there?").
+		runEnd("run1", RunInterrupted, "superseded by a later run").
+		runStart("run2", "resp3", "m2").
+		text("run2", "resp3", 0, "yes").
+		runEnd("run2", RunCompleted, "").
+		build()
+	prefix, p, err := ForkEvents(events, "m2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prefix) != 4 || prefix[3].RunEnd == nil || prefix[3].RunID != "run1" || len(OpenRuns(prefix)) != 0 || p.Item != "m2" {
+		t.Fatalf("prefix %s, point %+v", kindsOf(prefix), p)
+	}
+	// At the unfinished step of the interrupted run: refused.
+	if _, _, err := ForkEvents(events, "resp1"); !errors.Is(err, ErrForkPointUnfinished) {
+		t.Fatalf("at the interrupted step: %v", err)
+	}
+}
+
+func kindsOf(events []Event) []Kind {
+	out := make([]Kind, len(events))
+	for i, e := range events {
+		out[i] = e.Kind
+	}
+	return out
+}
