@@ -53,6 +53,10 @@ var (
 	// overlapping turns (Agent.Overlap). Nothing was appended. The error
 	// is a [*BusyError] naming the run.
 	ErrBusy = errors.New("host: the session's run is working")
+	// ErrSessionInUse: [Session.Delete] refused a session that a run is
+	// working on, that waits for approvals, or whose lease a host holds.
+	// Nothing was deleted. The error is an [*InUseError].
+	ErrSessionInUse = errors.New("host: the session is in use")
 )
 
 // BusyError refuses a message that would overlap the session's run (see
