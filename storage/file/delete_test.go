@@ -40,8 +40,9 @@ func TestDeleteByAnotherStore(t *testing.T) {
 	}
 }
 
-// TestDeleteNamespaceRemovesDirectory: nothing of a deleted namespace is
-// left on disk, not even its (hashed) directory.
+// TestDeleteNamespaceRemovesDirectory: nothing of a deleted namespace, or
+// of one whose last key was deleted, is left on disk, not even its
+// (hashed) directory.
 func TestDeleteNamespaceRemovesDirectory(t *testing.T) {
 	dir := t.TempDir()
 	st, _ := openStore(t, dir, true)
@@ -55,5 +56,24 @@ func TestDeleteNamespaceRemovesDirectory(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(dir, "kv"))
 	if err != nil || len(entries) != 0 {
 		t.Errorf("kv/ after DeleteNamespace: %v, %v; want empty", entries, err)
+	}
+	// Nor of one whose last key was deleted.
+	for _, k := range []string{"a", "b"} {
+		if err := st.Set(ctx, "tenant:other", k, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if err := st.Delete(ctx, "tenant:other", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err = os.ReadDir(filepath.Join(dir, "kv"))
+	if err != nil || len(entries) != 0 {
+		t.Errorf("kv/ after the last key was deleted: %v, %v; want empty", entries, err)
+	}
+	// The namespace takes values again.
+	if err := st.Set(ctx, "tenant:other", "c", []byte("v")); err != nil {
+		t.Fatal(err)
 	}
 }
