@@ -202,6 +202,12 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/webhooks/deliveries/{id}", name: "a run's end", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "GET", path: "/v1/webhooks/deliveries/" + ids.Run}
 	}},
+	{route: "DELETE /v1/sessions/{id}", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Session}
+	}},
+	{route: "DELETE /v1/sessions/{id}", name: "parked, forced", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Parked + "?force=true"}
+	}},
 	{route: "GET /v1/schedules", name: "list", list: true, req: get("/v1/schedules")},
 	{route: "DELETE /v1/schedules/{id}", name: "made through the API", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/schedules/" + ids.Schedule}

@@ -49,6 +49,7 @@ Usage:
   agentic-host keys create|list|revoke|hash  manage the API keys of serve
   agentic-host migrate [--storage URL] [--dry-run]
                                              rewrite every ledger of a store to the current schema version
+  agentic-host tenant delete T --config FILE delete every trace of a tenant serve no longer serves
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -135,6 +136,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = keysCmd(ctx, args[1:], env)
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], env)
+	case "tenant":
+		err = tenantCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
