@@ -41,6 +41,7 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
+                                             (--archive FILE: from an archive)
   agentic-host plugin new|build|describe|call|list …
                                              write, build, inspect, call or list Wasm plugins
   agentic-host approvals [--json]            list the tool calls waiting for a person's approval
@@ -50,6 +51,9 @@ Usage:
   agentic-host migrate [--storage URL] [--dry-run]
                                              rewrite every ledger of a store to the current schema version
   agentic-host tenant delete T --config FILE delete every trace of a tenant serve no longer serves
+  agentic-host export --session ID|--tenant T -o FILE
+                                             write sessions and their blobs to a portable archive
+  agentic-host import [--replace] FILE       put an archive's sessions into a store
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -138,6 +142,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = migrateCmd(ctx, args[1:], env)
 	case "tenant":
 		err = tenantCmd(ctx, args[1:], env)
+	case "export":
+		err = exportCmd(ctx, args[1:], env)
+	case "import":
+		err = importCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":
