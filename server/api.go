@@ -291,6 +291,8 @@ func (s *Server) routes() {
 	handle("GET /v1/sessions/{id}/transcript", s.getTranscript)
 	handle("GET /v1/sessions/{id}/events", s.streaming(s.getEvents, true))
 	handle("DELETE /v1/sessions/{id}", s.deleteSession)
+	handle("GET /v1/sessions/{id}/export", s.exportSession)
+	handle("POST /v1/sessions/import", s.importSessions)
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	handle("POST /v1/sessions/{id}/replay", s.replaySession)
 	handle("POST /v1/sessions/{id}/resume", s.resumeSession)

@@ -65,6 +65,10 @@ type Config struct {
 	// MaxPluginBytes bounds an uploaded module. Default: 0, which means
 	// 64 MiB.
 	MaxPluginBytes int64 `yaml:"max_plugin_bytes"`
+	// MaxArchiveBytes bounds an archive posted to POST
+	// /v1/sessions/import, both as sent (compressed) and its contents
+	// uncompressed. Default: 0, which means 256 MiB.
+	MaxArchiveBytes int64 `yaml:"max_archive_bytes"`
 	// MaxStreams bounds the open event streams of the whole process, every
 	// tenant's (429 past it). Default: 0, which means 4096, or three
 	// quarters of the process's file descriptor limit when that is lower.
@@ -597,6 +601,7 @@ const (
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultMaxPluginBytes  = 64 << 20
+	DefaultMaxArchiveBytes = 256 << 20
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultStreamWrite     = 30 * time.Second
 	DefaultBodyTimeout     = 60 * time.Second
@@ -848,6 +853,9 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.MaxPluginBytes == 0 {
 		cfg.MaxPluginBytes = DefaultMaxPluginBytes
 	}
+	if cfg.MaxArchiveBytes == 0 {
+		cfg.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = Duration(DefaultHeartbeat)
 	}
@@ -887,8 +895,8 @@ func (cfg Config) normalized() (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 {
-		errs = append(errs, errors.New("max_request_bytes and max_plugin_bytes must be positive"))
+	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 || cfg.MaxArchiveBytes < 0 {
+		errs = append(errs, errors.New("max_request_bytes, max_plugin_bytes and max_archive_bytes must be positive"))
 	}
 	if len(cfg.Tenants) == 0 {
 		errs = append(errs, errors.New("tenants: none configured"))

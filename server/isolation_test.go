@@ -202,6 +202,12 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/webhooks/deliveries/{id}", name: "a run's end", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "GET", path: "/v1/webhooks/deliveries/" + ids.Run}
 	}},
+	{route: "GET /v1/sessions/{id}/export", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "GET", path: "/v1/sessions/" + ids.Session + "/export"}
+	}},
+	{route: "POST /v1/sessions/import", name: "a malformed archive naming the session", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/import?replace=true", body: "sessions/" + ids.Session + ".jsonl"}
+	}},
 	{route: "DELETE /v1/sessions/{id}", name: "completed", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Session}
 	}},
