@@ -293,6 +293,8 @@ func (s *Server) routes() {
 	handle("DELETE /v1/sessions/{id}", s.deleteSession)
 	handle("GET /v1/sessions/{id}/export", s.exportSession)
 	handle("POST /v1/sessions/import", s.importSessions)
+	handle("PUT /v1/sessions/{id}/retention", s.putRetention)
+	handle("POST /v1/retention/sweep", s.sweepNow)
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	handle("POST /v1/sessions/{id}/replay", s.replaySession)
 	handle("POST /v1/sessions/{id}/resume", s.resumeSession)

@@ -200,7 +200,34 @@ type TenantConfig struct {
 	// occurrences of cron expressions (see [ScheduleConfig]); POST
 	// /v1/schedules makes more, kept in the storage. Default: none.
 	Schedules []ScheduleConfig `yaml:"schedules"`
+	// Retention removes the tenant's closed sessions past its limits
+	// (see [RetentionConfig]). Default: nil, sessions are kept forever.
+	Retention *RetentionConfig `yaml:"retention"`
 }
+
+// RetentionConfig is how long a tenant's closed sessions are kept, and
+// what happens to them then (package retention). Every host sweeps its
+// tenants every Every; sweeps on several hosts are safe together. A
+// session overrides it with PUT /v1/sessions/{id}/retention.
+type RetentionConfig struct {
+	// KeepDays keeps a closed session this many days after its last
+	// event. Default: 0, no limit by age.
+	KeepDays int `yaml:"keep_days"`
+	// KeepLast keeps the tenant's most recent this many closed sessions.
+	// Default: 0, no limit by count.
+	KeepLast int `yaml:"keep_last"`
+	// Action is archive (write the session to ArchiveDir/TENANT/ID.tar.gz,
+	// then delete it) or delete. Default: archive.
+	Action string `yaml:"action"`
+	// ArchiveDir receives the archives, in a directory per tenant.
+	// Required with the archive action.
+	ArchiveDir string `yaml:"archive_dir"`
+	// Every is how often each host sweeps. Default: 0, which means 1h.
+	Every Duration `yaml:"every"`
+}
+
+// DefaultRetentionEvery is the default of RetentionConfig.Every.
+const DefaultRetentionEvery = time.Hour
 
 // WebhooksConfig is where a tenant's webhooks go: signed POSTs of the
 // events of its sessions (run.ended, approval.requested, approval.decided,
@@ -922,6 +949,20 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	for i, k := range t.Keys {
 		if hex, ok := strings.CutPrefix(k.Hash, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
+		}
+	}
+	if r := t.Retention; r != nil {
+		if r.Every == 0 {
+			r.Every = Duration(DefaultRetentionEvery)
+		}
+		if r.Every < 0 {
+			bad("retention.every is negative")
+		}
+		if err := r.policy(name).Check(); err != nil {
+			bad("%v", err)
+		}
+		if r.KeepDays == 0 && r.KeepLast == 0 {
+			bad("retention: set keep_days, keep_last or both")
 		}
 	}
 	if t.BudgetUSDPerDay < 0 {

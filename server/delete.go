@@ -18,7 +18,7 @@ type sessionDeletion struct {
 }
 
 // deleteSession deletes a session of the tenant: its ledger, lease, inbox
-// entries and A2A tasks (the idempotency keys of its messages live in its
+// entries, retention override and A2A tasks (the idempotency keys of its messages live in its
 // ledger, and go with it). A session in use answers 409 unless ?force=true.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 	id, ok := sessionID(w, r)
@@ -36,6 +36,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		return
+	}
+	if err := s.forgetRetention(r.Context(), t, id); err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "session %s is deleted, but not its retention override: %v (delete it again)", id, err)
 		return
 	}
 	n, err := s.forgetA2ATasks(r.Context(), t, id)

@@ -208,6 +208,12 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/sessions/import", name: "a malformed archive naming the session", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/import?replace=true", body: "sessions/" + ids.Session + ".jsonl"}
 	}},
+	{route: "PUT /v1/sessions/{id}/retention", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "PUT", path: "/v1/sessions/" + ids.Session + "/retention", body: `{"keep":true}`}
+	}},
+	{route: "POST /v1/retention/sweep", name: "the caller's own", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/retention/sweep"}
+	}},
 	{route: "DELETE /v1/sessions/{id}", name: "completed", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Session}
 	}},
