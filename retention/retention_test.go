@@ -54,7 +54,9 @@ var secret = []byte("0123456789abcdef0123456789abcdef")
 // publish is a tool with an external effect: a call waits for approval.
 var publish = host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal,
 	InputSchema: json.RawMessage(`{"type":"object"}`)},
-	func(context.Context, host.ToolCall) (host.ToolResult, error) { return host.ToolResult{Output: "done"}, nil })
+	func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "done"}, nil
+	})
 
 // setup makes n finished sessions s0…s(n-1), oldest first, on a host over
 // store.
