@@ -958,7 +958,7 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		if r.Every < 0 {
 			bad("retention.every is negative")
 		}
-		if err := r.policy(name).Check(); err != nil {
+		if err := r.Policy(name).Check(); err != nil {
 			bad("%v", err)
 		}
 		if r.KeepDays == 0 && r.KeepLast == 0 {

@@ -11,8 +11,9 @@ import (
 	"github.com/agentichost/agentic/storage"
 )
 
-// policy is the retention policy of tenant name.
-func (r *RetentionConfig) policy(name string) retention.Policy {
+// Policy is the retention policy of tenant name: its archives go to
+// ArchiveDir/name.
+func (r *RetentionConfig) Policy(name string) retention.Policy {
 	p := retention.Policy{KeepDays: r.KeepDays, KeepLast: r.KeepLast, Action: retention.Action(r.Action)}
 	if r.ArchiveDir != "" {
 		p.ArchiveDir = filepath.Join(r.ArchiveDir, name)
@@ -22,7 +23,7 @@ func (r *RetentionConfig) policy(name string) retention.Policy {
 
 // sweep applies the tenant's retention policy once.
 func (s *Server) sweep(ctx context.Context, t *tenant) (retention.Report, error) {
-	return retention.Sweep(ctx, retention.Options{Host: t.host, Storage: t.storage, Policy: t.cfg.Retention.policy(t.name),
+	return retention.Sweep(ctx, retention.Options{Host: t.host, Storage: t.storage, Policy: t.cfg.Retention.Policy(t.name),
 		Tenant: t.name, Logger: s.log.With("tenant", t.name)})
 }
 

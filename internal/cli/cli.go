@@ -54,6 +54,7 @@ Usage:
   agentic-host export --session ID|--tenant T -o FILE
                                              write sessions and their blobs to a portable archive
   agentic-host import [--replace] FILE       put an archive's sessions into a store
+  agentic-host retention sweep --config FILE archive or delete the closed sessions past the tenants' retention
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -142,6 +143,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = migrateCmd(ctx, args[1:], env)
 	case "tenant":
 		err = tenantCmd(ctx, args[1:], env)
+	case "retention":
+		err = retentionCmd(ctx, args[1:], env)
 	case "export":
 		err = exportCmd(ctx, args[1:], env)
 	case "import":
