@@ -108,3 +108,36 @@ func TestSessionDeleteLeased(t *testing.T) {
 		t.Errorf("the lease is held by %q after the deletion", holder)
 	}
 }
+
+// TestSessionDeleteLiveRun: a session whose run is in flight here is
+// refused; forced, the run is cancelled, waited for, and the session goes.
+func TestSessionDeleteLiveRun(t *testing.T) {
+	ctx := context.Background()
+	hs := hosttest.New(t, host.Options{Storage: memory.New()})
+	hs.Model.Enqueue(hosttest.Reply{Text: "thinking ", Stall: time.Hour})
+	run, err := hs.Host.Session("live").Start(ctx, "think", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hs.Host.Session("live").Delete(ctx, host.DeleteOptions{})
+	if inUse, ok := errors.AsType[*host.InUseError](err); !ok || inUse.State != host.StateRunning {
+		t.Fatalf("Delete of a session with a run in flight = %v, want an InUseError", err)
+	}
+	if len(hs.Events("live")) == 0 {
+		t.Fatal("a refused Delete deleted the session")
+	}
+	rep, err := hs.Host.Session("live").Delete(ctx, host.DeleteOptions{Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Events == 0 || len(hs.Events("live")) != 0 {
+		t.Errorf("report %+v, %d events left", rep, len(hs.Events("live")))
+	}
+	res, _ := run.Wait(ctx)
+	if res.Status != ledger.RunCancelled {
+		t.Errorf("the run ended %s, want cancelled", res.Status)
+	}
+	if hs.Host.IsRunning("live") {
+		t.Error("the run is still in flight")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,10 +27,11 @@ import (
 
 var prefixes atomic.Int64
 
-// stores returns the stores the tests run on: a file store, a Redis one.
+// stores returns the stores the tests run on: a file store, a Redis one
+// and (unless -short) a Redis Cluster one.
 func stores(t *testing.T) map[string]func(t *testing.T) storage.Storage {
 	srv := redistest.Start(t, redistest.Options{})
-	return map[string]func(t *testing.T) storage.Storage{
+	out := map[string]func(t *testing.T) storage.Storage{
 		"file": func(t *testing.T) storage.Storage {
 			s, err := file.Open(t.TempDir(), file.Options{})
 			if err != nil {
@@ -47,6 +49,19 @@ func stores(t *testing.T) map[string]func(t *testing.T) storage.Storage {
 			return s
 		},
 	}
+	if !testing.Short() {
+		c := redistest.StartCluster(t, 3)
+		url := "redis+cluster://" + strings.Join(c.Addrs(), ",")
+		out["cluster"] = func(t *testing.T) storage.Storage {
+			s, err := redis.Open(t.Context(), url, redis.Options{Prefix: fmt.Sprintf("ret%d", prefixes.Add(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	}
+	return out
 }
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
