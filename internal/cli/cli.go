@@ -50,6 +50,8 @@ Usage:
   agentic-host keys create|list|revoke|hash  manage the API keys of serve
   agentic-host migrate [--storage URL] [--dry-run]
                                              rewrite every ledger of a store to the current schema version
+  agentic-host delete [--tenant T] [--force] SESSION
+                                             delete a session (refused while it is in use, unless --force)
   agentic-host tenant delete T --config FILE delete every trace of a tenant serve no longer serves
   agentic-host export --session ID|--tenant T -o FILE
                                              write sessions and their blobs to a portable archive
@@ -143,6 +145,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = migrateCmd(ctx, args[1:], env)
 	case "tenant":
 		err = tenantCmd(ctx, args[1:], env)
+	case "delete":
+		err = deleteCmd(ctx, args[1:], env)
 	case "retention":
 		err = retentionCmd(ctx, args[1:], env)
 	case "export":

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
 )
 
 const tenantUsage = `Usage:
@@ -81,5 +83,69 @@ func tenantCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fail(1, "not everything was deleted (run the command again to finish): %v", err)
 	}
+	return nil
+}
+
+const deleteUsage = `Usage: agentic-host delete [--storage URL] [--tenant T] [--force] SESSION
+
+Delete a session from a store (or from tenant T of serve's): its ledger,
+lease and approval-index entries. A session in use (a run in progress, a
+run parked for approvals, a lease another host holds) is refused unless
+--force.
+
+Flags:
+`
+
+// deleteCmd implements "agentic-host delete".
+func deleteCmd(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("delete", env)
+	storeURL := fs.String("storage", DefaultStorage, storageHelp)
+	tenant := fs.String("tenant", "", "the `TENANT` of serve whose session it is")
+	force := fs.Bool("force", false, "delete the session even while it is in use")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), deleteUsage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fail(2, "want exactly one SESSION")
+	}
+	if !storage.ValidSessionID(pos[0]) {
+		return fail(2, "invalid session id %q", pos[0])
+	}
+	logger, err := newLogger(fs, env)
+	if err != nil {
+		return err
+	}
+	store, closeStore, err := openStorage(*storeURL)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer closeStore()
+	view, err := tenantView(store, *tenant)
+	if err != nil {
+		return err
+	}
+	h, err := host.New(host.Options{Storage: view, Model: noModel{}, Agent: host.Agent{Model: "none"}, Tenant: *tenant, Logger: logger})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	defer h.Close(context.Background())
+	rep, err := h.Session(pos[0]).Delete(ctx, host.DeleteOptions{Force: *force})
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if rep.Events == 0 {
+		return fail(1, "no session %s in %s", pos[0], *storeURL)
+	}
+	if *asJSON {
+		return printJSON(env, rep)
+	}
+	fmt.Fprintf(env.Stdout, "session %s deleted: %d events (%d bytes), %d index entries\n", rep.SessionID, rep.Events, rep.Bytes, rep.IndexEntries)
 	return nil
 }

@@ -80,3 +80,29 @@ func TestTenantDelete(t *testing.T) {
 		t.Errorf("tenant delete without --config: exit %d, want 2", code)
 	}
 }
+
+// TestDeleteSession: agentic-host delete removes a tenant's session from
+// the store, and says when there is none.
+func TestDeleteSession(t *testing.T) {
+	dir := t.TempDir()
+	store, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, _ := storage.Prefix(store, "acme:")
+	ev := ledger.Event{ID: "evt_1", Kind: ledger.KindPoke, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), RunID: "run_1", Poke: &ledger.Poke{Text: "hello"}}
+	if err := acme.Append(t.Context(), "s1", ev); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	code, stdout, stderr := run(t, "", "delete", "--storage", "file:"+dir, "--tenant", "acme", "s1")
+	if code != 0 || !strings.Contains(stdout, "session s1 deleted: 1 events") {
+		t.Fatalf("delete: exit %d, %s %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "acme:s1.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("the session file: %v, want it gone", err)
+	}
+	if code, _, stderr := run(t, "", "delete", "--storage", "file:"+dir, "--tenant", "acme", "s1"); code != 1 || !strings.Contains(stderr, "no session s1") {
+		t.Errorf("a second delete: exit %d, %s", code, stderr)
+	}
+}
