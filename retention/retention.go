@@ -27,11 +27,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/archive"
 )
@@ -176,10 +178,12 @@ type sweepKey struct {
 // leaseTTL bounds the lease a sweep holds while it acts on a session.
 const leaseTTL = 2 * time.Minute
 
-// candidate is a closed session, with its last event's time.
+// candidate is a session, with its last event's time, and whether a run
+// of it is open or messages wait in it.
 type candidate struct {
 	id   string
 	last time.Time
+	open bool
 	o    Override
 }
 
@@ -238,6 +242,7 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 			continue // damaged, or gone: left as it is
 		}
 		closed[i].last = events[len(events)-1].Time
+		closed[i].open = len(ledger.OpenRuns(events)) > 0 || len(ledger.PendingInputs(events)) > 0
 	}
 	closed = slices.DeleteFunc(closed, func(c candidate) bool { return c.last.IsZero() })
 	slices.SortFunc(closed, func(a, b candidate) int { return b.last.Compare(a.last) })
@@ -253,8 +258,18 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 			}
 			continue
 		}
-		rank++
 		old := p.KeepDays > 0 && t.Sub(c.last) > time.Duration(p.KeepDays)*24*time.Hour
+		if c.open {
+			// Not closed: not counted in KeepLast; past KeepDays, it
+			// is reported skipped, with why.
+			if old {
+				expired = append(expired, c)
+			} else {
+				rep.Kept++
+			}
+			continue
+		}
+		rank++
 		many := p.KeepLast > 0 && rank > p.KeepLast
 		if old || many {
 			expired = append(expired, c)
@@ -274,12 +289,16 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 // act archives or deletes one session past the policy, unless it is in
 // use, and records what it did in rep.
 func act(ctx context.Context, opts Options, id string, rep *Report, log *slog.Logger) {
-	key := sweepKey{opts.Storage, id}
-	if _, busy := sweeping.LoadOrStore(key, true); busy {
-		rep.Skipped = append(rep.Skipped, Skip{Session: id, Reason: "another sweep of this process is acting on it"})
-		return
+	// A storage of a type that cannot be a map key (a struct holding a
+	// slice) goes without this guard: its leases, if any, still hold.
+	if reflect.TypeOf(opts.Storage).Comparable() {
+		key := sweepKey{opts.Storage, id}
+		if _, busy := sweeping.LoadOrStore(key, true); busy {
+			rep.Skipped = append(rep.Skipped, Skip{Session: id, Reason: "another sweep of this process is acting on it"})
+			return
+		}
+		defer sweeping.Delete(key)
 	}
-	defer sweeping.Delete(key)
 	skip := func(reason string) { rep.Skipped = append(rep.Skipped, Skip{Session: id, Reason: reason}) }
 	fail := func(err error) {
 		rep.Errors = append(rep.Errors, fmt.Sprintf("session %s: %v", id, err))

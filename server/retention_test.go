@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/server"
@@ -75,5 +76,27 @@ func TestRetentionConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "tenants.acme") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error about %q", tc.r, err, tc.want)
 		}
+	}
+}
+
+// TestRetentionPeriodic: a tenant's policy is applied by the server's own
+// sweep, every retention.every, without being asked.
+func TestRetentionPeriodic(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.Retention = &server.RetentionConfig{KeepLast: 1, Action: "delete", Every: server.Duration(20 * time.Millisecond)}
+		c.Tenants["acme"] = acme
+	}})
+	for _, id := range []string{"old", "new"} {
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+id+"/messages?wait=true", `{"text":"hello"}`); code != 200 {
+			t.Fatalf("%s: %d %s", id, code, body)
+		}
+	}
+	waitFor(t, "the periodic sweep to delete the older session", func() bool {
+		code, _ := ts.do(t, ts.acme, "GET", "/v1/sessions/old", "")
+		return code == 404
+	})
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/sessions/new", ""); code != 200 {
+		t.Errorf("the newest session: %d %s", code, body)
 	}
 }
