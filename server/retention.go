@@ -62,6 +62,10 @@ func (s *Server) runRetention(ctx context.Context) {
 // sweepNow runs the tenant's retention sweep at once, answering its
 // report.
 func (s *Server) sweepNow(w http.ResponseWriter, r *http.Request, t *tenant) {
+	var none struct{}
+	if !s.decodeOptionalBody(w, r, &none) {
+		return
+	}
 	if t.cfg.Retention == nil {
 		writeError(w, http.StatusConflict, codeConflict, "tenant %s has no retention policy (retention: in its configuration)", t.name)
 		return
