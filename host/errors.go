@@ -59,6 +59,10 @@ var (
 	// ErrSessionExists: a fork was asked to make a session that has
 	// events already. Nothing changed.
 	ErrSessionExists = errors.New("host: the session exists already")
+	// ErrSessionInUse: [Session.Delete] refused a session that a run is
+	// working on, that waits for approvals, or whose lease a host holds.
+	// Nothing was deleted. The error is an [*InUseError].
+	ErrSessionInUse = errors.New("host: the session is in use")
 )
 
 // BusyError refuses a message that would overlap the session's run (see

@@ -65,6 +65,10 @@ type Config struct {
 	// MaxPluginBytes bounds an uploaded module. Default: 0, which means
 	// 64 MiB.
 	MaxPluginBytes int64 `yaml:"max_plugin_bytes"`
+	// MaxArchiveBytes bounds an archive posted to POST
+	// /v1/sessions/import, both as sent (compressed) and its contents
+	// uncompressed. Default: 0, which means 256 MiB.
+	MaxArchiveBytes int64 `yaml:"max_archive_bytes"`
 	// MaxStreams bounds the open event streams of the whole process, every
 	// tenant's (429 past it). Default: 0, which means 4096, or three
 	// quarters of the process's file descriptor limit when that is lower.
@@ -196,7 +200,34 @@ type TenantConfig struct {
 	// occurrences of cron expressions (see [ScheduleConfig]); POST
 	// /v1/schedules makes more, kept in the storage. Default: none.
 	Schedules []ScheduleConfig `yaml:"schedules"`
+	// Retention removes the tenant's closed sessions past its limits
+	// (see [RetentionConfig]). Default: nil, sessions are kept forever.
+	Retention *RetentionConfig `yaml:"retention"`
 }
+
+// RetentionConfig is how long a tenant's closed sessions are kept, and
+// what happens to them then (package retention). Every host sweeps its
+// tenants every Every; sweeps on several hosts are safe together. A
+// session overrides it with PUT /v1/sessions/{id}/retention.
+type RetentionConfig struct {
+	// KeepDays keeps a closed session this many days after its last
+	// event. Default: 0, no limit by age.
+	KeepDays int `yaml:"keep_days"`
+	// KeepLast keeps the tenant's most recent this many closed sessions.
+	// Default: 0, no limit by count.
+	KeepLast int `yaml:"keep_last"`
+	// Action is archive (write the session to ArchiveDir/TENANT/ID.tar.gz,
+	// then delete it) or delete. Default: archive.
+	Action string `yaml:"action"`
+	// ArchiveDir receives the archives, in a directory per tenant.
+	// Required with the archive action.
+	ArchiveDir string `yaml:"archive_dir"`
+	// Every is how often each host sweeps. Default: 0, which means 1h.
+	Every Duration `yaml:"every"`
+}
+
+// DefaultRetentionEvery is the default of RetentionConfig.Every.
+const DefaultRetentionEvery = time.Hour
 
 // WebhooksConfig is where a tenant's webhooks go: signed POSTs of the
 // events of its sessions (run.ended, approval.requested, approval.decided,
@@ -597,6 +628,7 @@ const (
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultMaxPluginBytes  = 64 << 20
+	DefaultMaxArchiveBytes = 256 << 20
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultStreamWrite     = 30 * time.Second
 	DefaultBodyTimeout     = 60 * time.Second
@@ -848,6 +880,9 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.MaxPluginBytes == 0 {
 		cfg.MaxPluginBytes = DefaultMaxPluginBytes
 	}
+	if cfg.MaxArchiveBytes == 0 {
+		cfg.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = Duration(DefaultHeartbeat)
 	}
@@ -887,8 +922,8 @@ func (cfg Config) normalized() (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 {
-		errs = append(errs, errors.New("max_request_bytes and max_plugin_bytes must be positive"))
+	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 || cfg.MaxArchiveBytes < 0 {
+		errs = append(errs, errors.New("max_request_bytes, max_plugin_bytes and max_archive_bytes must be positive"))
 	}
 	if len(cfg.Tenants) == 0 {
 		errs = append(errs, errors.New("tenants: none configured"))
@@ -914,6 +949,20 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	for i, k := range t.Keys {
 		if hex, ok := strings.CutPrefix(k.Hash, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
+		}
+	}
+	if r := t.Retention; r != nil {
+		if r.Every == 0 {
+			r.Every = Duration(DefaultRetentionEvery)
+		}
+		if r.Every < 0 {
+			bad("retention.every is negative")
+		}
+		if err := r.Policy(name).Check(); err != nil {
+			bad("%v", err)
+		}
+		if r.KeepDays == 0 && r.KeepLast == 0 {
+			bad("retention: set keep_days, keep_last or both")
 		}
 	}
 	if t.BudgetUSDPerDay < 0 {

@@ -211,6 +211,24 @@ var isolationRows = []isoRow{
 	{route: "GET /v1/webhooks/deliveries/{id}", name: "a run's end", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "GET", path: "/v1/webhooks/deliveries/" + ids.Run}
 	}},
+	{route: "GET /v1/sessions/{id}/export", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "GET", path: "/v1/sessions/" + ids.Session + "/export"}
+	}},
+	{route: "POST /v1/sessions/import", name: "a malformed archive naming the session", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/import?replace=true", body: "sessions/" + ids.Session + ".jsonl"}
+	}},
+	{route: "PUT /v1/sessions/{id}/retention", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "PUT", path: "/v1/sessions/" + ids.Session + "/retention", body: `{"keep":true}`}
+	}},
+	{route: "POST /v1/retention/sweep", name: "the caller's own", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/retention/sweep"}
+	}},
+	{route: "DELETE /v1/sessions/{id}", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Session}
+	}},
+	{route: "DELETE /v1/sessions/{id}", name: "parked, forced", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "DELETE", path: "/v1/sessions/" + ids.Parked + "?force=true"}
+	}},
 	{route: "GET /v1/schedules", name: "list", list: true, req: get("/v1/schedules")},
 	{route: "DELETE /v1/schedules/{id}", name: "made through the API", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "DELETE", path: "/v1/schedules/" + ids.Schedule}

@@ -168,6 +168,7 @@ func New(opts Options) (*Server, error) {
 		s.runOutbox(bg, t)
 	}
 	s.runSchedules()
+	s.runRetention(bg)
 	s.routes()
 	return s, nil
 }

@@ -22,7 +22,9 @@ import (
 //
 // store must implement [Lister] and [KV], as every built-in store does. The
 // view implements [Leaser], [LeaseInspector] and [Watcher] when store
-// implements all three (a store shared by several hosts), none otherwise.
+// implements all three (a store shared by several hosts), none otherwise,
+// and [Deleter] always (failing with errors.ErrUnsupported when store
+// deletes no sessions). [DeletePrefix] deletes what a view holds.
 // prefix must be a valid session id of at most 48 bytes that ends with ':'
 // (so that "a:" and "ab:" never overlap). Every id [ValidSessionID]
 // accepts is accepted: one too long to prefix within 128 bytes is kept

@@ -175,6 +175,43 @@ type Rewriter interface {
 	Rewrite(ctx context.Context, sessionID string, fn func(event []byte) ([]byte, error), dryRun bool) (RewriteStats, error)
 }
 
+// Deleter is implemented by stores that can delete a session: the
+// operator's way to remove data (a user's request to be forgotten, a
+// tenant that leaves, retention). Without it, a store's sessions can only
+// be removed by hand, below the store.
+type Deleter interface {
+	// DeleteSession removes the session's events and everything the
+	// store keeps for it (its lease, the token of its last batch, what a
+	// watch of it needs), so that afterwards Load returns no events,
+	// ListSessions does not list it, and its id names no data left in
+	// the backend; a later Append starts a new ledger under the id.
+	// Deleting a session that has no events is a no-op that returns nil.
+	// It removes no [KV] value and no blob: those belong to no session
+	// in the store's eyes.
+	//
+	// DeleteSession does not look at the session's lease: whether a
+	// session may go (no run in progress, no other host leading it) is
+	// the caller's decision, made before (the host's own deletion checks both). An
+	// Append that runs concurrently with it may land before the deletion
+	// (and be deleted) or after it (and start the new ledger). The
+	// invalid-id and ctx rules of [Storage] apply.
+	DeleteSession(ctx context.Context, sessionID string) error
+}
+
+// NamespaceLister is implemented by [KV] stores that can enumerate their
+// namespaces and drop one whole: what deleting a tenant (every namespace
+// under its prefix) needs. Without it, only the namespaces a caller names
+// can be emptied, key by key.
+type NamespaceLister interface {
+	// Namespaces returns, sorted, every namespace that starts with prefix
+	// ("" for all) and holds at least one key.
+	Namespaces(ctx context.Context, prefix string) ([]string, error)
+	// DeleteNamespace removes every key of namespace, and whatever the
+	// store keeps for it; a namespace with no keys is a no-op. A Set into
+	// the namespace concurrent with it may survive it.
+	DeleteNamespace(ctx context.Context, namespace string) error
+}
+
 // RewriteStats tells what one [Rewriter.Rewrite] found.
 type RewriteStats struct {
 	// Events is how many events the session holds.

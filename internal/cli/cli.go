@@ -41,6 +41,7 @@ Usage:
   agentic-host task --prompt TEXT --schema FILE.json [flags]
                                              run a task until the model submits a valid deliverable
   agentic-host transcript [flags] SESSION    print a session's transcript (or, with --usage, its usage) as JSON
+                                             (--archive FILE: from an archive)
   agentic-host fork --at POINT [flags] SESSION
                                              make a new session from SESSION's ledger up to POINT, and run it
   agentic-host eval (--sessions IDS | --all) --model M [--json]
@@ -53,6 +54,13 @@ Usage:
   agentic-host keys create|list|revoke|hash  manage the API keys of serve
   agentic-host migrate [--storage URL] [--dry-run]
                                              rewrite every ledger of a store to the current schema version
+  agentic-host delete [--tenant T] [--force] SESSION
+                                             delete a session (refused while it is in use, unless --force)
+  agentic-host tenant delete T --config FILE delete every trace of a tenant serve no longer serves
+  agentic-host export --session ID|--tenant T -o FILE
+                                             write sessions and their blobs to a portable archive
+  agentic-host import [--replace] FILE       put an archive's sessions into a store
+  agentic-host retention sweep --config FILE archive or delete the closed sessions past the tenants' retention
   agentic-host mcp --plugins DIR [--http ADDR]
                                              serve the plugins' tools to MCP clients (stdio, or HTTP)
   agentic-host fake-provider [flags]         run the fake OpenAI-compatible model server
@@ -143,6 +151,16 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = keysCmd(ctx, args[1:], env)
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], env)
+	case "tenant":
+		err = tenantCmd(ctx, args[1:], env)
+	case "delete":
+		err = deleteCmd(ctx, args[1:], env)
+	case "retention":
+		err = retentionCmd(ctx, args[1:], env)
+	case "export":
+		err = exportCmd(ctx, args[1:], env)
+	case "import":
+		err = importCmd(ctx, args[1:], env)
 	case "fake-provider":
 		err = fakeProvider(ctx, args[1:], env)
 	case "help", "-h", "-help", "--help":

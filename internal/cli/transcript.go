@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
@@ -18,36 +19,52 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	usageOnly := fs.Bool("usage", false, "print the session's usage instead: tokens and billed cost (USD), per run and in total")
 	traffic := fs.Bool("traffic", false, "print what each plugin tool call did through the host's functions instead: its HTTP requests and key-value accesses, as text")
 	asJSON := fs.Bool("json", false, "with --traffic: print the calls and their traffic records as JSON (response bodies and values included)")
+	archivePath := fs.String("archive", "", "read the session from the archive `FILE` (agentic-host export, a retention archive) instead of a store; SESSION may be left out when it holds one")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n\nPrint the session's transcript as JSON (with --usage, its usage and cost; with\n--traffic, what its plugin tool calls did through the host's functions).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host transcript [flags] SESSION\n       agentic-host transcript --archive FILE [SESSION]\n\nPrint the session's transcript as JSON (with --usage, its usage and cost; with\n--traffic, what its plugin tool calls did through the host's functions).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
+	if len(pos) != 1 && (*archivePath == "" || len(pos) != 0) {
 		fs.Usage()
 		return fail(2, "want exactly one SESSION, got %d arguments", len(pos))
 	}
 	if _, err := newLogger(fs, env); err != nil {
 		return err
 	}
-	id := pos[0]
-	if !storage.ValidSessionID(id) {
-		return fail(2, "invalid session id %q", id)
-	}
-	store, closeStore, err := openStorage(*storageURL)
-	if err != nil {
-		return fail(2, "%v", err)
-	}
-	defer closeStore()
-	events, err := store.Load(ctx, id)
-	if err != nil {
-		return err
-	}
-	if len(events) == 0 {
-		return fail(1, "no session %s in %s", id, *storageURL)
+	var id string
+	var events []ledger.Event
+	var store storage.Storage // none for an archive
+	if *archivePath != "" {
+		a, err := readArchive(*archivePath)
+		if err != nil {
+			return err
+		}
+		s, err := archiveSession(a, *archivePath, strings.Join(pos, ""))
+		if err != nil {
+			return err
+		}
+		id, events = s.ID, s.Events
+	} else {
+		id = pos[0]
+		if !storage.ValidSessionID(id) {
+			return fail(2, "invalid session id %q", id)
+		}
+		var closeStore func() error
+		store, closeStore, err = openStorage(*storageURL)
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		defer closeStore()
+		if events, err = store.Load(ctx, id); err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			return fail(1, "no session %s in %s", id, *storageURL)
+		}
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)
@@ -64,8 +81,10 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	// No run of this process is live: an open run in the ledger shows as
 	// interrupted.
 	t := ledger.ProjectSession(id, events)
-	if t.Forks, err = host.ForksOf(ctx, store, "", id); err != nil {
-		return fail(1, "%v", err)
+	if store != nil { // an archive keeps no index of forks
+		if t.Forks, err = host.ForksOf(ctx, store, "", id); err != nil {
+			return fail(1, "%v", err)
+		}
 	}
 	return enc.Encode(ledger.WireTranscript(t))
 }

@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"storage/file":        {"storage", "ledger"},
 	"storage/storagetest": {"storage", "ledger"},
 	"storage/redis":       {"storage", "ledger"},
+	"storage/archive":     {"storage", "ledger"},
 	"host/internal/hub":   {},
 	"host/schema":         {},
 	"host/hosttest":       {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory", "internal/fakemodel", "internal/fixtures"},
@@ -38,7 +39,8 @@ var allowed = map[string][]string{
 	// Webhooks implement the host's outbox; the server wires them.
 	"webhook": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
 	// Schedules send messages through the host.
-	"schedule": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	"schedule":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
+	"retention": {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/archive"},
 	// The protocols are siblings: each translates between the host's
 	// types and one wire, and none imports another, or the server.
 	"protocol/uistream":  {"host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage"},
@@ -48,7 +50,7 @@ var allowed = map[string][]string{
 	// The server routes, authenticates and bounds: it wires the host, the
 	// plugins and the protocols; the program gives it the storage and the
 	// model.
-	"server": {"host/eval", "webhook", "schedule", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
+	"server": {"host/eval", "webhook", "schedule", "retention", "storage/archive", "protocol/uistream", "protocol/mcpclient", "protocol/a2a", "plugins", "plugins/oci", "plugins/internal/fuel", "host", "host/schema", "ledger", "host/model", "host/internal/hub", "storage", "storage/memory"},
 }
 
 func TestDependenciesPointInward(t *testing.T) {

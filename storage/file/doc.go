@@ -1,6 +1,7 @@
 // Package file is a [storage.Storage] that keeps each session's ledger in a
 // JSON Lines file: the embedded default, zero setup. It implements
-// [storage.Lister], [storage.Closer] and [storage.KV].
+// [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV] and
+// [storage.NamespaceLister].
 //
 // # Layout
 //

@@ -225,14 +225,25 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 	if err := ctx.Err(); err != nil { // done while we waited for the session
 		return err
 	}
+	if s.f != nil {
+		size, removed, err := fileSize(s.f)
+		switch {
+		case err != nil:
+			return fmt.Errorf("file: append to session %q: %w", sessionID, err)
+		case removed:
+			// Another Store deleted the session: the next records
+			// start a new file.
+			st.forget(s)
+		default:
+			if err := st.catchUp(s, s.f, sessionID, size); err != nil {
+				return err
+			}
+		}
+	}
 	if s.f == nil {
 		if err := st.openForAppend(s, sessionID); err != nil {
 			return err
 		}
-	} else if size, err := fileSize(s.f); err != nil {
-		return fmt.Errorf("file: append to session %q: %w", sessionID, err)
-	} else if err := st.catchUp(s, s.f, sessionID, size); err != nil {
-		return err
 	}
 	if st.fsync && !s.dirSynced {
 		if err := syncDir(st.dir); err != nil {

@@ -90,14 +90,22 @@ func (st *Store) Set(ctx context.Context, namespace, key string, value []byte) e
 		return err
 	}
 	dir, path := st.kvPath(namespace, key)
-	if err := st.mkdirKV(dir); err != nil {
-		return fmt.Errorf("file: set: %w", err)
+	var tmp *os.File
+	for try := 0; ; try++ {
+		if err := st.mkdirKV(dir); err != nil {
+			return fmt.Errorf("file: set: %w", err)
+		}
+		var err error
+		tmp, err = os.CreateTemp(dir, ".set-*")
+		if errors.Is(err, fs.ErrNotExist) && try < 3 {
+			continue // a Delete removed the namespace's empty directory meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("file: set: %w", err)
+		}
+		break
 	}
-	tmp, err := os.CreateTemp(dir, ".set-*")
-	if err != nil {
-		return fmt.Errorf("file: set: %w", err)
-	}
-	_, err = tmp.Write(encodeValue(namespace, key, value))
+	_, err := tmp.Write(encodeValue(namespace, key, value))
 	if err == nil && st.fsync {
 		err = tmp.Sync()
 	}
@@ -134,6 +142,14 @@ func (st *Store) Delete(ctx context.Context, namespace, key string) error {
 	}
 	if st.fsync {
 		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("file: delete: %w", err)
+		}
+	}
+	// A namespace left without keys leaves no directory (it fails, and
+	// stays, while it holds any file; a Set that loses its directory to
+	// this makes it again).
+	if os.Remove(dir) == nil && st.fsync {
+		if err := syncDir(filepath.Dir(dir)); err != nil {
 			return fmt.Errorf("file: delete: %w", err)
 		}
 	}

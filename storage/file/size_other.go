@@ -4,11 +4,14 @@ package file
 
 import "os"
 
-// fileSize returns the size of an open file.
-func fileSize(f *os.File) (int64, error) {
+// fileSize returns the size of an open file, and whether the file was
+// removed from its directory since it was opened (a session deleted by
+// another Store): compared by name, since the link count is not portable.
+func fileSize(f *os.File) (size int64, removed bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return fi.Size(), nil
+	named, err := os.Stat(f.Name())
+	return fi.Size(), err != nil || !os.SameFile(fi, named), nil
 }

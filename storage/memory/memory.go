@@ -5,7 +5,8 @@
 // the process). Each event is kept in its ledger encoding, so what Load
 // returns is a fresh copy, equal to what was appended, that shares nothing
 // with the appended values or with other loads. The store implements
-// [storage.Lister], [storage.Closer] and [storage.KV] (values kept for the
+// [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV] and
+// [storage.NamespaceLister] (values kept for the
 // life of the Store, like events).
 package memory
 
@@ -15,6 +16,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/agentichost/agentic/ledger"
@@ -281,4 +283,54 @@ func (s *Store) AddWithin(ctx context.Context, namespace, key string, delta, lim
 var (
 	_ storage.KV      = (*Store)(nil)
 	_ storage.Counter = (*Store)(nil)
+)
+
+// DeleteSession implements [storage.Deleter].
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID(sessionID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return storage.ErrClosed
+	}
+	delete(s.sessions, sessionID)
+	return nil
+}
+
+// Namespaces implements [storage.NamespaceLister].
+func (s *Store) Namespaces(ctx context.Context, prefix string) ([]string, error) {
+	if err := s.kvReady(ctx, nil); err != nil {
+		return nil, err
+	}
+	s.kvMu.RLock()
+	defer s.kvMu.RUnlock()
+	var out []string
+	for ns, keys := range s.kv {
+		if len(keys) > 0 && strings.HasPrefix(ns, prefix) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DeleteNamespace implements [storage.NamespaceLister].
+func (s *Store) DeleteNamespace(ctx context.Context, namespace string) error {
+	if err := s.kvReady(ctx, storage.CheckNamespace(namespace)); err != nil {
+		return err
+	}
+	s.kvMu.Lock()
+	delete(s.kv, namespace)
+	s.kvMu.Unlock()
+	return nil
+}
+
+var (
+	_ storage.Deleter         = (*Store)(nil)
+	_ storage.NamespaceLister = (*Store)(nil)
 )

@@ -2,7 +2,8 @@
 // a Redis stream, for hosts that share their sessions: several hosts on one
 // Redis (a single server, with or without replicas behind Sentinel, or a
 // Redis Cluster) see the same ledgers and the same [storage.KV] values.
-// Besides [storage.Lister] and [storage.Closer], it implements
+// Besides [storage.Lister], [storage.Closer], [storage.Deleter] and
+// [storage.NamespaceLister], it implements
 // [storage.Leaser], so that one host at a time writes a session and a host
 // that lost its lease cannot append, and [storage.Watcher], so that a host
 // learns of appends made by another.

@@ -1,7 +1,9 @@
 package storagetest
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/storage"
 )
@@ -25,7 +27,12 @@ import (
 //     the first handle and appending through the second, so that a host
 //     learns of another's appends;
 //   - [storage.KV]: every check of Run's KV subtest, setting through the
-//     first handle and reading through the second.
+//     first handle and reading through the second;
+//   - [storage.Deleter]: a session one handle deletes is gone for the
+//     other (its events, its listing, its lease), and the other's next
+//     append starts a new ledger;
+//   - [storage.NamespaceLister]: a namespace one handle sets is listed
+//     by the other, and gone for it once deleted.
 //
 // Both handles must implement the same optional interfaces. Stores that
 // only one process may open (storage/file) have nothing to check here.
@@ -40,6 +47,8 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Watcher", runWatcher},
 		{"KV", runKV},
 		{"Counter", runCounter},
+		{"Deleter", testSharedDelete},
+		{"NamespaceLister", testSharedNamespaces},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,5 +95,61 @@ func testSharedVisibility(t *testing.T, a, b storage.Storage) {
 			t.Fatalf("ListSessions: %v", err)
 		}
 		checkIDs(t, "ListSessions by the other handle", ids, []string{id, "shared-2"})
+	}
+}
+
+func testSharedDelete(t *testing.T, a, b storage.Storage) {
+	da, ok := a.(storage.Deleter)
+	if !ok {
+		t.Skip("the store does not implement storage.Deleter")
+	}
+	ctx := t.Context()
+	appendOK(t, b, ctx, "shared-del", seqEvents("shared-del", 0, 3)...)
+	if l, ok := b.(storage.Leaser); ok {
+		if _, err := l.AcquireLease(ctx, "shared-del", "owner-b", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := da.DeleteSession(ctx, "shared-del"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Load(ctx, "shared-del"); err != nil || len(got) != 0 {
+		t.Errorf("the other handle loads %d events, %v, after DeleteSession; want none", len(got), err)
+	}
+	if l, ok := b.(storage.Lister); ok {
+		ids, err := l.ListSessions(ctx)
+		if err != nil || slices.Contains(ids, "shared-del") {
+			t.Errorf("the other handle lists %q, %v, after DeleteSession", ids, err)
+		}
+	}
+	if l, ok := b.(storage.LeaseInspector); ok {
+		if holder, _, err := l.LeaseHolder(ctx, "shared-del"); err != nil || holder != "" {
+			t.Errorf("the lease is held by %q (%v) after DeleteSession, want nobody", holder, err)
+		}
+	}
+	appendOK(t, b, ctx, "shared-del", seqEvents("shared-del", 10, 1)...)
+	if got, err := a.Load(ctx, "shared-del"); err != nil {
+		t.Errorf("Load: %v", err)
+	} else {
+		diffEvents(t, "a session appended to by the other handle after its deletion", got, seqEvents("shared-del", 10, 1))
+	}
+}
+
+func testSharedNamespaces(t *testing.T, a, b storage.Storage) {
+	na, ok := a.(storage.NamespaceLister)
+	if !ok {
+		t.Skip("the store does not implement storage.NamespaceLister")
+	}
+	nb := b.(storage.NamespaceLister)
+	ctx := t.Context()
+	setOK(t, a.(storage.KV), ctx, "shared:ns", "k", []byte("v"))
+	if got, err := nb.Namespaces(ctx, "shared:"); err != nil || !slices.Equal(got, []string{"shared:ns"}) {
+		t.Errorf("the other handle lists %q, %v; want the namespace set", got, err)
+	}
+	if err := na.DeleteNamespace(ctx, "shared:ns"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.(storage.KV).Len(ctx, "shared:ns"); err != nil || n != 0 {
+		t.Errorf("the other handle counts %d keys, %v, after DeleteNamespace", n, err)
 	}
 }

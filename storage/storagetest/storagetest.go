@@ -88,7 +88,16 @@ import (
 //     its error) and a done ctx write nothing; other sessions are left as
 //     they were; a session with no events is no error; a session another
 //     owner leases is refused with [storage.ErrLeaseHeld]; after Close,
-//     [storage.ErrClosed].
+//     [storage.ErrClosed];
+//   - [storage.Deleter]: a deleted session loads empty and is not listed,
+//     its neighbours and KV values are untouched, deleting again (or a
+//     session never appended to) is a no-op, the id then starts a new
+//     ledger, its lease goes with it, and invalid ids, a done ctx and
+//     Close are refused;
+//   - [storage.NamespaceLister]: Namespaces lists exactly the namespaces
+//     with keys under a prefix (sorted; glob characters are no patterns;
+//     no sessions), DeleteNamespace empties one and no other, and a
+//     namespace emptied key by key is not listed.
 //
 // The checks that need two handles on one backend (what one appends, the
 // other loads; leases exclude across handles; a watch on one fires for an
@@ -120,6 +129,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
 		{"Counter", func(t *testing.T, s storage.Storage) { runCounter(t, s, s) }},
 		{"Rewriter", runRewriter},
+		{"Deleter", runDeleter},
+		{"NamespaceLister", runNamespaceLister},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,243 @@
+package retention_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/retention"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/archive"
+	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/memory"
+	"github.com/agentichost/agentic/storage/redis"
+)
+
+var prefixes atomic.Int64
+
+// stores returns the stores the tests run on: a file store, a Redis one
+// and (unless -short) a Redis Cluster one.
+func stores(t *testing.T) map[string]func(t *testing.T) storage.Storage {
+	srv := redistest.Start(t, redistest.Options{})
+	out := map[string]func(t *testing.T) storage.Storage{
+		"file": func(t *testing.T) storage.Storage {
+			s, err := file.Open(t.TempDir(), file.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		"redis": func(t *testing.T) storage.Storage {
+			s, err := redis.Open(t.Context(), srv.URL(), redis.Options{Prefix: fmt.Sprintf("ret%d", prefixes.Add(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	if !testing.Short() {
+		c := redistest.StartCluster(t, 3)
+		url := "redis+cluster://" + strings.Join(c.Addrs(), ",")
+		out["cluster"] = func(t *testing.T) storage.Storage {
+			s, err := redis.Open(t.Context(), url, redis.Options{Prefix: fmt.Sprintf("ret%d", prefixes.Add(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+	}
+	return out
+}
+
+var secret = []byte("0123456789abcdef0123456789abcdef")
+
+// publish is a tool with an external effect: a call waits for approval.
+var publish = host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal,
+	InputSchema: json.RawMessage(`{"type":"object"}`)},
+	func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "done"}, nil
+	})
+
+// setup makes n finished sessions s0…s(n-1), oldest first, on a host over
+// store.
+func setup(t *testing.T, store storage.Storage, n int) *hosttest.Harness {
+	t.Helper()
+	hs := hosttest.New(t, host.Options{Storage: store, ApprovalSecret: secret, Agent: host.Agent{Tools: []host.Tool{publish}}})
+	for i := range n {
+		if _, err := hs.Host.Session(fmt.Sprintf("s%d", i)).Send(t.Context(), "hello", host.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hs
+}
+
+func sweep(t *testing.T, hs *hosttest.Harness, store storage.Storage, p retention.Policy, now func() time.Time) retention.Report {
+	t.Helper()
+	rep, err := retention.Sweep(t.Context(), retention.Options{Host: hs.Host, Storage: store, Policy: p, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Errors) > 0 {
+		t.Errorf("sweep errors: %q", rep.Errors)
+	}
+	return rep
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestSweepKeepLast: the sessions past the last N are archived (one
+// readable, importable archive each) and deleted; a second sweep does
+// nothing; overrides keep theirs.
+func TestSweepKeepLast(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			hs := setup(t, store, 5)
+			kv := store.(storage.KV)
+			if err := retention.SetOverride(t.Context(), kv, "s0", retention.Override{Keep: true}); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			p := retention.Policy{KeepLast: 2, ArchiveDir: dir}
+			rep := sweep(t, hs, store, p, nil)
+			// s4 and s3 are the last two; s0 is kept by its override.
+			if got := sorted(rep.Archived); !slices.Equal(got, []string{"s1", "s2"}) || rep.Kept != 3 || len(rep.Deleted) != 0 {
+				t.Fatalf("report %+v, want s1 and s2 archived, 3 kept", rep)
+			}
+			for _, id := range []string{"s1", "s2"} {
+				if n := len(hs.Events(id)); n != 0 {
+					t.Errorf("%s has %d events after its sweep", id, n)
+				}
+				f, err := os.Open(filepath.Join(dir, id+".tar.gz"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, err := archive.Read(f, archive.ReadOptions{})
+				f.Close()
+				if err != nil || len(a.Sessions) != 1 || a.Sessions[0].ID != id || len(a.Sessions[0].Events) == 0 {
+					t.Fatalf("the archive of %s: %+v, %v", id, a, err)
+				}
+				back := memory.New()
+				if _, err := archive.Import(t.Context(), back, a, archive.ImportOptions{}); err != nil {
+					t.Errorf("importing the archive of %s: %v", id, err)
+				}
+			}
+			if again := sweep(t, hs, store, p, nil); len(again.Archived)+len(again.Deleted)+len(again.Skipped) != 0 {
+				t.Errorf("a second sweep: %+v, want nothing to do", again)
+			}
+		})
+	}
+}
+
+// TestSweepSkips: a session parked for approval, one whose lease another
+// host holds (Redis), one with a run in progress here and one kept by its
+// own keep_days are left; the others past keep_days are deleted.
+func TestSweepSkips(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			hs := setup(t, store, 3)
+			ctx := t.Context()
+			hs.Model.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{}`}}})
+			res, err := hs.Host.Session("parked").Send(ctx, "publish it", host.SendOptions{})
+			if err != nil || res.Status != ledger.RunApprovalRequired {
+				t.Fatalf("parked: %+v, %v", res, err)
+			}
+			if err := retention.SetOverride(ctx, store.(storage.KV), "s2", retention.Override{KeepDays: 100}); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"s1"}
+			if l, ok := store.(storage.Leaser); ok {
+				lease, err := l.AcquireLease(ctx, "s0", "other-host", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lease.Release(ctx)
+			} else {
+				want = []string{"s0", "s1"}
+			}
+			later := func() time.Time { return time.Now().Add(40 * 24 * time.Hour) }
+			rep := sweep(t, hs, store, retention.Policy{KeepDays: 30, Action: retention.ActionDelete}, later)
+			if got := sorted(rep.Deleted); !slices.Equal(got, want) || len(rep.Archived) != 0 {
+				t.Errorf("deleted %q, want %q (report %+v)", got, want, rep)
+			}
+			reasons := map[string]string{}
+			for _, s := range rep.Skipped {
+				reasons[s.Session] = s.Reason
+			}
+			if reasons["parked"] != "its run waits for approvals" {
+				t.Errorf("the parked session: %q, want it skipped for its approvals (report %+v)", reasons["parked"], rep)
+			}
+			if _, ok := store.(storage.Leaser); ok && reasons["s0"] != "its lease is held by other-host" {
+				t.Errorf("the leased session: %q, want it skipped for its lease", reasons["s0"])
+			}
+			if len(hs.Events("s2")) == 0 || len(hs.Events("parked")) == 0 {
+				t.Error("a kept session was deleted")
+			}
+		})
+	}
+}
+
+// TestSweepConcurrent: two sweeps at once, on two hosts over one storage,
+// archive each session once between them, and leave nothing to a third.
+func TestSweepConcurrent(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			hs := setup(t, store, 12)
+			other := hosttest.New(t, host.Options{Storage: store, ApprovalSecret: secret})
+			dir := t.TempDir()
+			p := retention.Policy{KeepLast: 2, ArchiveDir: dir}
+			var wg sync.WaitGroup
+			reps := make([]retention.Report, 2)
+			for i, h := range []*hosttest.Harness{hs, other} {
+				wg.Go(func() { reps[i] = sweep(t, h, store, p, nil) })
+			}
+			wg.Wait()
+			all := append(append([]string{}, reps[0].Archived...), reps[1].Archived...)
+			var want []string
+			for i := range 10 {
+				want = append(want, fmt.Sprintf("s%d", i))
+			}
+			// Skipped sessions were acted on by the other sweep: a third
+			// sweep finds nothing either way.
+			if third := sweep(t, hs, store, p, nil); len(third.Archived)+len(third.Skipped) != 0 {
+				t.Errorf("a third sweep: %+v", third)
+			}
+			if got := sorted(all); !slices.Equal(got, sorted(want)) {
+				t.Errorf("archived %q between the two sweeps, want each of %q once (reports %+v, %+v)", got, want, reps[0], reps[1])
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "*.tar.gz"))
+			if len(files) != 10 {
+				t.Errorf("%d archives, want 10", len(files))
+			}
+		})
+	}
+}
+
+// TestPolicyCheck: a bad policy says what is wrong.
+func TestPolicyCheck(t *testing.T) {
+	for _, p := range []retention.Policy{{KeepDays: -1, Action: retention.ActionDelete}, {KeepDays: 1}, {KeepDays: 1, Action: "shred"}} {
+		if err := p.Check(); err == nil {
+			t.Errorf("Check(%+v): no error", p)
+		}
+	}
+	if err := (retention.Policy{KeepLast: 3, Action: retention.ActionDelete}).Check(); err != nil {
+		t.Errorf("a good policy: %v", err)
+	}
+}
