@@ -35,6 +35,11 @@ type Model interface {
 // use; different sessions run independently, and runs of one session never
 // overlap.
 type Host struct {
+	// delegated holds the agents of the child sessions whose delegate
+	// calls are in flight here (session id → Agent): a decision that
+	// continues a parked child runs the child's agent.
+	delegated sync.Map
+
 	store       storage.Storage
 	model       Model
 	agent       Agent

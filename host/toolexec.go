@@ -319,6 +319,9 @@ func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call Too
 			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
 		}
 	}()
+	if _, ok := tool.(*delegateTool); ok {
+		ctx = context.WithValue(ctx, toolRunKey{}, toolRun{h: r.h, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.step - 1})
+	}
 	chain := r.h.hooks.Load()
 	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool, Grants: r.grants})
 	res, err = chain.call(ctx, tool, call)
