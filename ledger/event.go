@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -120,6 +121,21 @@ type Input struct {
 	// message, when the session is a sub-agent's child session (see
 	// host.Delegate); nil for a message from a person or a program.
 	Parent *ParentCall `json:"parent,omitempty"`
+}
+
+// ChildSessionOf returns the child session a sub-agent's tool result names
+// by its source, "agent:NAME/SESSION" (see host.NewDelegateTool); "" for
+// any other source.
+func ChildSessionOf(source string) string {
+	rest, ok := strings.CutPrefix(source, "agent:")
+	if !ok {
+		return ""
+	}
+	_, id, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 // ParentCall names the tool call that started a child session's run: the
