@@ -124,6 +124,7 @@ type toolRunKey struct{}
 // toolRun is the calling run as a tool sees it.
 type toolRun struct {
 	h            *Host
+	publish      func(Progress) // to the calling run's viewers
 	runID, agent string
 	stepsLeft    int // the passes the run may still make after the calling one
 }
@@ -178,6 +179,7 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 	})
 	defer stop()
 	sess := h.Session(childID)
+	var announced map[string]PendingApproval // the child's requests told to the parent's viewers, by id
 	h.delegated.Store(childID, agent)
 	defer h.delegated.Delete(childID)
 	for {
@@ -189,6 +191,7 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 		if err != nil {
 			return res, fmt.Errorf("the agent %s did not answer: %w", t.agent.Name, err)
 		}
+		announced = t.relayApprovals(ctx, tr, sess, out, announced)
 		switch out.Status {
 		case ledger.RunCompleted:
 			res.Output = out.Text
@@ -210,6 +213,44 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 		}
 		return res, errors.New(msg)
 	}
+}
+
+// relayApprovals tells the parent run's viewers of the child's requests:
+// approval-requested for each pending one not told yet (its SessionID the
+// child's), approval-decided for each told one no longer pending. It
+// returns the requests told and still pending.
+func (t *delegateTool) relayApprovals(ctx context.Context, tr toolRun, sess *Session, out RunResult, announced map[string]PendingApproval) map[string]PendingApproval {
+	if tr.publish == nil {
+		return announced
+	}
+	pending := map[string]PendingApproval{}
+	for _, p := range out.Approvals {
+		pending[p.ApprovalID] = p
+		if _, told := announced[p.ApprovalID]; !told {
+			info := p.info(ledger.ApprovalPending)
+			info.SessionID = sess.ID()
+			tr.publish(Progress{Type: ProgressApprovalRequested, Approval: info})
+		}
+	}
+	var events []ledger.Event
+	for id, p := range announced {
+		if _, still := pending[id]; still {
+			continue
+		}
+		if events == nil {
+			events, _ = sess.Events(ctx)
+		}
+		state := ledger.ApprovalState("")
+		for _, a := range ledger.Approvals(events, p.RunID) {
+			if a.Request.ApprovalID == id {
+				state = a.State
+			}
+		}
+		info := p.info(state)
+		info.SessionID, info.Token = sess.ID(), ""
+		tr.publish(Progress{Type: ProgressApprovalDecided, Approval: info})
+	}
+	return pending
 }
 
 // waitSession waits until the session's ledger may have changed (see

@@ -377,8 +377,42 @@ func TestDelegateApproval(t *testing.T) {
 	if len(pending) != 1 || pending[0].SessionID != cid {
 		t.Fatalf("inbox: %+v; want the child's one request", pending)
 	}
+	// The parent's status and stream show the child's request.
+	st, err := hs.Host.Session("boss").Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != host.StateApprovalRequired || len(st.Approvals) != 1 || st.Approvals[0].ApprovalID != pending[0].ApprovalID || st.Approvals[0].SessionID != cid {
+		t.Fatalf("parent's status: %s %+v; want approval_required with the child's request", st.State, st.Approvals)
+	}
+	sub := r.Subscribe(0)
+	defer sub.Close()
+	for {
+		p, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type == host.ProgressApprovalRequested {
+			if p.Approval.ApprovalID != pending[0].ApprovalID || p.Approval.SessionID != cid {
+				t.Fatalf("parent's stream: %+v", p.Approval)
+			}
+			break
+		}
+	}
 	if _, err := hs.Host.Session(pending[0].SessionID).Decide(ctx, pending[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "ops"}); err != nil {
 		t.Fatal(err)
+	}
+	for {
+		p, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type == host.ProgressApprovalDecided {
+			if p.Approval.ApprovalID != pending[0].ApprovalID || p.Approval.State != ledger.ApprovalApproved {
+				t.Fatalf("parent's stream: %+v", p.Approval)
+			}
+			break
+		}
 	}
 	res, err := r.Wait(ctx)
 	if err != nil {
@@ -408,5 +442,81 @@ func TestDelegateBadInput(t *testing.T) {
 	long := strings.Repeat("s", 120)
 	if id := host.ChildSessionID(long, "call_1"); !storage.ValidSessionID(id) || id == host.ChildSessionID(long, "call_2") {
 		t.Fatalf("ChildSessionID of a long parent: %q", id)
+	}
+}
+
+// TestDelegateCrashWhileParked: a host that stops while the child waits
+// for an approval is followed by one whose sweep resumes the parent; its
+// call, made again, finds the parked child, and the parent shows the
+// child's request. Deciding it (on the new host) continues the child with
+// the child's agent, then the parent; nothing ran twice.
+func TestDelegateCrashWhileParked(t *testing.T) {
+	for name, mk := range subStores() {
+		if name == "redis-cluster" {
+			continue // the crash test covers the cluster
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newSubFixture()
+			f.unblock()
+			open := mk(t)
+			child := f.child(0)
+			child.ToolApprovals = map[string]host.ApprovalMode{"count": host.ApproveAsk}
+			parent := f.parent(t, child)
+			h1, err := host.New(host.Options{Storage: open(), Model: f.model, Agent: parent, HostID: "h1", LeaseTTL: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := open()
+			if _, err := h1.Session("boss").Start(context.Background(), "ask the researcher", host.StartOptions{RequestID: "r1"}); err != nil {
+				t.Fatal(err)
+			}
+			pe := hosttest.WaitLedger(t, store, "boss", 20*time.Second, "the delegate call", func(ev []ledger.Event) bool {
+				return hosttest.CountKind(ev, ledger.KindStep) > 0
+			})
+			cid := host.ChildSessionID("boss", firstCall(t, pe))
+			hosttest.WaitLedger(t, store, cid, 20*time.Second, "the child's approval request", func(ev []ledger.Event) bool {
+				return hosttest.CountKind(ev, ledger.KindApprovalRequest) > 0
+			})
+			cctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			h1.Close(cctx)
+
+			h2, err := host.New(host.Options{Storage: store, Model: f.model, Agent: parent, HostID: "h2", LeaseTTL: 2 * time.Second,
+				AutoResume: &host.AutoResume{AgentFor: f.agentFor(parent, child), Interval: -1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				h2.Close(ctx)
+			})
+			ctx, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel2()
+			pending, err := h2.PendingApprovals(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pending) != 1 || pending[0].SessionID != cid {
+				t.Fatalf("inbox: %+v; want the child's one request", pending)
+			}
+			if _, err := h2.Session(cid).Decide(ctx, pending[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "ops"}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := h2.Session("boss").Send(ctx, "ask the researcher", host.SendOptions{RequestID: "r1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != ledger.RunCompleted || res.Text != "parent heard: the answer is 42" {
+				t.Fatalf("parent: %s %q (%s)", res.Status, res.Text, res.Reason)
+			}
+			ce := hosttest.Load(t, store, cid)
+			if n, m := hosttest.CountKind(ce, ledger.KindInput), hosttest.CountKind(ce, ledger.KindRunStart); n != 1 || m != 1 {
+				t.Fatalf("child: %d inputs, %d run-starts; want 1 and 1: %s", n, m, hosttest.Kinds(ce))
+			}
+			if f.counted.Load() != 1 || f.blocked.Load() != 1 {
+				t.Fatalf("the child's tools ran %d and %d times, want once each", f.counted.Load(), f.blocked.Load())
+			}
+		})
 	}
 }
