@@ -444,8 +444,8 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 // child's agent of a delegate call in flight here (see NewDelegateTool),
 // else AutoResume.AgentFor's, else the host's.
 func (h *Host) parkedAgent(ctx context.Context, id string) Agent {
-	if a, ok := h.delegated.Load(id); ok {
-		return a.(Agent)
+	if d, ok := h.delegated.Load(id); ok {
+		return d.(delegation).agent
 	}
 	if h.rules.AgentFor != nil {
 		a, err := h.rules.AgentFor(ctx, id)

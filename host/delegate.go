@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Sub-agents: an agent may call another agent as a tool (see [Delegate]).
@@ -110,6 +111,13 @@ func NewDelegateTool(d Delegate) (Tool, error) {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"task":{"type":"string","description":"What the agent is to do, with everything it needs to know: it sees nothing else of this conversation."}},"required":["task"]}`)}}, nil
 }
 
+// delegation is what the host keeps of a delegate call in flight, by
+// child session (Host.delegated).
+type delegation struct {
+	agent Agent
+	span  trace.SpanContext // the call's span, when traced
+}
+
 type delegateTool struct {
 	agent Agent
 	spec  ToolSpec
@@ -180,7 +188,7 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 	defer stop()
 	sess := h.Session(childID)
 	var announced map[string]PendingApproval // the child's requests told to the parent's viewers, by id
-	h.delegated.Store(childID, agent)
+	h.delegated.Store(childID, delegation{agent: agent, span: trace.SpanContextFromContext(ctx)})
 	defer h.delegated.Delete(childID)
 	for {
 		r, err := sess.start(ctx, in.Task, SendOptions{RequestID: call.ID, Agent: &agent, parent: parent}, nil, false)

@@ -18,6 +18,9 @@ import (
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 	"github.com/agentichost/agentic/storage/redis"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // subFixture is a parent agent that hands one task to a child agent,
@@ -518,5 +521,56 @@ func TestDelegateCrashWhileParked(t *testing.T) {
 				t.Fatalf("the child's tools ran %d and %d times, want once each", f.counted.Load(), f.blocked.Load())
 			}
 		})
+	}
+}
+
+// TestDelegateTrace: the child's run span names the parent's call and
+// links the call's span and the parent run's trace; the call's span names
+// the child session by its source.
+func TestDelegateTrace(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	f := newSubFixture()
+	f.unblock()
+	child := f.child(0)
+	hs := hosttest.New(t, host.Options{Model: f.model, Agent: f.parent(t, child), Telemetry: &host.Telemetry{TracerProvider: tp}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := hs.Host.Session("boss").Send(ctx, "ask the researcher", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	cid := childOf(t, hs.Events("boss"))
+	var call, childRun sdktrace.ReadOnlySpan
+	for _, s := range spans.GetSpans().Snapshots() {
+		attrs := map[string]string{}
+		for _, a := range s.Attributes() {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		switch {
+		case s.Name() == "execute_tool researcher":
+			call = s
+			if attrs["agentic.tool.source"] != "agent:researcher/"+cid {
+				t.Errorf("the call's span: source %q", attrs["agentic.tool.source"])
+			}
+		case s.Name() == "invoke_agent researcher":
+			childRun = s
+			if attrs["agentic.parent.session.id"] != "boss" || attrs["agentic.parent.run.id"] != res.RunID || attrs["agentic.session.id"] != cid {
+				t.Errorf("the child's run span: %v", attrs)
+			}
+		}
+	}
+	if call == nil || childRun == nil {
+		t.Fatalf("spans: call %v, child run %v", call != nil, childRun != nil)
+	}
+	linked := map[trace.SpanID]bool{}
+	for _, l := range childRun.Links() {
+		linked[l.SpanContext.SpanID()] = true
+		if l.SpanContext.TraceID().String() == host.TraceIDOf(res.RunID) {
+			linked[trace.SpanID{}] = true
+		}
+	}
+	if !linked[call.SpanContext().SpanID()] || !linked[trace.SpanID{}] {
+		t.Errorf("the child's run span links %v; want the call's span and the parent run's trace", childRun.Links())
 	}
 }
