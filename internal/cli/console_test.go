@@ -110,6 +110,29 @@ func TestConsole(t *testing.T) {
 	t.Run("correlation", env.testCorrelation)
 	t.Run("a2a", env.testA2A)
 	t.Run("schedules", env.testSchedules)
+	t.Run("sub-agents", env.testSubAgents)
+}
+
+// testSubAgents: a sub-agent's call links its child session, whose task
+// links back to the parent session.
+func (e *consoleEnv) testSubAgents(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/sessions/console-lead/messages?wait=true", `{"text":"ask quick task=\"say hi\"","agent":"lead"}`, http.StatusOK, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/console-lead")
+	link := `#transcript .tool-call a.child-session`
+	b.wait("the child session's link", 20*time.Second, jsExists(link))
+	href := evalIn[string](b, jsQuery(link)+".getAttribute('href')")
+	if !strings.HasPrefix(href, "#/sessions/console-lead.") {
+		t.Fatalf("the child session's link %q", href)
+	}
+	b.route(href)
+	back := `#transcript .item[data-kind="user"] a.parent-session`
+	b.wait("the parent's link", 20*time.Second, jsExists(back))
+	if got := evalIn[string](b, jsQuery(back)+".getAttribute('href')"); got != "#/sessions/console-lead" {
+		t.Errorf("the child's task links to %q", got)
+	}
+	b.shot("sub-agents.png")
 }
 
 // testSchedules: the sessions page lists the tenant's schedules, each
@@ -328,6 +351,8 @@ tenants:
       quick:
         timeouts:
           step: 1s
+      lead:
+        delegate_to: [quick]
     sandbox:
       allowed_hosts: [%q, %q]
       allow_private_network: true
