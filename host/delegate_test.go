@@ -574,3 +574,62 @@ func TestDelegateTrace(t *testing.T) {
 		t.Errorf("the child's run span links %v; want the call's span and the parent run's trace", childRun.Links())
 	}
 }
+
+// TestDelegateDrain: a graceful shutdown while the child works stops the
+// child at its step boundary and leaves the parent's call unanswered (as a
+// crash would), rather than answer it with the shutdown's error; the next
+// host resumes both, with one child run.
+func TestDelegateDrain(t *testing.T) {
+	f := newSubFixture()
+	dir := t.TempDir()
+	open := func() storage.Storage {
+		st, err := file.Open(dir, file.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	child := f.child(0)
+	parent := f.parent(t, child)
+	h1, err := host.New(host.Options{Storage: open(), Model: f.model, Agent: parent, HostID: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h1.Session("boss").Start(context.Background(), "ask the researcher", host.StartOptions{RequestID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	<-f.entered
+	h1.Drain()
+	f.unblock() // the child's step ends; it stops at the boundary
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store := open()
+	pe := hosttest.Load(t, store, "boss")
+	if n := hosttest.CountKind(pe, ledger.KindToolResult); n != 0 {
+		t.Fatalf("the parent's call was answered by the shutdown: %s", hosttest.Kinds(pe))
+	}
+	h2, err := host.New(host.Options{Storage: store, Model: f.model, Agent: parent, HostID: "h2",
+		AutoResume: &host.AutoResume{AgentFor: f.agentFor(parent, child), Interval: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h2.Close(ctx)
+	})
+	res, err := h2.Session("boss").Send(ctx, "ask the researcher", host.SendOptions{RequestID: "r1"})
+	if err != nil || res.Status != ledger.RunCompleted || res.Text != "parent heard: the answer is 42" {
+		t.Fatalf("parent: %+v %v", res, err)
+	}
+	ce := hosttest.Load(t, store, childOf(t, hosttest.Load(t, store, "boss")))
+	if n, m := hosttest.CountKind(ce, ledger.KindInput), hosttest.CountKind(ce, ledger.KindRunStart); n != 1 || m != 1 {
+		t.Fatalf("child: %d inputs, %d run-starts: %s", n, m, hosttest.Kinds(ce))
+	}
+	if f.counted.Load() != 1 || f.blocked.Load() != 1 {
+		t.Fatalf("the child's tools ran %d and %d times, want once each", f.counted.Load(), f.blocked.Load())
+	}
+}
