@@ -407,7 +407,8 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 // that answers at once with status approval_required when the run still
 // waits.
 func (h *Host) continueParked(ctx context.Context, id string, prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, error) {
-	r, res, err := h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	agent := h.parkedAgent(ctx, id)
+	r, res, err := h.resume(ctx, id, agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
 	// Another host may hold the session's lease for a moment (it queues
 	// a message, or looks for one it follows): wait for it, up to a
 	// lease's ttl and a half (a lease taken just before the decision
@@ -426,7 +427,7 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 			t.Stop()
 			return nil, err
 		}
-		r, res, err = h.resume(ctx, id, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+		r, res, err = h.resume(ctx, id, agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
 	}
 	switch {
 	case r != nil:
@@ -437,6 +438,26 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 		return nil, err
 	}
 	return &Run{h: h, sess: h.Session(id), msgID: res.MessageID, w: answeredWaiter(res)}, nil
+}
+
+// parkedAgent is the agent that continues the session's parked run: the
+// child's agent of a delegate call in flight here (see NewDelegateTool),
+// else AutoResume.AgentFor's, else the host's.
+func (h *Host) parkedAgent(ctx context.Context, id string) Agent {
+	if d, ok := h.delegated.Load(id); ok {
+		return d.(delegation).agent
+	}
+	if h.rules.AgentFor != nil {
+		a, err := h.rules.AgentFor(ctx, id)
+		if err == nil {
+			a, err = normalizeAgent(a)
+		}
+		if err == nil {
+			return a
+		}
+		h.log.Error("approvals: no agent for session; its parked run continues with the host's", "session", id, "err", err)
+	}
+	return h.agent
 }
 
 // parkedResult is what a parked run's callers get: status

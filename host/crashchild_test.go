@@ -249,6 +249,8 @@ func TestCrashChild(t *testing.T) {
 		crashChild(t)
 	case "bootloop":
 		bootLoopChild(t)
+	case "delegate":
+		delegateChild(t)
 	default:
 		t.Fatalf("unknown child mode %q", mode)
 	}

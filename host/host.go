@@ -35,6 +35,12 @@ type Model interface {
 // use; different sessions run independently, and runs of one session never
 // overlap.
 type Host struct {
+	// delegated holds the child sessions whose delegate calls are in
+	// flight here (session id → delegation): a decision that continues a
+	// parked child runs the child's agent, and the child's run span links
+	// the call's.
+	delegated sync.Map
+
 	store       storage.Storage
 	model       Model
 	agent       Agent

@@ -79,6 +79,10 @@ type Progress struct {
 // ApprovalInfo describes an approval request in a [Progress] event.
 type ApprovalInfo struct {
 	ApprovalID string `json:"approvalId"`
+	// SessionID is the session the request belongs to when it is not the
+	// stream's own: a sub-agent's child session, whose run the parent's
+	// call waits for (see [NewDelegateTool]); "" for the stream's own.
+	SessionID string `json:"sessionId,omitempty"`
 	// Kind is "" for a tool call's request, else the kind of the run's
 	// own request (see [ApprovalNeededError]), which has no call.
 	Kind    string          `json:"kind,omitempty"`

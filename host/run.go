@@ -41,8 +41,9 @@ type Run struct {
 	agent     Agent
 	requestID string
 	hooks     *runHooks
-	parts     []ledger.Part   // the message's content (see newInput)
-	bind      context.Context // the context bound to a run this caller starts; nil: none
+	parts     []ledger.Part      // the message's content (see newInput)
+	bind      context.Context    // the context bound to a run this caller starts; nil: none
+	parent    *ledger.ParentCall // the delegate call that sent the message (see Host.DelegateTool)
 }
 
 // MessageID returns the durable id of the message.

@@ -57,6 +57,10 @@ type SendOptions struct {
 	// receives that run's events from the moment the message is queued —
 	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
+
+	// parent links the message to the delegate call that sent it (see
+	// Host.DelegateTool).
+	parent *ledger.ParentCall
 }
 
 // Accepted tells a sender that its message is durable.
@@ -193,7 +197,7 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks, parts: parts}
+	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks, parts: parts, parent: opts.parent}
 	if bind {
 		r.bind = ctx
 	}
@@ -205,7 +209,7 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 // flight).
 func (r *Run) newInput(runID string) (ledger.Event, error) {
 	e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: time.Now().UTC(), RunID: runID,
-		Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: r.requestID, Parts: r.parts}}
+		Input: &ledger.Input{MessageID: ledger.NewID("msg"), RequestID: r.requestID, Parts: r.parts, Parent: r.parent}}
 	if err := ledger.Validate(e); err != nil {
 		return e, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}

@@ -66,7 +66,10 @@ type Status struct {
 	// Holder names the host that leads the running run, when the storage
 	// tells (storage.LeaseInspector); "" otherwise.
 	Holder string `json:"holder,omitempty"`
-	// Approvals are the requests a parked run waits on, with their tokens.
+	// Approvals are the requests a parked run waits on, with their tokens
+	// — or, for a run whose sub-agent's call waits for a child session
+	// parked on approvals (state approval_required too), the child's
+	// requests, their SessionID the child's.
 	Approvals []PendingApproval `json:"approvals,omitempty"`
 }
 
@@ -88,6 +91,16 @@ func (s *Session) Status(ctx context.Context) (Status, error) {
 // statusOf is the status of the session whose ledger is events, with live
 // the view of its run in flight in this host, if any.
 func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []ledger.Live) (Status, error) {
+	return s.statusAt(ctx, events, live, 0)
+}
+
+// maxChildDepth bounds how deep a status looks for a sub-agent's child
+// waiting for approvals (see waitingChild).
+const maxChildDepth = 8
+
+// statusAt is statusOf for a session depth levels below the one asked
+// about (its sub-agents' children).
+func (s *Session) statusAt(ctx context.Context, events []ledger.Event, live []ledger.Live, depth int) (Status, error) {
 	st := Status{SessionID: s.id, State: StateIdle}
 	pending := ledger.PendingInputs(events)
 	st.Queued = len(pending)
@@ -118,6 +131,17 @@ func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []le
 				}
 			}
 		}
+		if st.State == StateRunning && depth < maxChildDepth {
+			// A run whose sub-agent's child waits for approvals waits for
+			// them too: it shows the child's requests.
+			child, err := s.waitingChild(ctx, events, st.RunID, depth)
+			if err != nil {
+				return Status{}, err
+			}
+			if child.State == StateApprovalRequired {
+				st.State, st.Since, st.Approvals = StateApprovalRequired, child.Since, child.Approvals
+			}
+		}
 		return st, nil
 	}
 	if len(pending) > 0 {
@@ -144,6 +168,45 @@ func (s *Session) statusOf(ctx context.Context, events []ledger.Event, live []le
 		break
 	}
 	return st, nil
+}
+
+// waitingChild returns the status of the child session of a sub-agent's
+// call the run waits for (a call of its last pass with no result, whose
+// child session (ChildSessionID) waits for approvals); a zero Status when
+// there is none.
+func (s *Session) waitingChild(ctx context.Context, events []ledger.Event, runID string, depth int) (Status, error) {
+	var calls []ledger.ToolCall
+	answered := map[string]bool{}
+	for _, e := range events {
+		switch {
+		case e.RunID != runID:
+		case e.Step != nil && len(e.Step.ToolCalls) > 0:
+			calls = e.Step.ToolCalls
+		case e.ToolResult != nil:
+			answered[e.ToolResult.CallID] = true
+		}
+	}
+	for _, c := range calls {
+		if answered[c.ID] {
+			continue
+		}
+		child := &Session{h: s.h, id: ChildSessionID(s.id, c.ID)}
+		cev, clive, err := child.view(ctx)
+		if err != nil {
+			return Status{}, fmt.Errorf("host: status of session %s: child %s: %w", s.id, child.id, err)
+		}
+		if len(cev) == 0 {
+			continue
+		}
+		cst, err := child.statusAt(ctx, cev, clive, depth+1)
+		if err != nil {
+			return Status{}, err
+		}
+		if cst.State == StateApprovalRequired {
+			return cst, nil
+		}
+	}
+	return Status{}, nil
 }
 
 // stepsAndStart returns the number of whole passes the run recorded, the

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -68,7 +69,11 @@ const (
 	attrDecision  = attribute.Key("agentic.approval.decision")
 	attrClass     = attribute.Key("agentic.retry.class")
 	attrArgs      = attribute.Key("gen_ai.tool.call.arguments")
-	attrResult    = attribute.Key("gen_ai.tool.call.result")
+	// A sub-agent's run names its parent's call (see NewDelegateTool).
+	attrParentSession = attribute.Key("agentic.parent.session.id")
+	attrParentRun     = attribute.Key("agentic.parent.run.id")
+	attrParentCall    = attribute.Key("agentic.parent.call.id")
+	attrResult        = attribute.Key("gen_ai.tool.call.result")
 )
 
 // telemetry holds the host's instruments; a nil *telemetry records nothing.
@@ -182,10 +187,43 @@ func (r *run) startRunSpan() trace.Span {
 	if t == nil || t.tracer == nil {
 		return nil
 	}
+	attrs := append(r.ids(), semconv.GenAIOperationNameInvokeAgent, attrResumed.Bool(!r.fresh))
+	var links []trace.Link
+	if p := r.parentCall(); p != nil {
+		// A sub-agent's run, in a trace of its own, links its parent's:
+		// the parent's call span when it waits in this host, and the
+		// parent run's trace (TraceIDOf) always.
+		attrs = append(attrs, attrParentSession.String(p.SessionID), attrParentRun.String(p.RunID), attrParentCall.String(p.CallID))
+		if d, ok := r.h.delegated.Load(r.sessionID); ok && d.(delegation).span.IsValid() {
+			links = append(links, trace.Link{SpanContext: d.(delegation).span})
+		}
+		if p.RunID != "" {
+			links = append(links, trace.Link{SpanContext: trace.SpanContextFromContext(runTraceParent(context.Background(), p.RunID))})
+		}
+	}
 	ctx, span := t.tracer.Start(runTraceParent(r.base, r.id), "invoke_agent "+r.agent.Name, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(append(r.ids(), semconv.GenAIOperationNameInvokeAgent, attrResumed.Bool(!r.fresh))...))
+		trace.WithAttributes(attrs...), trace.WithLinks(links...))
 	r.base, r.ctx = ctx, ctx
 	return span
+}
+
+// parentCall returns the parent's call that the run's first message names
+// (a sub-agent's run: ledger.Input.Parent), nil for any other run.
+func (r *run) parentCall() *ledger.ParentCall {
+	events := r.view()
+	var inputs []string
+	for _, e := range events {
+		if e.RunStart != nil && e.RunID == r.id {
+			inputs = e.RunStart.Inputs
+			break
+		}
+	}
+	for _, e := range events {
+		if e.Input != nil && e.Input.Parent != nil && slices.Contains(inputs, e.Input.MessageID) {
+			return e.Input.Parent
+		}
+	}
+	return nil
 }
 
 // endRunSpan ends the run's span with how the run ended, and counts it.

@@ -237,10 +237,12 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 			}
 		}
 		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, policyFuel)
-		if shutDown(ctx) {
+		if shutDown(ctx) || (errors.Is(err, ErrClosed) && r.h.draining.Load()) {
 			// Stopped by the host's shutdown: as after a crash, the call
 			// has no result, and the resumed run decides (its effect and
-			// idempotency) whether it runs again.
+			// idempotency) whether it runs again. A call that failed for
+			// the host's draining (a sub-agent's child run, stopped at
+			// its step boundary) is stopped by it too.
 			return ErrClosed
 		}
 		// The ledger carries text as UTF-8: invalid bytes from a tool
@@ -319,6 +321,9 @@ func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call Too
 			err = fmt.Errorf("tool %s panicked: %v", spec.Name, p)
 		}
 	}()
+	if _, ok := tool.(*delegateTool); ok {
+		ctx = context.WithValue(ctx, toolRunKey{}, toolRun{h: r.h, publish: r.publish, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.step - 1})
+	}
 	chain := r.h.hooks.Load()
 	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool, Grants: r.grants})
 	res, err = chain.call(ctx, tool, call)

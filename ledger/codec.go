@@ -373,6 +373,9 @@ func validate(e Event, read bool) error {
 		if len(in.Parts) == 0 {
 			return bad("input.parts", "no content")
 		}
+		if pc := in.Parent; pc != nil && (pc.SessionID == "" || pc.CallID == "") {
+			return bad("input.parent", "session_id and call_id are required")
+		}
 		for i, p := range in.Parts {
 			if err := validatePart(p); err != "" {
 				return bad(fmt.Sprintf("input.parts[%d]", i), "%s", err)
@@ -523,6 +526,11 @@ func invalidText(e *Event) string {
 		for i, p := range e.Input.Parts {
 			if f := check("text", p.Text, "name", p.Name, "mime", p.MIME, "url", p.URL); f != "" {
 				return fmt.Sprintf("input.parts[%d].%s", i, f)
+			}
+		}
+		if pc := e.Input.Parent; pc != nil {
+			if f := check("session_id", pc.SessionID, "run_id", pc.RunID, "call_id", pc.CallID, "agent", pc.Agent); f != "" {
+				return "input.parent." + f
 			}
 		}
 		return check("input.request_id", e.Input.RequestID)

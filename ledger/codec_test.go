@@ -28,7 +28,7 @@ func fullEvents() []Event {
 		{Type: PartImage, MIME: "image/png", Data: junk, Name: "a.png"},
 		{Type: PartAudio, MIME: "audio/wav", Data: []byte{0xff, 0x00, 0xff, 0x00}},
 		{Type: PartFile, URL: "https://example.com/f.pdf?a=1&b=2", Name: "f.pdf", MIME: "application/pdf"},
-	}}
+	}, Parent: &ParentCall{SessionID: "parent_1", RunID: "run_0", CallID: "call_9", Agent: "lead"}}
 
 	rs := ev("ev_rs", KindRunStart, "run_1")
 	rs.RunStart = &RunStart{Inputs: []string{"msg_1", "msg_2"}, ResponseID: "resp_1", Agent: "coder",

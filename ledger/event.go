@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -118,6 +119,39 @@ type Input struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Parts is the content; at least one part. Required.
 	Parts []Part `json:"parts"`
+	// Parent names the tool call of another session's run that sent the
+	// message, when the session is a sub-agent's child session (see
+	// host.Delegate); nil for a message from a person or a program.
+	Parent *ParentCall `json:"parent,omitempty"`
+}
+
+// ChildSessionOf returns the child session a sub-agent's tool result names
+// by its source, "agent:NAME/SESSION" (see host.NewDelegateTool); "" for
+// any other source.
+func ChildSessionOf(source string) string {
+	rest, ok := strings.CutPrefix(source, "agent:")
+	if !ok {
+		return ""
+	}
+	_, id, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	return id
+}
+
+// ParentCall names the tool call that started a child session's run: the
+// parent session, its run, and the call whose result the child's outcome
+// becomes.
+type ParentCall struct {
+	// SessionID is the parent session. Required.
+	SessionID string `json:"session_id"`
+	// RunID is the parent's run that made the call.
+	RunID string `json:"run_id,omitempty"`
+	// CallID is the parent's tool call. Required.
+	CallID string `json:"call_id"`
+	// Agent is the parent run's agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // RunStart opens a run: the agent loop working to answer one or more inputs.

@@ -112,6 +112,22 @@ func (s *scanner) input(in *Input) bool {
 			in.MessageID, ok = s.str()
 		case "request_id":
 			in.RequestID, ok = s.str()
+		case "parent":
+			in.Parent = new(ParentCall)
+			ok = s.object(func(key string) bool {
+				var ok bool
+				switch key {
+				case "session_id":
+					in.Parent.SessionID, ok = s.str()
+				case "run_id":
+					in.Parent.RunID, ok = s.str()
+				case "call_id":
+					in.Parent.CallID, ok = s.str()
+				case "agent":
+					in.Parent.Agent, ok = s.str()
+				}
+				return ok
+			})
 		case "parts":
 			in.Parts = []Part{}
 			ok = s.array(func() bool {

@@ -285,6 +285,15 @@ func (w *encoder) input(x *Input) {
 		}
 		w.b = append(w.b, ']')
 	}
+	if pc := x.Parent; pc != nil {
+		w.key(`"parent":{"session_id":`)
+		w.str(pc.SessionID)
+		w.optStr(`"run_id":`, pc.RunID)
+		w.key(`"call_id":`)
+		w.str(pc.CallID)
+		w.optStr(`"agent":`, pc.Agent)
+		w.b = append(w.b, '}')
+	}
 	w.raw("}")
 }
 
@@ -647,6 +656,9 @@ func encodedSizeHint(e *Event) int {
 	switch {
 	case e.Input != nil:
 		n += 16 + len(e.Input.MessageID) + len(e.Input.RequestID)
+		if pc := e.Input.Parent; pc != nil {
+			n += 64 + len(pc.SessionID) + len(pc.RunID) + len(pc.CallID) + len(pc.Agent)
+		}
 		for i := range e.Input.Parts {
 			p := &e.Input.Parts[i]
 			n += 40 + len(p.Type) + len(p.Text) + len(p.MIME) + len(p.URL) + len(p.Name) + base64.StdEncoding.EncodedLen(len(p.Data))

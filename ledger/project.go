@@ -106,6 +106,9 @@ type Item struct {
 	// Raw is the provider's raw payload of the pass. [WireTranscript]
 	// drops it.
 	Raw json.RawMessage `json:"raw,omitempty"`
+	// Parent is, on a user message a sub-agent's parent sent
+	// (Input.Parent), the parent's session, run and tool call.
+	Parent *ParentCall `json:"parent,omitempty"`
 }
 
 // ItemToolCall is a tool call shown in a response item.
@@ -120,6 +123,9 @@ type ItemToolCall struct {
 	Output string `json:"output,omitempty"`
 	// Source identifies the code that produced the result.
 	Source string `json:"source,omitempty"`
+	// ChildSession is the child session a sub-agent's call ran in (a
+	// result whose Source is "agent:NAME/SESSION").
+	ChildSession string `json:"child_session,omitempty"`
 	// Effect is the tool's declared effect, when the ledger recorded it
 	// (a tool-start or an approval request names it; a read tool's call
 	// records neither).
@@ -331,7 +337,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 				continue
 			}
 			it := Item{ID: e.Input.MessageID, Kind: ItemUser, RunID: e.RunID,
-				Text: TextOf(e.Input.Parts), Time: e.Time}
+				Text: TextOf(e.Input.Parts), Time: e.Time, Parent: e.Input.Parent}
 			if hasMedia(e.Input.Parts) {
 				it.Parts = e.Input.Parts
 			}
@@ -442,6 +448,7 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			if at, ok := callIdx[shown]; ok {
 				c := &t.Items[at[0]].ToolCalls[at[1]]
 				c.Output, c.Source, c.DurationMS, c.Fuel, c.Status = res.Output, res.Source, res.DurationMS, res.Fuel, ToolDone
+				c.ChildSession = ChildSessionOf(res.Source)
 				c.Traffic = res.Traffic
 				c.PolicyFuel += res.PolicyFuel
 				if res.IsError {

@@ -369,6 +369,12 @@ type AgentConfig struct {
 	// "reject" is refused with 409 naming the run, and nothing is
 	// appended. Default: "", which means "queue".
 	Overlap string `yaml:"overlap"`
+	// DelegateTo names other agents of the tenant that the agent may call
+	// as tools (sub-agents, host.NewDelegateTool): a tool named after each,
+	// taking {"task": "..."}, runs that agent in a child session of its
+	// own and answers with its final text. The agents a tenant's agents
+	// delegate to form no cycle. Default: none.
+	DelegateTo []string `yaml:"delegate_to"`
 }
 
 // SmoothConfig paces an agent's streamed text (host.SmoothOptions).
@@ -1120,10 +1126,63 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		agents[an] = a
 	}
 	t.Agents = agents
+	for _, problem := range validateDelegates(t.Agents) {
+		bad("%s", problem)
+	}
 	for _, problem := range validateSchedules(t.Schedules, t.Agents) {
 		bad("%s", problem)
 	}
 	return t, errors.Join(errs...)
+}
+
+// validateDelegates checks the agents' delegate_to: each names another
+// agent of the tenant, once, and no agent reaches itself through them.
+func validateDelegates(agents map[string]AgentConfig) []string {
+	var problems []string
+	for _, an := range sortedKeys(agents) {
+		seen := map[string]bool{}
+		for _, d := range agents[an].DelegateTo {
+			switch _, ok := agents[d]; {
+			case d == an:
+				problems = append(problems, fmt.Sprintf("agents.%s: delegate_to: an agent cannot delegate to itself", an))
+			case !ok:
+				problems = append(problems, fmt.Sprintf("agents.%s: delegate_to: %s is not among the tenant's agents", an, d))
+			case seen[d]:
+				problems = append(problems, fmt.Sprintf("agents.%s: delegate_to: %s is named twice", an, d))
+			}
+			seen[d] = true
+		}
+	}
+	if len(problems) > 0 {
+		return problems
+	}
+	// Depth-first, with the path, so that a cycle is reported by its
+	// members.
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[string]int{}
+	var visit func(an string, path []string)
+	visit = func(an string, path []string) {
+		switch state[an] {
+		case done:
+			return
+		case visiting:
+			i := slices.Index(path, an)
+			problems = append(problems, fmt.Sprintf("agents: delegate_to forms a cycle: %s", strings.Join(append(path[i:], an), " → ")))
+			return
+		}
+		state[an] = visiting
+		for _, d := range agents[an].DelegateTo {
+			visit(d, append(path, an))
+		}
+		state[an] = done
+	}
+	for _, an := range sortedKeys(agents) {
+		visit(an, nil)
+	}
+	return problems
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -288,6 +288,9 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := addDelegates(t.agents, tc.Agents); err != nil {
+		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+	}
 	def, ok := t.agents["default"]
 	if !ok {
 		def = t.agents[sortedKeys(t.agents)[0]]
@@ -341,6 +344,41 @@ func (t *tenant) runAgent(ctx context.Context, sessionID string) (host.Agent, er
 		}
 	}
 	return t.def, nil
+}
+
+// addDelegates gives each agent a tool per agent its delegate_to names
+// (host.NewDelegateTool), children first, so that a child offers its own
+// sub-agents too. The configuration was checked for cycles.
+func addDelegates(agents map[string]host.Agent, cfg map[string]AgentConfig) error {
+	done := map[string]bool{}
+	var resolve func(an string, depth int) error
+	resolve = func(an string, depth int) error {
+		if done[an] {
+			return nil
+		}
+		if depth > len(cfg) {
+			return fmt.Errorf("agents.%s: delegate_to forms a cycle", an)
+		}
+		a := agents[an]
+		for _, d := range cfg[an].DelegateTo {
+			if err := resolve(d, depth+1); err != nil {
+				return err
+			}
+			tool, err := host.NewDelegateTool(host.Delegate{Agent: agents[d], Description: cfg[d].Description})
+			if err != nil {
+				return fmt.Errorf("agents.%s: delegate_to %s: %w", an, d, err)
+			}
+			a.Tools = append(a.Tools, tool)
+		}
+		agents[an], done[an] = a, true
+		return nil
+	}
+	for _, an := range sortedKeys(cfg) {
+		if err := resolve(an, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // agent builds one of a tenant's agents.

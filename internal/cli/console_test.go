@@ -115,6 +115,7 @@ func TestConsole(t *testing.T) {
 	t.Run("schedules", env.testSchedules)
 	t.Run("resume", env.testResume)
 	t.Run("fork", env.testFork)
+	t.Run("sub-agents", env.testSubAgents)
 }
 
 // testResume: a run a host left interrupted (its agent's on_interrupted:
@@ -176,6 +177,28 @@ func (e *consoleEnv) testFork(t *testing.T) {
 	b.do("back to the source", chromedp.Click(chromedp.CSS("#lineage a.fork-source")))
 	b.wait("the source lists its fork", 20*time.Second, `location.hash === "#/sessions/fork-src" && `+
 		jsExists(fmt.Sprintf("#lineage a.fork-link[href=%q]", "#/sessions/"+fork)))
+}
+
+// testSubAgents: a sub-agent's call links its child session, whose task
+// links back to the parent session.
+func (e *consoleEnv) testSubAgents(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/sessions/console-lead/messages?wait=true", `{"text":"ask quick task=\"say hi\"","agent":"lead"}`, http.StatusOK, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/console-lead")
+	link := `#transcript .tool-call a.child-session`
+	b.wait("the child session's link", 20*time.Second, jsExists(link))
+	href := evalIn[string](b, jsQuery(link)+".getAttribute('href')")
+	if !strings.HasPrefix(href, "#/sessions/console-lead.") {
+		t.Fatalf("the child session's link %q", href)
+	}
+	b.route(href)
+	back := `#transcript .item[data-kind="user"] a.parent-session`
+	b.wait("the parent's link", 20*time.Second, jsExists(back))
+	if got := evalIn[string](b, jsQuery(back)+".getAttribute('href')"); got != "#/sessions/console-lead" {
+		t.Errorf("the child's task links to %q", got)
+	}
+	b.shot("sub-agents.png")
 }
 
 // testSchedules: the sessions page lists the tenant's schedules, each
@@ -396,6 +419,8 @@ tenants:
           step: 1s
       left:
         on_interrupted: leave
+      lead:
+        delegate_to: [quick]
     sandbox:
       allowed_hosts: [%q, %q]
       allow_private_network: true

@@ -421,6 +421,12 @@ func (c *Converter) progress(p host.Progress) (done bool, err error) {
 		return false, c.toolOutput(p.Tool.CallID, p.Tool.Output, p.Tool.IsError)
 	case host.ProgressApprovalRequested:
 		a := p.Approval
+		if a.SessionID != "" {
+			// A sub-agent's child's request, relayed to its parent's
+			// viewers: the stream has no part for a call of another
+			// session (the inbox and the child's stream have it).
+			return false, nil
+		}
 		if err := c.closeParts(); err != nil {
 			return false, err
 		}
@@ -437,6 +443,9 @@ func (c *Converter) progress(p host.Progress) (done bool, err error) {
 		return false, c.approvalRequest(a.CallID, a.ApprovalID, a.Reason, a.Summary, expires)
 	case host.ProgressApprovalDecided:
 		a := p.Approval
+		if a.SessionID != "" {
+			return false, nil // a sub-agent's child's (see above)
+		}
 		if a.CallID == "" {
 			return false, c.runApproval(a)
 		}

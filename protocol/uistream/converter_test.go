@@ -440,3 +440,18 @@ func TestUIChunksRunApprovalSnapshot(t *testing.T) {
 		t.Errorf("chunks:\n%s\nwant the pending data-approval part, then the end", got)
 	}
 }
+
+// TestUIChunksChildApproval: a sub-agent's child's requests, relayed to
+// the parent's viewers (ApprovalInfo.SessionID set), are no part of the
+// parent's message: its stream shows the delegate call running.
+func TestUIChunksChildApproval(t *testing.T) {
+	got, _ := chunks(t, NewConverter("run1", "run1", nil),
+		respStart("r1"),
+		prog(host.Progress{Type: host.ProgressToolStart, Tool: &host.ToolInfo{CallID: "c1", Name: "researcher", Input: json.RawMessage(`{"task":"x"}`)}}),
+		prog(host.Progress{Type: host.ProgressApprovalRequested, Approval: &host.ApprovalInfo{ApprovalID: "a1", SessionID: "s.c1", CallID: "cc1", Tool: "publish", State: ledger.ApprovalPending}}),
+		prog(host.Progress{Type: host.ProgressApprovalDecided, Approval: &host.ApprovalInfo{ApprovalID: "a1", SessionID: "s.c1", CallID: "cc1", Tool: "publish", State: ledger.ApprovalApproved}}),
+	)
+	if strings.Contains(got, "a1") || strings.Contains(got, "cc1") || !strings.Contains(got, `"toolCallId":"c1"`) {
+		t.Errorf("chunks:\n%s", got)
+	}
+}

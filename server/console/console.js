@@ -717,7 +717,8 @@
           c.fuel ? h('span', { class: 'tool-fuel muted', title: 'the fuel the plugin used: its CPU' }, fmtInt(c.fuel) + ' fuel') : null,
           c.policy_fuel ? h('span', { class: 'policy-fuel muted', title: 'the fuel the policies that decided on the call used' }, 'policy ' + fmtInt(c.policy_fuel) + ' fuel') : null,
           c.approval ? h('span', { class: 'tag tool-approval', 'data-approval': c.approval }, 'approval: ' + c.approval) : null,
-          traffic ? h('span', { class: 'tag tool-traffic', title: 'what the plugin did through the host: HTTP requests and key-value accesses' }, trafficSummary(traffic)) : null),
+          traffic ? h('span', { class: 'tag tool-traffic', title: 'what the plugin did through the host: HTTP requests and key-value accesses' }, trafficSummary(traffic)) : null,
+          c.child_session ? h('a', { class: 'tag child-session', title: 'the sub-agent\'s child session', href: '#/sessions/' + encodeURIComponent(c.child_session) }, 'sub-agent: ' + c.child_session) : null),
         h('div', { class: 'muted' }, 'input'), h('pre', { class: 'tool-input' }, prettyJSON(c.input)),
         h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''),
         traffic ? h('div', { class: 'muted' }, 'traffic') : null,
@@ -735,6 +736,11 @@
         it.cost ? h('span', null, fmtCost(it.cost)) : null);
       const text = h('div', { class: 'text' });
       if (it.kind === 'user') {
+        if (it.parent) {
+          text.append(h('div', { class: 'muted parent-call' }, 'task from ',
+            h('a', { class: 'parent-session', href: '#/sessions/' + encodeURIComponent(it.parent.session_id) }, it.parent.session_id),
+            it.parent.agent ? ' (' + it.parent.agent + ')' : ''));
+        }
         append(text, [h('p', { class: 'plain' }, it.text)]);
         for (const p of it.parts || []) if (p.type && p.type !== 'text') text.append(h('span', { class: 'tag' }, p.type));
       } else {
