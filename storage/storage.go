@@ -298,6 +298,20 @@ type Blobs interface {
 	ListBlobs(ctx context.Context) ([]BlobInfo, error)
 }
 
+// BlobScoper is implemented by [Blobs] stores that keep blobs in scopes
+// apart from one another: [Prefix] uses it to give each prefix (each
+// tenant) blobs of its own, so that the same bytes put by two tenants are
+// two blobs and deleting one tenant's never touches another's. A store
+// that implements Blobs without BlobScoper has views without Blobs: their
+// callers keep bytes inline in the events.
+type BlobScoper interface {
+	// BlobScope returns the blobs of scope (a [Prefix] prefix, or
+	// several joined), apart from every other scope's and from the
+	// store's own. It does no I/O; the Blobs it returns shares the
+	// store's connections and its Close.
+	BlobScope(scope string) Blobs
+}
+
 // BlobInfo describes one blob of a [Blobs] store.
 type BlobInfo struct {
 	// Digest names the blob: "sha256:" and the hex of its bytes' SHA-256.

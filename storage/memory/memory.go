@@ -5,8 +5,9 @@
 // the process). Each event is kept in its ledger encoding, so what Load
 // returns is a fresh copy, equal to what was appended, that shares nothing
 // with the appended values or with other loads. The store implements
-// [storage.Lister], [storage.Closer] and [storage.KV] (values kept for the
-// life of the Store, like events).
+// [storage.Lister], [storage.Closer], [storage.KV] (values kept for the
+// life of the Store, like events) and [storage.Blobs] with
+// [storage.BlobScoper] (blobs kept likewise).
 package memory
 
 import (
@@ -31,6 +32,9 @@ type Store struct {
 
 	kvMu sync.RWMutex
 	kv   map[string]map[string][]byte // namespace → key → value, never modified in place
+
+	blobOnce  sync.Once
+	blobSpace *blobSpace
 }
 
 // session is one ledger: its events in their encoding, in append order.

@@ -25,7 +25,9 @@ import (
 //     the first handle and appending through the second, so that a host
 //     learns of another's appends;
 //   - [storage.KV]: every check of Run's KV subtest, setting through the
-//     first handle and reading through the second.
+//     first handle and reading through the second;
+//   - [storage.Blobs]: every check of Run's Blobs subtest, putting through
+//     the first handle and reading through the second.
 //
 // Both handles must implement the same optional interfaces. Stores that
 // only one process may open (storage/file) have nothing to check here.
@@ -40,6 +42,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Watcher", runWatcher},
 		{"KV", runKV},
 		{"Counter", runCounter},
+		{"Blobs", runBlobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
