@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -42,6 +43,9 @@ func transcript(ctx context.Context, args []string, env Env) error {
 	}
 	defer closeStore()
 	events, err := store.Load(ctx, id)
+	if err == nil {
+		events, err = host.ResolveBlobs(ctx, store, events)
+	}
 	if err != nil {
 		return err
 	}
