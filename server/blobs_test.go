@@ -212,3 +212,44 @@ func hasImage(req model.Request, data []byte) bool {
 	}
 	return false
 }
+
+// TestUIChatBlobs: a file of the UI message stream past the threshold is
+// kept by reference, reaches the model whole, and the transcript carries
+// it back; past the tenant's quota the chat is refused (413), nothing
+// appended.
+func TestUIChatBlobs(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.BlobQuotaBytes = 150_000
+		c.Tenants["acme"] = acme
+	}})
+	image := bytes.Repeat([]byte("\x89PNG big "), 10_000) // 100 000 bytes
+	body := func(id string, data []byte) string {
+		return `{"id":"` + id + `","trigger":"submit-message","messages":[{"id":"m1","role":"user","parts":[` +
+			`{"type":"file","mediaType":"image/png","filename":"a.png","url":"data:image/png;base64,` + base64.StdEncoding.EncodeToString(data) + `"},` +
+			`{"type":"text","text":"what is this?"}]}]}`
+	}
+	if res, data := ts.uiChunks(t, "POST", "/v1/ui/chat", body("ui-blob", image)); res.StatusCode != 200 || !strings.Contains(types(t, data), "finish") {
+		t.Fatalf("%d %v", res.StatusCode, data)
+	}
+	tenant, _ := storage.Prefix(ts.store, "acme:")
+	events, err := tenant.Load(context.Background(), "ui-blob")
+	if err != nil || len(events) == 0 || events[0].Input == nil || events[0].Input.Parts[1].Blob != storage.BlobDigest(image) {
+		t.Fatalf("the ledger does not keep the file by reference: %v", err)
+	}
+	reqs := ts.model.Requests()
+	if !hasImage(reqs[len(reqs)-1], image) {
+		t.Error("the model did not get the file")
+	}
+	if _, tr := ts.do(t, ts.acme, "GET", "/v1/sessions/ui-blob/transcript", ""); !strings.Contains(tr, base64.StdEncoding.EncodeToString(image)) {
+		t.Error("the transcript does not carry the file")
+	}
+	other := bytes.Repeat([]byte("\x89PNG other "), 9_000)
+	code, resp := ts.do(t, ts.acme, "POST", "/v1/ui/chat", body("ui-blob-2", other), "Content-Type", "application/json")
+	if code != 413 || !strings.Contains(resp, "blob_quota_bytes") {
+		t.Errorf("a file past the quota: %d %s", code, resp)
+	}
+	if events, _ := tenant.Load(context.Background(), "ui-blob-2"); len(events) != 0 {
+		t.Errorf("the refused chat appended %d events", len(events))
+	}
+}
