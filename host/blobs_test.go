@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
@@ -280,5 +282,34 @@ func TestBlobPartByReference(t *testing.T) {
 	_, err = sess.Send(ctx, "ghost", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartFile, MIME: "application/pdf", Blob: missing}}})
 	if !errors.Is(err, host.ErrInvalidInput) || !strings.Contains(err.Error(), "does not hold") {
 		t.Errorf("a part naming a missing blob: %v, want ErrInvalidInput", err)
+	}
+}
+
+// TestBlobsConcurrentSends: sessions sending the same image at once store
+// it once, and every request carries it.
+func TestBlobsConcurrentSends(t *testing.T) {
+	store := memory.New()
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = store })
+	image := noise(3, 80<<10)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := hs.host.Session(fmt.Sprintf("c%d", i)).Send(context.Background(), "look", host.SendOptions{
+				Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Data: image}}})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	infos, err := store.ListBlobs(context.Background())
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("8 sessions sent one image: %d blobs (%v), want 1", len(infos), err)
+	}
+	want := []byte(base64.StdEncoding.EncodeToString(image))
+	for i, r := range hs.model.Requests() {
+		if !bytes.Contains(r.Raw, want) {
+			t.Errorf("request %d does not carry the image", i+1)
+		}
 	}
 }
