@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -97,8 +98,9 @@ func (b blobScope) ready(ctx context.Context, digest *string) error {
 // sets its modification time (the blob's Stored) and renames it to the
 // digest's name, so that a GetBlob, even after a crash, finds the blob
 // whole or not at all; with [Options.Fsync] the file and then the
-// directory are fsynced. Bytes already there (a file of the same name and
-// size) are not written again: their file's modification time moves to now.
+// directory are fsynced. Bytes already there (a file of the same name
+// holding them) are not written again: their file's modification time
+// moves to now. A damaged file is written anew.
 func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 	if err := b.ready(ctx, nil); err != nil {
 		return "", err
@@ -107,10 +109,14 @@ func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 	path := b.path(digest)
 	now := time.Now()
 	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(data)) {
-		if err := os.Chtimes(path, now, now); err == nil {
-			return digest, nil
+		// Bytes there already, unless damaged: a read costs less than a
+		// write (and its fsyncs), and a damaged file is written anew.
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+			if err := os.Chtimes(path, now, now); err == nil {
+				return digest, nil
+			}
 		}
-		// Gone meanwhile (a delete): write it anew.
+		// Damaged, or gone meanwhile (a delete): write it anew.
 	}
 	if err := b.st.mkdirKV(b.dir); err != nil {
 		return "", fmt.Errorf("file: put blob: %w", err)
