@@ -279,7 +279,8 @@ func AddCounter(current []byte, delta, limit int64) (value int64, added bool, er
 //   - Isolation. Blobs are not sessions, nor KV values: they never appear
 //     in ListSessions or Keys. A store wrapped by [Prefix] keeps each
 //     prefix's blobs apart (the same bytes put by two tenants are two
-//     blobs, so deleting one tenant's never removes the other's).
+//     blobs, so deleting one tenant's never removes the other's): a
+//     Blobs store implements [BlobScoper] for that.
 //
 // A missing blob is a value (ok false), not an error; deleting one is a
 // no-op. A digest that is not "sha256:" and 64 lower-case hex digits fails
