@@ -313,3 +313,33 @@ func TestBlobsConcurrentSends(t *testing.T) {
 		}
 	}
 }
+
+// TestBlobsAttachSnapshot: the snapshot a viewer attaching to a session
+// gets (the console's and the events stream's) carries the bytes of an
+// attachment kept by reference.
+func TestBlobsAttachSnapshot(t *testing.T) {
+	store := memory.New()
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = store })
+	ctx := context.Background()
+	image := noise(4, 90<<10)
+	sess := hs.host.Session("att")
+	if _, err := sess.Send(ctx, "look", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Data: image}}}); err != nil {
+		t.Fatal(err)
+	}
+	if refs := ledger.BlobRefs(hs.events("att")); len(refs) != 1 {
+		t.Fatalf("the ledger refers to %d blobs, want 1", len(refs))
+	}
+	a, err := sess.Attach(ctx, host.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	u, err := a.Next(ctx)
+	if err != nil || u.Snapshot == nil {
+		t.Fatalf("Next = %+v, %v; want a snapshot", u, err)
+	}
+	items := u.Snapshot.Transcript.Items
+	if len(items) == 0 || len(items[0].Parts) != 2 || !bytes.Equal(items[0].Parts[1].Data, image) {
+		t.Error("the snapshot's transcript does not carry the image")
+	}
+}
