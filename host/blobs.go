@@ -28,8 +28,9 @@ const DefaultBlobThreshold = 64 << 10
 // its whole output is in a blob.
 const blobPreviewBytes = 1 << 10
 
-// blobCacheBytes bounds the bytes of the blobs a host keeps in memory, so
-// that each pass of a run does not read its attachments again.
+// blobCacheBytes bounds the bytes of the blobs a run keeps in memory, so
+// that each of its passes does not read its attachments again (each
+// request holds them anyway).
 const blobCacheBytes = 64 << 20
 
 // BlobQuotaError is returned by a send whose parts the blob store may not
@@ -109,7 +110,6 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 				return nil, fmt.Errorf("%w: a %s part names blob %.80s, which the storage does not hold", ErrInvalidInput, p.Type, p.Blob)
 			}
 			out[i].Size = int64(len(data))
-			h.blobs.add(p.Blob, data)
 			continue
 		}
 		if h.maxBlob > 0 && int64(len(p.Data)) > h.maxBlob {
@@ -149,7 +149,6 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		if err != nil {
 			return nil, fmt.Errorf("host: put a %s part in the blob store: %w", p.Type, err)
 		}
-		h.blobs.add(d, bytes.Clone(p.Data)) // the caller's slice is the caller's
 		p.Blob, p.Size, p.Data = d, int64(len(p.Data)), nil
 	}
 	return out, nil
@@ -173,7 +172,7 @@ func (r *run) externalOutput(result *ledger.ToolResult) {
 			"tool", result.Name, "bytes", len(data), "err", err)
 		return
 	}
-	r.h.blobs.add(d, data)
+	r.blobs.add(d, data)
 	result.OutputBlob, result.OutputSize, result.Output = d, int64(len(data)), preview(result.Output, blobPreviewBytes)
 }
 
@@ -201,7 +200,7 @@ var errBlobMissing = errors.New("the storage does not hold it")
 // reference (a transcript shows what it can), and the bytes are copies
 // the caller may keep and change.
 func (h *Host) resolveEvents(ctx context.Context, store storage.Storage, events []ledger.Event, forCaller bool) ([]ledger.Event, error) {
-	return resolveEvents(ctx, store, &h.blobs, events, forCaller)
+	return resolveEvents(ctx, store, nil, events, forCaller)
 }
 
 // ResolveBlobs returns events with every blob they refer to (see
@@ -294,7 +293,7 @@ func resolveEvents(ctx context.Context, store storage.Storage, cache *blobCache,
 	return out, nil
 }
 
-// blobCache keeps the bytes of the blobs a host put or read lately, up to
+// blobCache keeps the bytes of the blobs a run put or read, up to
 // blobCacheBytes, the least recently used dropped first. A digest names
 // its bytes, whatever store holds them.
 type blobCache struct {

@@ -41,7 +41,6 @@ type Host struct {
 	blobThreshold int64
 	blobQuota     int64
 	maxBlob       int64
-	blobs         blobCache // blobs put or read lately
 	model         Model
 	agent         Agent
 	toolTimeout   time.Duration

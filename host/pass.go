@@ -408,7 +408,7 @@ func truncate(s string, n int) string {
 // blob the events refer to read back: the request is what it would have
 // been with the bytes inline.
 func (r *run) replay(events []ledger.Event) ([]ledger.Message, error) {
-	events, err := r.h.resolveEvents(r.ctx, r.st.store, events, false)
+	events, err := resolveEvents(r.ctx, r.st.store, &r.blobs, events, false)
 	if err != nil {
 		return nil, err
 	}
