@@ -109,6 +109,11 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 			if !ok {
 				return nil, fmt.Errorf("%w: a %s part names blob %.80s, which the storage does not hold", ErrInvalidInput, p.Type, p.Blob)
 			}
+			// Put again, so that its Stored time is now: a sweep spares
+			// it while the message's event is being appended.
+			if _, err := blobs.PutBlob(ctx, data); err != nil {
+				return nil, fmt.Errorf("host: put blob %s again: %w", p.Blob, err)
+			}
 			out[i].Size = int64(len(data))
 			continue
 		}
