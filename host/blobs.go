@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"unicode/utf8"
@@ -192,18 +191,8 @@ func preview(s string, n int) string {
 	return s[:n]
 }
 
-// errBlobMissing is the cause of a resolution that found an event
-// referring to a blob the store does not hold.
-var errBlobMissing = errors.New("the storage does not hold it")
-
-// resolveEvents returns events with every blob they refer to read back
-// into them: each part's bytes in Data and each tool output whole in
-// Output, the references cleared, so that the events are what they would
-// have been with the bytes inline. It returns events itself when none
-// refers to a blob, and shares every event it does not change. A blob it
-// cannot read fails it, unless forCaller is set: then the event keeps its
-// reference (a transcript shows what it can), and the bytes are copies
-// the caller may keep and change.
+// resolveEvents is the package's resolveEvents, without a cache: for
+// callers (a transcript, a viewer's snapshot), with forCaller set.
 func (h *Host) resolveEvents(ctx context.Context, store storage.Storage, events []ledger.Event, forCaller bool) ([]ledger.Event, error) {
 	return resolveEvents(ctx, store, nil, events, forCaller)
 }
@@ -220,9 +209,21 @@ func ResolveBlobs(ctx context.Context, store storage.Storage, events []ledger.Ev
 	return resolveEvents(ctx, store, nil, events, true)
 }
 
-// resolveEvents is Host.resolveEvents, with cache (nil for none).
+// resolveEvents returns events with every blob they refer to read back
+// into them: each part's bytes in Data and each tool output whole in
+// Output, the references cleared, so that the events are what they would
+// have been with the bytes inline. It returns events itself when none
+// refers to a blob, and shares every event it does not change.
+//
+// For the model (forCaller unset), a blob the storage no longer holds (a
+// sweep, an operator) becomes words that say so: the part a text part,
+// the output its preview and a line, so that the session goes on and the
+// model knows what it lacks; an error reading the storage fails it (the
+// run is left interrupted, resumable). For a caller (forCaller set: a
+// transcript), a blob it cannot read keeps its reference, and the bytes
+// are copies the caller may keep and change. cache, when not nil, keeps
+// what was read for the next call.
 func resolveEvents(ctx context.Context, store storage.Storage, cache *blobCache, events []ledger.Event, forCaller bool) ([]ledger.Event, error) {
-	lenient := forCaller
 	first := -1
 	for i := range events {
 		if events[i].Input != nil || events[i].ToolResult != nil {
@@ -236,28 +237,26 @@ func resolveEvents(ctx context.Context, store storage.Storage, cache *blobCache,
 		return events, nil
 	}
 	blobs, _ := store.(storage.Blobs)
-	get := func(e *ledger.Event, digest string) ([]byte, bool, error) {
+	// get returns the blob's bytes; found is false for a blob the
+	// storage does not hold (or a storage without blobs).
+	get := func(e *ledger.Event, digest string) (data []byte, found bool, err error) {
 		if data, ok := cache.get(digest); ok {
 			return data, true, nil
 		}
 		if blobs == nil {
-			if lenient {
-				return nil, false, nil
-			}
-			return nil, false, fmt.Errorf("host: event %s refers to blob %s, and the storage keeps no blobs", e.ID, digest)
+			return nil, false, nil
 		}
 		data, ok, err := blobs.GetBlob(ctx, digest)
-		if err == nil && !ok {
-			err = errBlobMissing
-		}
 		if err != nil {
-			if lenient {
+			if forCaller {
 				return nil, false, nil
 			}
 			return nil, false, fmt.Errorf("host: event %s refers to blob %s: %w", e.ID, digest, err)
 		}
-		cache.add(digest, data)
-		return data, true, nil
+		if ok {
+			cache.add(digest, data)
+		}
+		return data, ok, nil
 	}
 	out := append([]ledger.Event(nil), events...)
 	for i := first; i < len(out); i++ {
@@ -271,31 +270,47 @@ func resolveEvents(ctx context.Context, store storage.Storage, cache *blobCache,
 					continue
 				}
 				data, ok, err := get(e, p.Blob)
-				if err != nil {
+				switch {
+				case err != nil:
 					return nil, err
-				}
-				if ok {
-					if forCaller {
-						data = bytes.Clone(data)
-					}
+				case ok && forCaller:
+					p.Data, p.Blob, p.Size = bytes.Clone(data), "", 0
+				case ok:
 					p.Data, p.Blob, p.Size = data, "", 0
+				case !forCaller:
+					*p = ledger.TextPart(missingPart(*p))
 				}
 			}
 			e.Input = &c
 		}
 		if r := e.ToolResult; r != nil && r.OutputBlob != "" {
 			data, ok, err := get(e, r.OutputBlob)
-			if err != nil {
+			switch {
+			case err != nil:
 				return nil, err
-			}
-			if ok {
+			case ok:
 				c := *r
 				c.Output, c.OutputBlob, c.OutputSize = string(data), "", 0
+				e.ToolResult = &c
+			case !forCaller:
+				c := *r
+				c.Output = fmt.Sprintf("%s\n[the rest of this output, %d bytes in all, is no longer stored]", r.Output, r.OutputSize)
+				c.OutputBlob, c.OutputSize = "", 0
 				e.ToolResult = &c
 			}
 		}
 	}
 	return out, nil
+}
+
+// missingPart is what the model reads in place of a part whose blob the
+// storage no longer holds.
+func missingPart(p ledger.Part) string {
+	what := string(p.Type)
+	if p.Name != "" {
+		what += " " + p.Name
+	}
+	return fmt.Sprintf("[%s (%s, %d bytes) was attached here; it is no longer stored]", what, p.MIME, p.Size)
 }
 
 // blobCache keeps the bytes of the blobs a run put or read, up to

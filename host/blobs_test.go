@@ -343,3 +343,46 @@ func TestBlobsAttachSnapshot(t *testing.T) {
 		t.Error("the snapshot's transcript does not carry the image")
 	}
 }
+
+// TestBlobsMissing: a blob the storage no longer holds (deleted by hand)
+// does not wedge its session: the model is told in words what was there,
+// and the transcript keeps the reference.
+func TestBlobsMissing(t *testing.T) {
+	store := memory.New()
+	output := strings.Repeat("a log line\n", 10_000)
+	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{
+		{ToolCalls: []fakemodel.ToolCall{{ID: "call_dump", Name: "dump", Arguments: `{}`}}},
+		{Text: "Seen."},
+		{Text: "Still here."},
+	}}, host.Agent{Tools: []host.Tool{bigTool(output)}, MaxToolResultBytes: -1}, func(o *host.Options) { o.Storage = store })
+	ctx := context.Background()
+	image := noise(5, 70<<10)
+	sess := hs.host.Session("m")
+	if _, err := sess.Send(ctx, "look", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Name: "cat.png", Data: image}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ledger.BlobRefs(hs.events("m")) {
+		if err := store.DeleteBlob(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := sess.Send(ctx, "again", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("a send after the blobs were deleted: %+v, %v", res, err)
+	}
+	reqs := hs.model.Requests()
+	last := string(reqs[len(reqs)-1].Raw)
+	for _, want := range []string{"[image cat.png (image/png, 71680 bytes) was attached here; it is no longer stored]",
+		`[the rest of this output, 110000 bytes in all, is no longer stored]`} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the request does not say %q", want)
+		}
+	}
+	tr, err := sess.Transcript(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := tr.Items[0].Parts[1]; p.Blob != storage.BlobDigest(image) || len(p.Data) != 0 {
+		t.Errorf("the transcript's part: %s, %d bytes; want the reference kept", p.Blob, len(p.Data))
+	}
+}
