@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/redis"
 )
 
 // TestChatAttach: --attach sends files with the message — an image as an
@@ -125,5 +128,43 @@ func TestChatAttachByReference(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(inline, "blobs")); err == nil {
 		t.Error("--blob-threshold -1 made blobs/")
+	}
+}
+
+// TestChatAttachOnRedis: on Redis, and on a Redis Cluster, an attachment
+// sent twice is one blob, and the transcript carries it back.
+func TestChatAttachOnRedis(t *testing.T) {
+	bin := needBinary(t)
+	dir := t.TempDir()
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{5, 6, 7, 8}, 20_000)...)
+	path := filepath.Join(dir, "big.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	urls := map[string]string{"redis": redistest.Start(t, redistest.Options{}).URL()}
+	if !testing.Short() {
+		urls["cluster"] = "redis+cluster://" + strings.Join(redistest.StartCluster(t, 3).Addrs(), ",")
+	}
+	for name, url := range urls {
+		t.Run(name, func(t *testing.T) {
+			for _, text := range []string{"look", "again"} {
+				if code, out, errOut := runBin(t, bin, "chat", "--offline", "--storage", url, "--session", "r", "--attach", path, text); code != 0 ||
+					!strings.Contains(out, "[attached: image/png, 80008 bytes]") {
+					t.Fatalf("exit %d\nstdout %q\nstderr %q", code, out, errOut)
+				}
+			}
+			st, err := redis.Open(context.Background(), url, redis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			infos, err := st.ListBlobs(context.Background())
+			if err != nil || len(infos) != 1 || infos[0].Digest != storage.BlobDigest(png) {
+				t.Errorf("the store's blobs: %+v, %v; want the image once", infos, err)
+			}
+			if code, out, errOut := runBin(t, bin, "transcript", "--storage", url, "r"); code != 0 || !strings.Contains(out, base64.StdEncoding.EncodeToString(png)) {
+				t.Errorf("the transcript does not carry the image: exit %d, %q", code, errOut)
+			}
+		})
 	}
 }
