@@ -82,7 +82,7 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 	if blobs == nil {
 		for _, p := range parts {
 			if p.Blob != "" {
-				return nil, fmt.Errorf("%w: a %s part names blob %.80s, and the storage keeps no blobs", ErrInvalidInput, p.Type, p.Blob)
+				return nil, fmt.Errorf("%w: a %s part names blob %.80s, and the host keeps no blobs (its storage has none, or Options.BlobThreshold is -1)", ErrInvalidInput, p.Type, p.Blob)
 			}
 		}
 		return parts, nil
@@ -100,6 +100,9 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		if p.Blob != "" {
 			if len(p.Data) > 0 {
 				return nil, fmt.Errorf("%w: a %s part has both data and a blob", ErrInvalidInput, p.Type)
+			}
+			if err := storage.CheckBlobDigest(p.Blob); err != nil {
+				return nil, fmt.Errorf("%w: a %s part: %w", ErrInvalidInput, p.Type, err)
 			}
 			data, ok, err := blobs.GetBlob(ctx, p.Blob)
 			if err != nil {

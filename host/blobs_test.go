@@ -283,6 +283,10 @@ func TestBlobPartByReference(t *testing.T) {
 	if !errors.Is(err, host.ErrInvalidInput) || !strings.Contains(err.Error(), "does not hold") {
 		t.Errorf("a part naming a missing blob: %v, want ErrInvalidInput", err)
 	}
+	_, err = sess.Send(ctx, "bad", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartFile, MIME: "application/pdf", Blob: "sha256:../../etc"}}})
+	if !errors.Is(err, host.ErrInvalidInput) || !strings.Contains(err.Error(), "blob digest") {
+		t.Errorf("a part naming no digest: %v, want ErrInvalidInput", err)
+	}
 }
 
 // TestBlobsConcurrentSends: sessions sending the same image at once store
