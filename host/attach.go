@@ -218,6 +218,11 @@ func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	a.cursor = cursor
+	// The transcript carries the bytes of the parts and tool outputs kept
+	// by reference.
+	if events, err = a.s.h.resolveEvents(ctx, st.store, events, true); err != nil {
+		return nil, err
+	}
 	return &Snapshot{Transcript: ledger.ProjectSession(a.s.id, events, live...), Status: status, Cursor: cursor}, nil
 }
 

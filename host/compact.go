@@ -90,7 +90,10 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 			break
 		}
 	}
-	older := ledger.ReplayMessages(events[:cut])
+	older, err := r.replay(events[:cut])
+	if err != nil {
+		return false, err
+	}
 	if len(older) == 0 {
 		return false, nil
 	}
@@ -99,7 +102,6 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	// half at a time, at a user message so no tool result loses its call.
 	// The first message (a previous note, or the opening message) stays.
 	var res model.Result
-	var err error
 	for dropped := 0; ; {
 		msgs := append(append([]ledger.Message(nil), older...),
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})

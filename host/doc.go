@@ -66,4 +66,8 @@
 //     through its hooks.
 //   - telemetry.go: the OpenTelemetry spans and metrics of runs.
 //   - memstore.go: the private in-memory storage of ephemeral tasks.
+//   - blobs.go, blobsweep.go: parts and tool outputs kept by reference in
+//     the storage's blobs (Options.BlobThreshold), read back wherever the
+//     bytes are needed, bounded by quotas ([BlobQuotaError]); the sweep of
+//     unreferenced blobs ([SweepBlobs]).
 package host

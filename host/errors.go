@@ -13,6 +13,10 @@ var (
 	// that cannot be accepted (an empty message, malformed parts); nothing
 	// was appended.
 	ErrInvalidInput = errors.New("host: invalid input")
+	// ErrBlobQuota is matched by the [*BlobQuotaError] of a message whose
+	// parts would pass Options.BlobQuota or Options.MaxBlobBytes; nothing
+	// was appended.
+	ErrBlobQuota = errors.New("host: blob quota exceeded")
 	// ErrClosed is returned by a Host used after Close, and to the callers
 	// of runs that Close stopped (they stay resumable).
 	ErrClosed = errors.New("host: closed")

@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -206,4 +208,21 @@ func ExampleHost_Fork() {
 	// completed The get_weather tool returned: {"temp_c":12}
 	// forked from trip with test/other
 	// tool calls: 1
+}
+
+// SweepBlobs deletes the blobs no event refers to once they are older
+// than the grace; a referenced blob always stays.
+func ExampleSweepBlobs() {
+	ctx := context.Background()
+	store := memory.New()
+	blobs := store // memory.Store keeps blobs (storage.Blobs)
+	kept, _ := blobs.PutBlob(ctx, []byte("an image a message refers to"))
+	_, _ = blobs.PutBlob(ctx, []byte("an orphan"))
+	_ = store.Append(ctx, "s1", ledger.Event{ID: "e1", Kind: ledger.KindInput, Time: time.Now().UTC(),
+		Input: &ledger.Input{MessageID: "m1", Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Blob: kept, Size: 28}}}})
+
+	// Grace -1 spares nothing for its age (the default spares an hour's).
+	res, err := host.SweepBlobs(ctx, store, host.BlobSweepOptions{Grace: -1})
+	fmt.Println(res.Referenced, res.Deleted, res.DeletedBytes, err)
+	// Output: 1 1 9 <nil>
 }

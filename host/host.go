@@ -41,15 +41,20 @@ type Host struct {
 	// the call's.
 	delegated sync.Map
 
-	store       storage.Storage
-	model       Model
-	agent       Agent
-	toolTimeout time.Duration
-	log         *slog.Logger
-	retry       model.RetryPolicy
-	hostID      string
-	validators  map[string]Validator
-	auto        *AutoResume // the sweeps: nil when off
+	store storage.Storage
+	// blobThreshold is Options.BlobThreshold normalised (0: off);
+	// blobQuota and maxBlob are Options.BlobQuota and MaxBlobBytes.
+	blobThreshold int64
+	blobQuota     int64
+	maxBlob       int64
+	model         Model
+	agent         Agent
+	toolTimeout   time.Duration
+	log           *slog.Logger
+	retry         model.RetryPolicy
+	hostID        string
+	validators    map[string]Validator
+	auto          *AutoResume // the sweeps: nil when off
 	// rules are how an interrupted run is taken over, by a sweep or by a
 	// message that finds it (see leadLocked): Options.AutoResume, else
 	// its defaults.
@@ -117,6 +122,14 @@ func New(opts Options) (*Host, error) {
 	if opts.ToolTimeout < -1 {
 		errs = append(errs, fmt.Errorf("host: Options.ToolTimeout %s is negative (use -1 to disable)", opts.ToolTimeout))
 	}
+	switch {
+	case opts.BlobThreshold < -1:
+		errs = append(errs, fmt.Errorf("host: Options.BlobThreshold %d is negative (use -1 to keep every byte inline)", opts.BlobThreshold))
+	case opts.BlobQuota < 0:
+		errs = append(errs, fmt.Errorf("host: Options.BlobQuota %d is negative", opts.BlobQuota))
+	case opts.MaxBlobBytes < 0:
+		errs = append(errs, fmt.Errorf("host: Options.MaxBlobBytes %d is negative", opts.MaxBlobBytes))
+	}
 	if opts.Model == nil {
 		errs = append(errs, errors.New("host: Options.Model is required"))
 	}
@@ -171,6 +184,14 @@ func New(opts Options) (*Host, error) {
 		tenant:      opts.Tenant,
 		secret:      slices.Clone(opts.ApprovalSecret),
 		outbox:      opts.Outbox,
+		blobQuota:   opts.BlobQuota,
+		maxBlob:     opts.MaxBlobBytes,
+	}
+	switch h.blobThreshold = opts.BlobThreshold; h.blobThreshold {
+	case 0:
+		h.blobThreshold = DefaultBlobThreshold
+	case -1:
+		h.blobThreshold = 0
 	}
 	if len(h.secret) == 0 {
 		h.secret = make([]byte, 32)

@@ -33,6 +33,7 @@ type run struct {
 	hooks     *runHooks
 	lease     storage.Lease // the session's lease, when the store has leases
 	traceID   string        // its spans' trace (TraceIDOf) when the host makes spans
+	blobs     blobCache     // the blobs its passes read back (see Options.BlobThreshold)
 
 	// ctx is the context the run's work is done under: base, or while a
 	// pass runs under a step timeout, the pass's. Both are used by the

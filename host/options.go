@@ -87,6 +87,28 @@ type Options struct {
 	// Outbox is told of every batch of ledger events before the host
 	// appends it (see [Outbox]). Default: nil, none.
 	Outbox Outbox
+	// BlobThreshold is the size in bytes above which, when the storage
+	// implements storage.Blobs, a message's image, audio and file parts
+	// and a tool's output are kept by reference: put once in the blob
+	// store (the same bytes sent twice are stored once), their event
+	// keeping the digest, the media type and the size. The host reads
+	// them back wherever the bytes are needed (the model's request, which
+	// is what it would have been with the bytes inline; compaction;
+	// transcripts). Tool outputs are first cut to
+	// Agent.MaxToolResultBytes. Default: 0, which means 64 KiB
+	// ([DefaultBlobThreshold]); -1 keeps every byte inline.
+	BlobThreshold int64
+	// BlobQuota bounds the bytes of all the blobs of the storage (for a
+	// tenant's host over its prefixed store: the tenant's): a message
+	// whose parts would pass it fails with a [*BlobQuotaError], nothing
+	// appended. Checked when a message is sent, against what the store
+	// lists, so sends at once may pass it by what they add together; tool
+	// outputs are not refused for it. Default: 0, no quota.
+	BlobQuota int64
+	// MaxBlobBytes bounds one part kept by reference: a message with a
+	// larger one fails with a [*BlobQuotaError], nothing appended.
+	// Default: 0, no bound.
+	MaxBlobBytes int64
 }
 
 // Outbox is what must follow ledger events out of the host (a webhook per

@@ -56,8 +56,12 @@ func (r *run) pass() (o outcome, stop bool) {
 		}
 		events = r.view()
 	}
+	msgs, err := r.replay(withoutQueued(events, later))
+	if err != nil {
+		return outcome{err: err}, true
+	}
 	req := model.Request{Model: r.agent.Model, System: r.agent.System,
-		Messages: ledger.ReplayMessages(withoutQueued(events, later)), Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+		Messages: msgs, Tools: r.specs, MaxTokens: r.agent.MaxTokens}
 	var res model.Result
 	var merr error
 	var tries streamTries
@@ -74,7 +78,9 @@ func (r *run) pass() (o outcome, stop bool) {
 			}
 			break
 		}
-		req.Messages = ledger.ReplayMessages(withoutQueued(r.view(), later))
+		if req.Messages, merr = r.replay(withoutQueued(r.view(), later)); merr != nil {
+			return outcome{err: merr}, true
+		}
 	}
 	if tries.ledgerErr != nil {
 		return outcome{err: tries.ledgerErr}, true
@@ -396,4 +402,15 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// replay returns the messages that replay events for the model, every
+// blob the events refer to read back: the request is what it would have
+// been with the bytes inline.
+func (r *run) replay(events []ledger.Event) ([]ledger.Message, error) {
+	events, err := resolveEvents(r.ctx, r.st.store, &r.blobs, events, false)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.ReplayMessages(events), nil
 }

@@ -197,6 +197,10 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	parts, err := s.h.externalParts(ctx, s.store(), parts)
+	if err != nil {
+		return nil, err
+	}
 	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks, parts: parts, parent: opts.parent}
 	if bind {
 		r.bind = ctx
@@ -216,9 +220,32 @@ func (r *Run) newInput(runID string) (ledger.Event, error) {
 	return e, nil
 }
 
-// Events returns the session's ledger.
+// Events returns the session's ledger, as stored: parts and tool outputs
+// kept by reference to a blob (see Options.BlobThreshold) keep their
+// references; [Session.ResolvedEvents] reads them back.
 func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 	return s.h.store.Load(ctx, s.id)
+}
+
+// ResolvedEvents returns the session's ledger with every blob its events
+// refer to read back into them (parts' Data, tool results' whole Output),
+// the references cleared: the events as they would have been with the
+// bytes inline. A blob the storage cannot give leaves its reference in
+// place.
+func (s *Session) ResolvedEvents(ctx context.Context) ([]ledger.Event, error) {
+	events, err := s.h.store.Load(ctx, s.id)
+	if err != nil {
+		return nil, err
+	}
+	return s.h.resolveEvents(ctx, s.h.store, events, true)
+}
+
+// store returns the storage that keeps the session.
+func (s *Session) store() storage.Storage {
+	if s.private != nil {
+		return s.private
+	}
+	return s.h.store
 }
 
 // Transcript returns what a user sees of the session: its items in display
@@ -226,6 +253,9 @@ func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 	events, live, err := s.view(ctx)
 	if err != nil {
+		return ledger.Transcript{}, err
+	}
+	if events, err = s.h.resolveEvents(ctx, s.store(), events, true); err != nil {
 		return ledger.Transcript{}, err
 	}
 	return ledger.ProjectSession(s.id, events, live...), nil

@@ -33,8 +33,14 @@ func TestToolResultsAreBounded(t *testing.T) {
 			if _, err := hs.Host.Session("s").Send(context.Background(), "dump", host.SendOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			// Read back whole: a result past Options.BlobThreshold is
+			// kept by reference.
+			events, err := hs.Host.Session("s").ResolvedEvents(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
 			var out string
-			for _, e := range hs.Events("s") {
+			for _, e := range events {
 				if e.ToolResult != nil {
 					out = e.ToolResult.Output
 				}

@@ -426,6 +426,12 @@ func validate(e Event, read bool) error {
 		if e.ToolResult.CallID == "" {
 			return bad("tool_result.call_id", "missing")
 		}
+		if b := e.ToolResult.OutputBlob; b != "" && !validDigest(b) {
+			return bad("tool_result.output_blob", "%.80q is not sha256: and 64 lower-case hex digits", b)
+		}
+		if n := e.ToolResult.OutputSize; n < 0 || (n != 0 && e.ToolResult.OutputBlob == "") {
+			return bad("tool_result.output_size", "%d without an output blob, or negative", n)
+		}
 		if t := e.ToolResult.Traffic; t != nil {
 			if field, why := invalidTraffic(t); field != "" {
 				return bad("tool_result.traffic."+field, "%s", why)
@@ -524,7 +530,7 @@ func invalidText(e *Event) string {
 	switch {
 	case e.Input != nil:
 		for i, p := range e.Input.Parts {
-			if f := check("text", p.Text, "name", p.Name, "mime", p.MIME, "url", p.URL); f != "" {
+			if f := check("text", p.Text, "name", p.Name, "mime", p.MIME, "url", p.URL, "blob", p.Blob); f != "" {
 				return fmt.Sprintf("input.parts[%d].%s", i, f)
 			}
 		}
@@ -583,7 +589,7 @@ func invalidText(e *Event) string {
 				}
 			}
 		}
-		return check("tool_result.output", e.ToolResult.Output, "tool_result.name", e.ToolResult.Name,
+		return check("tool_result.output", e.ToolResult.Output, "tool_result.output_blob", e.ToolResult.OutputBlob, "tool_result.name", e.ToolResult.Name,
 			"tool_result.call_id", e.ToolResult.CallID, "tool_result.source", e.ToolResult.Source)
 	case e.ResumeAttempt != nil:
 		return check("resume_attempt.host", e.ResumeAttempt.Host)
@@ -653,8 +659,27 @@ func invalidTraffic(t *ToolTraffic) (field, why string) {
 func validatePart(p Part) string {
 	switch p.Type {
 	case PartText:
+		if p.Blob != "" || p.Size != 0 {
+			return "text part has a blob"
+		}
 		return ""
 	case PartImage, PartAudio, PartFile:
+		if p.Blob != "" {
+			switch {
+			case !validDigest(p.Blob):
+				return fmt.Sprintf("%s part's blob %.80q is not sha256: and 64 lower-case hex digits", p.Type, p.Blob)
+			case len(p.Data) > 0:
+				return fmt.Sprintf("%s part has both data and a blob", p.Type)
+			case p.MIME == "":
+				return fmt.Sprintf("%s part has a blob but no mime type", p.Type)
+			case p.Size < 0:
+				return fmt.Sprintf("%s part has a negative size", p.Type)
+			}
+			return ""
+		}
+		if p.Size != 0 {
+			return fmt.Sprintf("%s part has a size but no blob", p.Type)
+		}
 		if len(p.Data) == 0 && p.URL == "" {
 			return fmt.Sprintf("%s part has neither data nor url", p.Type)
 		}

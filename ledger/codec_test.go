@@ -28,6 +28,7 @@ func fullEvents() []Event {
 		{Type: PartImage, MIME: "image/png", Data: junk, Name: "a.png"},
 		{Type: PartAudio, MIME: "audio/wav", Data: []byte{0xff, 0x00, 0xff, 0x00}},
 		{Type: PartFile, URL: "https://example.com/f.pdf?a=1&b=2", Name: "f.pdf", MIME: "application/pdf"},
+		{Type: PartImage, MIME: "image/jpeg", Name: "big.jpg", Blob: "sha256:" + strings.Repeat("ab", 32), Size: 5 << 20},
 	}, Parent: &ParentCall{SessionID: "parent_1", RunID: "run_0", CallID: "call_9", Agent: "lead"}}
 
 	rs := ev("ev_rs", KindRunStart, "run_1")
@@ -48,6 +49,7 @@ func fullEvents() []Event {
 
 	tr := ev("ev_tr", KindToolResult, "run_1")
 	tr.ToolResult = &ToolResult{CallID: "call_2", Name: "shell", Output: "exit 1\n<stderr>", IsError: true,
+		OutputBlob: "sha256:" + strings.Repeat("0f", 32), OutputSize: 1 << 20,
 		Source: "sha256:abcdef", DurationMS: 1234, Fuel: 987654, PolicyFuel: 4321, Synthetic: true,
 		Traffic: fullTraffic()}
 

@@ -104,6 +104,16 @@ type Part struct {
 	URL string `json:"url,omitempty"`
 	// Name is a file name, for PartFile.
 	Name string `json:"name,omitempty"`
+	// Blob is set when the part's bytes are kept by reference: the digest
+	// ("sha256:" and 64 hex digits) of a blob in the store's blob store
+	// (storage.Blobs), holding what Data would hold; Data is then empty.
+	// Readers that need the bytes (the model's request, the transcript,
+	// the UI stream) resolve it; see [Event.BlobRefs]. Empty for bytes
+	// kept inline.
+	Blob string `json:"blob,omitempty"`
+	// Size is the length in bytes of the blob Blob names; 0 (absent) for
+	// a part without Blob.
+	Size int64 `json:"size,omitempty"`
 }
 
 // TextPart returns a text [Part].
@@ -304,6 +314,15 @@ type ToolResult struct {
 	// Output is what the model sees: the tool's output, or the error
 	// message when IsError.
 	Output string `json:"output"`
+	// OutputBlob is set when the output was too large to keep inline:
+	// the digest ("sha256:" and 64 hex digits) of the blob (in the store's
+	// storage.Blobs) that holds the whole output, which is what the model
+	// sees; Output then holds only a preview of it (its first bytes), for
+	// people reading the ledger. Empty for an output kept whole in Output.
+	OutputBlob string `json:"output_blob,omitempty"`
+	// OutputSize is the whole output's length in bytes when OutputBlob is
+	// set; 0 (absent) otherwise.
+	OutputSize int64 `json:"output_size,omitempty"`
 	// IsError tells that the call failed; Output explains why.
 	IsError bool `json:"is_error,omitempty"`
 	// Source identifies the code that produced the result, e.g. a Wasm

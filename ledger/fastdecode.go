@@ -163,6 +163,10 @@ func (s *scanner) part(p *Part) bool {
 			p.URL, ok = s.str()
 		case "name":
 			p.Name, ok = s.str()
+		case "blob":
+			p.Blob, ok = s.str()
+		case "size":
+			p.Size, ok = s.int64()
 		default:
 			return false
 		}
@@ -331,6 +335,10 @@ func (s *scanner) toolResult(t *ToolResult) bool {
 			t.Name, ok = s.str()
 		case "output":
 			t.Output, ok = s.str()
+		case "output_blob":
+			t.OutputBlob, ok = s.str()
+		case "output_size":
+			t.OutputSize, ok = s.int64()
 		case "is_error":
 			t.IsError, ok = s.bool()
 		case "source":

@@ -281,6 +281,8 @@ func (w *encoder) input(x *Input) {
 			}
 			w.optStr(`"url":`, p.URL)
 			w.optStr(`"name":`, p.Name)
+			w.optStr(`"blob":`, p.Blob)
+			w.optInt(`"size":`, p.Size)
 			w.b = append(w.b, '}')
 		}
 		w.b = append(w.b, ']')
@@ -403,6 +405,8 @@ func (w *encoder) toolResult(x *ToolResult) {
 	w.str(x.Name)
 	w.key(`"output":`)
 	w.str(x.Output)
+	w.optStr(`"output_blob":`, x.OutputBlob)
+	w.optInt(`"output_size":`, x.OutputSize)
 	w.optBool(`"is_error":`, x.IsError)
 	w.optStr(`"source":`, x.Source)
 	w.optInt(`"duration_ms":`, x.DurationMS)
@@ -661,7 +665,7 @@ func encodedSizeHint(e *Event) int {
 		}
 		for i := range e.Input.Parts {
 			p := &e.Input.Parts[i]
-			n += 40 + len(p.Type) + len(p.Text) + len(p.MIME) + len(p.URL) + len(p.Name) + base64.StdEncoding.EncodedLen(len(p.Data))
+			n += 40 + len(p.Type) + len(p.Text) + len(p.MIME) + len(p.URL) + len(p.Name) + len(p.Blob) + base64.StdEncoding.EncodedLen(len(p.Data))
 		}
 	case e.RunStart != nil:
 		x := e.RunStart
@@ -681,7 +685,7 @@ func encodedSizeHint(e *Event) int {
 		n += 56 + len(e.ToolStart.CallID) + len(e.ToolStart.Name) + len(e.ToolStart.Effect)
 	case e.ToolResult != nil:
 		x := e.ToolResult
-		n += 96 + len(x.CallID) + len(x.Name) + len(x.Output) + len(x.Source)
+		n += 96 + len(x.CallID) + len(x.Name) + len(x.Output) + len(x.OutputBlob) + len(x.Source)
 		if t := x.Traffic; t != nil {
 			n += trafficSizeHint(t)
 		}

@@ -288,7 +288,10 @@ func (s *Server) a2aSend(w http.ResponseWriter, r *http.Request, t *tenant, agen
 		var err error
 		run, err = sess.Start(ctx, content.Text, host.StartOptions{Parts: content.Parts, RequestID: m.ID, Agent: agent})
 		release()
-		switch {
+		switch q, quota := errors.AsType[*host.BlobQuotaError](err); {
+		case quota:
+			fail(a2a.Errorf(a2a.CodeInvalidParams, "%s", blobQuotaMessage(q)))
+			return
 		case errors.Is(err, host.ErrInvalidInput):
 			fail(a2a.Errorf(a2a.CodeInvalidParams, "%v", err))
 			return

@@ -36,17 +36,18 @@ type apiError struct {
 
 // The error codes of the API, each with its HTTP status.
 const (
-	codeInvalid      = "invalid_request"    // 400
-	codeUnauthorized = "unauthorized"       // 401
-	codeBudget       = "budget_exceeded"    // 402
-	codeNotFound     = "not_found"          // 404
-	codeMethod       = "method_not_allowed" // 405
-	codeConflict     = "conflict"           // 409
-	codeTimeout      = "request_timeout"    // 408
-	codeTooLarge     = "payload_too_large"  // 413
-	codeRateLimited  = "rate_limited"       // 429
-	codeInternal     = "internal"           // 500
-	codeUnavailable  = "unavailable"        // 503
+	codeInvalid      = "invalid_request"     // 400
+	codeUnauthorized = "unauthorized"        // 401
+	codeBudget       = "budget_exceeded"     // 402
+	codeNotFound     = "not_found"           // 404
+	codeMethod       = "method_not_allowed"  // 405
+	codeConflict     = "conflict"            // 409
+	codeTimeout      = "request_timeout"     // 408
+	codeTooLarge     = "payload_too_large"   // 413
+	codeBlobQuota    = "blob_quota_exceeded" // 413
+	codeRateLimited  = "rate_limited"        // 429
+	codeInternal     = "internal"            // 500
+	codeUnavailable  = "unavailable"         // 503
 	// codeTooSlow ends an event stream whose client fell behind (an SSE
 	// "error" event, not an HTTP status).
 	codeTooSlow = "too_slow"
@@ -319,6 +320,7 @@ func (s *Server) routes() {
 	handle("DELETE /v1/plugins/{name}", s.deletePlugin)
 	handle("GET /v1/feed", s.streaming(s.getFeed, true))
 	handle("GET /v1/usage", s.getUsage)
+	handle("GET /v1/blobs/{digest}", s.getBlob)
 	// The UI message streams end with their message: no lifetime bound,
 	// which would cut an answer the AI SDK then takes for failed.
 	handle("POST /v1/ui/chat", s.streaming(s.uiChat, false))

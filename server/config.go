@@ -69,6 +69,14 @@ type Config struct {
 	// /v1/sessions/import, both as sent (compressed) and its contents
 	// uncompressed. Default: 0, which means 256 MiB.
 	MaxArchiveBytes int64 `yaml:"max_archive_bytes"`
+	// BlobThreshold is the size in bytes above which a message's
+	// attachments and a tool's output are kept by reference in the
+	// storage's blob store (host.Options.BlobThreshold), once however
+	// often they are sent, instead of inside the ledger's events; the
+	// tenants' quotas (blob_quota_bytes, max_blob_bytes) bound them.
+	// Default: 0, which means 64 KiB; -1 keeps every byte in the ledger
+	// (and the quotas bound nothing).
+	BlobThreshold int64 `yaml:"blob_threshold"`
 	// MaxStreams bounds the open event streams of the whole process, every
 	// tenant's (429 past it). Default: 0, which means 4096, or three
 	// quarters of the process's file descriptor limit when that is lower.
@@ -166,6 +174,17 @@ type TenantConfig struct {
 	// use RaiseFuel more; denied or expired, it ends failed. Default:
 	// none, a run past a budget fails.
 	BudgetAsk *BudgetAskConfig `yaml:"budget_ask"`
+	// BlobQuotaBytes bounds the bytes of the tenant's blobs (the
+	// attachments and large tool outputs kept by reference, see
+	// blob_threshold): a message whose attachments would pass it is
+	// refused (413, blob_quota_exceeded), nothing appended. Default: 0, no
+	// quota.
+	BlobQuotaBytes int64 `yaml:"blob_quota_bytes"`
+	// MaxBlobBytes bounds one attachment kept by reference: a message with
+	// a larger one is refused (413, blob_quota_exceeded). A message's body
+	// is bounded by max_request_bytes first (base64 makes an attachment a
+	// third larger). Default: 0, no bound but max_request_bytes.
+	MaxBlobBytes int64 `yaml:"max_blob_bytes"`
 	// RateLimit bounds the tenant's requests and runs.
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
@@ -928,6 +947,9 @@ func (cfg Config) normalized() (Config, error) {
 			errs = append(errs, fmt.Errorf("%s %s is negative", name, time.Duration(d)))
 		}
 	}
+	if cfg.BlobThreshold < -1 {
+		errs = append(errs, errors.New("blob_threshold is negative (use -1 to keep every byte in the ledger)"))
+	}
 	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 || cfg.MaxArchiveBytes < 0 {
 		errs = append(errs, errors.New("max_request_bytes, max_plugin_bytes and max_archive_bytes must be positive"))
 	}
@@ -973,6 +995,12 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if t.BudgetUSDPerDay < 0 {
 		bad("budget_usd_per_day is negative")
+	}
+	if t.BlobQuotaBytes < 0 {
+		bad("blob_quota_bytes is negative")
+	}
+	if t.MaxBlobBytes < 0 {
+		bad("max_blob_bytes is negative")
 	}
 	if t.PluginFuelPerDay < 0 {
 		bad("plugin_fuel_per_day is negative")

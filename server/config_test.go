@@ -212,6 +212,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 	cfg := server.Config{
 		Heartbeat:         server.Duration(-time.Second),
 		ResumeMaxAttempts: -1,
+		BlobThreshold:     -2,
 		Tenants: map[string]server.TenantConfig{
 			"Bad Name": {Models: []string{"m"}},
 			"acme": {
@@ -229,6 +230,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 			},
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
 			"fuel":    {PluginFuelPerDay: -5},
+			"blobs":   {BlobQuotaBytes: -1, MaxBlobBytes: -1},
 			"fuel2":   {PluginFuelRefusesRuns: true},
 			"ask":     {BudgetAsk: &server.BudgetAskConfig{}},
 			"ask2":    {BudgetUSDPerDay: 1, BudgetAsk: &server.BudgetAskConfig{RaiseUSD: -1}},
@@ -254,6 +256,9 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		`tenants.acme: agents.policy: overlap "drop": want queue or reject`,
 		"tenants.nomodel: agents.default: model is required",
 		"tenants.fuel: plugin_fuel_per_day is negative",
+		"blob_threshold is negative",
+		"tenants.blobs: blob_quota_bytes is negative",
+		"tenants.blobs: max_blob_bytes is negative",
 		"tenants.fuel2: plugin_fuel_refuses_runs needs plugin_fuel_per_day",
 		"tenants.ask: budget_ask needs budget_usd_per_day or plugin_fuel_per_day",
 		"tenants.ask2: budget_ask: negative raises",

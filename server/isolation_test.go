@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,18 +42,19 @@ type isoIDs struct {
 	Hash     string // a version of it (its content hash)
 	A2A      string // a task started through A2A
 	Schedule string // a schedule made through the API
+	Blob     string // an attachment of the completed session, kept by reference
 }
 
 // missingIDs are ids no tenant has.
 var missingIDs = isoIDs{Session: "nobody-done", Live: "nobody-live", Parked: "nobody-parked", Run: "run_nobody",
 	Approval: "apr_nobody", Token: "tok_nobody", Task: "task_nobody", Plugin: "nobody_plugin",
 	Hash: "sha256:0000000000000000000000000000000000000000000000000000000000000000", A2A: "run_a2a_nobody",
-	Schedule: "nobody-schedule"}
+	Schedule: "nobody-schedule", Blob: "sha256:1111111111111111111111111111111111111111111111111111111111111111"}
 
 // mask replaces the ids in body by their field names.
 func (ids isoIDs) mask(body string) string {
 	pairs := [][2]string{{ids.Token, "<token>"}, {ids.Session, "<session>"}, {ids.Live, "<live>"}, {ids.Parked, "<parked>"},
-		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}, {ids.A2A, "<a2a>"}, {ids.Schedule, "<schedule>"}}
+		{ids.Run, "<run>"}, {ids.Approval, "<approval>"}, {ids.Task, "<task>"}, {ids.Plugin, "<plugin>"}, {ids.Hash, "<hash>"}, {ids.A2A, "<a2a>"}, {ids.Schedule, "<schedule>"}, {ids.Blob, "<blob>"}}
 	sort.Slice(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 	for _, p := range pairs {
 		body = strings.ReplaceAll(body, p[0], p[1])
@@ -151,6 +154,10 @@ var isolationRows = []isoRow{
 	}},
 	{route: "GET /v1/plugins", name: "list", list: true, req: get("/v1/plugins")},
 	{route: "GET /v1/usage", name: "list", list: true, req: get("/v1/usage?days=90")},
+	{route: "GET /v1/blobs/{digest}", name: "attachment", req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/blobs/" + ids.Blob} }},
+	{route: "GET /v1/blobs/{digest}", name: "attachment of a session", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "GET", path: "/v1/blobs/" + ids.Blob + "?session=" + ids.Session}
+	}},
 	{route: "GET /v1/feed", name: "stream", stream: true, req: get("/v1/feed")},
 	{route: "GET /v1/plugins/{name}", name: "plugin", req: func(ids isoIDs) isoRequest { return isoRequest{method: "GET", path: "/v1/plugins/" + ids.Plugin} }},
 	{route: "POST /v1/plugins/{name}/versions/{hash}", name: "approve a version", req: func(ids isoIDs) isoRequest {
@@ -332,6 +339,15 @@ func testIsolation(t *testing.T, store storage.Storage) {
 	}
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+acme.Session+"/messages?wait=true", `{"text":"remember secret-acme-done"}`); code != 200 {
 		t.Fatalf("acme's session: %d %s", code, body)
+	}
+	attachment := bytes.Repeat([]byte("secret-acme-attachment "), 4000) // past the blob threshold
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+acme.Session+"/messages?wait=true",
+		`{"text":"see","parts":[{"type":"file","mime":"text/plain","data":"`+base64.StdEncoding.EncodeToString(attachment)+`"}]}`); code != 200 {
+		t.Fatalf("acme's attachment: %d %s", code, body)
+	}
+	acme.Blob = storage.BlobDigest(attachment)
+	if code, body := ts.do(t, ts.acme, "GET", "/v1/blobs/"+acme.Blob+"?session="+acme.Session, ""); code != 200 || body != string(attachment) {
+		t.Fatalf("acme reads its attachment: %d, %d bytes", code, len(body))
 	}
 	code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+acme.Parked+"/messages?wait=true", `{"text":"publish_post title=secret-acme-title body=Hello"}`)
 	parked := decodeJSON[struct {

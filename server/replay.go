@@ -39,7 +39,7 @@ func (s *Server) replaySession(w http.ResponseWriter, r *http.Request, t *tenant
 	if !s.decodeOptionalBody(w, r, &req) || !s.exists(w, r, t, id) {
 		return
 	}
-	events, err := t.host.Session(id).Events(r.Context())
+	events, err := t.host.Session(id).ResolvedEvents(r.Context())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
 		return

@@ -299,7 +299,8 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	t.model = opts.Model
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
-		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) }}
+		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) },
+		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes}
 	if t.outbox, err = s.newOutbox(t); err != nil {
 		return nil, fmt.Errorf("server: tenant %s: webhooks: %w", name, err)
 	}

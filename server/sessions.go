@@ -306,7 +306,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, t *tenant, i
 		}
 		parts = append(parts, req.Parts...)
 		sent, _ := json.Marshal(e.Input.Parts)
-		now, _ := json.Marshal(parts)
+		now, _ := json.Marshal(asStored(parts, e.Input.Parts))
 		if !bytes.Equal(sent, now) {
 			writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the Idempotency-Key %q was sent with another message (%s): a retry sends the same message", key, e.Input.MessageID)
 			return "", false, false
@@ -333,6 +333,11 @@ func boolParam(w http.ResponseWriter, r *http.Request, name string) (bool, bool)
 
 // startError answers a failed Start or Wait.
 func (s *Server) startError(w http.ResponseWriter, err error) {
+	if q, ok := errors.AsType[*host.BlobQuotaError](err); ok {
+		// The attachments are past the tenant's quota: nothing appended.
+		writeError(w, http.StatusRequestEntityTooLarge, codeBlobQuota, "%s", blobQuotaMessage(q))
+		return
+	}
 	switch {
 	case errors.Is(err, host.ErrInvalidInput):
 		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
@@ -556,4 +561,26 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant
 		reason = "cancelled through the API"
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": t.host.Cancel(id, reason)})
+}
+
+// asStored returns a request's parts as the ledger keeps them beside
+// stored, the parts of the message sent first: an attachment the ledger
+// keeps by reference to a blob is compared by its digest and size.
+func asStored(parts, stored []ledger.Part) []ledger.Part {
+	out := slices.Clone(parts)
+	for i := range out {
+		if i < len(stored) && stored[i].Blob != "" && len(out[i].Data) > 0 {
+			out[i].Blob, out[i].Size, out[i].Data = storage.BlobDigest(out[i].Data), int64(len(out[i].Data)), nil
+		}
+	}
+	return out
+}
+
+// blobQuotaMessage names the configuration a *host.BlobQuotaError passes.
+func blobQuotaMessage(q *host.BlobQuotaError) string {
+	if q.Limit == "size" {
+		return fmt.Sprintf("an attachment of %d bytes is larger than the tenant's max_blob_bytes (%d)", q.Size, q.Max)
+	}
+	return fmt.Sprintf("the attachments (%d new bytes) would bring the tenant's blobs to %d bytes, past its blob_quota_bytes (%d; %d used)",
+		q.Size, q.Used+q.Size, q.Max, q.Used)
 }

@@ -22,9 +22,12 @@ import (
 //
 // store must implement [Lister] and [KV], as every built-in store does. The
 // view implements [Leaser], [LeaseInspector] and [Watcher] when store
-// implements all three (a store shared by several hosts), none otherwise,
-// and [Deleter] always (failing with errors.ErrUnsupported when store
-// deletes no sessions). [DeletePrefix] deletes what a view holds.
+// implements all three (a store shared by several hosts), none otherwise;
+// [Counter] when store does; [Blobs] (and [BlobScoper]) when store
+// implements both, with blobs of the prefix's own scope, apart from the
+// store's and every other prefix's; and [Deleter] always (failing with
+// errors.ErrUnsupported when store deletes no sessions). [DeletePrefix]
+// deletes what a view holds.
 // prefix must be a valid session id of at most 48 bytes that ends with ':'
 // (so that "a:" and "ab:" never overlap). Every id [ValidSessionID]
 // accepts is accepted: one too long to prefix within 128 bytes is kept
@@ -44,6 +47,29 @@ func Prefix(store Storage, prefix string) (Storage, error) {
 		return nil, fmt.Errorf("storage: Prefix needs a store that lists sessions and keeps values (storage.Lister and storage.KV); %T does not", store)
 	}
 	p := &prefixed{store: store, lister: lister, kv: kv, prefix: prefix}
+	view := withoutBlobs(p)
+	_, hasBlobs := store.(Blobs)
+	scoper, scopes := store.(BlobScoper)
+	if !hasBlobs || !scopes {
+		return view, nil
+	}
+	pb := &prefixBlobs{Blobs: scoper.BlobScope(prefix), scoper: scoper, prefix: prefix}
+	switch v := view.(type) {
+	case *countingSharedPrefixed:
+		return &blobCountingSharedPrefixed{v, pb}, nil
+	case *sharedPrefixed:
+		return &blobSharedPrefixed{v, pb}, nil
+	case *countingPrefixed:
+		return &blobCountingPrefixed{v, pb}, nil
+	default:
+		return &blobPrefixed{p, pb}, nil
+	}
+}
+
+// withoutBlobs returns the view of p's store with every optional interface
+// the store has but Blobs.
+func withoutBlobs(p *prefixed) Storage {
+	store := p.store
 	counter, counts := store.(Counter)
 	leaser, ok1 := store.(Leaser)
 	inspector, ok2 := store.(LeaseInspector)
@@ -51,14 +77,14 @@ func Prefix(store Storage, prefix string) (Storage, error) {
 	if ok1 && ok2 && ok3 {
 		sp := &sharedPrefixed{prefixed: p, leaser: leaser, inspector: inspector, watcher: watcher}
 		if counts {
-			return &countingSharedPrefixed{sharedPrefixed: sp, counter: counter}, nil
+			return &countingSharedPrefixed{sharedPrefixed: sp, counter: counter}
 		}
-		return sp, nil
+		return sp
 	}
 	if counts {
-		return &countingPrefixed{prefixed: p, counter: counter}, nil
+		return &countingPrefixed{prefixed: p, counter: counter}
 	}
-	return p, nil
+	return p
 }
 
 // maxPrefix bounds a prefix, so that a prefixed hash of a session id is a
@@ -258,7 +284,56 @@ func (p *countingSharedPrefixed) AddWithin(ctx context.Context, namespace, key s
 	return p.addWithin(ctx, p.counter, namespace, key, delta, limit)
 }
 
+// prefixBlobs is the blobs of a view: its scope of the store's, which is
+// itself a BlobScoper (a view of a view scopes within its scope).
+type prefixBlobs struct {
+	Blobs
+	scoper BlobScoper
+	prefix string
+}
+
+// BlobScope implements [BlobScoper]: the scope within the view's.
+func (b *prefixBlobs) BlobScope(scope string) Blobs {
+	return b.scoper.BlobScope(b.prefix + scope)
+}
+
+// blobPrefixed is a Prefix view with blobs of a store that keeps values.
+type blobPrefixed struct {
+	*prefixed
+	*prefixBlobs
+}
+
+// blobCountingPrefixed is a Prefix view with blobs of a store that keeps
+// counters.
+type blobCountingPrefixed struct {
+	*countingPrefixed
+	*prefixBlobs
+}
+
+// blobSharedPrefixed is a Prefix view with blobs of a shared store.
+type blobSharedPrefixed struct {
+	*sharedPrefixed
+	*prefixBlobs
+}
+
+// blobCountingSharedPrefixed is a Prefix view with blobs of a shared store
+// that keeps counters.
+type blobCountingSharedPrefixed struct {
+	*countingSharedPrefixed
+	*prefixBlobs
+}
+
 var (
+	_ Blobs          = (*blobPrefixed)(nil)
+	_ BlobScoper     = (*blobPrefixed)(nil)
+	_ KV             = (*blobPrefixed)(nil)
+	_ Counter        = (*blobCountingPrefixed)(nil)
+	_ Blobs          = (*blobCountingPrefixed)(nil)
+	_ Leaser         = (*blobSharedPrefixed)(nil)
+	_ Blobs          = (*blobSharedPrefixed)(nil)
+	_ Counter        = (*blobCountingSharedPrefixed)(nil)
+	_ Watcher        = (*blobCountingSharedPrefixed)(nil)
+	_ Blobs          = (*blobCountingSharedPrefixed)(nil)
 	_ Counter        = (*countingPrefixed)(nil)
 	_ Counter        = (*countingSharedPrefixed)(nil)
 	_ Storage        = (*prefixed)(nil)

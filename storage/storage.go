@@ -316,7 +316,8 @@ func AddCounter(current []byte, delta, limit int64) (value int64, added bool, er
 //   - Isolation. Blobs are not sessions, nor KV values: they never appear
 //     in ListSessions or Keys. A store wrapped by [Prefix] keeps each
 //     prefix's blobs apart (the same bytes put by two tenants are two
-//     blobs, so deleting one tenant's never removes the other's).
+//     blobs, so deleting one tenant's never removes the other's): a
+//     Blobs store implements [BlobScoper] for that.
 //
 // A missing blob is a value (ok false), not an error; deleting one is a
 // no-op. A digest that is not "sha256:" and 64 lower-case hex digits fails
@@ -333,6 +334,20 @@ type Blobs interface {
 	// ListBlobs returns every blob of the store (of its prefix, for a
 	// prefixed store), sorted by digest.
 	ListBlobs(ctx context.Context) ([]BlobInfo, error)
+}
+
+// BlobScoper is implemented by [Blobs] stores that keep blobs in scopes
+// apart from one another: [Prefix] uses it to give each prefix (each
+// tenant) blobs of its own, so that the same bytes put by two tenants are
+// two blobs and deleting one tenant's never touches another's. A store
+// that implements Blobs without BlobScoper has views without Blobs: their
+// callers keep bytes inline in the events.
+type BlobScoper interface {
+	// BlobScope returns the blobs of scope (a [Prefix] prefix, or
+	// several joined), apart from every other scope's and from the
+	// store's own. It does no I/O; the Blobs it returns shares the
+	// store's connections and its Close.
+	BlobScope(scope string) Blobs
 }
 
 // BlobInfo describes one blob of a [Blobs] store.

@@ -69,6 +69,9 @@ type modelFlags struct {
 	// task command sets them.
 	validators map[string]host.Validator
 
+	// Blobs: host.Options.BlobThreshold, BlobQuota, MaxBlobBytes.
+	blobThreshold, blobQuota, maxBlob int64
+
 	logs bool          // print the runs' live events
 	fs   *flag.FlagSet // for its logging flags
 
@@ -99,6 +102,9 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.StringVar(&m.baseURL, "base-url", base, "OpenAI-compatible base `URL` (default from OPENROUTER_BASE_URL); the key comes from OPENROUTER_API_KEY")
 	fs.BoolVar(&m.offline, "offline", false, "start the fake model in-process (no network) and offer the demo tools")
 	fs.IntVar(&m.maxSteps, "max-steps", host.DefaultMaxSteps, "bound on model passes per run")
+	fs.Int64Var(&m.blobThreshold, "blob-threshold", 0, "keep attachments and tool outputs above `BYTES` by reference in the storage's blobs/, once however often they are sent (0: 64 KiB; -1: every byte in the ledger)")
+	fs.Int64Var(&m.blobQuota, "blob-quota", 0, "refuse a message whose attachments would bring the storage's blobs past `BYTES` (0: no quota)")
+	fs.Int64Var(&m.maxBlob, "max-blob-bytes", 0, "refuse a message with an attachment (kept by reference) above `BYTES` (0: no bound)")
 	fs.DurationVar(&m.idle, "idle-timeout", 60*time.Second, "fail (and retry) a model response whose connection stays silent for this `DURATION` (the HTTP client's bound)")
 	fs.DurationVar(&m.timeouts.Total, "timeout-total", 0, "end a run timed_out once it has worked this `DURATION` (time waiting for approvals does not count; default: none)")
 	fs.DurationVar(&m.timeouts.Step, "timeout-step", 0, "end a run timed_out when one step (a model pass and its tools) takes longer than this `DURATION` (default: none)")
@@ -285,7 +291,8 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	}(cleanup)
 	m.agent = agent
 	opts := host.Options{Storage: store, Model: client, Agent: agent, Logger: logger, ApprovalSecret: secret, Telemetry: tel,
-		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators, OnEvent: onEvent}
+		Compaction: &host.Compaction{Limit: m.compact}, LeaseTTL: m.leaseTTL, Validators: m.validators, OnEvent: onEvent,
+		BlobThreshold: m.blobThreshold, BlobQuota: m.blobQuota, MaxBlobBytes: m.maxBlob}
 	if m.resume {
 		opts.AutoResume = &host.AutoResume{}
 	}

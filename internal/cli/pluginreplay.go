@@ -84,6 +84,9 @@ func pluginReplayCmd(ctx context.Context, args []string, env Env) error {
 	}
 	defer closeStore()
 	events, err := store.Load(ctx, id)
+	if err == nil {
+		events, err = host.ResolveBlobs(ctx, store, events)
+	}
 	if err != nil {
 		return err
 	}

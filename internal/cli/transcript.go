@@ -59,7 +59,11 @@ func transcript(ctx context.Context, args []string, env Env) error {
 			return fail(2, "%v", err)
 		}
 		defer closeStore()
-		if events, err = store.Load(ctx, id); err != nil {
+		events, err = store.Load(ctx, id)
+		if err == nil {
+			events, err = host.ResolveBlobs(ctx, store, events)
+		}
+		if err != nil {
 			return err
 		}
 		if len(events) == 0 {

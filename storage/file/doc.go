@@ -1,7 +1,8 @@
 // Package file is a [storage.Storage] that keeps each session's ledger in a
 // JSON Lines file: the embedded default, zero setup. It implements
-// [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV] and
-// [storage.NamespaceLister].
+// [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV],
+// [storage.NamespaceLister] and [storage.Blobs] (with
+// [storage.BlobScoper]).
 //
 // # Layout
 //
@@ -105,6 +106,22 @@
 // the write and the rename leaves a ".set-*" file, which Get ignores and
 // an Open removes once it is a minute old (a younger one may be a Set of
 // another process in progress).
+//
+// # Blobs (storage.Blobs)
+//
+// Blobs live in <dir>/blobs/: the store's own in that directory, and those
+// of each scope (each tenant's [storage.Prefix] view) in a subdirectory,
+// <dir>/blobs/@<scope> (or @~ and the scope's SHA-256 in hex, for a scope
+// that is not a safe file name). A blob is one file named by the hex digits
+// of its digest, holding its bytes as they are (a file reads with any tool,
+// and sha256sum checks it); its modification time is the blob's Stored
+// time. PutBlob writes a new file (".put-*"), sets its time and renames it
+// to its name, so that a GetBlob, even after a crash, finds the blob whole
+// or not at all; with [Options.Fsync] the file and its directory are
+// fsynced. Bytes already stored are not written again: their file's time
+// moves to now. GetBlob checks the bytes against the digest, and fails with
+// [ErrCorruptBlob] rather than return damaged bytes. An Open removes the
+// ".put-*" files of interrupted puts once they are a minute old.
 //
 // # One Store per directory
 //

@@ -226,16 +226,20 @@ const tornAge = time.Minute
 // removeTornValues removes the temporary files of Sets that a crash
 // interrupted before their rename: those older than tornAge.
 func removeTornValues(dir string, log *slog.Logger) {
-	torn, _ := filepath.Glob(filepath.Join(dir, kvDir, "*", ".set-*"))
-	for _, f := range torn {
+	removeOld := func(f string) {
 		fi, err := os.Stat(f)
 		if err != nil || time.Since(fi.ModTime()) < tornAge {
-			continue // gone meanwhile, or a Set in progress
+			return // gone meanwhile, or a Set or PutBlob in progress
 		}
 		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			log.Warn("file: cannot remove the temporary file of an interrupted Set", "path", f, "error", err)
+			log.Warn("file: cannot remove the temporary file of an interrupted write", "path", f, "error", err)
 		}
 	}
+	torn, _ := filepath.Glob(filepath.Join(dir, kvDir, "*", ".set-*"))
+	for _, f := range torn {
+		removeOld(f)
+	}
+	removeTornBlobs(dir, removeOld)
 }
 
 // mkdirKV creates a namespace's directory (and kv/) when missing; with

@@ -6,8 +6,9 @@
 // returns is a fresh copy, equal to what was appended, that shares nothing
 // with the appended values or with other loads. The store implements
 // [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV] and
-// [storage.NamespaceLister] (values kept for the
-// life of the Store, like events).
+// [storage.NamespaceLister] (values kept for the life of the Store, like
+// events) and [storage.Blobs] with [storage.BlobScoper] (blobs kept
+// likewise).
 package memory
 
 import (
@@ -33,6 +34,9 @@ type Store struct {
 
 	kvMu sync.RWMutex
 	kv   map[string]map[string][]byte // namespace → key → value, never modified in place
+
+	blobOnce  sync.Once
+	blobSpace *blobSpace
 }
 
 // session is one ledger: its events in their encoding, in append order.

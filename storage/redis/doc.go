@@ -2,8 +2,9 @@
 // a Redis stream, for hosts that share their sessions: several hosts on one
 // Redis (a single server, with or without replicas behind Sentinel, or a
 // Redis Cluster) see the same ledgers and the same [storage.KV] values.
-// Besides [storage.Lister], [storage.Closer], [storage.Deleter] and
-// [storage.NamespaceLister], it implements
+// Besides [storage.Lister], [storage.Closer], [storage.Deleter],
+// [storage.NamespaceLister], [storage.KV] and [storage.Blobs] (with
+// [storage.BlobScoper]), it implements
 // [storage.Leaser], so that one host at a time writes a session and a host
 // that lost its lease cannot append, and [storage.Watcher], so that a host
 // learns of appends made by another.
@@ -33,6 +34,22 @@
 //
 //	p:kv:{t:hex(n)}  a hash: field key, value the value (HGET, HSET, HDEL;
 //	                 each atomic, each idempotent, so retries are safe)
+//
+// [storage.Blobs] (and each [storage.BlobScoper] scope sc, a tenant's
+// [storage.Prefix] view; the store's own blobs have the empty scope) have
+// one key per blob and one index per scope, d being the digest's hex:
+//
+//	p:blob:{t:hex(sc):d}  a string: the blob's bytes, in a slot of its own
+//	                      so that blobs spread over a cluster's nodes
+//	p:{t}:blobs:hex(sc)   a hash: field d, value "<Unix ms> <size>", the
+//	                      blob's Stored time (the putting host's clock)
+//
+// PutBlob writes the index entry first (HSET), then the bytes (SET, skipped
+// when the key exists, so bytes already stored are not sent again);
+// DeleteBlob deletes the bytes, then the entry; ListBlobs reads the index
+// (HSCAN). Each command is idempotent. A put that failed between its two
+// commands leaves an entry without bytes: GetBlob finds the blob missing,
+// and a sweep of unreferenced blobs removes the entry.
 //
 // The braces are Redis Cluster hash tags: a session's stream, lease and
 // token live in one slot, so a script may use them together. Prefixes may not contain braces,

@@ -17,8 +17,9 @@ var base = time.Date(2025, time.June, 1, 12, 0, 0, 123456789, time.UTC)
 // EveryKind returns one valid event of each kind in [ledger.Kinds], in that
 // order, all belonging to the run runID, with every field of every body set:
 // ids, texts with escapes and non-ASCII runes, usage with every counter and
-// cost, raw JSON payloads, and an input whose image, audio and file parts
-// carry binary data (bytes including 0x00 and invalid UTF-8).
+// cost, raw JSON payloads, an input whose image, audio and file parts
+// carry binary data (bytes including 0x00 and invalid UTF-8) and a part
+// and a tool output kept by reference to a blob.
 //
 // Ids are "<runID>-<nn>-<kind>", times are in UTC with nanoseconds and
 // strictly increasing. The result is deterministic for a given runID (the
@@ -63,6 +64,7 @@ func EveryKind(runID string) []ledger.Event {
 					{Type: ledger.PartImage, MIME: "image/png", Data: binary(96), URL: "https://example.com/a.png"},
 					{Type: ledger.PartAudio, MIME: "audio/wav", Data: binary(200)},
 					{Type: ledger.PartFile, MIME: "application/octet-stream", Data: binary(33), Name: "notes.bin", URL: "https://example.com/notes.bin"},
+					{Type: ledger.PartImage, MIME: "image/jpeg", Name: "large.jpg", Blob: "sha256:" + fmt.Sprintf("%064x", rng.Uint64()), Size: 3 << 20},
 				},
 			}
 		case ledger.KindRunStart:
@@ -112,6 +114,8 @@ func EveryKind(runID string) []ledger.Event {
 				CallID:     "call_1",
 				Name:       "read_file",
 				Output:     "127.0.0.1 localhost\n::1 localhost\n",
+				OutputBlob: "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				OutputSize: 1 << 20,
 				IsError:    true,
 				Source:     "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 				DurationMS: 42,

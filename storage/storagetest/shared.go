@@ -32,7 +32,9 @@ import (
 //     other (its events, its listing, its lease), and the other's next
 //     append starts a new ledger;
 //   - [storage.NamespaceLister]: a namespace one handle sets is listed
-//     by the other, and gone for it once deleted.
+//     by the other, and gone for it once deleted;
+//   - [storage.Blobs]: every check of Run's Blobs subtest, putting through
+//     the first handle and reading through the second.
 //
 // Both handles must implement the same optional interfaces. Stores that
 // only one process may open (storage/file) have nothing to check here.
@@ -49,6 +51,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Counter", runCounter},
 		{"Deleter", testSharedDelete},
 		{"NamespaceLister", testSharedNamespaces},
+		{"Blobs", runBlobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -82,6 +82,15 @@ import (
 //     nothing; no aliasing of the caller's slices; concurrent Sets leave
 //     each key its last value, and a reader only ever sees whole values; a
 //     done ctx and Close stop every operation;
+//   - [storage.Blobs]: bytes round-trip under their [storage.BlobDigest]
+//     (empty, every byte value, 1 MiB); the same bytes put twice are one
+//     blob, whose Stored time the second put moves on; a missing blob is a
+//     value and deleting it a no-op; ListBlobs lists each blob once, sorted,
+//     with its size; an invalid digest fails with [storage.ErrInvalidKey];
+//     no aliasing; puts at once keep every blob whole; blobs are neither
+//     sessions nor values; a done ctx and Close stop every operation; and
+//     two [storage.Prefix] views keep their blobs apart from each other's
+//     and from the store's (which needs [storage.BlobScoper]);
 //   - [storage.Rewriter]: fn sees each event's encoding in order, and
 //     what it returns is what loads after, with the session's appends
 //     going on after it; a dry run, an fn that fails (Rewrite fails with
@@ -128,6 +137,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
 		{"Counter", func(t *testing.T, s storage.Storage) { runCounter(t, s, s) }},
+		{"Blobs", func(t *testing.T, s storage.Storage) { runBlobs(t, s, s) }},
 		{"Rewriter", runRewriter},
 		{"Deleter", runDeleter},
 		{"NamespaceLister", runNamespaceLister},
@@ -731,6 +741,7 @@ func testClose(t *testing.T, s storage.Storage) {
 		}
 	}
 	kvClosed(t, s, ctx)
+	blobsClosed(t, s, ctx)
 }
 
 // appendOK appends and reports an error; it tells whether Append succeeded.

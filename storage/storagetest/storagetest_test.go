@@ -308,6 +308,35 @@ func (b *broken) AddWithin(ctx context.Context, ns, key string, delta, limit int
 	return b.Store.AddWithin(ctx, ns, key, delta, limit)
 }
 
+// PutBlob breaks Blobs: "blob-no-refresh" keeps the Stored time of bytes
+// already there.
+func (b *broken) PutBlob(ctx context.Context, data []byte) (string, error) {
+	if b.mode == "blob-no-refresh" {
+		if _, ok, err := b.Store.GetBlob(ctx, storage.BlobDigest(data)); ok && err == nil {
+			return storage.BlobDigest(data), nil
+		}
+	}
+	return b.Store.PutBlob(ctx, data)
+}
+
+// GetBlob breaks Blobs: "blob-missing-is-error" fails on a missing blob.
+func (b *broken) GetBlob(ctx context.Context, digest string) ([]byte, bool, error) {
+	data, ok, err := b.Store.GetBlob(ctx, digest)
+	if b.mode == "blob-missing-is-error" && err == nil && !ok {
+		return nil, false, errors.New("not found")
+	}
+	return data, ok, err
+}
+
+// BlobScope breaks Blobs: "blob-unscoped" gives every prefix the store's
+// own blobs.
+func (b *broken) BlobScope(scope string) storage.Blobs {
+	if b.mode == "blob-unscoped" {
+		return b.Store
+	}
+	return b.Store.BlobScope(scope)
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -351,6 +380,9 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"rewrite-dry-writes", "Rewriter/DryRun", "after a dry run"},
 		{"rewrite-keep-partial", "Rewriter/FnFails", "after a rewrite whose fn failed"},
 		{"rewrite-drop", "Rewriter/Rewrites", "after the rewrite"},
+		{"blob-no-refresh", "Blobs/Refresh", "keeps Stored"},
+		{"blob-missing-is-error", "Blobs/Missing", "not found"},
+		{"blob-unscoped", "Blobs/Prefix", "the store's own blobs, after two views put one"},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,117 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
+)
+
+// DefaultBlobGrace is BlobSweepOptions.Grace when it is 0.
+const DefaultBlobGrace = time.Hour
+
+// BlobSweepOptions tunes [SweepBlobs]. The zero value is usable.
+type BlobSweepOptions struct {
+	// Grace spares the blobs stored (last put) less than this long ago,
+	// referred to or not: a message or a tool result whose blob was put
+	// but whose event is not appended yet must keep it. Default: 0, which
+	// means an hour ([DefaultBlobGrace]); -1 spares none.
+	Grace time.Duration
+	// DryRun counts what the sweep would delete and deletes nothing.
+	// Default: false.
+	DryRun bool
+}
+
+// BlobSweep is what a [SweepBlobs] found and did.
+type BlobSweep struct {
+	// Sessions is how many sessions' ledgers were read for references.
+	Sessions int
+	// Referenced counts the blobs some event refers to, and their bytes:
+	// kept.
+	Referenced      int
+	ReferencedBytes int64
+	// Recent counts the blobs no event refers to that were stored within
+	// the grace, and their bytes: kept.
+	Recent      int
+	RecentBytes int64
+	// Deleted counts the blobs no event refers to, stored before the
+	// grace, and their bytes: deleted (with DryRun, those it would
+	// delete).
+	Deleted      int
+	DeletedBytes int64
+}
+
+// SweepBlobs deletes the blobs of store that no event of its sessions
+// refers to ([ledger.BlobRefs]) and that were stored before the grace
+// (opts.Grace), and reports what it found. A referenced blob is never
+// deleted, however old.
+//
+// store must implement storage.Lister and storage.Blobs. Its sessions and
+// its blobs are one scope: sweep a tenant's [storage.Prefix] view for the
+// tenant's blobs (the view lists the tenant's sessions and blobs only).
+// The sweep reads every session's references first, then lists the blobs:
+// a blob put again after the references were read has a fresh Stored time,
+// and is spared. A session that cannot be loaded fails the sweep before
+// anything is deleted (its references are unknown). It may run on any
+// host, beside running ones.
+func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOptions) (BlobSweep, error) {
+	var out BlobSweep
+	lister, ok1 := store.(storage.Lister)
+	blobs, ok2 := store.(storage.Blobs)
+	if !ok1 || !ok2 {
+		return out, fmt.Errorf("host: sweep blobs: the storage must list sessions and keep blobs (storage.Lister and storage.Blobs); %T does not", store)
+	}
+	grace := opts.Grace
+	switch {
+	case grace == 0:
+		grace = DefaultBlobGrace
+	case grace == -1:
+		grace = 0
+	case grace < 0:
+		return out, fmt.Errorf("host: sweep blobs: Grace %s is negative (use -1 for none)", grace)
+	}
+	ids, err := lister.ListSessions(ctx)
+	if err != nil {
+		return out, fmt.Errorf("host: sweep blobs: list sessions: %w", err)
+	}
+	referenced := map[string]bool{}
+	for _, id := range ids {
+		events, err := store.Load(ctx, id)
+		if err != nil {
+			return out, fmt.Errorf("host: sweep blobs: load session %s (its references are unknown, nothing was deleted): %w", id, err)
+		}
+		for _, d := range ledger.BlobRefs(events) {
+			referenced[d] = true
+		}
+		out.Sessions++
+	}
+	infos, err := blobs.ListBlobs(ctx)
+	if err != nil {
+		return out, fmt.Errorf("host: sweep blobs: list blobs: %w", err)
+	}
+	cutoff := time.Now().Add(-grace)
+	var errs []error
+	for _, in := range infos {
+		switch {
+		case referenced[in.Digest]:
+			out.Referenced++
+			out.ReferencedBytes += in.Size
+		case in.Stored.After(cutoff):
+			out.Recent++
+			out.RecentBytes += in.Size
+		default:
+			if !opts.DryRun {
+				if err := blobs.DeleteBlob(ctx, in.Digest); err != nil {
+					errs = append(errs, fmt.Errorf("host: sweep blobs: delete %s: %w", in.Digest, err))
+					continue
+				}
+			}
+			out.Deleted++
+			out.DeletedBytes += in.Size
+		}
+	}
+	return out, errors.Join(errs...)
+}
