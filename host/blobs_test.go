@@ -390,3 +390,43 @@ func TestBlobsMissing(t *testing.T) {
 		t.Errorf("the transcript's part: %s, %d bytes; want the reference kept", p.Blob, len(p.Data))
 	}
 }
+
+// TestSessionDeleteBlobs: deleting a session removes the blobs only its
+// events referred to, and keeps one another session refers to too.
+func TestSessionDeleteBlobs(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	h := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = store; o.BlobThreshold = 16 })
+	shared, own := noise(7, 4096), noise(8, 2048)
+	send := func(session string, images ...[]byte) {
+		var parts []ledger.Part
+		for _, im := range images {
+			parts = append(parts, ledger.Part{Type: ledger.PartImage, MIME: "image/png", Data: im})
+		}
+		if res, err := h.host.Session(session).Send(ctx, "look", host.SendOptions{Parts: parts}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("send to %s: %+v, %v", session, res, err)
+		}
+	}
+	send("a", shared, own)
+	send("b", shared)
+	rep, err := h.host.Session("a").Delete(ctx, host.DeleteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Blobs != 1 || rep.BlobBytes != int64(len(own)) {
+		t.Errorf("report %+v, want the one blob only a referred to (%d bytes)", rep, len(own))
+	}
+	if _, ok, _ := store.GetBlob(ctx, storage.BlobDigest(own)); ok {
+		t.Error("the blob only the deleted session referred to is still there")
+	}
+	if _, ok, _ := store.GetBlob(ctx, storage.BlobDigest(shared)); !ok {
+		t.Error("the blob another session refers to was deleted")
+	}
+	// b goes too: the shared blob with it.
+	if rep, err := h.host.Session("b").Delete(ctx, host.DeleteOptions{}); err != nil || rep.Blobs != 1 {
+		t.Errorf("deleting b: %+v, %v", rep, err)
+	}
+	if infos, _ := store.ListBlobs(ctx); len(infos) != 0 {
+		t.Errorf("blobs left: %+v", infos)
+	}
+}

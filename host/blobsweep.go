@@ -18,8 +18,13 @@ type BlobSweepOptions struct {
 	// Grace spares the blobs stored (last put) less than this long ago,
 	// referred to or not: a message or a tool result whose blob was put
 	// but whose event is not appended yet must keep it. Default: 0, which
-	// means an hour ([DefaultBlobGrace]); -1 spares none.
+	// means an hour ([DefaultBlobGrace]); -1 spares only those put since
+	// the sweep began.
 	Grace time.Duration
+	// Only, when not empty, limits the sweep to these digests (the blobs
+	// of a session just deleted): the other blobs are neither deleted nor
+	// counted. Default: none, every blob of the store.
+	Only []string
 	// DryRun counts what the sweep would delete and deletes nothing.
 	// Default: false.
 	DryRun bool
@@ -73,6 +78,9 @@ func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOption
 	case grace < 0:
 		return out, fmt.Errorf("host: sweep blobs: Grace %s is negative (use -1 for none)", grace)
 	}
+	// A blob put once the sweep began may belong to an event not yet
+	// appended: the grace counts from the start, never from now.
+	start := time.Now()
 	ids, err := lister.ListSessions(ctx)
 	if err != nil {
 		return out, fmt.Errorf("host: sweep blobs: list sessions: %w", err)
@@ -92,10 +100,19 @@ func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOption
 	if err != nil {
 		return out, fmt.Errorf("host: sweep blobs: list blobs: %w", err)
 	}
-	cutoff := time.Now().Add(-grace)
+	cutoff := start.Add(-grace)
+	var only map[string]bool
+	if len(opts.Only) > 0 {
+		only = map[string]bool{}
+		for _, d := range opts.Only {
+			only[d] = true
+		}
+	}
 	var errs []error
 	for _, in := range infos {
 		switch {
+		case only != nil && !only[in.Digest]:
+			continue
 		case referenced[in.Digest]:
 			out.Referenced++
 			out.ReferencedBytes += in.Size

@@ -68,6 +68,11 @@ type DeleteReport struct {
 	// ledger (the inbox of pending approvals, the approvals' sessions)
 	// named the session and were removed.
 	IndexEntries int `json:"index_entries"`
+	// Blobs is how many blobs the session's events referred to that no
+	// other session of the storage refers to, and were removed with it;
+	// BlobBytes is their size.
+	Blobs     int   `json:"blobs"`
+	BlobBytes int64 `json:"blob_bytes"`
 }
 
 // deleteLeaseTTL bounds the lease Delete holds while it deletes.
@@ -81,9 +86,11 @@ const deleteLeaseTTL = 30 * time.Second
 // opts.Force. On a storage shared by several hosts it takes the session's
 // lease while it deletes, so that no host starts a run meanwhile.
 // Deleting a session that has no events removes what is left of it and
-// reports 0 events. Blobs the session's events referred to are not
-// removed here: the sweep of unreferenced blobs removes them. The storage
-// must implement storage.Deleter.
+// reports 0 events. The blobs its events referred to go with it, but for
+// those another session of the storage refers to, or that were put again
+// while Delete looked for such sessions (it reads every session's
+// references: [SweepBlobs] with Only). The storage must implement
+// storage.Deleter.
 func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport, error) {
 	h := s.h
 	rep := DeleteReport{SessionID: s.id}
@@ -150,6 +157,15 @@ func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport,
 	rep.IndexEntries = n
 	if err != nil {
 		return rep, fmt.Errorf("host: session %s is deleted, but not every index entry of it: %w (deleting it again removes them)", s.id, err)
+	}
+	if refs := ledger.BlobRefs(events); len(refs) > 0 {
+		if _, ok := h.store.(storage.Blobs); ok {
+			swept, err := SweepBlobs(ctx, h.store, BlobSweepOptions{Grace: -1, Only: refs})
+			rep.Blobs, rep.BlobBytes = swept.Deleted, swept.DeletedBytes
+			if err != nil {
+				return rep, fmt.Errorf("host: session %s is deleted, but not every blob it referred to: %w (a sweep of unreferenced blobs removes them)", s.id, err)
+			}
+		}
 	}
 	return rep, nil
 }

@@ -141,6 +141,11 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what the sweep did. Default slog.Default().
 	Logger *slog.Logger
+	// BlobGrace is the grace of the sweep of unreferenced blobs at the
+	// sweep's end (host.BlobSweepOptions.Grace). Default: 0, which means
+	// an hour (host.DefaultBlobGrace); -1 spares only the blobs put since
+	// that sweep began.
+	BlobGrace time.Duration
 }
 
 // Skip is a session a sweep left although the policy would remove it.
@@ -162,6 +167,14 @@ type Report struct {
 	Kept int `json:"kept"`
 	// Errors are the failures, one per session; the sweep goes on.
 	Errors []string `json:"errors"`
+	// Blobs and BlobBytes count the blobs (of a storage that keeps them)
+	// that no event refers to any more, stored before the grace of
+	// host.SweepBlobs, that the sweep deleted at its end: those of the
+	// sessions it deleted (each deletion removes its own at once, counted
+	// here too) and any left behind, such as by a host that stopped
+	// between putting a blob and appending its event.
+	Blobs     int   `json:"blobs"`
+	BlobBytes int64 `json:"blob_bytes"`
 }
 
 // sweeping names the sessions a sweep of this process is acting on, so
@@ -283,6 +296,14 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 		}
 		act(ctx, opts, c.id, &rep, log)
 	}
+	if _, ok := opts.Storage.(storage.Blobs); ok {
+		swept, err := host.SweepBlobs(ctx, opts.Storage, host.BlobSweepOptions{Grace: opts.BlobGrace})
+		rep.Blobs += swept.Deleted
+		rep.BlobBytes += swept.DeletedBytes
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+	}
 	return rep, nil
 }
 
@@ -368,7 +389,10 @@ func act(ctx context.Context, opts Options, id string, rep *Report, log *slog.Lo
 	}
 	// Our own lease is held: the deletion is forced past it (the checks
 	// above are the ones a deletion makes).
-	if _, err := sess.Delete(ctx, host.DeleteOptions{Force: true}); err != nil {
+	drep, err := sess.Delete(ctx, host.DeleteOptions{Force: true})
+	rep.Blobs += drep.Blobs
+	rep.BlobBytes += drep.BlobBytes
+	if err != nil {
 		fail(err)
 		return
 	}

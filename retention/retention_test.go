@@ -241,3 +241,61 @@ func TestPolicyCheck(t *testing.T) {
 		t.Errorf("a good policy: %v", err)
 	}
 }
+
+// TestSweepBlobs: a swept session's blobs go with it, but those a kept
+// session refers to; its archive carries them; an orphan blob (put by a
+// host that stopped before appending its event) goes once past the
+// grace, a recent one stays.
+func TestSweepBlobs(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			blobs := store.(storage.Blobs)
+			hs := hosttest.New(t, host.Options{Storage: store, ApprovalSecret: secret, BlobThreshold: 16})
+			shared, own := []byte(strings.Repeat("shared image ", 100)), []byte(strings.Repeat("own image ", 100))
+			image := func(b []byte) ledger.Part { return ledger.Part{Type: ledger.PartImage, MIME: "image/png", Data: b} }
+			if _, err := hs.Host.Session("old").Send(t.Context(), "look", host.SendOptions{Parts: []ledger.Part{image(shared), image(own)}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := hs.Host.Session("new").Send(t.Context(), "look", host.SendOptions{Parts: []ledger.Part{image(shared)}}); err != nil {
+				t.Fatal(err)
+			}
+			orphan, err := blobs.PutBlob(t.Context(), []byte("an orphan of a crash"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			rep := sweep(t, hs, store, retention.Policy{KeepLast: 1, ArchiveDir: dir}, nil)
+			if !slices.Equal(rep.Archived, []string{"old"}) || rep.Blobs != 1 || rep.BlobBytes != int64(len(own)) {
+				t.Fatalf("report %+v, want old archived with its own blob", rep)
+			}
+			has := func(b []byte) bool {
+				_, ok, err := blobs.GetBlob(t.Context(), storage.BlobDigest(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ok
+			}
+			if has(own) || !has(shared) || !has([]byte("an orphan of a crash")) {
+				t.Errorf("after the sweep: own %v (want gone), shared %v, the recent orphan %v (want both kept)", has(own), has(shared), has([]byte("an orphan of a crash")))
+			}
+			f, err := os.Open(filepath.Join(dir, "old.tar.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := archive.Read(f, archive.ReadOptions{})
+			f.Close()
+			if err != nil || len(a.Blobs) != 2 {
+				t.Fatalf("the archive: %d blobs, %v; want the session's 2", len(a.Blobs), err)
+			}
+			// Past the grace, the orphan goes, and nothing else.
+			again, err := retention.Sweep(t.Context(), retention.Options{Host: hs.Host, Storage: store, Policy: retention.Policy{KeepLast: 1, ArchiveDir: dir}, BlobGrace: -1})
+			if err != nil || again.Blobs != 1 || len(again.Archived) != 0 {
+				t.Errorf("a sweep with no grace: %+v, %v; want the orphan alone deleted", again, err)
+			}
+			if _, ok, _ := blobs.GetBlob(t.Context(), orphan); ok || !has(shared) {
+				t.Errorf("after a sweep with no grace: the orphan there %v, the shared blob there %v", ok, has(shared))
+			}
+		})
+	}
+}

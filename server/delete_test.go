@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
@@ -236,6 +237,10 @@ func testTenantDelete(t *testing.T, store storage.Storage, scan func(t *testing.
 			t.Fatalf("%s's plugin: %d %s", tn.name, code, body)
 		}
 		do("POST", "/v1/sessions/"+tn.name+"-done/messages?wait=true", `{"text":"remember `+word+`-done"}`, 200)
+		// An attachment past the blob threshold (64 KiB): kept by
+		// reference, in the tenant's blobs.
+		notes := base64.StdEncoding.EncodeToString([]byte(strings.Repeat(word+"-attachment ", 8000)))
+		do("POST", "/v1/sessions/"+tn.name+"-files/messages?wait=true", `{"text":"read this","parts":[{"type":"file","mime":"text/plain","name":"notes.txt","data":"`+notes+`"}]}`, 200)
 		parked := do("POST", "/v1/sessions/"+tn.name+"-parked/messages?wait=true", `{"text":"publish_post title=`+word+`-title body=Hello"}`, 200)
 		approval := decodeJSON[struct {
 			Approvals []struct {
@@ -275,8 +280,8 @@ func testTenantDelete(t *testing.T, store storage.Storage, scan func(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sessions < 3 || rep.Namespaces == 0 || rep.Keys == 0 || rep.APIKeys != 1 || rep.Plugins != 1 || rep.PluginBytes == 0 {
-		t.Errorf("report %+v: want acme's sessions, namespaces, keys, its API key and its plugin", rep)
+	if rep.Sessions < 4 || rep.Namespaces == 0 || rep.Keys == 0 || rep.APIKeys != 1 || rep.Plugins != 1 || rep.PluginBytes == 0 || rep.Blobs != 1 {
+		t.Errorf("report %+v: want acme's sessions, namespaces, keys, its API key, its plugin and its blob", rep)
 	}
 	for _, tr := range acmeTraces() {
 		t.Errorf("left of acme: %s", tr)

@@ -11,12 +11,6 @@ import (
 	"github.com/agentichost/agentic/storage"
 )
 
-// sessionBlobRefs returns the digests of the blobs events refer to: the
-// refs of ledger.BlobRefs.
-func sessionBlobRefs(events []ledger.Event) []string {
-	return nil
-}
-
 // ExportSession adds the session id of store, and the blobs its events
 // refer to (when store keeps blobs), to w. A session with no events is an
 // error: there is nothing to export.
@@ -31,7 +25,7 @@ func ExportSession(ctx context.Context, store storage.Storage, id string, w *Wri
 	if err := w.AddSession(id, events); err != nil {
 		return err
 	}
-	refs := sessionBlobRefs(events)
+	refs := ledger.BlobRefs(events)
 	if len(refs) == 0 {
 		return nil
 	}

@@ -118,14 +118,22 @@ func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 		}
 		// Damaged, or gone meanwhile (a delete): write it anew.
 	}
-	if err := b.st.mkdirKV(b.dir); err != nil {
-		return "", fmt.Errorf("file: put blob: %w", err)
+	var tmp *os.File
+	for try := 0; ; try++ {
+		if err := b.st.mkdirKV(b.dir); err != nil {
+			return "", fmt.Errorf("file: put blob: %w", err)
+		}
+		var err error
+		tmp, err = os.CreateTemp(b.dir, ".put-*")
+		if errors.Is(err, fs.ErrNotExist) && try < 3 {
+			continue // a DeleteBlob removed the scope's empty directory meanwhile
+		}
+		if err != nil {
+			return "", fmt.Errorf("file: put blob: %w", err)
+		}
+		break
 	}
-	tmp, err := os.CreateTemp(b.dir, ".put-*")
-	if err != nil {
-		return "", fmt.Errorf("file: put blob: %w", err)
-	}
-	_, err = tmp.Write(data)
+	_, err := tmp.Write(data)
 	if err == nil && b.st.fsync {
 		err = tmp.Sync()
 	}
@@ -170,7 +178,8 @@ func (b blobScope) GetBlob(ctx context.Context, digest string) ([]byte, bool, er
 	return data, true, nil
 }
 
-// DeleteBlob removes the blob's file.
+// DeleteBlob removes the blob's file, and the scope's directory once it is
+// empty.
 func (b blobScope) DeleteBlob(ctx context.Context, digest string) error {
 	if err := b.ready(ctx, &digest); err != nil {
 		return err
@@ -184,6 +193,14 @@ func (b blobScope) DeleteBlob(ctx context.Context, digest string) error {
 	}
 	if b.st.fsync {
 		if err := syncDir(b.dir); err != nil {
+			return fmt.Errorf("file: delete blob: %w", err)
+		}
+	}
+	// A scope left without blobs leaves no directory (it fails, and
+	// stays, while it holds any file; a PutBlob that loses its directory
+	// to this makes it again).
+	if os.Remove(b.dir) == nil && b.st.fsync {
+		if err := syncDir(filepath.Dir(b.dir)); err != nil {
 			return fmt.Errorf("file: delete blob: %w", err)
 		}
 	}
