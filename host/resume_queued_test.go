@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,6 +59,17 @@ func TestResumeGoesOnAfterATurnEnd(t *testing.T) {
 	}
 }
 
+// hasInput reports whether session id of store holds a message of text.
+func hasInput(store *memory.Store, id, text string) bool {
+	events, _ := store.Load(context.Background(), id)
+	for _, e := range events {
+		if e.Input != nil && ledger.TextOf(e.Input.Parts) == text {
+			return true
+		}
+	}
+	return false
+}
+
 // heldLister holds the boot sweep's listing until release is closed.
 type heldLister struct {
 	*memory.Store
@@ -80,7 +92,23 @@ func (l *heldLister) ListSessions(ctx context.Context) ([]string, error) {
 func TestSendResumesTheInterruptedRun(t *testing.T) {
 	held := &heldLister{Store: memory.New(), release: make(chan struct{})}
 	runID := appendInterrupted(t, held, "s", "resume me")
-	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+	// The resumed run's first pass waits until the message is in the
+	// ledger: the run is live when the message comes back to the session
+	// after resuming it, and joins it. (Without the wait, a resumed run
+	// may end before the message comes back, and a run of its own answers
+	// it, after the resumed one: a correct ledger, but not the one this
+	// test is about.)
+	var first atomic.Bool
+	respond := func(req fakemodel.Request) fakemodel.Reply {
+		if first.CompareAndSwap(false, true) {
+			deadline := time.Now().Add(30 * time.Second)
+			for !hasInput(held.Store, "s", "second") && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return fakemodel.DefaultReply(req)
+	}
+	hs := newHarness(t, fakemodel.Options{Respond: respond}, host.Agent{}, func(o *host.Options) {
 		o.Storage = held
 		o.AutoResume = &host.AutoResume{}
 	})
