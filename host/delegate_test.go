@@ -545,7 +545,7 @@ func TestDelegateTrace(t *testing.T) {
 	for _, s := range spans.GetSpans().Snapshots() {
 		attrs := map[string]string{}
 		for _, a := range s.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		switch {
 		case s.Name() == "execute_tool researcher":

@@ -108,7 +108,7 @@ func checkRequestEncoders(t testing.TB, c *Client, r model.Request) bool {
 func FuzzRequestEncoders(f *testing.F) {
 	f.Add("You are terse.", `CALL get_account {"id":"ACC-1"}`, "call_1", "get_account", `{"id":"ACC-1"}`, `{"type":"object"}`, "RESULT: x", 64, 0.7)
 	f.Add("", "\x00\u2028\xff\"\\", "", "", "", "", "", 0, math.Inf(1))
-	f.Add("s", "u", "id", "n", "", " [] ", "\n", -1, -0.0)
+	f.Add("s", "u", "id", "n", "", " [] ", "\n", -1, math.Copysign(0, -1))
 	c, err := New(Config{BaseURL: "https://openrouter.ai/api/v1", APIKey: "k"})
 	if err != nil {
 		f.Fatal(err)

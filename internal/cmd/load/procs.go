@@ -105,7 +105,6 @@ func (p *proc) cpu() (time.Duration, error) {
 var (
 	bannerURL   = regexp.MustCompile(`base URL (http://[^ \n]+)`)
 	bannerServe = regexp.MustCompile(`listening on (http://[^ \n]+)`)
-	bannerRoute = regexp.MustCompile(`(http://127\.0\.0\.1:\d+)`)
 )
 
 // tools are the programs the process-based measurements run.
