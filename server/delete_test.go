@@ -119,6 +119,15 @@ func TestTenantDeleteLeavesNothing(t *testing.T) {
 	})
 }
 
+// memoryAndRedis is the stores a route's test runs on: memory (nil, the
+// default of startServer) and a Redis server of its own.
+func memoryAndRedis() map[string]func(t *testing.T) storage.Storage {
+	return map[string]func(t *testing.T) storage.Storage{
+		"memory": func(*testing.T) storage.Storage { return nil },
+		"redis":  func(t *testing.T) storage.Storage { return openRedis(t, redistest.Start(t, redistest.Options{}).URL()) },
+	}
+}
+
 func openRedis(t *testing.T, url string) *redis.Store {
 	t.Helper()
 	s, err := redis.Open(t.Context(), url, redis.Options{})

@@ -7,11 +7,8 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
-	"github.com/agentichost/agentic/storage"
-	"github.com/agentichost/agentic/storage/redis"
 )
 
 // TestForkRoute: POST /v1/sessions/{id}/fork makes a fork at a response
@@ -21,18 +18,7 @@ import (
 // and the transcript show the lineage; bad requests get clear 4xx. On a
 // memory store and on Redis.
 func TestForkRoute(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) storage.Storage{
-		"memory": func(*testing.T) storage.Storage { return nil },
-		"redis": func(t *testing.T) storage.Storage {
-			rs := redistest.Start(t, redistest.Options{})
-			s, err := redis.Open(context.Background(), rs.URL(), redis.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	} {
+	for name, open := range memoryAndRedis() {
 		t.Run(name, func(t *testing.T) {
 			ts := startServer(t, serverSetup{Store: open(t), Mutate: withTenant("acme", func(tc *server.TenantConfig) {
 				tc.Models = append(tc.Models, "test/other")
