@@ -220,7 +220,7 @@ func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
 	a.cursor = cursor
 	// The transcript carries the bytes of the parts and tool outputs kept
 	// by reference.
-	if events, err = a.s.h.resolveEvents(ctx, st.store, events, true); err != nil {
+	if events, err = ResolveBlobs(ctx, st.store, events); err != nil {
 		return nil, err
 	}
 	return &Snapshot{Transcript: ledger.ProjectSession(a.s.id, events, live...), Status: status, Cursor: cursor}, nil

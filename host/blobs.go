@@ -88,7 +88,7 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		return parts, nil
 	}
 	var out []ledger.Part
-	need := map[string]int64{} // digest → size, of the parts to put
+	var need map[string]int64 // digest → size, of the parts to put
 	for i, p := range parts {
 		big := int64(len(p.Data)) > h.blobThreshold && p.Type != ledger.PartText
 		if p.Blob == "" && !big {
@@ -121,6 +121,9 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		}
 		if h.maxBlob > 0 && int64(len(p.Data)) > h.maxBlob {
 			return nil, &BlobQuotaError{Limit: "size", Max: h.maxBlob, Size: int64(len(p.Data))}
+		}
+		if need == nil {
+			need = map[string]int64{}
 		}
 		need[storage.BlobDigest(p.Data)] = int64(len(p.Data))
 	}
@@ -192,12 +195,6 @@ func preview(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// resolveEvents is the package's resolveEvents, without a cache: for
-// callers (a transcript, a viewer's snapshot), with forCaller set.
-func (h *Host) resolveEvents(ctx context.Context, store storage.Storage, events []ledger.Event, forCaller bool) ([]ledger.Event, error) {
-	return resolveEvents(ctx, store, nil, events, forCaller)
 }
 
 // ResolveBlobs returns events with every blob they refer to (see

@@ -237,7 +237,7 @@ func (s *Session) ResolvedEvents(ctx context.Context) ([]ledger.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.h.resolveEvents(ctx, s.h.store, events, true)
+	return ResolveBlobs(ctx, s.h.store, events)
 }
 
 // store returns the storage that keeps the session.
@@ -255,7 +255,7 @@ func (s *Session) Transcript(ctx context.Context) (ledger.Transcript, error) {
 	if err != nil {
 		return ledger.Transcript{}, err
 	}
-	if events, err = s.h.resolveEvents(ctx, s.store(), events, true); err != nil {
+	if events, err = ResolveBlobs(ctx, s.store(), events); err != nil {
 		return ledger.Transcript{}, err
 	}
 	return ledger.ProjectSession(s.id, events, live...), nil
