@@ -392,7 +392,8 @@ func TestBlobsMissing(t *testing.T) {
 }
 
 // TestSessionDeleteBlobs: deleting a session removes the blobs only its
-// events referred to, and keeps one another session refers to too.
+// events referred to, and keeps one another session refers to too; with
+// KeepBlobs, none.
 func TestSessionDeleteBlobs(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New()
@@ -409,6 +410,11 @@ func TestSessionDeleteBlobs(t *testing.T) {
 	}
 	send("a", shared, own)
 	send("b", shared)
+	send("c", own)
+	// KeepBlobs leaves them to the caller.
+	if rep, err := h.host.Session("c").Delete(ctx, host.DeleteOptions{KeepBlobs: true}); err != nil || rep.Blobs != 0 {
+		t.Fatalf("deleting c, keeping its blobs: %+v, %v", rep, err)
+	}
 	rep, err := h.host.Session("a").Delete(ctx, host.DeleteOptions{})
 	if err != nil {
 		t.Fatal(err)

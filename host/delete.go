@@ -54,6 +54,11 @@ type DeleteOptions struct {
 	// host's next append starts a new ledger under the id. Default
 	// false: a session in use is refused with an [*InUseError].
 	Force bool
+	// KeepBlobs leaves the blobs the session referred to in place, for a
+	// caller that deletes many sessions and then removes their blobs with
+	// one SweepBlobs (finding which no other session refers to reads
+	// every session's ledger). Default false: they go with the session.
+	KeepBlobs bool
 }
 
 // DeleteReport tells what [Session.Delete] removed.
@@ -158,7 +163,7 @@ func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport,
 	if err != nil {
 		return rep, fmt.Errorf("host: session %s is deleted, but not every index entry of it: %w (deleting it again removes them)", s.id, err)
 	}
-	if refs := ledger.BlobRefs(events); len(refs) > 0 {
+	if refs := ledger.BlobRefs(events); len(refs) > 0 && !opts.KeepBlobs {
 		if _, ok := h.store.(storage.Blobs); ok {
 			swept, err := SweepBlobs(ctx, h.store, BlobSweepOptions{Grace: -1, Only: refs})
 			rep.Blobs, rep.BlobBytes = swept.Deleted, swept.DeletedBytes

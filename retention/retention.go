@@ -168,11 +168,11 @@ type Report struct {
 	// Errors are the failures, one per session; the sweep goes on.
 	Errors []string `json:"errors"`
 	// Blobs and BlobBytes count the blobs (of a storage that keeps them)
-	// that no event refers to any more, stored before the grace of
-	// host.SweepBlobs, that the sweep deleted at its end: those of the
-	// sessions it deleted (each deletion removes its own at once, counted
-	// here too) and any left behind, such as by a host that stopped
-	// between putting a blob and appending its event.
+	// that the sweep deleted at its end because no event refers to them
+	// any more: those of the sessions it deleted (whatever their age),
+	// and any other stored before the grace (Options.BlobGrace), such as
+	// one a host left when it stopped between putting a blob and
+	// appending its event.
 	Blobs     int   `json:"blobs"`
 	BlobBytes int64 `json:"blob_bytes"`
 }
@@ -290,26 +290,37 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 			rep.Kept++
 		}
 	}
+	var refs []string // the blobs the deleted sessions referred to
 	for _, c := range expired {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		act(ctx, opts, c.id, &rep, log)
+		act(ctx, opts, c.id, &rep, &refs, log)
 	}
 	if _, ok := opts.Storage.(storage.Blobs); ok {
-		swept, err := host.SweepBlobs(ctx, opts.Storage, host.BlobSweepOptions{Grace: opts.BlobGrace})
-		rep.Blobs += swept.Deleted
-		rep.BlobBytes += swept.DeletedBytes
-		if err != nil {
-			rep.Errors = append(rep.Errors, err.Error())
+		// The deleted sessions' blobs go at once (but for those another
+		// session refers to), then any orphan past the grace: two reads
+		// of the ledgers' references, however many sessions went.
+		sweeps := []host.BlobSweepOptions{{Grace: opts.BlobGrace}}
+		if len(refs) > 0 {
+			sweeps = append([]host.BlobSweepOptions{{Grace: -1, Only: refs}}, sweeps...)
+		}
+		for _, o := range sweeps {
+			swept, err := host.SweepBlobs(ctx, opts.Storage, o)
+			rep.Blobs += swept.Deleted
+			rep.BlobBytes += swept.DeletedBytes
+			if err != nil {
+				rep.Errors = append(rep.Errors, err.Error())
+			}
 		}
 	}
 	return rep, nil
 }
 
 // act archives or deletes one session past the policy, unless it is in
-// use, and records what it did in rep.
-func act(ctx context.Context, opts Options, id string, rep *Report, log *slog.Logger) {
+// use, records what it did in rep, and adds the blobs the session it
+// deleted referred to to refs.
+func act(ctx context.Context, opts Options, id string, rep *Report, refs *[]string, log *slog.Logger) {
 	// A storage of a type that cannot be a map key (a struct holding a
 	// slice) goes without this guard: its leases, if any, still hold.
 	if reflect.TypeOf(opts.Storage).Comparable() {
@@ -389,13 +400,11 @@ func act(ctx context.Context, opts Options, id string, rep *Report, log *slog.Lo
 	}
 	// Our own lease is held: the deletion is forced past it (the checks
 	// above are the ones a deletion makes).
-	drep, err := sess.Delete(ctx, host.DeleteOptions{Force: true})
-	rep.Blobs += drep.Blobs
-	rep.BlobBytes += drep.BlobBytes
-	if err != nil {
+	if _, err := sess.Delete(ctx, host.DeleteOptions{Force: true, KeepBlobs: true}); err != nil {
 		fail(err)
 		return
 	}
+	*refs = append(*refs, ledger.BlobRefs(events)...)
 	if kv, ok := opts.Storage.(storage.KV); ok {
 		if err := kv.Delete(ctx, Namespace, id); err != nil {
 			fail(err)
