@@ -155,10 +155,18 @@
 // [Options.WatchBlock] at a time, then again) and signals the channel after
 // each wake-up with a non-blocking send into a buffer of one. On an error
 // it reconnects with a backoff from 50 ms to 5 s, resuming from the last id
-// it saw, so no append is missed across a reconnection. Each watch holds
-// one connection of the client's pool while it waits: size the pool (the
-// pool_size URL parameter, or the client given to [New]) for the watches
-// a host keeps open.
+// it saw, so no append is missed across a reconnection.
+//
+// Each watch holds one connection while it waits. A Store made by [Open]
+// takes them from a pool of its own ([Options.WatchPoolSize], the
+// watch_pool_size URL parameter; on a cluster, from the pool of the node
+// that serves the session), so that the watches of a host following many
+// sessions never make its appends wait for a connection; and when a
+// watch's ctx ends, a CLIENT UNBLOCK (sent through the command pool) ends
+// its XREAD at once, so a host holds a connection for each watch open,
+// not for each opened in the last WatchBlock. A Store made by [New]
+// watches on the client's own pool: size it (PoolSize) for the watches a
+// host keeps open beside its other calls.
 //
 // # Durability and failures
 //

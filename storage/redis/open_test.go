@@ -17,11 +17,12 @@ import (
 func TestOptions(t *testing.T) {
 	_, err := redis.Open(t.Context(), "redis://127.0.0.1:1/0", redis.Options{
 		Prefix: "a{b}", Tenant: "a:b", PageSize: -1, DialTimeout: -time.Second, ReadTimeout: -2, WatchBlock: time.Microsecond,
+		WatchPoolSize: -1,
 	})
 	if err == nil {
 		t.Fatal("Open with invalid options: no error")
 	}
-	for _, want := range []string{"prefix", "tenant", "page size", "dial timeout", "read timeout", "watch block"} {
+	for _, want := range []string{"prefix", "tenant", "page size", "dial timeout", "read timeout", "watch block", "watch pool size"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention the %s", err, want)
 		}

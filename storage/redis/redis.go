@@ -29,6 +29,9 @@ const (
 	DefaultReadTimeout = 3 * time.Second
 	DefaultMaxRetries  = 2
 	DefaultWatchBlock  = 2 * time.Second
+	// DefaultWatchPoolSize bounds the connections [Open]'s watches hold
+	// at once (per node of a cluster).
+	DefaultWatchPoolSize = 10000
 	// DefaultClusterReload is how often a cluster client reloads the map
 	// of slots to nodes (go-redis's own default, 60s, would send a dead
 	// primary's slots to it for up to a minute after its replica took
@@ -115,9 +118,17 @@ type Options struct {
 	// max_retries. Default 2.
 	MaxRetries int
 	// WatchBlock is the longest a watch's XREAD BLOCK waits before it is
-	// issued again; a watch whose ctx ended releases its connection
-	// within it. Default 2s.
+	// issued again. Default 2s.
 	WatchBlock time.Duration
+	// WatchPoolSize bounds the connections the watches of a Store made by
+	// [Open] hold at once (per node of a cluster): each watch holds one
+	// while it lasts, from a pool of its own, so that watches never wait
+	// for the connections of the other calls nor make them wait. A watch
+	// past the bound waits for one (and fails after the pool's timeout,
+	// then tries again). [Open] only (a Store made by [New] watches on
+	// the client's pool); it overrides the URL's watch_pool_size.
+	// Default 10000.
+	WatchPoolSize int
 	// Replicas is how many replicas must have an append before Append
 	// returns: the append is followed, on the same connection of the
 	// session's primary, by WAIT Replicas ReplicaTimeout, and fails with
@@ -187,6 +198,12 @@ func (o *Options) normalize() error {
 	case o.WatchBlock < time.Millisecond:
 		bad("watch block %v: want at least 1ms", o.WatchBlock)
 	}
+	switch {
+	case o.WatchPoolSize == 0:
+		o.WatchPoolSize = DefaultWatchPoolSize
+	case o.WatchPoolSize < 0:
+		bad("watch pool size %d is negative", o.WatchPoolSize)
+	}
 	if o.Replicas < 0 {
 		bad("replicas %d is negative", o.Replicas)
 	}
@@ -228,12 +245,15 @@ func validTenant(t string) bool {
 // or others) on the same Redis, prefix and tenant. The zero value is not
 // usable; call [Open] or [New].
 type Store struct {
-	client   goredis.UniversalClient
-	owned    bool // Close closes client
-	prefix   string
-	tenant   string
-	pageSize int
-	block    time.Duration
+	client goredis.UniversalClient
+	owned  bool // Close closes client
+	// watchClient is what watches wait on: a client of its own (Open),
+	// closed by Close, or client itself (New).
+	watchClient goredis.UniversalClient
+	prefix      string
+	tenant      string
+	pageSize    int
+	block       time.Duration
 	// indexInScript tells that every key lives on one server, so the
 	// append script may update the index too.
 	indexInScript bool
@@ -264,9 +284,10 @@ type Store struct {
 // a port has port 6379. The parameters are go-redis's (pool_size,
 // read_timeout, client_name, protocol, …; see redis.ParseURL and
 // redis.ParseClusterURL); the connection fields of opts, when set,
-// override them. Two are the store's own: wait_replicas=N and
-// wait_timeout=D set Options.Replicas and Options.ReplicaTimeout, unless
-// opts sets them.
+// override them. Three are the store's own: wait_replicas=N,
+// wait_timeout=D and watch_pool_size=N set Options.Replicas,
+// Options.ReplicaTimeout and Options.WatchPoolSize, unless opts sets
+// them.
 //
 // Open pings the server (for a cluster, one seed that answers is enough)
 // and fails when it does not answer within ctx and the dial and read
@@ -280,7 +301,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	var client goredis.UniversalClient
+	var client, watchClient goredis.UniversalClient
 	scheme, _, _ := strings.Cut(rawURL, "://")
 	switch scheme {
 	case "redis", "rediss":
@@ -294,6 +315,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
 		o.ContextTimeoutEnabled = true
 		client = goredis.NewClient(o)
+		wo := *o
+		wo.PoolSize, wo.MinIdleConns, wo.MaxIdleConns, wo.ConnMaxIdleTime = opts.WatchPoolSize, 0, 0, watchIdleTime
+		watchClient = goredis.NewClient(&wo)
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseClusterURL(rawURL)
 		if err != nil {
@@ -306,16 +330,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.ContextTimeoutEnabled = true
 		o.ClusterStateReloadInterval = opts.ClusterReload
 		client = goredis.NewClusterClient(o)
+		wo := *o
+		wo.PoolSize, wo.MinIdleConns, wo.MaxIdleConns, wo.ConnMaxIdleTime = opts.WatchPoolSize, 0, 0, watchIdleTime
+		watchClient = goredis.NewClusterClient(&wo)
 	default:
 		return nil, fmt.Errorf("storage/redis: open %s: unknown scheme %q (want redis, rediss, redis+cluster or rediss+cluster)", redact(rawURL), scheme)
 	}
 	s, err := newStore(client, true, opts)
 	if err != nil {
 		client.Close()
+		watchClient.Close()
 		return nil, err
 	}
+	s.watchClient = watchClient
 	if err := client.Ping(ctx).Err(); err != nil {
-		client.Close()
+		s.closeClients()
 		return nil, fmt.Errorf("storage/redis: open %s: %w", redact(rawURL), err)
 	}
 	if s.indexInScript {
@@ -323,7 +352,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		// renamed it) is taken as what the URL says.
 		info, err := client.Info(ctx, "cluster").Result()
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
-			client.Close()
+			s.closeClients()
 			return nil, fmt.Errorf("storage/redis: open %s: the server is a node of a Redis Cluster: use a redis+cluster:// URL", redact(rawURL))
 		}
 	}
@@ -331,7 +360,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 }
 
 // ownParams takes the store's own parameters out of a URL's query
-// (wait_replicas, wait_timeout), into opts where opts leaves them unset,
+// (wait_replicas, wait_timeout, watch_pool_size), into opts where opts leaves them unset,
 // and returns the URL go-redis is to parse.
 func ownParams(rawURL string, opts *Options) (string, error) {
 	base, query, ok := strings.Cut(rawURL, "?")
@@ -360,8 +389,18 @@ func ownParams(rawURL string, opts *Options) (string, error) {
 			opts.ReplicaTimeout = d
 		}
 	}
+	if v := q.Get("watch_pool_size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return rawURL, fmt.Errorf("watch_pool_size=%q: want a positive count", v)
+		}
+		if opts.WatchPoolSize == 0 {
+			opts.WatchPoolSize = n
+		}
+	}
 	q.Del("wait_replicas")
 	q.Del("wait_timeout")
+	q.Del("watch_pool_size")
 	if len(q) == 0 {
 		return base, nil
 	}
@@ -405,6 +444,7 @@ func newStore(client goredis.UniversalClient, owned bool, opts Options) (*Store,
 	done, stop := context.WithCancel(context.Background())
 	return &Store{
 		client:         client,
+		watchClient:    client,
 		owned:          owned,
 		prefix:         opts.Prefix,
 		tenant:         opts.Tenant,
@@ -850,12 +890,22 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	var err error
 	if s.owned {
-		if cerr := s.client.Close(); cerr != nil {
-			err = fmt.Errorf("storage/redis: close: %w", cerr)
-		}
+		err = s.closeClients()
 	}
 	s.wg.Wait()
 	return err
+}
+
+// closeClients closes the clients Open made.
+func (s *Store) closeClients() error {
+	err := s.client.Close()
+	if s.watchClient != s.client {
+		err = errors.Join(err, s.watchClient.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("storage/redis: close: %w", err)
+	}
+	return nil
 }
 
 func checkID(id string) error {

@@ -83,6 +83,7 @@ func TestOwnParams(t *testing.T) {
 		url, rest string
 		replicas  int
 		timeout   time.Duration
+		watchPool int
 		wantErr   bool
 		opt       Options
 	}{
@@ -94,6 +95,10 @@ func TestOwnParams(t *testing.T) {
 		{url: "redis://h:1/0?wait_replicas=x", wantErr: true},
 		{url: "redis://h:1/0?wait_replicas=-1", wantErr: true},
 		{url: "redis://h:1/0?wait_timeout=soon", wantErr: true},
+		{url: "redis://h:1/0?watch_pool_size=7&pool_size=3", rest: "redis://h:1/0?pool_size=3", watchPool: 7},
+		{url: "redis://h:1/0?watch_pool_size=7", rest: "redis://h:1/0", opt: Options{WatchPoolSize: 9}, watchPool: 9},
+		{url: "redis://h:1/0?watch_pool_size=0", wantErr: true},
+		{url: "redis://h:1/0?watch_pool_size=many", wantErr: true},
 	} {
 		opts := tc.opt
 		rest, err := ownParams(tc.url, &opts)
@@ -104,8 +109,8 @@ func TestOwnParams(t *testing.T) {
 		if tc.wantErr {
 			continue
 		}
-		if rest != tc.rest || opts.Replicas != tc.replicas || opts.ReplicaTimeout != tc.timeout {
-			t.Errorf("%s: %q, replicas %d, timeout %v; want %q, %d, %v", tc.url, rest, opts.Replicas, opts.ReplicaTimeout, tc.rest, tc.replicas, tc.timeout)
+		if rest != tc.rest || opts.Replicas != tc.replicas || opts.ReplicaTimeout != tc.timeout || opts.WatchPoolSize != tc.watchPool {
+			t.Errorf("%s: %q, replicas %d, timeout %v, watch pool %d; want %q, %d, %v, %d", tc.url, rest, opts.Replicas, opts.ReplicaTimeout, opts.WatchPoolSize, tc.rest, tc.replicas, tc.timeout, tc.watchPool)
 		}
 	}
 }

@@ -94,13 +94,32 @@ func (w *watch) close() {
 	}
 }
 
+// watchIdleTime is how long a connection of a watch pool stays idle
+// before it is closed.
+const watchIdleTime = time.Minute
+
 // watch waits for entries after last until ctx ends, notifying w after
 // each wake-up that found some.
 func (s *Store) watch(ctx context.Context, key, last string, w *watch) {
 	backoff := minWatchBackoff
+	var conn *waitConn
+	defer func() { conn.release() }()
 	for ctx.Err() == nil {
+		var reader goredis.Cmdable = s.watchClient
+		if conn == nil {
+			c, err := s.waitConn(ctx, key)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return
+			case err == nil && c != nil:
+				conn = c
+			}
+		}
+		if conn != nil {
+			reader = conn.conn
+		}
 		// COUNT 1: the entry only wakes us; the newest id comes next.
-		res, err := s.client.XRead(ctx, &goredis.XReadArgs{
+		res, err := reader.XRead(ctx, &goredis.XReadArgs{
 			Streams: []string{key, last},
 			Count:   1,
 			Block:   s.block,
@@ -122,6 +141,10 @@ func (s *Store) watch(ctx context.Context, key, last string, w *watch) {
 			backoff = minWatchBackoff
 			continue
 		}
+		// The connection, or its node's claim to the key, may be gone:
+		// the next try takes another.
+		conn.release()
+		conn = nil
 		if ctx.Err() != nil {
 			return
 		}
@@ -134,6 +157,84 @@ func (s *Store) watch(ctx context.Context, key, last string, w *watch) {
 		}
 		backoff = min(2*backoff, maxWatchBackoff)
 	}
+}
+
+// waitConn is a connection a watch holds while it lasts, whose blocking
+// XREAD a CLIENT UNBLOCK ends as soon as the watch's ctx does: without
+// it, a watch that ended would keep its connection until its XREAD timed
+// out (up to Options.WatchBlock), and a host whose viewers come and go
+// would hold a connection for each of the last WatchBlock's viewers.
+type waitConn struct {
+	conn     *goredis.Conn
+	stop     func() bool   // stops the unblocking
+	released chan struct{} // closed by release
+}
+
+// waitConn returns a connection for key's watch from the watch client's
+// pool (on a cluster, the pool of the node that serves key), or nil when
+// the client is of another kind: the watch then waits through the
+// client's pool, and keeps its connection until its XREAD times out.
+func (s *Store) waitConn(ctx context.Context, key string) (*waitConn, error) {
+	// The CLIENT UNBLOCK goes through the command pool: the watch pool
+	// may have no other connection.
+	node, err := nodeFor(ctx, s.watchClient, key)
+	if node == nil || err != nil {
+		return nil, err
+	}
+	cmdNode, err := nodeFor(ctx, s.client, key)
+	if cmdNode == nil || err != nil {
+		return nil, err
+	}
+	conn := node.Conn()
+	id, err := conn.ClientID(ctx).Result()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	wc := &waitConn{conn: conn, released: make(chan struct{})}
+	wc.stop = context.AfterFunc(ctx, func() {
+		// An XREAD sent just after ctx ended is not blocked yet when
+		// the first CLIENT UNBLOCK comes: unblock until the watch lets
+		// the connection go (within a block, when all else fails).
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for range int(s.block/(50*time.Millisecond)) + 1 {
+			uctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			n, err := cmdNode.ClientUnblock(uctx, id).Result()
+			cancel()
+			if n == 1 || err != nil {
+				return
+			}
+			select {
+			case <-wc.released:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return wc, nil
+}
+
+// nodeFor returns the client of the node that serves key: c itself, or
+// on a cluster its primary for key's slot; nil when c is of another kind.
+func nodeFor(ctx context.Context, c goredis.UniversalClient, key string) (*goredis.Client, error) {
+	switch c := c.(type) {
+	case *goredis.Client:
+		return c, nil
+	case *goredis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	}
+	return nil, nil
+}
+
+// release gives the connection back to its pool.
+func (c *waitConn) release() {
+	if c == nil {
+		return
+	}
+	c.stop()
+	close(c.released)
+	c.conn.Close()
 }
 
 // maxID returns the greater of two stream entry ids ("ms-seq").

@@ -1,0 +1,85 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/storage/redis"
+)
+
+// TestWatchesLeaveCommandsTheirPool: watches wait on connections of their
+// own, so that a host following many sessions still appends: with a
+// command pool of one connection and watches that block for a minute,
+// every append and every watch's wake-up still goes through (before the
+// watches had a pool of their own, the first watch held the one connection
+// and the appends failed with a pool timeout).
+func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
+	t.Parallel()
+	urls := map[string]func(t *testing.T) string{
+		"single": func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() },
+		"cluster": func(t *testing.T) string {
+			if testing.Short() {
+				t.Skip("starts a 3-node cluster")
+			}
+			return clusterURL(redistest.StartCluster(t, 3))
+		},
+	}
+	for name, url := range urls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			u := url(t)
+			opts := redis.Options{Prefix: freshPrefix(), WatchBlock: time.Minute}
+			st := open(t, u+"?pool_size=1", opts)
+			ctx := t.Context()
+			const n = 12 // on a cluster, every node serves some
+			var chs []<-chan struct{}
+			for i := range n {
+				ch, err := st.Watch(ctx, fmt.Sprintf("w%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				chs = append(chs, ch)
+			}
+			time.Sleep(100 * time.Millisecond) // the watches block
+			for i := range n {
+				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := st.Append(actx, fmt.Sprintf("w%d", i), poke(fmt.Sprintf("w%d", i), 0))
+				cancel()
+				if err != nil {
+					t.Fatalf("append %d beside %d blocked watches: %v", i, n, err)
+				}
+			}
+			for _, ch := range chs {
+				waitFire(t, ch)
+			}
+		})
+	}
+}
+
+// TestEndedWatchReleasesItsConnection: a watch whose ctx ended gives its
+// connection back at once, not when its XREAD BLOCK times out: with a
+// watch pool of one connection and a block of a minute, a second watch
+// after the first one ended still fires.
+func TestEndedWatchReleasesItsConnection(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	opts := redis.Options{Prefix: freshPrefix(), WatchBlock: time.Minute}
+	st := open(t, srv.URL()+"?watch_pool_size=1", opts)
+	ctx := t.Context()
+	for i := range 3 {
+		wctx, cancel := context.WithCancel(ctx)
+		id := fmt.Sprintf("e%d", i)
+		ch, err := st.Watch(wctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Append(ctx, id, poke(id, 0)); err != nil {
+			t.Fatal(err)
+		}
+		waitFire(t, ch)
+		cancel()
+	}
+}
