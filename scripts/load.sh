@@ -9,7 +9,8 @@
 #     second, then up to the capacity (accept p99 past 100 ms), and
 #     fairness at it (ten tenants, one at ten times its share);
 #   - the capacity model at LOAD_MODEL_RATE chats a second: per chat, serve's
-#     CPU, ledger and SSE bytes, and on Redis the commands and bytes;
+#     CPU, ledger and SSE bytes, and on Redis the commands and bytes; then
+#     checked with 3 serve processes on a 3-node Redis Cluster;
 #   - LOAD_SESSIONS sessions at once in process (accept, append, memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -19,12 +20,12 @@ type redisServer struct {
 	addr string
 }
 
-func startRedis() (*redisServer, error) {
+func startRedis(args ...string) (*redisServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd := exec.Command("redis-server", append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, args...)...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("redis-server: %w", err)
 	}
@@ -39,25 +40,119 @@ func startRedis() (*redisServer, error) {
 }
 
 func (r *redisServer) stop() {
+	if r.cmd.ProcessState != nil {
+		return // stopped already
+	}
 	_ = r.cmd.Process.Kill()
 	_ = r.cmd.Wait()
 }
 
+// redisCluster is a Redis Cluster of redis-servers this program started,
+// a primary each, no replicas.
+type redisCluster struct {
+	nodes []*redisServer
+	dir   string
+}
+
+// startRedisCluster starts n redis-servers with cluster mode on and joins
+// them with redis-cli --cluster create, the slots split evenly.
+func startRedisCluster(n int) (*redisCluster, error) {
+	dir, err := os.MkdirTemp("", "agentic-load-cluster")
+	if err != nil {
+		return nil, err
+	}
+	c := &redisCluster{dir: dir}
+	var addrs []string
+	for i := range n {
+		r, err := startRedis("--cluster-enabled", "yes", "--dir", dir, "--cluster-config-file", fmt.Sprintf("nodes-%d.conf", i))
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.nodes = append(c.nodes, r)
+		addrs = append(addrs, r.addr)
+	}
+	out, err := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ok := true
+		for _, r := range c.nodes {
+			if info, err := r.fields("CLUSTER", "INFO"); err != nil || info["cluster_state"] != "ok" {
+				ok = false
+			}
+		}
+		if ok {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			c.stop()
+			return nil, fmt.Errorf("the cluster did not reach cluster_state:ok")
+		}
+	}
+}
+
+func (c *redisCluster) url() string {
+	var addrs []string
+	for _, r := range c.nodes {
+		addrs = append(addrs, r.addr)
+	}
+	return "redis+cluster://" + strings.Join(addrs, ",")
+}
+
+// use sums what the nodes did.
+func (c *redisCluster) use() (redisUse, error) {
+	sum := redisUse{byCmd: map[string]float64{}}
+	for _, r := range c.nodes {
+		u, err := r.use()
+		if err != nil {
+			return redisUse{}, err
+		}
+		sum.calls += u.calls
+		sum.usec += u.usec
+		sum.netIn += u.netIn
+		sum.netOut += u.netOut
+		for k, v := range u.byCmd {
+			sum.byCmd[k] += v
+		}
+	}
+	return sum, nil
+}
+
+func (c *redisCluster) stop() {
+	for _, r := range c.nodes {
+		r.stop()
+	}
+	os.RemoveAll(c.dir)
+}
+
 // info returns the fields of INFO section.
 func (r *redisServer) info(section string) (map[string]string, error) {
+	return r.fields("INFO", section)
+}
+
+// fields sends a command whose reply is a bulk string of key:value lines
+// (INFO, CLUSTER INFO) and returns them.
+func (r *redisServer) fields(args ...string) (map[string]string, error) {
 	c, err := net.DialTimeout("tcp", r.addr, time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, req); err != nil {
 		return nil, err
 	}
 	br := bufio.NewReader(c)
 	head, err := br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(head, "$") {
-		return nil, fmt.Errorf("INFO: %q %v", head, err)
+		return nil, fmt.Errorf("%s: %q %v", args[0], head, err)
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
 	buf := make([]byte, n+2)
@@ -142,7 +237,7 @@ func dirBytes(dir string) int64 {
 // ledger's bytes (file storage), the SSE bytes, and on Redis storage the
 // commands, their server time and the bytes in and out (INFO commandstats
 // and stats before and after), at rate chats a second for dur.
-func capacityModel(t tools, rate float64, dur time.Duration, words int, latency time.Duration) error {
+func capacityModel(t tools, rate float64, dur time.Duration, words int, latency time.Duration, hosts int) error {
 	fake, lean, err := t.startModels(latency)
 	if err != nil {
 		return err
@@ -160,20 +255,40 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	run := func(name, storageURL string, before, after func() error) (loadStats, time.Duration, int, error) {
-		sp, err := t.startServe("serve ("+name+")", storageURL, fake.url, []tenantSpec{{name: "load", key: tenantKey}})
-		if err != nil {
-			return loadStats{}, 0, 0, err
+	// run sends the chats to hosts serve processes on storageURL, in turn,
+	// and returns their stats and the CPU of the processes together per
+	// chat.
+	run := func(name, storageURL string, hosts int, before, after func() error) (loadStats, time.Duration, int, error) {
+		var urls []string
+		var sps []*proc
+		defer func() {
+			for _, sp := range sps {
+				sp.stop()
+			}
+		}()
+		for i := range hosts {
+			sp, err := t.startServe(fmt.Sprintf("serve (%s, %d of %d)", name, i+1, hosts), storageURL, fake.url, []tenantSpec{{name: "load", key: tenantKey}})
+			if err != nil {
+				return loadStats{}, 0, 0, err
+			}
+			sps = append(sps, sp)
+			urls = append(urls, sp.url)
 		}
-		defer sp.stop()
-		openLoop(hc, sp.url, "warm", 20, time.Second, text, keys, one)
+		cpu := func() (d time.Duration) {
+			for _, sp := range sps {
+				c, _ := sp.cpu()
+				d += c
+			}
+			return d
+		}
+		openLoop(hc, urls, "warm", 20, time.Second, text, keys, one)
 		if err := before(); err != nil {
 			return loadStats{}, 0, 0, err
 		}
-		c0, _ := sp.cpu()
-		arr := openLoop(hc, sp.url, "cap", rate, dur, text, keys, one)
+		c0 := cpu()
+		arr := openLoop(hc, urls, "cap", rate, dur, text, keys, one)
 		time.Sleep(500 * time.Millisecond)
-		c1, _ := sp.cpu()
+		c1 := cpu()
 		if err := after(); err != nil {
 			return loadStats{}, 0, 0, err
 		}
@@ -185,7 +300,7 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	}
 	var ledger0 int64
 	fdir := filepath.Join(dir, "file")
-	s, cpu, n, err := run("file", "file:"+fdir, func() error { ledger0 = dirBytes(fdir); return nil }, func() error { return nil })
+	s, cpu, n, err := run("file", "file:"+fdir, 1, func() error { ledger0 = dirBytes(fdir); return nil }, func() error { return nil })
 	if err != nil {
 		return err
 	}
@@ -199,15 +314,36 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	}
 	defer rs.stop()
 	var u0, u1 redisUse
-	s, cpu, n, err = run("redis", "redis://"+rs.addr+"/0",
+	s, cpu, n, err = run("redis", "redis://"+rs.addr+"/0", 1,
 		func() (err error) { u0, err = rs.use(); return err },
 		func() (err error) { u1, err = rs.use(); return err })
 	if err != nil {
 		return err
 	}
-	per := func(a, b float64) float64 { return (b - a) / float64(n) }
-	fmt.Printf("  Redis storage: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis time, %.0f bytes in and %.0f out a chat; accept p99 %v\n",
-		us(cpu), per(u0.calls, u1.calls), topCommands(u0, u1, n), per(u0.usec, u1.usec), per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
+	printRedis := func(what string) {
+		per := func(a, b float64) float64 { return (b - a) / float64(n) }
+		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis time, %.0f bytes in and %.0f out a chat; accept p99 %v\n",
+			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0, u1, n), per(u0.usec, u1.usec), per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
+	}
+	printRedis("Redis storage")
+	rs.stop()
+
+	// The model checked: hosts serve processes (3) on a three-node
+	// cluster, the chats sent to each in turn, their figures per chat
+	// summed.
+	rc, err := startRedisCluster(3)
+	if err != nil {
+		fmt.Printf("  Redis Cluster: left out (%v)\n", err)
+		return nil
+	}
+	defer rc.stop()
+	s, cpu, n, err = run("cluster", rc.url(), hosts,
+		func() (err error) { u0, err = rc.use(); return err },
+		func() (err error) { u1, err = rc.use(); return err })
+	if err != nil {
+		return err
+	}
+	printRedis(fmt.Sprintf("%d serve on a 3-node Redis Cluster", hosts))
 	return nil
 }
 

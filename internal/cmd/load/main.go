@@ -63,7 +63,8 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of the route comparison")
 	rates := flag.String("rates", "", "open-loop load through serve at these `RATES` (chats a second, comma-separated), then up to the capacity and fairness at it; empty leaves it out")
 	openFor := flag.Duration("open-duration", 10*time.Second, "how long each open-loop rate lasts")
-	model := flag.Float64("model-rate", 0, "the capacity model: chats a second through serve on file then Redis storage (redis-server on PATH), per chat CPU, ledger, SSE and Redis figures; 0 leaves it out")
+	model := flag.Float64("model-rate", 0, "the capacity model: chats a second through serve on file, Redis and Redis Cluster storage (redis-server on PATH), per chat CPU, ledger, SSE and Redis figures; 0 leaves it out")
+	clusterHosts := flag.Int("cluster-hosts", 3, "the capacity model's last run: this many serve processes on a 3-node Redis Cluster (redis-cli on PATH)")
 	capacity := flag.Float64("capacity", 0, "the capacity (chats a second) fairness is measured at; 0 finds it, up from the last of -rates")
 	flag.Parse()
 	if *client {
@@ -108,7 +109,7 @@ func main() {
 		}
 	}
 	if *model > 0 {
-		if err := capacityModel(t, *model, *openFor, *words, *latency); err != nil {
+		if err := capacityModel(t, *model, *openFor, *words, *latency, *clusterHosts); err != nil {
 			fmt.Fprintf(os.Stderr, "load: the capacity model: %v\n", err)
 			failed = true
 		}

@@ -28,8 +28,9 @@ type arrival struct {
 // openLoop sends chats to serve at rate a second for dur, half of each
 // tenant's through POST /v1/sessions/{id}/messages (accepted at 202), half
 // through the UI route (accepted at its headers, then read to the end), spread
-// over the tenants' keys by weight, and returns them.
-func openLoop(hc *http.Client, url string, tag string, rate float64, dur time.Duration, text string, keys map[string]string, weights map[string]float64) []*arrival {
+// over the tenants' keys by weight and over the serve processes at urls in
+// turn, and returns them.
+func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time.Duration, text string, keys map[string]string, weights map[string]float64) []*arrival {
 	n := int(rate * dur.Seconds())
 	var total float64
 	names := make([]string, 0, len(weights))
@@ -73,6 +74,7 @@ func openLoop(hc *http.Client, url string, tag string, rate float64, dur time.Du
 			a.lag = time.Since(a.scheduled)
 			id := fmt.Sprintf("%s-%d", tag, i)
 			key := keys[a.tenant]
+			url := urls[i%len(urls)]
 			if a.ui {
 				r := uiChat(ctx, hc, url+"/v1/ui/chat", key, chatBody(id, text), "You said: "+text)
 				a.accept, a.sseBytes, a.err = r.headers+a.lag, r.sseBytes, r.err
@@ -178,7 +180,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	}
 	keys := map[string]string{"load": tenantKey}
 	one := map[string]float64{"load": 1}
-	openLoop(hc, sp.url, "warm", 50, time.Second, text, keys, one)
+	openLoop(hc, []string{sp.url}, "warm", 50, time.Second, text, keys, one)
 	type point struct {
 		rate float64
 		s    loadStats
@@ -190,7 +192,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		if err != nil {
 			return point{}, err
 		}
-		arr := openLoop(hc, sp.url, fmt.Sprintf("r%g", rate), rate, dur, text, keys, one)
+		arr := openLoop(hc, []string{sp.url}, fmt.Sprintf("r%g", rate), rate, dur, text, keys, one)
 		time.Sleep(300 * time.Millisecond)
 		c1, _ := sp.cpu()
 		p := point{rate: rate, s: statsOf(arr, ""), cpu: (c1 - c0) / time.Duration(len(arr))}
@@ -269,7 +271,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		return err
 	}
 	defer fp.stop()
-	openLoop(hc, fp.url, "warm", 50, time.Second, text, keys, even)
+	openLoop(hc, []string{fp.url}, "warm", 50, time.Second, text, keys, even)
 	others := func(arr []*arrival) loadStats {
 		var rest []*arrival
 		for _, a := range arr {
@@ -282,9 +284,9 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	var base, flooded []time.Duration
 	for i := range 3 {
 		c0, _ := fp.cpu()
-		b := others(openLoop(hc, fp.url, fmt.Sprintf("fair-base-%d", i), capacity, dur, text, keys, even))
+		b := others(openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-base-%d", i), capacity, dur, text, keys, even))
 		c1, _ := fp.cpu()
-		arr := openLoop(hc, fp.url, fmt.Sprintf("fair-flood-%d", i), capacity*(nTenants+9)/nTenants, dur, text, keys, flood)
+		arr := openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-flood-%d", i), capacity*(nTenants+9)/nTenants, dur, text, keys, flood)
 		c2, _ := fp.cpu()
 		f, fl := others(arr), statsOf(arr, "t0")
 		// What a refusal costs serve: the flood's CPU beyond the even run's.

@@ -50,7 +50,7 @@ func TestOpenLoop(t *testing.T) {
 	}))
 	defer srv.Close()
 	keys := map[string]string{"calm": "k-calm", "busy": "k-busy"}
-	arrivals := openLoop(newClient(8), srv.URL, "t", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1})
+	arrivals := openLoop(newClient(8), []string{srv.URL}, "t", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1})
 	if len(arrivals) != 40 || posts.Load() != 20 || uis.Load() != 20 {
 		t.Fatalf("%d arrivals, %d posts, %d UI chats; want 40, 20, 20", len(arrivals), posts.Load(), uis.Load())
 	}
