@@ -281,12 +281,12 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 			}
 			return d
 		}
-		openLoop(hc, urls, "warm", 20, time.Second, text, keys, one)
+		openLoop(hc, urls, "warm", 20, time.Second, text, keys, one, nil)
 		if err := before(); err != nil {
 			return loadStats{}, 0, 0, err
 		}
 		c0 := cpu()
-		arr := openLoop(hc, urls, "cap", rate, dur, text, keys, one)
+		arr := openLoop(hc, urls, "cap", rate, dur, text, keys, one, nil)
 		time.Sleep(500 * time.Millisecond)
 		c1 := cpu()
 		if err := after(); err != nil {
@@ -331,6 +331,9 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	// The model checked: hosts serve processes (3) on a three-node
 	// cluster, the chats sent to each in turn, their figures per chat
 	// summed.
+	if hosts <= 0 {
+		return nil
+	}
 	rc, err := startRedisCluster(3)
 	if err != nil {
 		fmt.Printf("  Redis Cluster: left out (%v)\n", err)

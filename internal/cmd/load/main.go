@@ -64,7 +64,7 @@ func main() {
 	rates := flag.String("rates", "", "open-loop load through serve at these `RATES` (chats a second, comma-separated), then up to the capacity and fairness at it; empty leaves it out")
 	openFor := flag.Duration("open-duration", 10*time.Second, "how long each open-loop rate lasts")
 	model := flag.Float64("model-rate", 0, "the capacity model: chats a second through serve on file, Redis and Redis Cluster storage (redis-server on PATH), per chat CPU, ledger, SSE and Redis figures; 0 leaves it out")
-	clusterHosts := flag.Int("cluster-hosts", 3, "the capacity model's last run: this many serve processes on a 3-node Redis Cluster (redis-cli on PATH)")
+	clusterHosts := flag.Int("cluster-hosts", 3, "the capacity model's last run: this many serve processes on a 3-node Redis Cluster (redis-cli on PATH); 0 leaves it out")
 	capacity := flag.Float64("capacity", 0, "the capacity (chats a second) fairness is measured at; 0 finds it, up from the last of -rates")
 	flag.Parse()
 	if *client {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +32,10 @@ type arrival struct {
 // tenant's through POST /v1/sessions/{id}/messages (accepted at 202), half
 // through the UI route (accepted at its headers, then read to the end), spread
 // over the tenants' keys by weight and over the serve processes at urls in
-// turn, and returns them.
-func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time.Duration, text string, keys map[string]string, weights map[string]float64) []*arrival {
+// turn, and returns them. The chats of the tenants in raw go through POST
+// only, by a rawPool: a flood whose cost is the server's, not the
+// client's.
+func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time.Duration, text string, keys map[string]string, weights map[string]float64, raw map[string]*rawPool) []*arrival {
 	n := int(rate * dur.Seconds())
 	var total float64
 	names := make([]string, 0, len(weights))
@@ -64,7 +69,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 	// always through the same route).
 	sent := map[string]int{}
 	for i := range n {
-		a := &arrival{tenant: plan[i], ui: sent[plan[i]]%2 == 1, scheduled: start.Add(time.Duration(i) * interval)}
+		a := &arrival{tenant: plan[i], ui: sent[plan[i]]%2 == 1 && raw[plan[i]] == nil, scheduled: start.Add(time.Duration(i) * interval)}
 		sent[plan[i]]++
 		out[i] = a
 		time.Sleep(time.Until(a.scheduled))
@@ -80,6 +85,19 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 				a.accept, a.sseBytes, a.err = r.headers+a.lag, r.sseBytes, r.err
 				if r.err != nil && strings.HasPrefix(r.err.Error(), "429") {
 					a.refused, a.err = true, nil
+				}
+				return
+			}
+			if rp := raw[a.tenant]; rp != nil {
+				status, err := rp.post("/v1/sessions/"+id+"/messages", key, `{"text":"`+text+`"}`)
+				a.accept = time.Since(a.scheduled)
+				switch {
+				case err != nil:
+					a.err = err
+				case status == http.StatusTooManyRequests:
+					a.refused = true
+				case status != http.StatusAccepted:
+					a.err = fmt.Errorf("POST messages: %d", status)
 				}
 				return
 			}
@@ -104,6 +122,72 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 	}
 	wg.Wait()
 	return out
+}
+
+// rawPool sends POSTs over kept-alive connections with no more than a
+// write and http.ReadResponse, where an http.Client takes a transport's
+// pool, two goroutines a connection and their hand-offs: a flooding
+// client that costs the machine little, as one on another machine would.
+type rawPool struct {
+	addr string // host:port
+	mu   sync.Mutex
+	idle []*rawConn
+}
+
+type rawConn struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func newRawPool(url string) *rawPool {
+	return &rawPool{addr: strings.TrimPrefix(url, "http://")}
+}
+
+// post sends one request and returns the response's status, its body read.
+func (p *rawPool) post(path, key, body string) (int, error) {
+	p.mu.Lock()
+	var rc *rawConn
+	if n := len(p.idle); n > 0 {
+		rc, p.idle = p.idle[n-1], p.idle[:n-1]
+	}
+	p.mu.Unlock()
+	if rc == nil {
+		c, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			return 0, err
+		}
+		rc = &rawConn{c: c, br: bufio.NewReader(c)}
+	}
+	req := "POST " + path + " HTTP/1.1\r\nHost: " + p.addr + "\r\nAuthorization: Bearer " + key +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := io.WriteString(rc.c, req); err != nil {
+		rc.c.Close()
+		return 0, err
+	}
+	res, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		rc.c.Close()
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err != nil || res.Close {
+		rc.c.Close()
+	} else {
+		p.mu.Lock()
+		p.idle = append(p.idle, rc)
+		p.mu.Unlock()
+	}
+	return res.StatusCode, nil
+}
+
+func (p *rawPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, rc := range p.idle {
+		rc.c.Close()
+	}
+	p.idle = nil
 }
 
 // loadStats summarises the arrivals of one tenant ("" for all).
@@ -180,7 +264,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	}
 	keys := map[string]string{"load": tenantKey}
 	one := map[string]float64{"load": 1}
-	openLoop(hc, []string{sp.url}, "warm", 50, time.Second, text, keys, one)
+	openLoop(hc, []string{sp.url}, "warm", 50, time.Second, text, keys, one, nil)
 	type point struct {
 		rate float64
 		s    loadStats
@@ -192,7 +276,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		if err != nil {
 			return point{}, err
 		}
-		arr := openLoop(hc, []string{sp.url}, fmt.Sprintf("r%g", rate), rate, dur, text, keys, one)
+		arr := openLoop(hc, []string{sp.url}, fmt.Sprintf("r%g", rate), rate, dur, text, keys, one, nil)
 		time.Sleep(300 * time.Millisecond)
 		c1, _ := sp.cpu()
 		p := point{rate: rate, s: statsOf(arr, ""), cpu: (c1 - c0) / time.Duration(len(arr))}
@@ -271,7 +355,10 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		return err
 	}
 	defer fp.stop()
-	openLoop(hc, []string{fp.url}, "warm", 50, time.Second, text, keys, even)
+	flooder := newRawPool(fp.url)
+	defer flooder.close()
+	raw := map[string]*rawPool{"t0": flooder}
+	openLoop(hc, []string{fp.url}, "warm", 50, time.Second, text, keys, even, raw)
 	others := func(arr []*arrival) loadStats {
 		var rest []*arrival
 		for _, a := range arr {
@@ -284,9 +371,9 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	var base, flooded []time.Duration
 	for i := range 3 {
 		c0, _ := fp.cpu()
-		b := others(openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-base-%d", i), capacity, dur, text, keys, even))
+		b := others(openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-base-%d", i), capacity, dur, text, keys, even, raw))
 		c1, _ := fp.cpu()
-		arr := openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-flood-%d", i), capacity*(nTenants+9)/nTenants, dur, text, keys, flood)
+		arr := openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-flood-%d", i), capacity*(nTenants+9)/nTenants, dur, text, keys, flood, raw)
 		c2, _ := fp.cpu()
 		f, fl := others(arr), statsOf(arr, "t0")
 		// What a refusal costs serve: the flood's CPU beyond the even run's.

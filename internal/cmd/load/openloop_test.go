@@ -50,7 +50,7 @@ func TestOpenLoop(t *testing.T) {
 	}))
 	defer srv.Close()
 	keys := map[string]string{"calm": "k-calm", "busy": "k-busy"}
-	arrivals := openLoop(newClient(8), []string{srv.URL}, "t", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1})
+	arrivals := openLoop(newClient(8), []string{srv.URL}, "t", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1}, nil)
 	if len(arrivals) != 40 || posts.Load() != 20 || uis.Load() != 20 {
 		t.Fatalf("%d arrivals, %d posts, %d UI chats; want 40, 20, 20", len(arrivals), posts.Load(), uis.Load())
 	}
@@ -66,6 +66,22 @@ func TestOpenLoop(t *testing.T) {
 	}
 	if all.refused != 5 || all.failed != 5 {
 		t.Errorf("all: %+v", all)
+	}
+
+	// A raw tenant sends POSTs only, over the connections its pool keeps.
+	posts.Store(0)
+	uis.Store(0)
+	rp := newRawPool(srv.URL)
+	defer rp.close()
+	arrivals = openLoop(newClient(8), []string{srv.URL}, "r", 400, 100*time.Millisecond, "hello", keys, map[string]float64{"calm": 3, "busy": 1}, map[string]*rawPool{"busy": rp})
+	if busy := statsOf(arrivals, "busy"); busy.n != 10 || busy.refused != 10 || busy.failed != 0 {
+		t.Errorf("busy sent raw: %+v, want 10 POSTs refused", busy)
+	}
+	if posts.Load() != 25 || uis.Load() != 15 {
+		t.Errorf("%d posts, %d UI chats; want 25, 15", posts.Load(), uis.Load())
+	}
+	if len(rp.idle) == 0 {
+		t.Error("the raw pool kept no connection")
 	}
 }
 
