@@ -104,7 +104,7 @@ func (c *redisCluster) url() string {
 
 // use sums what the nodes did.
 func (c *redisCluster) use() (redisUse, error) {
-	sum := redisUse{byCmd: map[string]float64{}}
+	sum := redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
 	for _, r := range c.nodes {
 		u, err := r.use()
 		if err != nil {
@@ -116,6 +116,9 @@ func (c *redisCluster) use() (redisUse, error) {
 		sum.netOut += u.netOut
 		for k, v := range u.byCmd {
 			sum.byCmd[k] += v
+		}
+		for k, v := range u.usecByCmd {
+			sum.usecByCmd[k] += v
 		}
 	}
 	return sum, nil
@@ -184,7 +187,8 @@ func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
 type redisUse struct {
 	calls, usec   float64
 	netIn, netOut float64
-	byCmd         map[string]float64
+	byCmd         map[string]float64 // calls
+	usecByCmd     map[string]float64
 }
 
 func (r *redisServer) use() (redisUse, error) {
@@ -196,7 +200,7 @@ func (r *redisServer) use() (redisUse, error) {
 	if err != nil {
 		return redisUse{}, err
 	}
-	u := redisUse{byCmd: map[string]float64{}}
+	u := redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
 	for k, v := range cs {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok || name == "info" {
@@ -211,6 +215,7 @@ func (r *redisServer) use() (redisUse, error) {
 				u.byCmd[name] += x
 			case "usec":
 				u.usec += x
+				u.usecByCmd[name] += x
 			}
 		}
 	}
@@ -322,8 +327,9 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	}
 	printRedis := func(what string) {
 		per := func(a, b float64) float64 { return (b - a) / float64(n) }
-		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis time, %.0f bytes in and %.0f out a chat; accept p99 %v\n",
-			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0, u1, n), per(u0.usec, u1.usec), per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
+		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis time (%s), %.0f bytes in and %.0f out a chat; accept p99 %v\n",
+			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0.byCmd, u1.byCmd, n, 0.05), per(u0.usec, u1.usec), topCommands(u0.usecByCmd, u1.usecByCmd, n, 5),
+			per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
 	}
 	printRedis("Redis storage")
 	rs.stop()
@@ -350,15 +356,16 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	return nil
 }
 
-// topCommands lists the commands a chat made, most first.
-func topCommands(a, b redisUse, n int) string {
+// topCommands lists what each command took a chat (calls or µs), from
+// the counts before (a) and after (b), most first, down to least.
+func topCommands(a, b map[string]float64, n int, least float64) string {
 	type kv struct {
 		k string
 		v float64
 	}
 	var l []kv
-	for k, v := range b.byCmd {
-		if d := (v - a.byCmd[k]) / float64(n); d >= 0.05 {
+	for k, v := range b {
+		if d := (v - a[k]) / float64(n); d >= least {
 			l = append(l, kv{k, d})
 		}
 	}
@@ -369,9 +376,13 @@ func topCommands(a, b redisUse, n int) string {
 			}
 		}
 	}
+	prec := 1 // calls a chat
+	if least >= 1 {
+		prec = 0 // µs a chat
+	}
 	var parts []string
 	for _, x := range l {
-		parts = append(parts, fmt.Sprintf("%s %.1f", x.k, x.v))
+		parts = append(parts, fmt.Sprintf("%s %.*f", x.k, prec, x.v))
 	}
 	return strings.Join(parts, ", ")
 }
