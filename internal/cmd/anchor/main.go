@@ -34,23 +34,24 @@ func main() {
 	base := flag.String("base-url", "", "the server's base `URL` (…/v1)")
 	runs := flag.Int("runs", 200, "runs to measure, after 5 to warm up")
 	storeKind := flag.String("storage", "file", "file (in a temporary directory) or memory")
+	dir := flag.String("dir", "", "the `directory` the file store's temporary directory is made in (default: the system's, $TMPDIR)")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the measured runs to `FILE`")
 	flag.Parse()
 	profileTo = *profile
-	if err := run(*base, *runs, *storeKind); err != nil {
+	if err := run(*base, *runs, *storeKind, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "anchor:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base string, runs int, storeKind string) error {
+func run(base string, runs int, storeKind, parent string) error {
 	if base == "" {
 		return fmt.Errorf("want -base-url")
 	}
 	var store storage.Storage
 	switch storeKind {
 	case "file":
-		dir, err := os.MkdirTemp("", "anchor-*")
+		dir, err := os.MkdirTemp(parent, "anchor-*")
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/agentichost/agentic/internal/fakemodel"
@@ -18,11 +19,16 @@ func TestAnchorRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	for _, store := range []string{"file", "memory"} {
+	for _, store := range []string{"file", "memory", "file-in-dir"} {
 		r, w, _ := os.Pipe()
 		stdout := os.Stdout
 		os.Stdout = w
-		err := run(srv.URL(), 3, store)
+		var err error
+		if store == "file-in-dir" {
+			err = run(srv.URL(), 3, "file", t.TempDir())
+		} else {
+			err = run(srv.URL(), 3, store, "")
+		}
 		w.Close()
 		os.Stdout = stdout
 		out, _ := io.ReadAll(r)
@@ -36,5 +42,9 @@ func TestAnchorRuns(t *testing.T) {
 		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil || got.Runs != 3 || got.Steps != 6 || got.CPU <= 0 {
 			t.Errorf("%s: %s (%v), want 3 runs of 2 steps and a CPU time", store, out, err)
 		}
+	}
+	// -dir is where the file store's directory is made.
+	if err := run(srv.URL(), 1, "file", filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("a -dir that does not exist: no error")
 	}
 }

@@ -80,7 +80,7 @@ BenchmarkWarmCallVsBare/go-echo-1KB-2  300  2710071 ns/op  220487 bare-B/call  1
 func TestSummaryAnchor(t *testing.T) {
 	var lines strings.Builder
 	if err := anchorBench(&lines, strings.NewReader("12000 1300 1100\n10000 1100 900\n14000 1200 1000\n"+
-		"lean 6000 700 600\nlean 5000 650 550\nlean 7000 800 700\n")); err != nil {
+		"lean 6000 700 600 500\nlean 5000 650 550 450\nlean 7000 800 700 600\n")); err != nil {
 		t.Fatal(err)
 	}
 	r, err := parse(strings.NewReader(lines.String()))
@@ -90,13 +90,13 @@ func TestSummaryAnchor(t *testing.T) {
 	var out strings.Builder
 	summarize(&out, r)
 	for _, want := range []string{"(fake server)", "file 1200 µs (0.100×), memory 1000 µs (0.083×)", "the AI SDK 7 ToolLoopAgent on the same server: 12000 µs",
-		"(lean server)", "file 700 µs (0.117×), memory 600 µs (0.100×)", "file 0.117× (lean)"} {
+		"(lean server)", "file 700 µs (0.117×), memory 600 µs (0.100×), file on tmpfs 500 µs (0.083×)", "file 0.117× (lean)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}
 	}
 	// A side that printed no figure fails rather than drop out.
-	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", "lean 1 2\n", ""} {
+	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", "lean 1 2\n", "1 2 3 4 5\n", ""} {
 		if err := anchorBench(io.Discard, strings.NewReader(rounds)); err == nil {
 			t.Errorf("anchorBench(%q) = nil, want an error", rounds)
 		}
