@@ -63,7 +63,7 @@ demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-
 test:
 	./scripts/test-deps.sh
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
 ## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once
 soak:
