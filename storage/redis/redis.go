@@ -360,8 +360,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 }
 
 // ownParams takes the store's own parameters out of a URL's query
-// (wait_replicas, wait_timeout, watch_pool_size), into opts where opts leaves them unset,
-// and returns the URL go-redis is to parse.
+// (wait_replicas, wait_timeout, watch_pool_size), into opts where opts
+// leaves them unset, and returns the URL go-redis is to parse.
 func ownParams(rawURL string, opts *Options) (string, error) {
 	base, query, ok := strings.Cut(rawURL, "?")
 	if !ok {
