@@ -112,6 +112,7 @@ func (c *redisCluster) use() (redisUse, error) {
 		}
 		sum.calls += u.calls
 		sum.usec += u.usec
+		sum.cpuSec += u.cpuSec
 		sum.netIn += u.netIn
 		sum.netOut += u.netOut
 		for k, v := range u.byCmd {
@@ -186,6 +187,7 @@ func ioReadFull(r *bufio.Reader, b []byte) (int, error) {
 // redisUse is what Redis did: commands, their server time, bytes in and out.
 type redisUse struct {
 	calls, usec   float64
+	cpuSec        float64 // the main thread's CPU, seconds
 	netIn, netOut float64
 	byCmd         map[string]float64 // calls
 	usecByCmd     map[string]float64
@@ -200,7 +202,17 @@ func (r *redisServer) use() (redisUse, error) {
 	if err != nil {
 		return redisUse{}, err
 	}
+	cpu, err := r.info("cpu")
+	if err != nil {
+		return redisUse{}, err
+	}
 	u := redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
+	// The main thread's CPU (the server's others: background saves,
+	// I/O threads, are not the commands').
+	for _, k := range []string{"used_cpu_user_main_thread", "used_cpu_sys_main_thread"} {
+		x, _ := strconv.ParseFloat(cpu[k], 64)
+		u.cpuSec += x
+	}
 	for k, v := range cs {
 		name, ok := strings.CutPrefix(k, "cmdstat_")
 		if !ok || name == "info" {
@@ -327,8 +339,8 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	}
 	printRedis := func(what string) {
 		per := func(a, b float64) float64 { return (b - a) / float64(n) }
-		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis time (%s), %.0f bytes in and %.0f out a chat; accept p99 %v\n",
-			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0.byCmd, u1.byCmd, n, 0.05), per(u0.usec, u1.usec), topCommands(u0.usecByCmd, u1.usecByCmd, n, 5),
+		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis's CPU (main thread) and %.0f µs of command time (%s), %.0f bytes in and %.0f out a chat; accept p99 %v\n",
+			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0.byCmd, u1.byCmd, n, 0.05), per(u0.cpuSec, u1.cpuSec)*1e6, per(u0.usec, u1.usec), topCommands(u0.usecByCmd, u1.usecByCmd, n, 5),
 			per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
 	}
 	printRedis("Redis storage")
