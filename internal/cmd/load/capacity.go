@@ -104,23 +104,13 @@ func (c *redisCluster) url() string {
 
 // use sums what the nodes did.
 func (c *redisCluster) use() (redisUse, error) {
-	sum := redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
+	sum := newRedisUse()
 	for _, r := range c.nodes {
 		u, err := r.use()
 		if err != nil {
 			return redisUse{}, err
 		}
-		sum.calls += u.calls
-		sum.usec += u.usec
-		sum.cpuSec += u.cpuSec
-		sum.netIn += u.netIn
-		sum.netOut += u.netOut
-		for k, v := range u.byCmd {
-			sum.byCmd[k] += v
-		}
-		for k, v := range u.usecByCmd {
-			sum.usecByCmd[k] += v
-		}
+		sum.add(u)
 	}
 	return sum, nil
 }
@@ -193,6 +183,25 @@ type redisUse struct {
 	usecByCmd     map[string]float64
 }
 
+func newRedisUse() redisUse {
+	return redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
+}
+
+// add adds what another server did.
+func (u *redisUse) add(v redisUse) {
+	u.calls += v.calls
+	u.usec += v.usec
+	u.cpuSec += v.cpuSec
+	u.netIn += v.netIn
+	u.netOut += v.netOut
+	for k, x := range v.byCmd {
+		u.byCmd[k] += x
+	}
+	for k, x := range v.usecByCmd {
+		u.usecByCmd[k] += x
+	}
+}
+
 func (r *redisServer) use() (redisUse, error) {
 	cs, err := r.info("commandstats")
 	if err != nil {
@@ -206,7 +215,7 @@ func (r *redisServer) use() (redisUse, error) {
 	if err != nil {
 		return redisUse{}, err
 	}
-	u := redisUse{byCmd: map[string]float64{}, usecByCmd: map[string]float64{}}
+	u := newRedisUse()
 	// The main thread's CPU (the server's others: background saves,
 	// I/O threads, are not the commands').
 	for _, k := range []string{"used_cpu_user_main_thread", "used_cpu_sys_main_thread"} {
@@ -340,7 +349,7 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 	printRedis := func(what string) {
 		per := func(a, b float64) float64 { return (b - a) / float64(n) }
 		fmt.Printf("  %s: serve CPU %.0f µs a chat; Redis %.1f commands a chat (%s), %.0f µs of Redis's CPU (main thread) and %.0f µs of command time (%s), %.0f bytes in and %.0f out a chat; accept p99 %v\n",
-			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0.byCmd, u1.byCmd, n, 0.05), per(u0.cpuSec, u1.cpuSec)*1e6, per(u0.usec, u1.usec), topCommands(u0.usecByCmd, u1.usecByCmd, n, 5),
+			what, us(cpu), per(u0.calls, u1.calls), topCommands(u0.byCmd, u1.byCmd, n, 0.05, 1), per(u0.cpuSec, u1.cpuSec)*1e6, per(u0.usec, u1.usec), topCommands(u0.usecByCmd, u1.usecByCmd, n, 5, 0),
 			per(u0.netIn, u1.netIn), per(u0.netOut, u1.netOut), round(s.p99))
 	}
 	printRedis("Redis storage")
@@ -369,8 +378,9 @@ func capacityModel(t tools, rate float64, dur time.Duration, words int, latency 
 }
 
 // topCommands lists what each command took a chat (calls or µs), from
-// the counts before (a) and after (b), most first, down to least.
-func topCommands(a, b map[string]float64, n int, least float64) string {
+// the counts before (a) and after (b), most first, down to least, with
+// prec decimals.
+func topCommands(a, b map[string]float64, n int, least float64, prec int) string {
 	type kv struct {
 		k string
 		v float64
@@ -387,10 +397,6 @@ func topCommands(a, b map[string]float64, n int, least float64) string {
 				l[i], l[j] = l[j], l[i]
 			}
 		}
-	}
-	prec := 1 // calls a chat
-	if least >= 1 {
-		prec = 0 // µs a chat
 	}
 	var parts []string
 	for _, x := range l {

@@ -134,6 +134,9 @@ type rawPool struct {
 	idle []*rawConn
 }
 
+// rawTimeout bounds one request of a rawPool.
+const rawTimeout = time.Minute
+
 type rawConn struct {
 	c  net.Conn
 	br *bufio.Reader
@@ -157,6 +160,12 @@ func (p *rawPool) post(path, key, body string) (int, error) {
 			return 0, err
 		}
 		rc = &rawConn{c: c, br: bufio.NewReader(c)}
+	}
+	// A server that stops answering fails the request, as the
+	// http.Client's chats fail at their context's deadline.
+	if err := rc.c.SetDeadline(time.Now().Add(rawTimeout)); err != nil {
+		rc.c.Close()
+		return 0, err
 	}
 	req := "POST " + path + " HTTP/1.1\r\nHost: " + p.addr + "\r\nAuthorization: Bearer " + key +
 		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
