@@ -3,8 +3,12 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/storage/redis"
@@ -18,19 +22,24 @@ import (
 // and the appends failed with a pool timeout).
 func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
 	t.Parallel()
-	urls := map[string]func(t *testing.T) string{
-		"single": func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() },
-		"cluster": func(t *testing.T) string {
+	// Each gives the URL and the servers' addresses.
+	urls := map[string]func(t *testing.T) (string, []string){
+		"single": func(t *testing.T) (string, []string) {
+			srv := redistest.Start(t, redistest.Options{})
+			return srv.URL(), []string{srv.Addr()}
+		},
+		"cluster": func(t *testing.T) (string, []string) {
 			if testing.Short() {
 				t.Skip("starts a 3-node cluster")
 			}
-			return clusterURL(redistest.StartCluster(t, 3))
+			c := redistest.StartCluster(t, 3)
+			return clusterURL(c), c.Addrs()
 		},
 	}
 	for name, url := range urls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			u := url(t)
+			u, addrs := url(t)
 			opts := redis.Options{Prefix: freshPrefix(), WatchBlock: time.Minute}
 			st := open(t, u+"?pool_size=1", opts)
 			ctx := t.Context()
@@ -43,7 +52,7 @@ func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
 				}
 				chs = append(chs, ch)
 			}
-			time.Sleep(100 * time.Millisecond) // the watches block
+			waitBlocked(t, addrs, n)
 			for i := range n {
 				actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				err := st.Append(actx, fmt.Sprintf("w%d", i), poke(fmt.Sprintf("w%d", i), 0))
@@ -56,6 +65,37 @@ func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
 				waitFire(t, ch)
 			}
 		})
+	}
+}
+
+// waitBlocked waits until the servers at addrs have n clients blocked
+// (INFO clients, blocked_clients), the watches' XREADs.
+func waitBlocked(t *testing.T, addrs []string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		blocked := 0
+		for _, a := range addrs {
+			c := goredis.NewClient(&goredis.Options{Addr: a})
+			info, err := c.Info(t.Context(), "clients").Result()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(info) {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
+					k, _ := strconv.Atoi(v)
+					blocked += k
+				}
+			}
+		}
+		if blocked >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients blocked after 30s, want %d watches", blocked, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
