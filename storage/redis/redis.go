@@ -15,6 +15,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -314,6 +315,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.WriteTimeout = pick(opts.WriteTimeout, o.WriteTimeout, o.ReadTimeout)
 		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
 		o.ContextTimeoutEnabled = true
+		o.MaintNotificationsConfig = noMaintNotifications()
 		client = goredis.NewClient(o)
 		wo := *o
 		wo.PoolSize, wo.MinIdleConns, wo.MaxIdleConns, wo.ConnMaxIdleTime = opts.WatchPoolSize, 0, 0, watchIdleTime
@@ -329,6 +331,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		o.MaxRetries = pick(opts.MaxRetries, o.MaxRetries, DefaultMaxRetries)
 		o.ContextTimeoutEnabled = true
 		o.ClusterStateReloadInterval = opts.ClusterReload
+		o.MaintNotificationsConfig = noMaintNotifications()
 		client = goredis.NewClusterClient(o)
 		wo := *o
 		wo.PoolSize, wo.MinIdleConns, wo.MaxIdleConns, wo.ConnMaxIdleTime = opts.WatchPoolSize, 0, 0, watchIdleTime
@@ -357,6 +360,16 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// noMaintNotifications turns go-redis's maintenance notifications off.
+// The store does not use them, and in their default mode (auto) a
+// server without them (Redis before 8) makes every new connection try
+// the handshake, and the first to fail turn the mode off in options a
+// watch's sticky connection (Client.Conn) shares under another lock: a
+// data race the race detector reports when watches start together.
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // ownParams takes the store's own parameters out of a URL's query
