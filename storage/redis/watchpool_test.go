@@ -22,21 +22,7 @@ import (
 // and the appends failed with a pool timeout).
 func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
 	t.Parallel()
-	// Each gives the URL and the servers' addresses.
-	urls := map[string]func(t *testing.T) (string, []string){
-		"single": func(t *testing.T) (string, []string) {
-			srv := redistest.Start(t, redistest.Options{})
-			return srv.URL(), []string{srv.Addr()}
-		},
-		"cluster": func(t *testing.T) (string, []string) {
-			if testing.Short() {
-				t.Skip("starts a 3-node cluster")
-			}
-			c := redistest.StartCluster(t, 3)
-			return clusterURL(c), c.Addrs()
-		},
-	}
-	for name, url := range urls {
+	for name, url := range watchURLs() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			u, addrs := url(t)
@@ -65,6 +51,24 @@ func TestWatchesLeaveCommandsTheirPool(t *testing.T) {
 				waitFire(t, ch)
 			}
 		})
+	}
+}
+
+// watchURLs are the topologies of the watch tests: each gives the URL
+// and the servers' addresses.
+func watchURLs() map[string]func(t *testing.T) (string, []string) {
+	return map[string]func(t *testing.T) (string, []string){
+		"single": func(t *testing.T) (string, []string) {
+			srv := redistest.Start(t, redistest.Options{})
+			return srv.URL(), []string{srv.Addr()}
+		},
+		"cluster": func(t *testing.T) (string, []string) {
+			if testing.Short() {
+				t.Skip("starts a 3-node cluster")
+			}
+			c := redistest.StartCluster(t, 3)
+			return clusterURL(c), c.Addrs()
+		},
 	}
 }
 
@@ -105,21 +109,27 @@ func waitBlocked(t *testing.T, addrs []string, n int) {
 // after the first one ended still fires.
 func TestEndedWatchReleasesItsConnection(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t, redistest.Options{})
-	opts := redis.Options{Prefix: freshPrefix(), WatchBlock: time.Minute}
-	st := open(t, srv.URL()+"?watch_pool_size=1", opts)
-	ctx := t.Context()
-	for i := range 3 {
-		wctx, cancel := context.WithCancel(ctx)
-		id := fmt.Sprintf("e%d", i)
-		ch, err := st.Watch(wctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Append(ctx, id, poke(id, 0)); err != nil {
-			t.Fatal(err)
-		}
-		waitFire(t, ch)
-		cancel()
+	for name, url := range watchURLs() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			u, _ := url(t)
+			opts := redis.Options{Prefix: freshPrefix(), WatchBlock: time.Minute}
+			// On a cluster the pool is a node's: the watches follow one
+			// session, so that each waits on the same node.
+			st := open(t, u+"?watch_pool_size=1", opts)
+			ctx := t.Context()
+			for i := range 3 {
+				wctx, cancel := context.WithCancel(ctx)
+				ch, err := st.Watch(wctx, "e")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Append(ctx, "e", poke("e", i)); err != nil {
+					t.Fatal(err)
+				}
+				waitFire(t, ch)
+				cancel()
+			}
+		})
 	}
 }
