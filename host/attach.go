@@ -124,12 +124,22 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 	if a.closed {
 		return Update{}, io.EOF
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(h.bg, func() { cancel(ErrClosed) })()
+	if u, ok := a.TryNext(); ok { // no wait: no context to watch
+		return u, nil
+	}
+	// The run's progress is waited for with the host's end beside ctx; a
+	// snapshot and a wait for a change take a context that ends with
+	// either, made when one is needed (once a run, not once an event).
+	outer := ctx
+	var cancel context.CancelCauseFunc
+	defer func() {
+		if cancel != nil {
+			cancel(nil)
+		}
+	}()
 	for {
 		if a.sub != nil {
-			e, seq, err := a.sub.Next(ctx)
+			e, seq, err := a.sub.NextOr(outer, h.bg.Done(), ErrClosed)
 			switch {
 			case err == nil:
 				p := a.run.progress(e, seq)
@@ -146,8 +156,13 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 				a.sub, a.run = nil, nil
 				return Update{}, ErrSlowSubscriber
 			default:
-				return Update{}, stopped(ctx, err)
+				return Update{}, err
 			}
+		}
+		if cancel == nil {
+			ctx, cancel = context.WithCancelCause(outer)
+			stop := context.AfterFunc(h.bg, func() { cancel(ErrClosed) })
+			defer stop()
 		}
 		if a.snapshot {
 			snap, err := a.take(ctx)
@@ -165,6 +180,24 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 		}
 		a.snapshot = true
 	}
+}
+
+// TryNext returns the next progress event of the run in flight when one
+// is there to read, without waiting; ok is false when Next would have to
+// wait or has something else to tell (a snapshot, the run's end, an
+// error). A relay that writes what is ready before it flushes reads with
+// Next, then with TryNext until it returns false.
+func (a *Attachment) TryNext() (u Update, ok bool) {
+	if a.closed || a.sub == nil {
+		return Update{}, false
+	}
+	e, seq, ok := a.sub.TryNext()
+	if !ok {
+		return Update{}, false
+	}
+	p := a.run.progress(e, seq)
+	a.cursor = Cursor{RunID: a.run.id, Seq: seq}
+	return Update{Progress: &p}, true
 }
 
 // stopped returns ErrClosed when ctx ended because the host closed, else

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,21 +46,42 @@ func eventID(c host.Cursor) string {
 
 // sse writes server-sent events, each within timeout: a client that stops
 // reading is dropped, never waited for.
+//
+// A relay (Server.stream) holds the flushes while it writes what is ready
+// and flushes once before it waits: updates that came together leave in
+// one write, and none waits for another.
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration // 0: DefaultStreamWrite
 	buf     []byte        // an event's bytes, reused
-	pending bool          // chunk wrote since the last flush
+	pending bool          // written since the last flush
+	hold    bool          // event leaves the flush to flushPending
+	err     error         // the first write's or flush's error: the stream is over
 }
 
-// deadline bounds the next write.
+// deadline bounds the writes until the next flush.
 func (s *sse) deadline() {
 	d := s.timeout
 	if d <= 0 {
 		d = DefaultStreamWrite
 	}
 	s.rc.SetWriteDeadline(time.Now().Add(d))
+}
+
+// write writes b, bounded by the deadline, without flushing.
+func (s *sse) write(b []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.pending {
+		s.deadline()
+		s.pending = true
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+	}
+	return s.err
 }
 
 func newSSE(w http.ResponseWriter) *sse {
@@ -92,10 +112,10 @@ func (s *sse) event(name, id string, data any) error {
 	}
 	b = append(append(append(b, "data: "...), j...), "\n\n"...)
 	s.buf = b
-	if _, err := s.w.Write(b); err != nil {
+	if err := s.write(b); err != nil || s.hold {
 		return err
 	}
-	return s.flush()
+	return s.flushPending()
 }
 
 // chunk writes a UI message stream chunk as a data event (its JSON by
@@ -103,51 +123,49 @@ func (s *sse) event(name, id string, data any) error {
 // (flushPending) once it has written what one update of the run makes, so
 // that the chunks of an update leave in one write.
 func (s *sse) chunk(ch uistream.Chunk) error {
-	if !s.pending {
-		s.deadline()
-		s.pending = true
-	}
 	b, err := uistream.AppendChunk(append(s.buf[:0], "data: "...), ch)
 	if err != nil {
 		return err
 	}
 	b = append(b, "\n\n"...)
 	s.buf = b
-	_, err = s.w.Write(b)
-	return err
+	return s.write(b)
 }
 
-// flushPending flushes what chunk wrote since the last flush.
+// flushPending flushes what was written since the last flush.
 func (s *sse) flushPending() error {
-	if !s.pending {
-		return nil
+	if !s.pending || s.err != nil {
+		return s.err
 	}
 	s.pending = false
 	return s.flush()
 }
 
+// comment writes an SSE comment (a heartbeat) and flushes.
 func (s *sse) comment(text string) error {
-	s.deadline()
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+	s.buf = append(append(append(s.buf[:0], ": "...), text...), "\n\n"...)
+	if err := s.write(s.buf); err != nil {
 		return err
 	}
-	return s.flush()
+	return s.flushPending()
 }
 
-// done ends a UI message stream: data: [DONE].
+// done ends a UI message stream: data: [DONE], flushed.
 func (s *sse) done() error {
-	s.deadline()
-	if _, err := fmt.Fprint(s.w, "data: [DONE]\n\n"); err != nil {
+	if err := s.write([]byte("data: [DONE]\n\n")); err != nil {
 		return err
 	}
-	return s.flush()
+	return s.flushPending()
 }
 
 func (s *sse) flush() error {
-	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	if s.err != nil {
+		return s.err
 	}
-	return nil
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.err = err
+	}
+	return s.err
 }
 
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -250,18 +268,39 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		cur host.Cursor
 		err error
 	}
-	updates := make(chan item)
+	// The reader hands over what is ready in batches: the loop writes a
+	// batch, then flushes once (out.hold), so that the updates that came
+	// while the stream was busy leave in one write.
+	const maxBatch = 64
+	updates := make(chan []item)
+	spare := make(chan []item, 1) // a batch the loop is done with, reused
 	exited := make(chan struct{})
+	out.hold = true
 	defer func() {
 		cancel()
 		<-exited // the attachment is read by one goroutine at a time
+		out.hold = false
+		out.flushPending()
 	}()
 	go func() {
 		defer close(exited)
 		for {
-			u, err := a.Next(ctx)
+			var batch []item
 			select {
-			case updates <- item{u, a.Cursor(), err}:
+			case batch = <-spare:
+			default:
+			}
+			u, err := a.Next(ctx)
+			batch = append(batch[:0], item{u, a.Cursor(), err})
+			for err == nil && len(batch) < maxBatch {
+				u, ok := a.TryNext()
+				if !ok {
+					break
+				}
+				batch = append(batch, item{u, a.Cursor(), nil})
+			}
+			select {
+			case updates <- batch:
 			case <-ctx.Done():
 				return
 			}
@@ -270,40 +309,54 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			}
 		}
 	}()
+	// relay writes one update; false ends the stream.
+	relay := func(it item) bool {
+		if it.err != nil {
+			switch {
+			case errors.Is(it.err, host.ErrSlowSubscriber):
+				stopped(codeTooSlow, "the client fell too far behind; reconnect with Last-Event-ID")
+			case errors.Is(it.err, host.ErrClosed):
+				stopped(codeUnavailable, "the server is shutting down; reconnect")
+			}
+			return false
+		}
+		if sm == nil && it.u.Snapshot == nil {
+			return send(it.u, it.cur) == nil
+		}
+		var outs []host.Smoothed[host.Cursor]
+		if sm != nil {
+			outs = sm.Push(it.u.Progress, it.cur)
+		}
+		for _, o := range outs {
+			if err := sendOut(o); err != nil {
+				return false
+			}
+		}
+		if it.u.Snapshot != nil {
+			if err := send(it.u, it.cur); err != nil {
+				return false
+			}
+			smoothFor(it.u.Snapshot.Status.Agent)
+		}
+		return true
+	}
 	beat := time.NewTicker(time.Duration(s.cfg.Heartbeat))
 	defer beat.Stop()
 	for {
 		select {
-		case it := <-updates:
-			if it.err != nil {
-				switch {
-				case errors.Is(it.err, host.ErrSlowSubscriber):
-					stopped(codeTooSlow, "the client fell too far behind; reconnect with Last-Event-ID")
-				case errors.Is(it.err, host.ErrClosed):
-					stopped(codeUnavailable, "the server is shutting down; reconnect")
+		case batch := <-updates:
+			for i := range batch {
+				if !relay(batch[i]) {
+					return
 				}
+				batch[i] = item{}
+			}
+			select {
+			case spare <- batch:
+			default:
+			}
+			if out.flushPending() != nil {
 				return
-			}
-			if sm == nil && it.u.Snapshot == nil {
-				if err := send(it.u, it.cur); err != nil {
-					return
-				}
-				continue
-			}
-			var outs []host.Smoothed[host.Cursor]
-			if sm != nil {
-				outs = sm.Push(it.u.Progress, it.cur)
-			}
-			for _, o := range outs {
-				if err := sendOut(o); err != nil {
-					return
-				}
-			}
-			if it.u.Snapshot != nil {
-				if err := send(it.u, it.cur); err != nil {
-					return
-				}
-				smoothFor(it.u.Snapshot.Status.Agent)
 			}
 			arm()
 		case <-paceC:
@@ -312,6 +365,9 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 				if err := sendOut(o); err != nil {
 					return
 				}
+			}
+			if out.flushPending() != nil {
+				return
 			}
 			arm()
 		case <-beat.C:

@@ -259,17 +259,17 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 		}
 		return werr
 	})
-	// The chunks of one update are written, then flushed together.
+	// The chunks of an update are written, then flushed with whatever else
+	// was ready (stream flushes before it waits).
 	update := func(u host.Update) (bool, error) {
-		done, err := conv.Update(u)
-		if ferr := out.flushPending(); err == nil && werr == nil && ferr != nil {
-			werr = ferr
-			err = ferr
-		}
-		return done, err
+		return conv.Update(u)
 	}
 	if first != nil {
-		if done, err := update(*first); done || err != nil {
+		done, err := update(*first)
+		if ferr := out.flushPending(); err == nil && ferr != nil {
+			werr, err = ferr, ferr
+		}
+		if done || err != nil {
 			if err == nil {
 				out.done()
 			}

@@ -167,6 +167,13 @@ func (s *Sub[T]) removeLocked() {
 // read, ErrDropped when the subscriber fell behind, and ctx.Err() when ctx
 // ends first.
 func (s *Sub[T]) Next(ctx context.Context) (T, int, error) {
+	return s.NextOr(ctx, nil, nil)
+}
+
+// NextOr is Next that also stops waiting when stop is closed, and then
+// returns stopErr: a subscriber that must also stop at another signal (its
+// host closing, say) need not make a context for each wait.
+func (s *Sub[T]) NextOr(ctx context.Context, stop <-chan struct{}, stopErr error) (T, int, error) {
 	var zero T
 	for {
 		s.h.mu.Lock()
@@ -189,8 +196,24 @@ func (s *Sub[T]) Next(ctx context.Context) (T, int, error) {
 		case <-s.ready:
 		case <-ctx.Done():
 			return zero, 0, ctx.Err()
+		case <-stop:
+			return zero, 0, stopErr
 		}
 	}
+}
+
+// TryNext returns the next value and its offset when one was published and
+// not yet read, without waiting; ok is false otherwise (nothing new, the
+// hub closed, the subscriber dropped or closed: Next tells which).
+func (s *Sub[T]) TryNext() (v T, off int, ok bool) {
+	s.h.mu.Lock()
+	defer s.h.mu.Unlock()
+	if s.err != nil || s.next >= len(s.h.log) {
+		return v, 0, false
+	}
+	v = s.h.log[s.next]
+	s.next++
+	return v, s.next, true
 }
 
 // Offset returns the offset of the last value read.

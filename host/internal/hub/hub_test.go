@@ -89,6 +89,52 @@ func TestNextWaitsAndHonoursContext(t *testing.T) {
 	}
 }
 
+// TestTryNextAndNextOr: TryNext reads what is there without waiting and
+// says when nothing is; NextOr stops waiting when its stop channel closes.
+func TestTryNextAndNextOr(t *testing.T) {
+	h := New[int](Options{})
+	s := h.Subscribe(0)
+	if _, _, ok := s.TryNext(); ok {
+		t.Fatal("TryNext on an empty hub read a value")
+	}
+	h.Publish(1)
+	h.Publish(2)
+	for want := 1; want <= 2; want++ {
+		v, off, ok := s.TryNext()
+		if !ok || v != want || off != want {
+			t.Fatalf("TryNext = %d, %d, %v; want %d at offset %d", v, off, ok, want, want)
+		}
+	}
+	if _, _, ok := s.TryNext(); ok {
+		t.Fatal("TryNext read past the last value")
+	}
+	stop := make(chan struct{})
+	errStop := errors.New("stopped")
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := s.NextOr(context.Background(), stop, errStop)
+		got <- err
+	}()
+	close(stop)
+	select {
+	case err := <-got:
+		if err != errStop {
+			t.Fatalf("NextOr after stop = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("NextOr did not stop")
+	}
+	// A value there is read even when stop is closed.
+	h.Publish(3)
+	if v, _, err := s.NextOr(context.Background(), stop, errStop); err != nil || v != 3 {
+		t.Fatalf("NextOr = %d, %v; want 3", v, err)
+	}
+	s.Close()
+	if _, _, ok := s.TryNext(); ok {
+		t.Fatal("TryNext read after Close")
+	}
+}
+
 // TestSlowSubscriberIsDropped: the publisher never waits; a subscriber more
 // than MaxLag live values behind is dropped, and catches up by subscribing
 // again after the last offset it read. The snapshot it subscribed to never
