@@ -36,6 +36,8 @@ for server in fake lean; do
 done
 cpu() { sed -n 's/.*"cpu_us_per_step":\([0-9.]*\).*/\1/p'; }
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Where the file stores go (TMPDIR) matters: see docs/performance.md.
+echo "file storage: $(scripts/fsinfo.sh)"
 for round in 1 2 3; do
 	for server in fake lean; do
 		u=${url[$server]}

@@ -27,5 +27,7 @@ else
 	echo "No AI SDK route at $route_src (ROUTE_DIR) or no node: serve's route is measured alone."
 fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Where the file stores go (TMPDIR) matters: see docs/performance.md.
+echo "file storage: $(scripts/fsinfo.sh)"
 bin/load "${args[@]}"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
