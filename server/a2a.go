@@ -180,11 +180,15 @@ func (s *Server) a2aIndexOnce(ctx context.Context, t *tenant, runID string, rec 
 
 // a2aTaskOf reads the task of run runID in sess as it stands.
 func a2aTaskOf(ctx context.Context, sess *host.Session, runID string, historyLength *int) (*a2av.Task, *a2a.Error) {
-	tr, err := sess.Transcript(ctx)
+	// The status first, then the transcript: a run that ended between the
+	// two reads shows its text with a status that may still say working
+	// (the stream's next update ends it), never a completed task without
+	// its text.
+	st, err := sess.Status(ctx)
 	if err != nil {
 		return nil, &a2a.Error{Code: a2a.CodeInternalError, Message: fmt.Sprintf("cannot read session %s: %v", sess.ID(), err), Data: map[string]any{"code": codeUnavailable}}
 	}
-	st, err := sess.Status(ctx)
+	tr, err := sess.Transcript(ctx)
 	if err != nil {
 		return nil, &a2a.Error{Code: a2a.CodeInternalError, Message: fmt.Sprintf("cannot read session %s: %v", sess.ID(), err), Data: map[string]any{"code": codeUnavailable}}
 	}

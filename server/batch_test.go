@@ -22,6 +22,7 @@ type flushCounter struct {
 	body    bytes.Buffer
 	flushes int
 	sawAll  chan struct{}
+	onFlush func(body []byte) // called at each flush with the body so far
 }
 
 func (f *flushCounter) Header() http.Header { return f.header }
@@ -35,6 +36,9 @@ func (f *flushCounter) Flush() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.flushes++
+	if f.onFlush != nil {
+		f.onFlush(f.body.Bytes())
+	}
 	if f.sawAll != nil && bytes.Contains(f.body.Bytes(), []byte(f.want)) {
 		close(f.sawAll)
 		f.sawAll = nil
@@ -127,5 +131,29 @@ func TestReadyUpdatesLeaveInOneWrite(t *testing.T) {
 	}
 	if got != n {
 		t.Errorf("%d of the %d words, in order, in %q", got, n, rw.body.String())
+	}
+}
+
+// TestNewChatHeadersLeaveWithItsStart: a new chat through the UI route
+// writes its first chunks at once, so its headers leave with them in one
+// write rather than alone before them.
+func TestNewChatHeadersLeaveWithItsStart(t *testing.T) {
+	ts := newTestServer(t)
+	req, _ := http.NewRequest("POST", "/v1/ui/chat", strings.NewReader(uiBody("u1", "hello")))
+	req.Header.Set("Authorization", "Bearer "+ts.acme)
+	req.Header.Set("Content-Type", "application/json")
+	rw := &flushCounter{header: http.Header{}}
+	var first []byte
+	rw.onFlush = func(body []byte) {
+		if first == nil {
+			first = append([]byte{}, body...)
+		}
+	}
+	ts.srv.ServeHTTP(rw, req)
+	if !bytes.Contains(first, []byte(`"type":"start"`)) {
+		t.Errorf("the first flush carried %q, want the stream's start", first)
+	}
+	if !bytes.Contains(rw.body.Bytes(), []byte("data: [DONE]")) {
+		t.Errorf("the stream did not end: %q", rw.body.String())
 	}
 }

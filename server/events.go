@@ -84,15 +84,26 @@ func (s *sse) write(b []byte) error {
 	return s.err
 }
 
+// newSSE starts an event stream: its headers go out at once, so that the
+// client knows the stream is open before the first event.
 func newSSE(w http.ResponseWriter) *sse {
+	s := newSSEHeld(w)
+	s.flushPending()
+	return s
+}
+
+// newSSEHeld starts an event stream whose headers leave with the first
+// flush: for a stream that writes its first events at once (a new chat),
+// one write instead of two.
+func newSSEHeld(w http.ResponseWriter) *sse {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sse{w: w, rc: http.NewResponseController(w)}
-	s.flush()
+	s := &sse{w: w, rc: http.NewResponseController(w), pending: true}
+	s.deadline()
 	return s
 }
 

@@ -250,7 +250,9 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 	w.Header().Set(uistream.Header, uistream.Version)
 	s.metrics.streams.Add(context.Background(), 1)
 	defer s.metrics.streams.Add(context.Background(), -1)
-	out := newSSE(w)
+	// The headers leave with the stream's start (or the first update) in
+	// one write.
+	out := newSSEHeld(w)
 	var werr error
 	conv.SetMetadata(a.SessionID(), s.traceOf)
 	conv.SetEmit(func(ch uistream.Chunk) error {
@@ -264,17 +266,23 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 	update := func(u host.Update) (bool, error) {
 		return conv.Update(u)
 	}
+	var (
+		done bool
+		err  error
+	)
 	if first != nil {
-		done, err := update(*first)
-		if ferr := out.flushPending(); err == nil && ferr != nil {
-			werr, err = ferr, ferr
+		done, err = update(*first)
+	} else {
+		err = conv.Begin()
+	}
+	if ferr := out.flushPending(); err == nil && ferr != nil {
+		werr, err = ferr, ferr
+	}
+	if done || err != nil {
+		if err == nil {
+			out.done()
 		}
-		if done || err != nil {
-			if err == nil {
-				out.done()
-			}
-			return
-		}
+		return
 	}
 	agent := ""
 	if first != nil && first.Snapshot != nil {

@@ -88,6 +88,22 @@ type toolState struct {
 type responseState struct {
 	text, reasoning         int // code points sent
 	textOpen, reasoningOpen bool
+	textID, reasoningID     string // the parts' ids, made once (partID)
+}
+
+// partID returns the id of the response's text part, or of its reasoning
+// part, made at its first use rather than at every delta.
+func (r *responseState) partID(id string, reasoning bool) string {
+	if reasoning {
+		if r.reasoningID == "" {
+			r.reasoningID = "reasoning-" + id
+		}
+		return r.reasoningID
+	}
+	if r.textID == "" {
+		r.textID = "text-" + id
+	}
+	return r.textID
 }
 
 // Converter turns one run's progress and snapshots into UI message
@@ -224,6 +240,18 @@ func (c *Converter) Update(u host.Update) (done bool, err error) {
 	return c.progress(*u.Progress)
 }
 
+// Begin emits the stream's start chunk now, when the converter knows its
+// run (NewConverter was given the run's id), rather than with the run's
+// first update: a server that writes it with the response's headers tells
+// the client at once which message streams, in one write. It does nothing
+// once the start was emitted, or while the run is not known.
+func (c *Converter) Begin() error {
+	if c.runID == "" {
+		return nil
+	}
+	return c.start()
+}
+
 func (c *Converter) start() error {
 	if c.started {
 		return nil
@@ -259,13 +287,13 @@ func (c *Converter) closeParts() error {
 	}
 	if r.reasoningOpen {
 		r.reasoningOpen = false
-		if err := c.emit(Chunk{Type: "reasoning-end", ID: "reasoning-" + c.step}); err != nil {
+		if err := c.emit(Chunk{Type: "reasoning-end", ID: r.partID(c.step, true)}); err != nil {
 			return err
 		}
 	}
 	if r.textOpen {
 		r.textOpen = false
-		if err := c.emit(Chunk{Type: "text-end", ID: "text-" + c.step}); err != nil {
+		if err := c.emit(Chunk{Type: "text-end", ID: r.partID(c.step, false)}); err != nil {
 			return err
 		}
 	}
@@ -290,9 +318,9 @@ func (c *Converter) appendText(id string, reasoning bool, s string, offset int) 
 		return err
 	}
 	r := c.responses[id]
-	sent, open, kind := &r.text, &r.textOpen, "text"
+	sent, open, start, delta := &r.text, &r.textOpen, "text-start", "text-delta"
 	if reasoning {
-		sent, open, kind = &r.reasoning, &r.reasoningOpen, "reasoning"
+		sent, open, start, delta = &r.reasoning, &r.reasoningOpen, "reasoning-start", "reasoning-delta"
 	}
 	for skip := *sent - offset; skip > 0 && s != ""; skip-- {
 		_, n := utf8.DecodeRuneInString(s)
@@ -305,17 +333,17 @@ func (c *Converter) appendText(id string, reasoning bool, s string, offset int) 
 		if !reasoning && r.reasoningOpen {
 			// Text follows the reasoning: the reasoning is done.
 			r.reasoningOpen = false
-			if err := c.emit(Chunk{Type: "reasoning-end", ID: "reasoning-" + id}); err != nil {
+			if err := c.emit(Chunk{Type: "reasoning-end", ID: r.partID(id, true)}); err != nil {
 				return err
 			}
 		}
 		*open = true
-		if err := c.emit(Chunk{Type: kind + "-start", ID: kind + "-" + id}); err != nil {
+		if err := c.emit(Chunk{Type: start, ID: r.partID(id, reasoning)}); err != nil {
 			return err
 		}
 	}
 	*sent = max(*sent, offset) + utf8.RuneCountInString(s)
-	return c.emit(Chunk{Type: kind + "-delta", ID: kind + "-" + id, Delta: strp(s)})
+	return c.emit(Chunk{Type: delta, ID: r.partID(id, reasoning), Delta: strp(s)})
 }
 
 // toolInput sends a tool call's input, once.

@@ -455,3 +455,35 @@ func TestUIChunksChildApproval(t *testing.T) {
 		t.Errorf("chunks:\n%s", got)
 	}
 }
+
+// TestBeginSendsTheStartOnce: Begin sends the start at once when the run
+// is known, and the run's updates then go on without a second; a
+// converter that does not know its run yet sends nothing.
+func TestBeginSendsTheStartOnce(t *testing.T) {
+	conv := NewConverter("run1", "run1", nil)
+	var begun []string
+	conv.emit = func(ch Chunk) error {
+		begun = append(begun, ch.Type)
+		return nil
+	}
+	if err := conv.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(begun, " ") != "start" {
+		t.Fatalf("Begin sent %v, want the start", begun)
+	}
+	got, _ := chunks(t, conv, respStart("r1"), text("r1", 0, "Hi"))
+	checkChunks(t, got, lines(
+		`{"type":"start-step"}`,
+		`{"type":"text-start","id":"text-r1"}`,
+		`{"type":"text-delta","id":"text-r1","delta":"Hi"}`,
+	))
+	unknown := NewConverter("", "", nil)
+	unknown.emit = func(ch Chunk) error {
+		t.Errorf("a converter without its run sent %s", ch.Type)
+		return nil
+	}
+	if err := unknown.Begin(); err != nil {
+		t.Fatal(err)
+	}
+}
