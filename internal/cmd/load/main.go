@@ -252,7 +252,14 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 		return rep, err
 	}
 	defer fm.Close()
-	model, err := provider.New(provider.Config{BaseURL: fm.URL(), APIKey: "load"})
+	// The model client's transport is provider's default one, kept here to
+	// close its idle connections before the idle measurement: they are a
+	// pool the host keeps for its next passes (provider.DefaultMaxIdleConns
+	// connections, whatever the sessions), not a cost of each session, and
+	// the fake model serving them runs in this process too.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = provider.DefaultMaxIdleConns, provider.DefaultMaxIdleConns
+	model, err := provider.New(provider.Config{BaseURL: fm.URL(), APIKey: "load", HTTPClient: &http.Client{Transport: tr}})
 	if err != nil {
 		return rep, err
 	}
@@ -313,6 +320,11 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 		child.Wait()
 		return rep, fmt.Errorf("the client process: %w", err)
 	}
+	tr.CloseIdleConnections()
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine()-baseG > 4*sessions && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the model's side of the closed connections ends
 	idle := memNow()
 	rep.idleHeap = (float64(idle.HeapAlloc) - float64(base.HeapAlloc)) / float64(sessions)
 	rep.idleStacks = (float64(idle.StackInuse) - float64(base.StackInuse)) / float64(sessions)
