@@ -68,10 +68,12 @@ const attachPoll = time.Second
 // Snapshot, and so on until ctx passed to Next ends or the host closes.
 //
 // after resumes an attachment that broke off: when it names the run in
-// flight here, Next goes on with the events after it, without a snapshot,
-// so that a viewer that reconnects gets no character twice and misses
-// none; otherwise (the run ended meanwhile, or runs elsewhere) it starts
-// with a snapshot. The zero Cursor starts with a snapshot.
+// flight here, Attach subscribes to that run's progress at once, and Next
+// goes on with the events after the cursor, without a snapshot — all of
+// them, even if the run ends before the first Next — so that a viewer
+// that reconnects gets no character twice and misses none; otherwise (the
+// run ended before Attach, or runs elsewhere) it starts with a snapshot.
+// The zero Cursor starts with a snapshot.
 //
 // A run another host leads shows as snapshots, one per change to the
 // ledger: its live text streams only on the host that runs it.
@@ -84,6 +86,17 @@ func (s *Session) Attach(ctx context.Context, after Cursor) (*Attachment, error)
 		return nil, err
 	}
 	a := &Attachment{s: s, st: st, cursor: after, resume: after.RunID != "", snapshot: true, stop: func() {}}
+	if a.resume {
+		// Resuming in the run in flight subscribes now, not at the first
+		// Next: a run that ends in between still streams what it published
+		// after the cursor, rather than a snapshot of its end.
+		st.mu.Lock()
+		if r := st.cur; r != nil && r.id == after.RunID && after.Seq <= r.hub.Len() {
+			a.run, a.sub = r, r.hub.Subscribe(after.Seq)
+			a.resume, a.snapshot = false, false
+		}
+		st.mu.Unlock()
+	}
 	if st.watcher != nil {
 		wctx, cancel := context.WithCancel(context.Background())
 		if ch, err := st.watcher.Watch(wctx, s.id); err == nil {

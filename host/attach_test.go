@@ -156,6 +156,47 @@ func TestAttachMidStream(t *testing.T) {
 	}
 }
 
+// TestAttachResumeSubscribesAtOnce: an attachment that resumes in the run
+// in flight follows that run from Attach on: when the run ends before the
+// first Next, Next still gives its progress after the cursor, to its end,
+// not a snapshot of the session.
+func TestAttachResumeSubscribesAtOnce(t *testing.T) {
+	gate := make(chan struct{})
+	m := hosttest.NewModel()
+	m.Respond = func(model.Request) hosttest.Reply {
+		<-gate
+		return hosttest.Reply{Text: "one two three"}
+	}
+	hs := hosttest.New(t, host.Options{Model: m})
+	ctx := context.Background()
+	s := hs.Host.Session("s")
+	run, err := s.Start(ctx, "hi", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Attach(ctx, host.Cursor{RunID: run.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	close(gate)
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without the subscription a snapshot of the ended run comes first,
+	// and no run-end after it: the read is bounded.
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v := newViewer(t)
+	if ended, err := v.readUntil(rctx, a, -1); !ended || err != nil {
+		t.Fatalf("no run-end (%v) after %d snapshots", err, v.snaps)
+	}
+	if v.snaps != 0 {
+		t.Errorf("%d snapshots, want the run's progress alone", v.snaps)
+	}
+	v.check(s)
+}
+
 // TestAttachHammer: viewers attach, break off and come back at random
 // moments of runs that stream fast; every one of them ends with exactly
 // the transcript's text, however its reads interleaved with the stream.
