@@ -86,17 +86,14 @@ func (s *Session) Attach(ctx context.Context, after Cursor) (*Attachment, error)
 		return nil, err
 	}
 	a := &Attachment{s: s, st: st, cursor: after, resume: after.RunID != "", snapshot: true, stop: func() {}}
-	if a.resume {
-		// Resuming in the run in flight subscribes now, not at the first
-		// Next: a run that ends in between still streams what it published
-		// after the cursor, rather than a snapshot of its end.
-		st.mu.Lock()
-		if r := st.cur; r != nil && r.id == after.RunID && after.Seq <= r.hub.Len() {
-			a.run, a.sub = r, r.hub.Subscribe(after.Seq)
-			a.resume, a.snapshot = false, false
-		}
-		st.mu.Unlock()
+	// Resuming in the run in flight subscribes now, not at the first
+	// Next: a run that ends in between still streams what it published
+	// after the cursor, rather than a snapshot of its end.
+	st.mu.Lock()
+	if a.resumeLocked(st.cur) {
+		a.snapshot = false
 	}
+	st.mu.Unlock()
 	if st.watcher != nil {
 		wctx, cancel := context.WithCancel(context.Background())
 		if ch, err := st.watcher.Watch(wctx, s.id); err == nil {
@@ -155,9 +152,7 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 			e, seq, err := a.sub.NextOr(outer, h.bg.Done(), ErrClosed)
 			switch {
 			case err == nil:
-				p := a.run.progress(e, seq)
-				a.cursor = Cursor{RunID: a.run.id, Seq: seq}
-				return Update{Progress: &p}, nil
+				return a.progressAt(e, seq), nil
 			case errors.Is(err, io.EOF):
 				// The run ended; its run-end was read. Wait for the next
 				// change.
@@ -208,9 +203,27 @@ func (a *Attachment) TryNext() (u Update, ok bool) {
 	if !ok {
 		return Update{}, false
 	}
+	return a.progressAt(e, seq), true
+}
+
+// progressAt is the update of the followed run's event e at seq, the
+// cursor moved past it.
+func (a *Attachment) progressAt(e event, seq int) Update {
 	p := a.run.progress(e, seq)
 	a.cursor = Cursor{RunID: a.run.id, Seq: seq}
-	return Update{Progress: &p}, true
+	return Update{Progress: &p}
+}
+
+// resumeLocked subscribes to the progress of r after the cursor when the
+// attachment resumes in it (r, the run in flight, may be nil), and reports
+// whether it did. st.mu is held.
+func (a *Attachment) resumeLocked(r *run) bool {
+	if !a.resume || r == nil || a.cursor.RunID != r.id || a.cursor.Seq > r.hub.Len() {
+		return false
+	}
+	a.resume = false
+	a.run, a.sub = r, r.hub.Subscribe(a.cursor.Seq)
+	return true
 }
 
 // stopped returns ErrClosed when ctx ended because the host closed, else
@@ -235,9 +248,7 @@ func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
 	var cursor Cursor
 	st.mu.Lock()
 	if r := st.cur; r != nil {
-		if a.resume && a.cursor.RunID == r.id && a.cursor.Seq <= r.hub.Len() {
-			a.resume = false
-			a.run, a.sub = r, r.hub.Subscribe(a.cursor.Seq)
+		if a.resumeLocked(r) {
 			st.mu.Unlock()
 			return nil, nil
 		}
