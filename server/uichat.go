@@ -263,15 +263,12 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 	})
 	// The chunks of an update are written, then flushed with whatever else
 	// was ready (stream flushes before it waits).
-	update := func(u host.Update) (bool, error) {
-		return conv.Update(u)
-	}
 	var (
 		done bool
 		err  error
 	)
 	if first != nil {
-		done, err = update(*first)
+		done, err = conv.Update(*first)
 	} else {
 		err = conv.Begin()
 	}
@@ -289,7 +286,7 @@ func (s *Server) uiRelay(w http.ResponseWriter, r *http.Request, t *tenant, a *h
 		agent = first.Snapshot.Status.Agent
 	}
 	s.stream(r.Context(), out, a, apiKey(r), t, agent, func(u host.Update, _ host.Cursor) error {
-		done, err := update(u)
+		done, err := conv.Update(u)
 		if err == nil && done {
 			return io.EOF
 		}
