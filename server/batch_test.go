@@ -13,15 +13,12 @@ import (
 	"github.com/agentichost/agentic/host/hosttest"
 )
 
-// flushCounter is a ResponseWriter that counts its flushes and closes
-// sawAll at the first flush that carries want.
+// flushCounter is a ResponseWriter that counts its flushes.
 type flushCounter struct {
 	header  http.Header
-	want    string
 	mu      sync.Mutex
 	body    bytes.Buffer
 	flushes int
-	sawAll  chan struct{}
 	onFlush func(body []byte) // called at each flush with the body so far
 }
 
@@ -38,10 +35,6 @@ func (f *flushCounter) Flush() {
 	f.flushes++
 	if f.onFlush != nil {
 		f.onFlush(f.body.Bytes())
-	}
-	if f.sawAll != nil && bytes.Contains(f.body.Bytes(), []byte(f.want)) {
-		close(f.sawAll)
-		f.sawAll = nil
 	}
 }
 
@@ -88,15 +81,22 @@ func TestReadyUpdatesLeaveInOneWrite(t *testing.T) {
 	req, _ = http.NewRequestWithContext(ctx, "GET", "/v1/sessions/s1/events", nil)
 	req.Header.Set("Authorization", "Bearer "+ts.acme)
 	req.Header.Set("Last-Event-ID", runID+":0")
-	rw := &flushCounter{header: http.Header{}, want: words[n-1], sawAll: make(chan struct{})}
-	sawAll := rw.sawAll
+	sawAll := make(chan struct{})
+	rw := &flushCounter{header: http.Header{}}
+	rw.onFlush = func(body []byte) {
+		if sawAll != nil && bytes.Contains(body, []byte(words[n-1])) {
+			close(sawAll)
+			sawAll = nil
+		}
+	}
+	flushed := sawAll
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
 		ts.srv.ServeHTTP(rw, req)
 	}()
 	select {
-	case <-sawAll:
+	case <-flushed:
 	case <-time.After(15 * time.Second):
 		t.Fatal("the last word was not flushed")
 	}
