@@ -320,11 +320,17 @@ func measure(name string, sessions, words int, latency time.Duration, client cli
 		child.Wait()
 		return rep, fmt.Errorf("the client process: %w", err)
 	}
+	// Both sides of the closed connections end their goroutines: wait
+	// until their count stops falling (5 s at most).
 	tr.CloseIdleConnections()
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine()-baseG > 4*sessions && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	for last, deadline := -1, time.Now().Add(5*time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		g := runtime.NumGoroutine()
+		if g == last {
+			break
+		}
+		last = g
 	}
-	time.Sleep(200 * time.Millisecond) // the model's side of the closed connections ends
 	idle := memNow()
 	rep.idleHeap = (float64(idle.HeapAlloc) - float64(base.HeapAlloc)) / float64(sessions)
 	rep.idleStacks = (float64(idle.StackInuse) - float64(base.StackInuse)) / float64(sessions)
