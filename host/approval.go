@@ -298,7 +298,9 @@ func (h *Host) indexedLongAgo(ctx context.Context, key string) bool {
 // denied, the model is told, and the run goes on. The returned Run
 // follows the continued run (Wait, Subscribe); while other requests of the
 // run are pending, its Wait answers at once with status
-// approval_required.
+// approval_required. A request reaches the ledger (and the inbox) before
+// its run parks, while the rest of the pass runs: a decision then waits
+// for the park (bounded by ctx), and counts.
 //
 // A request decided already fails with [ErrApprovalDecided], an unknown
 // one with [ErrApprovalNotFound]; these change nothing. A request that
@@ -408,7 +410,7 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 // waits.
 func (h *Host) continueParked(ctx context.Context, id string, prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, error) {
 	agent := h.parkedAgent(ctx, id)
-	r, res, err := h.resume(ctx, id, agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+	r, res, err := h.resumeDecided(ctx, id, agent, prepare)
 	// Another host may hold the session's lease for a moment (it queues
 	// a message, or looks for one it follows): wait for it, up to a
 	// lease's ttl and a half (a lease taken just before the decision
@@ -427,7 +429,7 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 			t.Stop()
 			return nil, err
 		}
-		r, res, err = h.resume(ctx, id, agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+		r, res, err = h.resumeDecided(ctx, id, agent, prepare)
 	}
 	switch {
 	case r != nil:
@@ -438,6 +440,32 @@ func (h *Host) continueParked(ctx context.Context, id string, prepare func([]led
 		return nil, err
 	}
 	return &Run{h: h, sess: h.Session(id), msgID: res.MessageID, w: answeredWaiter(res)}, nil
+}
+
+// resumeDecided is continueParked's resume. A run of the session working
+// in this host may be the one that asked (its request reaches the ledger,
+// and the inbox, before the run parks): when the ledger says the decision
+// would count, it waits for that run to leave, then records the decision
+// and continues the parked run. (Answering "nothing to resume" there
+// would lose the decision, and leave the run waiting for one.)
+func (h *Host) resumeDecided(ctx context.Context, id string, agent Agent, prepare func([]ledger.Event) ([]ledger.Event, error)) (*Run, RunResult, error) {
+	for {
+		r, res, err := h.resume(ctx, id, agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
+		working, ok := errors.AsType[*workingHereError](err)
+		if !ok {
+			return r, res, err
+		}
+		events, err := working.st.store.Load(ctx, id)
+		if err != nil {
+			return nil, RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
+		}
+		if _, err := prepare(events); err != nil {
+			return nil, RunResult{}, err // decided already, unknown, a bad token: nothing to wait for
+		}
+		if err := working.st.waitGone(ctx, working.run); err != nil {
+			return nil, RunResult{}, err
+		}
+	}
 }
 
 // parkedAgent is the agent that continues the session's parked run: the

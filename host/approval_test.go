@@ -734,3 +734,76 @@ func TestTaskToolsBypassPolicies(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 }
+
+// TestDecideBeforeThePark: a request reaches the ledger and the inbox
+// while its run still works (here a later call of the same pass runs). A
+// decision then waits for the run to park, and counts: it is neither
+// refused with "nothing to resume" (which left the run waiting for a
+// decision already given) nor recorded under the running run.
+func TestDecideBeforeThePark(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	release, entered := make(chan struct{}), make(chan struct{})
+	slow := host.NewTool(host.ToolSpec{Name: "slow", Effect: host.EffectRead}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return host.ToolResult{Output: "slow done"}, nil
+	})
+	agent := host.Agent{Tools: []host.Tool{publishTool(&published), slow}}
+	hs := approvalHost(t, memory.New(), agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`}, hosttest.ToolCall{Name: "slow", Arguments: `{}`})
+	sess := hs.Host.Session("s")
+	first, err := sess.Start(ctx, "publish it", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	inbox, err := hs.Host.PendingApprovals(ctx)
+	if err != nil || len(inbox) != 1 {
+		t.Fatalf("inbox while the pass runs: %+v, %v", inbox, err)
+	}
+	id := inbox[0].ApprovalID
+
+	// While the run works, the decision waits (here until its context
+	// ends), and records nothing.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = sess.Decide(short, id, host.ApprovalDecision{Approve: true, By: "alice"})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision while the run works: %v, want it to wait for the park", err)
+	}
+	if n := hosttest.CountKind(hs.Events("s"), ledger.KindApprovalDecision); n != 0 {
+		t.Fatalf("%d decisions recorded by a decision that gave up", n)
+	}
+
+	type decided struct {
+		run *host.Run
+		err error
+	}
+	done := make(chan decided, 1)
+	go func() {
+		r, err := sess.Decide(ctx, id, host.ApprovalDecision{Approve: true, By: "alice"})
+		done <- decided{r, err}
+	}()
+	close(release)
+	if res, err := first.Wait(ctx); err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("the run before the decision: %+v, %v", res, err)
+	}
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("the decision: %v", d.err)
+	}
+	final, err := d.run.Wait(ctx)
+	if err != nil || final.Status != ledger.RunCompleted {
+		t.Fatalf("after the decision: %+v, %v", final, err)
+	}
+	if published.Load() != 1 {
+		t.Fatalf("published %d times, want once", published.Load())
+	}
+	// A second decision learns that the request was decided.
+	if _, err := sess.Decide(ctx, id, host.ApprovalDecision{Approve: false}); !errors.Is(err, host.ErrApprovalDecided) {
+		t.Fatalf("a second decision: %v", err)
+	}
+}

@@ -164,7 +164,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	if cur, err := st.claim(ctx, false); err != nil {
 		return nil, RunResult{}, err
 	} else if cur != nil {
-		return nil, RunResult{}, fmt.Errorf("%w: a run of session %s is working in this host", ErrNothingToResume, id)
+		return nil, RunResult{}, &workingHereError{st: st, run: cur}
 	}
 	launched := false
 	defer func() {
@@ -555,4 +555,36 @@ func withoutQueued(events []ledger.Event, held []string) []ledger.Event {
 		out = append(out, e)
 	}
 	return out
+}
+
+// workingHereError is resume's answer when a run of the session works in
+// this host: nothing to resume ([ErrNothingToResume]). A decision waits for
+// that run to leave (see Host.continueParked).
+type workingHereError struct {
+	st  *sessionState
+	run *run
+}
+
+func (e *workingHereError) Error() string {
+	return fmt.Sprintf("%v: a run of session %s is working in this host", ErrNothingToResume, e.run.sessionID)
+}
+
+func (e *workingHereError) Unwrap() error { return ErrNothingToResume }
+
+// waitGone waits until run r is no longer the session's run in flight.
+func (st *sessionState) waitGone(ctx context.Context, r *run) error {
+	for {
+		st.mu.Lock()
+		if st.cur != r {
+			st.mu.Unlock()
+			return nil
+		}
+		ch := st.changedLocked()
+		st.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

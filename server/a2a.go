@@ -411,9 +411,13 @@ func (s *Server) a2aDecide(ctx context.Context, sess *host.Session, taskID strin
 			// A late decision: the call is refused as expired, and the
 			// run goes on.
 			run = r
-		case errors.Is(err, host.ErrApprovalDecided), errors.Is(err, host.ErrNothingToResume):
+		case errors.Is(err, host.ErrApprovalDecided):
 			if run == nil {
 				return nil, http.StatusOK, a2a.Errorf(a2a.CodeInvalidRequest, "approval request %s was decided already", d.ApprovalID)
+			}
+		case errors.Is(err, host.ErrNothingToResume):
+			if run == nil {
+				return nil, http.StatusOK, a2a.Errorf(a2a.CodeInvalidRequest, "approval request %s: no run of task %s waits for it: %v", d.ApprovalID, taskID, err)
 			}
 		case errors.Is(err, host.ErrApprovalNotFound):
 			return nil, http.StatusOK, a2a.Errorf(a2a.CodeInvalidParams, "approval request %q: task %s has no such request", d.ApprovalID, taskID)

@@ -121,9 +121,10 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	case errors.Is(err, host.ErrApprovalDecided), errors.Is(err, host.ErrApprovalExpired):
 		writeError(w, http.StatusConflict, codeConflict, "%v", err)
 	case errors.Is(err, host.ErrNothingToResume):
-		// A decision made at the same time continued the run: this one
-		// came second, and recorded nothing.
-		writeError(w, http.StatusConflict, codeConflict, "approval request %s was decided already: its run goes on", id)
+		// (A decision waits for a run that asked and has not parked yet;
+		// a decision made at the same time as this one answers
+		// ErrApprovalDecided. This is a ledger with no run to continue.)
+		writeError(w, http.StatusConflict, codeConflict, "approval request %s: no run of session %s waits for it: %v", id, sessionID, err)
 	case errors.Is(err, host.ErrLeadElsewhere):
 		// Another host held the session for longer than the decision
 		// waited (it continues the run, after another decision).
