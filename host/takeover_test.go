@@ -311,6 +311,78 @@ func TestDecideWhileAnotherHostHoldsTheLease(t *testing.T) {
 	}
 }
 
+// TestDecideOnAnotherHostBeforeThePark: on Redis, a decision reaches host
+// B while host A's run still works after recording the request (a later
+// call of the pass runs). B waits for the lease A's run holds, and once
+// the run parks the decision counts and B continues the run.
+func TestDecideOnAnotherHostBeforeThePark(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	var published atomic.Int64
+	release, entered := make(chan struct{}), make(chan struct{})
+	slow := host.NewTool(host.ToolSpec{Name: "slow", Effect: host.EffectRead}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
+		close(entered)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return host.ToolResult{Output: "slow done"}, nil
+	})
+	m := hosttest.NewModel(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{"title":"Hi"}`}, {Name: "slow", Arguments: `{}`}}})
+	opts := func(o *host.Options) {
+		o.Model = m
+		o.Agent.Tools = []host.Tool{publishTool(&published), slow}
+		o.ApprovalSecret = approvalSecret
+		o.LeaseTTL = 3 * time.Second // B waits up to one and a half: the park must come within it on a loaded machine
+	}
+	a := mhHost(t, mhOpen(t, srv.URL()), "host-a", "", opts)
+	b := mhHost(t, mhOpen(t, srv.URL()), "host-b", "", opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, err := a.Session("p").Start(ctx, "publish it", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	inbox, err := b.PendingApprovals(ctx)
+	if err != nil || len(inbox) != 1 {
+		t.Fatalf("host B's inbox while A's pass runs: %+v, %v", inbox, err)
+	}
+	id := inbox[0].ApprovalID
+
+	// While A's run works, B's decision waits, and records nothing.
+	short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = b.Session("p").Decide(short, id, host.ApprovalDecision{Approve: true})
+	stop()
+	if !errors.Is(err, host.ErrLeadElsewhere) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a decision on B while A's run works: %v, want it to wait for the lease", err)
+	}
+	events, err := mhOpen(t, srv.URL()).Load(ctx, "p")
+	if err != nil || hosttest.CountKind(events, ledger.KindApprovalDecision) != 0 {
+		t.Fatalf("a decision that gave up recorded one: %s, %v", hosttest.Kinds(events), err)
+	}
+
+	type decided struct {
+		run *host.Run
+		err error
+	}
+	done := make(chan decided, 1)
+	go func() {
+		r, err := b.Session("p").Decide(ctx, id, host.ApprovalDecision{Approve: true})
+		done <- decided{r, err}
+	}()
+	close(release)
+	if res, err := first.Wait(ctx); err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("A's run before the decision: %+v, %v", res, err)
+	}
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("the decision on B: %v", d.err)
+	}
+	if end, err := d.run.Wait(ctx); err != nil || end.Status != ledger.RunCompleted || published.Load() != 1 {
+		t.Fatalf("the continued run: %+v %v, published %d", end, err, published.Load())
+	}
+}
+
 // TestResumeAttemptsAcrossHosts: on a store with leases, a resume attempt
 // made less than a lease ttl ago crashed no process (its host gave the
 // lease back: a host that dies holds it a whole ttl), so the next host
