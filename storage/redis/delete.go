@@ -15,9 +15,13 @@ import (
 
 // DeleteSession implements [storage.Deleter]: one DEL of the session's
 // keys (its stream, lease, token and any rewrite in progress, which share
-// a hash slot), then a ZREM from the tenant's index. A failure between the
-// two leaves an index member whose stream is gone, which ListSessions
-// already skips; deleting again removes it.
+// a hash slot) and a ZREM from the tenant's index. On a single server the
+// two run in one MULTI/EXEC, so that no Append comes between them (an
+// Append adds the session to the index only when its token key is new:
+// one between would leave a session with events out of the index). In a
+// cluster, where the index lives in another slot, the DEL comes first; a
+// failure between the two leaves an index member whose stream is gone,
+// which ListSessions already skips; deleting again removes it.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -29,6 +33,17 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 		return storage.ErrClosed
 	}
 	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.rewriteKey(sessionID)}
+	if s.indexInScript {
+		_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Del(ctx, keys...)
+			p.ZRem(ctx, s.indexKey(), sessionID)
+			return nil
+		})
+		if err != nil {
+			return s.fail(ctx, fmt.Sprintf("delete session %q", sessionID), err)
+		}
+		return nil
+	}
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return s.fail(ctx, fmt.Sprintf("delete session %q", sessionID), err)
 	}

@@ -26,7 +26,7 @@
 //
 // and the tenant has one index:
 //
-//	p:{t}:sessions   a sorted set: member s, score the time of its last
+//	p:{t}:sessions   a sorted set: member s, score the time of its first
 //	                 append (Unix milliseconds, the appending host's clock)
 //
 // [storage.KV] values (the implementation of Get, Set and Delete) live in
@@ -56,10 +56,11 @@
 // and tenants are at most 64 characters of [A-Za-z0-9._-] (no colon, so
 // that no tenant and session pair names another's keys).
 //
-// A stream entry has a field e, the event's encoding by [ledger.Encode],
-// and the last entry of each Append has a second field b, a token unique to
-// that Append call (see Retries below), which the token key holds too. Entry ids are Redis's own (the
-// server's time and a sequence), increasing; they are not the events' ids.
+// A stream entry has one field e, the event's encoding by [ledger.Encode].
+// (Earlier versions gave the last entry of each Append a second field b,
+// its token: readers ignore it, and [Store.Rewrite] keeps it.) Entry ids
+// are Redis's own (the server's time and a sequence), increasing; they are
+// not the events' ids.
 // Streams are never trimmed and keys never expire, except leases.
 //
 // # Appending
@@ -85,12 +86,13 @@
 //
 // go-redis retries a command after a network error or a timeout, which may
 // strike after Redis ran the script but before its reply arrived. So that a
-// retried Append is not appended twice, the script is idempotent: when the
-// session's token key holds the call's token, the batch is already there
-// and the script does nothing. (The token has a key of its own so that the
-// check reads a few bytes, not the stream's last entry, however large; the
-// entry's b field stays for hosts of earlier versions sharing the stream.) (The host appends to a session from one
-// place at a time, so a retry finds its own batch last.) An Append that
+// retried Append is not appended twice, the script is idempotent: it
+// swaps the call's token into the session's token key (SET … GET), and
+// when the key held that token already, the batch is already there and the
+// script does nothing. (The token has a key of its own so that the
+// check reads a few bytes, not the stream's last entry, however large.)
+// (The host appends to a session from one place at a time, so a retry
+// finds its own batch last.) An Append that
 // returns an error may nevertheless have happened, when Redis ran it and
 // the connection then failed on every try: what a network makes ambiguous,
 // no client can decide. The host reconciles on its next Load.
@@ -108,9 +110,12 @@
 // the process died in between), and a session whose first Append failed
 // after its ZADD is not (it stays in the index, unseen). On a single server
 // (a go-redis *Client, Sentinel included) the script updates the index
-// itself, in the same atomic step; ListSessions filters the same way, which
-// also hides sessions whose stream an operator deleted. Neither way lags:
-// when Append returns nil, ListSessions lists the session.
+// itself, in the same atomic step, on the session's first Append (the one
+// that finds no token key; DeleteSession removes the keys and the index
+// member in one MULTI/EXEC, so the next Append after a deletion is a first
+// again); ListSessions filters the same way, which also hides sessions
+// whose stream an operator deleted. Neither way lags: when Append returns
+// nil, ListSessions lists the session.
 //
 // # Loading
 //

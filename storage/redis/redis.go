@@ -579,28 +579,43 @@ const queueOwner = "!queue"
 // and (on a single server) the index. ARGV: the owner ("" for an unfenced
 // append, queueOwner for one of queued messages only), the call's token,
 // the time in ms, the session id, then the encoded events. The batch's
-// token is kept in a key of its own (a GET, where reading it back from the
-// stream's last entry would copy that entry into the script) and, for
-// hosts of earlier versions sharing the stream, in the last entry's "b".
+// token is kept in a key of its own, swapped in by one SET … GET that
+// returns the previous batch's (reading it back from the stream's last
+// entry would copy that entry into the script). The token is set
+// before the events: should the first XADD fail (a key of another type),
+// the script puts the previous token back, so that a retry is not taken
+// for a duplicate. A token key that was missing marks the session's first
+// batch (or the first since it was deleted): only then is the session
+// added to the index. The fenced check is a GET of the lease: a lapsed
+// lease reads as missing in a script (Redis runs it at one frozen time),
+// and every lease is set with a TTL.
 var appendScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[2])
 if ARGV[1] ~= '' and ARGV[1] ~= '` + queueOwner + `' then
-  if holder ~= ARGV[1] or redis.call('PTTL', KEYS[2]) <= 0 then
+  if holder ~= ARGV[1] then
     return redis.error_reply('` + codeLeaseLost + ` the lease is not held by this owner')
   end
 elseif holder and ARGV[1] ~= '` + queueOwner + `' then
   return redis.error_reply('` + codeLeaseHeld + ` the session is under a lease: append through it')
 end
-if redis.call('GET', KEYS[3]) == ARGV[2] then
+local prev = redis.call('SET', KEYS[3], ARGV[2], 'GET')
+if prev == ARGV[2] then
   return 0
 end
+local r = redis.pcall('XADD', KEYS[1], '*', 'e', ARGV[5])
+if type(r) == 'table' and r.err then
+  if prev then
+    redis.call('SET', KEYS[3], prev)
+  else
+    redis.call('DEL', KEYS[3])
+  end
+  return r
+end
 local n = #ARGV
-for i = 5, n - 1 do
+for i = 6, n do
   redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
-redis.call('XADD', KEYS[1], '*', 'e', ARGV[n], 'b', ARGV[2])
-redis.call('SET', KEYS[3], ARGV[2])
-if KEYS[4] then
+if KEYS[4] and not prev then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
 end
 return n - 4
@@ -664,7 +679,7 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID)}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
-	} else if err := s.client.ZAdd(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
+	} else if err := s.client.ZAddNX(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
 		// The index first: a session with events is always listed.
 		return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
 	}

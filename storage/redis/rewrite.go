@@ -44,7 +44,7 @@ const rewriteTTL = time.Minute
 // (refusing a session another owner holds with [storage.ErrLeaseHeld]),
 // reads the stream, passes each entry's event to fn and, when fn changed
 // any, writes a new stream beside it with the same entry ids and fields
-// (the last entry of each Append keeps its token "b"), then replaces the
+// (an entry of an earlier version keeps its field "b"), then replaces the
 // session's stream with it in one script, provided that it still holds
 // the lease and that nothing was appended meanwhile (a queued message may
 // be, under a lease: then [storage.ErrRewriteRaced]). A dry run reads

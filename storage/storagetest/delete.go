@@ -62,6 +62,13 @@ func runDeleter(t *testing.T, s storage.Storage) {
 	} else {
 		diffEvents(t, "a session appended to after its deletion (only the new events)", got, seqEvents("del-a", 10, 2))
 	}
+	if l, ok := s.(storage.Lister); ok {
+		ids, err := l.ListSessions(ctx)
+		if err != nil {
+			t.Errorf("ListSessions: %v", err)
+		}
+		checkIDs(t, "ListSessions after a deleted session's id was appended to again", ids, []string{"del-a", "del-b"})
+	}
 	// Invalid ids and a done ctx.
 	for _, id := range []string{"", "bad/id", strings.Repeat("x", 129)} {
 		if err := d.DeleteSession(ctx, id); !errors.Is(err, storage.ErrInvalidSessionID) {
