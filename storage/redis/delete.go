@@ -21,7 +21,11 @@ import (
 // one between would leave a session with events out of the index). In a
 // cluster, where the index lives in another slot, the DEL comes first; a
 // failure between the two leaves an index member whose stream is gone,
-// which ListSessions already skips; deleting again removes it.
+// which ListSessions already skips; deleting again removes it. There, a
+// message another host queues into the session while it is deleted can
+// outlive the deletion out of the index (its Append indexed the session
+// just before the ZREM): the session is read by its id, and deleting it
+// again removes it.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -567,6 +567,7 @@ const (
 	codeLeaseLost  = "AGENTIC_LEASE_LOST"
 	codeRaced      = "AGENTIC_REWRITE_RACED" // replaceScript: the stream changed
 	codeNotCounter = "AGENTIC_NOT_COUNTER"   // addWithinScript: the value is no counter
+	codeFirst      = "AGENTIC_FIRST_BATCH"   // appendScript: index the session first
 )
 
 // queueOwner stands for the owner of an unfenced append that carries only
@@ -578,7 +579,8 @@ const queueOwner = "!queue"
 // lease check. KEYS: the stream, the lease, the token of the last batch,
 // and (on a single server) the index. ARGV: the owner ("" for an unfenced
 // append, queueOwner for one of queued messages only), the call's token,
-// the time in ms, the session id, then the encoded events. The batch's
+// the time in ms, the session id, "i" when the caller added the session to
+// the index (in a cluster) or "", then the encoded events. The batch's
 // token is kept in a key of its own, swapped in by one SET … GET that
 // returns the previous batch's (reading it back from the stream's last
 // entry would copy that entry into the script). The token is set
@@ -586,7 +588,11 @@ const queueOwner = "!queue"
 // the script puts the previous token back, so that a retry is not taken
 // for a duplicate. A token key that was missing marks the session's first
 // batch (or the first since it was deleted): only then is the session
-// added to the index. The fenced check is a GET of the lease: a lapsed
+// added to the index — by the script on a single server; in a cluster,
+// where the index lives in another slot, the script refuses a first batch
+// (codeFirst, having written nothing) unless the caller says it indexed
+// the session, and the caller adds it and runs the script again. The
+// fenced check is a GET of the lease: a lapsed
 // lease reads as missing in a script (Redis runs it at one frozen time),
 // and every lease is set with a TTL.
 var appendScript = goredis.NewScript(`
@@ -602,7 +608,11 @@ local prev = redis.call('SET', KEYS[3], ARGV[2], 'GET')
 if prev == ARGV[2] then
   return 0
 end
-local r = redis.pcall('XADD', KEYS[1], '*', 'e', ARGV[5])
+if not prev and not KEYS[4] and ARGV[5] == '' then
+  redis.call('DEL', KEYS[3])
+  return redis.error_reply('` + codeFirst + ` add the session to the index first')
+end
+local r = redis.pcall('XADD', KEYS[1], '*', 'e', ARGV[6])
 if type(r) == 'table' and r.err then
   if prev then
     redis.call('SET', KEYS[3], prev)
@@ -612,13 +622,13 @@ if type(r) == 'table' and r.err then
   return r
 end
 local n = #ARGV
-for i = 6, n do
+for i = 7, n do
   redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
 if KEYS[4] and not prev then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
 end
-return n - 4
+return n - 5
 `)
 
 // lastIDScript returns the id of the stream's last entry, or "0-0", without
@@ -663,12 +673,13 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 	if len(events) == 0 {
 		return nil
 	}
-	args := make([]any, 4, 4+len(events))
+	args := make([]any, 5, 5+len(events))
 	args[0] = owner // "" or queueOwner: unfenced
 	args[1] = s.tokenBase + strconv.FormatUint(s.tokenSeq.Add(1), 36)
 	now := time.Now().UnixMilli()
 	args[2] = now
 	args[3] = sessionID
+	args[4] = "" // the session is not known to be in the index
 	for i, e := range events {
 		b, err := ledger.Encode(e)
 		if err != nil {
@@ -679,15 +690,22 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID)}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
-	} else if err := s.client.ZAddNX(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
-		// The index first: a session with events is always listed.
-		return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
 	}
-	var err error
-	if s.replicas > 0 {
-		err = s.runReplicated(ctx, appendScript, keys, args...)
-	} else {
-		err = appendScript.Run(ctx, s.client, keys, args...).Err()
+	run := func() error {
+		if s.replicas > 0 {
+			return s.runReplicated(ctx, appendScript, keys, args...)
+		}
+		return appendScript.Run(ctx, s.client, keys, args...).Err()
+	}
+	err := run()
+	if err != nil && strings.HasPrefix(err.Error(), codeFirst) {
+		// The session's first batch, in a cluster: the index first, so
+		// that a session with events is always listed.
+		if err := s.client.ZAddNX(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
+			return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
+		}
+		args[4] = "i"
+		err = run()
 	}
 	if err != nil {
 		return s.fail(ctx, fmt.Sprintf("append session %q", sessionID), err)

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,6 +84,49 @@ func TestConformanceCluster(t *testing.T) {
 		storagetest.Run(t, func(t *testing.T) storage.Storage {
 			return open(t, url, redis.Options{Prefix: freshPrefix()})
 		})
+	})
+	t.Run("IndexOnce", func(t *testing.T) {
+		// In a cluster the index lives in another slot than the session:
+		// Append adds the session to it before its first batch only, and
+		// after a deletion again; every other batch takes one round trip.
+		ctx := t.Context()
+		st := open(t, url, redis.Options{Prefix: freshPrefix()})
+		zadds := func() int {
+			n := 0
+			for _, node := range c.Nodes {
+				raw := rawClient(t, node.Addr())
+				stats, err := raw.Info(ctx, "commandstats").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for line := range strings.SplitSeq(stats, "\n") {
+					if rest, ok := strings.CutPrefix(line, "cmdstat_zadd:calls="); ok {
+						var calls int
+						fmt.Sscanf(rest, "%d", &calls)
+						n += calls
+					}
+				}
+			}
+			return n
+		}
+		before := zadds()
+		for i := range 3 {
+			if err := st.Append(ctx, "once", pokes("once", i, 1)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := zadds() - before; n != 1 {
+			t.Errorf("%d ZADDs for three batches of one session, want 1 (before its first)", n)
+		}
+		if err := st.DeleteSession(ctx, "once"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Append(ctx, "once", pokes("once", 9, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		if ids, err := st.ListSessions(ctx); err != nil || !slices.Contains(ids, "once") {
+			t.Errorf("ListSessions after a deletion and a new batch = %q, %v; want the session", ids, err)
+		}
 	})
 	t.Run("SingleNodeURL", func(t *testing.T) {
 		_, err := redis.Open(t.Context(), c.Nodes[0].URL(), redis.Options{})
