@@ -88,10 +88,21 @@ type header struct {
 // event already in that form (as every event the host mints is) decodes to
 // an equal value. Binary data in parts round-trips byte for byte.
 func Encode(e Event) ([]byte, error) {
-	if err := Validate(e); err != nil {
+	// The fast encoder checks the texts' UTF-8 as it writes them, so
+	// they are read once: the rest of the schema is checked first.
+	if err := validate(e, skipText); err != nil {
 		return nil, err
 	}
-	if b, ok := fastEncode(make([]byte, 0, encodedSizeHint(&e)), &e); ok {
+	b, ok, badText := fastEncode(make([]byte, 0, encodedSizeHint(&e)), &e)
+	if ok && !badText {
+		return b, nil
+	}
+	// A text that is not UTF-8 (the full check names its field), or an
+	// event the fast encoder cannot write.
+	if err := validate(e, 0); err != nil {
+		return nil, err
+	}
+	if ok {
 		return b, nil
 	}
 	return slowEncode(e)
@@ -133,7 +144,7 @@ func decode(data []byte, shared bool) (Event, error) {
 	if w, ok := fastDecode(data, shared); ok && w.V == SchemaVersion {
 		e := w.Event
 		normalize(&e)
-		if err := validate(e, true); err != nil {
+		if err := validate(e, skipText|skipJSON); err != nil {
 			return Event{}, err
 		}
 		return e, nil
@@ -321,11 +332,21 @@ func jsonField(err error) string {
 // Validate checks an event against the schema: the envelope, that exactly
 // the body named by Kind is set, and the body's required fields. Errors are
 // *DecodeError values wrapping [ErrInvalid].
-func Validate(e Event) error { return validate(e, false) }
+func Validate(e Event) error { return validate(e, 0) }
 
-// validate is Validate; read tells that the fast decoder read e, whose
-// texts are then UTF-8 and whose raw fields JSON already.
-func validate(e Event, read bool) error {
+// checks are what validate may skip.
+type checks uint8
+
+const (
+	skipText checks = 1 << iota // the texts are known to be UTF-8, or checked elsewhere
+	skipJSON                    // the raw fields are known to be JSON
+)
+
+// validate is Validate, without the checks skip names: the fast decoder's
+// events are UTF-8 and their raw fields JSON already, and the fast encoder
+// checks the texts as it writes them.
+func validate(e Event, skip checks) error {
+	read := skip&skipJSON != 0
 	bad := func(field, format string, args ...any) error {
 		return &DecodeError{EventID: e.ID, Kind: e.Kind, Field: field,
 			Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}
@@ -359,7 +380,7 @@ func validate(e Event, read bool) error {
 	if e.Kind != KindInput && e.Kind != KindFork && e.RunID == "" {
 		return bad("run_id", "missing")
 	}
-	if !read {
+	if skip&skipText == 0 {
 		if field := invalidText(&e); field != "" {
 			return bad(field, "not valid UTF-8 (JSON cannot carry it verbatim)")
 		}

@@ -21,7 +21,7 @@ import (
 // fastEncode appends e's encoding to b, or reports that it cannot (ok
 // false). Every raw JSON field of e must be valid JSON, as Validate
 // checks.
-func fastEncode(b []byte, e *Event) (_ []byte, ok bool) {
+func fastEncode(b []byte, e *Event) (_ []byte, ok, badText bool) {
 	w := encoder{b: b, ok: true}
 	w.raw(`{"v":`)
 	w.b = strconv.AppendInt(w.b, SchemaVersion, 10)
@@ -119,14 +119,15 @@ func fastEncode(b []byte, e *Event) (_ []byte, ok bool) {
 		w.raw("}")
 	}
 	w.raw("}")
-	return w.b, w.ok
+	return w.b, w.ok, w.badText
 }
 
 // encoder appends to b; ok turns false, for good, at the first value it
 // cannot write as encoding/json would.
 type encoder struct {
-	b  []byte
-	ok bool
+	b       []byte
+	ok      bool
+	badText bool // a string written was not valid UTF-8
 }
 
 func (w *encoder) raw(s string) { w.b = append(w.b, s...) }
@@ -138,9 +139,13 @@ func (w *encoder) key(k string) {
 	w.b = append(w.b, k...)
 }
 
-func (w *encoder) str(s string) { w.b = appendString(w.b, s) }
-func (w *encoder) int(n int64)  { w.b = strconv.AppendInt(w.b, n, 10) }
-func (w *encoder) bool(v bool)  { w.b = strconv.AppendBool(w.b, v) }
+func (w *encoder) str(s string) {
+	var bad bool
+	w.b, bad = appendString(w.b, s)
+	w.badText = w.badText || bad
+}
+func (w *encoder) int(n int64) { w.b = strconv.AppendInt(w.b, n, 10) }
+func (w *encoder) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
 func (w *encoder) float(f float64) {
 	var ok bool
 	if w.b, ok = appendFloat(w.b, f); !ok {
@@ -592,7 +597,9 @@ func plain8(s string) bool {
 // escaping off: `"` and `\` escaped, control characters as \b \f \n \r \t
 // or \u00XX, bytes that are not UTF-8 as \ufffd, and U+2028 and U+2029 as
 // \u2028 and \u2029.
-func appendString(b []byte, s string) []byte {
+//
+// bad tells that s is not valid UTF-8.
+func appendString(b []byte, s string) (_ []byte, bad bool) {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -635,6 +642,7 @@ func appendString(b []byte, s string) []byte {
 		case r == utf8.RuneError && size == 1:
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
+			bad = true
 		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
@@ -646,7 +654,7 @@ func appendString(b []byte, s string) []byte {
 		start = i
 	}
 	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, '"'), bad
 }
 
 // encodedSizeHint is about the length of e's encoding, a little over, so

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // sameEncoding fails t unless the fast encoder writes for e exactly what
@@ -24,7 +25,12 @@ func sameEncoding(t *testing.T, what string, e Event) {
 		}
 		return
 	}
-	got, ok := fastEncode(nil, &e)
+	got, ok, badText := fastEncode(nil, &e)
+	// Encode leaves the texts' UTF-8 to the fast encoder: it must see
+	// every text the schema checks.
+	if field := invalidText(&e); field != "" && ok && !badText {
+		t.Errorf("%s: %s is not UTF-8, and the fast encoder did not tell", what, field)
+	}
 	switch {
 	case werr != nil && ok:
 		t.Errorf("%s: the fast encoder wrote what encoding/json refuses (%v):\n%s", what, werr, got)
@@ -87,6 +93,33 @@ func TestFastEncodeEveryField(t *testing.T) {
 	for _, sc := range [][]Event{chatScenario(), toolScenario(), cancelledScenario(), compactionScenario()} {
 		for _, e := range sc {
 			sameEncoding(t, e.ID, e)
+		}
+	}
+}
+
+// TestEncodeChecksEveryText: Encode leaves the texts' UTF-8 to the fast
+// encoder; for every text field of every kind, made invalid UTF-8, Encode
+// refuses where Validate does, naming the same field (the reason may be
+// another check of that field's, made first).
+func TestEncodeChecksEveryText(t *testing.T) {
+	for i, e := range fullEvents() {
+		for _, path := range fieldPaths(reflect.ValueOf(&e).Elem()) {
+			e := fullEvents()[i]
+			f := fieldAt(reflect.ValueOf(&e).Elem(), path)
+			switch {
+			case f.Kind() == reflect.String:
+				f.SetString("bad \xff text")
+			case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+				f.Set(reflect.ValueOf([]string{"ok", "bad \xff"}).Convert(f.Type()))
+			default:
+				continue
+			}
+			verr := Validate(e)
+			_, err := Encode(e)
+			var de, vde *DecodeError
+			if (verr == nil) != (err == nil) || (err != nil && (!errors.As(err, &de) || !errors.As(verr, &vde) || de.Field != vde.Field)) {
+				t.Errorf("%s with %s not UTF-8: Encode = %v, Validate = %v", e.ID, pathString(path), err, verr)
+			}
 		}
 	}
 }
@@ -249,8 +282,12 @@ func TestAppendStringEveryByte(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-				if got := appendString(nil, string(s)); !bytes.Equal(got, want) {
+				got, bad := appendString(nil, string(s))
+				if !bytes.Equal(got, want) {
 					t.Fatalf("byte %#x at %d, tail %q: got %s, want %s", c, at, tail, got, want)
+				}
+				if bad == utf8.ValidString(string(s)) {
+					t.Fatalf("byte %#x at %d, tail %q: appendString says bad=%v", c, at, tail, bad)
 				}
 			}
 		}
