@@ -48,6 +48,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 		}
 		return nil
 	}
+	s.indexed.Delete(sessionID)
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return s.fail(ctx, fmt.Sprintf("delete session %q", sessionID), err)
 	}

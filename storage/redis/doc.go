@@ -103,14 +103,17 @@
 // keyspace (every node of a cluster) is slow, and the index is cheap. In
 // a cluster, the index lives in another slot than most sessions (it is per
 // tenant, and sessions spread over every node), so the append script cannot
-// update it: Redis refuses scripts whose keys span slots. There, the
-// script refuses a session's first batch (the one that finds no token key)
-// without writing anything, Append adds the session to the index with a
-// ZADD and runs the script again, and ListSessions lists only the members
-// whose stream exists. So a session with events is always listed (its
-// ZADD preceded its first event, even if the process died in between), a
-// session whose first Append failed after its ZADD is not (it stays in the
-// index, unseen), and every later batch takes one round trip. On a single server
+// update it: Redis refuses scripts whose keys span slots. There, Append
+// adds the session to the index with a ZADD before the first batch it
+// writes to the session (it remembers the sessions it indexed), the
+// script refuses a session's first batch (the one that finds no token key:
+// a new session, or one deleted since) unless a ZADD came right before,
+// in which case Append makes one and runs the script again, and
+// ListSessions lists only the members whose stream exists. So a session
+// with events is always listed (its ZADD preceded its first event, even if
+// the process died in between), a session whose first Append failed after
+// its ZADD is not (it stays in the index, unseen), and every later batch
+// takes one round trip. On a single server
 // (a go-redis *Client, Sentinel included) the script updates the index
 // itself, in the same atomic step, on the session's first Append (the one
 // that finds no token key; DeleteSession removes the keys and the index

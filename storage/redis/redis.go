@@ -258,6 +258,13 @@ type Store struct {
 	// indexInScript tells that every key lives on one server, so the
 	// append script may update the index too.
 	indexInScript bool
+	// indexed holds sessions this Store added to the index (in a cluster,
+	// where Append does): their next batches skip the ZADD. It is a hint
+	// only — the script still refuses a session's first batch that was
+	// not indexed right before (one deleted since) — and is dropped whole
+	// past maxIndexed entries.
+	indexed  sync.Map // session id → struct{}
+	nIndexed atomic.Int64
 
 	replicas       int           // Options.Replicas
 	replicaTimeout time.Duration // Options.ReplicaTimeout
@@ -697,20 +704,51 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		}
 		return appendScript.Run(ctx, s.client, keys, args...).Err()
 	}
-	err := run()
-	if err != nil && strings.HasPrefix(err.Error(), codeFirst) {
-		// The session's first batch, in a cluster: the index first, so
-		// that a session with events is always listed.
+	// In a cluster the index first, so that a session with events is
+	// always listed: before a session's first batch from this Store, and
+	// whenever the script finds the batch is the session's first.
+	index := func() error {
 		if err := s.client.ZAddNX(ctx, s.indexKey(), goredis.Z{Score: float64(now), Member: sessionID}).Err(); err != nil {
 			return s.fail(ctx, fmt.Sprintf("append session %q: index", sessionID), err)
 		}
 		args[4] = "i"
+		return nil
+	}
+	if !s.indexInScript {
+		if _, ok := s.indexed.Load(sessionID); !ok {
+			if err := index(); err != nil {
+				return err
+			}
+		}
+	}
+	err := run()
+	if err != nil && strings.HasPrefix(err.Error(), codeFirst) {
+		if err := index(); err != nil {
+			return err
+		}
 		err = run()
+	}
+	if err == nil && !s.indexInScript {
+		s.rememberIndexed(sessionID)
 	}
 	if err != nil {
 		return s.fail(ctx, fmt.Sprintf("append session %q", sessionID), err)
 	}
 	return nil
+}
+
+// maxIndexed bounds Store.indexed.
+const maxIndexed = 1 << 16
+
+// rememberIndexed notes that the session is in the index.
+func (s *Store) rememberIndexed(sessionID string) {
+	if _, loaded := s.indexed.LoadOrStore(sessionID, struct{}{}); loaded {
+		return
+	}
+	if s.nIndexed.Add(1) > maxIndexed {
+		s.indexed.Clear()
+		s.nIndexed.Store(0)
+	}
 }
 
 // runReplicated runs script on the primary of keys[0], then WAIT for
