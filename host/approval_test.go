@@ -807,3 +807,71 @@ func TestDecideBeforeThePark(t *testing.T) {
 		t.Fatalf("a second decision: %v", err)
 	}
 }
+
+// TestStoppedBeforeThePark: a run cancelled, or timed out, while a later
+// call of the pass runs after an approval request was recorded does not
+// park: it ends so, the request is denied with the reason, the call
+// answered without running, the inbox empty; a decision afterwards finds
+// it decided, and the call never runs.
+func TestStoppedBeforeThePark(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		timeouts host.AgentTimeouts
+		status   ledger.RunStatus
+		reason   string
+	}{
+		{"cancelled", host.AgentTimeouts{}, ledger.RunCancelled, "the run was cancelled: stop"},
+		{"timed out", host.AgentTimeouts{Total: 200 * time.Millisecond}, ledger.RunTimedOut, "the run timed out: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			var published atomic.Int64
+			entered := make(chan struct{})
+			slow := host.NewTool(host.ToolSpec{Name: "slow", Effect: host.EffectRead}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
+				close(entered)
+				<-ctx.Done()
+				return host.ToolResult{Output: "slow done"}, nil
+			})
+			agent := host.Agent{Tools: []host.Tool{publishTool(&published), slow}, Timeouts: c.timeouts}
+			hs := approvalHost(t, memory.New(), agent, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`}, hosttest.ToolCall{Name: "slow", Arguments: `{}`})
+			sess := hs.Host.Session("s")
+			run, err := sess.Start(ctx, "publish it", host.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-entered
+			inbox, err := hs.Host.PendingApprovals(ctx)
+			if err != nil || len(inbox) != 1 {
+				t.Fatalf("inbox while the pass runs: %+v, %v", inbox, err)
+			}
+			if c.status == ledger.RunCancelled {
+				run.Cancel("stop")
+			}
+			res, err := run.Wait(ctx)
+			if err != nil || res.Status != c.status {
+				t.Fatalf("the run: %+v, %v; want it %s, not parked", res, err, c.status)
+			}
+			if inbox, _ := hs.Host.PendingApprovals(ctx); len(inbox) != 0 {
+				t.Errorf("the inbox after the run ended: %+v", inbox)
+			}
+			var decided, answered bool
+			for _, e := range hs.Events("s") {
+				if d := e.ApprovalDecision; d != nil && d.ApprovalID == inbox[0].ApprovalID && d.Decision == ledger.DecisionDeny && strings.HasPrefix(d.Reason, c.reason) {
+					decided = true
+				}
+				if r := e.ToolResult; r != nil && r.CallID == inbox[0].CallID && r.IsError {
+					answered = true
+				}
+			}
+			if !decided || !answered {
+				t.Errorf("request denied %v, call answered %v; ledger %s", decided, answered, hosttest.Kinds(hs.Events("s")))
+			}
+			if _, err := sess.Decide(ctx, inbox[0].ApprovalID, host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalDecided) {
+				t.Errorf("a decision after the run ended: %v, want ErrApprovalDecided", err)
+			}
+			if published.Load() != 0 {
+				t.Errorf("the call ran %d times", published.Load())
+			}
+		})
+	}
+}

@@ -318,7 +318,9 @@ func (h *Host) Session(id string) *Session {
 // asked to stop. The run ends cancelled, durably (see [Session.Send]). A
 // run parked for approvals (in any host's storage, this host taking the
 // session's lease) ends cancelled too, its waiting calls answered as
-// cancelled and their requests denied.
+// cancelled and their requests denied; so does a run cancelled after its
+// pass recorded a request and before it parked (a later call of the pass
+// still ran): a stopped run never parks.
 func (h *Host) Cancel(sessionID, reason string) bool {
 	cancelled := false
 	for _, st := range h.states(sessionID) {

@@ -149,9 +149,52 @@ func (r *run) pass() (o outcome, stop bool) {
 		return outcome{err: err}, true
 	}
 	if len(waiting) > 0 {
+		if r.stopped() && !shutDown(r.ctx) {
+			// Cancelled or timed out while the pass's other calls ran:
+			// the run ends so, and the requests it made go with it — a
+			// decision must not run a call of a run that was stopped.
+			status, reason, timeout := doneStatus(r.ctx)
+			if err := r.withdraw(waiting, res.ToolCalls, status, reason); err != nil {
+				return outcome{err: err}, true
+			}
+			return outcome{status: status, reason: reason, timeout: timeout}, true
+		}
 		return outcome{status: ledger.RunApprovalRequired, parked: true}, true
 	}
 	return r.afterTools(next)
+}
+
+// withdraw denies the requests a stopped run's pass left waiting (as
+// cancelling a parked run does), and answers their calls, which did not
+// run.
+func (r *run) withdraw(waiting []PendingApproval, calls []ledger.ToolCall, status ledger.RunStatus, reason string) error {
+	why, msg := "the run was cancelled: "+reason, "error: the run was cancelled before this tool call ran"
+	if status == ledger.RunTimedOut {
+		why, msg = "the run timed out: "+reason, "error: the run timed out before this tool call ran: "+reason
+	}
+	pending := map[string]ledger.ApprovalRequest{}
+	for _, a := range ledger.PendingApprovals(r.view()) {
+		if a.RunID == r.id {
+			pending[a.Request.ApprovalID] = a.Request
+		}
+	}
+	for _, w := range waiting {
+		a, ok := pending[w.ApprovalID]
+		if !ok {
+			continue
+		}
+		if err := r.decideApproval(a, ledger.DecisionDeny, why, ""); err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if c.ID == w.CallID {
+				if err := r.appendResult(c, msg, true); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // cutShort returns why a pass that finished for finishReason is no answer,
