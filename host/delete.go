@@ -177,20 +177,7 @@ func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport,
 
 // waitIdle waits until no run owns the session.
 func (st *sessionState) waitIdle(ctx context.Context) error {
-	for {
-		st.mu.Lock()
-		if !st.busy {
-			st.mu.Unlock()
-			return nil
-		}
-		ch := st.changedLocked()
-		st.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return st.waitUntil(ctx, func() bool { return !st.busy })
 }
 
 // unindexSession removes the session's entries from the inbox and the

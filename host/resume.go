@@ -573,18 +573,5 @@ func (e *workingHereError) Unwrap() error { return ErrNothingToResume }
 
 // waitGone waits until run r is no longer the session's run in flight.
 func (st *sessionState) waitGone(ctx context.Context, r *run) error {
-	for {
-		st.mu.Lock()
-		if st.cur != r {
-			st.mu.Unlock()
-			return nil
-		}
-		ch := st.changedLocked()
-		st.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return st.waitUntil(ctx, func() bool { return st.cur != r })
 }

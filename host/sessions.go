@@ -143,6 +143,25 @@ func (st *sessionState) changedLocked() <-chan struct{} {
 	return st.changed
 }
 
+// waitUntil waits until done, called with st.mu held, reports true; it
+// looks again at each change of the session.
+func (st *sessionState) waitUntil(ctx context.Context, done func() bool) error {
+	for {
+		st.mu.Lock()
+		if done() {
+			st.mu.Unlock()
+			return nil
+		}
+		ch := st.changedLocked()
+		st.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // claim takes the session for a caller that means to start a run: it sets
 // busy when no run owns the session, or returns the run in flight when one
 // works (not ending); otherwise (a run is ending, or a resume sets one up)
