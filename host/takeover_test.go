@@ -318,16 +318,8 @@ func TestDecideWhileAnotherHostHoldsTheLease(t *testing.T) {
 func TestDecideOnAnotherHostBeforeThePark(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	var published atomic.Int64
-	release, entered := make(chan struct{}), make(chan struct{})
-	slow := host.NewTool(host.ToolSpec{Name: "slow", Effect: host.EffectRead}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
-		close(entered)
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return host.ToolResult{Output: "slow done"}, nil
-	})
-	m := hosttest.NewModel(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{"title":"Hi"}`}, {Name: "slow", Arguments: `{}`}}})
+	slow, entered, release := blockingTool()
+	m := hosttest.NewModel(hosttest.Reply{ToolCalls: publishThenSlow})
 	opts := func(o *host.Options) {
 		o.Model = m
 		o.Agent.Tools = []host.Tool{publishTool(&published), slow}
