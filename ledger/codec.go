@@ -346,7 +346,7 @@ const (
 // events are UTF-8 and their raw fields JSON already, and the fast encoder
 // checks the texts as it writes them.
 func validate(e Event, skip checks) error {
-	read := skip&skipJSON != 0
+	checkJSON := skip&skipJSON == 0
 	bad := func(field, format string, args ...any) error {
 		return &DecodeError{EventID: e.ID, Kind: e.Kind, Field: field,
 			Err: fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))}
@@ -410,7 +410,7 @@ func validate(e Event, skip checks) error {
 			return bad("run_start.response_id", "missing")
 		}
 		if t := e.RunStart.Task; t != nil {
-			if len(t.Schema) == 0 || (!read && !json.Valid(t.Schema)) {
+			if len(t.Schema) == 0 || (checkJSON && !json.Valid(t.Schema)) {
 				return bad("run_start.task.schema", "missing or not valid JSON")
 			}
 			if t.MaxPokes < 0 {
@@ -433,7 +433,7 @@ func validate(e Event, skip checks) error {
 				return bad(fmt.Sprintf("step.tool_calls[%d].name", i), "missing")
 			}
 		}
-		if len(s.Raw) > 0 && (!read && !json.Valid(s.Raw)) {
+		if len(s.Raw) > 0 && (checkJSON && !json.Valid(s.Raw)) {
 			return bad("step.raw", "not valid JSON")
 		}
 	case KindToolStart:
@@ -465,7 +465,7 @@ func validate(e Event, skip checks) error {
 		if e.ApprovalRequest.CallID == "" && e.ApprovalRequest.Kind == "" {
 			return bad("approval_request.call_id", "missing (only a run's own request, of a kind, has no call)")
 		}
-		if in := e.ApprovalRequest.Input; len(in) > 0 && (!read && !json.Valid(in)) {
+		if in := e.ApprovalRequest.Input; len(in) > 0 && (checkJSON && !json.Valid(in)) {
 			return bad("approval_request.input", "not valid JSON")
 		}
 		if e.RunID == "" {
@@ -495,7 +495,7 @@ func validate(e Event, skip checks) error {
 		default:
 			return bad("run_end.status", "unknown status %q", e.RunEnd.Status)
 		}
-		if d := e.RunEnd.Deliverable; len(d) > 0 && (!read && !json.Valid(d)) {
+		if d := e.RunEnd.Deliverable; len(d) > 0 && (checkJSON && !json.Valid(d)) {
 			return bad("run_end.deliverable", "not valid JSON")
 		}
 		switch t := e.RunEnd.Timeout; {
