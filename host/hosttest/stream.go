@@ -109,6 +109,13 @@ func RecordStream(ctx context.Context, spec StreamSpec) (Stream, error) {
 	if err := json.Unmarshal(stabilize(raw), &out); err != nil {
 		return Stream{}, fmt.Errorf("hosttest: record the stream: %w", err)
 	}
+	// A tool's duration is the wall clock's, which a recording made on
+	// virtual time does not keep (it would differ between recordings).
+	for i := range out.Final.Transcript.Items {
+		for j := range out.Final.Transcript.Items[i].ToolCalls {
+			out.Final.Transcript.Items[i].ToolCalls[j].DurationMS = 0
+		}
+	}
 	s := Stream{SessionID: spec.SessionID, RunID: out.Run, Final: out.Final}
 	for i, p := range out.Progress {
 		if p.Retry != nil {
