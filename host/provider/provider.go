@@ -227,8 +227,12 @@ func defaultHTTPClient(headerTimeout time.Duration) *http.Client {
 }
 
 // DefaultMaxIdleConns is how many idle connections the default HTTPClient
-// keeps, to the model endpoint and in all.
-const DefaultMaxIdleConns = 256
+// keeps, to the model endpoint and in all, each for up to 90 s. A server
+// that streams a burst of passes at once over HTTP/1.1 opens a connection
+// for each; keeping as many for the next burst spares it dialling again.
+// An idle connection costs about 24 KiB (its buffers and two goroutines),
+// so the pool holds 24 MiB at most.
+const DefaultMaxIdleConns = 1024
 
 // validHeaderName reports whether s is an HTTP token (RFC 9110).
 func validHeaderName(s string) bool {
