@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -351,6 +352,12 @@ func (s *Server) startError(w http.ResponseWriter, err error) {
 			e.Error.RunID = busy.RunID
 		}
 		writeJSON(w, http.StatusConflict, e)
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		// A burst of connections and files took every descriptor: a
+		// shortage that passes, as the streams end.
+		s.log.Warn("cannot start the run: out of file descriptors", "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server is out of file descriptors (too many connections and files open at once): the message could not be accepted; retry shortly")
 	default:
 		s.log.Error("cannot start the run", "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, "the message could not be accepted: %v", err)

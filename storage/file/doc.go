@@ -45,6 +45,13 @@
 // crash (below), except that when the write had succeeded and only the
 // fsync failed, the failed batch may then be found, whole.
 //
+// When the process is out of file descriptors (EMFILE, or ENFILE for the
+// system), an Append or a Load closes the files the Store keeps open, then
+// waits for a descriptor to come free, for up to 5 s or until its context
+// ends, rather than fail at once: a burst of connections should slow a
+// run's append, not interrupt the run. It then fails with the shortage's
+// error, which the server answers with 503 and Retry-After.
+//
 // Appends to different sessions run in parallel; appends to one session
 // are serialised by the Store (the host already does one at a time).
 //

@@ -2,12 +2,15 @@ package file_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/storage/storagetest"
 )
@@ -98,5 +101,124 @@ func TestFailedRollback(t *testing.T) {
 	}
 	if ids, err := st.ListSessions(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("ListSessions = %q, %v; want none (not a regular file)", ids, err)
+	}
+}
+
+// TestOutOfFileDescriptors takes the process's file descriptors away
+// (RLIMIT_NOFILE lowered, the rest filled with /dev/null) and checks that
+// the store outlasts it: an Append first closes the files the store keeps
+// open between Appends; with none of its own to close, an Append and a
+// Load wait for a descriptor to come free rather than fail, and give up
+// with EMFILE when their context ends. Like TestFailedWriteRollsBack, it
+// changes a limit of the whole process and so does not run in parallel.
+func TestOutOfFileDescriptors(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	st, _ := openStore(t, dir, false)
+	ctx := t.Context()
+	for i := range 8 { // eight session files kept open
+		if err := st.Append(ctx, fmt.Sprintf("kept%d", i), poke(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	freshDir := t.TempDir()
+	fresh, _ := openStore(t, freshDir, false)  // keeps none open
+	reader, _ := openStore(t, freshDir, false) // nor will it
+
+	// Room for a few more descriptors, then fill them.
+	n, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	limit := old
+	limit.Cur = uint64(len(n) + 8)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &limit); err != nil {
+		t.Skip(err)
+	}
+	var filler []*os.File
+	fill := func() {
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				if !errors.Is(err, syscall.EMFILE) {
+					t.Errorf("filling the descriptors: %v", err)
+				}
+				return
+			}
+			filler = append(filler, f)
+		}
+	}
+	free := func(k int) {
+		for ; k > 0 && len(filler) > 0; k-- {
+			filler[len(filler)-1].Close()
+			filler = filler[:len(filler)-1]
+		}
+	}
+	defer func() {
+		free(len(filler))
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+			t.Errorf("restoring RLIMIT_NOFILE: %v", err)
+		}
+	}()
+
+	fill()
+	if err := st.Append(ctx, "new", poke(1)); err != nil {
+		t.Fatalf("Append with every descriptor taken but the store's own: %v", err)
+	}
+
+	fill()
+	quick, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err = fresh.Append(quick, "a", poke(1))
+	cancel()
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Append out of descriptors until its context ended = %v, want EMFILE", err)
+	}
+	quick, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = fresh.Load(quick, "b")
+	cancel()
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Load out of descriptors until its context ended = %v, want EMFILE", err)
+	}
+
+	// A descriptor comes free while they wait: they go on (the Load
+	// through another Store, which has no file of its own to close).
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"Append", func() error { return fresh.Append(ctx, "a", poke(1)) }},
+		{"Load", func() error {
+			evs, err := reader.Load(ctx, "a")
+			if err == nil && !equal(evs, pokes(1, 1)) {
+				err = fmt.Errorf("%d events, want 1", len(evs))
+			}
+			return err
+		}},
+	} {
+		fill()
+		done := make(chan error, 1)
+		go func() { done <- op.do() }()
+		select {
+		case err := <-done:
+			t.Fatalf("%s with no descriptor free returned at once: %v", op.name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		free(1)
+		if err := <-done; err != nil {
+			t.Fatalf("%s once a descriptor came free: %v", op.name, err)
+		}
+	}
+
+	free(len(filler))
+	for i := range 8 { // the files closed for room reopen
+		if err := st.Append(ctx, fmt.Sprintf("kept%d", i), poke(2)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.Load(ctx, fmt.Sprintf("kept%d", i)); err != nil || !equal(got, pokes(1, 2)) {
+			t.Fatalf("kept%d: %d events, %v; want 2", i, len(got), err)
+		}
 	}
 }

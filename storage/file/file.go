@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -241,7 +243,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 		}
 	}
 	if s.f == nil {
-		if err := st.openForAppend(s, sessionID); err != nil {
+		if err := st.openForAppend(ctx, s, sessionID); err != nil {
 			return err
 		}
 	}
@@ -287,6 +289,12 @@ func (st *Store) touch(s *session) {
 		}
 	}
 	st.openMu.Unlock()
+	st.closeFiles(victims)
+}
+
+// closeFiles closes the files of the sessions given, passing over those
+// busy elsewhere (their mu held).
+func (st *Store) closeFiles(victims []*session) {
 	for _, v := range victims {
 		if !v.mu.TryLock() {
 			continue
@@ -307,14 +315,64 @@ func (st *Store) touch(s *session) {
 	}
 }
 
+// fdWait bounds how long openFile waits for a file descriptor.
+const fdWait = 5 * time.Second
+
+// openFile is os.OpenFile that outlasts a shortage of file descriptors:
+// when the process has none left (EMFILE) or the system (ENFILE), it
+// closes the session files the store keeps open between Appends, then
+// tries again, waiting from 1 ms up to 100 ms between tries, for at most
+// fdWait or until ctx ends; then it returns the shortage's error. Under a
+// burst of connections a run's append waits for a descriptor rather than
+// failing, which would interrupt the run.
+func (st *Store) openFile(ctx context.Context, path string, flag int, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, perm)
+	if !outOfFiles(err) {
+		return f, err
+	}
+	st.closeIdle()
+	deadline := time.Now().Add(fdWait)
+	for wait := time.Millisecond; outOfFiles(err) && time.Now().Before(deadline); wait = min(2*wait, 100*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		f, err = os.OpenFile(path, flag, perm)
+	}
+	if outOfFiles(err) {
+		st.log.Warn("file: out of file descriptors", "path", path, "waited", fdWait, "error", err)
+	}
+	return f, err
+}
+
+// outOfFiles tells whether err is a shortage of file descriptors.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// closeIdle closes every session file the store keeps open between
+// Appends (but those in use).
+func (st *Store) closeIdle() {
+	st.openMu.Lock()
+	victims := make([]*session, 0, st.open.Len())
+	for e := st.open.Front(); e != nil; e = e.Next() {
+		victims = append(victims, e.Value.(*session))
+	}
+	st.openMu.Unlock()
+	st.closeFiles(victims)
+}
+
 // openForAppend opens the session's file for appending, creating it if
 // needed; it measures the committed records if no Load did, and truncates
 // a torn tail. s.mu is held.
-func (st *Store) openForAppend(s *session, id string) error {
+func (st *Store) openForAppend(ctx context.Context, s *session, id string) error {
 	path := st.path(id)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := st.openFile(ctx, path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err = st.openFile(ctx, path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	}
 	if err != nil {
 		return fmt.Errorf("file: append to session %q: %w", id, err)
@@ -431,11 +489,11 @@ func (st *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, er
 		size := s.size
 		if fi, err := os.Stat(path); err == nil && fi.Size() <= s.seen {
 			s.mu.Unlock()
-			return loadPrefix(path, size)
+			return st.loadPrefix(ctx, path, size)
 		}
 	}
 	defer s.mu.Unlock()
-	data, err := readFile(path)
+	data, err := st.readFile(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.known, s.size, s.seen = true, 0, 0
 		return []ledger.Event{}, nil
@@ -456,6 +514,17 @@ func (st *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, er
 	return events, nil
 }
 
+// readFile is the package's readFile, its open outlasting a shortage of
+// file descriptors (see openFile).
+func (st *Store) readFile(ctx context.Context, path string) ([]byte, error) {
+	f, err := st.openFile(ctx, path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(f)
+}
+
 // readFile returns the contents of a file, reading as many bytes as the
 // file had when opened (so a device or a file that keeps growing is read
 // once, not forever).
@@ -465,6 +534,11 @@ func readFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readAll(f)
+}
+
+// readAll reads the bytes f has now.
+func readAll(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -478,11 +552,11 @@ func readFile(path string) ([]byte, error) {
 
 // loadPrefix decodes the first size bytes of the file, which hold
 // committed records only.
-func loadPrefix(path string, size int64) ([]ledger.Event, error) {
+func (st *Store) loadPrefix(ctx context.Context, path string, size int64) ([]ledger.Event, error) {
 	if size == 0 {
 		return []ledger.Event{}, nil
 	}
-	f, err := os.Open(path)
+	f, err := st.openFile(ctx, path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("file: load: %w", err)
 	}

@@ -47,7 +47,7 @@ func (st *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []
 		return stats, s.broken
 	}
 	path := st.path(sessionID)
-	data, err := readFile(path)
+	data, err := st.readFile(ctx, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return stats, nil
 	}
