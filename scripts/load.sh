@@ -7,7 +7,9 @@
 #     project's fake model and the lean one (scripts/leanmodel.py);
 #   - an open-loop load through serve on file storage at LOAD_RATES chats a
 #     second, then up to the capacity (accept p99 past 100 ms), and
-#     fairness at it (ten tenants, one at ten times its share);
+#     fairness at it (ten tenants, one at ten times its share); then the
+#     capacity and fairness again with serve alone on CPU 0 (taskset), the
+#     clients and the model on the other CPUs;
 #   - the capacity model at LOAD_MODEL_RATE chats a second: per chat, serve's
 #     CPU, ledger and SSE bytes, and on Redis the commands and bytes; then
 #     checked with 3 serve processes on a 3-node Redis Cluster;

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +113,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 				a.err = err
 				return
 			}
+			body, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			a.accept = time.Since(a.scheduled)
@@ -116,7 +122,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 			case http.StatusTooManyRequests:
 				a.refused = true
 			default:
-				a.err = fmt.Errorf("POST messages: %s", res.Status)
+				a.err = fmt.Errorf("POST messages: %s: %s", res.Status, bytes.TrimSpace(body))
 			}
 		}()
 	}
@@ -249,8 +255,13 @@ func statsOf(arrivals []*arrival, tenant string) loadStats {
 
 // openLoopReport measures serve on file storage under open-loop loads:
 // the given rates, then rates up from the last until p99 crosses 100 ms
-// (the capacity), then fairness at the capacity: one tenant at 10× its
-// share beside another at its share, against both at their share.
+// (the capacity), then fairness at the capacity: ten tenants at their
+// share, against the same with one of them at 10× its share. On a machine
+// of two CPUs or more, with taskset on PATH, the capacity and fairness are
+// then measured again with serve alone on CPU 0 and the clients and the
+// model on the other CPUs, as they would be on machines of their own: on
+// shared CPUs, the flood's own sending takes CPU from serve, and what the
+// others feel of it is the client's cost as much as serve's.
 func openLoopReport(t tools, rates []float64, dur time.Duration, words int, latency time.Duration, knownCapacity float64) error {
 	fake, lean, err := t.startModels(latency)
 	if err != nil {
@@ -263,94 +274,165 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		return err
 	}
 	defer os.RemoveAll(dir)
-	text := wordsText(words)
-	hc := newClient(4096)
+	o := &openLoopRun{t: t, fake: fake, dir: dir, dur: dur, text: wordsText(words), hc: newClient(4096)}
 	fmt.Printf("\nOpen-loop load through serve (file storage), %v a rate, chats arriving at a fixed rate, half POST …/messages (accept: 202), half the UI route (accept: its headers, then the stream read to the end); %d words streamed at %v a word; load average %s\n",
 		dur, words+2, latency, loadAvg())
-	sp, err := t.startServe("serve", "file:"+filepath.Join(dir, "one"), fake.url, []tenantSpec{{name: "load", key: tenantKey}})
-	if err != nil {
+	capacity, err := o.capacity("shared", rates, knownCapacity)
+	if err != nil || capacity == 0 {
 		return err
 	}
-	keys := map[string]string{"load": tenantKey}
-	one := map[string]float64{"load": 1}
-	openLoop(hc, []string{sp.url}, "warm", 50, time.Second, text, keys, one, nil)
-	type point struct {
-		rate float64
-		s    loadStats
-		cpu  time.Duration // serve's, per chat
-	}
-	var points []point
-	measure := func(rate float64) (point, error) {
-		c0, err := sp.cpu()
-		if err != nil {
-			return point{}, err
-		}
-		arr := openLoop(hc, []string{sp.url}, fmt.Sprintf("r%g", rate), rate, dur, text, keys, one, nil)
-		time.Sleep(300 * time.Millisecond)
-		c1, _ := sp.cpu()
-		p := point{rate: rate, s: statsOf(arr, ""), cpu: (c1 - c0) / time.Duration(len(arr))}
-		if p.s.failed > 0 {
-			return p, fmt.Errorf("%g chats/s: %d failed, first: %v", rate, p.s.failed, p.s.firstErr)
-		}
-		keeps := "the client kept up"
-		if p.s.lagP99 > 10*time.Millisecond {
-			keeps = fmt.Sprintf("the client fell behind: sends p99 %v late", round(p.s.lagP99))
-		}
-		fmt.Printf("  %5.0f chats/s: accept p50 %v p99 %v (POST→202 p99 %v, UI headers p99 %v), serve CPU %.0f µs a chat (%.0f%% of a core), %d refused; %s\n",
-			rate, round(p.s.p50), round(p.s.p99), round(p.s.postP99), round(p.s.uiP99), us(p.cpu), us(p.cpu)*rate/1e4, p.s.refused, keeps)
-		points = append(points, p)
-		return p, nil
-	}
-	for _, r := range rates {
-		if _, err := measure(r); err != nil {
-			sp.stop()
-			return err
-		}
-	}
-	// The capacity: up from the last rate until p99 crosses 100 ms.
-	capacity := knownCapacity
-	last := points[len(points)-1]
-	for rate := last.rate; capacity == 0 && last.s.p99 <= 100*time.Millisecond && rate < 5000; {
-		rate *= 1.4
-		p, err := measure(float64(int(rate/10) * 10))
-		if err != nil {
-			sp.stop()
-			return err
-		}
-		if p.s.p99 > 100*time.Millisecond {
-			// Between the last rate under and this one, linearly.
-			lo, hi := last, p
-			f := float64(100*time.Millisecond-lo.s.p99) / float64(hi.s.p99-lo.s.p99)
-			capacity = lo.rate + f*(hi.rate-lo.rate)
-		}
-		last = p
-	}
-	if capacity == 0 {
-		for _, p := range points {
-			if p.s.p99 > 100*time.Millisecond {
-				capacity = p.rate
-				break
-			}
-		}
-	}
-	sp.stop()
 	if knownCapacity > 0 {
 		fmt.Printf("  capacity: %.0f chats/s, as given (-capacity)\n", capacity)
 	} else {
 		fmt.Printf("  capacity on this machine (the rate where accept p99 crosses 100 ms): %.0f chats/s\n", capacity)
 	}
-	if capacity == 0 {
-		return nil
+	if err := o.fairness("shared", capacity); err != nil {
+		return err
 	}
 
-	// Fairness at the capacity: ten tenants, each limited to its share
-	// (rate_limit.requests_per_second, a tenth of the capacity); then one of
-	// them sends ten times its share. What the others see of it is the
-	// cost of refusing its excess (429).
+	n := runtime.NumCPU()
+	if _, err := exec.LookPath("taskset"); err != nil || n < 2 || knownCapacity > 0 {
+		fmt.Println("  (serve alone on a CPU: left out, it needs two CPUs, taskset on PATH and no -capacity)")
+		return nil
+	}
+	all, rest := fmt.Sprintf("0-%d", n-1), fmt.Sprintf("1-%d", n-1)
+	if n == 2 {
+		rest = "1"
+	}
+	for _, pid := range []int{os.Getpid(), fake.cmd.Process.Pid} {
+		if err := pin(pid, rest); err != nil {
+			return err
+		}
+		defer pin(pid, all)
+	}
+	o.t.serveCPUs = "0"
+	fmt.Printf("\nThe same with serve alone on CPU 0 (GOMAXPROCS 1), the clients and the fake model on CPU %s, as on machines of their own; load average %s\n", rest, loadAvg())
+	// The first rate: under the shared capacity, serve having a CPU less.
+	alone, err := o.capacity("alone", []float64{float64(int(capacity*0.6/10) * 10)}, 0)
+	if err != nil || alone == 0 {
+		return err
+	}
+	fmt.Printf("  capacity with serve alone on CPU 0: %.0f chats/s\n", alone)
+	return o.fairness("alone", alone)
+}
+
+// pin sets the CPUs (taskset's list, "1-3") of every thread of the
+// process pid; the threads it makes later take them from their maker.
+func pin(pid int, cpus string) error {
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		return fmt.Errorf("taskset %d to CPUs %s: %v: %s", pid, cpus, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// openLoopRun is what the open-loop measurements share: the model, the
+// storage's directory, the load's shape and the client.
+type openLoopRun struct {
+	t    tools
+	fake *proc
+	dir  string
+	dur  time.Duration
+	text string
+	hc   *http.Client
+}
+
+// capacity measures a serve of its own at rates, then, when given none,
+// finds the rate where accept p99 crosses 100 ms: down by 1.4× until a
+// rate is under it, up by 1.4× until one is past it, and between the two,
+// linearly. known skips the search.
+func (o *openLoopRun) capacity(name string, rates []float64, known float64) (float64, error) {
+	sp, err := o.t.startServe("serve ("+name+")", "file:"+filepath.Join(o.dir, name), o.fake.url, []tenantSpec{{name: "load", key: tenantKey}})
+	if err != nil {
+		return 0, err
+	}
+	defer sp.stop()
+	keys := map[string]string{"load": tenantKey}
+	one := map[string]float64{"load": 1}
+	openLoop(o.hc, []string{sp.url}, "warm", 50, time.Second, o.text, keys, one, nil)
+	type point struct {
+		rate float64
+		p99  time.Duration
+	}
+	var points []point
+	measure := func(rate float64) (time.Duration, error) {
+		c0, err := sp.cpu()
+		if err != nil {
+			return 0, err
+		}
+		arr := openLoop(o.hc, []string{sp.url}, fmt.Sprintf("%s-r%g", name, rate), rate, o.dur, o.text, keys, one, nil)
+		time.Sleep(300 * time.Millisecond)
+		c1, _ := sp.cpu()
+		s := statsOf(arr, "")
+		cpu := (c1 - c0) / time.Duration(len(arr))
+		if s.failed > 0 {
+			return 0, fmt.Errorf("%g chats/s: %d failed, first: %v; serve's output ends:\n%s", rate, s.failed, s.firstErr, sp.tail(10))
+		}
+		keeps := "the client kept up"
+		if s.lagP99 > 10*time.Millisecond {
+			keeps = fmt.Sprintf("the client fell behind: sends p99 %v late", round(s.lagP99))
+		}
+		fmt.Printf("  %5.0f chats/s: accept p50 %v p99 %v (POST→202 p99 %v, UI headers p99 %v), serve CPU %.0f µs a chat (%.0f%% of a core), %d refused; %s\n",
+			rate, round(s.p50), round(s.p99), round(s.postP99), round(s.uiP99), us(cpu), us(cpu)*rate/1e4, s.refused, keeps)
+		points = append(points, point{rate, s.p99})
+		return s.p99, nil
+	}
+	for _, r := range rates {
+		if _, err := measure(r); err != nil {
+			return 0, err
+		}
+	}
+	if known > 0 || len(points) == 0 {
+		return known, nil
+	}
+	const limit = 100 * time.Millisecond
+	// Down from the lowest rate until one is under the limit.
+	low := slices.MinFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
+	for rate, steps := low.rate, 0; low.p99 > limit && steps < 6; steps++ {
+		rate = float64(int(rate/1.4/10) * 10)
+		if rate < 10 {
+			break
+		}
+		p99, err := measure(rate)
+		if err != nil {
+			return 0, err
+		}
+		low = point{rate, p99}
+	}
+	// Up from the highest until one is past it.
+	high := slices.MaxFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
+	for rate := high.rate; high.p99 <= limit && rate < 20000; {
+		rate = float64(int(rate*1.4/10) * 10)
+		p99, err := measure(rate)
+		if err != nil {
+			return 0, err
+		}
+		high = point{rate, p99}
+	}
+	// The first rate past the limit, and the rate under it just below.
+	slices.SortFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
+	for i, p := range points {
+		if p.p99 <= limit {
+			continue
+		}
+		if i == 0 || points[i-1].p99 > limit {
+			return p.rate, nil
+		}
+		lo := points[i-1]
+		f := float64(limit-lo.p99) / float64(p.p99-lo.p99)
+		return lo.rate + f*(p.rate-lo.rate), nil
+	}
+	return 0, nil // never past the limit
+}
+
+// fairness measures, at the capacity, ten tenants each limited to their
+// share (rate_limit.requests_per_second, a tenth of the capacity), then the
+// same with one of them at ten times its share: what the others see of it
+// is the cost of refusing its excess (429). Three rounds, alternating.
+func (o *openLoopRun) fairness(name string, capacity float64) error {
 	const nTenants = 10
 	share := capacity / nTenants
 	var tenants []tenantSpec
-	keys = map[string]string{}
+	keys := map[string]string{}
 	even, flood := map[string]float64{}, map[string]float64{}
 	for i := range nTenants {
 		name := fmt.Sprintf("t%d", i)
@@ -359,7 +441,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 		even[name], flood[name] = 1, 1
 	}
 	flood["t0"] = 10
-	fp, err := t.startServe("serve (ten tenants)", "file:"+filepath.Join(dir, "ten"), fake.url, tenants)
+	fp, err := o.t.startServe("serve (ten tenants, "+name+")", "file:"+filepath.Join(o.dir, "ten-"+name), o.fake.url, tenants)
 	if err != nil {
 		return err
 	}
@@ -367,7 +449,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	flooder := newRawPool(fp.url)
 	defer flooder.close()
 	raw := map[string]*rawPool{"t0": flooder}
-	openLoop(hc, []string{fp.url}, "warm", 50, time.Second, text, keys, even, raw)
+	openLoop(o.hc, []string{fp.url}, "warm", 50, time.Second, o.text, keys, even, raw)
 	others := func(arr []*arrival) loadStats {
 		var rest []*arrival
 		for _, a := range arr {
@@ -380,9 +462,9 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 	var base, flooded []time.Duration
 	for i := range 3 {
 		c0, _ := fp.cpu()
-		b := others(openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-base-%d", i), capacity, dur, text, keys, even, raw))
+		b := others(openLoop(o.hc, []string{fp.url}, fmt.Sprintf("fair-%s-base-%d", name, i), capacity, o.dur, o.text, keys, even, raw))
 		c1, _ := fp.cpu()
-		arr := openLoop(hc, []string{fp.url}, fmt.Sprintf("fair-flood-%d", i), capacity*(nTenants+9)/nTenants, dur, text, keys, flood, raw)
+		arr := openLoop(o.hc, []string{fp.url}, fmt.Sprintf("fair-%s-flood-%d", name, i), capacity*(nTenants+9)/nTenants, o.dur, o.text, keys, flood, raw)
 		c2, _ := fp.cpu()
 		f, fl := others(arr), statsOf(arr, "t0")
 		// What a refusal costs serve: the flood's CPU beyond the even run's.
@@ -391,7 +473,7 @@ func openLoopReport(t tools, rates []float64, dur time.Duration, words int, late
 			perRefusal = ((c2 - c1) - (c1 - c0)) / time.Duration(fl.refused)
 		}
 		if b.failed+f.failed > 0 {
-			return fmt.Errorf("fairness: the other tenants' chats failed: %v %v", b.firstErr, f.firstErr)
+			return fmt.Errorf("fairness: the other tenants' chats failed: %v %v; serve's output ends:\n%s", b.firstErr, f.firstErr, fp.tail(10))
 		}
 		base, flooded = append(base, b.p99), append(flooded, f.p99)
 		fmt.Printf("  fairness, round %d: the other tenants' accept p99 %v with t0 at its share, %v with t0 at 10× its share (%d of its %d chats refused, 429, about %.0f µs of serve's CPU each; %d failed)\n",

@@ -72,6 +72,13 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
+// tail returns the last n lines of the process's output, to tell why a
+// measurement failed.
+func (p *proc) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(p.output(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // stop ends the process (and its children: node's, python's).
 func (p *proc) stop() {
 	if p == nil || p.cmd.Process == nil {
@@ -112,6 +119,9 @@ type tools struct {
 	bin      string // agentic-host
 	lean     string // scripts/leanmodel.py
 	routeDir string // the AI SDK route, installed (npm ci); "" leaves it out
+	// serveCPUs, when set, are the only CPUs serve runs on (taskset's
+	// list, "0"); its GOMAXPROCS follows.
+	serveCPUs string
 }
 
 // startModels starts the two model servers, a word a chunk, pausing
@@ -157,7 +167,11 @@ func (t tools) startServe(name, storageURL, modelURL string, tenants []tenantSpe
 		return nil, err
 	}
 	args := append([]string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--log-level", "error"}, extra...)
-	return start(name, bannerServe, exec.Command(t.bin, args...))
+	cmd := exec.Command(t.bin, args...)
+	if t.serveCPUs != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", t.serveCPUs, t.bin}, args...)...)
+	}
+	return start(name, bannerServe, cmd)
 }
 
 // startRoute starts the AI SDK route (node server.mjs PORT MODEL DIR).
