@@ -336,10 +336,9 @@ type openLoopRun struct {
 	hc   *http.Client
 }
 
-// capacity measures a serve of its own at rates, then, when given none,
-// finds the rate where accept p99 crosses 100 ms: down by 1.4× until a
-// rate is under it, up by 1.4× until one is past it, and between the two,
-// linearly. known skips the search.
+// capacity measures a serve of its own at rates and returns the rate
+// where its accept p99 crosses 100 ms (searchCapacity); a known capacity
+// skips the search.
 func (o *openLoopRun) capacity(name string, rates []float64, known float64) (float64, error) {
 	sp, err := o.t.startServe("serve ("+name+")", "file:"+filepath.Join(o.dir, name), o.fake.url, []tenantSpec{{name: "load", key: tenantKey}})
 	if err != nil {
@@ -349,11 +348,6 @@ func (o *openLoopRun) capacity(name string, rates []float64, known float64) (flo
 	keys := map[string]string{"load": tenantKey}
 	one := map[string]float64{"load": 1}
 	openLoop(o.hc, []string{sp.url}, "warm", 50, time.Second, o.text, keys, one, nil)
-	type point struct {
-		rate float64
-		p99  time.Duration
-	}
-	var points []point
 	measure := func(rate float64) (time.Duration, error) {
 		c0, err := sp.cpu()
 		if err != nil {
@@ -373,43 +367,68 @@ func (o *openLoopRun) capacity(name string, rates []float64, known float64) (flo
 		}
 		fmt.Printf("  %5.0f chats/s: accept p50 %v p99 %v (POST→202 p99 %v, UI headers p99 %v), serve CPU %.0f µs a chat (%.0f%% of a core), %d refused; %s\n",
 			rate, round(s.p50), round(s.p99), round(s.postP99), round(s.uiP99), us(cpu), us(cpu)*rate/1e4, s.refused, keeps)
-		points = append(points, point{rate, s.p99})
 		return s.p99, nil
 	}
+	if known > 0 {
+		for _, r := range rates {
+			if _, err := measure(r); err != nil {
+				return 0, err
+			}
+		}
+		return known, nil
+	}
+	return searchCapacity(rates, 100*time.Millisecond, measure)
+}
+
+// searchCapacity measures at rates, then finds the rate where the p99
+// that measure returns crosses limit: down from the lowest rate by 1.4×
+// until one is under it, up from the highest by 1.4× until one is past
+// it (20,000 at most), and between the two, linearly. It returns 0 when
+// no rate up to 20,000 is past the limit, and the lowest rate measured
+// when none is under it.
+func searchCapacity(rates []float64, limit time.Duration, measure func(rate float64) (time.Duration, error)) (float64, error) {
+	type point struct {
+		rate float64
+		p99  time.Duration
+	}
+	var points []point
+	at := func(rate float64) (point, error) {
+		p99, err := measure(rate)
+		p := point{rate, p99}
+		points = append(points, p)
+		return p, err
+	}
 	for _, r := range rates {
-		if _, err := measure(r); err != nil {
+		if _, err := at(r); err != nil {
 			return 0, err
 		}
 	}
-	if known > 0 || len(points) == 0 {
-		return known, nil
+	if len(points) == 0 {
+		return 0, nil
 	}
-	const limit = 100 * time.Millisecond
-	// Down from the lowest rate until one is under the limit.
-	low := slices.MinFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
-	for rate, steps := low.rate, 0; low.p99 > limit && steps < 6; steps++ {
-		rate = float64(int(rate/1.4/10) * 10)
+	byRate := func(a, b point) int { return cmp.Compare(a.rate, b.rate) }
+	for low, steps := slices.MinFunc(points, byRate), 0; low.p99 > limit && steps < 6; steps++ {
+		rate := float64(int(low.rate/1.4/10) * 10)
 		if rate < 10 {
 			break
 		}
-		p99, err := measure(rate)
-		if err != nil {
+		var err error
+		if low, err = at(rate); err != nil {
 			return 0, err
 		}
-		low = point{rate, p99}
 	}
-	// Up from the highest until one is past it.
-	high := slices.MaxFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
-	for rate := high.rate; high.p99 <= limit && rate < 20000; {
-		rate = float64(int(rate*1.4/10) * 10)
-		p99, err := measure(rate)
-		if err != nil {
+	for high := slices.MaxFunc(points, byRate); high.p99 <= limit; {
+		rate := float64(int(high.rate*1.4/10) * 10)
+		if rate > 20000 {
+			break
+		}
+		var err error
+		if high, err = at(rate); err != nil {
 			return 0, err
 		}
-		high = point{rate, p99}
 	}
 	// The first rate past the limit, and the rate under it just below.
-	slices.SortFunc(points, func(a, b point) int { return cmp.Compare(a.rate, b.rate) })
+	slices.SortFunc(points, byRate)
 	for i, p := range points {
 		if p.p99 <= limit {
 			continue
@@ -421,7 +440,7 @@ func (o *openLoopRun) capacity(name string, rates []float64, known float64) (flo
 		f := float64(limit-lo.p99) / float64(p.p99-lo.p99)
 		return lo.rate + f*(p.rate-lo.rate), nil
 	}
-	return 0, nil // never past the limit
+	return 0, nil
 }
 
 // fairness measures, at the capacity, ten tenants each limited to their

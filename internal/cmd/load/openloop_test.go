@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,5 +98,45 @@ func TestPercentile(t *testing.T) {
 	}
 	if ds[0] != 5 || percentile(nil, 0.5) != 0 {
 		t.Errorf("the input sorted, or none not 0: %v", ds)
+	}
+}
+
+// TestSearchCapacity: against a p99 of a tenth of a millisecond a chat a
+// second (100 ms at 1,000), the search goes up from rates under the limit,
+// or down from a rate past it, by 1.4×, and finds 1,000 between the two
+// rates around it; a p99 never past the limit gives 0, and a failed
+// measurement stops the search.
+func TestSearchCapacity(t *testing.T) {
+	for _, c := range []struct {
+		rates, want []float64
+	}{
+		{[]float64{200, 500}, []float64{200, 500, 700, 970, 1350}}, // 700×1.4 is 979.99…
+		{[]float64{3000}, []float64{3000, 2140, 1520, 1080, 770}},
+	} {
+		var got []float64
+		capacity, err := searchCapacity(c.rates, 100*time.Millisecond, func(rate float64) (time.Duration, error) {
+			got = append(got, rate)
+			return time.Duration(rate * float64(time.Millisecond) / 10), nil
+		})
+		if err != nil || capacity < 999 || capacity > 1001 || !slices.Equal(got, c.want) {
+			t.Errorf("from %v: capacity %.1f (%v), measured at %v; want 1000, measured at %v", c.rates, capacity, err, got, c.want)
+		}
+	}
+	n := 0
+	capacity, err := searchCapacity([]float64{200}, 100*time.Millisecond, func(float64) (time.Duration, error) {
+		n++
+		return time.Millisecond, nil
+	})
+	if capacity != 0 || err != nil || n > 20 {
+		t.Errorf("never past the limit: capacity %v (%v) after %d rates; want 0", capacity, err, n)
+	}
+	boom := errors.New("boom")
+	if _, err := searchCapacity([]float64{200}, 100*time.Millisecond, func(rate float64) (time.Duration, error) {
+		if rate > 300 {
+			return 0, boom
+		}
+		return time.Millisecond, nil
+	}); !errors.Is(err, boom) {
+		t.Errorf("a failed measurement: %v, want it returned", err)
 	}
 }
