@@ -466,6 +466,72 @@ func TestStorageFailureMidRun(t *testing.T) {
 	}
 }
 
+// windowStore fails the appends numbered from to to (counted from 1), as
+// a disk full for a moment would; it lists its sessions and has no leases,
+// as the file store: a storage of one host, whose sweeps do not repeat.
+type windowStore struct {
+	storage.Storage
+	list     storage.Lister
+	n        atomic.Int32
+	from, to int32
+}
+
+func (w *windowStore) Append(ctx context.Context, id string, evs ...ledger.Event) error {
+	if n := w.n.Add(1); n >= w.from && n <= w.to {
+		return errors.New("disk full for a moment")
+	}
+	return w.Storage.Append(ctx, id, evs...)
+}
+
+func (w *windowStore) ListSessions(ctx context.Context) ([]string, error) {
+	return w.list.ListSessions(ctx)
+}
+
+// TestStorageFailureMidRunHeals: a run interrupted by a failed append is
+// resumed by its host once the storage takes appends again (here its
+// first resume fails too, and the next one goes through), and answers its
+// message once — on a storage without leases, where no sweep repeats.
+func TestStorageFailureMidRunHeals(t *testing.T) {
+	mem := memory.New()
+	ws := &windowStore{Storage: mem, list: mem, from: 2, to: 3} // the step, then the first resume
+	resumed := make(chan host.RunResult, 1)
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+		o.Storage = ws
+		o.AutoResume = &host.AutoResume{OnResumed: func(_ string, res host.RunResult, err error) {
+			if err != nil {
+				t.Errorf("the resumed run: %v", err)
+			}
+			resumed <- res
+		}}
+	})
+	<-hs.host.SweepDone()
+	res, err := hs.host.Session("d").Send(t.Context(), "hi", host.SendOptions{})
+	if err == nil || res.Status != ledger.RunInterrupted {
+		t.Fatalf("Send while the storage fails = %+v, %v; want interrupted, with the storage's error", res, err)
+	}
+	select {
+	case r := <-resumed:
+		if r.Status != ledger.RunCompleted || r.Text != "You said: hi" || r.RunID != res.RunID {
+			t.Fatalf("the resumed run: %+v; want run %s completed, answering the message", r, res.RunID)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the interrupted run was not resumed")
+	}
+	evs := hs.events("d")
+	if open := ledger.OpenRuns(evs); len(open) != 0 {
+		t.Errorf("open runs %v, want none", open)
+	}
+	ends := 0
+	for _, e := range evs {
+		if e.Kind == ledger.KindRunEnd {
+			ends++
+		}
+	}
+	if ends != 1 || ws.n.Load() < 4 {
+		t.Errorf("%d run ends after %d appends; want one, after the failed step and resume", ends, ws.n.Load())
+	}
+}
+
 // TestSessionsHammer sends concurrently to several sessions, several senders
 // per session: every message is answered exactly once, by a run whose
 // result its sender gets, and runs of one session never overlap.

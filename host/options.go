@@ -402,6 +402,10 @@ func normalizeAgent(a Agent) (Agent, error) {
 // AutoResume configures the host's boot sweep: on [New], the host lists the
 // sessions of its storage (which must implement storage.Lister) and
 // re-drives every run that was interrupted (a run-start without a run-end).
+// When the sweep does not repeat (see Interval), the host also resumes, by
+// the same rules, a run of its own that a storage error interrupted: after
+// 100 ms, then after twice the wait while the resume cannot start, 7 times
+// at most.
 type AutoResume struct {
 	// AgentFor returns the agent that resumes a session. Default: nil,
 	// which means Options.Agent.

@@ -87,6 +87,7 @@ func (r *run) end(o outcome) *run {
 		status, reason = ledger.RunInterrupted, fmt.Sprintf("storage: %v", storeErr)
 		r.h.log.Error("run interrupted: the ledger could not be written",
 			"session", r.sessionID, "run", r.id, "err", storeErr)
+		r.h.healLater(r.sessionID)
 	}
 	view, _ := ledger.ProjectRun(events, r.id)
 	res := RunResult{Status: status, Reason: reason, Text: view.Text, RunID: r.id,

@@ -166,6 +166,73 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 	return rep, runs.Wait, ctx.Err()
 }
 
+// A run that a storage error interrupted (an append failed: a disk full
+// for a moment, a process out of file descriptors, a Redis failing over)
+// is resumed by its host once the storage takes appends again, rather than
+// left with its message unanswered until the next sweep — which, on a
+// storage without leases, comes only at the next boot — or the session's
+// next message. The tries wait healFirst, then twice as long each time
+// the resume could not start, healTries times at most.
+const (
+	healFirst = 100 * time.Millisecond
+	healTries = 7 // 100 ms to 6.4 s: 12.7 s in all
+)
+
+// healLater resumes session id's interrupted run under the sweep's rules
+// (its attempts counted, at most AutoResume.MaxConcurrent resumed runs at
+// once) on a goroutine of the host's, after healFirst, and again while the
+// resume fails to start. It does nothing without AutoResume, when sweeps
+// repeat (a storage with leases: a run whose lease was lost is another
+// host's to take over, and the next sweep finds the others), or once the
+// host is closed.
+func (h *Host) healLater(id string) {
+	if h.auto == nil || h.sweepEvery() > 0 || !h.track() {
+		return
+	}
+	go func() {
+		defer h.wg.Done()
+		wait := healFirst
+		for try := 1; ; try++ {
+			t := time.NewTimer(wait)
+			select {
+			case <-h.bg.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			select {
+			case h.resumeSlots <- struct{}{}:
+			case <-h.bg.Done():
+				return
+			}
+			out, err, ok := h.goResume(h.bg, id, nil, func() { <-h.resumeSlots })
+			switch {
+			case !ok:
+				<-h.resumeSlots
+				return
+			case out != outcomeError:
+				h.log.Info("a run interrupted by a storage error was resumed", "session", id, "action", out, "try", try)
+				return
+			case try == healTries:
+				h.log.Error("a run interrupted by a storage error could not be resumed; it waits for the session's next message or the next sweep",
+					"session", id, "tries", try, "err", err)
+				return
+			}
+			wait *= 2
+		}
+	}()
+}
+
+// sweepEvery is how often the sweep repeats (AutoResume.Interval, by
+// default the lease's TTL on a storage with leases); 0 or less: never.
+func (h *Host) sweepEvery() time.Duration {
+	every := h.auto.Interval
+	if every == 0 && h.leaser != nil {
+		every = h.leaseTTL
+	}
+	return every
+}
+
 // track counts a goroutine of the host's own in Host.wg, unless the host is
 // closed.
 func (h *Host) track() bool {
@@ -341,10 +408,7 @@ func (h *Host) startSweeps() {
 		h.sweepRep = rep
 		h.mu.Unlock()
 		boot <- wait
-		every := h.auto.Interval
-		if every == 0 && h.leaser != nil {
-			every = h.leaseTTL
-		}
+		every := h.sweepEvery()
 		if every <= 0 {
 			return
 		}
