@@ -167,12 +167,13 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 }
 
 // A run that a storage error interrupted (an append failed: a disk full
-// for a moment, a process out of file descriptors, a Redis failing over)
-// is resumed by its host once the storage takes appends again, rather than
-// left with its message unanswered until the next sweep — which, on a
-// storage without leases, comes only at the next boot — or the session's
-// next message. The tries wait healFirst, then twice as long each time
-// the resume could not start, healTries times at most.
+// for a moment, a process out of file descriptors) on a host whose sweep
+// does not repeat (a storage without leases) is resumed by that host once
+// the storage takes appends again, rather than left with its message
+// unanswered until the next boot or the session's next message. The tries
+// wait healFirst, then twice as long each time the resume could not
+// start, healTries times at most. Where the sweep repeats (Redis), it
+// finds such runs itself.
 const (
 	healFirst = 100 * time.Millisecond
 	healTries = 7 // 100 ms to 6.4 s: 12.7 s in all
