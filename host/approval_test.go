@@ -885,3 +885,57 @@ func TestStoppedBeforeThePark(t *testing.T) {
 		})
 	}
 }
+
+// TestRunningCounts: Host.Running counts the runs in flight — one while a
+// call of its pass runs, none once it ended, none while a run is parked
+// for a person's decision, none once its continuation ended.
+func TestRunningCounts(t *testing.T) {
+	ctx := context.Background()
+	var published atomic.Int64
+	slow, entered, release := blockingTool()
+	hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{publishTool(&published), slow}}, hosttest.ToolCall{Name: "slow", Arguments: `{}`})
+	if n := hs.Host.Running(); n != 0 {
+		t.Fatalf("Running before any run = %d", n)
+	}
+	run, err := hs.Host.Session("a").Start(ctx, "go slow", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	if n := hs.Host.Running(); n != 1 {
+		t.Fatalf("Running while a call runs = %d, want 1", n)
+	}
+	close(release)
+	if res, err := run.Wait(ctx); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("the slow run: %+v, %v", res, err)
+	}
+	if n := hs.Host.Running(); n != 0 {
+		t.Fatalf("Running after the run = %d, want 0", n)
+	}
+
+	hs.Model.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{"title":"Hi"}`}}})
+	parked, err := hs.Host.Session("b").Start(ctx, "publish it", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := parked.Wait(ctx); err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("the publishing run: %+v, %v", res, err)
+	}
+	if n := hs.Host.Running(); n != 0 {
+		t.Fatalf("Running with a run parked = %d, want 0", n)
+	}
+	inbox, err := hs.Host.PendingApprovals(ctx)
+	if err != nil || len(inbox) != 1 {
+		t.Fatalf("inbox: %+v, %v", inbox, err)
+	}
+	cont, err := hs.Host.Session("b").Decide(ctx, inbox[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cont.Wait(ctx); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("after the decision: %+v, %v", res, err)
+	}
+	if n := hs.Host.Running(); n != 0 || published.Load() != 1 {
+		t.Fatalf("Running after the continued run = %d (published %d), want 0 (1)", n, published.Load())
+	}
+}

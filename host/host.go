@@ -94,9 +94,10 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*sessionState
-	closed   bool        // Close was called: no new work
-	draining atomic.Bool // Drain was called: runs stop at their next step boundary
-	stopping atomic.Bool // Close's context ended: runs in flight stop
+	closed   bool         // Close was called: no new work
+	draining atomic.Bool  // Drain was called: runs stop at their next step boundary
+	stopping atomic.Bool  // Close's context ended: runs in flight stop
+	running  atomic.Int64 // sessions whose run is in flight here (Running)
 	wg       sync.WaitGroup
 }
 
@@ -336,6 +337,11 @@ func (h *Host) Cancel(sessionID, reason string) bool {
 	}
 	return cancelled
 }
+
+// Running returns the number of runs in flight in this host, one at most
+// a session (a run parked for approvals is not in flight; the messages
+// queued into a run do not count apart).
+func (h *Host) Running() int { return int(h.running.Load()) }
 
 // IsRunning reports whether a run of the session is in flight in this host.
 func (h *Host) IsRunning(sessionID string) bool {

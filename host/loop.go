@@ -185,6 +185,9 @@ func (h *Host) drive(r *run) {
 func (r *run) goLive() {
 	r.st.mu.Lock()
 	r.live.responseID = r.responseID
+	if r.st.cur == nil {
+		r.h.running.Add(1)
+	}
 	r.st.cur = r
 	r.st.notifyLocked()
 	r.st.mu.Unlock()

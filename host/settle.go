@@ -71,6 +71,7 @@ func (r *run) end(o outcome) *run {
 	st.mu.Lock()
 	if st.cur == r {
 		st.cur = nil
+		r.h.running.Add(-1)
 		st.notifyLocked()
 	}
 	events := r.events

@@ -81,6 +81,14 @@ type Config struct {
 	// tenant's (429 past it). Default: 0, which means 4096, or three
 	// quarters of the process's file descriptor limit when that is lower.
 	MaxStreams int `yaml:"max_streams"`
+	// MaxRuns bounds the runs in flight in the whole process, every
+	// tenant's: a message that would start a run past it is refused with
+	// 503 and Retry-After (a message to a session whose run is in flight
+	// joins that run, and passes), before the runs' connections and files
+	// use up the process's file descriptors. Default: 0, which means 4096,
+	// or a quarter of the process's file descriptor limit when that is
+	// lower.
+	MaxRuns int `yaml:"max_runs"`
 	// StreamMaxAge closes a session's or the feed's event stream this
 	// long after it opened; its client reconnects with Last-Event-ID and
 	// loses nothing (the UI message streams end with their message).
@@ -660,6 +668,7 @@ const (
 	DefaultIdleTimeout     = 2 * time.Minute
 	DefaultStreamMaxAge    = time.Hour
 	DefaultMaxStreams      = 4096
+	DefaultMaxRuns         = 4096
 	// The defaults of RateLimitConfig's stream bounds.
 	DefaultTenantStreams = 256
 	DefaultKeyStreams    = 32
@@ -934,6 +943,15 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.MaxStreams < 0 {
 		errs = append(errs, fmt.Errorf("max_streams %d is negative", cfg.MaxStreams))
+	}
+	if cfg.MaxRuns == 0 {
+		cfg.MaxRuns = DefaultMaxRuns
+		if n := openFileLimit(); n > 0 && n/4 < cfg.MaxRuns {
+			cfg.MaxRuns = max(1, n/4)
+		}
+	}
+	if cfg.MaxRuns < 0 {
+		errs = append(errs, fmt.Errorf("max_runs %d is negative", cfg.MaxRuns))
 	}
 	switch {
 	case cfg.ResumeMaxAttempts < 0:

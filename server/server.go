@@ -58,17 +58,20 @@ type Options struct {
 // host per tenant. Runs belong to the hosts, never to the requests that
 // start or watch them.
 type Server struct {
-	cfg      Config
-	store    storage.Storage
-	kv       storage.KV
-	tracing  bool // the runs make spans: responses name their traces
-	keys     *keyring
-	log      *slog.Logger
-	tenants  map[string]*tenant
-	mux      *http.ServeMux
-	patterns []string // the authenticated routes, as registered (see Routes)
-	metrics  *metrics
-	audit    *audit
+	cfg     Config
+	store   storage.Storage
+	kv      storage.KV
+	tracing bool // the runs make spans: responses name their traces
+	keys    *keyring
+	log     *slog.Logger
+	tenants map[string]*tenant
+	// admitting counts the admissions of new runs in progress, for the
+	// process's bound (max_runs; see admitProcess).
+	admitting atomic.Int64
+	mux       *http.ServeMux
+	patterns  []string // the authenticated routes, as registered (see Routes)
+	metrics   *metrics
+	audit     *audit
 
 	rt       *plugins.Runtime
 	registry *plugins.Registry

@@ -124,16 +124,48 @@ func (s *Server) admission(r *http.Request, t *tenant, id string) (release func(
 	if no := s.refuseAny(r, t); no != nil {
 		return nil, no
 	}
-	n := t.cfg.RateLimit.ConcurrentRuns
-	if n <= 0 || t.host.IsRunning(id) {
-		return func() {}, nil
+	if t.host.IsRunning(id) {
+		return func() {}, nil // the message joins the run in flight
 	}
-	release, ok := t.slots.reserve(t.host, id, n)
+	unadmit, no := s.admitProcess()
+	if no != nil {
+		return nil, no
+	}
+	n := t.cfg.RateLimit.ConcurrentRuns
+	if n <= 0 {
+		return unadmit, nil
+	}
+	unreserve, ok := t.slots.reserve(t.host, id, n)
 	if !ok {
+		unadmit()
 		return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
 			message: fmt.Sprintf("tenant %s has %d runs in flight, its limit", t.name, t.cfg.RateLimit.ConcurrentRuns)}
 	}
-	return release, nil
+	return func() { unreserve(); unadmit() }, nil
+}
+
+// admitProcess holds a place for a new run under the process's bound
+// (max_runs): the runs in flight in every tenant's host and the admissions
+// in progress, counted from their admission on so that requests at once
+// cannot all pass it. release gives the place back (once Start returned,
+// the run counts as in flight).
+func (s *Server) admitProcess() (release func(), no *admitRefusal) {
+	if s.admitting.Add(1)+int64(s.runsInFlight()) > int64(s.cfg.MaxRuns) {
+		s.admitting.Add(-1)
+		return nil, &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, retry: true,
+			message: fmt.Sprintf("the server has %d runs in flight, its limit (max_runs): retry shortly, or send to another host", s.cfg.MaxRuns)}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.admitting.Add(-1) }) }, nil
+}
+
+// runsInFlight counts the runs in flight in every tenant's host.
+func (s *Server) runsInFlight() int {
+	n := 0
+	for _, t := range s.tenants {
+		n += t.host.Running()
+	}
+	return n
 }
 
 // refuseAny is admitAny's decision.

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,6 +230,76 @@ func TestConcurrentRuns(t *testing.T) {
 		t.Errorf("once a run ended: %d %s, want its place free", code, body)
 	}
 	ts.do(t, ts.acme, "POST", "/v1/sessions/"+running[0]+"/cancel", "")
+}
+
+// TestMaxRuns: the process's bound on runs in flight (max_runs) holds over
+// every tenant under a burst of requests at once, refusing with 503 and
+// Retry-After; a message to a session whose run is in flight joins it; a
+// run that ends frees its place.
+func TestMaxRuns(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.MaxRuns = 2 }})
+	stallModel(ts.model)
+	const burst = 12
+	codes := make([]int, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := ts.acme
+			if i%2 == 1 {
+				key = ts.beta
+			}
+			codes[i], _ = ts.do(t, key, "POST", "/v1/sessions/s"+string(rune('a'+i))+"/messages", `{"text":"stall"}`)
+		}()
+	}
+	wg.Wait()
+	var running []int
+	for i, c := range codes {
+		switch c {
+		case 202:
+			running = append(running, i)
+		case 503:
+		default:
+			t.Errorf("message %d: %d", i, c)
+		}
+	}
+	if len(running) != 2 {
+		t.Fatalf("a burst of %d over two tenants: %v, want exactly 2 accepted", burst, codes)
+	}
+	keyOf := func(i int) string {
+		if i%2 == 1 {
+			return ts.beta
+		}
+		return ts.acme
+	}
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/sessions/new/messages", strings.NewReader(`{"text":"stall"}`))
+	req.Header.Set("Authorization", "Bearer "+ts.beta)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if body := string(b); res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(body, `"code":"unavailable"`) || !strings.Contains(body, "max_runs") {
+		t.Errorf("a third run: %d (Retry-After %q) %s, want 503 with Retry-After naming max_runs", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/tasks", `{"prompt":"stall","schema":{"type":"object"}}`); code != 503 {
+		t.Errorf("a task past the bound: %d %s, want 503", code, body)
+	}
+	first := "s" + string(rune('a'+running[0]))
+	if code, body := ts.do(t, keyOf(running[0]), "POST", "/v1/sessions/"+first+"/messages", `{"text":"and this"}`); code != 202 {
+		t.Errorf("a message joining a run in flight: %d %s", code, body)
+	}
+	second := "s" + string(rune('a'+running[1]))
+	if code, body := ts.do(t, keyOf(running[1]), "POST", "/v1/sessions/"+second+"/cancel", ""); code != 200 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	ts.waitState(t, keyOf(running[1]), second, "cancelled")
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/new/messages?wait=true", `{"text":"quick"}`); code != 200 {
+		t.Errorf("once a run ended: %d %s, want its place free", code, body)
+	}
+	ts.do(t, keyOf(running[0]), "POST", "/v1/sessions/"+first+"/cancel", "")
 }
 
 // TestPluginsPerTenant: a module PUT for a tenant is hot-loaded for it

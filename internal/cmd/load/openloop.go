@@ -29,7 +29,7 @@ type arrival struct {
 	lag       time.Duration // sent this late (the client could not keep up)
 	accept    time.Duration // scheduled time until 202, or the UI route's headers
 	sseBytes  int64
-	refused   bool // 429
+	refused   bool // 429, or 503 past max_runs
 	err       error
 }
 
@@ -88,7 +88,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 			if a.ui {
 				r := uiChat(ctx, hc, url+"/v1/ui/chat", key, chatBody(id, text), "You said: "+text)
 				a.accept, a.sseBytes, a.err = r.headers+a.lag, r.sseBytes, r.err
-				if r.err != nil && strings.HasPrefix(r.err.Error(), "429") {
+				if r.err != nil && (strings.HasPrefix(r.err.Error(), "429") || strings.HasPrefix(r.err.Error(), "503")) {
 					a.refused, a.err = true, nil
 				}
 				return
@@ -99,7 +99,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 				switch {
 				case err != nil:
 					a.err = err
-				case status == http.StatusTooManyRequests:
+				case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
 					a.refused = true
 				case status != http.StatusAccepted:
 					a.err = fmt.Errorf("POST messages: %d", status)
@@ -119,7 +119,7 @@ func openLoop(hc *http.Client, urls []string, tag string, rate float64, dur time
 			a.accept = time.Since(a.scheduled)
 			switch res.StatusCode {
 			case http.StatusAccepted:
-			case http.StatusTooManyRequests:
+			case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 				a.refused = true
 			default:
 				a.err = fmt.Errorf("POST messages: %s: %s", res.Status, bytes.TrimSpace(body))
