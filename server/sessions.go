@@ -87,9 +87,9 @@ func (t *tenant) agentFor(w http.ResponseWriter, name string) (*host.Agent, bool
 }
 
 // admitRun decides whether a new run may start for a message to session
-// id: not while the server shuts down, past the tenant's budget, or past
-// its concurrent runs (a message to a session whose run is in flight joins
-// it: no new run). It answers a admitRefusal itself. Admitted, the run's place
+// id: not while the server shuts down, past the tenant's budget, past the
+// process's runs in flight (max_runs) or the tenant's concurrent runs (a
+// message to a session whose run is in flight joins it: no new run). It answers a admitRefusal itself. Admitted, the run's place
 // under the bound is held until release is called — once Start returned,
 // when the run is in flight (or the message joined one, or was refused) —
 // so that requests at once cannot all pass the bound.
