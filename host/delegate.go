@@ -180,12 +180,20 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 	}
 	// The parent's call stopping (cancelled, timed out) stops the child;
 	// the host closing leaves the child to be resumed with the parent.
-	stop := context.AfterFunc(ctx, func() {
+	cancelChild := func() {
 		if !shutDown(ctx) {
 			h.Cancel(childID, "the parent run's call "+call.ID+" in session "+call.SessionID+" stopped: "+context.Cause(ctx).Error())
 		}
-	})
-	defer stop()
+	}
+	stop := context.AfterFunc(ctx, cancelChild)
+	defer func() {
+		// ctx's Done closes before its cancellation starts the callback:
+		// a call that returned on Done may stop the callback before it
+		// ran, and must then cancel the child itself.
+		if stop() && ctx.Err() != nil {
+			cancelChild()
+		}
+	}()
 	sess := h.Session(childID)
 	var announced map[string]PendingApproval // the child's requests told to the parent's viewers, by id
 	h.delegated.Store(childID, delegation{agent: agent, span: trace.SpanContextFromContext(ctx)})
