@@ -55,6 +55,13 @@ func newTestServer(t *testing.T, mutate ...func(*server.Config)) *testServer {
 // do sends a request with key and returns the status and the body.
 func (ts *testServer) do(t *testing.T, key, method, path, body string, header ...string) (int, string) {
 	t.Helper()
+	code, _, b := ts.doHeader(t, key, method, path, body, header...)
+	return code, b
+}
+
+// doHeader is do that also returns the response's headers.
+func (ts *testServer) doHeader(t *testing.T, key, method, path, body string, header ...string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +78,7 @@ func (ts *testServer) do(t *testing.T, key, method, path, body string, header ..
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return res.StatusCode, res.Header, string(b)
 }
 
 // TestMessagesAndTranscript: a message is accepted (202 with its ids), a

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,16 +183,7 @@ func TestConcurrentRuns(t *testing.T) {
 	})})
 	stallModel(ts.model)
 	const burst = 12
-	codes := make([]int, burst)
-	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i], _ = ts.do(t, ts.acme, "POST", "/v1/sessions/s"+string(rune('a'+i))+"/messages", `{"text":"stall"}`)
-		}()
-	}
-	wg.Wait()
+	codes := ts.burst(t, burst, func(int) string { return ts.acme })
 	var running []string
 	for i, c := range codes {
 		switch c {
@@ -232,6 +221,22 @@ func TestConcurrentRuns(t *testing.T) {
 	ts.do(t, ts.acme, "POST", "/v1/sessions/"+running[0]+"/cancel", "")
 }
 
+// burst sends n messages at once, the i-th to session "s"+('a'+i) with
+// key(i), and returns their statuses.
+func (ts *testServer) burst(t *testing.T, n int, key func(i int) string) []int {
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = ts.do(t, key(i), "POST", "/v1/sessions/s"+string(rune('a'+i))+"/messages", `{"text":"stall"}`)
+		}()
+	}
+	wg.Wait()
+	return codes
+}
+
 // TestMaxRuns: the process's bound on runs in flight (max_runs) holds over
 // every tenant under a burst of requests at once, refusing with 503 and
 // Retry-After; a message to a session whose run is in flight joins it; a
@@ -239,21 +244,14 @@ func TestConcurrentRuns(t *testing.T) {
 func TestMaxRuns(t *testing.T) {
 	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) { c.MaxRuns = 2 }})
 	stallModel(ts.model)
-	const burst = 12
-	codes := make([]int, burst)
-	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := ts.acme
-			if i%2 == 1 {
-				key = ts.beta
-			}
-			codes[i], _ = ts.do(t, key, "POST", "/v1/sessions/s"+string(rune('a'+i))+"/messages", `{"text":"stall"}`)
-		}()
+	keyOf := func(i int) string { // the two tenants in turn
+		if i%2 == 1 {
+			return ts.beta
+		}
+		return ts.acme
 	}
-	wg.Wait()
+	const burst = 12
+	codes := ts.burst(t, burst, keyOf)
 	var running []int
 	for i, c := range codes {
 		switch c {
@@ -267,22 +265,8 @@ func TestMaxRuns(t *testing.T) {
 	if len(running) != 2 {
 		t.Fatalf("a burst of %d over two tenants: %v, want exactly 2 accepted", burst, codes)
 	}
-	keyOf := func(i int) string {
-		if i%2 == 1 {
-			return ts.beta
-		}
-		return ts.acme
-	}
-	req, _ := http.NewRequest("POST", ts.URL+"/v1/sessions/new/messages", strings.NewReader(`{"text":"stall"}`))
-	req.Header.Set("Authorization", "Bearer "+ts.beta)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if body := string(b); res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.Contains(body, `"code":"unavailable"`) || !strings.Contains(body, "max_runs") {
-		t.Errorf("a third run: %d (Retry-After %q) %s, want 503 with Retry-After naming max_runs", res.StatusCode, res.Header.Get("Retry-After"), body)
+	if code, h, body := ts.doHeader(t, ts.beta, "POST", "/v1/sessions/new/messages", `{"text":"stall"}`); code != 503 || h.Get("Retry-After") == "" || !strings.Contains(body, `"code":"unavailable"`) || !strings.Contains(body, "max_runs") {
+		t.Errorf("a third run: %d (Retry-After %q) %s, want 503 with Retry-After naming max_runs", code, h.Get("Retry-After"), body)
 	}
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/tasks", `{"prompt":"stall","schema":{"type":"object"}}`); code != 503 {
 		t.Errorf("a task past the bound: %d %s, want 503", code, body)
