@@ -17,6 +17,7 @@ import (
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -490,45 +491,57 @@ func (w *windowStore) ListSessions(ctx context.Context) ([]string, error) {
 // TestStorageFailureMidRunHeals: a run interrupted by a failed append is
 // resumed by its host once the storage takes appends again (here its
 // first resume fails too, and the next one goes through), and answers its
-// message once — on a storage without leases, where no sweep repeats.
+// message once — on storages without leases, where no sweep repeats: the
+// memory store and the file store.
 func TestStorageFailureMidRunHeals(t *testing.T) {
-	mem := memory.New()
-	ws := &windowStore{Storage: mem, list: mem, from: 2, to: 3} // the step, then the first resume
-	resumed := make(chan host.RunResult, 1)
-	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
-		o.Storage = ws
-		o.AutoResume = &host.AutoResume{OnResumed: func(_ string, res host.RunResult, err error) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) storage.Storage
+	}{
+		{"memory", func(*testing.T) storage.Storage { return memory.New() }},
+		{"file", func(t *testing.T) storage.Storage {
+			fs, err := file.Open(t.TempDir(), file.Options{})
 			if err != nil {
-				t.Errorf("the resumed run: %v", err)
+				t.Fatal(err)
 			}
-			resumed <- res
-		}}
-	})
-	<-hs.host.SweepDone()
-	res, err := hs.host.Session("d").Send(t.Context(), "hi", host.SendOptions{})
-	if err == nil || res.Status != ledger.RunInterrupted {
-		t.Fatalf("Send while the storage fails = %+v, %v; want interrupted, with the storage's error", res, err)
-	}
-	select {
-	case r := <-resumed:
-		if r.Status != ledger.RunCompleted || r.Text != "You said: hi" || r.RunID != res.RunID {
-			t.Fatalf("the resumed run: %+v; want run %s completed, answering the message", r, res.RunID)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the interrupted run was not resumed")
-	}
-	evs := hs.events("d")
-	if open := ledger.OpenRuns(evs); len(open) != 0 {
-		t.Errorf("open runs %v, want none", open)
-	}
-	ends := 0
-	for _, e := range evs {
-		if e.Kind == ledger.KindRunEnd {
-			ends++
-		}
-	}
-	if ends != 1 || ws.n.Load() < 4 {
-		t.Errorf("%d run ends after %d appends; want one, after the failed step and resume", ends, ws.n.Load())
+			t.Cleanup(func() { fs.Close() })
+			return fs
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := c.store(t)
+			ws := &windowStore{Storage: store, list: store.(storage.Lister), from: 2, to: 3} // the step, then the first resume
+			resumed := make(chan host.RunResult, 1)
+			hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+				o.Storage = ws
+				o.AutoResume = &host.AutoResume{OnResumed: func(_ string, res host.RunResult, err error) {
+					if err != nil {
+						t.Errorf("the resumed run: %v", err)
+					}
+					resumed <- res
+				}}
+			})
+			<-hs.host.SweepDone()
+			res, err := hs.host.Session("d").Send(t.Context(), "hi", host.SendOptions{})
+			if err == nil || res.Status != ledger.RunInterrupted {
+				t.Fatalf("Send while the storage fails = %+v, %v; want interrupted, with the storage's error", res, err)
+			}
+			select {
+			case r := <-resumed:
+				if r.Status != ledger.RunCompleted || r.Text != "You said: hi" || r.RunID != res.RunID {
+					t.Fatalf("the resumed run: %+v; want run %s completed, answering the message", r, res.RunID)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the interrupted run was not resumed")
+			}
+			evs := hs.events("d")
+			if open := ledger.OpenRuns(evs); len(open) != 0 {
+				t.Errorf("open runs %v, want none", open)
+			}
+			if ends := hosttest.CountKind(evs, ledger.KindRunEnd); ends != 1 || ws.n.Load() < 4 {
+				t.Errorf("%d run ends after %d appends; want one, after the failed step and resume", ends, ws.n.Load())
+			}
+		})
 	}
 }
 
