@@ -212,7 +212,9 @@ func (h *Host) healLater(id string) {
 				<-h.resumeSlots
 				return
 			case out != outcomeError:
-				h.log.Info("a run interrupted by a storage error was resumed", "session", id, "action", out, "try", try)
+				// Resumed, or another outcome of the sweep's rules
+				// (given up, parked, left, found ended).
+				h.log.Info("a run interrupted by a storage error was taken up again", "session", id, "outcome", out, "try", try)
 				return
 			case try == healTries:
 				h.log.Error("a run interrupted by a storage error could not be resumed; it waits for the session's next message or the next sweep",
