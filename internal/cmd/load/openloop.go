@@ -454,10 +454,10 @@ func (o *openLoopRun) fairness(name string, capacity float64) error {
 	keys := map[string]string{}
 	even, flood := map[string]float64{}, map[string]float64{}
 	for i := range nTenants {
-		name := fmt.Sprintf("t%d", i)
-		tenants = append(tenants, tenantSpec{name: name, key: "ak_load_" + name, rps: share})
-		keys[name] = "ak_load_" + name
-		even[name], flood[name] = 1, 1
+		tn := fmt.Sprintf("t%d", i)
+		tenants = append(tenants, tenantSpec{name: tn, key: "ak_load_" + tn, rps: share})
+		keys[tn] = "ak_load_" + tn
+		even[tn], flood[tn] = 1, 1
 	}
 	flood["t0"] = 10
 	fp, err := o.t.startServe("serve (ten tenants, "+name+")", "file:"+filepath.Join(o.dir, "ten-"+name), o.fake.url, tenants)
