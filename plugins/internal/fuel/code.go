@@ -74,19 +74,31 @@ type region struct {
 	at     int   // where its charge goes: an offset into the body
 	cost   int64 // its instructions
 	test   bool  // its charge tests the fuel
-	in, to int   // its ways in: scratch.ins[in:to]
+	in     int32 // its ways in: a node, or none
 	credit int64 // what the charges since the last test cost, at its end
 }
 
-// way is a way into a point of a body: the region whose charge was the
-// last on it (settled: a test came after it), and whether it may come from
-// the function's entry through no test.
-type way struct {
-	from  int // a region, or settled
-	fresh bool
+// The ways into a point of a body are a node of a graph built as the first
+// pass reads the body: the way out of one region (at its end, after its
+// charge), the way out of a call (settled: a test came after it), or a
+// join of other nodes. Each node is made once and never changes, and its
+// kids are older than itself, so that one pass over the nodes in order
+// computes every region's credit: the pass is linear in the body's size
+// however its branches meet (lists of ways merged at every join made it
+// quadratic in the number of regions branching to one end).
+type node struct {
+	region int32 // the region it is the way out of, or noRegion
+	kids   int32 // a join's kids: scratch.kids[kids:kids+nkids]
+	nkids  int32
+	fresh  bool  // it may come from the function's entry through no test
+	credit int64 // what the charges since the last test cost on it
 }
 
-const settled = -1
+const (
+	none     = -1 // no way: the code after a branch, until a join
+	settled  = 0  // the node of the way out of a call: its test came after it
+	noRegion = -1
+)
 
 // creditLimit bounds what the charges between two tests may cost on a path
 // through one function: past it, a charge tests.
@@ -146,28 +158,20 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 	// stretch of code rather than a whole loop body (Go's functions are
 	// one loop around a br_table dispatch, entered again at every jump).
 	//
-	// The pass also follows the ways into every point, for the tests.
+	// The pass also follows the ways into every point (nodes), for the
+	// tests.
 	m.reset()
-	m.regions = append(m.regions, region{at: start})
-	cur := 0
-	m.flow = append(m.flow, way{from: 0, fresh: true})
+	cur := m.begin(start, none, false)
+	m.nodes[m.flow].fresh = true // the way out of the entry comes from the entry
 	m.push(false, 0)
 	entryTests := false
 	// begin begins a region at r.i, entered by ways.
-	begin := func(ways []way, test bool) {
-		in := len(m.ins)
-		m.ins = append(m.ins, ways...)
-		fresh := false
-		for _, w := range ways {
-			fresh = fresh || w.fresh
-		}
-		m.regions = append(m.regions, region{at: r.i, in: in, to: len(m.ins), test: test})
-		cur = len(m.regions) - 1
-		m.flow = append(m.flow[:0], way{from: cur, fresh: fresh && !test})
+	begin := func(ways int32, test bool) {
+		cur = m.begin(r.i, ways, test)
 	}
 	// split begins a region if must or the current region is long
 	// enough, and tells whether it did.
-	split := func(must bool, ways []way) bool {
+	split := func(must bool, ways int32) bool {
 		if must || m.regions[cur].cost >= splitCost {
 			begin(ways, false)
 			return true
@@ -186,8 +190,7 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 			m.push(false, cur)
 		case opIf:
 			f := m.push(false, cur)
-			f.atIf = append(f.atIf[:0], m.flow...)
-			f.isIf = true
+			f.atIf, f.isIf = m.flow, true
 		case opLoop:
 			m.push(true, cur)
 			begin(m.flow, true)
@@ -195,10 +198,10 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 			// The else branch is entered from the if; the then branch
 			// goes on at the end.
 			f := m.top()
-			f.ways = merge(f.ways, m.flow)
+			m.addWay(f, m.flow)
 			f.isIf = false
 			if !split(cur != f.opened, f.atIf) {
-				m.flow = append(m.flow[:0], f.atIf...)
+				m.flow = f.atIf
 			}
 		case opEnd:
 			f := m.pop()
@@ -212,12 +215,9 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 			default:
 				// A branch out of the block lands here, from anywhere
 				// in it since it opened.
-				ways := merge(f.ways, m.flow)
-				if f.isIf { // no else: the if goes on here when false
-					ways = merge(ways, f.atIf)
-				}
+				ways := m.join(f, m.flow)
 				if !split(cur != f.opened, ways) {
-					m.flow = append(m.flow[:0], ways...)
+					m.flow = ways
 				}
 			}
 		case opBr, opBrIf:
@@ -226,7 +226,7 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 				return nil, fmt.Errorf("at byte %d: %w", at, err)
 			}
 			if op == opBr {
-				m.flow = m.flow[:0]
+				m.flow = none
 			}
 		case opBrTable:
 			lr := reader{b: code, i: at + 1}
@@ -237,23 +237,21 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 					return nil, fmt.Errorf("at byte %d: %w", at, err)
 				}
 			}
-			m.flow = m.flow[:0]
+			m.flow = none
 		case opUnreachable, opReturn:
-			m.flow = m.flow[:0]
+			m.flow = none
 		case opCall, opCallIndirect, opReturnCall, opReturnCallIndirect:
 			if op == opCall && imported(code, at, refill) {
 				// A host function is not metered and does not call the
 				// module back: the ways go on.
 				break
 			}
-			for _, w := range m.flow {
-				entryTests = entryTests || w.fresh
-			}
+			entryTests = entryTests || m.fresh(m.flow)
 			switch {
 			case op == opCall || op == opCallIndirect:
-				m.flow = append(m.flow[:0], way{from: settled}) // the test after it
+				m.flow = settled // the test after it
 			default:
-				m.flow = m.flow[:0]
+				m.flow = none
 			}
 		}
 	}
@@ -261,7 +259,7 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 		return nil, errors.New("bytes after the function's end")
 	}
 	m.regions[0].test = entryTests
-	tests(m.regions, m.ins)
+	m.decideTests()
 
 	// Second pass: the instructions, each region's charge at its place, a
 	// test after each call, the function indices moved.
@@ -289,49 +287,107 @@ func imported(code []byte, at int, refill uint32) bool {
 	return idx < refill
 }
 
-// tests decides which of the regions' charges test beyond those decided
-// already (a loop's header, the entry): those whose ways in bring more
-// than creditLimit of charges since the last test, with their own cost.
-// A way in comes from an earlier region, so one pass in order does.
-func tests(regions []region, ins []way) {
-	for i := range regions {
-		rg := &regions[i]
-		if rg.test {
-			continue
-		}
-		var credit int64
-		for _, w := range ins[rg.in:rg.to] {
-			if w.from != settled {
-				credit = max(credit, regions[w.from].credit)
-			}
-		}
-		rg.credit = credit + max(rg.cost, 1)
-		if rg.credit > creditLimit {
-			rg.test, rg.credit = true, 0
-		}
-	}
-}
-
 // scratch is the state of meterBody's first pass, kept from one body to
 // the next.
 type scratch struct {
 	regions []region
-	ins     []way
-	flow    []way // the ways into the current point; none after a branch
+	nodes   []node
+	kids    []int32 // the kids of the join nodes
+	flow    int32   // the ways into the current point: a node, or none
 	frames  []frame
 }
 
 // frame is an open block, if or loop.
 type frame struct {
 	loop   bool
-	isIf   bool  // an if whose else has not come
-	opened int   // the current region when the frame opened
-	ways   []way // the branches to its end, and the fall through an else
-	atIf   []way // an if's ways in
+	isIf   bool    // an if whose else has not come
+	opened int     // the current region when the frame opened
+	ways   []int32 // the nodes of the branches to its end, and the fall through an else
+	atIf   int32   // an if's ways in
 }
 
 func (m *scratch) reset() {
-	m.regions, m.ins, m.flow, m.frames = m.regions[:0], m.ins[:0], m.flow[:0], m.frames[:0]
+	m.regions, m.nodes, m.kids, m.frames = m.regions[:0], m.nodes[:0], m.kids[:0], m.frames[:0]
+	m.nodes = append(m.nodes, node{region: noRegion}) // settled
+	m.flow = none
+}
+
+// begin begins a region at the offset at, entered by the node ways (or
+// none), its charge a test or not; the ways out of it go on from it. It
+// returns the region.
+func (m *scratch) begin(at int, ways int32, test bool) int {
+	m.regions = append(m.regions, region{at: at, in: ways, test: test})
+	rg := len(m.regions) - 1
+	m.nodes = append(m.nodes, node{region: int32(rg), fresh: m.fresh(ways) && !test})
+	m.flow = int32(len(m.nodes) - 1)
+	return rg
+}
+
+// fresh reports whether the ways n may come from the function's entry
+// through no test.
+func (m *scratch) fresh(n int32) bool { return n != none && m.nodes[n].fresh }
+
+// addWay adds the ways n to the branches to f's end.
+func (m *scratch) addWay(f *frame, n int32) {
+	if n != none && (len(f.ways) == 0 || f.ways[len(f.ways)-1] != n) {
+		f.ways = append(f.ways, n)
+	}
+}
+
+// join returns the ways into the end of the frame f, which the flow n
+// falls into: the branches to it, n, and an if's ways in when it had no
+// else (the if goes on at its end when false).
+func (m *scratch) join(f frame, n int32) int32 {
+	m.addWay(&f, n)
+	if f.isIf {
+		m.addWay(&f, f.atIf)
+	}
+	switch len(f.ways) {
+	case 0:
+		return none
+	case 1:
+		return f.ways[0]
+	}
+	j := node{region: noRegion, kids: int32(len(m.kids)), nkids: int32(len(f.ways))}
+	for _, k := range f.ways {
+		j.fresh = j.fresh || m.nodes[k].fresh
+	}
+	m.kids = append(m.kids, f.ways...)
+	m.nodes = append(m.nodes, j)
+	return int32(len(m.nodes) - 1)
+}
+
+// decideTests decides which of the regions' charges test beyond those
+// decided already (a loop's header, the entry): those whose ways in bring
+// more than creditLimit of charges since the last test, with their own
+// cost. A node's kids and a region's ways in are older than the node of
+// the way out of it, so one pass over the nodes in order does.
+func (m *scratch) decideTests() {
+	for i := range m.nodes {
+		nd := &m.nodes[i]
+		switch {
+		case i == settled:
+			nd.credit = 0
+		case nd.region != noRegion:
+			rg := &m.regions[nd.region]
+			if !rg.test {
+				credit := max(rg.cost, 1)
+				if rg.in != none {
+					credit += m.nodes[rg.in].credit
+				}
+				if credit > creditLimit {
+					rg.test, credit = true, 0
+				}
+				rg.credit = credit
+			}
+			nd.credit = rg.credit
+		default:
+			nd.credit = 0
+			for _, k := range m.kids[nd.kids : nd.kids+nd.nkids] {
+				nd.credit = max(nd.credit, m.nodes[k].credit)
+			}
+		}
+	}
 }
 
 func (m *scratch) push(loop bool, opened int) *frame {
@@ -342,7 +398,7 @@ func (m *scratch) push(loop bool, opened int) *frame {
 	}
 	f := &m.frames[len(m.frames)-1]
 	f.loop, f.isIf, f.opened = loop, false, opened
-	f.ways, f.atIf = f.ways[:0], f.atIf[:0]
+	f.ways, f.atIf = f.ways[:0], none
 	return f
 }
 
@@ -359,7 +415,7 @@ func (m *scratch) pop() frame {
 // branch records the ways of a branch to the label l: the end of a block
 // or an if. A branch to a loop goes to its header, which tests; one to the
 // function's own label returns.
-func (m *scratch) branch(l uint32, ways []way) error {
+func (m *scratch) branch(l uint32, ways int32) error {
 	if uint64(l) >= uint64(len(m.frames)) {
 		return fmt.Errorf("a branch to label %d of %d", l, len(m.frames))
 	}
@@ -367,23 +423,8 @@ func (m *scratch) branch(l uint32, ways []way) error {
 	if i == 0 || m.frames[i].loop {
 		return nil
 	}
-	m.frames[i].ways = merge(m.frames[i].ways, ways)
+	m.addWay(&m.frames[i], ways)
 	return nil
-}
-
-// merge adds ways to dst, each region once.
-func merge(dst, ways []way) []way {
-next:
-	for _, w := range ways {
-		for i := range dst {
-			if dst[i].from == w.from {
-				dst[i].fresh = dst[i].fresh || w.fresh
-				continue next
-			}
-		}
-		dst = append(dst, w)
-	}
-	return dst
 }
 
 // appendCharge appends: fuel -= cost; and when test, if fuel < 0 {
