@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -57,11 +58,18 @@ type compileRequest struct {
 	Workers     int    `json:"workers"`
 	MaxBytes    int64  `json:"max_bytes"`   // memory beyond what the process uses at start
 	CPUSeconds  uint64 `json:"cpu_seconds"` // 0: no CPU limit
+	// Meter: the module is the original, to validate and meter (under
+	// MaxTableElements) before compiling; the metered bytes are sent
+	// back. Else it is compiled as it is.
+	Meter            bool   `json:"meter"`
+	MaxTableElements uint32 `json:"max_table_elements"`
 }
 
-// compileResult is what the compiler writes: the compile error, if any.
+// compileResult is what the compiler writes: the error, if any, else the
+// size of the metered module, whose bytes follow the line.
 type compileResult struct {
-	Error string `json:"error,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Metered int    `json:"metered,omitempty"`
 }
 
 // serveCompile is the compiler process: it reads a request, limits its
@@ -95,13 +103,50 @@ func serveCompile(in io.Reader, out io.Writer) int {
 		return 2
 	}
 	res := compileResult{}
-	if err := compileInto(ctx, cache, req.MemoryPages, req.Workers, wasm); err != nil {
-		res.Error = err.Error()
+	var metered []byte
+	if req.Meter {
+		metered, err = prepare(wasm, Limits{MemoryPages: req.MemoryPages, MaxTableElements: req.MaxTableElements})
+		wasm, res.Metered = metered, len(metered)
+	}
+	if err == nil {
+		err = compileInto(ctx, cache, req.MemoryPages, req.Workers, wasm)
+	}
+	if err != nil {
+		res = compileResult{Error: err.Error()}
+		metered = nil
 	}
 	if err := json.NewEncoder(out).Encode(res); err != nil {
 		return 2
 	}
+	if _, err := out.Write(metered); err != nil {
+		return 2
+	}
 	return 0
+}
+
+// prepare returns the metered form of the module wasm, or why it is
+// refused. An invalid original must not become valid once metered: one
+// that names a global, type or local past its own would name the meter's.
+// The meter refuses every such name, and everything else invalid stays
+// invalid through the rewrite (it only moves function indices, all
+// alike, and adds instructions that leave the stack as they found it), so
+// that wazero's validation of the metered module when it compiles refuses
+// it (TestCorpusStaysValid and FuzzInstrument hold the rewrite to that,
+// both ways, on wazero's corpus and on mutations). Validating the original
+// with wazero first would double a module's cold start (0.7 to 1.8 s for
+// a 3.4 MB Go plugin here). It runs in the compiler process, under its
+// deadline and memory bound (or in this one, with
+// Options.CompileInProcess). Its errors are the module's, said without
+// the meter's name.
+func prepare(wasm []byte, l Limits) ([]byte, error) {
+	if !bytes.HasPrefix(wasm, []byte("\x00asm")) {
+		return nil, errors.New("not a WebAssembly module (no \\0asm magic)")
+	}
+	metered, err := meter(wasm, l)
+	if err != nil {
+		return nil, fmt.Errorf("it is not a module the host can meter: %s", strings.TrimPrefix(err.Error(), "fuel: "))
+	}
+	return metered, nil
 }
 
 // compileInto compiles wasm with the runtime configuration a Module's
@@ -119,11 +164,10 @@ func compileInto(ctx context.Context, cache wazero.CompilationCache, pages uint3
 // Close-on-context-done is off: it makes compiled code leave for Go at
 // every loop back-edge (twice the time of a warm call here, see
 // docs/performance.md), and fuel does its work. Every module runs
-// metered: a guest calls refill at least once per slice of fuel, where the
-// host checks the call's context and the goroutine meets Go's scheduler
-// and collector; host functions honour the context; a start function past
-// Limits.StartFuel calls refill at every test of its fuel, which ends it
-// at its deadline.
+// metered (fuel.go): a guest calls check at least once per slice of fuel,
+// where the host checks the call's context and the goroutine meets Go's
+// scheduler and collector; host functions check the context too; a start
+// function runs as a call.
 func runtimeConfig(cache wazero.CompilationCache, pages uint32) wazero.RuntimeConfig {
 	return wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
@@ -135,40 +179,49 @@ func runtimeConfig(cache wazero.CompilationCache, pages uint32) wazero.RuntimeCo
 // stderr.
 const maxCompilerOutput = 64 << 10
 
-// compileIsolated compiles wasm in a compiler process into the runtime's
-// cache, unless this runtime compiled it already. Errors are the package's:
-// ErrInvalidModule (with the reason) when the module does not compile
-// within its limits, the context's error when ctx ended first.
-func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string, l Limits) error {
-	if _, ok := r.compiled.Load(hash); ok {
-		return nil
+// compileIsolated validates, meters and compiles the module wasm in a
+// compiler process into the runtime's cache (or, for a runtime loading
+// modules unmetered, compiles it as it is), unless this runtime did so
+// already, and returns the bytes to load: the metered module. Errors are
+// the package's: ErrInvalidModule (with the reason) when the module is
+// invalid, cannot be metered or does not compile within its limits, the
+// context's error when ctx ended first.
+func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string, l Limits) ([]byte, error) {
+	key := r.preparedKey(hash, l)
+	if out, ok := r.prepared.get(key); ok {
+		return out, nil
 	}
 	if err := r.compiles.acquire(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	defer r.compiles.release()
-	if _, ok := r.compiled.Load(hash); ok {
-		return nil
+	if out, ok := r.prepared.get(key); ok {
+		return out, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.CompileTimeout)
 	defer cancel()
 	exe, err := selfExecutable()
 	if err != nil {
-		return fmt.Errorf("plugins: finding this program to start the compiler process: %w (Options.CompileInProcess compiles in this process instead)", err)
+		return nil, fmt.Errorf("plugins: finding this program to start the compiler process: %w (Options.CompileInProcess compiles in this process instead)", err)
 	}
 	header, _ := json.Marshal(compileRequest{
-		CacheDir:    r.cacheDir,
-		MemoryPages: l.MemoryPages,
-		Workers:     r.workers,
-		MaxBytes:    l.MaxCompileBytes,
-		CPUSeconds:  cpuSeconds(l.CompileTimeout, r.workers),
+		CacheDir:         r.cacheDir,
+		MemoryPages:      l.MemoryPages,
+		Workers:          r.workers,
+		MaxBytes:         l.MaxCompileBytes,
+		CPUSeconds:       cpuSeconds(l.CompileTimeout, r.workers),
+		Meter:            !r.unmetered,
+		MaxTableElements: l.MaxTableElements,
 	})
 	cmd := exec.CommandContext(cctx, exe)
 	// The race detector (in test binaries) sleeps a second at exit unless
 	// told not to.
 	cmd.Env = []string{compilerEnv + "=" + compilerProtocol, "GORACE=atexit_sleep_ms=0"}
 	cmd.Stdin = io.MultiReader(bytes.NewReader(append(header, '\n')), bytes.NewReader(wasm))
-	stdout, stderr := &cappedBuffer{max: maxCompilerOutput}, &cappedBuffer{max: maxCompilerOutput}
+	// The metered module comes back on stdout: at most about an eighth
+	// larger than the original, and a few bytes a function.
+	stdout := &cappedBuffer{max: maxCompilerOutput + 2*len(wasm)}
+	stderr := &cappedBuffer{max: maxCompilerOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// WaitDelay bounds the wait for the copies of stdin and the outputs
 	// once the process has exited or been killed: the compiler starts no
@@ -180,21 +233,66 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 	runErr := cmd.Run()
 	switch {
 	case ctx.Err() != nil:
-		return ctx.Err()
+		return nil, ctx.Err()
 	case cctx.Err() != nil:
-		return detailed(ErrInvalidModule, "it did not finish compiling within %s (Limits.CompileTimeout): the compile was stopped", l.CompileTimeout)
+		return nil, detailed(ErrInvalidModule, "it did not finish compiling within %s (Limits.CompileTimeout): the compile was stopped", l.CompileTimeout)
 	case runErr != nil:
-		return r.compilerFailed(runErr, stderr.String(), l, time.Since(start))
+		return nil, r.compilerFailed(runErr, stderr.String(), l, time.Since(start))
 	}
+	line, rest, _ := bytes.Cut(stdout.Bytes(), []byte("\n"))
 	var res compileResult
-	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
-		return fmt.Errorf("plugins: the compiler process answered %q: %v (stderr: %s)", snippet(stdout.Bytes()), err, firstLines(stderr.String(), 3))
+	if err := json.Unmarshal(line, &res); err != nil {
+		return nil, fmt.Errorf("plugins: the compiler process answered %q: %v (stderr: %s)", snippet(stdout.Bytes()), err, firstLines(stderr.String(), 3))
 	}
 	if res.Error != "" {
-		return detailed(ErrInvalidModule, "%v", oneLine(errors.New(res.Error)))
+		return nil, detailed(ErrInvalidModule, "%v", oneLine(errors.New(res.Error)))
 	}
-	r.compiled.Store(hash, struct{}{})
-	return nil
+	out := wasm
+	if !r.unmetered {
+		if len(rest) != res.Metered || res.Metered == 0 {
+			return nil, fmt.Errorf("plugins: the compiler process sent %d bytes of the metered module, it said %d", len(rest), res.Metered)
+		}
+		out = bytes.Clone(rest)
+	}
+	r.prepared.put(key, out)
+	return out, nil
+}
+
+// preparedKey names what a compile of the module hash under l makes: the
+// metered bytes depend on the module and on the meter's options.
+func (r *Runtime) preparedKey(hash string, l Limits) string {
+	return fmt.Sprintf("%s/%d/%v", hash, l.MaxTableElements, r.unmetered)
+}
+
+// preparedCache keeps the metered modules this runtime has compiled (into
+// its compilation cache), so that loading one again neither starts a
+// compiler process nor meters it again. It holds at most
+// maxPreparedBytes; past that, it starts over.
+type preparedCache struct {
+	mu    sync.Mutex
+	m     map[string][]byte
+	bytes int
+}
+
+const maxPreparedBytes = 256 << 20
+
+func (c *preparedCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[key]
+	return b, ok
+}
+
+func (c *preparedCache) put(key string, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.bytes+len(b) > maxPreparedBytes {
+		c.m, c.bytes = map[string][]byte{}, 0
+	}
+	if _, ok := c.m[key]; !ok {
+		c.m[key] = b
+		c.bytes += len(b)
+	}
 }
 
 // cpuSeconds is the CPU limit of a compile: its deadline for each of its

@@ -10,6 +10,7 @@ import (
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // The host functions every plugin may import, in Extism's user namespace
@@ -69,15 +70,60 @@ func hostFunctions() []extism.HostFunction {
 		extism.NewHostFunctionWithStack("kv_set", hostKVSet, []extism.ValueType{i64, i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("kv_delete", hostKVDelete, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("http_request", hostHTTP, []extism.ValueType{i64}, []extism.ValueType{i64}),
-		refillFunction(),
+		checkFunction(),
 	}
 }
 
-// read returns the block at off, refusing blocks longer than max.
+// userFunctions are the names of the host functions above, which a plugin
+// may import from extism:host/user (importRule).
+var userFunctions = map[string]bool{"log": true, "kv_get": true, "kv_set": true, "kv_delete": true, "http_request": true}
+
+const userFunctionList = "log, kv_get, kv_set, kv_delete and http_request"
+
+// chargeHost charges the call in ctx n units of a host function's work (a
+// walk of the kernel's blocks, bytes read or written), and stops it at its
+// deadline or when its fuel cannot pay: the host's functions are metered
+// by what they do, as the guest's instructions are.
+func chargeHost(ctx context.Context, n int64) {
+	if err := ctx.Err(); err != nil {
+		panic(err)
+	}
+	env := envFrom(ctx)
+	if env == nil || env.tank == nil || n <= 0 {
+		return
+	}
+	if !env.tank.charge(n) {
+		panic(errOutOfFuel)
+	}
+}
+
+// kernelWalk is what a walk of the kernel's blocks costs now (see
+// gateCost).
+func kernelWalk(ctx context.Context) int64 {
+	kernel, _ := ctx.Value(extism.PluginCtxKey("extism")).(api.Module)
+	if kernel == nil {
+		return 0
+	}
+	mem := kernelMemory(kernel)
+	if mem == nil {
+		return 0
+	}
+	return int64(mem.Size()) / kernelBlockBytes
+}
+
+// read returns the block at off, refusing blocks longer than max. It
+// charges the call the kernel's walk to find the block and its bytes.
 func read(ctx context.Context, p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
 	if off == 0 {
 		return nil, nil
 	}
+	chargeHost(ctx, kernelWalk(ctx))
+	b, err := readBlock(ctx, p, off, max)
+	chargeHost(ctx, int64(len(b))>>4)
+	return b, err
+}
+
+func readBlock(ctx context.Context, p *extism.CurrentPlugin, off uint64, max int) ([]byte, error) {
 	if k := kernelOf(ctx); k != nil {
 		return k.readBlock(ctx, off, max)
 	}
@@ -94,6 +140,7 @@ func read(ctx context.Context, p *extism.CurrentPlugin, off uint64, max int) ([]
 // write copies b into a new block and returns its offset. A failure (the
 // plugin's memory is exhausted) traps the call.
 func write(ctx context.Context, p *extism.CurrentPlugin, fn string, b []byte) uint64 {
+	chargeHost(ctx, kernelWalk(ctx)+int64(len(b))>>4)
 	var off uint64
 	var err error
 	if k := kernelOf(ctx); k != nil {

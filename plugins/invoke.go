@@ -85,6 +85,8 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		}
 		inst.stderr.reset()
 		m.calls.Add(1)
+		env.fuelUsed += inst.startFuel // the start function ran for this call
+		inst.startFuel = 0
 		inst.env, env.tank = env, inst.tank
 		inst.tank.fill(m.limits.Fuel)
 		rc, out, err := inst.call(runCtx, export, input)
@@ -117,11 +119,11 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 			return 0, nil, fail(detailed(ErrOutputTooLarge, "%d bytes, the limit is %d", len(out), m.limits.MaxOutputBytes))
 		}
 		if err := decode(out); err != nil {
-			if errors.Is(err, ErrMalformedOutput) {
-				m.discard(inst)
-			} else {
-				m.recycle(inst)
-			}
+			// A call that failed, even by the plugin's own answer (a
+			// panic its kit recovered, {"error": …}), may have left its
+			// instance's state half-written: the next call starts on a
+			// fresh one.
+			m.discard(inst)
 			return 0, nil, fail(err)
 		}
 		m.recycle(inst)
@@ -230,6 +232,11 @@ func (m *Module) instantiateFailure(err error, parent, ctx context.Context, time
 	var busy *busyError
 	if errors.As(err, &busy) || errors.Is(err, ErrInvalidLimits) {
 		return err // the tenant's budget: nothing ran
+	}
+	for _, known := range []error{ErrOutOfFuel, ErrTrap, ErrTimeout, ErrOutOfMemory, ErrExited} {
+		if errors.Is(err, known) { // the start function's, said already (instance.start)
+			return fmt.Errorf("instantiating: %w", err)
+		}
 	}
 	c := m.runtimeFailure(err, parent, ctx, timeout, "")
 	if c == nil { // not the start function's failure: wazero's or Extism's refusal

@@ -42,23 +42,30 @@ type Limits struct {
 	// compile is stopped and the module refused. Default: 0, which means
 	// 1 GiB.
 	MaxCompileBytes int64
-	// CallTimeout bounds one call of an export, initialisation included.
-	// The call is interrupted even in a busy loop: at its next refill of
-	// fuel, at most a slice (1,000,000) of fuel later. A tool's own timeout can only shorten it. Manifest:
-	// Timeout. Default: 0, which means 5s.
+	// CallTimeout bounds one call of an export, initialisation included,
+	// and the module's start function (which runs, as a call, when an
+	// instance is created). The guest cannot hold it off: whatever it
+	// runs, it returns to the host at least once per slice of fuel
+	// (1,000,000, about 0.1 to 1 ms of work here; see "The sandbox's
+	// bounds" in docs/plugins.md), where the deadline is checked, and so
+	// does every host function it calls. A tool's own timeout can only
+	// shorten it. Default: 0, which means 5s.
 	CallTimeout time.Duration
-	// Fuel bounds the work of one call: the fuel a module is charged as it
-	// runs, about one unit per WebAssembly instruction (see "Fuel" in
-	// docs/plugins.md). A call that runs out fails with ErrOutOfFuel. A
-	// module's start function runs on StartFuel. Default: 0, which means
-	// 10,000,000,000 (about a second of a tight loop here).
+	// Fuel bounds the work of one call (and of a start function): the
+	// fuel a module is charged as it runs, about one unit per WebAssembly
+	// instruction, per 16 bytes a bulk memory instruction moves, and per
+	// unit of work of the host functions it calls (see "Fuel" in
+	// docs/plugins.md). A call that runs out fails with ErrOutOfFuel.
+	// Default: 0, which means 10,000,000,000 (about a second of a tight
+	// loop here).
 	Fuel int64
-	// StartFuel is the fuel a module's start function (which runs when an
-	// instance is created, before any call) runs on at full speed; past
-	// it, the start function calls the host at every test of its fuel
-	// until its deadline (CallTimeout). Default: 0, which means
-	// 1,000,000,000.
-	StartFuel int64
+	// MaxTableElements bounds the elements of a module's tables together
+	// (a funcref table of 2^27 elements is 1 GiB of host memory): a module
+	// whose tables start with more is refused, and table.grow fails
+	// past it. Each element counts 8 bytes of the instance's memory
+	// against TenantMemoryBytes. A Go plugin's table has about 6,500.
+	// Default: 0, which means 131,072 (1 MiB).
+	MaxTableElements uint32
 	// Instances bounds the live instances of one module (the pool): at
 	// most this many calls of the module run at once; more wait for a free
 	// instance within their deadline. Default: 0, which means 4.
@@ -113,10 +120,12 @@ type Limits struct {
 	// bound the tenant's modules together; those of its module loaded last
 	// apply. Default: 0, which means 16.
 	TenantInstances int
-	// TenantMemoryBytes bounds the linear memory the tenant's live
-	// instances may grow to together: each counts its MemoryPages, whether
-	// it uses them yet or not. Default: 0, which means 512 MiB (16
-	// instances of the default 32 MiB).
+	// TenantMemoryBytes bounds the memory the tenant's live instances
+	// may grow to together: each counts what it may hold, whether it uses
+	// it yet or not: its linear memory and Extism's kernel's, MemoryPages
+	// each, and its tables (MaxTableElements, 8 bytes each). Default: 0,
+	// which means 1,040 MiB (16 instances at the default limits: 32 MiB,
+	// 32 MiB and 1 MiB).
 	TenantMemoryBytes int64
 	// TenantConcurrentCalls bounds the calls running at once across the
 	// tenant's modules; more wait within their deadline, then fail unrun
@@ -177,6 +186,10 @@ type Limits struct {
 	Secrets []EgressSecret
 }
 
+// tableElementBytes is what an element of a table takes of the host's
+// memory (wazero keeps a reference, a pointer, per element).
+const tableElementBytes = 8
+
 // The defaults of Limits' zero fields.
 const (
 	DefaultMemoryPages            = 512
@@ -185,7 +198,7 @@ const (
 	DefaultMaxCompileBytes        = 1 << 30
 	DefaultCallTimeout            = 5 * time.Second
 	DefaultFuel                   = 10_000_000_000
-	DefaultStartFuel              = 1_000_000_000
+	DefaultMaxTableElements       = 1 << 17
 	DefaultInstances              = 4
 	DefaultMaxInputBytes          = 1 << 20
 	DefaultMaxOutputBytes         = 1 << 20
@@ -195,7 +208,7 @@ const (
 	DefaultMaxErrorBytes          = 4 << 10
 	DefaultMaxSchemaSteps         = 200_000
 	DefaultTenantInstances        = 16
-	DefaultTenantMemoryBytes      = 512 << 20
+	DefaultTenantMemoryBytes      = DefaultTenantInstances * (2*DefaultMemoryPages<<16 + DefaultMaxTableElements*tableElementBytes)
 	DefaultTenantConcurrentCalls  = 8
 	DefaultTenantTools            = 64
 	DefaultTenantDescriptionBytes = 64 << 10
@@ -232,11 +245,8 @@ func (l Limits) normalize() (Limits, error) {
 	case l.Fuel < 0:
 		bad("Fuel %d is negative", l.Fuel)
 	}
-	switch {
-	case l.StartFuel == 0:
-		l.StartFuel = DefaultStartFuel
-	case l.StartFuel < 0:
-		bad("StartFuel %d is negative", l.StartFuel)
+	if l.MaxTableElements == 0 {
+		l.MaxTableElements = DefaultMaxTableElements
 	}
 	switch {
 	case l.CallTimeout == 0:

@@ -22,17 +22,20 @@ import (
 // reused. Nothing is compiled or instantiated on the path of a call to a
 // warm pool.
 type Module struct {
-	rt       *Runtime
-	name     string
-	tenant   string
-	hash     string
-	limits   Limits
-	log      *slog.Logger
-	guard    *httpGuard
-	compiled *extism.CompiledPlugin
-	exports  map[string]bool
-	pool     pool
-	budget   *tenantBudget // shared with the tenant's other modules
+	rt     *Runtime
+	name   string
+	tenant string
+	hash   string
+	limits Limits
+	// configBytes is the size of the plugin's configuration (its keys
+	// and values): the most config_get copies.
+	configBytes int
+	log         *slog.Logger
+	guard       *httpGuard
+	compiled    *extism.CompiledPlugin
+	exports     map[string]bool
+	pool        pool
+	budget      *tenantBudget // shared with the tenant's other modules
 
 	desc       Description
 	described  bool

@@ -31,6 +31,9 @@ type instance struct {
 	// tank is the fuel of the call in progress, on the module's fuel
 	// global.
 	tank *tank
+	// startFuel is what the module's start function used: the first call
+	// the instance serves is charged it.
+	startFuel int64
 }
 
 // call runs an export: the first call through go-sdk, which initialises
@@ -91,10 +94,10 @@ func (in *instance) close() {
 // block the host (wazero's nanosleep is a no-op without WithSysNanosleep),
 // so a sleeping plugin spins against its timeout.
 //
-// Instantiating runs the module's start function, the plugin's own code:
-// ctx must carry the deadline of the call (or load) it serves, which
-// interrupts a start function that does not return (refill checks it, once
-// the start function has spent Limits.StartFuel).
+// Then it runs the module's start function, the plugin's own code, as a
+// call (the meter made it an export, startExport): on the call's fuel
+// (Limits.Fuel), within ctx, which must carry the deadline of the call (or
+// load) the instance serves.
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err := m.budget.reserveInstance(ctx, m); err != nil {
 		return nil, err
@@ -106,14 +109,21 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithRandSource(rand.Reader).
 		WithStdout(io.Discard).
 		WithStderr(stderr)
-	p, err := m.compiled.Instance(startContext(ctx), extism.PluginInstanceConfig{ModuleConfig: mc})
+	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
 	if err != nil {
 		m.budget.releaseInstance(m)
 		return nil, err
 	}
 	m.instantiated.Add(1)
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
-	if in.tank == nil && !m.rt.unmetered {
+	switch {
+	case in.fast == nil:
+		// Every call goes through the instance's own kernel (fastcall.go):
+		// its start function needs it, and so do the charges of the
+		// kernel's functions.
+		in.close()
+		return nil, errors.New("plugins: go-sdk keeps its modules elsewhere than this host knows (TestKernelCallReachesModules): cannot run the module")
+	case in.tank == nil && !m.rt.unmetered:
 		in.close()
 		return nil, errors.New("the instance has no fuel global: the module was not metered")
 	}
@@ -127,7 +137,43 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		}
 		m.log.Log(context.Background(), extismLevels[level], msg, append(env.logAttrs(), "source", "extism")...)
 	})
+	if err := in.start(ctx); err != nil {
+		m.discarded.Add(1)
+		in.close()
+		return nil, err
+	}
 	return in, nil
+}
+
+// start runs the module's start function, if it has one, as a call of its
+// own: its fuel and errors are a call's; the fuel it used is charged to
+// the first call the instance serves (startFuel).
+func (in *instance) start(ctx context.Context) error {
+	if in.fast.main.ExportedFunction(startExport) == nil {
+		return nil
+	}
+	m := in.mod
+	env := &callEnv{mod: m, export: "start", tank: in.tank}
+	in.env = env
+	defer func() { in.env = nil }()
+	in.stderr.reset()
+	in.tank.fill(m.limits.Fuel)
+	_, _, err := in.fast.call(context.WithValue(ctx, envKey{}, env), startExport, nil)
+	if err == nil && in.tank.settle() {
+		err = errOutOfFuel
+	}
+	in.startFuel = in.tank.used()
+	m.fuel.Add(in.startFuel)
+	if err == nil {
+		return nil
+	}
+	if in.tank.exhausted() {
+		return detailed(ErrOutOfFuel, "the start function used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel)
+	}
+	if c := m.runtimeFailure(err, ctx, ctx, m.limits.CallTimeout, in.stderr.String()); c != nil {
+		return c
+	}
+	return detailed(ErrTrap, "the start function: %s%s", firstLine(err.Error()), stderrSuffix(in.stderr.String()))
 }
 
 var extismLevels = map[extism.LogLevel]slog.Level{

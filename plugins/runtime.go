@@ -11,7 +11,6 @@ import (
 	"maps"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/agentichost/agentic/storage"
@@ -79,8 +78,8 @@ type Runtime struct {
 	// on a guest: the floor the benchmarks measure metering against. Set
 	// only by the package's tests (export_test.go).
 	unmetered bool
-	compiles  semaphore // compiler processes running at once
-	compiled  sync.Map  // content hash → struct{}: compiled into the cache
+	compiles  semaphore     // compiler processes running at once
+	prepared  preparedCache // the metered modules compiled into the cache
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart.
 	// They compile through the shared cache, and wazero v1.12.0 publishes
 	// a module it read from the file cache to other compiles before it
@@ -265,21 +264,26 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	m.log = r.logger.With("plugin", m.name, "tenant", m.tenant, "module", m.hash[:len("sha256:")+12])
 	m.refs.Store(1)
 
-	// The module runs metered (fuel.go); the compilation cache keys on
-	// the metered bytes.
-	wasm, err := src.Wasm, error(nil)
-	if !r.unmetered {
-		wasm, err = meter(src.Wasm, limits)
+	for k, v := range src.Config {
+		m.configBytes += len(k) + len(v)
 	}
-	if err != nil {
-		// The meter reads the module first: what it finds wrong is the
-		// module's fault, said without the meter's name.
-		return fail("load", detailed(ErrInvalidModule, "%s", strings.TrimPrefix(err.Error(), "fuel: ")))
+	// The module runs metered (fuel.go); the compilation cache keys on the
+	// metered bytes. The meter runs in the compiler process, under its
+	// deadline and memory bound.
+	wasm := src.Wasm
+	if r.inProcess && !r.unmetered {
+		metered, err := prepare(src.Wasm, limits)
+		if err != nil {
+			return fail("load", detailed(ErrInvalidModule, "%v", err))
+		}
+		wasm = metered
 	}
 	if !r.inProcess {
-		if err := r.compileIsolated(ctx, wasm, m.hash, limits); err != nil {
+		prepared, err := r.compileIsolated(ctx, src.Wasm, m.hash, limits)
+		if err != nil {
 			return fail("compile", err)
 		}
+		wasm = prepared
 	}
 	cfg := runtimeConfig(r.cache, limits.MemoryPages)
 	manifest := limits.Manifest(wasm)

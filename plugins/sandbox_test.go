@@ -676,7 +676,9 @@ func TestTenantCaps(t *testing.T) {
 		okCalls(t, b)
 	})
 	t.Run("memory", func(t *testing.T) {
-		limits := plugins.Limits{TenantMemoryBytes: 40 << 20, CallTimeout: time.Minute} // one instance of 32 MiB
+		// One instance of 65 MiB: 32 MiB of linear memory, 32 of the
+		// kernel's, 1 of tables.
+		limits := plugins.Limits{TenantMemoryBytes: 80 << 20, CallTimeout: time.Minute}
 		a := plugintestLoad(t, rt, "a", bombsWasm(t), "memory", limits)
 		b := plugintestLoad(t, rt, "b", bombsWasm(t), "memory", limits)
 		stop := startSpin(t, a)
@@ -684,8 +686,8 @@ func TestTenantCaps(t *testing.T) {
 		stop()
 		okCalls(t, b)
 		_, err := rt.Load(ctx, plugins.Source{Name: "c", Wasm: bombsWasm(t), Tenant: "memory2",
-			Limits: plugins.Limits{MemoryPages: 1024, TenantMemoryBytes: 32 << 20}})
-		if !errors.Is(err, plugins.ErrInvalidLimits) || !strings.Contains(err.Error(), "more than the tenant's 32 MiB") {
+			Limits: plugins.Limits{MemoryPages: 1024, TenantMemoryBytes: 128 << 20}})
+		if !errors.Is(err, plugins.ErrInvalidLimits) || !strings.Contains(err.Error(), "an instance may grow to 129 MiB, more than the tenant's 128 MiB") {
 			t.Fatalf("an instance larger than the tenant's memory: %v", err)
 		}
 	})

@@ -93,8 +93,11 @@ func (b *tenantBudget) endCall() {
 }
 
 // instanceMemory is what an instance of m counts against the tenant: the
-// linear memory it may grow to.
-func instanceMemory(m *Module) int64 { return int64(m.limits.MemoryPages) << 16 }
+// memory it may grow to, its linear memory and Extism's kernel's (each
+// bounded by MemoryPages) and its tables.
+func instanceMemory(m *Module) int64 {
+	return 2*int64(m.limits.MemoryPages)<<16 + int64(m.limits.MaxTableElements)*tableElementBytes
+}
 
 // reserveInstance makes room for a new instance of m within the tenant's
 // instance and memory caps: at once if there is room and nobody waits;

@@ -5,6 +5,10 @@ import (
 	"fmt"
 )
 
+// maxLocals bounds a function's locals (its parameters, its own, the
+// meter's), as browsers do: more are refused.
+const maxLocals = 50_000
+
 // splitCost is the cost past which a region ends at the next join point.
 const splitCost = 32
 
@@ -30,21 +34,69 @@ const (
 	opI64Const           = 0x42
 	opI64LtS             = 0x53
 	opI64Sub             = 0x7D
+	opLocalGet           = 0x20
+	opLocalSet           = 0x21
+	opLocalTee           = 0x22
+	opI32Const           = 0x41
+	opI32Ne              = 0x47
+	opI64Add             = 0x7C
+	opI64Mul             = 0x7E
+	opI64Shl             = 0x86
+	opI64ShrU            = 0x88
+	opI64ExtendI32U      = 0xAD
+	opMemoryGrow         = 0x40
+	opPrefixFC           = 0xFC
 )
 
+// The 0xFC instructions whose work grows with an operand.
+const (
+	fcMemoryInit = 8
+	fcMemoryCopy = 10
+	fcMemoryFill = 11
+	fcTableInit  = 12
+	fcTableCopy  = 14
+	fcTableGrow  = 15
+	fcTableFill  = 17
+)
+
+// fcSub is the sub-opcode of the 0xFC instruction at code[at:].
+func fcSub(code []byte, at int) uint32 {
+	sub, _ := (&reader{b: code, i: at + 1}).u32() // read once already
+	return sub
+}
+
+// bulk reports whether the 0xFC instruction sub works through a length it
+// takes from the stack (its last operand, an i32).
+func bulk(sub uint32) bool {
+	switch sub {
+	case fcMemoryInit, fcMemoryCopy, fcMemoryFill, fcTableInit, fcTableCopy, fcTableFill:
+		return true
+	}
+	return false
+}
+
+// memoryShift is how a length in bytes turns into fuel: one unit per 16
+// bytes a bulk instruction fills or copies (about the time of one simple
+// instruction here), 4,096 per page (64 KiB) of memory a grow leaves.
+const memoryShift = 4
+
 // meterCode returns the code section with the charges and tests of every
-// function body (see meterBody), on the global g, calling the function
-// refill when the fuel runs out; the indices of the functions called move
-// as sh says.
-func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
+// function body (see meterBody), on the global g, calling the check import
+// (m's imported functions' count) when the fuel runs out; the indices of
+// the functions called move as sh says.
+func meterCode(sec []byte, m *layout, g uint32, sh shift) ([]byte, error) {
 	r := reader{b: sec}
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
+	if n != uint32(len(m.funcTypes)) {
+		return nil, fmt.Errorf("%d function bodies for %d functions", n, len(m.funcTypes))
+	}
 	out := appendU32(make([]byte, 0, len(sec)+len(sec)/8), n)
 	var body []byte
-	var m scratch
+	var s scratch
+	fc := &funcCode{layout: m, g: g, check: m.importedFuncs(), sh: sh}
 	for f := range n {
 		size, err := r.u32()
 		if err != nil {
@@ -55,7 +107,8 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 		}
 		code := sec[r.i : r.i+int(size)]
 		r.i += int(size)
-		body, err = meterBody(body[:0], &m, code, g, refill, sh)
+		fc.params = uint32(len(m.types[m.funcTypes[f]].params))
+		body, err = meterBody(body[:0], &s, code, fc)
 		if err != nil {
 			return nil, fmt.Errorf("function %d: %w", f, err)
 		}
@@ -66,6 +119,15 @@ func meterCode(sec []byte, g, refill uint32, sh shift) ([]byte, error) {
 		return nil, errors.New("bytes after the last function")
 	}
 	return out, nil
+}
+
+// funcCode is what meterBody needs to know of the module and the function.
+type funcCode struct {
+	*layout
+	g      uint32 // the fuel global
+	check  uint32 // the check import
+	sh     shift
+	params uint32 // the function's parameters
 }
 
 // region is what one charge pays for: a stretch of a body entered only at
@@ -108,41 +170,56 @@ const creditLimit = 1000
 // its code) to dst. m is scratch space.
 //
 // Every charge subtracts its cost from the fuel; a test, when the fuel is
-// below zero, calls refill, where the host gives more fuel or ends the
-// call. Tests are what costs (the call they may make keeps compiled code
-// from holding values in registers across them), so only some charges
-// test, and a test follows every call:
+// below zero, calls the check import, where the host gives more fuel or
+// ends the call. Tests are what costs (the call they may make keeps
+// compiled code from holding values in registers across them), so only
+// some charges test, and a test follows every call:
 //
 //   - the charge at a loop's header, so that every turn of a loop tests;
 //   - the charge at the function's entry when a call can come before any
 //     loop's header, so that a recursion tests at every level;
 //   - a test right after every call of a function of the module (call and
 //     call_indirect), so that a guest returns from a call settled, however
-//     deep its stack unwinds.
-//
-// A call of an imported function counts for none of these: a host
-// function is not metered, and the host's do not call the module back.
+//     deep its stack unwinds;
 //   - the charge of a region whose charges since the last test, on any way
 //     in, would cost more than creditLimit.
+//
+// A call of an imported function counts for none of these (a host
+// function is not metered, and the host's do not call the module back);
+// it is charged as its Import says.
 //
 // So between two tests a guest runs the charges of at most about
 // creditLimit instructions in a function, and as many in a function it
 // calls before that one's first test (which comes before any call of its
-// own, or is the test after the call): it reaches refill within a few
+// own, or is the test after the call): it reaches the check within a few
 // thousand instructions of running out. What it is charged does not
 // depend on the tests.
-func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) ([]byte, error) {
+//
+// Besides, the instructions whose work grows with an operand are charged
+// it at run time (see appendBulk), and calls of imports charged by their
+// arguments or gated are charged before the call (appendImportCharge):
+// those need scratch locals, added after the function's own.
+func meterBody(dst []byte, m *scratch, code []byte, fc *funcCode) ([]byte, error) {
 	r := reader{b: code}
 	// The locals: a vector of (count, type).
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
+	locals, groups := uint64(fc.params), r.i
 	for range n {
-		if err := r.skipLEB(5); err != nil {
+		k, err := r.u32()
+		if err != nil {
 			return nil, err
 		}
-		if _, err := r.byte(); err != nil {
+		if locals += uint64(k); locals > maxLocals {
+			return nil, fmt.Errorf("more than %d locals", maxLocals)
+		}
+		v, err := r.byte()
+		if err != nil {
+			return nil, err
+		}
+		if err := valType(v); err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +236,7 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 	// one loop around a br_table dispatch, entered again at every jump).
 	//
 	// The pass also follows the ways into every point (nodes), for the
-	// tests.
+	// tests, and counts the scratch locals the second pass needs.
 	m.reset()
 	cur := m.begin(start, none, false)
 	m.nodes[m.flow].fresh = true // the way out of the entry comes from the entry
@@ -185,6 +262,9 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 			return nil, fmt.Errorf("at byte %d: %w", at, err)
 		}
 		m.regions[cur].cost++
+		if err := fc.names(code, at, op, locals); err != nil {
+			return nil, fmt.Errorf("at byte %d: %w", at, err)
+		}
 		switch op {
 		case opBlock:
 			m.push(false, cur)
@@ -240,10 +320,32 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 			m.flow = none
 		case opUnreachable, opReturn:
 			m.flow = none
+		case opMemoryGrow:
+			m.need(valI32, 2)
+		case opPrefixFC:
+			switch sub := fcSub(code, at); {
+			case sub == fcTableGrow:
+				m.need(valI32, 2)
+			case bulk(sub):
+				m.need(valI32, 1)
+			}
+		case opRefFunc:
+			idx, _ := (&reader{b: code, i: at + 1}).u32() // read once already
+			if err := fc.referable(idx); err != nil {
+				return nil, fmt.Errorf("at byte %d: %w", at, err)
+			}
 		case opCall, opCallIndirect, opReturnCall, opReturnCallIndirect:
-			if op == opCall && imported(code, at, refill) {
+			if callee, ok := fc.importCalled(code, at, op); ok {
 				// A host function is not metered and does not call the
-				// module back: the ways go on.
+				// module back: the ways go on, and the call costs what
+				// the import's rule says.
+				m.regions[cur].cost += callee.rule.Base
+				if len(callee.rule.Args) > 0 {
+					m.needCall(fc.types[callee.typ].params)
+				}
+				if op == opReturnCall {
+					m.flow = none
+				}
 				break
 			}
 			entryTests = entryTests || m.fresh(m.flow)
@@ -261,30 +363,136 @@ func meterBody(dst []byte, m *scratch, code []byte, g, refill uint32, sh shift) 
 	m.regions[0].test = entryTests
 	m.decideTests()
 
-	// Second pass: the instructions, each region's charge at its place, a
-	// test after each call, the function indices moved.
-	dst = append(dst, code[:start]...)
+	// Second pass: the locals with the scratch ones added, the
+	// instructions, each region's charge at its place, the run-time
+	// charges, a test after each call, the function indices moved.
+	if locals+uint64(m.scratchLocals()) > maxLocals {
+		return nil, fmt.Errorf("%d locals, more than %d", locals+uint64(m.scratchLocals()), maxLocals)
+	}
+	dst = m.appendLocals(dst, n, code[groups:start], uint32(locals))
 	next := 0
 	for r.i = start; r.i < len(code); {
 		at := r.i
 		for next < len(m.regions) && m.regions[next].at == at {
-			dst = appendCharge(dst, g, max(m.regions[next].cost, 1), m.regions[next].test, refill)
+			dst = appendCharge(dst, fc.g, max(m.regions[next].cost, 1), m.regions[next].test, fc.check)
 			next++
 		}
 		op, _ := skipInstr(&r) // read once already
-		dst = copyInstr(dst, code[at:r.i], op, sh)
-		if op == opCall && !imported(code, at, refill) || op == opCallIndirect {
-			dst = appendTest(dst, g, refill)
+		ins := code[at:r.i]
+		switch op {
+		case opMemoryGrow:
+			dst = m.appendGrow(dst, ins, fc, true)
+			continue
+		case opPrefixFC:
+			switch sub := fcSub(code, at); {
+			case sub == fcTableGrow:
+				dst = m.appendGrow(dst, ins, fc, false)
+				continue
+			case bulk(sub):
+				dst = m.appendBulk(dst, sub, fc)
+			}
+		case opCall, opReturnCall:
+			if callee, ok := fc.importCalled(code, at, op); ok {
+				dst = m.appendImportCharge(dst, callee, fc)
+			}
+		}
+		dst = copyInstr(dst, ins, op, fc.sh)
+		if op == opCall && !fc.isImport(code, at) || op == opCallIndirect {
+			dst = appendTest(dst, fc.g, fc.check)
 		}
 	}
 	return dst, nil
 }
 
-// imported reports whether the call at code[at:] calls an imported
-// function: those come before refill, the defined ones after.
-func imported(code []byte, at int, refill uint32) bool {
+// names fails if the instruction at code[at:] names a local, global,
+// function or type the original module does not have: those are what the
+// rewrite adds (its scratch locals, the fuel global, the check import and
+// maybe its type), so an instruction invalid as written would be valid,
+// and reach the meter, once metered. wazero validates the metered module
+// whole when it compiles it; the rewrite keeps every other error of the
+// original (it moves function indices consistently and adds only
+// instructions that leave the stack as they found it), so these checks are
+// what the original's validity needs beyond. locals counts the function's
+// parameters and locals.
+func (fc *funcCode) names(code []byte, at int, op byte, locals uint64) error {
+	r := reader{b: code, i: at + 1}
+	switch op {
+	case opLocalGet, opLocalSet, opLocalTee:
+		idx, _ := r.u32()
+		if uint64(idx) >= locals {
+			return fmt.Errorf("local %d of a function of %d", idx, locals)
+		}
+	case opGlobalGet, opGlobalSet:
+		idx, _ := r.u32()
+		return fc.global(idx)
+	case opCall, opReturnCall:
+		idx, _ := r.u32()
+		return fc.function(idx)
+	case opRefFunc:
+		idx, _ := r.u32()
+		if err := fc.function(idx); err != nil {
+			return err
+		}
+		if !fc.declared[idx] {
+			// Undeclared: invalid, and the start function's export would
+			// declare it once metered.
+			return fmt.Errorf("ref.func %d of a function the module declares no reference of", idx)
+		}
+	case opCallIndirect, opReturnCallIndirect:
+		typ, _ := r.u32()
+		return fc.typeIndex(int64(typ))
+	case opBlock, opLoop, opIf:
+		if idx, ok := r.blockTypeIndex(); ok {
+			return fc.typeIndex(idx)
+		}
+	}
+	return nil
+}
+
+// blockTypeIndex reads a block type; ok when it is a type index.
+func (r *reader) blockTypeIndex() (int64, bool) {
+	if r.i >= len(r.b) {
+		return 0, false
+	}
+	switch r.b[r.i] {
+	case 0x40, 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F:
+		return 0, false
+	}
+	var v int64
+	var shift uint
+	for n := 0; n < 5 && r.i < len(r.b); n++ {
+		c := r.b[r.i]
+		r.i++
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if c&0x40 != 0 {
+				v |= -1 << shift // negative: a value type, not an index
+			}
+			return v, v >= 0
+		}
+	}
+	return 0, false
+}
+
+// isImport reports whether the call at code[at:] calls an imported
+// function: those come before the check import, the defined ones after.
+func (fc *funcCode) isImport(code []byte, at int) bool {
 	idx, _ := (&reader{b: code, i: at + 1}).u32() // read once already
-	return idx < refill
+	return idx < fc.check
+}
+
+// importCalled returns the import a call or return_call at code[at:]
+// calls, if it calls one.
+func (fc *funcCode) importCalled(code []byte, at int, op byte) (*funcImport, bool) {
+	if op != opCall && op != opReturnCall {
+		return nil, false
+	}
+	idx, _ := (&reader{b: code, i: at + 1}).u32() // read once already
+	if idx >= fc.check {
+		return nil, false
+	}
+	return &fc.funcs[idx], true
 }
 
 // scratch is the state of meterBody's first pass, kept from one body to
@@ -295,6 +503,10 @@ type scratch struct {
 	kids    []int32 // the kids of the join nodes
 	flow    int32   // the ways into the current point: a node, or none
 	frames  []frame
+
+	pools      [len(poolTypes)]uint32 // the scratch locals needed, per type
+	localsBase uint32                 // the index of the first scratch local
+	slots      []uint32
 }
 
 // frame is an open block, if or loop.
@@ -310,6 +522,7 @@ func (m *scratch) reset() {
 	m.regions, m.nodes, m.kids, m.frames = m.regions[:0], m.nodes[:0], m.kids[:0], m.frames[:0]
 	m.nodes = append(m.nodes, node{region: noRegion}) // settled
 	m.flow = none
+	m.pools = [len(poolTypes)]uint32{}
 }
 
 // begin begins a region at the offset at, entered by the node ways (or
@@ -428,8 +641,8 @@ func (m *scratch) branch(l uint32, ways int32) error {
 }
 
 // appendCharge appends: fuel -= cost; and when test, if fuel < 0 {
-// refill() }.
-func appendCharge(b []byte, g uint32, cost int64, test bool, refill uint32) []byte {
+// check(0) }.
+func appendCharge(b []byte, g uint32, cost int64, test bool, check uint32) []byte {
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
 	b = append(b, opI64Const)
@@ -439,16 +652,197 @@ func appendCharge(b []byte, g uint32, cost int64, test bool, refill uint32) []by
 	if !test {
 		return b
 	}
-	return appendTest(b, g, refill)
+	return appendTest(b, g, check)
 }
 
-// appendTest appends: if fuel < 0 { refill() }.
-func appendTest(b []byte, g, refill uint32) []byte {
+// appendTest appends: if fuel < 0 { check(0) }.
+func appendTest(b []byte, g, check uint32) []byte {
 	b = append(b, opGlobalGet)
 	b = appendU32(b, g)
-	b = append(b, opI64Const, 0x00, opI64LtS, opIf, 0x40, opCall)
-	b = appendU32(b, refill)
+	b = append(b, opI64Const, 0x00, opI64LtS, opIf, 0x40, opI32Const, 0x00, opCall)
+	b = appendU32(b, check)
 	return append(b, opEnd)
+}
+
+// appendBulk appends, before the 0xFC instruction sub, whose length is on
+// the top of the stack (and stays there): fuel -= length in units (16
+// bytes of memory, an element of a table); if fuel < 0 { check(0) }. So
+// an instruction that would pass the call's fuel fails before it runs.
+func (m *scratch) appendBulk(b []byte, sub uint32, fc *funcCode) []byte {
+	n := m.local(valI32, 0)
+	b = append(b, opLocalTee)
+	b = appendU32(b, n)
+	b = append(b, opGlobalGet)
+	b = appendU32(b, fc.g)
+	b = append(b, opLocalGet)
+	b = appendU32(b, n)
+	b = append(b, opI64ExtendI32U)
+	switch sub {
+	case fcMemoryInit, fcMemoryCopy, fcMemoryFill:
+		b = append(b, opI64Const, memoryShift, opI64ShrU)
+	}
+	b = append(b, opI64Sub, opGlobalSet)
+	b = appendU32(b, fc.g)
+	return appendTest(b, fc.g, fc.check)
+}
+
+// appendGrow appends the grow instruction ins (memory.grow, or table.grow
+// when not memory), its delta on the top of the stack, charged after it
+// succeeds for what the memory or table then holds (a grow may copy it
+// all): fuel -= (old size + delta) in units; then the test. A grow that
+// fails (it returns -1) did no work and is charged nothing more.
+func (m *scratch) appendGrow(b, ins []byte, fc *funcCode, memory bool) []byte {
+	delta, old := m.local(valI32, 0), m.local(valI32, 1)
+	b = append(b, opLocalTee)
+	b = appendU32(b, delta)
+	b = append(b, ins...)
+	b = append(b, opLocalSet)
+	b = appendU32(b, old)
+	b = append(b, opLocalGet)
+	b = appendU32(b, old)
+	b = append(b, opI32Const, 0x7F, opI32Ne, opIf, 0x40, opGlobalGet) // i32.const -1
+	b = appendU32(b, fc.g)
+	b = append(b, opLocalGet)
+	b = appendU32(b, old)
+	b = append(b, opI64ExtendI32U, opLocalGet)
+	b = appendU32(b, delta)
+	b = append(b, opI64ExtendI32U, opI64Add)
+	if memory {
+		b = append(b, opI64Const, 16-memoryShift, opI64Shl)
+	}
+	b = append(b, opI64Sub, opGlobalSet)
+	b = appendU32(b, fc.g)
+	b = append(b, opEnd)
+	b = appendTest(b, fc.g, fc.check)
+	b = append(b, opLocalGet) // the grow's result
+	return appendU32(b, old)
+}
+
+// appendImportCharge appends what comes before a call of the import f:
+// for a rule with Args, the arguments saved in scratch locals, the charge
+// of them and a test, and the arguments put back; for a gated one, the
+// gate's call of the check import.
+func (m *scratch) appendImportCharge(b []byte, f *funcImport, fc *funcCode) []byte {
+	if len(f.rule.Args) > 0 {
+		params := fc.types[f.typ].params
+		slots := m.slots[:0]
+		seen := [len(poolTypes)]uint32{}
+		for _, t := range params {
+			slots = append(slots, m.local(t, seen[poolIndex(t)]))
+			seen[poolIndex(t)]++
+		}
+		m.slots = slots
+		for i := len(slots) - 1; i >= 0; i-- {
+			b = append(b, opLocalSet)
+			b = appendU32(b, slots[i])
+		}
+		b = append(b, opGlobalGet)
+		b = appendU32(b, fc.g)
+		for _, a := range f.rule.Args {
+			b = append(b, opLocalGet)
+			b = appendU32(b, slots[a.Param])
+			b = append(b, opI64ExtendI32U)
+			if a.Per > 1 {
+				b = append(b, opI64Const)
+				b = appendS64(b, a.Per)
+				b = append(b, opI64Mul)
+			}
+			if a.Shift > 0 {
+				b = append(b, opI64Const, a.Shift, opI64ShrU)
+			}
+			b = append(b, opI64Sub)
+		}
+		b = append(b, opGlobalSet)
+		b = appendU32(b, fc.g)
+		b = appendTest(b, fc.g, fc.check)
+		for _, slot := range slots {
+			b = append(b, opLocalGet)
+			b = appendU32(b, slot)
+		}
+	}
+	if f.rule.Gate > 0 {
+		b = append(b, opI32Const)
+		b = appendS64(b, int64(f.rule.Gate)) // i32.const is a signed LEB128 too
+		b = append(b, opCall)
+		b = appendU32(b, fc.check)
+	}
+	return b
+}
+
+// poolTypes are the types of scratch locals, in the order they are added
+// after a function's own locals.
+var poolTypes = [...]byte{valI32, valI64, valF32, valF64, valV128, valFuncref, valExternref}
+
+func poolIndex(t byte) int {
+	for i, p := range poolTypes {
+		if p == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// need notes that a site needs k scratch locals of type t.
+func (m *scratch) need(t byte, k uint32) {
+	if i := poolIndex(t); i >= 0 {
+		m.pools[i] = max(m.pools[i], k)
+	}
+}
+
+// needCall notes the scratch locals a call with params needs: one per
+// parameter.
+func (m *scratch) needCall(params []byte) {
+	var counts [len(poolTypes)]uint32
+	for _, t := range params {
+		if i := poolIndex(t); i >= 0 {
+			counts[i]++
+		}
+	}
+	for i, k := range counts {
+		m.pools[i] = max(m.pools[i], k)
+	}
+}
+
+// scratchLocals is how many scratch locals the function needs.
+func (m *scratch) scratchLocals() uint32 {
+	var n uint32
+	for _, k := range m.pools {
+		n += k
+	}
+	return n
+}
+
+// local returns the index of the k-th scratch local of type t.
+func (m *scratch) local(t byte, k uint32) uint32 {
+	idx := m.localsBase
+	for i, p := range poolTypes {
+		if p == t {
+			return idx + k
+		}
+		idx += m.pools[i]
+	}
+	panic("fuel: a scratch local of an unknown type") // types come from a validated module
+}
+
+// appendLocals appends the function's locals: its own n groups (the bytes
+// groups), then one group per type of scratch local it needs; locals is
+// the index of the first scratch local.
+func (m *scratch) appendLocals(b []byte, n uint32, groups []byte, locals uint32) []byte {
+	m.localsBase = locals
+	for _, k := range m.pools {
+		if k > 0 {
+			n++
+		}
+	}
+	b = appendU32(b, n)
+	b = append(b, groups...)
+	for i, k := range m.pools {
+		if k > 0 {
+			b = appendU32(b, k)
+			b = append(b, poolTypes[i])
+		}
+	}
+	return b
 }
 
 // skipInstr reads one instruction and its immediates, and returns its
@@ -495,7 +889,16 @@ func skipInstr(r *reader) (byte, error) {
 		if err != nil {
 			return op, err
 		}
-		return op, r.skip(int(n))
+		for range n {
+			v, err := r.byte()
+			if err != nil {
+				return op, err
+			}
+			if err := valType(v); err != nil {
+				return op, err
+			}
+		}
+		return op, nil
 	case op >= 0x28 && op <= 0x3E: // loads and stores
 		return op, r.memarg()
 	case op == 0x3F, op == 0x40: // memory.size, memory.grow: a memory index
@@ -509,8 +912,11 @@ func skipInstr(r *reader) (byte, error) {
 		return op, r.skip(4)
 	case op == 0x44: // f64.const
 		return op, r.skip(8)
-	case op == 0xD0: // ref.null: a heap type
-		_, err := r.byte()
+	case op == 0xD0: // ref.null: a heap type, funcref or externref
+		t, err := r.byte()
+		if err == nil && t != valFuncref && t != valExternref {
+			err = fmt.Errorf("ref.null of heap type %#x, which the meter does not know", t)
+		}
 		return op, err
 	case op == 0xFC:
 		return op, r.prefixFC()

@@ -26,7 +26,7 @@ func TestFirstPassIsLinear(t *testing.T) {
 	var m scratch
 	for _, k := range []int{1_000, 10_000, 100_000} {
 		code := manyLoops(k)
-		if _, err := meterBody(nil, &m, code, 0, 0, shift{}); err != nil {
+		if _, err := meterBody(nil, &m, code, &funcCode{layout: &layout{}}); err != nil {
 			t.Fatal(err)
 		}
 		if work := len(m.nodes) + len(m.kids); work > 4*len(code) {
@@ -44,7 +44,7 @@ func BenchmarkFirstPass(b *testing.B) {
 	b.SetBytes(int64(len(code)))
 	for b.Loop() {
 		var err error
-		if dst, err = meterBody(dst[:0], &m, code, 0, 0, shift{}); err != nil {
+		if dst, err = meterBody(dst[:0], &m, code, &funcCode{layout: &layout{}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -66,6 +66,9 @@ func TestReindexed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("metered %v: %v", metered, err)
 		}
+		if metered {
+			tank(t, m).Set(1 << 40)
+		}
 		got, err := m.ExportedFunction("run").Call(ctx, 10)
 		if err != nil || got[0] != 42 {
 			t.Errorf("metered %v: run(10) = %v, %v; want 42", metered, got, err)
