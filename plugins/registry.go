@@ -170,6 +170,7 @@ type Registry struct {
 	versions map[string]map[string][]kept  // tenant → module name → versions replaced, newest first; under mu
 	canaries map[string]map[string]*canary // tenant → module name → its canary; under mu (and in the snapshot)
 	gens     map[string]uint64             // tenant/module name → its commits and unloads so far; under mu
+	writing  map[string]int                // tenant/module name → its files being written (FileWriting); under mu
 	watchers map[*DirWatcher]struct{}      // under mu
 }
 
@@ -191,7 +192,7 @@ type tenantView struct {
 
 // NewRegistry returns an empty registry over rt.
 func NewRegistry(rt *Runtime, opts RegistryOptions) *Registry {
-	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, versions: map[string]map[string][]kept{}, canaries: map[string]map[string]*canary{}, gens: map[string]uint64{}, watchers: map[*DirWatcher]struct{}{}}
+	r := &Registry{rt: rt, opts: opts, log: rt.logger, refused: map[string]map[string]Refusal{}, held: map[string]map[string]*held{}, versions: map[string]map[string][]kept{}, canaries: map[string]map[string]*canary{}, gens: map[string]uint64{}, writing: map[string]int{}, watchers: map[*DirWatcher]struct{}{}}
 	r.snap.Store(&snapshot{tenants: map[string]*tenantView{}})
 	return r
 }
@@ -345,6 +346,33 @@ func (r *Registry) FileWritten(tenant, name string) {
 	r.mu.Unlock()
 }
 
+// FileWriting tells the registry that the caller is about to load a
+// version of the tenant's module name and then write it into the file of
+// a directory a [DirWatcher] watches (an upload kept on disk, a rollback,
+// an approval): until the returned function is called (after the write),
+// no version the watcher reads of that file takes the module's place,
+// whenever its read and load happen. FileWritten alone leaves a window: a
+// read after the caller's load and before its write, whose load commits
+// before the caller says it wrote, would put the version before back in
+// place until the file's next event.
+func (r *Registry) FileWriting(tenant, name string) (written func()) {
+	key := tenant + "/" + name
+	r.mu.Lock()
+	r.writing[key]++
+	r.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			if r.writing[key]--; r.writing[key] <= 0 {
+				delete(r.writing, key)
+			}
+			r.gens[key]++
+			r.mu.Unlock()
+		})
+	}
+}
+
 // commitIf is commit, which does nothing (errSuperseded) when gen is set
 // and the module's generation is no longer *gen: a version read from a
 // file before another loaded must not replace that one.
@@ -362,7 +390,7 @@ func (r *Registry) commitIf(ctx context.Context, tenant, name, hash string, m *M
 		_ = m.Close(ctx)
 		return reject(&PluginError{Plugin: name, Export: "load", Err: ErrClosed})
 	}
-	if gen != nil && r.gens[tenant+"/"+name] != *gen {
+	if gen != nil && (r.gens[tenant+"/"+name] != *gen || r.writing[tenant+"/"+name] > 0) {
 		r.mu.Unlock()
 		_ = m.Close(ctx)
 		return nil, errSuperseded

@@ -190,4 +190,28 @@ func TestWatcherNeverUndoesANewerLoad(t *testing.T) {
 	if m, _ := reg.Module("acme", "x"); m == nil || m.Hash() != "sha256:"+hex.EncodeToString(sum[:]) {
 		t.Errorf("a read from before the file was written put the version before in place")
 	}
+
+	// The same with the read committed before the write is told: only a
+	// caller that said it would write (FileWriting) keeps that read out.
+	ypath := filepath.Join(dir, "y.wasm")
+	if err := os.WriteFile(ypath, versionWasm(t, "old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written := reg.FileWriting("acme", "y")
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "y", Wasm: versionWasm(t, "E")}); err != nil {
+		t.Fatal(err)
+	}
+	w.PrepareForTest(ctx, "y")() // reads and commits the version before, before the write
+	if err := os.WriteFile(ypath, versionWasm(t, "E"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	written()
+	sum = sha256.Sum256(versionWasm(t, "E"))
+	if m, _ := reg.Module("acme", "y"); m == nil || m.Hash() != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("a read committed while the file was being written put the version before in place")
+	}
+	w.PrepareForTest(ctx, "y")() // the file's next read decides: E again
+	if m, _ := reg.Module("acme", "y"); m == nil || m.Hash() != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("after the write, the file's read: %v", m)
+	}
 }

@@ -100,6 +100,7 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 			continue
 		}
 		sig, _ := os.ReadFile(path + plugins.SignatureSuffix)
+		written := s.registry.FileWriting(tenant, name)
 		s.audit.act(tenant, name, "host", func() {
 			_, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig})
 		})
@@ -114,6 +115,7 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 			os.Remove(path + plugins.SignatureSuffix)
 			os.Remove(path)
 		}
+		written()
 	}
 }
 
@@ -166,6 +168,8 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	sig, _ := os.ReadFile(s.heldPath(t.name, name, hash) + plugins.SignatureSuffix)
 	s.auditAPI(r, t, auditEntry{Action: "approved", Plugin: name, Hash: hash})
+	written := s.registry.FileWriting(t.name, name) // until its file is written
+	defer written()
 	var m *plugins.Module
 	s.audit.act(t.name, name, keyActor(r), func() { m, err = s.registry.ApproveHeld(context.WithoutCancel(r.Context()), t.name, name, hash) })
 	if err != nil {

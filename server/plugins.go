@@ -194,6 +194,10 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		writeError(w, http.StatusConflict, codeConflict, "%s", conflict)
 		return
 	}
+	// The watcher of the tenant's directory must not put back what it
+	// reads of the file before this version is written there.
+	written := s.registry.FileWriting(t.name, name)
+	defer written()
 	prev, hadPrev := s.registry.Module(t.name, name)
 	var prevWasm, prevSig []byte
 	if hadPrev {

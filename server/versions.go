@@ -185,6 +185,8 @@ func (s *Server) rollbackPlugin(w http.ResponseWriter, r *http.Request, t *tenan
 		writeError(w, http.StatusNotFound, codeNotFound, "plugin %s has %s to roll back to", name, what)
 		return
 	}
+	written := s.registry.FileWriting(t.name, name) // until its file is written
+	defer written()
 	prev, _ := s.registry.Module(t.name, name)
 	s.auditAPI(r, t, auditEntry{Action: "rolled_back", Plugin: name, Hash: hash, Previous: hashOf(prev)})
 	var m *plugins.Module
