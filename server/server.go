@@ -111,6 +111,8 @@ type tenant struct {
 	mcp       map[string]*mcpclient.Source // its MCP servers, by name
 	outbox    *webhook.Outbox              // its webhooks; nil: none
 	schedules *schedule.Runner             // its schedules
+	// schedulesMu makes POST /v1/schedules take turns (max_schedules).
+	schedulesMu sync.Mutex
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,

@@ -1,0 +1,192 @@
+package server_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// Every source of runs is admitted as a message of the API is: these tests
+// send work through the sources that are not requests (schedules,
+// delegates, evaluations) and check that the tenant's bounds hold.
+
+// dailySchedules returns n schedules at 08:00 UTC, the i-th into session
+// "sched-i", each text "stall i" (stallModel holds their runs).
+func dailySchedules(n int) []server.ScheduleConfig {
+	var list []server.ScheduleConfig
+	for i := range n {
+		list = append(list, server.ScheduleConfig{ID: fmt.Sprintf("s%d", i), Session: fmt.Sprintf("sched-%d", i), Cron: "0 8 * * *", Text: fmt.Sprintf("stall %d", i)})
+	}
+	return list
+}
+
+// outcomes counts the outcomes of acme's schedules' last occurrences, and
+// returns the reasons of the refused ones.
+func (ts *testServer) outcomes(t *testing.T) (map[string]int, []string) {
+	t.Helper()
+	code, body := ts.do(t, ts.acme, "GET", "/v1/schedules", "")
+	if code != 200 {
+		t.Fatalf("GET /v1/schedules: %d %s", code, body)
+	}
+	l := decodeJSON[struct {
+		Schedules []struct {
+			Last *struct{ Outcome, Reason string }
+		}
+	}](t, body)
+	n := map[string]int{}
+	var reasons []string
+	for _, s := range l.Schedules {
+		if s.Last == nil {
+			n["none"]++
+			continue
+		}
+		n[s.Last.Outcome]++
+		if s.Last.Reason != "" {
+			reasons = append(reasons, s.Last.Reason)
+		}
+	}
+	return n, reasons
+}
+
+// TestSchedulesAdmitted: a tenant's schedules pass the admission of its
+// messages. Six schedules due at once, with rate_limit.concurrent_runs 2,
+// start two runs; the four others are asked again while on time, and once
+// past it are recorded refused, naming the bound — where the schedules
+// used to start every run at once, past every bound.
+func TestSchedulesAdmitted(t *testing.T) {
+	c := newSchedClock(t, "2026-12-03T07:59:50Z")
+	store := memory.New()
+	setup := withSchedules(c, store, nil, dailySchedules(6)...)
+	mutate := setup.Mutate
+	setup.Mutate = func(cfg *server.Config) {
+		mutate(cfg)
+		withTenant("acme", func(tc *server.TenantConfig) { tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 2} })(cfg)
+	}
+	ts := startServer(t, setup)
+	stallModel(ts.model)
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	c.set(t, "2026-12-03T08:00:01Z")
+	running := func() int {
+		n := 0
+		for i := range 6 {
+			if len(inputsOf(t, store, "acme", fmt.Sprintf("sched-%d", i))) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "two occurrences sent", func() bool { return running() >= 2 })
+	// Every schedule is gone over once more while the two runs stall.
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	if n := running(); n != 2 {
+		t.Fatalf("%d sessions got their occurrence with rate_limit.concurrent_runs 2, want 2", n)
+	}
+	// Past the minute an occurrence is on time for: refused, with why.
+	c.set(t, "2026-12-03T08:01:30Z")
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	n, reasons := ts.outcomes(t)
+	if n["sent"] != 2 || n["refused"] != 4 {
+		t.Fatalf("outcomes %v, want 2 sent and 4 refused", n)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(r, "rate_limit.concurrent_runs") {
+			t.Errorf("a refusal says %q, want it to name rate_limit.concurrent_runs", r)
+		}
+	}
+	if n := running(); n != 2 {
+		t.Errorf("%d sessions got their occurrence, want 2", n)
+	}
+	for i := range 6 {
+		ts.do(t, ts.acme, "POST", fmt.Sprintf("/v1/sessions/sched-%d/cancel", i), "")
+	}
+}
+
+// TestSchedulesRateLimited: a schedule's occurrence takes a token of the
+// tenant's rate limit, as a request does: with a burst of 1 and no time
+// for the bucket to refill, one of three occurrences due at once is sent.
+func TestSchedulesRateLimited(t *testing.T) {
+	c := newSchedClock(t, "2026-12-03T07:59:50Z")
+	store := memory.New()
+	setup := withSchedules(c, store, nil, dailySchedules(3)...)
+	mutate := setup.Mutate
+	setup.Mutate = func(cfg *server.Config) {
+		mutate(cfg)
+		withTenant("acme", func(tc *server.TenantConfig) {
+			tc.RateLimit = server.RateLimitConfig{RequestsPerSecond: 0.0001, Burst: 1}
+		})(cfg)
+	}
+	ts := startServer(t, setup)
+	ts.model.Respond = func(req model.Request) hosttest.Reply { return hosttest.Reply{Text: "ok"} }
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	c.set(t, "2026-12-03T08:01:30Z") // late: a refusal is final
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	// (GET /v1/schedules would take a token too: the ledgers and the
+	// records of the storage tell.)
+	sent, refused := 0, 0
+	for i := range 3 {
+		if len(inputsOf(t, store, "acme", fmt.Sprintf("sched-%d", i))) > 0 {
+			sent++
+		}
+		b, ok, err := store.Get(t.Context(), "acme:schedules:fired", fmt.Sprintf("s%d", i))
+		if err != nil || !ok {
+			t.Fatalf("schedule s%d's record: %v %v", i, ok, err)
+		}
+		if strings.Contains(string(b), `"refused"`) {
+			refused++
+			if !strings.Contains(string(b), "rate_limit.requests_per_second") {
+				t.Errorf("a refusal says %s, want it to name the rate limit", b)
+			}
+		}
+	}
+	if sent != 1 || refused != 2 {
+		t.Fatalf("%d sent and %d refused, want 1 and 2", sent, refused)
+	}
+}
+
+// TestScheduleBounds: a schedule's text and a tenant's number of schedules
+// are bounded, through the API (400, 409) and in the configuration.
+func TestScheduleBounds(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(cfg *server.Config) { cfg.MaxSchedules = 2 }})
+	long := strings.Repeat("x", server.DefaultMaxScheduleTextBytes+1)
+	post := func(id, text string) (int, string) {
+		return ts.do(t, ts.acme, "POST", "/v1/schedules", fmt.Sprintf(`{"id":%q,"session":"s","cron":"0 8 * * *","text":%q}`, id, text))
+	}
+	if code, body := post("big", long); code != 400 || !strings.Contains(body, "max_schedule_text_bytes") {
+		t.Errorf("a text of %d bytes: %d %.200s, want 400 naming max_schedule_text_bytes", len(long), code, body)
+	}
+	for _, id := range []string{"a", "b"} {
+		if code, body := post(id, "hello"); code != 201 {
+			t.Fatalf("schedule %s: %d %s", id, code, body)
+		}
+	}
+	if code, body := post("c", "hello"); code != 409 || !strings.Contains(body, "max_schedules") {
+		t.Errorf("a third schedule: %d %s, want 409 naming max_schedules", code, body)
+	}
+	if code, body := post("a", "hello again"); code != 200 {
+		t.Errorf("replacing one at the bound: %d %s, want 200", code, body)
+	}
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/schedules", `{"id":"c","session":"s","cron":"0 8 * * *","text":"hi"}`); code != 201 {
+		t.Errorf("another tenant's: %d %s, want 201 (the bound is per tenant)", code, body)
+	}
+
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Models: []string{hosttest.DefaultModel}, Schedules: []server.ScheduleConfig{
+		{ID: "big", Session: "s", Cron: "0 8 * * *", Text: long}}}}}
+	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), "max_schedule_text_bytes") {
+		t.Errorf("a configuration's long text: %v, want an error naming max_schedule_text_bytes", err)
+	}
+}
