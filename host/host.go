@@ -47,6 +47,7 @@ type Host struct {
 	blobThreshold int64
 	blobQuota     int64
 	maxBlob       int64
+	delegation    DelegateLimits // Options.Delegation normalised (0: no bound)
 	model         Model
 	agent         Agent
 	toolTimeout   time.Duration
@@ -162,6 +163,10 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("host: Options.Telemetry: %w", err))
 	}
+	delegation, err := opts.Delegation.normalized()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -187,6 +192,7 @@ func New(opts Options) (*Host, error) {
 		outbox:      opts.Outbox,
 		blobQuota:   opts.BlobQuota,
 		maxBlob:     opts.MaxBlobBytes,
+		delegation:  delegation,
 	}
 	switch h.blobThreshold = opts.BlobThreshold; h.blobThreshold {
 	case 0:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
 )
@@ -189,4 +190,77 @@ func TestScheduleBounds(t *testing.T) {
 	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), "max_schedule_text_bytes") {
 		t.Errorf("a configuration's long text: %v, want an error naming max_schedule_text_bytes", err)
 	}
+}
+
+// delegating gives acme a default agent that delegates to "helper" as
+// many times at once as its model is told.
+func delegating(tc *server.TenantConfig) {
+	tc.Agents = map[string]server.AgentConfig{
+		"default": {Model: "test/parent", DelegateTo: []string{"helper"}},
+		"helper":  {Model: "test/helper", Description: "Helps."},
+	}
+	tc.Models = nil
+}
+
+// delegateModel answers test/parent's first pass with n calls to helper,
+// and every later pass, and helper's, with the tool results it read.
+func delegateModel(n int) func(req model.Request) hosttest.Reply {
+	return func(req model.Request) hosttest.Reply {
+		var results []string
+		for _, m := range req.Messages {
+			if m.Role == ledger.RoleTool {
+				results = append(results, m.Text())
+			}
+		}
+		if req.Model == "test/parent" && len(results) == 0 {
+			var calls []hosttest.ToolCall
+			for i := range n {
+				calls = append(calls, hosttest.ToolCall{Name: "helper", Arguments: fmt.Sprintf(`{"task":"part %d"}`, i)})
+			}
+			return hosttest.Reply{ToolCalls: calls}
+		}
+		return hosttest.Reply{Text: "read: " + strings.Join(results, " | ")}
+	}
+}
+
+// TestDelegatesAdmitted: a delegate call's child run is admitted as a
+// message of the API is. With rate_limit.concurrent_runs 1 the parent's
+// run holds the one place: its child is refused, nothing starts, and the
+// parent's model reads why. Within the bound, delegation.max_per_run
+// bounds the children of a run.
+func TestDelegatesAdmitted(t *testing.T) {
+	t.Run("concurrent runs", func(t *testing.T) {
+		store := memory.New()
+		ts := startServer(t, serverSetup{Store: store, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+			delegating(tc)
+			tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1}
+		})})
+		ts.model.Respond = delegateModel(1)
+		code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/p/messages?wait=true", `{"text":"go"}`)
+		if code != 200 || !strings.Contains(body, "rate_limit.concurrent_runs") {
+			t.Fatalf("the parent: %d %.400s, want its answer to have read the refusal naming rate_limit.concurrent_runs", code, body)
+		}
+		if evs := hosttest.Load(t, store, "acme:p.call_1"); len(evs) != 0 {
+			t.Errorf("the refused child's session holds %d events", len(evs))
+		}
+	})
+	t.Run("max per run", func(t *testing.T) {
+		store := memory.New()
+		ts := startServer(t, serverSetup{Store: store, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+			delegating(tc)
+			tc.Delegation = server.DelegationConfig{MaxPerRun: 2}
+		})})
+		ts.model.Respond = delegateModel(5)
+		code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/p/messages?wait=true", `{"text":"go"}`)
+		if code != 200 || strings.Count(body, "max_per_run)") != 3 {
+			t.Fatalf("the parent: %d %.600s, want 3 of its 5 calls refused naming max_per_run", code, body)
+		}
+		ids, err := store.ListSessions(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ids); n != 3 {
+			t.Errorf("sessions %v, want the parent's and two children", ids)
+		}
+	})
 }

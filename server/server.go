@@ -305,7 +305,10 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) },
-		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes}
+		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes,
+		// A delegate's child run is admitted as a message of the API is.
+		Delegation: host.DelegateLimits{MaxDepth: tc.Delegation.MaxDepth, MaxPerRun: tc.Delegation.MaxPerRun, MaxPerMessage: tc.Delegation.MaxPerMessage,
+			Admit: func(ctx context.Context, id string) (func(), error) { return s.admitSource(ctx, t, id, sourceDelegate) }}}
 	if t.outbox, err = s.newOutbox(t); err != nil {
 		return nil, fmt.Errorf("server: tenant %s: webhooks: %w", name, err)
 	}
