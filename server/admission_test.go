@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentichost/agentic/host/eval"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/ledger"
@@ -263,4 +264,61 @@ func TestDelegatesAdmitted(t *testing.T) {
 			t.Errorf("sessions %v, want the parent's and two children", ids)
 		}
 	})
+}
+
+// TestEvalBudget: an evaluation spends from a budget — the tenant's, or
+// its own (eval_budget_usd_per_day) — which stops its model calls as it
+// stops a run's (each turn past it fails, saying why) and refuses the
+// next evaluation (402); evaluations used to spend past every budget.
+func TestEvalBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*server.TenantConfig)
+		setting string
+	}{
+		{"the tenant's", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 1 }, "daily budget"},
+		{"its own", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 100; tc.EvalBudgetUSDPerDay = 1 }, "eval_budget_usd_per_day"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, serverSetup{Mutate: withTenant("acme", tc.mutate)})
+			for i := range 4 {
+				if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/messages?wait=true", fmt.Sprintf(`{"text":"turn %d"}`, i)); code != 200 {
+					t.Fatalf("source: %d %s", code, body)
+				}
+			}
+			// Each of the candidate's calls costs $0.60.
+			ts.model.Respond = func(req model.Request) hosttest.Reply { return costing(hosttest.Reply{Text: "candidate"}, 0.6) }
+			code, body := ts.do(t, ts.acme, "POST", "/v1/eval", `{"sessions":["src"]}`)
+			if code != 200 {
+				t.Fatalf("eval: %d %s", code, body)
+			}
+			rep := decodeJSON[eval.Report](t, body)
+			// The first call reserves all that is left; the second what is
+			// left then, and passes it by one call's worth; the others
+			// do not run.
+			if c := rep.Total.Candidate.Cost; c > 1.2+1e-9 {
+				t.Errorf("the evaluation spent $%.2f against a $1 budget, want at most $1.20 (one call past it)", c)
+			}
+			stopped := 0
+			for _, turn := range rep.Sessions[0].Turns {
+				if strings.Contains(turn.CandidateReason, "budget_exceeded") {
+					stopped++
+					if !strings.Contains(turn.CandidateReason, tc.setting) {
+						t.Errorf("a turn stopped for %q, want it to name the %s", turn.CandidateReason, tc.setting)
+					}
+				}
+			}
+			if stopped != 2 {
+				t.Errorf("%d turns stopped by the budget, want 2: %.600s", stopped, body)
+			}
+			if code, body := ts.do(t, ts.acme, "POST", "/v1/eval", `{"sessions":["src"]}`); code != 402 || !strings.Contains(body, tc.setting) {
+				t.Errorf("an evaluation past the budget: %d %.300s, want 402 naming the %s", code, body, tc.setting)
+			}
+			// Its own budget spends nothing of the tenant's.
+			code, _ = ts.do(t, ts.acme, "POST", "/v1/sessions/other/messages", `{"text":"hi"}`)
+			if want := map[bool]int{true: 202, false: 402}[tc.setting == "eval_budget_usd_per_day"]; code != want {
+				t.Errorf("a message after the evaluation: %d, want %d", code, want)
+			}
+		})
+	}
 }

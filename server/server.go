@@ -102,8 +102,11 @@ type tenant struct {
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
-	fuel    *fuelBudget   // nil: no plugin budget
-	model   host.Model    // the model the tenant's agents run on (and POST /v1/eval's candidate)
+	// evalBudget is what the tenant's evaluations spend from: their own
+	// budget (eval_budget_usd_per_day), else the tenant's; nil: none.
+	evalBudget *budget
+	fuel       *fuelBudget // nil: no plugin budget
+	model      host.Model  // the model the tenant's agents run on (and POST /v1/eval's candidate)
 
 	pluginsMu sync.Mutex                   // uploads and removals of the tenant's modules take turns
 	uploads   chan struct{}                // a token while a module upload is read and loaded: one at a time
@@ -248,6 +251,12 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	if tc.BudgetUSDPerDay > 0 {
 		counter, _ := s.store.(storage.Counter)
 		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+	}
+	t.evalBudget = t.budget
+	if tc.EvalBudgetUSDPerDay > 0 {
+		counter, _ := s.store.(storage.Counter)
+		t.evalBudget = newBudget(s.kv, counter, name, tc.EvalBudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+		t.evalBudget.eval = true
 	}
 	askCounter, _ := s.store.(storage.Counter)
 	if tc.BudgetAsk != nil && askCounter == nil {
