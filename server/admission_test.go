@@ -322,3 +322,39 @@ func TestEvalBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsNeedKeyOffLoopback: /metrics names the tenants, so without
+// metrics_key it is served only when the server listens on a loopback
+// address (403 naming metrics_key otherwise, where it used to be open to
+// anyone); with the key, it takes the key wherever it listens.
+func TestMetricsNeedKeyOffLoopback(t *testing.T) {
+	for _, c := range []struct {
+		listen, key string
+		want        int
+	}{
+		{"127.0.0.1:8080", "", 200},
+		{"[::1]:8080", "", 200},
+		{"localhost:8080", "", 200},
+		{"0.0.0.0:8080", "", 403},
+		{":8080", "", 403},
+		{"[::]:8080", "", 403},
+		{"agent.example:8080", "", 403},
+		{"0.0.0.0:8080", "mk_secret", 401},
+	} {
+		t.Run(c.listen+"/"+c.key, func(t *testing.T) {
+			ts := startServer(t, serverSetup{Mutate: func(cfg *server.Config) { cfg.Listen, cfg.MetricsKey = c.listen, c.key }})
+			code, body := ts.do(t, "", "GET", "/metrics", "")
+			if code != c.want {
+				t.Fatalf("GET /metrics: %d %.200s, want %d", code, body, c.want)
+			}
+			if code == 403 && !strings.Contains(body, "metrics_key") {
+				t.Errorf("the refusal %s does not name metrics_key", body)
+			}
+			if c.key != "" {
+				if code, body := ts.do(t, c.key, "GET", "/metrics", ""); code != 200 || !strings.Contains(body, "# HELP") {
+					t.Errorf("with the key: %d %.200s", code, body)
+				}
+			}
+		})
+	}
+}

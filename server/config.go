@@ -124,8 +124,9 @@ type Config struct {
 	// (it reconnects with Last-Event-ID and loses nothing); runs never
 	// wait for it. Default: 0, which means 30s.
 	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
-	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
-	// "", /metrics is open (bind it to a private network).
+	// MetricsKey, when set, is the bearer key /metrics asks for (the
+	// metrics name the tenants). Default: "", /metrics is open when Listen
+	// is a loopback address, and refused (403, naming this key) otherwise.
 	MetricsKey string `yaml:"metrics_key"`
 	// TraceURL links a run's OpenTelemetry trace from the console: an
 	// http(s) URL with {trace_id} where the trace's id goes, e.g.

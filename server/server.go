@@ -141,6 +141,9 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.MetricsKey == "" && !loopbackListen(cfg.Listen) {
+		log.Warn("/metrics refuses every request (it names the tenants): set metrics_key, or listen on a loopback address", "listen", cfg.Listen)
+	}
 	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
 		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{})}
 	if s.metrics, err = newMetrics(); err != nil {
