@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host/eval"
@@ -354,6 +360,97 @@ func TestMetricsNeedKeyOffLoopback(t *testing.T) {
 				if code, body := ts.do(t, c.key, "GET", "/metrics", ""); code != 200 || !strings.Contains(body, "# HELP") {
 					t.Errorf("with the key: %d %.200s", code, body)
 				}
+			}
+		})
+	}
+}
+
+// TestPluginUploadsBoundedAtOnce: the process reads max_plugin_uploads
+// module uploads at once, every tenant's together: another tenant's
+// upload meanwhile is refused with 429 and Retry-After before its body
+// is read (each used to be read whole, at once, whatever their number).
+// Once the first is done, the next goes through.
+func TestPluginUploadsBoundedAtOnce(t *testing.T) {
+	entered, release := make(chan struct{}, 4), make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	var calls atomic.Int32
+	ts := startServer(t, serverSetup{Mutate: func(cfg *server.Config) { cfg.MaxPluginUploads = 1 },
+		Prepare: func(s *server.Server) {
+			server.SetUploadHook(s, func() {
+				if calls.Add(1) == 1 { // the first upload holds its places until released
+					entered <- struct{}{}
+					<-release
+				}
+			})
+		}})
+	defer free()
+	wasm := getAccount(t)
+	first := make(chan int, 1)
+	go func() {
+		code, _ := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", wasm)
+		first <- code
+	}()
+	<-entered // acme's upload holds the process's one place
+	code, header, body := ts.doHeader(t, ts.beta, "PUT", "/v1/plugins/accounts", string(wasm), "Content-Type", "application/wasm")
+	if code != 429 || header.Get("Retry-After") != "1" || !strings.Contains(body, "max_plugin_uploads") {
+		t.Errorf("another tenant's upload meanwhile: %d %q %s, want 429 naming max_plugin_uploads", code, header.Get("Retry-After"), body)
+	}
+	free()
+	if code := <-first; code != 201 {
+		t.Fatalf("the first upload: %d", code)
+	}
+	if code, body := ts.doBytes(t, ts.beta, "PUT", "/v1/plugins/accounts", wasm); code != 201 {
+		t.Errorf("once it is done: %d %s", code, body)
+	}
+}
+
+// TestPluginMultipartBounded: a multipart upload is read part by part,
+// each bounded as it arrives: a module part past max_plugin_bytes is
+// refused 413 naming it, as is a body past the bound with no declared
+// length; a signature past its bound 400.
+func TestPluginMultipartBounded(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(cfg *server.Config) { cfg.MaxPluginBytes = 64 << 10 }})
+	for _, c := range []struct {
+		name        string
+		module, sig int
+		chunked     bool
+		code        int
+		want        string
+	}{
+		{"module too large", 64<<10 + 1, 0, false, 413, "max_plugin_bytes"},
+		{"module too large, no length", 64<<10 + 1, 0, true, 413, "max_plugin_bytes"},
+		{"body too large, no length", 200 << 10, 0, true, 413, "max_plugin_bytes"},
+		{"signature too large", 100, 17 << 10, false, 400, "signature is over"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var body bytes.Buffer
+			mw := multipart.NewWriter(&body)
+			part, _ := mw.CreateFormFile("module", "m.wasm")
+			part.Write(bytes.Repeat([]byte{1}, c.module))
+			if c.sig > 0 {
+				part, _ = mw.CreateFormFile("signature", "m.wasm.minisig")
+				part.Write(bytes.Repeat([]byte{'a'}, c.sig))
+			}
+			mw.Close()
+			var r io.Reader = &body
+			if c.chunked {
+				r = io.MultiReader(&body) // no length: sent chunked
+			}
+			req, err := http.NewRequest("PUT", ts.URL+"/v1/plugins/m", r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+ts.acme)
+			req.Header.Set("Content-Type", mw.FormDataContentType())
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != c.code || !strings.Contains(string(b), c.want) {
+				t.Errorf("%d %s, want %d naming %q", res.StatusCode, b, c.code, c.want)
 			}
 		})
 	}

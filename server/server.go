@@ -84,6 +84,10 @@ type Server struct {
 	stopSchedules func()         // stops them (and waits), as the server drains
 
 	streams streamSlots // the open event streams, per key, tenant and in all
+	// uploads holds a token per module upload read and loaded
+	// (max_plugin_uploads).
+	uploads  chan struct{}
+	onUpload func() // tests: called once an upload holds its places
 
 	closing  atomic.Bool
 	done     chan struct{} // closed as Close begins: the tenants' feeds end
@@ -145,7 +149,7 @@ func New(opts Options) (*Server, error) {
 		log.Warn("/metrics refuses every request (it names the tenants): set metrics_key, or listen on a loopback address", "listen", cfg.Listen)
 	}
 	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
-		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{})}
+		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{}), uploads: make(chan struct{}, cfg.MaxPluginUploads)}
 	if s.metrics, err = newMetrics(); err != nil {
 		return nil, err
 	}
