@@ -131,24 +131,15 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		return parts, nil
 	}
 	if h.blobQuota > 0 && len(need) > 0 {
-		infos, err := blobs.ListBlobs(ctx)
+		// The quota is checked and the message's bytes reserved under one
+		// lock, and the reservation is given back once they are put: sends
+		// at once on this host cannot all pass the quota (the listing
+		// counts what was put, the reservations what is being put).
+		add, err := h.reserveBlobs(ctx, blobs, need)
 		if err != nil {
-			return nil, fmt.Errorf("host: list blobs for the quota: %w", err)
+			return nil, err
 		}
-		var used, add int64
-		stored := make(map[string]bool, len(infos))
-		for _, in := range infos {
-			used += in.Size
-			stored[in.Digest] = true
-		}
-		for d, n := range need {
-			if !stored[d] {
-				add += n
-			}
-		}
-		if add > 0 && used+add > h.blobQuota {
-			return nil, &BlobQuotaError{Limit: "quota", Max: h.blobQuota, Used: used, Size: add}
-		}
+		defer h.unreserveBlobs(add)
 	}
 	for i := range out {
 		p := &out[i]
@@ -162,6 +153,42 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		p.Blob, p.Size, p.Data = d, int64(len(p.Data)), nil
 	}
 	return out, nil
+}
+
+// reserveBlobs checks that the bytes of need the store does not hold yet
+// fit in the quota beside the stored blobs and the bytes other sends of
+// this host reserved and are putting, and reserves them; it returns what
+// it reserved, for unreserveBlobs once they are put (or not).
+func (h *Host) reserveBlobs(ctx context.Context, blobs storage.Blobs, need map[string]int64) (int64, error) {
+	h.blobMu.Lock()
+	defer h.blobMu.Unlock()
+	infos, err := blobs.ListBlobs(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("host: list blobs for the quota: %w", err)
+	}
+	var used, add int64
+	stored := make(map[string]bool, len(infos))
+	for _, in := range infos {
+		used += in.Size
+		stored[in.Digest] = true
+	}
+	for d, n := range need {
+		if !stored[d] {
+			add += n
+		}
+	}
+	if add > 0 && used+h.blobReserved+add > h.blobQuota {
+		return 0, &BlobQuotaError{Limit: "quota", Max: h.blobQuota, Used: used + h.blobReserved, Size: add}
+	}
+	h.blobReserved += add
+	return add, nil
+}
+
+// unreserveBlobs gives back what reserveBlobs reserved.
+func (h *Host) unreserveBlobs(n int64) {
+	h.blobMu.Lock()
+	h.blobReserved -= n
+	h.blobMu.Unlock()
 }
 
 // externalOutput puts a tool's output in the blob store when it is longer

@@ -48,6 +48,10 @@ type Host struct {
 	blobQuota     int64
 	maxBlob       int64
 	delegation    DelegateLimits // Options.Delegation normalised (0: no bound)
+	// blobReserved is the bytes of new blobs that sends of this host are
+	// putting, counted against blobQuota until they are (reserveBlobs).
+	blobMu       sync.Mutex
+	blobReserved int64
 	model         Model
 	agent         Agent
 	toolTimeout   time.Duration

@@ -102,7 +102,10 @@ type Options struct {
 	// tenant's host over its prefixed store: the tenant's): a message
 	// whose parts would pass it fails with a [*BlobQuotaError], nothing
 	// appended. Checked when a message is sent, against what the store
-	// lists, so sends at once may pass it by what they add together; tool
+	// lists and what this host's sends in flight reserved before their
+	// puts, so that sends at once on one host cannot pass it together;
+	// hosts sharing a storage do not see one another's reservations, so
+	// each may add, at once, what the quota had left when it looked. Tool
 	// outputs are not refused for it. Default: 0, no quota.
 	BlobQuota int64
 	// MaxBlobBytes bounds one part kept by reference: a message with a
