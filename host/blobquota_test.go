@@ -83,3 +83,39 @@ func TestBlobQuotaHoldsForSendsAtOnce(t *testing.T) {
 		t.Errorf("%d bytes stored, past the quota of %d", used, quota)
 	}
 }
+
+// TestBlobQuotaSameBytesAtOnce: two messages sent at once with the same
+// new attachment reserve it once (the store keeps it once): with room
+// for one copy, both pass. A reservation per send would refuse the
+// second for bytes that are never stored twice.
+func TestBlobQuotaSameBytesAtOnce(t *testing.T) {
+	const size = 4000
+	store := &holdingStore{Store: memory.New(), putting: make(chan struct{}, 2), release: make(chan struct{})}
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+		o.Storage, o.BlobThreshold, o.BlobQuota = store, 1000, size+10
+	})
+	ctx := context.Background()
+	data := noise(7, size)
+	errs := make(chan error, 2)
+	for _, id := range []string{"a", "b"} {
+		go func() {
+			part := ledger.Part{Type: ledger.PartImage, MIME: "image/png", Data: data}
+			_, err := hs.host.Session(id).Send(ctx, "see", host.SendOptions{Parts: []ledger.Part{part}})
+			errs <- err
+		}()
+	}
+	// Both reach their puts while neither is stored.
+	for range 2 {
+		select {
+		case <-store.putting:
+		case err := <-errs:
+			t.Fatalf("a send of bytes another is putting: %v, want it to pass", err)
+		}
+	}
+	close(store.release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -48,18 +48,19 @@ type Host struct {
 	blobQuota     int64
 	maxBlob       int64
 	delegation    DelegateLimits // Options.Delegation normalised (0: no bound)
-	// blobReserved is the bytes of new blobs that sends of this host are
-	// putting, counted against blobQuota until they are (reserveBlobs).
+	// blobReserved holds the new blobs that sends of this host are
+	// putting, by digest, counted against blobQuota until they are
+	// stored (reserveBlobs).
 	blobMu       sync.Mutex
-	blobReserved int64
-	model         Model
-	agent         Agent
-	toolTimeout   time.Duration
-	log           *slog.Logger
-	retry         model.RetryPolicy
-	hostID        string
-	validators    map[string]Validator
-	auto          *AutoResume // the sweeps: nil when off
+	blobReserved map[string]blobReservation
+	model        Model
+	agent        Agent
+	toolTimeout  time.Duration
+	log          *slog.Logger
+	retry        model.RetryPolicy
+	hostID       string
+	validators   map[string]Validator
+	auto         *AutoResume // the sweeps: nil when off
 	// rules are how an interrupted run is taken over, by a sweep or by a
 	// message that finds it (see leadLocked): Options.AutoResume, else
 	// its defaults.
