@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -453,5 +454,144 @@ func TestPluginMultipartBounded(t *testing.T) {
 				t.Errorf("%d %s, want %d naming %q", res.StatusCode, b, c.code, c.want)
 			}
 		})
+	}
+}
+
+// TestSchedulesAdmittedSecondRound: inputs the first tests lack. An
+// occurrence past the tenant's budget is refused at once, while still on
+// time (waiting does not bring a budget back); one into a session whose
+// run is in flight joins that run, whatever rate_limit.concurrent_runs
+// says, as a message of the API does.
+func TestSchedulesAdmittedSecondRound(t *testing.T) {
+	t.Run("budget", func(t *testing.T) {
+		c := newSchedClock(t, "2026-12-03T07:59:50Z")
+		store := memory.New()
+		setup := withSchedules(c, store, nil, dailySchedules(1)...)
+		mutate := setup.Mutate
+		setup.Mutate = func(cfg *server.Config) {
+			mutate(cfg)
+			withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 0.5 })(cfg)
+		}
+		ts := startServer(t, setup)
+		ts.model.Enqueue(costing(hosttest.Reply{Text: "dear"}, 1))
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/x/messages?wait=true", `{"text":"spend"}`); code != 200 {
+			t.Fatalf("spending the budget: %d %s", code, body)
+		}
+		if err := server.TickSchedules(ts.srv); err != nil {
+			t.Fatal(err)
+		}
+		c.set(t, "2026-12-03T08:00:01Z") // on time
+		if err := server.TickSchedules(ts.srv); err != nil {
+			t.Fatal(err)
+		}
+		n, reasons := ts.outcomes(t)
+		if n["refused"] != 1 || len(reasons) != 1 || !strings.Contains(reasons[0], "budget_exceeded") {
+			t.Errorf("outcomes %v %q, want one refused for the budget", n, reasons)
+		}
+		if ids := inputsOf(t, store, "acme", "sched-0"); len(ids) != 0 {
+			t.Errorf("the session got %v", ids)
+		}
+	})
+	t.Run("joins a run in flight", func(t *testing.T) {
+		c := newSchedClock(t, "2026-12-03T07:59:50Z")
+		store := memory.New()
+		setup := withSchedules(c, store, nil, server.ScheduleConfig{ID: "j", Session: "busy", Cron: "0 8 * * *", Text: "and this"})
+		mutate := setup.Mutate
+		setup.Mutate = func(cfg *server.Config) {
+			mutate(cfg)
+			withTenant("acme", func(tc *server.TenantConfig) { tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1} })(cfg)
+		}
+		ts := startServer(t, setup)
+		stallModel(ts.model)
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/messages", `{"text":"stall"}`); code != 202 {
+			t.Fatalf("the run: %d %s", code, body)
+		}
+		ts.waitState(t, ts.acme, "busy", "running")
+		if err := server.TickSchedules(ts.srv); err != nil {
+			t.Fatal(err)
+		}
+		c.set(t, "2026-12-03T08:00:01Z")
+		if err := server.TickSchedules(ts.srv); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ts.outcomes(t); n["sent"] != 1 {
+			t.Errorf("outcomes %v, want the occurrence sent into the run in flight", n)
+		}
+		if ids := inputsOf(t, store, "acme", "busy"); len(ids) != 2 {
+			t.Errorf("the session's messages %v, want the run's and the occurrence's", ids)
+		}
+		ts.do(t, ts.acme, "POST", "/v1/sessions/busy/cancel", "")
+	})
+}
+
+// TestAdmitRun: Server.AdmitRun, the admission of runs no request starts
+// (an imported run resumed), refuses as the API does, with the status,
+// code and words it would answer: 429 past concurrent_runs (retryable),
+// 402 past the budget, 404 for a tenant the server does not serve.
+func TestAdmitRun(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1}
+		tc.BudgetUSDPerDay = 0.5
+	})})
+	stallModel(ts.model)
+	ctx := t.Context()
+	release, err := ts.srv.AdmitRun(ctx, "acme", "imported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *server.AdmitError
+	if _, err := ts.srv.AdmitRun(ctx, "acme", "another"); !errors.As(err, &ae) || ae.Status != 429 || !ae.Retryable() || !strings.Contains(ae.Message, "concurrent_runs") {
+		t.Errorf("a second run while the first is admitted: %v, want a retryable 429", err)
+	}
+	if code, _ := ts.do(t, ts.acme, "POST", "/v1/sessions/x/messages", `{"text":"hi"}`); code != 429 {
+		t.Errorf("a message while an admitted run holds the place: %d, want 429", code)
+	}
+	release()
+	ts.model.Respond = nil
+	ts.model.Enqueue(costing(hosttest.Reply{Text: "dear"}, 1))
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/x/messages?wait=true", `{"text":"spend"}`); code != 200 {
+		t.Fatalf("spending the budget: %d %s", code, body)
+	}
+	if _, err := ts.srv.AdmitRun(ctx, "acme", "imported"); !errors.As(err, &ae) || ae.Status != 402 || ae.Retryable() {
+		t.Errorf("past the budget: %v, want a 402 that does not pass by itself", err)
+	}
+	if _, err := ts.srv.AdmitRun(ctx, "nope", "imported"); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Errorf("an unknown tenant: %v, want 404", err)
+	}
+}
+
+// TestEvalsAtOnceHoldTheBudget: evaluations sent at once spend from one
+// budget, reserved before each call: together they pass it by no more
+// than one call's worth, as runs at once do.
+func TestEvalsAtOnceHoldTheBudget(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.BudgetUSDPerDay = 1 })})
+	for i := range 3 {
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/messages?wait=true", fmt.Sprintf(`{"text":"turn %d"}`, i)); code != 200 {
+			t.Fatalf("source: %d %s", code, body)
+		}
+	}
+	ts.model.Respond = func(req model.Request) hosttest.Reply { return costing(hosttest.Reply{Text: "candidate"}, 0.6) }
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	spent := 0.0
+	for range 3 {
+		wg.Go(func() {
+			code, body := ts.do(t, ts.acme, "POST", "/v1/eval", `{"sessions":["src"]}`)
+			if code == 402 {
+				return // admitted after the budget was spent
+			}
+			if code != 200 {
+				t.Errorf("eval: %d %.300s", code, body)
+				return
+			}
+			rep := decodeJSON[eval.Report](t, body)
+			mu.Lock()
+			spent += rep.Total.Candidate.Cost
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if spent > 1.2+1e-9 {
+		t.Errorf("three evaluations at once spent $%.2f against a $1 budget, want at most $1.20", spent)
 	}
 }

@@ -80,3 +80,37 @@ func TestHangingEndpointDelaysNoOther(t *testing.T) {
 		}
 	}
 }
+
+// TestHangingEndpointFullDelaysNoOther: an endpoint that hangs on more
+// sessions at once than it has places (Options.Concurrency) holds its
+// places only: the tenant's other endpoint gets every event of every
+// session while the first holds all its places and has more waiting.
+func TestHangingEndpointFullDelaysNoOther(t *testing.T) {
+	const sessions = 6
+	store := memory.New()
+	hang := newHanging(t)
+	rcv := newReceiver(t)
+	ob := newOutbox(t, store, hang.srv.URL, func(o *webhook.Options) {
+		o.Endpoints = []webhook.Endpoint{{URL: hang.srv.URL}, {URL: rcv.srv.URL}}
+		o.Timeout, o.Concurrency = time.Hour, 2
+	})
+	run(t, ob)
+	defer hang.free()
+	hs := hosttest.New(t, host.Options{Storage: store, Outbox: ob})
+	ctx := context.Background()
+	for i := range sessions {
+		if _, err := hs.Host.Session(string(rune('a'+i))).Send(ctx, "hello", host.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-hang.entered
+	<-hang.entered // both of its places hang
+	rcv.waitFor(sessions, 20*time.Second)
+	select {
+	case <-hang.entered:
+		t.Fatal("the hanging endpoint got a third request with two places")
+	default:
+	}
+	hang.free()
+	waitDelivered(t, ob, sessions)
+}
