@@ -595,3 +595,31 @@ func TestEvalsAtOnceHoldTheBudget(t *testing.T) {
 		t.Errorf("three evaluations at once spent $%.2f against a $1 budget, want at most $1.20", spent)
 	}
 }
+
+// TestScheduleKeptTextBounded: a schedule kept in the storage before the
+// bound on texts (or under a higher one) does not send its text past it:
+// its occurrence is refused, naming max_schedule_text_bytes.
+func TestScheduleKeptTextBounded(t *testing.T) {
+	c := newSchedClock(t, "2026-12-03T07:59:50Z")
+	store := memory.New()
+	long := strings.Repeat("x", server.DefaultMaxScheduleTextBytes+1)
+	def := fmt.Sprintf(`{"id":"old","session":"s","cron":"0 8 * * *","text":%q}`, long)
+	if err := store.Set(t.Context(), "acme:schedules:defs", "old", []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, withSchedules(c, store, nil))
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	c.set(t, "2026-12-03T08:00:01Z")
+	if err := server.TickSchedules(ts.srv); err != nil {
+		t.Fatal(err)
+	}
+	n, reasons := ts.outcomes(t)
+	if n["refused"] != 1 || len(reasons) != 1 || !strings.Contains(reasons[0], "max_schedule_text_bytes") {
+		t.Errorf("outcomes %v %q, want the kept schedule refused for its text", n, reasons)
+	}
+	if ids := inputsOf(t, store, "acme", "s"); len(ids) != 0 {
+		t.Errorf("the session got %v", ids)
+	}
+}

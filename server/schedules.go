@@ -102,8 +102,13 @@ func (s *Server) newSchedules(t *tenant, opts Options) (*schedule.Runner, error)
 	so := schedule.Options{Host: t.host, Storage: t.storage, Agents: t.agents,
 		LeaseID: "schedules." + t.name, LeaseTTL: time.Duration(s.cfg.LeaseTTL), Owner: hostIDOf(s.cfg.HostID) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		Poll: opts.schedulePoll, Now: opts.scheduleNow, Logger: s.log.With("tenant", t.name),
-		// An occurrence is admitted as a message of the API is.
+		// An occurrence is admitted as a message of the API is; a text
+		// past the bound (a schedule kept before it, or a bound lowered
+		// since) is not sent.
 		Admit: func(ctx context.Context, sc schedule.Schedule) (func(), error) {
+			if len(sc.Text) > s.cfg.MaxScheduleTextBytes {
+				return nil, errors.New(scheduleTextProblem(ScheduleConfig{Text: sc.Text}, s.cfg.MaxScheduleTextBytes) + ": replace the schedule with a shorter text")
+			}
 			return s.admitSource(ctx, t, sc.Session, sourceSchedule)
 		}}
 	// The lease is the server's storage's: the tenant's prefix of it
