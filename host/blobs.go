@@ -131,24 +131,15 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		return parts, nil
 	}
 	if h.blobQuota > 0 && len(need) > 0 {
-		infos, err := blobs.ListBlobs(ctx)
+		// The quota is checked and the message's bytes reserved under one
+		// lock, and the reservation is given back once they are put: sends
+		// at once on this host cannot all pass the quota (the listing
+		// counts what was put, the reservations what is being put).
+		held, err := h.reserveBlobs(ctx, blobs, need)
 		if err != nil {
-			return nil, fmt.Errorf("host: list blobs for the quota: %w", err)
+			return nil, err
 		}
-		var used, add int64
-		stored := make(map[string]bool, len(infos))
-		for _, in := range infos {
-			used += in.Size
-			stored[in.Digest] = true
-		}
-		for d, n := range need {
-			if !stored[d] {
-				add += n
-			}
-		}
-		if add > 0 && used+add > h.blobQuota {
-			return nil, &BlobQuotaError{Limit: "quota", Max: h.blobQuota, Used: used, Size: add}
-		}
+		defer h.unreserveBlobs(held)
 	}
 	for i := range out {
 		p := &out[i]
@@ -162,6 +153,73 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 		p.Blob, p.Size, p.Data = d, int64(len(p.Data)), nil
 	}
 	return out, nil
+}
+
+// reserveBlobs checks that the bytes of need the store does not hold yet
+// fit in the quota beside the stored blobs and the blobs other sends of
+// this host reserved and are putting (the same bytes reserved by two
+// sends count once: they are stored once), and reserves them; it returns
+// the digests it reserved, for unreserveBlobs once they are put (or not).
+func (h *Host) reserveBlobs(ctx context.Context, blobs storage.Blobs, need map[string]int64) ([]string, error) {
+	h.blobMu.Lock()
+	defer h.blobMu.Unlock()
+	infos, err := blobs.ListBlobs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("host: list blobs for the quota: %w", err)
+	}
+	var used, reserved, add int64
+	stored := make(map[string]bool, len(infos))
+	for _, in := range infos {
+		used += in.Size
+		stored[in.Digest] = true
+	}
+	for d, r := range h.blobReserved {
+		if !stored[d] {
+			reserved += r.size
+		}
+	}
+	var held []string
+	for d, n := range need {
+		if stored[d] {
+			continue
+		}
+		held = append(held, d)
+		if _, ok := h.blobReserved[d]; !ok {
+			add += n
+		}
+	}
+	if add > 0 && used+reserved+add > h.blobQuota {
+		return nil, &BlobQuotaError{Limit: "quota", Max: h.blobQuota, Used: used + reserved, Size: add}
+	}
+	if h.blobReserved == nil {
+		h.blobReserved = map[string]blobReservation{}
+	}
+	for _, d := range held {
+		r := h.blobReserved[d]
+		r.size, r.sends = need[d], r.sends+1
+		h.blobReserved[d] = r
+	}
+	return held, nil
+}
+
+// blobReservation is a new blob that sends of this host are putting.
+type blobReservation struct {
+	size  int64
+	sends int // the sends putting it
+}
+
+// unreserveBlobs gives back what reserveBlobs reserved.
+func (h *Host) unreserveBlobs(held []string) {
+	h.blobMu.Lock()
+	defer h.blobMu.Unlock()
+	for _, d := range held {
+		r := h.blobReserved[d]
+		if r.sends--; r.sends <= 0 {
+			delete(h.blobReserved, d)
+		} else {
+			h.blobReserved[d] = r
+		}
+	}
 }
 
 // externalOutput puts a tool's output in the blob store when it is longer

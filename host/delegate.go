@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
@@ -116,6 +119,54 @@ func NewDelegateTool(d Delegate) (Tool, error) {
 type delegation struct {
 	agent Agent
 	span  trace.SpanContext // the call's span, when traced
+	depth int               // the child's: 1 for a child of a run that is no delegate's child
+	tree  *atomic.Int64     // the children started under the message's top run (DelegateLimits.MaxPerMessage)
+}
+
+// DelegateLimitError is the error of a delegate call past a bound of
+// [DelegateLimits]; the calling model reads it. It matches
+// [ErrDelegateLimit].
+type DelegateLimitError struct {
+	// Limit names the bound: "max_depth", "max_per_run" or
+	// "max_per_message".
+	Limit string
+	// Max is the bound.
+	Max int
+}
+
+func (e *DelegateLimitError) Error() string {
+	switch e.Limit {
+	case "max_depth":
+		return fmt.Sprintf("host: delegation refused: a child run here would be %d delegations deep, past the most allowed (%d, max_depth): answer with what you have", e.Max+1, e.Max)
+	case "max_per_run":
+		return fmt.Sprintf("host: delegation refused: this run started %d child runs, the most one run may (max_per_run): answer with what you have", e.Max)
+	}
+	return fmt.Sprintf("host: delegation refused: the runs answering this message started %d child runs, the most one message may (max_per_message): answer with what you have", e.Max)
+}
+
+// Is makes a *DelegateLimitError match ErrDelegateLimit.
+func (e *DelegateLimitError) Is(target error) bool { return target == ErrDelegateLimit }
+
+// takeDelegate counts a child run the calling run tr is about to start,
+// within h's bounds; undo gives the places back (the child did not
+// start).
+func (h *Host) takeDelegate(tr toolRun) (depth int, tree *atomic.Int64, undo func(), err error) {
+	lim := h.delegation
+	depth, tree = tr.depth+1, tr.tree
+	if lim.MaxDepth > 0 && depth > lim.MaxDepth {
+		return 0, nil, nil, &DelegateLimitError{Limit: "max_depth", Max: lim.MaxDepth}
+	}
+	if n := tr.calls.Add(1); lim.MaxPerRun > 0 && n > int64(lim.MaxPerRun) {
+		tr.calls.Add(-1)
+		return 0, nil, nil, &DelegateLimitError{Limit: "max_per_run", Max: lim.MaxPerRun}
+	}
+	if n := tree.Add(1); lim.MaxPerMessage > 0 && n > int64(lim.MaxPerMessage) {
+		tree.Add(-1)
+		tr.calls.Add(-1)
+		return 0, nil, nil, &DelegateLimitError{Limit: "max_per_message", Max: lim.MaxPerMessage}
+	}
+	var once sync.Once
+	return depth, tree, func() { once.Do(func() { tree.Add(-1); tr.calls.Add(-1) }) }, nil
 }
 
 type delegateTool struct {
@@ -134,7 +185,21 @@ type toolRun struct {
 	h            *Host
 	publish      func(Progress) // to the calling run's viewers
 	runID, agent string
-	stepsLeft    int // the passes the run may still make after the calling one
+	stepsLeft    int           // the passes the run may still make after the calling one
+	depth        int           // the run's depth: 0 for a run that is no delegate's child
+	calls        *atomic.Int64 // the child runs the run started (DelegateLimits.MaxPerRun)
+	tree         *atomic.Int64 // those its message's whole tree started (DelegateLimits.MaxPerMessage)
+}
+
+// toolRun is r as its delegate calls see it: a child of a delegate call
+// in flight here counts in its parent's tree, one level deeper.
+func (r *run) toolRun() toolRun {
+	tr := toolRun{h: r.h, publish: r.publish, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.step - 1,
+		calls: &r.delegateCalls, tree: &r.delegateTree}
+	if d, ok := r.h.delegated.Load(r.sessionID); ok {
+		tr.depth, tr.tree = d.(delegation).depth, d.(delegation).tree
+	}
+	return tr
 }
 
 func toolRunFrom(ctx context.Context) (toolRun, bool) {
@@ -195,11 +260,28 @@ func (t *delegateTool) Call(ctx context.Context, call ToolCall) (ToolResult, err
 		}
 	}()
 	sess := h.Session(childID)
+	// The bounds of Options.Delegation, then the admission of the
+	// child's run: a call past them starts nothing. A call made again
+	// (the parent resumed) whose child holds its task already is not
+	// admitted again: its run is the child's, started before.
+	depth, tree, undo, err := h.takeDelegate(tr)
+	if err != nil {
+		return res, err
+	}
+	release := func() {}
+	if admit := h.delegation.Admit; admit != nil && !sess.holdsRequest(ctx, call.ID) {
+		if release, err = admit(ctx, childID); err != nil {
+			undo()
+			return res, fmt.Errorf("the agent %s could not take the task: %w", t.agent.Name, err)
+		}
+	}
 	var announced map[string]PendingApproval // the child's requests told to the parent's viewers, by id
-	h.delegated.Store(childID, delegation{agent: agent, span: trace.SpanContextFromContext(ctx)})
+	h.delegated.Store(childID, delegation{agent: agent, span: trace.SpanContextFromContext(ctx), depth: depth, tree: tree})
 	defer h.delegated.Delete(childID)
 	for {
 		r, err := sess.start(ctx, in.Task, SendOptions{RequestID: call.ID, Agent: &agent, parent: parent}, nil, false)
+		release()
+		release = func() {}
 		if err != nil {
 			return res, fmt.Errorf("the agent %s could not take the task: %w", t.agent.Name, err)
 		}
@@ -267,6 +349,16 @@ func (t *delegateTool) relayApprovals(ctx context.Context, tr toolRun, sess *Ses
 		tr.publish(Progress{Type: ProgressApprovalDecided, Approval: info})
 	}
 	return pending
+}
+
+// holdsRequest reports whether the session's ledger holds a message sent
+// with the request id (false when it cannot be read).
+func (s *Session) holdsRequest(ctx context.Context, requestID string) bool {
+	events, err := s.Events(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(events, func(e ledger.Event) bool { return e.Input != nil && e.Input.RequestID == requestID })
 }
 
 // waitSession waits until the session's ledger may have changed (see

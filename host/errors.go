@@ -17,6 +17,10 @@ var (
 	// parts would pass Options.BlobQuota or Options.MaxBlobBytes; nothing
 	// was appended.
 	ErrBlobQuota = errors.New("host: blob quota exceeded")
+	// ErrDelegateLimit is matched by the [*DelegateLimitError] of a
+	// delegate call past a bound of Options.Delegation: no child run
+	// started.
+	ErrDelegateLimit = errors.New("host: delegation refused")
 	// ErrClosed is returned by a Host used after Close, and to the callers
 	// of runs that Close stopped (they stay resumable).
 	ErrClosed = errors.New("host: closed")

@@ -47,14 +47,20 @@ type Host struct {
 	blobThreshold int64
 	blobQuota     int64
 	maxBlob       int64
-	model         Model
-	agent         Agent
-	toolTimeout   time.Duration
-	log           *slog.Logger
-	retry         model.RetryPolicy
-	hostID        string
-	validators    map[string]Validator
-	auto          *AutoResume // the sweeps: nil when off
+	delegation    DelegateLimits // Options.Delegation normalised (0: no bound)
+	// blobReserved holds the new blobs that sends of this host are
+	// putting, by digest, counted against blobQuota until they are
+	// stored (reserveBlobs).
+	blobMu       sync.Mutex
+	blobReserved map[string]blobReservation
+	model        Model
+	agent        Agent
+	toolTimeout  time.Duration
+	log          *slog.Logger
+	retry        model.RetryPolicy
+	hostID       string
+	validators   map[string]Validator
+	auto         *AutoResume // the sweeps: nil when off
 	// rules are how an interrupted run is taken over, by a sweep or by a
 	// message that finds it (see leadLocked): Options.AutoResume, else
 	// its defaults.
@@ -162,6 +168,10 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("host: Options.Telemetry: %w", err))
 	}
+	delegation, err := opts.Delegation.normalized()
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -187,6 +197,7 @@ func New(opts Options) (*Host, error) {
 		outbox:      opts.Outbox,
 		blobQuota:   opts.BlobQuota,
 		maxBlob:     opts.MaxBlobBytes,
+		delegation:  delegation,
 	}
 	switch h.blobThreshold = opts.BlobThreshold; h.blobThreshold {
 	case 0:

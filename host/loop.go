@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentichost/agentic/host/internal/hub"
@@ -56,6 +57,10 @@ type run struct {
 	tools      map[string]Tool
 	specs      []model.ToolSpec
 	grants     []Grant // the run's own approved requests (runapproval.go)
+
+	// The child runs its delegate calls started (Options.Delegation), and,
+	// for a run that is no delegate's child, its message's whole tree.
+	delegateCalls, delegateTree atomic.Int64
 
 	// Guarded by st.mu.
 	events          []ledger.Event // the whole ledger, as this host knows it

@@ -102,13 +102,77 @@ type Options struct {
 	// tenant's host over its prefixed store: the tenant's): a message
 	// whose parts would pass it fails with a [*BlobQuotaError], nothing
 	// appended. Checked when a message is sent, against what the store
-	// lists, so sends at once may pass it by what they add together; tool
+	// lists and what this host's sends in flight reserved before their
+	// puts, so that sends at once on one host cannot pass it together;
+	// hosts sharing a storage do not see one another's reservations, so
+	// each may add, at once, what the quota had left when it looked. Tool
 	// outputs are not refused for it. Default: 0, no quota.
 	BlobQuota int64
 	// MaxBlobBytes bounds one part kept by reference: a message with a
 	// larger one fails with a [*BlobQuotaError], nothing appended.
 	// Default: 0, no bound.
 	MaxBlobBytes int64
+	// Delegation bounds the child runs that delegate calls start (see
+	// [NewDelegateTool] and [DelegateLimits]). Default: the zero value,
+	// each bound its default.
+	Delegation DelegateLimits
+}
+
+// DelegateLimits bounds the child runs the delegate calls of a host's runs
+// start. A call past a bound starts nothing: its result is an error the
+// calling model reads ([ErrDelegateLimit]), naming the bound. The counts
+// are kept in the host's memory from a run's start on this host: a run
+// resumed elsewhere, or after a restart, counts its calls again from
+// there (a call made again finds its child, and counts once more).
+type DelegateLimits struct {
+	// MaxDepth bounds the nesting: the children of a run that is no
+	// delegate's child are of depth 1, theirs of depth 2, and a call that
+	// would start a child deeper than MaxDepth is refused. Default: 0,
+	// which means 4 ([DefaultDelegateDepth]); -1, no bound.
+	MaxDepth int
+	// MaxPerRun bounds the delegate calls one run makes (parallel calls
+	// of one step and calls of every step together). Default: 0, which
+	// means 16 ([DefaultDelegatesPerRun]); -1, no bound.
+	MaxPerRun int
+	// MaxPerMessage bounds the children of a message's whole tree: the
+	// run that answers it (a run that is no delegate's child) and every
+	// run under it, however deep. Default: 0, which means 64
+	// ([DefaultDelegatesPerMessage]); -1, no bound.
+	MaxPerMessage int
+	// Admit, when set, is asked before a child run starts, with the
+	// child's session id, as a caller of the API would admit a message
+	// (a service's run limits, rate limits, budgets): it returns the
+	// function that gives the place back once the child run is in flight,
+	// or why it may not start, which the calling model reads. Default:
+	// nil, every child that passes the bounds above starts.
+	Admit func(ctx context.Context, sessionID string) (release func(), err error)
+}
+
+// The defaults of [DelegateLimits].
+const (
+	DefaultDelegateDepth       = 4
+	DefaultDelegatesPerRun     = 16
+	DefaultDelegatesPerMessage = 64
+)
+
+// normalized fills the defaults (0) and turns -1 into 0 (no bound).
+func (l DelegateLimits) normalized() (DelegateLimits, error) {
+	var errs []error
+	for _, b := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"MaxDepth", &l.MaxDepth, DefaultDelegateDepth}, {"MaxPerRun", &l.MaxPerRun, DefaultDelegatesPerRun}, {"MaxPerMessage", &l.MaxPerMessage, DefaultDelegatesPerMessage}} {
+		switch {
+		case *b.v == 0:
+			*b.v = b.def
+		case *b.v == -1:
+			*b.v = 0
+		case *b.v < -1:
+			errs = append(errs, fmt.Errorf("host: Options.Delegation.%s %d: want a bound, 0 for the default or -1 for none", b.name, *b.v))
+		}
+	}
+	return l, errors.Join(errs...)
 }
 
 // Outbox is what must follow ledger events out of the host (a webhook per

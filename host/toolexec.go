@@ -324,7 +324,7 @@ func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call Too
 		}
 	}()
 	if _, ok := tool.(*delegateTool); ok {
-		ctx = context.WithValue(ctx, toolRunKey{}, toolRun{h: r.h, publish: r.publish, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.step - 1})
+		ctx = context.WithValue(ctx, toolRunKey{}, r.toolRun())
 	}
 	chain := r.h.hooks.Load()
 	ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeTool, Grants: r.grants})

@@ -10,7 +10,9 @@
 // accepted message; the request id names its schedule and occurrence. An
 // occurrence found while the session's run still works is queued into it
 // or refused, as the agent's overlap rule says (host.Agent.Overlap); a
-// refused one is skipped.
+// refused one is skipped. With [Options.Admit], each occurrence is
+// admitted before it is sent, as a message of an API would be; one refused
+// is tried again while on time, then recorded [OutcomeRefused].
 //
 // What was fired last is kept per schedule in the storage's key-value
 // store (namespace "schedules:fired"). Occurrences that passed while no
@@ -139,6 +141,17 @@ type Options struct {
 	// Now is the clock the occurrences are read on (tests set one).
 	// Default: time.Now.
 	Now func() time.Time
+	// Admit, when set, is asked before each occurrence is sent, as a
+	// message of the API is admitted (its run limits, rate limits and
+	// budgets): it returns the function that gives its place back once
+	// the message was sent, or why the occurrence may not be sent now.
+	// A refusal whose error is retryable (a Retryable() bool method that
+	// reports true: runs in flight, a rate) is asked again at the next
+	// Poll while the occurrence is on time (Late); past that, or for any
+	// other refusal (a budget spent), the occurrence is not sent and is
+	// recorded [OutcomeRefused], with the refusal's words. Default: nil,
+	// every occurrence is sent.
+	Admit func(ctx context.Context, s Schedule) (release func(), err error)
 }
 
 // The key-value namespaces.
@@ -277,6 +290,7 @@ const (
 	OutcomeSent     = "sent"     // the message was accepted
 	OutcomeRejected = "rejected" // the session's run worked, and the agent rejects overlapping turns
 	OutcomeSkipped  = "skipped"  // missed while no host ran, with MissedSkip
+	OutcomeRefused  = "refused"  // Options.Admit refused it (Fired.Reason says why)
 )
 
 // Fired is what became of a schedule's last occurrence dealt with.
@@ -289,6 +303,8 @@ type Fired struct {
 	// that worked.
 	MessageID string `json:"message_id,omitempty"`
 	RunID     string `json:"run_id,omitempty"`
+	// Reason tells why an occurrence was refused (OutcomeRefused).
+	Reason string `json:"reason,omitempty"`
 }
 
 // fired returns the last occurrence dealt with (or the time the schedule
@@ -405,7 +421,23 @@ func (r *Runner) tick(ctx context.Context, s Schedule) error {
 		opts.Agent = &a
 	}
 	f := Fired{Occurrence: due, Outcome: OutcomeSent}
+	release := func() {}
+	if r.opts.Admit != nil {
+		var err error
+		if release, err = r.opts.Admit(ctx, s); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var retry interface{ Retryable() bool }
+			if errors.As(err, &retry) && retry.Retryable() && now.Sub(due) <= r.opts.Late {
+				return nil // asked again at the next tick, while on time
+			}
+			r.log.Warn("schedules: an occurrence refused", "schedule", s.ID, "occurrence", due, "err", err)
+			return r.setFired(ctx, s.ID, Fired{Occurrence: due, Outcome: OutcomeRefused, Reason: err.Error()})
+		}
+	}
 	run, err := r.opts.Host.Session(s.Session).Start(ctx, s.Text, opts)
+	release()
 	var busy *host.BusyError
 	switch {
 	case errors.As(err, &busy):

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"reflect"
@@ -39,6 +40,7 @@ const (
 	codeInvalid      = "invalid_request"     // 400
 	codeUnauthorized = "unauthorized"        // 401
 	codeBudget       = "budget_exceeded"     // 402
+	codeForbidden    = "forbidden"           // 403
 	codeNotFound     = "not_found"           // 404
 	codeMethod       = "method_not_allowed"  // 405
 	codeConflict     = "conflict"            // 409
@@ -394,11 +396,31 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // serveMetrics serves the Prometheus metrics, behind Config.MetricsKey
 // when one is set.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.MetricsKey == "" && !loopbackListen(s.cfg.Listen) {
+		// The metrics name the tenants: open only on a loopback address.
+		writeError(w, http.StatusForbidden, codeForbidden, "/metrics is served without a key only when listen is a loopback address (listen is %q): set metrics_key, and scrape with it as a bearer token", s.cfg.Listen)
+		return
+	}
 	if s.cfg.MetricsKey != "" && subtle.ConstantTimeCompare([]byte(apiKey(r)), []byte(s.cfg.MetricsKey)) != 1 {
 		writeError(w, http.StatusUnauthorized, codeUnauthorized, "the metrics key is required")
 		return
 	}
 	s.metrics.handler.ServeHTTP(w, r)
+}
+
+// loopbackListen reports whether the address listen binds is a loopback
+// one ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"); an address of
+// every interface (":8080", "0.0.0.0:8080") or a host name is not.
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // sessionID returns the request's {id}, answering 400 when it is not a

@@ -57,13 +57,20 @@ type ErrBudgetExceeded struct {
 	// Unpriced names the model whose call reported no cost today, which
 	// counted as all of the budget (fail closed); "" when none did.
 	Unpriced string
+	// Eval tells that the budget is the tenant's evaluations'
+	// (eval_budget_usd_per_day), not its runs'.
+	Eval bool
 }
 
 func (e *ErrBudgetExceeded) Error() string {
-	if e.Unpriced != "" {
-		return fmt.Sprintf("budget_exceeded: tenant %s: a call of model %s today reported no cost, so it counts as all of the $%.2f daily budget (a model whose price is unknown is never counted as free)", e.Tenant, e.Unpriced, e.Limit)
+	what := "daily budget"
+	if e.Eval {
+		what = "daily evaluation budget (eval_budget_usd_per_day)"
 	}
-	return fmt.Sprintf("budget_exceeded: tenant %s spent $%.4f of its $%.2f daily budget", e.Tenant, e.Spent, e.Limit)
+	if e.Unpriced != "" {
+		return fmt.Sprintf("budget_exceeded: tenant %s: a call of model %s today reported no cost, so it counts as all of the $%.2f %s (a model whose price is unknown is never counted as free)", e.Tenant, e.Unpriced, e.Limit, what)
+	}
+	return fmt.Sprintf("budget_exceeded: tenant %s spent $%.4f of its $%.2f %s", e.Tenant, e.Spent, e.Limit, what)
 }
 
 // Retryable reports false: waiting does not bring the budget back today.
@@ -76,6 +83,7 @@ type budget struct {
 	tenant  string
 	limit   float64
 	hostID  string
+	eval    bool   // the tenant's evaluations' budget (eval_budget_usd_per_day), kept apart from its runs'
 	raise   *raise // budget_ask: what an approval lets a run spend past the budget; nil: a run past it fails
 
 	mu       sync.Mutex
@@ -105,7 +113,12 @@ const (
 // estimateNamespace keeps what outlives a day: the tenant's dearest call,
 // so that a new host (or a new day) reserves it at once, rather than all
 // that is left until it has seen a call itself.
-func (b *budget) estimateNamespace() string { return "agentic:budget:" + b.tenant }
+func (b *budget) estimateNamespace() string {
+	if b.eval {
+		return "agentic:budget:" + b.tenant + ":eval"
+	}
+	return "agentic:budget:" + b.tenant
+}
 
 // budgetWait bounds how long a call waits for other calls' reservations to
 // settle when nothing of the budget is left unreserved.
@@ -218,7 +231,7 @@ func (b *budget) settle(ctx context.Context, res reservation, cost float64) {
 // over is the error of a call past the budget, spent the day's spend; it
 // names the model whose unpriced call spent it, if one did.
 func (b *budget) over(ctx context.Context, spent float64) *ErrBudgetExceeded {
-	e := &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit}
+	e := &ErrBudgetExceeded{Tenant: b.tenant, Spent: spent, Limit: b.limit, Eval: b.eval}
 	if v, ok, err := b.kv.Get(ctx, b.namespace(today()), unpricedKey); err == nil && ok {
 		e.Unpriced = string(v)
 	}
@@ -249,7 +262,7 @@ func today() string { return time.Now().UTC().Format(time.DateOnly) }
 // budgetRecheck is how stale the other hosts' shares may be.
 const budgetRecheck = time.Second
 
-func (b *budget) namespace(day string) string { return "agentic:budget:" + b.tenant + ":" + day }
+func (b *budget) namespace(day string) string { return b.estimateNamespace() + ":" + day }
 
 // add records cost spent by this host now.
 func (b *budget) add(ctx context.Context, cost float64) {
@@ -330,9 +343,17 @@ func (b *budget) exceeded(ctx context.Context) (*ErrBudgetExceeded, error) {
 }
 
 // hook stops model calls past the budget, and counts what calls cost.
-func (b *budget) hook() host.Hook { return budgetHook{b} }
+func (b *budget) hook() host.Hook { return budgetHook{b: b} }
 
-type budgetHook struct{ b *budget }
+// evalHook is hook for an evaluation: a call past the budget fails, and
+// never asks a person for more (budget_ask), for no one would see an
+// evaluation's request.
+func (b *budget) evalHook() host.Hook { return budgetHook{b: b, noAsk: true} }
+
+type budgetHook struct {
+	b     *budget
+	noAsk bool // a call past the budget fails, even with budget_ask
+}
 
 func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 	b := h.b
@@ -346,6 +367,9 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 			var over *ErrBudgetExceeded
 			var err error
 			if held, over, err = b.reserve(ctx); over != nil {
+				if h.noAsk {
+					return model.Result{}, over
+				}
 				return b.pastBudget(ctx, over, func() (model.Result, error) { return next(ctx, req, onDelta) })
 			}
 			if err != nil && ctx.Err() != nil {

@@ -69,6 +69,20 @@ type Config struct {
 	// /v1/sessions/import, both as sent (compressed) and its contents
 	// uncompressed. Default: 0, which means 256 MiB.
 	MaxArchiveBytes int64 `yaml:"max_archive_bytes"`
+	// MaxPluginUploads bounds the module uploads (PUT /v1/plugins/{name})
+	// read and loaded at once in the process, every tenant's (each tenant
+	// uploads one at a time): another meanwhile is answered 429 with
+	// Retry-After before its body is read. Default: 0, which means 2.
+	MaxPluginUploads int `yaml:"max_plugin_uploads"`
+	// MaxScheduleTextBytes bounds a schedule's text (each occurrence
+	// appends it to the session's ledger): a longer one is refused, in
+	// the configuration and by POST /v1/schedules (400). Default: 0,
+	// which means 16 KiB.
+	MaxScheduleTextBytes int `yaml:"max_schedule_text_bytes"`
+	// MaxSchedules bounds a tenant's schedules, the configuration's and
+	// those made through the API: POST /v1/schedules past it is refused
+	// (409). Default: 0, which means 100.
+	MaxSchedules int `yaml:"max_schedules"`
 	// BlobThreshold is the size in bytes above which a message's
 	// attachments and a tool's output are kept by reference in the
 	// storage's blob store (host.Options.BlobThreshold), once however
@@ -110,8 +124,9 @@ type Config struct {
 	// (it reconnects with Last-Event-ID and loses nothing); runs never
 	// wait for it. Default: 0, which means 30s.
 	StreamWriteTimeout Duration `yaml:"stream_write_timeout"`
-	// MetricsKey, when set, is the bearer key /metrics asks for. Default:
-	// "", /metrics is open (bind it to a private network).
+	// MetricsKey, when set, is the bearer key /metrics asks for (the
+	// metrics name the tenants). Default: "", /metrics is open when Listen
+	// is a loopback address, and refused (403, naming this key) otherwise.
 	MetricsKey string `yaml:"metrics_key"`
 	// TraceURL links a run's OpenTelemetry trace from the console: an
 	// http(s) URL with {trace_id} where the trace's id goes, e.g.
@@ -193,6 +208,16 @@ type TenantConfig struct {
 	// is bounded by max_request_bytes first (base64 makes an attachment a
 	// third larger). Default: 0, no bound but max_request_bytes.
 	MaxBlobBytes int64 `yaml:"max_blob_bytes"`
+	// EvalBudgetUSDPerDay bounds what the tenant's evaluations (POST
+	// /v1/eval) spend per UTC day, over every host, apart from its runs:
+	// an evaluation is refused past it (402), and one that crosses it
+	// stops at its next model call. Default: 0, evaluations spend from
+	// budget_usd_per_day as runs do (and are bounded by nothing when that
+	// is not set either).
+	EvalBudgetUSDPerDay float64 `yaml:"eval_budget_usd_per_day"`
+	// Delegation bounds the child runs the tenant's agents start by
+	// delegating (an agent's delegate_to; see [DelegationConfig]).
+	Delegation DelegationConfig `yaml:"delegation"`
 	// RateLimit bounds the tenant's requests and runs.
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
 	// Sandbox is what the tenant's plugins may do.
@@ -230,6 +255,25 @@ type TenantConfig struct {
 	// Retention removes the tenant's closed sessions past its limits
 	// (see [RetentionConfig]). Default: nil, sessions are kept forever.
 	Retention *RetentionConfig `yaml:"retention"`
+}
+
+// DelegationConfig bounds the child runs a tenant's agents start through
+// their delegate tools (host.DelegateLimits). A delegate call past a bound
+// is not made: its result is an error the calling model reads, naming
+// the setting. Each child run is admitted as a message of the API is
+// (budget, max_runs, rate_limit.concurrent_runs and requests_per_second).
+type DelegationConfig struct {
+	// MaxDepth bounds the nesting: a child run of depth MaxDepth (the
+	// top run's children are of depth 1) may not delegate. Default: 0,
+	// which means 4; -1, none.
+	MaxDepth int `yaml:"max_depth"`
+	// MaxPerRun bounds the delegate calls one run makes. Default: 0,
+	// which means 16; -1, none.
+	MaxPerRun int `yaml:"max_per_run"`
+	// MaxPerMessage bounds the child runs of a whole tree: a top run
+	// (the run that answers a message) and every run under it. Default:
+	// 0, which means 64; -1, none.
+	MaxPerMessage int `yaml:"max_per_message"`
 }
 
 // RetentionConfig is how long a tenant's closed sessions are kept, and
@@ -669,6 +713,12 @@ const (
 	DefaultStreamMaxAge    = time.Hour
 	DefaultMaxStreams      = 4096
 	DefaultMaxRuns         = 4096
+	// DefaultMaxPluginUploads is Config.MaxPluginUploads when it is 0.
+	DefaultMaxPluginUploads = 2
+	// DefaultMaxScheduleTextBytes and DefaultMaxSchedules are
+	// Config.MaxScheduleTextBytes and Config.MaxSchedules when 0.
+	DefaultMaxScheduleTextBytes = 16 << 10
+	DefaultMaxSchedules         = 100
 	// The defaults of RateLimitConfig's stream bounds.
 	DefaultTenantStreams = 256
 	DefaultKeyStreams    = 32
@@ -971,6 +1021,20 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.MaxRequestBytes < 0 || cfg.MaxPluginBytes < 0 || cfg.MaxArchiveBytes < 0 {
 		errs = append(errs, errors.New("max_request_bytes, max_plugin_bytes and max_archive_bytes must be positive"))
 	}
+	for _, b := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"max_plugin_uploads", &cfg.MaxPluginUploads, DefaultMaxPluginUploads},
+		{"max_schedule_text_bytes", &cfg.MaxScheduleTextBytes, DefaultMaxScheduleTextBytes},
+		{"max_schedules", &cfg.MaxSchedules, DefaultMaxSchedules}} {
+		switch {
+		case *b.v == 0:
+			*b.v = b.def
+		case *b.v < 0:
+			errs = append(errs, fmt.Errorf("%s %d is negative", b.name, *b.v))
+		}
+	}
 	if len(cfg.Tenants) == 0 {
 		errs = append(errs, errors.New("tenants: none configured"))
 	}
@@ -981,6 +1045,17 @@ func (cfg Config) normalized() (Config, error) {
 		tenants[name] = t
 	}
 	cfg.Tenants = tenants
+	for _, name := range sortedKeys(cfg.Tenants) {
+		list := cfg.Tenants[name].Schedules
+		if len(list) > cfg.MaxSchedules {
+			errs = append(errs, fmt.Errorf("tenants.%s: schedules: %d, at most %d (max_schedules)", name, len(list), cfg.MaxSchedules))
+		}
+		for i, c := range list {
+			if len(c.Text) > cfg.MaxScheduleTextBytes {
+				errs = append(errs, fmt.Errorf("tenants.%s: schedules[%d] (%s): %s", name, i, c.ID, scheduleTextProblem(c, cfg.MaxScheduleTextBytes)))
+			}
+		}
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -1013,6 +1088,17 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	if t.BudgetUSDPerDay < 0 {
 		bad("budget_usd_per_day is negative")
+	}
+	if t.EvalBudgetUSDPerDay < 0 {
+		bad("eval_budget_usd_per_day is negative")
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"max_depth", t.Delegation.MaxDepth}, {"max_per_run", t.Delegation.MaxPerRun}, {"max_per_message", t.Delegation.MaxPerMessage}} {
+		if d.v < -1 {
+			bad("delegation.%s %d: want a bound, 0 for the default or -1 for none", d.name, d.v)
+		}
 	}
 	if t.BlobQuotaBytes < 0 {
 		bad("blob_quota_bytes is negative")

@@ -213,6 +213,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		Heartbeat:         server.Duration(-time.Second),
 		ResumeMaxAttempts: -1,
 		BlobThreshold:     -2,
+		MaxPluginUploads:  -1,
+		MaxSchedules:      -1,
 		Tenants: map[string]server.TenantConfig{
 			"Bad Name": {Models: []string{"m"}},
 			"acme": {
@@ -231,6 +233,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
 			"fuel":    {PluginFuelPerDay: -5},
 			"blobs":   {BlobQuotaBytes: -1, MaxBlobBytes: -1},
+			"evals":   {EvalBudgetUSDPerDay: -1, Delegation: server.DelegationConfig{MaxDepth: -2}},
 			"fuel2":   {PluginFuelRefusesRuns: true},
 			"ask":     {BudgetAsk: &server.BudgetAskConfig{}},
 			"ask2":    {BudgetUSDPerDay: 1, BudgetAsk: &server.BudgetAskConfig{RaiseUSD: -1}},
@@ -259,6 +262,10 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"blob_threshold is negative",
 		"tenants.blobs: blob_quota_bytes is negative",
 		"tenants.blobs: max_blob_bytes is negative",
+		"max_plugin_uploads -1 is negative",
+		"max_schedules -1 is negative",
+		"tenants.evals: eval_budget_usd_per_day is negative",
+		"tenants.evals: delegation.max_depth -2",
 		"tenants.fuel2: plugin_fuel_refuses_runs needs plugin_fuel_per_day",
 		"tenants.ask: budget_ask needs budget_usd_per_day or plugin_fuel_per_day",
 		"tenants.ask2: budget_ask: negative raises",

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/eval"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -80,7 +81,19 @@ func (s *Server) postEval(w http.ResponseWriter, r *http.Request, t *tenant) {
 		agent.Model = req.Model
 	}
 	// The evaluation holds one of the tenant's run places while it works,
-	// and is refused past its budget, as a run is.
+	// and is refused past its budget, as a run is — and past its own
+	// budget when it has one. Its model calls spend from that budget (its
+	// own, else the tenant's), which stops them as it stops a run's.
+	if t.evalBudget != nil && t.evalBudget != t.budget {
+		over, err := t.evalBudget.exceeded(r.Context())
+		if err != nil {
+			s.log.Warn("cannot read the evaluation budget's spend; admitting", "tenant", t.name, "err", err)
+		}
+		if over != nil {
+			writeError(w, http.StatusPaymentRequired, codeBudget, "%s", over.Error())
+			return
+		}
+	}
 	release, ok := s.admitRun(w, r, t, ledger.NewID("eval"))
 	if !ok {
 		return
@@ -88,7 +101,11 @@ func (s *Server) postEval(w http.ResponseWriter, r *http.Request, t *tenant) {
 	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	rep, err := eval.Run(ctx, eval.Options{Source: t.storage, Model: t.model, Agent: agent, Sessions: req.Sessions})
+	opts := eval.Options{Source: t.storage, Model: t.model, Agent: agent, Sessions: req.Sessions}
+	if t.evalBudget != nil {
+		opts.Hooks = []host.Hook{t.evalBudget.evalHook()}
+	}
+	rep, err := eval.Run(ctx, opts)
 	switch {
 	case errors.Is(err, eval.ErrInvalidOptions):
 		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)

@@ -26,3 +26,8 @@ func TickSchedules(s *Server) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SetUploadHook has the server call f once a module upload holds its
+// places (the tenant's and the process's), before its body is read. Set
+// it before the server serves.
+func SetUploadHook(s *Server, f func()) { s.onUpload = f }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/agentichost/agentic/plugins"
 )
@@ -154,6 +155,14 @@ func (s *Server) putPlugin(w http.ResponseWriter, r *http.Request, t *tenant) {
 		return
 	}
 	defer release()
+	releaseProcess, ok := s.uploadSlot(w)
+	if !ok {
+		return
+	}
+	defer releaseProcess()
+	if s.onUpload != nil {
+		s.onUpload()
+	}
 	wasm, sig, ok := s.readUpload(w, r)
 	if !ok {
 		return
@@ -257,11 +266,6 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (wasm, sig [
 		}
 		return wasm, nil, ok
 	}
-	// The parts' headers and boundaries take a few hundred bytes.
-	body, ok := s.readBody(w, r, s.cfg.MaxPluginBytes+plugins.MaxSignatureBytes+64<<10, "max_plugin_bytes")
-	if !ok {
-		return nil, nil, false
-	}
 	bad := func(format string, args ...any) ([]byte, []byte, bool) {
 		writeError(w, http.StatusBadRequest, codeInvalid, "multipart upload: "+format+` (want the part "module", the module's bytes, and optionally "signature", its minisign signature)`, args...)
 		return nil, nil, false
@@ -269,7 +273,37 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (wasm, sig [
 	if params["boundary"] == "" {
 		return bad("no boundary")
 	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+	// The parts are read as they arrive, each bounded as it is read: the
+	// module is the one copy of its bytes held. The parts' headers and
+	// boundaries take a few hundred bytes.
+	limit := s.cfg.MaxPluginBytes + plugins.MaxSignatureBytes + 64<<10
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_plugin_bytes)", limit)
+		return nil, nil, false
+	}
+	rc := http.NewResponseController(w)
+	timeout := time.Duration(s.cfg.BodyTimeout)
+	if err := rc.SetReadDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		writeError(w, http.StatusInternalServerError, codeInternal, "cannot bound the body's reading: %v", err)
+		return nil, nil, false
+	}
+	// failed answers a failure of the body itself (too large, too slow).
+	failed := func(err error) bool {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the body is larger than %d bytes (max_plugin_bytes)", tooBig.Limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestTimeout, codeTimeout, "the body did not arrive within %v (body_timeout)", timeout)
+		default:
+			return false
+		}
+		return true
+	}
+	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, limit), params["boundary"])
 	var gotModule, gotSig bool
 	for {
 		part, err := mr.NextPart()
@@ -277,23 +311,43 @@ func (s *Server) readUpload(w http.ResponseWriter, r *http.Request) (wasm, sig [
 			break
 		}
 		if err != nil {
+			if failed(err) {
+				return nil, nil, false
+			}
 			return bad("%v", err)
 		}
-		b, err := io.ReadAll(part)
-		if err != nil {
-			return bad("part %q: %v", part.FormName(), err)
-		}
-		switch name := part.FormName(); {
+		name := part.FormName()
+		max := int64(plugins.MaxSignatureBytes)
+		switch {
 		case name == "module" && !gotModule:
-			wasm, gotModule = b, true
+			max = s.cfg.MaxPluginBytes
 		case name == "signature" && !gotSig:
-			sig, gotSig = b, true
 		case name == "module" || name == "signature":
 			return bad("part %q twice", name)
 		default:
 			return bad("an unknown part %q", name)
 		}
+		b, err := io.ReadAll(io.LimitReader(part, max+1))
+		if err != nil {
+			if failed(err) {
+				return nil, nil, false
+			}
+			return bad("part %q: %v", name, err)
+		}
+		if int64(len(b)) > max {
+			if name == "module" {
+				writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, "the module is larger than %d bytes (max_plugin_bytes)", s.cfg.MaxPluginBytes)
+				return nil, nil, false
+			}
+			return bad("the signature is over %d bytes", plugins.MaxSignatureBytes)
+		}
+		if name == "module" {
+			wasm, gotModule = b, true
+		} else {
+			sig, gotSig = b, true
+		}
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	switch {
 	case len(wasm) == 0:
 		return bad("no module, or an empty one")
@@ -453,6 +507,19 @@ func moduleHash(wasm []byte) string {
 // uploadSlot takes the tenant's one upload slot, from before an upload's
 // body is read (a module is held in memory, and compiled, once), and
 // returns what frees it; another upload under way answers 429.
+// uploadSlot holds one of the process's places for a module upload
+// (max_plugin_uploads), answering 429 when none is free.
+func (s *Server) uploadSlot(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case s.uploads <- struct{}{}:
+		return func() { <-s.uploads }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, "the server reads %d module uploads at once, its limit (max_plugin_uploads): send this one after them", s.cfg.MaxPluginUploads)
+		return nil, false
+	}
+}
+
 func (t *tenant) uploadSlot(w http.ResponseWriter) (release func(), ok bool) {
 	select {
 	case t.uploads <- struct{}{}:

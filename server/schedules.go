@@ -80,6 +80,11 @@ func scheduleProblems(c ScheduleConfig, agents map[string]AgentConfig) []string 
 	return bad
 }
 
+// scheduleTextProblem says that c's text is longer than max bytes.
+func scheduleTextProblem(c ScheduleConfig, max int) string {
+	return fmt.Sprintf("text is %d bytes, at most %d (max_schedule_text_bytes; each occurrence appends it to the session's ledger)", len(c.Text), max)
+}
+
 // unjoin returns the errors errors.Join joined into err, or err alone.
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -96,7 +101,16 @@ func unjoin(err error) []error {
 func (s *Server) newSchedules(t *tenant, opts Options) (*schedule.Runner, error) {
 	so := schedule.Options{Host: t.host, Storage: t.storage, Agents: t.agents,
 		LeaseID: "schedules." + t.name, LeaseTTL: time.Duration(s.cfg.LeaseTTL), Owner: hostIDOf(s.cfg.HostID) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		Poll: opts.schedulePoll, Now: opts.scheduleNow, Logger: s.log.With("tenant", t.name)}
+		Poll: opts.schedulePoll, Now: opts.scheduleNow, Logger: s.log.With("tenant", t.name),
+		// An occurrence is admitted as a message of the API is; a text
+		// past the bound (a schedule kept before it, or a bound lowered
+		// since) is not sent.
+		Admit: func(ctx context.Context, sc schedule.Schedule) (func(), error) {
+			if len(sc.Text) > s.cfg.MaxScheduleTextBytes {
+				return nil, errors.New(scheduleTextProblem(ScheduleConfig{Text: sc.Text}, s.cfg.MaxScheduleTextBytes) + ": replace the schedule with a shorter text")
+			}
+			return s.admitSource(ctx, t, sc.Session, sourceSchedule)
+		}}
 	// The lease is the server's storage's: the tenant's prefix of it
 	// would lease a session of the tenant's.
 	// Without one (a storage a single host uses), the tenant's prefix
@@ -191,7 +205,11 @@ func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request, t *tenant)
 		return
 	}
 	c := ScheduleConfig(req)
-	if bad := scheduleProblems(c, t.cfg.Agents); len(bad) > 0 {
+	bad := scheduleProblems(c, t.cfg.Agents)
+	if len(c.Text) > s.cfg.MaxScheduleTextBytes {
+		bad = append(bad, scheduleTextProblem(c, s.cfg.MaxScheduleTextBytes))
+	}
+	if len(bad) > 0 {
 		writeError(w, http.StatusBadRequest, codeInvalid, "%s", strings.Join(bad, "; "))
 		return
 	}
@@ -199,7 +217,17 @@ func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request, t *tenant)
 		writeError(w, http.StatusConflict, codeConflict, "schedule %s comes from the configuration: change it there", c.ID)
 		return
 	}
+	// The count and the put take turns, so that posts at once cannot all
+	// pass max_schedules (on this host; hosts sharing the storage may
+	// each add one past it at once).
+	t.schedulesMu.Lock()
+	defer t.schedulesMu.Unlock()
 	before, err := t.schedules.List(r.Context())
+	replaces := slices.ContainsFunc(before, func(sc schedule.Schedule) bool { return sc.ID == c.ID })
+	if err == nil && !replaces && len(before) >= s.cfg.MaxSchedules {
+		writeError(w, http.StatusConflict, codeConflict, "tenant %s has %d schedules, its limit (max_schedules): delete one first", t.name, len(before))
+		return
+	}
 	if err == nil {
 		err = t.schedules.Put(r.Context(), c.schedule())
 	}
@@ -208,7 +236,7 @@ func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request, t *tenant)
 		return
 	}
 	status := http.StatusCreated
-	if slices.ContainsFunc(before, func(sc schedule.Schedule) bool { return sc.ID == c.ID }) {
+	if replaces {
 		status = http.StatusOK
 	}
 	states, err := t.schedules.States(r.Context())

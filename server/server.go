@@ -84,6 +84,10 @@ type Server struct {
 	stopSchedules func()         // stops them (and waits), as the server drains
 
 	streams streamSlots // the open event streams, per key, tenant and in all
+	// uploads holds a token per module upload read and loaded
+	// (max_plugin_uploads).
+	uploads  chan struct{}
+	onUpload func() // tests: called once an upload holds its places
 
 	closing  atomic.Bool
 	done     chan struct{} // closed as Close begins: the tenants' feeds end
@@ -102,8 +106,11 @@ type tenant struct {
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	budget  *budget       // nil: no budget
-	fuel    *fuelBudget   // nil: no plugin budget
-	model   host.Model    // the model the tenant's agents run on (and POST /v1/eval's candidate)
+	// evalBudget is what the tenant's evaluations spend from: their own
+	// budget (eval_budget_usd_per_day), else the tenant's; nil: none.
+	evalBudget *budget
+	fuel       *fuelBudget // nil: no plugin budget
+	model      host.Model  // the model the tenant's agents run on (and POST /v1/eval's candidate)
 
 	pluginsMu sync.Mutex                   // uploads and removals of the tenant's modules take turns
 	uploads   chan struct{}                // a token while a module upload is read and loaded: one at a time
@@ -111,6 +118,8 @@ type tenant struct {
 	mcp       map[string]*mcpclient.Source // its MCP servers, by name
 	outbox    *webhook.Outbox              // its webhooks; nil: none
 	schedules *schedule.Runner             // its schedules
+	// schedulesMu makes POST /v1/schedules take turns (max_schedules).
+	schedulesMu sync.Mutex
 }
 
 // New builds the server: a host per tenant over its prefix of the storage,
@@ -136,8 +145,11 @@ func New(opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.MetricsKey == "" && !loopbackListen(cfg.Listen) {
+		log.Warn("/metrics refuses every request (it names the tenants): set metrics_key, or listen on a loopback address", "listen", cfg.Listen)
+	}
 	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
-		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{})}
+		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{}), uploads: make(chan struct{}, cfg.MaxPluginUploads)}
 	if s.metrics, err = newMetrics(); err != nil {
 		return nil, err
 	}
@@ -247,6 +259,12 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 		counter, _ := s.store.(storage.Counter)
 		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
 	}
+	t.evalBudget = t.budget
+	if tc.EvalBudgetUSDPerDay > 0 {
+		counter, _ := s.store.(storage.Counter)
+		t.evalBudget = newBudget(s.kv, counter, name, tc.EvalBudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+		t.evalBudget.eval = true
+	}
 	askCounter, _ := s.store.(storage.Counter)
 	if tc.BudgetAsk != nil && askCounter == nil {
 		return nil, fmt.Errorf("tenant %s: budget_ask needs a storage that keeps counters (memory, file and redis do)", name)
@@ -303,7 +321,10 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) },
-		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes}
+		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes,
+		// A delegate's child run is admitted as a message of the API is.
+		Delegation: host.DelegateLimits{MaxDepth: tc.Delegation.MaxDepth, MaxPerRun: tc.Delegation.MaxPerRun, MaxPerMessage: tc.Delegation.MaxPerMessage,
+			Admit: func(ctx context.Context, id string) (func(), error) { return s.admitSource(ctx, t, id, sourceDelegate) }}}
 	if t.outbox, err = s.newOutbox(t); err != nil {
 		return nil, fmt.Errorf("server: tenant %s: webhooks: %w", name, err)
 	}

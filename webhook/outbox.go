@@ -106,8 +106,9 @@ type Options struct {
 	// Keep is how long finished deliveries stay listed. Default: 0,
 	// which means 168h (7 days).
 	Keep time.Duration
-	// Concurrency bounds the deliveries sent at once. Default: 0, which
-	// means 8.
+	// Concurrency bounds the deliveries sent at once to one endpoint
+	// (each endpoint has its own places: one that hangs holds no other's).
+	// Default: 0, which means 8.
 	Concurrency int
 	// Logger receives the outbox's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -186,14 +187,30 @@ type Target struct {
 
 // Outbox stages, keeps and sends a tenant's webhook deliveries. It is safe
 // for concurrent use.
+//
+// Each endpoint has queues of its own: its deliveries of a session go in
+// the order of the session's ledger, sessions side by side (at most
+// Options.Concurrency at once per endpoint), and an endpoint that hangs or
+// fails holds back its own deliveries only — another endpoint's, even of
+// the same delivery, go on while it hangs.
 type Outbox struct {
 	opts    Options
 	kv      storage.KV
 	client  *http.Client
 	log     *slog.Logger
-	flushMu sync.Mutex // one Flush at a time
+	flushMu sync.Mutex // one pass over the outbox at a time
 	pruned  time.Time  // when the finished deliveries were last pruned; flushMu
+
+	lanesMu sync.Mutex
+	busy    map[lane]bool            // the lanes sending now
+	slots   map[string]chan struct{} // per endpoint URL: Concurrency places
+	lanes   sync.WaitGroup           // the lanes sending now
+	records [64]sync.Mutex           // a delivery's record is rewritten under records[hash(id)%64]
+	errs    []error                  // the lanes' failures, for Flush; lanesMu
 }
+
+// lane is one endpoint's queue of one session's deliveries.
+type lane struct{ url, session string }
 
 // New returns an outbox, or every problem of opts at once.
 func New(opts Options) (*Outbox, error) {
@@ -381,12 +398,17 @@ func (o *Outbox) lead(ctx context.Context) (context.Context, func()) {
 	}
 }
 
-// serve sends what is due, every Poll, until ctx ends.
+// serve sends what is due, every Poll, until ctx ends: each pass starts
+// the lanes that have something due and are not sending already, without
+// waiting for them, so that an endpoint that hangs holds back no other.
+// It returns once the lanes it started are done (their attempts bounded
+// by Timeout), so that no other host sends while this one still does.
 func (o *Outbox) serve(ctx context.Context) {
 	t := time.NewTicker(o.opts.Poll)
 	defer t.Stop()
+	defer o.lanes.Wait()
 	for {
-		if err := o.Flush(ctx); err != nil && ctx.Err() == nil {
+		if err := o.pass(ctx, nil); err != nil && ctx.Err() == nil {
 			o.log.Warn("webhooks: cannot go over the outbox", "err", err)
 		}
 		select {
@@ -399,10 +421,22 @@ func (o *Outbox) serve(ctx context.Context) {
 
 // Flush goes over the outbox once: it confirms deliveries against their
 // ledgers (and forgets those never recorded), and makes the attempts that
-// are due, waiting for them. Run calls it every Poll while it leads; a
-// test or a program that sends without Run calls it itself (it is not to
-// be called while another host leads).
+// are due, waiting for them (an endpoint's lane still sending from a pass
+// of Run is left to it). Run goes over the outbox every Poll while it
+// leads, without waiting; a test or a program that sends without Run
+// calls Flush itself (it is not to be called while another host leads).
 func (o *Outbox) Flush(ctx context.Context) error {
+	var wg sync.WaitGroup
+	err := o.pass(ctx, &wg)
+	wg.Wait()
+	return errors.Join(err, o.takeErrs())
+}
+
+// pass goes over the outbox once and starts a lane for each endpoint's
+// session with attempts due that is not sending already; wg, when not
+// nil, counts the lanes it started. The lanes' failures are logged (and
+// kept for Flush).
+func (o *Outbox) pass(ctx context.Context, wg *sync.WaitGroup) error {
 	o.flushMu.Lock()
 	defer o.flushMu.Unlock()
 	keys, err := o.kv.Keys(ctx, nsOutbox)
@@ -410,17 +444,9 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		return fmt.Errorf("webhook: list the outbox: %w", err)
 	}
 	ledgers := map[string][]ledger.Event{} // the sessions loaded on this pass
-	due := map[string][]Delivery{}         // what to send, by session
-	var order []string                     // the sessions of due
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, o.opts.Concurrency)
+	due := map[lane][]Delivery{}           // what to send, by lane
+	var order []lane                       // the lanes of due
 	var errs []error
-	var mu sync.Mutex
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
 	now := time.Now()
 	for _, id := range keys {
 		if ctx.Err() != nil {
@@ -428,112 +454,236 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		}
 		d, ok, err := o.get(ctx, nsOutbox, id)
 		if err != nil {
-			fail(err)
+			errs = append(errs, err)
 			continue
 		}
 		if !ok {
+			continue
+		}
+		// A host that died between recording the delivery finished and
+		// removing it from the outbox left it in both.
+		if _, done, err := o.get(ctx, nsDone, d.ID); err != nil || done {
+			if done {
+				err = o.kv.Delete(ctx, nsOutbox, d.ID)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		if !d.Confirmed {
 			evs, loaded := ledgers[d.SessionID]
 			if !loaded {
 				if evs, err = o.opts.Storage.Load(ctx, d.SessionID); err != nil {
-					fail(fmt.Errorf("webhook: load session %s: %w", d.SessionID, err))
+					errs = append(errs, fmt.Errorf("webhook: load session %s: %w", d.SessionID, err))
 					continue
 				}
 				ledgers[d.SessionID] = evs
 			}
 			switch {
 			case slices.ContainsFunc(evs, func(e ledger.Event) bool { return e.ID == d.EventID }):
-				d.Confirmed = true
-				if err := o.put(ctx, nsOutbox, d); err != nil {
-					fail(err)
+				if err := o.confirm(ctx, d.ID); err != nil {
+					errs = append(errs, err)
 					continue
 				}
+				d.Confirmed = true
 			case now.Sub(d.StagedAt) > o.opts.Grace:
 				// Its host died between the two writes, or its append
 				// was refused: the event never happened.
 				if err := o.kv.Delete(ctx, nsOutbox, id); err != nil {
-					fail(err)
+					errs = append(errs, err)
 				}
 				continue
 			default:
 				continue // its append may be on its way
 			}
 		}
-		if !slices.ContainsFunc(d.Targets, func(t Target) bool { return t.State == StatePending && !t.NextAt.After(now) }) {
-			continue
-		}
-		if _, ok := due[d.SessionID]; !ok {
-			order = append(order, d.SessionID)
-		}
-		due[d.SessionID] = append(due[d.SessionID], d)
-	}
-	// A session's deliveries go in the order of its ledger (the order
-	// they were staged in), sessions side by side.
-	for _, s := range order {
-		slices.SortStableFunc(due[s], func(a, b Delivery) int { return a.StagedAt.Compare(b.StagedAt) })
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			for _, d := range due[s] {
-				if err := o.send(ctx, d); err != nil {
-					fail(err)
-				}
+		for _, t := range d.Targets {
+			if t.State != StatePending || t.NextAt.After(now) {
+				continue
 			}
+			l := lane{url: t.URL, session: d.SessionID}
+			if _, ok := due[l]; !ok {
+				order = append(order, l)
+			}
+			if q := due[l]; len(q) == 0 || q[len(q)-1].ID != d.ID {
+				due[l] = append(q, d)
+			}
+		}
+	}
+	// A lane's deliveries go in the order of its session's ledger (the
+	// order they were staged in).
+	for _, l := range order {
+		if !o.startLane(l) {
+			continue // still sending from an earlier pass: it goes on there
+		}
+		q := due[l]
+		slices.SortStableFunc(q, func(a, b Delivery) int { return a.StagedAt.Compare(b.StagedAt) })
+		if wg != nil {
+			wg.Add(1)
+		}
+		o.lanes.Go(func() {
+			if wg != nil {
+				defer wg.Done()
+			}
+			defer o.endLane(l)
+			o.sendLane(ctx, l, q)
 		})
 	}
-	wg.Wait()
 	if err := o.prune(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// send makes the due attempts of d and records them.
-func (o *Outbox) send(ctx context.Context, d Delivery) error {
-	// A host that died between recording the delivery finished and
-	// removing it from the outbox left it in both.
-	if _, done, err := o.get(ctx, nsDone, d.ID); err != nil || done {
-		if done {
-			err = o.kv.Delete(ctx, nsOutbox, d.ID)
-		}
-		return err
+// startLane marks l sending, unless it is already.
+func (o *Outbox) startLane(l lane) bool {
+	o.lanesMu.Lock()
+	defer o.lanesMu.Unlock()
+	if o.busy == nil {
+		o.busy, o.slots = map[lane]bool{}, map[string]chan struct{}{}
 	}
+	if o.busy[l] {
+		return false
+	}
+	o.busy[l] = true
+	return true
+}
+
+func (o *Outbox) endLane(l lane) {
+	o.lanesMu.Lock()
+	delete(o.busy, l)
+	o.lanesMu.Unlock()
+}
+
+// slot returns the places of the endpoint at url: Concurrency of its
+// lanes send at once.
+func (o *Outbox) slot(url string) chan struct{} {
+	o.lanesMu.Lock()
+	defer o.lanesMu.Unlock()
+	c, ok := o.slots[url]
+	if !ok {
+		c = make(chan struct{}, o.opts.Concurrency)
+		o.slots[url] = c
+	}
+	return c
+}
+
+// sendLane makes the due attempts of l's deliveries, in order, each
+// recorded as it ends.
+func (o *Outbox) sendLane(ctx context.Context, l lane, q []Delivery) {
+	slot := o.slot(l.url)
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-slot }()
 	// An attempt begun is finished and recorded even when this host stops
 	// leading meanwhile (its own Timeout bounds it): an attempt cut short
 	// might have reached the endpoint, and would be sent again.
 	actx := context.WithoutCancel(ctx)
-	for i := range d.Targets {
-		t := &d.Targets[i]
-		if t.State != StatePending || t.NextAt.After(time.Now()) || ctx.Err() != nil {
+	for _, d := range q {
+		// Read again now that the lane is this goroutine's alone: the pass
+		// read it while an earlier run of the lane may still have been
+		// sending it.
+		d, ok, err := o.get(ctx, nsOutbox, d.ID)
+		if err != nil {
+			o.keepErr(err)
 			continue
 		}
-		status, err := o.attempt(actx, t.URL, d)
-		now := time.Now().UTC()
-		t.Attempts++
-		t.LastAt, t.LastStatus, t.LastError = now, status, ""
-		switch {
-		case err == nil:
-			t.State, t.DeliveredAt, t.NextAt = StateDelivered, now, time.Time{}
-		default:
-			t.LastError = err.Error()
-			if now.Sub(d.StagedAt) >= o.opts.RetryFor {
-				t.State, t.NextAt = StateFailed, time.Time{}
-				o.log.Warn("webhooks: a delivery is given up", "delivery", d.ID, "url", redact(t.URL), "attempts", t.Attempts, "err", err)
-			} else {
-				t.NextAt = now.Add(o.backoff(t.Attempts))
+		if !ok {
+			continue // finished meanwhile
+		}
+		for i, t := range d.Targets {
+			if t.URL != l.url || t.State != StatePending || t.NextAt.After(time.Now()) || ctx.Err() != nil {
+				continue
 			}
+			status, err := o.attempt(actx, t.URL, d)
+			if rerr := o.record(actx, d.ID, i, t.URL, status, err); rerr != nil {
+				o.keepErr(rerr)
+			}
+		}
+	}
+}
+
+// record writes the outcome of an attempt of target i of delivery id into
+// its record, read again under the delivery's lock (another endpoint's
+// lane records its own target of the same delivery), and moves the
+// delivery to the finished ones once no target is pending.
+func (o *Outbox) record(ctx context.Context, id string, i int, url string, status int, err error) error {
+	mu := &o.records[fnv32(id)%uint32(len(o.records))]
+	mu.Lock()
+	defer mu.Unlock()
+	d, ok, gerr := o.get(ctx, nsOutbox, id)
+	if gerr != nil || !ok || i >= len(d.Targets) || d.Targets[i].URL != url {
+		return gerr // gone meanwhile (another host's, a prune): nothing to record
+	}
+	t := &d.Targets[i]
+	now := time.Now().UTC()
+	t.Attempts++
+	t.LastAt, t.LastStatus, t.LastError = now, status, ""
+	switch {
+	case err == nil:
+		t.State, t.DeliveredAt, t.NextAt = StateDelivered, now, time.Time{}
+	default:
+		t.LastError = err.Error()
+		if now.Sub(d.StagedAt) >= o.opts.RetryFor {
+			t.State, t.NextAt = StateFailed, time.Time{}
+			o.log.Warn("webhooks: a delivery is given up", "delivery", d.ID, "url", redact(t.URL), "attempts", t.Attempts, "err", err)
+		} else {
+			t.NextAt = now.Add(o.backoff(t.Attempts))
 		}
 	}
 	d.State = stateOf(d.Targets)
 	if d.State == StatePending {
-		return o.put(actx, nsOutbox, d)
+		return o.put(ctx, nsOutbox, d)
 	}
-	if err := o.put(actx, nsDone, d); err != nil {
+	if err := o.put(ctx, nsDone, d); err != nil {
 		return err
 	}
-	return o.kv.Delete(actx, nsOutbox, d.ID)
+	return o.kv.Delete(ctx, nsOutbox, d.ID)
+}
+
+// confirm records that delivery id's event is in its ledger, under the
+// delivery's lock.
+func (o *Outbox) confirm(ctx context.Context, id string) error {
+	mu := &o.records[fnv32(id)%uint32(len(o.records))]
+	mu.Lock()
+	defer mu.Unlock()
+	d, ok, err := o.get(ctx, nsOutbox, id)
+	if err != nil || !ok || d.Confirmed {
+		return err
+	}
+	d.Confirmed = true
+	return o.put(ctx, nsOutbox, d)
+}
+
+// fnv32 is the FNV-1a hash of s.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// keepErr keeps a lane's failure for the next Flush, and logs it.
+func (o *Outbox) keepErr(err error) {
+	o.log.Warn("webhooks: cannot record an attempt", "err", err)
+	o.lanesMu.Lock()
+	o.errs = append(o.errs, err)
+	o.lanesMu.Unlock()
+}
+
+// takeErrs returns the lanes' failures kept since the last call.
+func (o *Outbox) takeErrs() error {
+	o.lanesMu.Lock()
+	defer o.lanesMu.Unlock()
+	err := errors.Join(o.errs...)
+	o.errs = nil
+	return err
 }
 
 // stateOf is a delivery's state from its targets'.

@@ -53,6 +53,12 @@ type Options struct {
 	// Sessions are the ids of the sessions to replay, in the report's
 	// order. Required: at least one.
 	Sessions []string
+	// Hooks wrap the candidate's model calls, as host.Options.Hooks do a
+	// host's (a budget that counts and stops what the evaluation spends).
+	// A model call a hook fails ends its turn failed, with the hook's
+	// error as the reason, and the replay goes on to the next session.
+	// Default: none.
+	Hooks []host.Hook
 }
 
 // Report is what [Run] found: per session, and in total.
@@ -106,6 +112,10 @@ type Turn struct {
 	// RecordedText and CandidateText are the answers.
 	RecordedText  string `json:"recorded_text"`
 	CandidateText string `json:"candidate_text"`
+	// CandidateReason says why the candidate's turn did not complete (a
+	// budget a hook enforces, a timeout, the model's failure); "" when
+	// it completed.
+	CandidateReason string `json:"candidate_reason,omitempty"`
 	// RecordedCalls and CandidateCalls are the tool calls, as
 	// "name {arguments}", in order.
 	RecordedCalls  []string `json:"recorded_calls,omitempty"`
@@ -367,7 +377,7 @@ func replay(ctx context.Context, opts Options, id string) SessionReport {
 	for _, t := range turns {
 		ans.calls = append(ans.calls, t.calls...)
 	}
-	h, err := host.New(host.Options{Storage: memory.New(), Model: opts.Model, Agent: candidate(opts.Agent, ans)})
+	h, err := host.New(host.Options{Storage: memory.New(), Model: opts.Model, Agent: candidate(opts.Agent, ans), Hooks: opts.Hooks})
 	if err != nil {
 		sr.Error = fmt.Sprintf("eval: %v", err)
 		return sr
@@ -394,7 +404,7 @@ func replay(ctx context.Context, opts Options, id string) SessionReport {
 				return sr
 			}
 			run, _ := ledger.ProjectRun(evs, res.RunID)
-			turn.CandidateText = res.Text
+			turn.CandidateText, turn.CandidateReason = res.Text, res.Reason
 			turn.Candidate = Figures{Status: res.Status, Steps: len(run.Steps), PromptTokens: res.Usage.PromptTokens,
 				CompletionTokens: res.Usage.CompletionTokens, Cost: res.Cost}
 			for _, s := range run.Steps {

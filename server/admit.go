@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+)
+
+// Admission: every source of runs — a request of the API, a schedule's
+// occurrence, a delegate call's child run, an evaluation, an imported run
+// resumed — is admitted by one function, admitWork, under the same bounds:
+// the server's shutdown, the tenant's budgets, the process's runs in
+// flight (max_runs), the tenant's concurrent runs and its rate limit. A
+// request of the API paid the rate limit as it was authenticated; every
+// other source takes a token of the same bucket when it is admitted.
+
+// runSource names what would start a run, for admitWork.
+type runSource string
+
+// The sources of runs.
+const (
+	sourceAPI      runSource = "api"      // a request: its rate limit paid as it was authenticated
+	sourceSchedule runSource = "schedule" // a schedule's occurrence
+	sourceDelegate runSource = "delegate" // a delegate call's child run
+	sourceImport   runSource = "import"   // an imported run resumed
+)
+
+// admitRefusal is why a new run or task may not start now: the HTTP status,
+// the API's error code and message, and whether to retry after a second.
+// It is an error, for the sources that are not requests.
+type admitRefusal struct {
+	status        int
+	code, message string
+	retry         bool
+}
+
+// Error is the refusal's message.
+func (no *admitRefusal) Error() string { return no.message }
+
+// Retryable reports whether the refusal passes by itself (runs in flight,
+// a rate), as opposed to a budget spent or a server shutting down.
+func (no *admitRefusal) Retryable() bool { return no.retry }
+
+// write answers the refusal as the API does.
+func (no *admitRefusal) write(w http.ResponseWriter) {
+	if no.retry {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, no.status, no.code, "%s", no.message)
+}
+
+// admission is admitRun for any protocol: it returns the admitRefusal rather
+// than answering it.
+func (s *Server) admission(r *http.Request, t *tenant, id string) (release func(), no *admitRefusal) {
+	return s.admitWork(r.Context(), t, id, sourceAPI)
+}
+
+// AdmitRun admits a run of tenant's session id that no request of the API
+// starts — an imported run resumed, a source of runs outside the API — under
+// the bounds a message of the API is admitted under (see admitWork), its
+// rate limit included. release gives the place back once the run is in
+// flight (host.Session.Start or Resume returned) or was not started. An
+// error is an *AdmitError: the status, code and words the API would
+// answer, and whether the refusal passes by itself (Retryable).
+func (s *Server) AdmitRun(ctx context.Context, tenant, id string) (release func(), err error) {
+	t, ok := s.tenants[tenant]
+	if !ok {
+		return nil, &AdmitError{Status: http.StatusNotFound, Code: codeNotFound, Message: fmt.Sprintf("no tenant %q", tenant)}
+	}
+	return s.admitSource(ctx, t, id, sourceImport)
+}
+
+// AdmitError is a refusal of [Server.AdmitRun].
+type AdmitError struct {
+	// Status and Code are the HTTP status and the API's error code the
+	// refusal answers with (402 budget_exceeded, 429 rate_limited, 503
+	// unavailable).
+	Status int
+	Code   string
+	// Message says which bound refused, naming its setting.
+	Message string
+	// Retry tells that the refusal passes by itself (runs in flight, a
+	// rate): retry after a second.
+	Retry bool
+}
+
+func (e *AdmitError) Error() string { return e.Message }
+
+// Retryable reports e.Retry.
+func (e *AdmitError) Retryable() bool { return e.Retry }
+
+// admitSource is admitWork with its refusal as an *AdmitError.
+func (s *Server) admitSource(ctx context.Context, t *tenant, id string, src runSource) (release func(), err error) {
+	release, no := s.admitWork(ctx, t, id, src)
+	if no != nil {
+		return nil, &AdmitError{Status: no.status, Code: no.code, Message: no.message, Retry: no.retry}
+	}
+	return release, nil
+}
+
+// admitWork decides whether a run of session id may start now, for src:
+// not while the server shuts down, past the tenant's budget, past the
+// process's runs in flight (max_runs) or the tenant's concurrent runs (a
+// message to a session whose run is in flight joins it: no new run), nor,
+// for a source other than a request (which paid it as it was
+// authenticated), past the tenant's rate limit. Admitted, the run's place
+// under the bounds is held until release is called — once Start
+// returned, when the run is in flight (or the message joined one, or was
+// refused) — so that admissions at once cannot all pass the bounds.
+func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSource) (release func(), no *admitRefusal) {
+	if no := s.refuseAny(ctx, t); no != nil {
+		return nil, no
+	}
+	if t.host.IsRunning(id) {
+		// The message joins the run in flight.
+		if no := t.rate(src); no != nil {
+			return nil, no
+		}
+		return func() {}, nil
+	}
+	unadmit, no := s.admitProcess()
+	if no != nil {
+		return nil, no
+	}
+	release = unadmit
+	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 {
+		unreserve, ok := t.slots.reserve(t.host, id, n)
+		if !ok {
+			unadmit()
+			return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
+				message: fmt.Sprintf("tenant %s has %d runs in flight, its limit (rate_limit.concurrent_runs)", t.name, n)}
+		}
+		release = func() { unreserve(); unadmit() }
+	}
+	// The rate last: a run refused for another bound spends no token.
+	if no := t.rate(src); no != nil {
+		release()
+		return nil, no
+	}
+	return release, nil
+}
+
+// rate takes a token of the tenant's rate limit for a source other than a
+// request of the API, which took its own as it was authenticated.
+func (t *tenant) rate(src runSource) *admitRefusal {
+	if src == sourceAPI || t.limiter == nil || t.limiter.Allow() {
+		return nil
+	}
+	return &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
+		message: fmt.Sprintf("tenant %s is past its rate limit of %g requests a second (rate_limit.requests_per_second; a %s run counts as a request)", t.name, t.cfg.RateLimit.RequestsPerSecond, src)}
+}
+
+// admitProcess holds a place for a new run under the process's bound
+// (max_runs): the runs in flight in every tenant's host and the admissions
+// in progress, counted from their admission on so that requests at once
+// cannot all pass it. release gives the place back (once Start returned,
+// the run counts as in flight).
+func (s *Server) admitProcess() (release func(), no *admitRefusal) {
+	if s.admitting.Add(1)+int64(s.runsInFlight()) > int64(s.cfg.MaxRuns) {
+		s.admitting.Add(-1)
+		return nil, &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, retry: true,
+			message: fmt.Sprintf("the server has %d runs in flight, its limit (max_runs): retry shortly, or send to another host", s.cfg.MaxRuns)}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.admitting.Add(-1) }) }, nil
+}
+
+// runsInFlight counts the runs in flight in every tenant's host.
+func (s *Server) runsInFlight() int {
+	n := 0
+	for _, t := range s.tenants {
+		n += t.host.Running()
+	}
+	return n
+}
+
+// refuseAny refuses any new work of the tenant: while the server shuts
+// down, or past the tenant's budgets.
+func (s *Server) refuseAny(ctx context.Context, t *tenant) *admitRefusal {
+	if s.closing.Load() {
+		return &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, message: "the server is shutting down; send to another host"}
+	}
+	if t.budget != nil {
+		over, err := t.budget.exceeded(ctx)
+		if err != nil {
+			s.log.Warn("cannot read the budget's spend; admitting", "tenant", t.name, "err", err)
+		}
+		if over != nil {
+			return &admitRefusal{status: http.StatusPaymentRequired, code: codeBudget, message: over.Error()}
+		}
+	}
+	if t.fuel != nil && t.cfg.PluginFuelRefusesRuns {
+		over, err := t.fuel.exceeded(ctx)
+		if err != nil {
+			s.log.Warn("cannot read the plugin budget; admitting", "tenant", t.name, "err", err)
+		}
+		if over != nil {
+			return &admitRefusal{status: http.StatusPaymentRequired, code: codeBudget, message: over.Error()}
+		}
+	}
+	return nil
+}
