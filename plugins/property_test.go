@@ -47,8 +47,8 @@ import (
 const (
 	propDeadline = 100 * time.Millisecond
 	propPages    = 64
-	propOverrun  = 3 * time.Second  // past the deadline, at most
-	propStall    = 2 * time.Second  // the heartbeat's longest gap
+	propOverrun  = 5 * time.Second  // past the deadline, at most
+	propStall    = 5 * time.Second  // the heartbeat's longest gap
 	propHeap     = 1 << 30          // the Go heap after a call, at most
 	propTick     = time.Millisecond // the heartbeat's period
 )
