@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
@@ -187,6 +188,10 @@ func hostCheck(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
 	ok := true
 	if why == 0 {
 		ok = env.tank.refill()
+		// A slice of work done: the other goroutines get their turn now,
+		// not at Go's next preemption, which a goroutine in guest code
+		// meets only here and in host functions (a few slices later).
+		runtime.Gosched()
 	} else {
 		ok = env.tank.charge(gateCost(ctx, env, why))
 	}

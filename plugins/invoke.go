@@ -65,10 +65,10 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		return 0, nil, fail(err)
 	}
 	defer m.budget.endCall()
-	if err := m.rt.calls.acquire(callCtx); err != nil {
-		return 0, nil, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls", cap(m.rt.calls)), cause: err})
+	if err := m.rt.calls.acquire(callCtx, m.tenant); err != nil {
+		return 0, nil, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls (%d a tenant)", m.rt.calls.size, m.rt.calls.perTenant), cause: err})
 	}
-	defer m.rt.calls.release()
+	defer m.rt.calls.release(m.tenant)
 	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: record, replay: replay}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {

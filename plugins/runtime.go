@@ -51,7 +51,10 @@ type Options struct {
 	CompileInProcess bool
 	// MaxConcurrentCalls bounds the plugin calls running at once in the
 	// runtime, across all modules and tenants; more wait for one to end,
-	// within their deadline, and then fail unrun (retryable). Besides CPU,
+	// within their deadline, and then fail unrun (retryable). A tenant
+	// holds at most half of them, and a freed one goes to the waiting
+	// tenant with the fewest calls running, so that one tenant's calls
+	// never hold every slot. Besides CPU,
 	// it bounds the host memory a call holds outside its linear memory: a
 	// call that recurses without end grows wazero's native stack to its
 	// fixed ceiling, about 170 MB of host memory before the trap, and
@@ -71,7 +74,7 @@ type Runtime struct {
 	kv       storage.KV
 	workers  int
 	funcs    []extism.HostFunction
-	calls    semaphore // Options.MaxConcurrentCalls
+	calls    *slots // Options.MaxConcurrentCalls
 
 	inProcess bool // Options.CompileInProcess
 	// unmetered loads modules as they are, with no fuel and so no bound
@@ -119,11 +122,11 @@ func NewRuntime(opts Options) (*Runtime, error) {
 	}
 	switch n := opts.MaxConcurrentCalls; {
 	case n == 0:
-		r.calls = newSemaphore(4 * runtime.GOMAXPROCS(0))
+		r.calls = newSlots(4 * runtime.GOMAXPROCS(0))
 	case n < 0:
 		return nil, fmt.Errorf("%w: MaxConcurrentCalls %d is negative", ErrInvalidLimits, n)
 	default:
-		r.calls = newSemaphore(n)
+		r.calls = newSlots(n)
 	}
 	r.inProcess = opts.CompileInProcess
 	r.compiles = newSemaphore(2)
