@@ -19,6 +19,14 @@ func ExportSession(ctx context.Context, store storage.Storage, id string, w *Wri
 	if err != nil {
 		return fmt.Errorf("archive: export session %s: %w", id, err)
 	}
+	return ExportEvents(ctx, store, id, events, w)
+}
+
+// ExportEvents adds the session id whose ledger is events (as loaded from
+// store, which the caller holds still), and the blobs they refer to (when
+// store keeps blobs), to w. No events is an error: there is nothing to
+// export.
+func ExportEvents(ctx context.Context, store storage.Storage, id string, events []ledger.Event, w *Writer) error {
 	if len(events) == 0 {
 		return fmt.Errorf("archive: export session %s: it has no events", id)
 	}
