@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/internal/gatestore"
+	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/redis"
+)
+
+// Race tests for the rule of docs/architecture.md, "Removing data", through
+// the server: an operation that removes or replaces data while messages
+// are answered 202 must leave each of them in its ledger, or refuse
+// because the session changed.
+
+var fencePrefixes atomic.Int64
+
+// gatedPair opens two stores on one backend: a, whose operations stop at
+// gates, and b, another server's (on the file store, the same Store).
+type gatedPair func(t *testing.T) (a, b storage.Storage, g *gatestore.Gates)
+
+// gatedPairs returns the file, Redis and (unless -short) Cluster backends.
+func gatedPairs(t *testing.T) map[string]gatedPair {
+	srv := redistest.Start(t, redistest.Options{})
+	openPair := func(url string) gatedPair {
+		return func(t *testing.T) (storage.Storage, storage.Storage, *gatestore.Gates) {
+			prefix := fmt.Sprintf("srvfence%d", fencePrefixes.Add(1))
+			open := func() *redis.Store {
+				s, err := redis.Open(t.Context(), url, redis.Options{Prefix: prefix})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+			g := &gatestore.Gates{}
+			return &gatestore.Redis{Store: open(), G: g}, open(), g
+		}
+	}
+	out := map[string]gatedPair{
+		"file": func(t *testing.T) (storage.Storage, storage.Storage, *gatestore.Gates) {
+			s, err := file.Open(t.TempDir(), file.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			g := &gatestore.Gates{}
+			return &gatestore.File{Store: s, G: g}, s, g
+		},
+		"redis": openPair(srv.URL()),
+	}
+	if !testing.Short() {
+		c := redistest.StartCluster(t, 3)
+		out["cluster"] = openPair("redis+cluster://" + strings.Join(c.Addrs(), ","))
+	}
+	return out
+}
+
+// postMessages posts n messages to the session at once and returns the
+// ids of those answered 202.
+func (ts *testServer) postMessages(t *testing.T, key, id string, n int) []string {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		accepted []string
+		wg       sync.WaitGroup
+	)
+	for i := range n {
+		wg.Go(func() {
+			code, body := ts.do(t, key, "POST", "/v1/sessions/"+id+"/messages", fmt.Sprintf(`{"text":"message %d"}`, i))
+			if code != 202 {
+				t.Errorf("message %d: %d %s", i, code, body)
+				return
+			}
+			m := decodeJSON[struct {
+				MessageID string `json:"message_id"`
+			}](t, body)
+			mu.Lock()
+			accepted = append(accepted, m.MessageID)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return accepted
+}
+
+// missing counts the accepted messages that are not in the session's
+// ledger (of store, as the server's tenant prefix names it) exactly once.
+func missing(t *testing.T, store storage.Storage, id string, accepted []string) int {
+	t.Helper()
+	count := map[string]int{}
+	for _, e := range hosttest.Load(t, store, id) {
+		if e.Input != nil {
+			count[e.Input.MessageID]++
+		}
+	}
+	n := 0
+	for _, m := range accepted {
+		if count[m] != 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTenantDeleteRaceKeepsAccepted: a tenant's deletion is stopped just
+// before it deletes a session it loaded; meanwhile a server that still
+// serves the tenant answers 6 messages to it 202. The deletion must keep
+// the session (and say so, ErrSessionChanged) with every message in it;
+// before the fence, it deleted them.
+func TestTenantDeleteRaceKeepsAccepted(t *testing.T) {
+	for name, open := range gatedPairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b, g := open(t)
+			ts := startServer(t, serverSetup{Store: b})
+			if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hello"}`); code != 200 {
+				t.Fatalf("first message: %d %s", code, body)
+			}
+			gate := g.Set(gatestore.Remove, "acme:s")
+			done := make(chan error, 1)
+			go func() {
+				_, err := server.DeleteTenant(t.Context(), a, "", "acme")
+				done <- err
+			}()
+			<-gate.Reached()
+			accepted := ts.postMessages(t, ts.acme, "s", 6)
+			gate.Open()
+			err := <-done
+			if !errors.Is(err, storage.ErrSessionChanged) {
+				t.Errorf("DeleteTenant while 6 messages were accepted = %v, want storage.ErrSessionChanged", err)
+			}
+			if n := missing(t, b, "acme:s", accepted); n > 0 {
+				t.Errorf("%d of %d messages answered 202 during the tenant's deletion are not in the ledger once", n, len(accepted))
+			}
+		})
+	}
+}
