@@ -77,7 +77,7 @@ func (h *Host) blobStore(store storage.Storage) storage.Blobs {
 // as it was). A part that names a blob already must name one the store
 // holds. The bounds (Options.MaxBlobBytes, Options.BlobQuota) are checked
 // before anything is put. Every blob the parts name or put is held (see
-// holdBlobs) until the caller calls release, once the message's event is
+// HoldBlobs) until the caller calls release, once the message's event is
 // appended (or will not be): no sweep deletes it meanwhile.
 func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts []ledger.Part) (_ []ledger.Part, release func(), err error) {
 	release = func() {}
@@ -103,7 +103,7 @@ func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts [
 			}
 		}
 	}
-	if release, err = holdBlobs(ctx, store, digests); err != nil {
+	if release, err = HoldBlobs(ctx, store, digests); err != nil {
 		return nil, func() {}, err
 	}
 	defer func() {
@@ -199,7 +199,7 @@ func (h *Host) putParts(ctx context.Context, blobs storage.Blobs, parts []ledger
 // than the threshold, and refers to it from the result, whose Output keeps
 // a preview. When the put fails, the output stays inline (and the failure
 // is logged): a result is never lost to the blob store. The blob is held
-// (see holdBlobs) until the caller calls release, once the result's event
+// (see HoldBlobs) until the caller calls release, once the result's event
 // is appended.
 func (r *run) externalOutput(result *ledger.ToolResult) (release func()) {
 	release = func() {}
@@ -210,7 +210,7 @@ func (r *run) externalOutput(result *ledger.ToolResult) (release func()) {
 	ctx, stop := newAppendCtx(r.h.timeouts.Append)
 	defer stop()
 	data := []byte(result.Output)
-	rel, err := holdBlobs(ctx, r.st.store, []string{storage.BlobDigest(data)})
+	rel, err := HoldBlobs(ctx, r.st.store, []string{storage.BlobDigest(data)})
 	var d string
 	if err == nil {
 		release = rel

@@ -36,7 +36,7 @@ import (
 // So a message answered 202 is either in the ledger the operation checked
 // (and removed with it, as asked), or appended after the act (to a new
 // ledger), or it makes the operation refuse: never lost. Blobs follow the
-// same rule through storage.BlobFence (see SweepBlobs and holdBlobs).
+// same rule through storage.BlobFence (see SweepBlobs and HoldBlobs).
 
 // fenceLeaseTTL bounds the lease an operation holds while it removes or
 // replaces a session.
@@ -247,14 +247,18 @@ func (s *Session) Replace(ctx context.Context, events iter.Seq2[ledger.Event, er
 	return rep, nil
 }
 
-// blobHoldTTL bounds a writer's hold on a blob (see holdBlobs): a host
+// blobHoldTTL bounds a writer's hold on a blob (see HoldBlobs): a host
 // that dies holding one keeps it from a sweep this long.
 const blobHoldTTL = DefaultBlobGrace
 
-// holdBlobs holds the blobs digests name in store (see storage.BlobFence)
+// HoldBlobs holds the blobs digests name in store (see storage.BlobFence)
 // until the returned release is called: none of them is deleted meanwhile,
-// whatever a sweep decided. A store without fences holds nothing.
-func holdBlobs(ctx context.Context, store storage.Storage, digests []string) (release func(), err error) {
+// whatever a sweep ([SweepBlobs]) decided. Whatever puts blobs and then
+// appends events that refer to them holds them from before the put to
+// after the append (the host does, for messages and tool results; serve's
+// import does, for an archive's). A store without fences holds nothing.
+// Each hold lapses after an hour ([DefaultBlobGrace]) if not released.
+func HoldBlobs(ctx context.Context, store storage.Storage, digests []string) (release func(), err error) {
 	f, ok := store.(storage.BlobFence)
 	if !ok || len(digests) == 0 {
 		return func() {}, nil

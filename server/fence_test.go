@@ -144,3 +144,53 @@ func TestTenantDeleteRaceKeepsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// exportOf returns the archive GET /v1/sessions/{id}/export answers.
+func (ts *testServer) exportOf(t *testing.T, key, id string) []byte {
+	t.Helper()
+	code, body := ts.do(t, key, "GET", "/v1/sessions/"+id+"/export", "")
+	if code != 200 {
+		t.Fatalf("export of %s: %d %.200s", id, code, body)
+	}
+	return []byte(body)
+}
+
+// TestImportReplaceRaceKeepsAccepted: an import with replace=true checked
+// the session it replaces and is stopped just before it replaces it;
+// meanwhile another server answers 6 messages to the session 202. The
+// import must refuse (409, the session changed) with every message in the
+// ledger; before the fence, the import deleted them (the server checked,
+// the host deleted, then the import deleted again at the store's level).
+func TestImportReplaceRaceKeepsAccepted(t *testing.T) {
+	for name, open := range gatedPairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b, g := open(t)
+			ta := startServer(t, serverSetup{Store: a})
+			tb := startServer(t, serverSetup{Store: b})
+			if code, body := ta.do(t, ta.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"the first ledger"}`); code != 200 {
+				t.Fatalf("first message: %d %s", code, body)
+			}
+			data := ta.exportOf(t, ta.acme, "s")
+			gate := g.Set(gatestore.Remove, "acme:s")
+			type answer struct {
+				code int
+				body string
+			}
+			done := make(chan answer, 1)
+			go func() {
+				code, body := ta.doBytes(t, ta.acme, "POST", "/v1/sessions/import?replace=true", data)
+				done <- answer{code, body}
+			}()
+			<-gate.Reached()
+			accepted := tb.postMessages(t, tb.acme, "s", 6)
+			gate.Open()
+			got := <-done
+			if got.code != 409 || !strings.Contains(got.body, "changed") {
+				t.Errorf("import with replace=true while 6 messages were accepted: %d %s, want 409 (the session changed)", got.code, got.body)
+			}
+			if n := missing(t, b, "acme:s", accepted); n > 0 {
+				t.Errorf("%d of %d messages answered 202 during the import are not in the ledger once", n, len(accepted))
+			}
+		})
+	}
+}

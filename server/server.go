@@ -86,6 +86,7 @@ type Server struct {
 	streams streamSlots // the open event streams, per key, tenant and in all
 
 	closing  atomic.Bool
+	imports  atomic.Int64  // imports in progress in the process, for MaxImports
 	done     chan struct{} // closed as Close begins: the tenants' feeds end
 	doneOnce sync.Once
 	tasks    sync.WaitGroup // tasks the server runs for POST /v1/tasks
@@ -101,6 +102,7 @@ type tenant struct {
 	def     host.Agent    // the agent of a request that names none
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
+	imports atomic.Int64  // imports in progress, for RateLimit.ConcurrentImports
 	budget  *budget       // nil: no budget
 	fuel    *fuelBudget   // nil: no plugin budget
 	model   host.Model    // the model the tenant's agents run on (and POST /v1/eval's candidate)

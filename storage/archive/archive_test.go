@@ -242,6 +242,10 @@ func validParts(t testing.TB) (session, manifest string) {
 // that matches ErrMalformed (or ErrTooLarge) and says what is wrong.
 func TestReadMalformed(t *testing.T) {
 	sess, man := validParts(t)
+	second, err := ledger.Encode(storagetest.EveryKind("run_1")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{}); err != nil {
 		t.Fatalf("the valid archive: %v", err)
 	}
@@ -255,7 +259,8 @@ func TestReadMalformed(t *testing.T) {
 		{"no manifest", "no manifest", tarGz([2]string{"sessions/s1.jsonl", sess})},
 		{"truncated session", "no newline", tarGz([2]string{"sessions/s1.jsonl", strings.TrimSuffix(sess, "\n")}, [2]string{"manifest.json", man})},
 		{"bad event", "line 1", tarGz([2]string{"sessions/s1.jsonl", "{\"v\":1}\n"}, [2]string{"manifest.json", man})},
-		{"count mismatch", "manifest says", tarGz([2]string{"sessions/s1.jsonl", sess + sess}, [2]string{"manifest.json", man})},
+		{"count mismatch", "manifest says", tarGz([2]string{"sessions/s1.jsonl", sess + string(second) + "\n"}, [2]string{"manifest.json", man})},
+		{"duplicated event", "appears twice", tarGz([2]string{"sessions/s1.jsonl", sess + sess}, [2]string{"manifest.json", strings.Replace(man, `"events":1`, `"events":2`, 1)})},
 		{"missing session", "lacks", tarGz([2]string{"manifest.json", man})},
 		{"extra session", "names 1", tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"sessions/s2.jsonl", sess}, [2]string{"manifest.json", man})},
 		{"bad id", "invalid session id", tarGz([2]string{"sessions/.x.jsonl", sess}, [2]string{"manifest.json", man})},
@@ -270,9 +275,13 @@ func TestReadMalformed(t *testing.T) {
 			if !errors.Is(err, archive.ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Read = %v, want ErrMalformed saying %q", err, tc.want)
 			}
+			_, err = archive.Check(bytes.NewReader(tc.data), archive.ReadOptions{})
+			if !errors.Is(err, archive.ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Check = %v, want ErrMalformed saying %q", err, tc.want)
+			}
 		})
 	}
-	_, err := archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{MaxBytes: 10})
+	_, err = archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{MaxBytes: 10})
 	if !errors.Is(err, archive.ErrTooLarge) {
 		t.Errorf("Read past MaxBytes = %v, want ErrTooLarge", err)
 	}
