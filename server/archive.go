@@ -63,13 +63,6 @@ func (s *Server) importSessions(w http.ResponseWriter, r *http.Request, t *tenan
 	if !ok {
 		return
 	}
-	if n := s.imports.Add(1); n > int64(s.cfg.MaxImports) {
-		s.imports.Add(-1)
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server has %d imports in progress, its limit (max_imports): retry shortly", s.cfg.MaxImports)
-		return
-	}
-	defer s.imports.Add(-1)
 	if n := t.imports.Add(1); n > int64(t.cfg.RateLimit.ConcurrentImports) {
 		t.imports.Add(-1)
 		w.Header().Set("Retry-After", "1")
@@ -77,6 +70,13 @@ func (s *Server) importSessions(w http.ResponseWriter, r *http.Request, t *tenan
 		return
 	}
 	defer t.imports.Add(-1)
+	if n := s.imports.Add(1); n > int64(s.cfg.MaxImports) {
+		s.imports.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the server has %d imports in progress, its limit (max_imports): retry shortly", s.cfg.MaxImports)
+		return
+	}
+	defer s.imports.Add(-1)
 	spool, ok := s.spoolBody(w, r, s.cfg.MaxArchiveBytes, "max_archive_bytes")
 	if !ok {
 		return
