@@ -1,21 +1,28 @@
 package server_test
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"fmt"
+	"iter"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/archive"
+	"github.com/agentichost/agentic/storage/file"
 )
 
 // buildArchive writes an archive of the sessions (id → events) and blobs.
@@ -289,5 +296,107 @@ func TestImportRunsPassAdmission(t *testing.T) {
 				ts.waitState(t, ts.acme, id, "completed")
 			}
 		})
+	}
+}
+
+// heapWatch is a file store that measures the live heap (after a GC) when
+// an import writes a session: at an Append's start (the events in hand),
+// and as a ReplaceSession reads its last event.
+type heapWatch struct {
+	*file.Store
+	mu   sync.Mutex
+	peak uint64
+}
+
+func (s *heapWatch) measure() {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	s.mu.Lock()
+	s.peak = max(s.peak, m.HeapAlloc)
+	s.mu.Unlock()
+}
+
+func (s *heapWatch) Append(ctx context.Context, id string, events ...ledger.Event) error {
+	if len(events) > 1000 {
+		s.measure()
+	}
+	return s.Store.Append(ctx, id, events...)
+}
+
+func (s *heapWatch) ReplaceSession(ctx context.Context, id, version string, events iter.Seq2[ledger.Event, error]) error {
+	n := 0
+	counted := func(yield func(ledger.Event, error) bool) {
+		for e, err := range events {
+			if n++; n == 20_000 {
+				s.measure()
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+	return s.Store.ReplaceSession(ctx, id, version, counted)
+}
+
+// bigArchive writes, without holding it, an archive of one session of n
+// events of about size bytes each (pokes, which start no run).
+func bigArchive(t *testing.T, n, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	text := strings.Repeat("all work and no play ", size/21)
+	line := func(i int) []byte {
+		b, err := ledger.Encode(ledger.Event{ID: fmt.Sprintf("evt_%010d", i), Kind: ledger.KindPoke, RunID: "run_1",
+			Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Poke: &ledger.Poke{Text: text}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, '\n')
+	}
+	per := int64(len(line(0)))
+	tw.WriteHeader(&tar.Header{Name: "sessions/big.jsonl", Mode: 0o600, Size: per * int64(n), Typeflag: tar.TypeReg})
+	for i := range n {
+		tw.Write(line(i))
+	}
+	man := fmt.Sprintf(`{"format":"agentic-host-archive","version":1,"created":"2026-01-01T00:00:00Z","sessions":[{"id":"big","events":%d}],"blobs":[]}`, n)
+	tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o600, Size: int64(len(man)), Typeflag: tar.TypeReg})
+	tw.Write([]byte(man))
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+// TestImportBoundedMemory: an archive of a few hundred KiB that holds a
+// session of 80 MiB imports with the heap growing by a few MiB (an event at
+// a time); before, the import held the whole session, read and decoded,
+// at once (the heap grew by well over 80 MiB).
+func TestImportBoundedMemory(t *testing.T) {
+	st, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	store := &heapWatch{Store: st}
+	ts := startServer(t, serverSetup{Store: store})
+	data := bigArchive(t, 20_000, 4096)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, body := ts.doBytes(t, ts.acme, "POST", "/v1/sessions/import", data)
+	if code != 200 {
+		t.Fatalf("import of %d KiB (80 MiB uncompressed): %d %.300s", len(data)>>10, code, body)
+	}
+	store.mu.Lock()
+	peak := store.peak
+	store.mu.Unlock()
+	if peak == 0 {
+		t.Fatal("the session was not written")
+	}
+	grew := int64(peak) - int64(before.HeapAlloc)
+	t.Logf("the heap grew by %d KiB", grew>>10)
+	if grew > 24<<20 {
+		t.Errorf("the heap grew by %d MiB while an archive of %d KiB (80 MiB uncompressed) was imported", grew>>20, len(data)>>10)
 	}
 }
