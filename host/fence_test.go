@@ -195,3 +195,56 @@ func TestBlobSweepRaceKeepsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestBlobSweepRaceNamedBlob is the second round of
+// TestBlobSweepRaceKeepsAccepted, with an input it lacks: the message
+// names the blob by its digest (a part with Blob set, as a client that
+// uploaded it once does) rather than carrying its bytes, and a second
+// deletion comes after the first. The blob must survive both while the
+// message is on its way, and the message must resolve.
+func TestBlobSweepRaceNamedBlob(t *testing.T) {
+	for name, open := range fenceBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			a, _, g := open(t)
+			hs := hosttest.New(t, host.Options{Storage: a, BlobThreshold: 1000})
+			img := ledger.Part{Type: ledger.PartImage, MIME: "image/png", Data: noise(9, 5000)}
+			for _, id := range []string{"a1", "a2"} {
+				if _, err := hs.Host.Session(id).Send(ctx, "see", host.SendOptions{Parts: []ledger.Part{img}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			digest := ledger.BlobRefs(hs.Events("a1"))[0]
+			named := ledger.Part{Type: ledger.PartImage, MIME: "image/png", Blob: digest}
+			gate := g.Set(gatestore.Load, "b")
+			sent := make(chan []string, 1)
+			go func() { sent <- sendWhileHeld(t, hs.Host, "b", 1, named) }()
+			<-gate.Reached()
+			for _, id := range []string{"a1", "a2"} {
+				if _, err := hs.Host.Session(id).Delete(ctx, host.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := host.SweepBlobs(ctx, a, host.BlobSweepOptions{Grace: -1}); err != nil {
+				t.Fatal(err)
+			}
+			gate.Open()
+			checkAccepted(t, a, "b", <-sent, "a message naming a blob whose sessions were deleted")
+			if _, ok, _ := a.(storage.Blobs).GetBlob(ctx, digest); !ok {
+				t.Error("the blob a message names was deleted while the message was on its way")
+			}
+			events, err := hs.Host.Session("b").ResolvedEvents(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ledger.BlobRefs(events)) != 0 {
+				t.Error("the message's part does not resolve")
+			}
+			// Once the message is in, a sweep keeps the blob (referred
+			// to) and the sessions' deletion left no mark behind.
+			if rep, err := host.SweepBlobs(ctx, a, host.BlobSweepOptions{Grace: -1}); err != nil || rep.Deleted != 0 || rep.Referenced != 1 {
+				t.Errorf("a sweep after the message: %+v, %v; want the blob kept, referred to", rep, err)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -190,6 +191,95 @@ func TestImportReplaceRaceKeepsAccepted(t *testing.T) {
 			}
 			if n := missing(t, b, "acme:s", accepted); n > 0 {
 				t.Errorf("%d of %d messages answered 202 during the import are not in the ledger once", n, len(accepted))
+			}
+		})
+	}
+}
+
+// TestImportReplaceSameHost is the second round of
+// TestImportReplaceRaceKeepsAccepted, with inputs it lacks: the message
+// comes to the server that imports (not another host), while the import
+// is stopped between its check and its write; and, on the same backend,
+// two imports of one new session reach it at once from two servers. The
+// message waits for the import, then lands in the imported ledger (and is
+// answered there); of the two imports, one imports and the other answers
+// 409, neither losing the other's events.
+func TestImportReplaceSameHost(t *testing.T) {
+	for name, open := range gatedPairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b, g := open(t)
+			ta := startServer(t, serverSetup{Store: a})
+			tb := startServer(t, serverSetup{Store: b})
+			if code, body := ta.do(t, ta.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"the first ledger"}`); code != 200 {
+				t.Fatalf("first message: %d %s", code, body)
+			}
+			data := ta.exportOf(t, ta.acme, "s")
+			imported, _ := ta.store.Load(t.Context(), "acme:s")
+
+			gate := g.Set(gatestore.Remove, "acme:s")
+			done := make(chan int, 1)
+			go func() {
+				code, _ := ta.doBytes(t, ta.acme, "POST", "/v1/sessions/import?replace=true", data)
+				done <- code
+			}()
+			<-gate.Reached()
+			// The message carries an image, which it holds before it
+			// enters the session: the gate on that hold proves it is on
+			// its way while the import is stopped.
+			img := pattern(5, 70_000)
+			hold := g.Set(gatestore.Hold, storage.BlobDigest(img))
+			sent := make(chan []string, 1)
+			go func() {
+				code, body := ta.do(t, ta.acme, "POST", "/v1/sessions/s/messages",
+					`{"text":"see","parts":[{"type":"image","mime":"image/png","data":"`+base64.StdEncoding.EncodeToString(img)+`"}]}`)
+				if code != 202 {
+					t.Errorf("the message: %d %s", code, body)
+					sent <- nil
+					return
+				}
+				sent <- []string{decodeJSON[struct {
+					MessageID string `json:"message_id"`
+				}](t, body).MessageID}
+			}()
+			select {
+			case <-hold.Reached():
+			case m := <-sent:
+				gate.Open()
+				<-done
+				t.Fatalf("the message %v was answered without holding its blob, while the import was stopped", m)
+			}
+			hold.Open()
+			gate.Open()
+			if code := <-done; code != 200 {
+				t.Errorf("the import: %d, want 200 (the message waited for it)", code)
+			}
+			accepted := <-sent
+			if n := missing(t, b, "acme:s", accepted); n > 0 {
+				t.Error("the message sent to the importing server during the import is not in the ledger once")
+			}
+			ta.waitState(t, ta.acme, "s", "completed")
+			events := hosttest.Load(t, b, "acme:s")
+			if len(events) <= len(imported) || events[0].ID != imported[0].ID {
+				t.Errorf("the ledger after the import and the message: %d events, want the %d imported first", len(events), len(imported))
+			}
+
+			// Two imports of one new session, from two servers, the
+			// first stopped just before it writes.
+			gate = g.Set(gatestore.Remove, "beta:s")
+			first := make(chan int, 1)
+			go func() {
+				code, _ := ta.doBytes(t, ta.beta, "POST", "/v1/sessions/import", data)
+				first <- code
+			}()
+			<-gate.Reached()
+			code2, body2 := tb.doBytes(t, tb.beta, "POST", "/v1/sessions/import", data)
+			gate.Open()
+			code1 := <-first
+			if !((code1 == 200 && code2 == 409) || (code1 == 409 && code2 == 200)) {
+				t.Errorf("two imports of one new session at once: %d and %d %s, want one 200 and one 409", code1, code2, body2)
+			}
+			if got := hosttest.Load(t, b, "beta:s"); len(got) != len(imported) {
+				t.Errorf("the session two imports raced for holds %d events, want the %d of one import", len(got), len(imported))
 			}
 		})
 	}

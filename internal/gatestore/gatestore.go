@@ -12,6 +12,7 @@ import (
 	"context"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -173,3 +174,56 @@ var (
 	_ storage.Fencer    = (*Redis)(nil)
 	_ storage.BlobFence = (*Redis)(nil)
 )
+
+// Hold is BlobFence.HoldBlob of a digest, in any blob scope of the store
+// (a tenant's included): name the gate by the digest.
+const Hold = "hold"
+
+// blobs is a blob scope with gates.
+type blobs struct {
+	storage.Blobs
+	g *Gates
+}
+
+func (b *blobs) fence() storage.BlobFence { return b.Blobs.(storage.BlobFence) }
+
+func (b *blobs) HoldBlob(ctx context.Context, digest string, ttl time.Duration) (string, error) {
+	b.g.at(ctx, Hold, digest)
+	return b.fence().HoldBlob(ctx, digest, ttl)
+}
+
+func (b *blobs) ReleaseBlob(ctx context.Context, digest, hold string) error {
+	return b.fence().ReleaseBlob(ctx, digest, hold)
+}
+
+func (b *blobs) MarkBlob(ctx context.Context, digest string) (string, error) {
+	return b.fence().MarkBlob(ctx, digest)
+}
+
+func (b *blobs) DeleteMarkedBlob(ctx context.Context, digest, mark string) (bool, error) {
+	return b.fence().DeleteMarkedBlob(ctx, digest, mark)
+}
+
+// BlobScope gives the scope's blobs gates.
+func (s *File) BlobScope(scope string) storage.Blobs {
+	return &blobs{Blobs: s.Store.BlobScope(scope), g: s.G}
+}
+
+// HoldBlob stops at a Hold gate.
+func (s *File) HoldBlob(ctx context.Context, digest string, ttl time.Duration) (string, error) {
+	s.G.at(ctx, Hold, digest)
+	return s.Store.HoldBlob(ctx, digest, ttl)
+}
+
+// BlobScope gives the scope's blobs gates.
+func (s *Redis) BlobScope(scope string) storage.Blobs {
+	return &blobs{Blobs: s.Store.BlobScope(scope), g: s.G}
+}
+
+// HoldBlob stops at a Hold gate.
+func (s *Redis) HoldBlob(ctx context.Context, digest string, ttl time.Duration) (string, error) {
+	s.G.at(ctx, Hold, digest)
+	return s.Store.HoldBlob(ctx, digest, ttl)
+}
+
+var _ storage.BlobFence = (*blobs)(nil)
