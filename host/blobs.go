@@ -76,17 +76,48 @@ func (h *Host) blobStore(store storage.Storage) storage.Blobs {
 // threshold put in the blob store and referred to (a copy: parts is left
 // as it was). A part that names a blob already must name one the store
 // holds. The bounds (Options.MaxBlobBytes, Options.BlobQuota) are checked
-// before anything is put.
-func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts []ledger.Part) ([]ledger.Part, error) {
+// before anything is put. Every blob the parts name or put is held (see
+// HoldBlobs) until the caller calls release, once the message's event is
+// appended (or will not be): no sweep deletes it meanwhile.
+func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts []ledger.Part) (_ []ledger.Part, release func(), err error) {
+	release = func() {}
 	blobs := h.blobStore(store)
 	if blobs == nil {
 		for _, p := range parts {
 			if p.Blob != "" {
-				return nil, fmt.Errorf("%w: a %s part names blob %.80s, and the host keeps no blobs (its storage has none, or Options.BlobThreshold is -1)", ErrInvalidInput, p.Type, p.Blob)
+				return nil, release, fmt.Errorf("%w: a %s part names blob %.80s, and the host keeps no blobs (its storage has none, or Options.BlobThreshold is -1)", ErrInvalidInput, p.Type, p.Blob)
 			}
 		}
-		return parts, nil
+		return parts, release, nil
 	}
+	var digests []string
+	for _, p := range parts {
+		switch {
+		case p.Blob != "":
+			if storage.CheckBlobDigest(p.Blob) == nil {
+				digests = append(digests, p.Blob)
+			}
+		case int64(len(p.Data)) > h.blobThreshold && p.Type != ledger.PartText:
+			if h.maxBlob <= 0 || int64(len(p.Data)) <= h.maxBlob {
+				digests = append(digests, storage.BlobDigest(p.Data))
+			}
+		}
+	}
+	if release, err = HoldBlobs(ctx, store, digests); err != nil {
+		return nil, func() {}, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+			release = func() {}
+		}
+	}()
+	out, err := h.putParts(ctx, blobs, parts)
+	return out, release, err
+}
+
+// putParts is externalParts once the blobs are held.
+func (h *Host) putParts(ctx context.Context, blobs storage.Blobs, parts []ledger.Part) ([]ledger.Part, error) {
 	var out []ledger.Part
 	var need map[string]int64 // digest → size, of the parts to put
 	for i, p := range parts {
@@ -225,23 +256,33 @@ func (h *Host) unreserveBlobs(held []string) {
 // externalOutput puts a tool's output in the blob store when it is longer
 // than the threshold, and refers to it from the result, whose Output keeps
 // a preview. When the put fails, the output stays inline (and the failure
-// is logged): a result is never lost to the blob store.
-func (r *run) externalOutput(result *ledger.ToolResult) {
+// is logged): a result is never lost to the blob store. The blob is held
+// (see HoldBlobs) until the caller calls release, once the result's event
+// is appended.
+func (r *run) externalOutput(result *ledger.ToolResult) (release func()) {
+	release = func() {}
 	blobs := r.h.blobStore(r.st.store)
 	if blobs == nil || int64(len(result.Output)) <= r.h.blobThreshold {
-		return
+		return release
 	}
 	ctx, stop := newAppendCtx(r.h.timeouts.Append)
 	defer stop()
 	data := []byte(result.Output)
-	d, err := blobs.PutBlob(ctx, data)
+	rel, err := HoldBlobs(ctx, r.st.store, []string{storage.BlobDigest(data)})
+	var d string
+	if err == nil {
+		release = rel
+		d, err = blobs.PutBlob(ctx, data)
+	}
 	if err != nil {
+		release()
 		r.h.log.Warn("cannot put a tool output in the blob store; it stays in the ledger", "session", r.sessionID, "run", r.id,
 			"tool", result.Name, "bytes", len(data), "err", err)
-		return
+		return func() {}
 	}
 	r.blobs.add(d, data)
 	result.OutputBlob, result.OutputSize, result.Output = d, int64(len(data)), preview(result.Output, blobPreviewBytes)
+	return release
 }
 
 // preview returns s's first n bytes at most, cut at a rune boundary.

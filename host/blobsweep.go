@@ -39,7 +39,8 @@ type BlobSweep struct {
 	Referenced      int
 	ReferencedBytes int64
 	// Recent counts the blobs no event refers to that were stored within
-	// the grace, and their bytes: kept.
+	// the grace, or (on a store with fences) put again or held by a
+	// writer while the sweep ran, and their bytes: kept.
 	Recent      int
 	RecentBytes int64
 	// Deleted counts the blobs no event refers to, stored before the
@@ -56,12 +57,21 @@ type BlobSweep struct {
 //
 // store must implement storage.Lister and storage.Blobs. Its sessions and
 // its blobs are one scope: sweep a tenant's [storage.Prefix] view for the
-// tenant's blobs (the view lists the tenant's sessions and blobs only).
-// The sweep reads every session's references first, then lists the blobs:
-// a blob put again after the references were read has a fresh Stored time,
-// and is spared. A session that cannot be loaded fails the sweep before
-// anything is deleted (its references are unknown). It may run on any
-// host, beside running ones.
+// tenant's blobs (the view lists the tenant's sessions and blobs only). A
+// session that cannot be loaded fails the sweep before anything is
+// deleted (its references are unknown). It may run on any host, beside
+// running ones.
+//
+// On a store with fences (storage.BlobFence, every built-in one), the
+// sweep lists the blobs, marks those it may delete, then reads every
+// session's references, and deletes each unreferenced one only if its
+// mark is still there and no writer holds it: a blob put again, or held by
+// a message or a tool result on its way into a ledger, since it was
+// marked is spared (counted Recent), so no event appended by a host ever
+// refers to a blob the sweep deleted. On a store without fences it reads
+// the references first, then lists the blobs, sparing those put since it
+// began: a writer that put its blob before the sweep began and appends
+// its event after the sweep read that session may lose it.
 func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOptions) (BlobSweep, error) {
 	var out BlobSweep
 	lister, ok1 := store.(storage.Lister)
@@ -81,6 +91,37 @@ func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOption
 	// A blob put once the sweep began may belong to an event not yet
 	// appended: the grace counts from the start, never from now.
 	start := time.Now()
+	cutoff := start.Add(-grace)
+	var only map[string]bool
+	if len(opts.Only) > 0 {
+		only = map[string]bool{}
+		for _, d := range opts.Only {
+			only[d] = true
+		}
+	}
+	fence, fenced := store.(storage.BlobFence)
+	var infos []storage.BlobInfo
+	marks := map[string]string{}
+	if fenced {
+		var err error
+		if infos, err = blobs.ListBlobs(ctx); err != nil {
+			return out, fmt.Errorf("host: sweep blobs: list blobs: %w", err)
+		}
+		for _, in := range infos {
+			if (only != nil && !only[in.Digest]) || in.Stored.After(cutoff) || opts.DryRun {
+				continue
+			}
+			m, err := fence.MarkBlob(ctx, in.Digest)
+			if errors.Is(err, errors.ErrUnsupported) {
+				fenced = false
+				break
+			}
+			if err != nil {
+				return out, fmt.Errorf("host: sweep blobs: mark %s: %w", in.Digest, err)
+			}
+			marks[in.Digest] = m
+		}
+	}
 	ids, err := lister.ListSessions(ctx)
 	if err != nil {
 		return out, fmt.Errorf("host: sweep blobs: list sessions: %w", err)
@@ -96,16 +137,9 @@ func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOption
 		}
 		out.Sessions++
 	}
-	infos, err := blobs.ListBlobs(ctx)
-	if err != nil {
-		return out, fmt.Errorf("host: sweep blobs: list blobs: %w", err)
-	}
-	cutoff := start.Add(-grace)
-	var only map[string]bool
-	if len(opts.Only) > 0 {
-		only = map[string]bool{}
-		for _, d := range opts.Only {
-			only[d] = true
+	if !fenced {
+		if infos, err = blobs.ListBlobs(ctx); err != nil {
+			return out, fmt.Errorf("host: sweep blobs: list blobs: %w", err)
 		}
 	}
 	var errs []error
@@ -116,15 +150,32 @@ func SweepBlobs(ctx context.Context, store storage.Storage, opts BlobSweepOption
 		case referenced[in.Digest]:
 			out.Referenced++
 			out.ReferencedBytes += in.Size
+			if m := marks[in.Digest]; m != "" {
+				fence.ReleaseBlob(ctx, in.Digest, "") // clears the mark
+			}
 		case in.Stored.After(cutoff):
 			out.Recent++
 			out.RecentBytes += in.Size
+		case opts.DryRun:
+			out.Deleted++
+			out.DeletedBytes += in.Size
+		case fenced:
+			deleted, err := fence.DeleteMarkedBlob(ctx, in.Digest, marks[in.Digest])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("host: sweep blobs: delete %s: %w", in.Digest, err))
+				continue
+			}
+			if !deleted { // put again, or held, since it was marked
+				out.Recent++
+				out.RecentBytes += in.Size
+				continue
+			}
+			out.Deleted++
+			out.DeletedBytes += in.Size
 		default:
-			if !opts.DryRun {
-				if err := blobs.DeleteBlob(ctx, in.Digest); err != nil {
-					errs = append(errs, fmt.Errorf("host: sweep blobs: delete %s: %w", in.Digest, err))
-					continue
-				}
+			if err := blobs.DeleteBlob(ctx, in.Digest); err != nil {
+				errs = append(errs, fmt.Errorf("host: sweep blobs: delete %s: %w", in.Digest, err))
+				continue
 			}
 			out.Deleted++
 			out.DeletedBytes += in.Size

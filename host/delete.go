@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -59,6 +58,12 @@ type DeleteOptions struct {
 	// one SweepBlobs (finding which no other session refers to reads
 	// every session's ledger). Default false: they go with the session.
 	KeepBlobs bool
+	// Check, when set, is called with the session held (after the checks
+	// above, before anything is deleted) and its ledger as it will be
+	// deleted: an error it returns refuses the deletion, and Delete
+	// returns it as it is. A retention sweep checks its own rules there,
+	// and writes the archive of exactly what it deletes. Default: nil.
+	Check func(ctx context.Context, events []ledger.Event) error
 }
 
 // DeleteReport tells what [Session.Delete] removed.
@@ -80,76 +85,38 @@ type DeleteReport struct {
 	BlobBytes int64 `json:"blob_bytes"`
 }
 
-// deleteLeaseTTL bounds the lease Delete holds while it deletes.
-const deleteLeaseTTL = 30 * time.Second
-
 // Delete removes the session from the host's storage: its ledger, its
 // lease, and the entries the host keeps about it beside the ledger (the
-// inbox of pending approvals). It refuses, with an [*InUseError] and
-// nothing deleted, a session whose run is in flight in this host, parked
-// for approvals, or led by another host (which holds its lease), unless
-// opts.Force. On a storage shared by several hosts it takes the session's
-// lease while it deletes, so that no host starts a run meanwhile.
-// Deleting a session that has no events removes what is left of it and
-// reports 0 events. The blobs its events referred to go with it, but for
-// those another session of the storage refers to, or that were put again
-// while Delete looked for such sessions (it reads every session's
-// references: [SweepBlobs] with Only). The storage must implement
-// storage.Deleter.
+// inbox of pending approvals). It holds the session as every operation
+// that removes data does (see docs/architecture.md, "Removing data"): it
+// refuses, with an [*InUseError] and nothing deleted, a session whose run
+// is in flight in this host, parked for approvals, or led by another host
+// (which holds its lease), unless opts.Force; and, forced or not, it
+// deletes only the ledger it checked: a session appended to meanwhile (a
+// message another host queued) refuses with [ErrSessionChanged], nothing
+// deleted. Deleting a session that has no events removes what is left of
+// it and reports 0 events. The blobs its events referred to go with it,
+// but for those another session of the storage refers to, or that a
+// writer holds (it reads every session's references: [SweepBlobs] with
+// Only). The storage must implement storage.Deleter.
 func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport, error) {
 	h := s.h
 	rep := DeleteReport{SessionID: s.id}
-	del, ok := h.store.(storage.Deleter)
-	if !ok {
+	if _, ok := h.store.(storage.Deleter); !ok {
 		return rep, fmt.Errorf("host: deleting a session needs a storage that deletes sessions (storage.Deleter); %T does not", h.store)
 	}
-	if !storage.ValidSessionID(s.id) {
-		return rep, fmt.Errorf("%w: session id %q", ErrInvalidInput, s.id)
-	}
-	st, err := h.ref(&Session{h: h, id: s.id})
+	hd, err := s.hold(ctx, "delete", opts.Force)
 	if err != nil {
 		return rep, err
 	}
-	defer h.unref(st)
-	if opts.Force && h.IsRunning(s.id) && h.Cancel(s.id, "the session is being deleted") {
-		if err := st.waitIdle(ctx); err != nil {
-			return rep, fmt.Errorf("host: delete session %s: waiting for its run to stop: %w", s.id, err)
-		}
-	}
-	st.appendMu.Lock()
-	defer st.appendMu.Unlock()
-	st.mu.Lock()
-	busy := st.busy
-	st.mu.Unlock()
-	events, err := h.store.Load(ctx, s.id)
-	if err != nil && !errors.Is(err, storage.ErrCorrupt) {
-		return rep, fmt.Errorf("host: delete session %s: %w", s.id, err)
-	}
-	if !opts.Force {
-		status, err := s.statusOf(ctx, events, nil)
-		if err != nil {
+	defer hd.release()
+	events := hd.events
+	if opts.Check != nil {
+		if err := opts.Check(ctx, events); err != nil {
 			return rep, err
 		}
-		switch {
-		case busy:
-			return rep, &InUseError{SessionID: s.id, State: StateRunning, RunID: status.RunID}
-		case status.State == StateApprovalRequired:
-			return rep, &InUseError{SessionID: s.id, State: status.State, RunID: status.RunID, Approvals: len(status.Approvals)}
-		case status.State == StateRunning:
-			return rep, &InUseError{SessionID: s.id, State: status.State, RunID: status.RunID, Holder: status.Holder}
-		}
 	}
-	if h.leaser != nil {
-		_, err := h.leaser.AcquireLease(ctx, s.id, "delete-"+randomToken(), deleteLeaseTTL)
-		if held, ok := errors.AsType[*storage.LeaseHeldError](err); ok && !opts.Force {
-			return rep, &InUseError{SessionID: s.id, State: StateRunning, Holder: held.Holder}
-		}
-		if err != nil && !errors.Is(err, storage.ErrLeaseHeld) {
-			return rep, fmt.Errorf("host: delete session %s: %w", s.id, err)
-		}
-		// The lease goes with the session.
-	}
-	if err := del.DeleteSession(ctx, s.id); err != nil {
+	if err := hd.replace(ctx, nil); err != nil {
 		return rep, fmt.Errorf("host: delete session %s: %w", s.id, err)
 	}
 	rep.Events = len(events)

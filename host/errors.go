@@ -71,6 +71,12 @@ var (
 	// working on, that waits for approvals, or whose lease a host holds.
 	// Nothing was deleted. The error is an [*InUseError].
 	ErrSessionInUse = errors.New("host: the session is in use")
+	// ErrSessionChanged: an operation that removes or replaces a
+	// session's data ([Session.Delete], [Session.Replace]) found the
+	// session changed between its check and its act (a message another
+	// host queued meanwhile): nothing was removed. Check again, and decide
+	// again.
+	ErrSessionChanged = errors.New("host: the session changed while it was being removed or replaced")
 )
 
 // BusyError refuses a message that would overlap the session's run (see

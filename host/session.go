@@ -197,10 +197,11 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	parts, err := s.h.externalParts(ctx, s.store(), parts)
+	parts, release, err := s.h.externalParts(ctx, s.store(), parts)
 	if err != nil {
 		return nil, err
 	}
+	defer release() // once the message is durable, or refused
 	r := &Run{h: s.h, sess: s, agent: agent, requestID: opts.RequestID, hooks: hooks, parts: parts, parent: opts.parent}
 	if bind {
 		r.bind = ctx

@@ -259,10 +259,12 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 	result.DurationMS = time.Since(started).Milliseconds()
 	result.Output = ledger.CapToolOutput(result.Output, r.agent.MaxToolResultBytes)
 	output := result.Output
-	r.externalOutput(result)
+	release := r.externalOutput(result)
 	e := r.newEvent(ledger.KindToolResult)
 	e.ToolResult = result
-	if err := r.append(e); err != nil {
+	err := r.append(e)
+	release()
+	if err != nil {
 		return err
 	}
 	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,

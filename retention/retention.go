@@ -6,10 +6,13 @@
 // A [Sweep] is safe on every host at once and idempotent. It never touches
 // a session in use: one with a run in progress or queued messages, a run
 // parked for approvals, an interrupted run (a host's resume may pick it
-// up), or a lease another host holds; on a storage with leases it holds
-// the session's lease while it archives and deletes it, so that two sweeps
-// (or a sweep and a new message) never both act on it. A second sweep
-// finds nothing more to do.
+// up), or a lease another host holds. It holds each session it removes as
+// every operation that removes data does (host.Session.Delete with a
+// check): from its last look at the session to its deletion, and it
+// deletes only the ledger it checked (and archived), so that a message
+// sent meanwhile, on any host, keeps the session (it is skipped: "it
+// changed while it was swept") and is never lost. Two sweeps never both
+// act on one session. A second sweep finds nothing more to do.
 //
 // A session may override the policy (see [SetOverride]): keep it whatever
 // the policy says, or keep it its own number of days. Overrides live in
@@ -19,8 +22,6 @@ package retention
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,9 +189,6 @@ type sweepKey struct {
 	id    string
 }
 
-// leaseTTL bounds the lease a sweep holds while it acts on a session.
-const leaseTTL = 2 * time.Minute
-
 // candidate is a session, with its last event's time, and whether a run
 // of it is open or messages wait in it.
 type candidate struct {
@@ -295,7 +293,7 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		act(ctx, opts, c.id, &rep, &refs, log)
+		act(ctx, opts, c.id, c.last, &rep, &refs, log)
 	}
 	if _, ok := opts.Storage.(storage.Blobs); ok {
 		// The deleted sessions' blobs go at once (but for those another
@@ -317,10 +315,11 @@ func Sweep(ctx context.Context, opts Options) (Report, error) {
 	return rep, nil
 }
 
-// act archives or deletes one session past the policy, unless it is in
-// use, records what it did in rep, and adds the blobs the session it
-// deleted referred to to refs.
-func act(ctx context.Context, opts Options, id string, rep *Report, refs *[]string, log *slog.Logger) {
+// act archives or deletes one session past the policy (its last event at
+// last, when the sweep decided), unless it is in use or changed since,
+// records what it did in rep, and adds the blobs the session it deleted
+// referred to to refs.
+func act(ctx context.Context, opts Options, id string, last time.Time, rep *Report, refs *[]string, log *slog.Logger) {
 	// A storage of a type that cannot be a map key (a struct holding a
 	// slice) goes without this guard: its leases, if any, still hold.
 	if reflect.TypeOf(opts.Storage).Comparable() {
@@ -336,101 +335,142 @@ func act(ctx context.Context, opts Options, id string, rep *Report, refs *[]stri
 		rep.Errors = append(rep.Errors, fmt.Sprintf("session %s: %v", id, err))
 		log.Warn("retention: a session was not swept", "session", id, "err", err)
 	}
-	if leaser, ok := opts.Storage.(storage.Leaser); ok {
-		lease, err := leaser.AcquireLease(ctx, id, "retention-"+token(), leaseTTL)
-		if held, ok := errors.AsType[*storage.LeaseHeldError](err); ok {
-			skip("its lease is held by " + held.Holder)
-			return
-		}
-		if errors.Is(err, storage.ErrLeaseHeld) {
-			skip("its lease is held by another host")
-			return
-		}
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer lease.Release(context.WithoutCancel(ctx))
-	}
-	sess := opts.Host.Session(id)
 	if opts.Host.IsRunning(id) {
 		skip("a run is in progress")
 		return
 	}
-	events, err := opts.Storage.Load(ctx, id)
-	if err != nil {
-		fail(err)
-		return
+	archiving := cmp.Or(opts.Policy.Action, ActionArchive) == ActionArchive
+	var (
+		archived *pendingArchive
+		deleted  []ledger.Event
+		skipped  string
+		errGone  = errors.New("swept meanwhile")
+		errSkip  = errors.New("skip")
+	)
+	// The session is held from here to its deletion (host.Session.Delete:
+	// its lock, its lease, its version): the checks below see the ledger
+	// that is deleted, and the archive holds exactly that ledger. A
+	// message appended meanwhile (another host's, which the lease does not
+	// refuse) makes the deletion refuse, and the session is skipped.
+	check := func(ctx context.Context, events []ledger.Event) error {
+		if len(events) == 0 {
+			return errGone
+		}
+		if !events[len(events)-1].Time.Equal(last) {
+			// Appended to since the sweep decided: decide again next time.
+			skipped = "it changed while it was swept"
+			return errSkip
+		}
+		st, err := opts.Host.Session(id).Status(ctx)
+		if err != nil {
+			return err
+		}
+		open := len(ledger.OpenRuns(events)) > 0
+		switch {
+		case st.State == host.StateApprovalRequired:
+			skipped = "its run waits for approvals"
+		case open || st.State == host.StateRunning || st.State == host.StateInterrupted:
+			skipped = "its run is " + string(cmp.Or(st.State, host.StateInterrupted))
+		case len(ledger.PendingInputs(events)) > 0:
+			skipped = "messages wait in it"
+		}
+		if skipped != "" {
+			return errSkip
+		}
+		if archiving {
+			a, err := writeArchive(ctx, opts, id, events)
+			if err != nil {
+				return fmt.Errorf("archive: %w", err)
+			}
+			archived = a
+		}
+		deleted = events
+		return nil
 	}
-	if len(events) == 0 {
-		return // swept meanwhile
+	_, err := opts.Host.Session(id).Delete(ctx, host.DeleteOptions{KeepBlobs: true, Check: check})
+	if err != nil && archived != nil {
+		archived.discard()
 	}
-	st, err := sess.Status(ctx)
-	if err != nil {
-		fail(err)
-		return
-	}
+	inUse, isInUse := errors.AsType[*host.InUseError](err)
 	switch {
-	case st.State == host.StateApprovalRequired:
+	case errors.Is(err, errGone):
+		return // swept meanwhile
+	case errors.Is(err, errSkip):
+		skip(skipped)
+		return
+	case isInUse && inUse.Holder != "":
+		skip("its lease is held by " + inUse.Holder)
+		return
+	case isInUse && inUse.State == host.StateApprovalRequired:
 		skip("its run waits for approvals")
 		return
-	case st.State == host.StateRunning || st.State == host.StateInterrupted:
-		skip("its run is " + string(st.State))
+	case isInUse:
+		skip("its run is " + string(inUse.State))
 		return
-	case st.Queued > 0:
-		skip("messages wait in it")
-		return
-	}
-	archived := false
-	if cmp.Or(opts.Policy.Action, ActionArchive) == ActionArchive {
-		if err := writeArchive(ctx, opts, id); err != nil {
-			fail(err)
-			return
-		}
-		archived = true
-	}
-	// A message queued meanwhile (which a lease does not refuse) keeps
-	// the session.
-	if now, err := opts.Storage.Load(ctx, id); err != nil {
-		fail(err)
-		return
-	} else if len(now) != len(events) {
+	case errors.Is(err, host.ErrSessionChanged):
 		skip("it changed while it was swept")
 		return
-	}
-	// Our own lease is held: the deletion is forced past it (the checks
-	// above are the ones a deletion makes).
-	if _, err := sess.Delete(ctx, host.DeleteOptions{Force: true, KeepBlobs: true}); err != nil {
+	case err != nil:
 		fail(err)
 		return
 	}
-	*refs = append(*refs, ledger.BlobRefs(events)...)
+	if archived != nil {
+		// Deleted: the archive takes its place. Should this fail, the
+		// archive is whole and durable under its temporary name.
+		if err := archived.commit(); err != nil {
+			fail(fmt.Errorf("the session is deleted, and its archive is whole, but not in place: %w", err))
+			return
+		}
+	}
+	*refs = append(*refs, ledger.BlobRefs(deleted)...)
 	if kv, ok := opts.Storage.(storage.KV); ok {
 		if err := kv.Delete(ctx, Namespace, id); err != nil {
 			fail(err)
 		}
 	}
-	if archived {
+	if archiving {
 		rep.Archived = append(rep.Archived, id)
 	} else {
 		rep.Deleted = append(rep.Deleted, id)
 	}
-	log.Info("retention: session swept", "session", id, "archived", archived)
+	log.Info("retention: session swept", "session", id, "archived", archiving)
 }
 
-// writeArchive writes a session's archive, DIR/<id>.tar.gz, through a
-// temporary file renamed into place (so an archive there is whole).
-func writeArchive(ctx context.Context, opts Options, id string) error {
+// pendingArchive is a session's archive written whole and durable under a
+// temporary name, put in place once the session is deleted.
+type pendingArchive struct {
+	tmp, path string
+}
+
+// commit renames the archive into place, and makes the rename durable.
+func (a *pendingArchive) commit() error {
+	if err := os.Rename(a.tmp, a.path); err != nil {
+		return fmt.Errorf("archive %s: %w", a.tmp, err)
+	}
+	if d, err := os.Open(filepath.Dir(a.path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// discard removes the archive of a session that was not deleted.
+func (a *pendingArchive) discard() { os.Remove(a.tmp) }
+
+// writeArchive writes the archive of a session whose ledger is events,
+// DIR/<id>.tar.gz, to a temporary file in DIR, fsynced: commit puts it in
+// place (so an archive there is whole, and is of a session deleted).
+func writeArchive(ctx context.Context, opts Options, id string, events []ledger.Event) (*pendingArchive, error) {
 	dir := opts.Policy.ArchiveDir
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	tmp, err := os.CreateTemp(dir, "."+id+".*")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	aw := archive.NewWriter(tmp, opts.Tenant)
-	err = archive.ExportSession(ctx, opts.Storage, id, aw)
+	err = archive.ExportEvents(ctx, opts.Storage, id, events, aw)
 	if err == nil {
 		err = aw.Close()
 	}
@@ -440,18 +480,9 @@ func writeArchive(ctx context.Context, opts Options, id string) error {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, id+".tar.gz"))
-	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("archive: %w", err)
+		return nil, err
 	}
-	return nil
-}
-
-func token() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return &pendingArchive{tmp: tmp.Name(), path: filepath.Join(dir, id+".tar.gz")}, nil
 }

@@ -83,6 +83,12 @@ type Config struct {
 	// those made through the API: POST /v1/schedules past it is refused
 	// (409). Default: 0, which means 100.
 	MaxSchedules int `yaml:"max_schedules"`
+	// MaxImports bounds the imports (POST /v1/sessions/import) in
+	// progress at once in the process, every tenant's: each spools its
+	// archive to a temporary file (at most max_archive_bytes) and reads
+	// it an event, or a blob, at a time. One past it is refused with 503
+	// and Retry-After. Default: 0, which means 2.
+	MaxImports int `yaml:"max_imports"`
 	// BlobThreshold is the size in bytes above which a message's
 	// attachments and a tool's output are kept by reference in the
 	// storage's blob store (host.Options.BlobThreshold), once however
@@ -493,6 +499,10 @@ type RateLimitConfig struct {
 	// ConcurrentRuns bounds the tenant's runs in flight in this host.
 	// Default: 0, no bound.
 	ConcurrentRuns int `yaml:"concurrent_runs"`
+	// ConcurrentImports bounds the tenant's imports in progress at once
+	// in this host (429 and Retry-After past it). Default: 0, which means
+	// 1.
+	ConcurrentImports int `yaml:"concurrent_imports"`
 	// Streams bounds the tenant's open event streams in this host (429
 	// past it). Default: 0, which means 256.
 	Streams int `yaml:"streams"`
@@ -706,6 +716,7 @@ const (
 	DefaultMaxRequestBytes = 1 << 20
 	DefaultMaxPluginBytes  = 64 << 20
 	DefaultMaxArchiveBytes = 256 << 20
+	DefaultMaxImports      = 2
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultStreamWrite     = 30 * time.Second
 	DefaultBodyTimeout     = 60 * time.Second
@@ -1003,6 +1014,12 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.MaxRuns < 0 {
 		errs = append(errs, fmt.Errorf("max_runs %d is negative", cfg.MaxRuns))
 	}
+	if cfg.MaxImports == 0 {
+		cfg.MaxImports = DefaultMaxImports
+	}
+	if cfg.MaxImports < 0 {
+		errs = append(errs, fmt.Errorf("max_imports %d is negative", cfg.MaxImports))
+	}
 	switch {
 	case cfg.ResumeMaxAttempts < 0:
 		errs = append(errs, fmt.Errorf("resume_max_attempts %d is negative", cfg.ResumeMaxAttempts))
@@ -1126,8 +1143,11 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			a.RaiseFuel = t.PluginFuelPerDay / 10
 		}
 	}
-	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 {
+	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 || r.ConcurrentImports < 0 {
 		bad("rate_limit: negative values")
+	}
+	if t.RateLimit.ConcurrentImports == 0 {
+		t.RateLimit.ConcurrentImports = 1
 	}
 	if t.RateLimit.Streams == 0 {
 		t.RateLimit.Streams = DefaultTenantStreams

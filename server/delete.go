@@ -19,7 +19,9 @@ type sessionDeletion struct {
 
 // deleteSession deletes a session of the tenant: its ledger, lease, inbox
 // entries, retention override and A2A tasks (the idempotency keys of its messages live in its
-// ledger, and go with it). A session in use answers 409 unless ?force=true.
+// ledger, and go with it). A session in use answers 409 unless ?force=true;
+// one that changed while it was deleted (a message another host accepted
+// meanwhile) answers 409 too, nothing deleted.
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 	id, ok := sessionID(w, r)
 	if !ok {
@@ -32,6 +34,10 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, t *tenant
 	rep, err := t.host.Session(id).Delete(r.Context(), host.DeleteOptions{Force: force})
 	if inUse, ok := errors.AsType[*host.InUseError](err); ok {
 		writeError(w, http.StatusConflict, codeConflict, "%s", inUse.Error())
+		return
+	}
+	if errors.Is(err, host.ErrSessionChanged) {
+		writeError(w, http.StatusConflict, codeConflict, "%v (delete again)", err)
 		return
 	}
 	if err != nil {

@@ -90,6 +90,7 @@ type Server struct {
 	onUpload func() // tests: called once an upload holds its places
 
 	closing  atomic.Bool
+	imports  atomic.Int64  // imports in progress in the process, for MaxImports
 	done     chan struct{} // closed as Close begins: the tenants' feeds end
 	doneOnce sync.Once
 	tasks    sync.WaitGroup // tasks the server runs for POST /v1/tasks
@@ -105,6 +106,7 @@ type tenant struct {
 	def     host.Agent    // the agent of a request that names none
 	limiter *rate.Limiter // nil: no request bound
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
+	imports atomic.Int64  // imports in progress, for RateLimit.ConcurrentImports
 	budget  *budget       // nil: no budget
 	// evalBudget is what the tenant's evaluations spend from: their own
 	// budget (eval_budget_usd_per_day), else the tenant's; nil: none.

@@ -455,6 +455,11 @@ var (
 	// was appended to while it was being rewritten: nothing was written,
 	// and the rewrite may be tried again.
 	ErrRewriteRaced = errors.New("storage: session was appended to while it was rewritten")
+	// ErrSessionChanged is returned by [Fencer.ReplaceSession] when the
+	// session was appended to (or deleted, or replaced) since the version
+	// it was given: nothing was changed. The caller checks the session
+	// again, and decides again.
+	ErrSessionChanged = errors.New("storage: the session changed since it was checked")
 )
 
 // LeaseHeldError is how a [Leaser] may tell who holds a session's lease and

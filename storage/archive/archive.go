@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"path"
 	"strings"
@@ -211,11 +212,24 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// ReadOptions bounds [Read].
+// ReadOptions bounds [Read] and the streaming readers ([Check],
+// [EachBlob], [EachSession]).
 type ReadOptions struct {
 	// MaxBytes bounds the archive's uncompressed contents (its entries'
 	// sizes together). Default 0, which means [DefaultMaxBytes].
 	MaxBytes int64
+	// MaxEvents bounds the events of all the archive's sessions together
+	// (the streaming readers). Default 0, which means [DefaultMaxEvents].
+	MaxEvents int64
+	// MaxEventBytes bounds one event's encoding (the streaming readers).
+	// Default 0, which means [DefaultMaxEventBytes].
+	MaxEventBytes int64
+	// MaxBlobBytes bounds one blob (the streaming readers). Default 0,
+	// which means [DefaultMaxBlobBytes].
+	MaxBlobBytes int64
+	// MaxEntries bounds the archive's entries (the streaming readers).
+	// Default 0, which means [DefaultMaxEntries].
+	MaxEntries int
 }
 
 // malformed returns an error matching ErrMalformed.
@@ -348,6 +362,7 @@ func Read(r io.Reader, opts ReadOptions) (*Archive, error) {
 // decodeSession decodes a session's JSONL.
 func decodeSession(id string, data []byte) ([]ledger.Event, error) {
 	events := []ledger.Event{}
+	check := newSessionCheck(id, maphash.MakeSeed())
 	line := 0
 	for len(data) > 0 {
 		line++
@@ -361,6 +376,9 @@ func decodeSession(id string, data []byte) ([]ledger.Event, error) {
 		}
 		if err := ledger.Validate(e); err != nil {
 			return nil, malformed("session %s: line %d: %v", id, line, err)
+		}
+		if err := check.add(line, e); err != nil {
+			return nil, err
 		}
 		events = append(events, e)
 		data = data[i+1:]

@@ -242,6 +242,10 @@ func validParts(t testing.TB) (session, manifest string) {
 // that matches ErrMalformed (or ErrTooLarge) and says what is wrong.
 func TestReadMalformed(t *testing.T) {
 	sess, man := validParts(t)
+	second, err := ledger.Encode(storagetest.EveryKind("run_1")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{}); err != nil {
 		t.Fatalf("the valid archive: %v", err)
 	}
@@ -255,7 +259,8 @@ func TestReadMalformed(t *testing.T) {
 		{"no manifest", "no manifest", tarGz([2]string{"sessions/s1.jsonl", sess})},
 		{"truncated session", "no newline", tarGz([2]string{"sessions/s1.jsonl", strings.TrimSuffix(sess, "\n")}, [2]string{"manifest.json", man})},
 		{"bad event", "line 1", tarGz([2]string{"sessions/s1.jsonl", "{\"v\":1}\n"}, [2]string{"manifest.json", man})},
-		{"count mismatch", "manifest says", tarGz([2]string{"sessions/s1.jsonl", sess + sess}, [2]string{"manifest.json", man})},
+		{"count mismatch", "manifest says", tarGz([2]string{"sessions/s1.jsonl", sess + string(second) + "\n"}, [2]string{"manifest.json", man})},
+		{"duplicated event", "appears twice", tarGz([2]string{"sessions/s1.jsonl", sess + sess}, [2]string{"manifest.json", strings.Replace(man, `"events":1`, `"events":2`, 1)})},
 		{"missing session", "lacks", tarGz([2]string{"manifest.json", man})},
 		{"extra session", "names 1", tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"sessions/s2.jsonl", sess}, [2]string{"manifest.json", man})},
 		{"bad id", "invalid session id", tarGz([2]string{"sessions/.x.jsonl", sess}, [2]string{"manifest.json", man})},
@@ -270,9 +275,13 @@ func TestReadMalformed(t *testing.T) {
 			if !errors.Is(err, archive.ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Read = %v, want ErrMalformed saying %q", err, tc.want)
 			}
+			_, err = archive.Check(bytes.NewReader(tc.data), archive.ReadOptions{})
+			if !errors.Is(err, archive.ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Check = %v, want ErrMalformed saying %q", err, tc.want)
+			}
 		})
 	}
-	_, err := archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{MaxBytes: 10})
+	_, err = archive.Read(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"manifest.json", man})), archive.ReadOptions{MaxBytes: 10})
 	if !errors.Is(err, archive.ErrTooLarge) {
 		t.Errorf("Read past MaxBytes = %v, want ErrTooLarge", err)
 	}
@@ -308,4 +317,54 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("Read of a re-exported archive: %v", err)
 		}
 	})
+}
+
+// TestCheckBounds is a second round against the streaming reader, with
+// inputs the import's tests lack: an event line past MaxEventBytes with no
+// newline in sight, more entries than MaxEntries (empty ones), a header
+// that declares more than MaxBytes, more events than MaxEvents, and a blob
+// past MaxBlobBytes, each a *LimitError matching ErrTooLarge; while an
+// event that appears in two sessions (as a fork's copies do) is no
+// duplicate.
+func TestCheckBounds(t *testing.T) {
+	sess, man := validParts(t)
+	long := strings.Repeat("x", 3<<20) // one line, no newline
+	many := [][2]string{}
+	for i := range 50 {
+		many = append(many, [2]string{fmt.Sprintf("sessions/e%d.jsonl", i), ""})
+	}
+	var hdr bytes.Buffer
+	{
+		gz := gzip.NewWriter(&hdr)
+		tw := tar.NewWriter(gz)
+		tw.WriteHeader(&tar.Header{Name: "blobs/" + strings.Repeat("a", 64), Mode: 0o600, Size: 1 << 40, Typeflag: tar.TypeReg})
+		gz.Close() // the body never comes
+	}
+	blob := strings.Repeat("b", 5000)
+	blobName := strings.TrimPrefix(storage.BlobDigest([]byte(blob)), "sha256:")
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		opts  archive.ReadOptions
+		bound string
+	}{
+		{"long line", tarGz([2]string{"sessions/s1.jsonl", long}, [2]string{"manifest.json", man}), archive.ReadOptions{MaxEventBytes: 1 << 20}, "event bytes"},
+		{"many entries", tarGz(append(many, [2]string{"manifest.json", man})...), archive.ReadOptions{MaxEntries: 20}, "entries"},
+		{"declared size", hdr.Bytes(), archive.ReadOptions{}, "bytes"},
+		{"many events", tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"sessions/s2.jsonl", sess}, [2]string{"manifest.json", man}), archive.ReadOptions{MaxEvents: 1}, "events"},
+		{"large blob", tarGz([2]string{"blobs/" + blobName, blob}, [2]string{"manifest.json", man}), archive.ReadOptions{MaxBlobBytes: 4096}, "blob bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := archive.Check(bytes.NewReader(tc.data), tc.opts)
+			limit, ok := errors.AsType[*archive.LimitError](err)
+			if !ok || limit.Bound != tc.bound || !errors.Is(err, archive.ErrTooLarge) {
+				t.Errorf("Check = %v, want a *LimitError of %q matching ErrTooLarge", err, tc.bound)
+			}
+		})
+	}
+	two := strings.Replace(man, `"sessions":[{"id":"s1","events":1}]`, `"sessions":[{"id":"s1","events":1},{"id":"s2","events":1}]`, 1)
+	sum, err := archive.Check(bytes.NewReader(tarGz([2]string{"sessions/s1.jsonl", sess}, [2]string{"sessions/s2.jsonl", sess}, [2]string{"manifest.json", two})), archive.ReadOptions{})
+	if err != nil || len(sum.Sessions) != 2 {
+		t.Errorf("an event in two sessions: %+v, %v; want both sessions", sum, err)
+	}
 }

@@ -19,6 +19,14 @@ func ExportSession(ctx context.Context, store storage.Storage, id string, w *Wri
 	if err != nil {
 		return fmt.Errorf("archive: export session %s: %w", id, err)
 	}
+	return ExportEvents(ctx, store, id, events, w)
+}
+
+// ExportEvents adds the session id whose ledger is events (as loaded from
+// store, which the caller holds still), and the blobs they refer to (when
+// store keeps blobs), to w. No events is an error: there is nothing to
+// export.
+func ExportEvents(ctx context.Context, store storage.Storage, id string, events []ledger.Event, w *Writer) error {
 	if len(events) == 0 {
 		return fmt.Errorf("archive: export session %s: it has no events", id)
 	}
@@ -137,8 +145,13 @@ type ImportReport struct {
 
 // Import puts an archive's sessions and blobs into store: blobs first
 // (so that events never refer to a blob not there), then each session's
-// events in one Append, so that a session is imported whole or not at
-// all. Before it writes anything it checks that no session exists
+// events in one step (storage.Fencer's ReplaceSession, or one Append), so
+// that a session is imported whole or not at all. On a store that fences
+// (every built-in one), a session is replaced only as it was checked: one
+// appended to (or made) since refuses the import there, with an error
+// matching storage.ErrSessionChanged. It holds no session otherwise: a
+// host's in-use checks are [host.Session.Replace]'s, which serve's import
+// uses. Before it writes anything it checks that no session exists
 // already (unless opts.Replace): a store's failure midway leaves the
 // sessions imported before it, and the report and error say which.
 // Importing the same archive twice with Replace changes nothing.
@@ -153,7 +166,18 @@ func Import(ctx context.Context, store storage.Storage, a *Archive, opts ImportO
 		sessions = []Session{s}
 	}
 	var exists []string
+	fencer, fenced := store.(storage.Fencer)
+	versions := map[string]string{}
 	for _, s := range sessions {
+		if fenced {
+			v, err := fencer.SessionVersion(ctx, s.ID)
+			if errors.Is(err, errors.ErrUnsupported) {
+				fenced = false
+			} else if err != nil {
+				return rep, fmt.Errorf("archive: import session %s: %w", s.ID, err)
+			}
+			versions[s.ID] = v
+		}
 		events, err := store.Load(ctx, s.ID)
 		if err != nil && !errors.Is(err, storage.ErrCorrupt) {
 			return rep, fmt.Errorf("archive: import session %s: %w", s.ID, err)
@@ -180,6 +204,26 @@ func Import(ctx context.Context, store storage.Storage, a *Archive, opts ImportO
 		return rep, fmt.Errorf("archive: the archive holds %d blobs, and %T keeps none (storage.Blobs): nothing was imported", len(a.Blobs), store)
 	}
 	for _, s := range sessions {
+		if fenced {
+			// As checked, or not at all: a session appended to (or made)
+			// since it was checked refuses.
+			err := fencer.ReplaceSession(ctx, s.ID, versions[s.ID], func(yield func(ledger.Event, error) bool) {
+				for _, e := range s.Events {
+					if !yield(e, nil) {
+						return
+					}
+				}
+			})
+			if err != nil {
+				return rep, fmt.Errorf("archive: import session %s: %w", s.ID, err)
+			}
+			if slices.Contains(exists, s.ID) {
+				rep.Replaced = append(rep.Replaced, s.ID)
+			}
+			rep.Sessions = append(rep.Sessions, s.ID)
+			rep.Events += len(s.Events)
+			continue
+		}
 		if slices.Contains(exists, s.ID) {
 			if err := del.DeleteSession(ctx, s.ID); err != nil {
 				return rep, fmt.Errorf("archive: import session %s: replacing it: %w", s.ID, err)

@@ -107,6 +107,7 @@ func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 	}
 	digest := storage.BlobDigest(data)
 	path := b.path(digest)
+	b.st.clearMark(path) // before the file is looked at: see DeleteMarkedBlob
 	now := time.Now()
 	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(data)) {
 		// Bytes there already, unless damaged: a read costs less than a

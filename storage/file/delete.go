@@ -36,6 +36,7 @@ func (st *Store) DeleteSession(ctx context.Context, sessionID string) error {
 		return storage.ErrClosed
 	}
 	st.forget(s)
+	s.gen++
 	err = os.Remove(st.path(sessionID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

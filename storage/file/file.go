@@ -103,6 +103,12 @@ type Store struct {
 	open    *list.List
 
 	counterMu sync.Mutex // makes each AddWithin's read and write one step
+
+	// blobMu guards blobFences: the marks and holds of the blobs (by
+	// their files' paths), which live in this process (see
+	// storage/file/blobfence.go).
+	blobMu     sync.Mutex
+	blobFences map[string]*blobFence
 }
 
 // session is the Store's state for one session file. Its fields are
@@ -129,6 +135,9 @@ type session struct {
 	// elem is the session's place in Store.open while f is open (guarded
 	// by Store.openMu).
 	elem *list.Element
+	// gen counts the changes this Store made to the session's file (see
+	// SessionVersion).
+	gen uint64
 }
 
 // Open returns a Store over the session files in dir, creating dir (mode
@@ -263,6 +272,7 @@ func (st *Store) Append(ctx context.Context, sessionID string, events ...ledger.
 	}
 	s.size += int64(len(rec))
 	s.seen = s.size
+	s.gen++
 	st.touch(s)
 	return nil
 }

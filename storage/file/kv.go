@@ -236,7 +236,8 @@ func removeTornValues(dir string, log *slog.Logger) {
 		}
 	}
 	torn, _ := filepath.Glob(filepath.Join(dir, kvDir, "*", ".set-*"))
-	for _, f := range torn {
+	replaced, _ := filepath.Glob(filepath.Join(dir, ".replace-*"))
+	for _, f := range append(torn, replaced...) {
 		removeOld(f)
 	}
 	removeTornBlobs(dir, removeOld)

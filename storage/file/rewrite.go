@@ -97,6 +97,7 @@ func (st *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []
 		s.f = nil
 	}
 	s.known, s.size, s.seen, s.dirSynced = false, 0, 0, false
+	s.gen++
 	if err := syncDir(st.dir); err != nil {
 		return stats, fmt.Errorf("file: rewrite session %q: the file is rewritten, but fsyncing its directory failed: %w", sessionID, err)
 	}

@@ -15,6 +15,16 @@ import (
 type blobSpace struct {
 	mu     sync.RWMutex
 	scopes map[string]map[string]blob // scope → digest → blob
+	fences map[fenceKey]*fence        // the digests marked or held
+}
+
+// fenceKey names a digest of a scope in blobSpace.fences.
+type fenceKey struct{ scope, digest string }
+
+// fence is a digest's mark and holds (see storage.BlobFence).
+type fence struct {
+	mark  string
+	holds map[string]time.Time // token → when it lapses
 }
 
 // blob is one stored blob; data is never modified in place.
@@ -30,7 +40,9 @@ type blobScope struct {
 }
 
 func (s *Store) blobs() *blobSpace {
-	s.blobOnce.Do(func() { s.blobSpace = &blobSpace{scopes: make(map[string]map[string]blob)} })
+	s.blobOnce.Do(func() {
+		s.blobSpace = &blobSpace{scopes: make(map[string]map[string]blob), fences: make(map[fenceKey]*fence)}
+	})
 	return s.blobSpace
 }
 
@@ -90,6 +102,7 @@ func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 	}
 	old.stored = time.Now().UTC()
 	m[digest] = old
+	sp.clearMarkLocked(fenceKey{b.scope, digest})
 	return digest, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
@@ -37,12 +38,19 @@ type Store struct {
 
 	blobOnce  sync.Once
 	blobSpace *blobSpace
+
+	versions atomic.Uint64 // the last version given to a session (see SessionVersion)
 }
 
 // session is one ledger: its events in their encoding, in append order.
 type session struct {
 	mu     sync.Mutex
 	events [][]byte // never modified in place: Load may hold a prefix
+	// version changes with every change of the ledger (a number from
+	// Store.versions); gone is set once the session is deleted or
+	// replaced, so that an Append that found it before then starts again.
+	version uint64
+	gone    bool
 }
 
 // New returns an empty store.
@@ -76,14 +84,21 @@ func (s *Store) Append(ctx context.Context, sessionID string, events ...ledger.E
 		}
 		return nil // nothing to add, and no session to create
 	}
-	sess, err := s.session(sessionID, true)
-	if err != nil {
-		return err
+	for {
+		sess, err := s.session(sessionID, true)
+		if err != nil {
+			return err
+		}
+		sess.mu.Lock()
+		if sess.gone { // deleted or replaced since it was found
+			sess.mu.Unlock()
+			continue
+		}
+		sess.events = append(sess.events, encoded...)
+		sess.version = s.versions.Add(1)
+		sess.mu.Unlock()
+		return nil
 	}
-	sess.mu.Lock()
-	sess.events = append(sess.events, encoded...)
-	sess.mu.Unlock()
-	return nil
 }
 
 // Load returns the session's events in append order, decoded afresh; an
@@ -302,7 +317,12 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if s.closed {
 		return storage.ErrClosed
 	}
-	delete(s.sessions, sessionID)
+	if sess := s.sessions[sessionID]; sess != nil {
+		sess.mu.Lock()
+		sess.gone = true
+		sess.mu.Unlock()
+		delete(s.sessions, sessionID)
+	}
 	return nil
 }
 

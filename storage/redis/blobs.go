@@ -69,20 +69,26 @@ func (b blobScope) ready(ctx context.Context, digest *string) error {
 }
 
 // PutBlob records the blob in the scope's index (its Stored time and
-// size, HSET), then, unless its key exists, SETs its bytes: bytes already
-// stored are not sent again. Both are idempotent, so go-redis may retry
-// them.
+// size, HSET), then, in one script, clears the blob's mark (see
+// [storage.BlobFence]) and tells whether its key exists, SETs its bytes
+// unless it does (bytes already stored are not sent again), and records
+// it in the index again, a millisecond later at least: a DeleteMarkedBlob
+// that removed the blob between the two index writes removes the first
+// one only if it reads it unchanged (see DeleteMarkedBlob). Each step is
+// idempotent, so go-redis may retry it.
 func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 	if err := b.ready(ctx, nil); err != nil {
 		return "", err
 	}
 	digest := storage.BlobDigest(data)
 	what := "put blob " + digest
-	entry := strconv.FormatInt(time.Now().UnixMilli(), 10) + " " + strconv.Itoa(len(data))
-	if err := b.s.client.HSet(ctx, b.indexKey(), strings.TrimPrefix(digest, "sha256:"), entry).Err(); err != nil {
+	field := strings.TrimPrefix(digest, "sha256:")
+	first := time.Now().UnixMilli()
+	entry := func(ms int64) string { return strconv.FormatInt(ms, 10) + " " + strconv.Itoa(len(data)) }
+	if err := b.s.client.HSet(ctx, b.indexKey(), field, entry(first)).Err(); err != nil {
 		return "", b.s.fail(ctx, what, err)
 	}
-	n, err := b.s.client.Exists(ctx, b.dataKey(digest)).Result()
+	n, err := touchScript.Run(ctx, b.s.client, []string{b.dataKey(digest), b.fenceKey(digest)}).Int64()
 	if err != nil {
 		return "", b.s.fail(ctx, what, err)
 	}
@@ -93,6 +99,10 @@ func (b blobScope) PutBlob(ctx context.Context, data []byte) (string, error) {
 		if err := b.s.client.Set(ctx, b.dataKey(digest), data, 0).Err(); err != nil {
 			return "", b.s.fail(ctx, what, err)
 		}
+	}
+	again := max(time.Now().UnixMilli(), first+1)
+	if err := b.s.client.HSet(ctx, b.indexKey(), field, entry(again)).Err(); err != nil {
+		return "", b.s.fail(ctx, what, err)
 	}
 	return digest, nil
 }

@@ -572,9 +572,10 @@ func (s *Store) indexKey() string {
 const (
 	codeLeaseHeld  = "AGENTIC_LEASE_HELD"
 	codeLeaseLost  = "AGENTIC_LEASE_LOST"
-	codeRaced      = "AGENTIC_REWRITE_RACED" // replaceScript: the stream changed
-	codeNotCounter = "AGENTIC_NOT_COUNTER"   // addWithinScript: the value is no counter
-	codeFirst      = "AGENTIC_FIRST_BATCH"   // appendScript: index the session first
+	codeRaced      = "AGENTIC_REWRITE_RACED"   // replaceScript: the stream changed
+	codeNotCounter = "AGENTIC_NOT_COUNTER"     // addWithinScript: the value is no counter
+	codeFirst      = "AGENTIC_FIRST_BATCH"     // appendScript: index the session first
+	codeChanged    = "AGENTIC_SESSION_CHANGED" // swapScript: the session changed since its version
 )
 
 // queueOwner stands for the owner of an unfenced append that carries only
@@ -826,6 +827,8 @@ func (s *Store) fail(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrRewriteRaced)
 	case strings.HasPrefix(msg, codeNotCounter):
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrNotCounter)
+	case strings.HasPrefix(msg, codeChanged):
+		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrSessionChanged)
 	case s.closed.Load():
 		return fmt.Errorf("storage/redis: %s: %w", what, storage.ErrClosed)
 	}

@@ -52,6 +52,8 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Deleter", testSharedDelete},
 		{"NamespaceLister", testSharedNamespaces},
 		{"Blobs", runBlobs},
+		{"Fencer", runFencer},
+		{"BlobFence", runBlobFence},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

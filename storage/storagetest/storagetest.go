@@ -106,7 +106,22 @@ import (
 //   - [storage.NamespaceLister]: Namespaces lists exactly the namespaces
 //     with keys under a prefix (sorted; glob characters are no patterns;
 //     no sessions), DeleteNamespace empties one and no other, and a
-//     namespace emptied key by key is not listed.
+//     namespace emptied key by key is not listed;
+//   - [storage.Fencer]: a version is "" for a session without events,
+//     stays with a Load and changes with every Append (a message queued
+//     under another owner's lease included); ReplaceSession refuses a
+//     stale version (and "" for a session with events) with
+//     [storage.ErrSessionChanged], and changes nothing when refused, when
+//     its events fail or hold one the codec refuses, or with a done ctx;
+//     with the current version it replaces the ledger (more than a page of
+//     events, in order), creates a session from "", and deletes one with
+//     no events, its lease with it; a long id through a [storage.Prefix]
+//     view is listed and forgotten with it; invalid ids and Close;
+//   - [storage.BlobFence]: a marked blob is deleted, unless it was put
+//     again, marked again, or held since its mark; a release clears the
+//     mark; a hold may come before the put, two holds need two releases,
+//     and a hold lapses after its ttl; invalid digests and a done ctx are
+//     refused; two views' fences are apart.
 //
 // The checks that need two handles on one backend (what one appends, the
 // other loads; leases exclude across handles; a watch on one fires for an
@@ -141,6 +156,8 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"Rewriter", runRewriter},
 		{"Deleter", runDeleter},
 		{"NamespaceLister", runNamespaceLister},
+		{"Fencer", func(t *testing.T, s storage.Storage) { runFencer(t, s, s) }},
+		{"BlobFence", func(t *testing.T, s storage.Storage) { runBlobFence(t, s, s) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

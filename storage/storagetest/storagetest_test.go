@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"iter"
 	"math"
 	"os"
 	"os/exec"
@@ -337,6 +338,49 @@ func (b *broken) BlobScope(scope string) storage.Blobs {
 	return b.Store.BlobScope(scope)
 }
 
+// SessionVersion breaks Fencer: "fence-static" names every state of a
+// session with events alike.
+func (b *broken) SessionVersion(ctx context.Context, id string) (string, error) {
+	v, err := b.Store.SessionVersion(ctx, id)
+	if b.mode == "fence-static" && v != "" {
+		v = "v"
+	}
+	return v, err
+}
+
+// ReplaceSession breaks Fencer: "fence-ignore-version" and "fence-static"
+// replace whatever version they are given.
+func (b *broken) ReplaceSession(ctx context.Context, id, version string, events iter.Seq2[ledger.Event, error]) error {
+	if b.mode == "fence-ignore-version" || b.mode == "fence-static" {
+		v, err := b.Store.SessionVersion(ctx, id)
+		if err != nil {
+			return err
+		}
+		version = v
+	}
+	return b.Store.ReplaceSession(ctx, id, version, events)
+}
+
+// HoldBlob breaks BlobFence: "hold-nothing" holds nothing.
+func (b *broken) HoldBlob(ctx context.Context, digest string, ttl time.Duration) (string, error) {
+	if b.mode == "hold-nothing" {
+		return "h", nil
+	}
+	return b.Store.HoldBlob(ctx, digest, ttl)
+}
+
+// DeleteMarkedBlob breaks BlobFence: "mark-ignored" deletes whatever the
+// mark.
+func (b *broken) DeleteMarkedBlob(ctx context.Context, digest, mark string) (bool, error) {
+	if b.mode == "mark-ignored" && mark != "" {
+		if _, ok, _ := b.Store.GetBlob(ctx, digest); !ok {
+			return false, nil
+		}
+		return true, b.Store.DeleteBlob(ctx, digest)
+	}
+	return b.Store.DeleteMarkedBlob(ctx, digest, mark)
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -383,6 +427,10 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"blob-no-refresh", "Blobs/Refresh", "keeps Stored"},
 		{"blob-missing-is-error", "Blobs/Missing", "not found"},
 		{"blob-unscoped", "Blobs/Prefix", "the store's own blobs, after two views put one"},
+		{"fence-ignore-version", "Fencer", "ReplaceSession with a stale version = <nil>, want storage.ErrSessionChanged"},
+		{"fence-static", "Fencer", "before and after an Append: every Append changes it"},
+		{"hold-nothing", "BlobFence", "DeleteMarkedBlob of a held blob = true, want false"},
+		{"mark-ignored", "BlobFence", "DeleteMarkedBlob of a blob put again after its mark = true, want false"},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
