@@ -32,8 +32,9 @@
 //
 // [Limits] are deny-by-default: memory pages, fuel (every module runs
 // metered: a call that spends Limits.Fuel fails with [ErrOutOfFuel]), a
-// call timeout that interrupts even a busy loop (at its next refill of
-// fuel), output and input caps; no filesystem and no environment, ever; HTTP only through
+// call timeout that holds whatever the guest does (it meets the host at
+// least once a slice of fuel, every unit of which is bounded work),
+// tables counted as memory, output and input caps; no filesystem and no environment, ever; HTTP only through
 // the host's http_request function, to the tenant's allowed hosts, with
 // every redirect and the dialled address checked; the tenant's key-value
 // store only when enabled. A plugin that traps, loops, runs out of memory
