@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,6 +64,7 @@ type property struct {
 	worstGap time.Duration // over every module
 	maxOver  time.Duration
 	overWhat string
+	overs    []time.Duration // every call's time past its deadline (of those that reached it)
 	runs     atomic.Int64
 	refused  atomic.Int64
 	loaded   atomic.Int64
@@ -157,6 +159,9 @@ func (p *property) check(t testing.TB, wasm []byte, fuel int64) {
 			p.mu.Lock()
 			if over > p.maxOver {
 				p.maxOver, p.overWhat = over, what
+			}
+			if over >= 0 && strings.HasPrefix(what, "a call") {
+				p.overs = append(p.overs, over)
 			}
 			p.mu.Unlock()
 		}
@@ -431,6 +436,16 @@ func TestSandboxProperty(t *testing.T) {
 			p.check(t, generate(seed), propFuel(byte(i)))
 		})
 	}
-	t.Logf("%d modules: %d loaded, %d refused; longest past a deadline %s (%s), longest heartbeat gap %s",
-		p.runs.Load(), p.loaded.Load(), p.refused.Load(), p.maxOver.Round(time.Millisecond), p.overWhat, p.worstGap.Round(time.Millisecond))
+	p.mu.Lock()
+	overs := slices.Clone(p.overs)
+	p.mu.Unlock()
+	slices.Sort(overs)
+	q := func(f float64) time.Duration {
+		if len(overs) == 0 {
+			return 0
+		}
+		return overs[min(len(overs)-1, int(f*float64(len(overs))))].Round(100 * time.Microsecond)
+	}
+	t.Logf("%d modules: %d loaded, %d refused; %d calls ran to their deadline, past it by p50 %s, p99 %s; longest past a deadline %s (%s), longest heartbeat gap %s",
+		p.runs.Load(), p.loaded.Load(), p.refused.Load(), len(overs), q(0.5), q(0.99), p.maxOver.Round(time.Millisecond), p.overWhat, p.worstGap.Round(time.Millisecond))
 }
