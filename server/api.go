@@ -85,16 +85,17 @@ func (s *Server) readBodyOr(w http.ResponseWriter, r *http.Request, limit int64,
 		return nil, false
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
-	var b []byte
-	var err error
-	if n := r.ContentLength; n > 0 {
-		// Its length is known: read it into one buffer of that size,
-		// rather than one that grows by doubling.
-		b = make([]byte, n)
-		_, err = io.ReadFull(body, b)
-	} else {
-		b, err = io.ReadAll(body)
+	// A declared length is a hint, never an allocation: a client that
+	// declares the limit and trickles a few bytes holds what it sent, not
+	// the limit. The buffer starts at the declared length up to 64 KiB
+	// and grows as the body arrives.
+	var buf bytes.Buffer
+	buf.Grow(int(min(max(r.ContentLength, 0), 64<<10)))
+	_, err := buf.ReadFrom(body)
+	if err == nil && r.ContentLength > 0 && int64(buf.Len()) != r.ContentLength {
+		err = io.ErrUnexpectedEOF
 	}
+	b := buf.Bytes()
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
