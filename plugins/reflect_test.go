@@ -144,6 +144,9 @@ func newReflector(t testing.TB) *httptest.Server {
 			compress("gzip")
 		case "/always-deflate":
 			compress("deflate")
+		case "/empty-gzip": // compressed, and empty (as a HEAD's answer is)
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(http.StatusNoContent)
 		case "/br": // an encoding the host cannot read
 			w.Header().Set("Content-Encoding", "br")
 			io.WriteString(w, echo)
@@ -256,6 +259,7 @@ func TestSecretReflected(t *testing.T) {
 		{"gzip asked", "http", request(srv.URL+"/gzip", map[string]string{"Accept-Encoding": "gzip"}), "[secret withheld]", false},
 		{"gzip unasked", "http", request(srv.URL+"/always-gzip", nil), "[secret withheld]", false},
 		{"deflate unasked", "http", request(srv.URL+"/always-deflate", nil), "[secret withheld]", false},
+		{"compressed and empty", "http", request(srv.URL+"/empty-gzip", nil), `"status":204`, false},
 		{"an encoding the host cannot read", "http", request(srv.URL+"/br", nil), "denied", false},
 		{"range", "cat", `{"requests":[` + request(srv.URL+"/range", map[string]string{"Range": "bytes=0-33"}) + "," +
 			request(srv.URL+"/range", map[string]string{"Range": "bytes=34-"}) + `]}`, "[secret withheld]", false},

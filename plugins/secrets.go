@@ -158,19 +158,28 @@ func decodeContent(res *http.Response) error {
 	if len(codings) > maxContentCodings {
 		return denied("the answer to a request that carries a secret is encoded %d times (%s): the host decodes at most %d to withhold the secret", len(codings), strings.Join(codings, ", "), maxContentCodings)
 	}
-	body := res.Body
+	// An empty body (a HEAD's answer, a 204) has nothing to decode.
+	head := bufio.NewReader(res.Body)
+	if _, err := head.Peek(1); err == io.EOF {
+		res.Header.Del("Content-Encoding")
+		return nil
+	}
+	var body io.Reader = head
 	// The last coding applied is the first undone.
 	for i := len(codings) - 1; i >= 0; i-- {
 		switch codings[i] {
 		case "gzip", "x-gzip":
-			body = &lazyReader{closer: res.Body, open: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }, src: body}
+			body = &lazyReader{open: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }, src: body}
 		case "deflate":
-			body = &lazyReader{closer: res.Body, open: openDeflate, src: body}
+			body = &lazyReader{open: openDeflate, src: body}
 		default:
 			return denied("the answer to a request that carries a secret is encoded %q, which the host does not decode to withhold the secret (it asked for identity; it reads gzip and deflate)", codings[i])
 		}
 	}
-	res.Body = body
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, res.Body}
 	res.Header.Del("Content-Encoding")
 	res.Header.Del("Content-Length")
 	res.ContentLength = -1
@@ -192,11 +201,10 @@ func openDeflate(r io.Reader) (io.Reader, error) {
 // lazyReader decodes src as it is read, opening the decoder at the first
 // read (a decoder reads its header when it is made).
 type lazyReader struct {
-	src    io.Reader
-	open   func(io.Reader) (io.Reader, error)
-	closer io.Closer
-	r      io.Reader
-	err    error
+	src  io.Reader
+	open func(io.Reader) (io.Reader, error)
+	r    io.Reader
+	err  error
 }
 
 func (l *lazyReader) Read(p []byte) (int, error) {
@@ -212,8 +220,6 @@ func (l *lazyReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-func (l *lazyReader) Close() error { return l.closer.Close() }
 
 // secretWithheld replaces a secret a text holds.
 const secretWithheld = "[secret withheld]"

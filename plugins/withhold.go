@@ -208,7 +208,7 @@ func (w *withholder) withhold(s string) (string, bool) {
 		for i++; i < len(found) && found[i][0] <= to; i++ {
 			to = max(to, found[i][1])
 		}
-		start, end := v.from[from], v.to[to-1]
+		start, end := int(v.from[from]), int(v.to[to-1])
 		out.WriteString(s[at:start])
 		out.WriteString(secretWithheld)
 		at = end
@@ -217,12 +217,14 @@ func (w *withholder) withhold(s string) (string, bool) {
 	return out.String(), true
 }
 
-// find appends the runs of b that are patterns of p.
+// find appends the runs of b that are patterns of p, those that overlap
+// merged (a text of the secret repeated is one run, not one per byte).
 func (p *patternSet) find(b []byte, found [][2]int) [][2]int {
 	n := p.n
 	if len(b) < n {
 		return found
 	}
+	base := len(found)
 	var h uint64
 	for i := 0; i < n; i++ {
 		h = h*hashBase + uint64(b[i])
@@ -230,7 +232,11 @@ func (p *patternSet) find(b []byte, found [][2]int) [][2]int {
 	for i := 0; ; i++ {
 		if w, m := bit(h); p.filter[w]&m != 0 {
 			if _, ok := p.patterns[string(b[i:i+n])]; ok {
-				found = append(found, [2]int{i, i + n})
+				if last := len(found) - 1; last >= base && found[last][1] >= i {
+					found[last][1] = i + n
+				} else {
+					found = append(found, [2]int{i, i + n})
+				}
 			}
 		}
 		if i+n >= len(b) {
@@ -245,17 +251,17 @@ func (p *patternSet) find(b []byte, found [][2]int) [][2]int {
 // to[i] are where the text's bytes that make b[i] start and end.
 type view struct {
 	b        []byte
-	from, to []int
+	from, to []int32 // (texts are bounded far below 2 GiB)
 }
 
 func newView(s string) view {
-	v := view{b: make([]byte, 0, len(s)), from: make([]int, 0, len(s)), to: make([]int, 0, len(s))}
+	v := view{b: make([]byte, 0, len(s)), from: make([]int32, 0, len(s)), to: make([]int32, 0, len(s))}
 	for i := 0; i < len(s); {
 		c, n, keep := unescape(s, i)
 		if keep {
 			v.b = append(v.b, normalByte(c))
-			v.from = append(v.from, i)
-			v.to = append(v.to, i+n)
+			v.from = append(v.from, int32(i))
+			v.to = append(v.to, int32(i+n))
 		}
 		i += n
 	}
@@ -305,21 +311,12 @@ func unescape(s string, i int) (c byte, n int, keep bool) {
 // start of s: &#65; &#x41; or one of the few names.
 func charRef(s string) (byte, int, bool) {
 	end := strings.IndexByte(s, ';')
-	if end < 3 || end > 8 {
+	if end < 3 || end > 10 {
 		return 0, 0, false
 	}
 	ref := strings.ToLower(s[1:end])
-	switch ref {
-	case "amp":
-		return '&', end + 1, true
-	case "quot":
-		return '"', end + 1, true
-	case "lt":
-		return '<', end + 1, true
-	case "gt":
-		return '>', end + 1, true
-	case "apos":
-		return '\'', end + 1, true
+	if c, ok := namedRefs[ref]; ok {
+		return c, end + 1, true
 	}
 	if ref[0] != '#' {
 		return 0, 0, false
@@ -347,6 +344,17 @@ func charRef(s string) (byte, int, bool) {
 		return 0, 0, false
 	}
 	return byte(v), end + 1, true
+}
+
+// namedRefs are HTML's named character references of ASCII characters
+// (HTML5's; '-' and '~' have none), names folded to lower case.
+var namedRefs = map[string]byte{
+	"amp": '&', "quot": '"', "lt": '<', "gt": '>', "apos": '\'', "excl": '!', "num": '#',
+	"dollar": '$', "percnt": '%', "lpar": '(', "rpar": ')', "ast": '*', "midast": '*',
+	"plus": '+', "comma": ',', "period": '.', "sol": '/', "colon": ':', "semi": ';',
+	"equals": '=', "quest": '?', "commat": '@', "lsqb": '[', "lbrack": '[', "bsol": '\\',
+	"rsqb": ']', "rbrack": ']', "hat": '^', "lowbar": '_', "underbar": '_', "grave": '`',
+	"lcub": '{', "lbrace": '{', "verbar": '|', "vert": '|', "rcub": '}', "rbrace": '}',
 }
 
 func isHex(c byte) bool {
