@@ -21,9 +21,16 @@ import (
 // offer is served by the version serving, as are calls without a session
 // and validators (a deliverable's check names no session).
 //
-// A canary is promoted — it replaces the version serving, as an approved
-// load: never held — by Registry.PromoteCanary, or by itself after
-// PromoteAfter of its calls that did not fail as a module. It is rolled
+// A version that widens the one serving (see [Widenings]: a new tool, an
+// effect moved, a host or store it needs…) runs as a canary only once a
+// person approved it, as it would load: under RegistryOptions.HoldWidening,
+// StartCanary holds it (a *HeldError; the held version says it is a
+// canary's) and ApproveHeld starts it as the canary. A canary is promoted
+// — it replaces the version serving, as an approved load: it widens
+// nothing not approved, having been approved or widened nothing when it
+// started, beside the same version serving — by Registry.PromoteCanary,
+// or by itself after PromoteAfter of its calls that did not fail as a
+// module. It is rolled
 // back — closed, the version serving goes on — by
 // Registry.RollbackCanary, or by itself after RollbackAfter of its calls
 // failed as a module (a trap, a timeout, out of memory or fuel, an exit:
@@ -52,6 +59,12 @@ type CanaryOptions struct {
 	// failed as a module. Default: 0, which means 1; negative: never by
 	// itself.
 	RollbackAfter int
+	// ApprovedOver is the hash of the version serving over which a person
+	// approved what the canary widens (ApproveHeld sets it; a caller that
+	// sets it approves the widening itself): under HoldWidening, a canary
+	// that widens the version serving starts only while that version
+	// serves. Default: "", approved over none: a widening canary is held.
+	ApprovedOver string
 }
 
 // normalize applies the defaults and checks the share.
@@ -83,6 +96,9 @@ type Canary struct {
 	Share         float64 `json:"share"`
 	PromoteAfter  int     `json:"promote_after,omitempty"`
 	RollbackAfter int     `json:"rollback_after"`
+	// ApprovedOver is the hash of the version serving over which a person
+	// approved what it widens ("" when it widens nothing).
+	ApprovedOver string `json:"approved_over,omitempty"`
 	// Since is when it started.
 	Since time.Time `json:"since"`
 	// Calls counts the calls it served that did not fail as a module,
@@ -157,8 +173,11 @@ func onCanary[R any](ctx context.Context, r *Registry, tenant string, c *canary,
 // StartCanary loads src as the canary of the tenant's module src.Name,
 // which must serve (ErrNotFound otherwise), in the place of any canary it
 // has. It is loaded as any version (the tenant's limits, grants and
-// configuration apply) but never held: starting a canary is a person's
-// choice. On any error nothing changes.
+// configuration apply). Under HoldWidening, a version that widens the one
+// serving is held instead, unless opts.ApprovedOver is that version's
+// hash: StartCanary returns a *HeldError, the held version is a canary's
+// (HeldVersion.Canary), and ApproveHeld starts it. On any other error
+// nothing changes.
 func (r *Registry) StartCanary(ctx context.Context, tenant string, src Source, opts CanaryOptions) (Canary, error) {
 	opts, err := opts.normalize()
 	if err != nil {
@@ -175,37 +194,53 @@ func (r *Registry) StartCanary(ctx context.Context, tenant string, src Source, o
 	if err != nil {
 		return Canary{}, err
 	}
+	return r.beginCanary(ctx, tenant, src.Name, m, opts)
+}
+
+// beginCanary makes m, prepared, the canary of the tenant's module name,
+// or holds it (see StartCanary); m is closed when it is neither.
+func (r *Registry) beginCanary(ctx context.Context, tenant, name string, m *Module, opts CanaryOptions) (Canary, error) {
 	r.mu.Lock()
 	tv := r.snap.Load().tenants[tenant]
-	serving := tv.moduleOrNil(src.Name)
+	serving := tv.moduleOrNil(name)
 	if r.closed || serving == nil || sameVersion(serving, m) {
 		r.mu.Unlock()
 		if serving != nil && !r.closed {
 			_ = m.Close(ctx)
-			return Canary{}, fmt.Errorf("plugins: plugin %s of tenant %s: the canary %s is the version serving", src.Name, tenant, m.Hash())
+			return Canary{}, fmt.Errorf("plugins: plugin %s of tenant %s: the canary %s is the version serving", name, tenant, m.Hash())
 		}
 		_ = m.Close(ctx)
 		if r.closed {
-			return Canary{}, &PluginError{Plugin: src.Name, Export: "load", Err: ErrClosed}
+			return Canary{}, &PluginError{Plugin: name, Export: "load", Err: ErrClosed}
 		}
-		return Canary{}, fmt.Errorf("%w: plugin %s of tenant %s was unloaded", ErrNotFound, src.Name, tenant)
+		return Canary{}, fmt.Errorf("%w: plugin %s of tenant %s was unloaded", ErrNotFound, name, tenant)
 	}
-	c := &canary{mod: m, Canary: Canary{Name: src.Name, Hash: m.Hash(), Serving: serving.Hash(), Share: opts.Share,
-		PromoteAfter: opts.PromoteAfter, RollbackAfter: opts.RollbackAfter, Since: time.Now().UTC()}}
+	approvedOver := ""
+	if w := Widenings(serving.Description(), m.Description()); len(w) > 0 {
+		if r.opts.HoldWidening && opts.ApprovedOver != serving.Hash() {
+			// It would serve what nobody approved, and be promoted by
+			// itself: held, as an upload of it would be.
+			_, err := r.holdAs(ctx, tenant, name, serving, m, w, &opts)
+			return Canary{}, err
+		}
+		approvedOver = opts.ApprovedOver
+	}
+	c := &canary{mod: m, Canary: Canary{Name: name, Hash: m.Hash(), Serving: serving.Hash(), Share: opts.Share,
+		PromoteAfter: opts.PromoteAfter, RollbackAfter: opts.RollbackAfter, ApprovedOver: approvedOver, Since: time.Now().UTC()}}
 	if r.canaries[tenant] == nil {
 		r.canaries[tenant] = map[string]*canary{}
 	}
-	prev := r.canaries[tenant][src.Name]
-	r.canaries[tenant][src.Name] = c
+	prev := r.canaries[tenant][name]
+	r.canaries[tenant][name] = c
 	r.republishLocked(tenant)
 	r.mu.Unlock()
 	if prev != nil {
 		prev.ended.Store(true)
 		_ = prev.mod.Close(ctx)
-		r.notify(Change{Kind: CanaryRolledBack, Tenant: tenant, Name: src.Name, Hash: prev.Hash, Previous: prev.Serving,
+		r.notify(Change{Kind: CanaryRolledBack, Tenant: tenant, Name: name, Hash: prev.Hash, Previous: prev.Serving,
 			Err: fmt.Errorf("plugins: canary %s replaced by canary %s", prev.Hash, c.Hash)})
 	}
-	r.notify(Change{Kind: CanaryStarted, Tenant: tenant, Name: src.Name, Hash: c.Hash, Previous: c.Serving})
+	r.notify(Change{Kind: CanaryStarted, Tenant: tenant, Name: name, Hash: c.Hash, Previous: c.Serving})
 	return c.info(), nil
 }
 
@@ -273,6 +308,9 @@ func (r *Registry) endCanary(ctx context.Context, tenant string, c *canary, prom
 	r.mu.Unlock()
 	info := c.info()
 	if promote {
+		// Approved: it widens nothing a person did not approve over the
+		// version it replaces (beginCanary), which has served since it
+		// started (another would have ended it).
 		m, err := r.commit(ctx, tenant, c.Name, c.Hash, c.mod, nil, true)
 		if err == nil {
 			r.notify(Change{Kind: CanaryPromoted, Tenant: tenant, Name: c.Name, Hash: c.Hash, Previous: c.Serving, Canary: &info})

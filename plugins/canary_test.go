@@ -207,3 +207,77 @@ func TestCanaryEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryWideningHeld: under HoldWidening, a version that widens the one
+// serving (a tool more) does not start as a canary — it would serve its
+// share of the sessions, and be promoted by itself, unapproved — but is
+// held as a canary's, the version serving answering every session; once
+// approved it starts as the canary (approved over the version serving)
+// and is promoted as any canary. A canary that widens nothing starts at
+// once. Fails where StartCanary loaded any version: the widening canary
+// served, and promoted itself after its first call.
+func TestCanaryWideningHeld(t *testing.T) {
+	ctx := context.Background()
+	rt, _ := newRuntime(t)
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{HoldWidening: true})
+	t.Cleanup(func() { reg.Close(ctx) })
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: widenWasm(t, `VERSION="A"`)}); err != nil {
+		t.Fatal(err)
+	}
+	served, _ := reg.Module("acme", "w")
+	report := func(session string) string {
+		t.Helper()
+		tl, ok := reg.Tool("acme", "report")
+		if !ok {
+			t.Fatal("no report tool")
+		}
+		res, err := tl.Call(ctx, host.ToolCall{ID: "c-" + session, SessionID: session, Name: "report", Input: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Output
+	}
+
+	wider := widenWasm(t, `VERSION="B"`, "EXTRA")
+	_, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "w", Wasm: wider}, plugins.CanaryOptions{Share: 1, PromoteAfter: 1})
+	var he *plugins.HeldError
+	if !errors.As(err, &he) || !he.Version.Canary || !strings.Contains(err.Error(), "as a canary") || !strings.Contains(err.Error(), "tool extra: new") {
+		t.Fatalf("a widening canary: %v, want it held as a canary", err)
+	}
+	if _, ok := reg.Canary("acme", "w"); ok {
+		t.Fatal("the widening canary runs unapproved")
+	}
+	if got := report("s1"); got != `{"version":"A"}` {
+		t.Errorf("a session while the canary is held: %s", got)
+	}
+	if h := reg.Held("acme"); len(h) != 1 || !h[0].Canary || h[0].Previous != served.Hash() {
+		t.Fatalf("held: %+v", h)
+	}
+
+	m, err := reg.ApproveHeld(ctx, "acme", "w", he.Version.Hash)
+	if err != nil || m.Hash() != he.Version.Hash {
+		t.Fatalf("approve: %v", err)
+	}
+	c, ok := reg.Canary("acme", "w")
+	if !ok || c.ApprovedOver != served.Hash() || c.Hash != he.Version.Hash || c.PromoteAfter != 1 || c.Share != 1 {
+		t.Fatalf("after the approval: %+v %v, want the canary, approved over the version serving", c, ok)
+	}
+	if now, _ := reg.Module("acme", "w"); now.Hash() != served.Hash() || len(reg.Held("acme")) != 0 {
+		t.Fatalf("the approval loaded the canary in the place of the version serving, or left it held")
+	}
+	if got := report("s1"); got != `{"version":"B"}` {
+		t.Errorf("a session on the approved canary: %s", got)
+	}
+	waitUntil(t, "the canary promoted by itself", func() bool {
+		now, _ := reg.Module("acme", "w")
+		return now.Hash() == he.Version.Hash
+	})
+
+	// A canary that widens nothing (a tool fewer) starts at once.
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "w", Wasm: widenWasm(t, `VERSION="C"`, "NO_SECOND")}, plugins.CanaryOptions{Share: 1}); err != nil {
+		t.Fatalf("a narrower canary: %v", err)
+	}
+	if c, ok := reg.Canary("acme", "w"); !ok || c.ApprovedOver != "" {
+		t.Errorf("the narrower canary: %+v %v", c, ok)
+	}
+}

@@ -1,9 +1,14 @@
 package plugins
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // EgressClient returns an HTTP client that reaches only what l allows, as
@@ -66,4 +71,66 @@ func (l Limits) Allows(rawURL string) error {
 		return fmt.Errorf("%w: %v", ErrDenied, err)
 	}
 	return (&httpGuard{rules: hostRules(l.AllowedHosts)}).checkURL(u)
+}
+
+// maxPullRedirects bounds the redirects of one request of a
+// [PullClient]: a registry sends a blob's request to its storage once.
+const maxPullRedirects = 5
+
+// PullClient returns the HTTP client host code fetches plugin modules
+// with from the registry at registry (host[:port], as an OCI reference
+// names it), under the sandbox's egress rules where they apply: a
+// redirect — a registry serves its blobs from a CDN or a bucket — may go
+// to any host, but only at a public address (checked on the address
+// dialled, after DNS, as for plugins); the registry itself may be at any
+// address, the operator having named it (a registry on the loopback or
+// a private network). Only http and https, no credentials in a URL, at
+// most 5 redirects, no proxy from the environment, and bounded waits for
+// a connection (10s), a TLS handshake (10s) and an answer's headers
+// (30s). A refusal wraps ErrDenied. The caller's context bounds the whole
+// of a pull: give it a deadline.
+func PullClient(registry string) *http.Client {
+	trusted := map[string]bool{}
+	reg := strings.ToLower(registry)
+	if _, _, err := net.SplitHostPort(reg); err == nil {
+		trusted[reg] = true
+	} else {
+		trusted[net.JoinHostPort(reg, "443")], trusted[net.JoinHostPort(reg, "80")] = true, true
+	}
+	open := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	public := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: func(network, address string, c syscall.RawConn) error {
+		if err := (&httpGuard{}).control(network, address, c); err != nil {
+			return denied("%s is not a public address: only the registry %s may be elsewhere (a redirect to another host must be public)", address, registry)
+		}
+		return nil
+	}}
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy: nil, // never a proxy from the environment: it would bypass the address check
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if trusted[strings.ToLower(addr)] {
+					return open.DialContext(ctx, network, addr)
+				}
+				return public.DialContext(ctx, network, addr)
+			},
+			ForceAttemptHTTP2:      true,
+			MaxIdleConns:           8,
+			IdleConnTimeout:        30 * time.Second,
+			TLSHandshakeTimeout:    10 * time.Second,
+			ResponseHeaderTimeout:  30 * time.Second,
+			ExpectContinueTimeout:  time.Second,
+			MaxResponseHeaderBytes: 64 << 10,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			switch {
+			case len(via) > maxPullRedirects:
+				return denied("more than %d redirects", maxPullRedirects)
+			case req.URL.Scheme != "http" && req.URL.Scheme != "https":
+				return denied("redirect to scheme %q (http and https only)", req.URL.Scheme)
+			case req.URL.User != nil:
+				return denied("redirect to a URL with credentials")
+			}
+			return nil
+		},
+	}
 }

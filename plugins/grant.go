@@ -61,9 +61,11 @@ func (l Limits) Within(g Grant) (Limits, error) {
 
 // covers reports whether every host and port g matches, r matches too:
 // a wildcard covers its subdomains (and wildcards of theirs), a rule with
-// a port that port only.
+// a port that port only, and a rule without one only rules without one
+// (the schemes' default ports: "h:443" admits http://h:443, which "h"
+// does not).
 func (r hostRule) covers(g hostRule) bool {
-	if r.port != "" && r.port != g.port {
+	if r.port != g.port {
 		return false
 	}
 	if r.wildcard {

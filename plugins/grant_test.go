@@ -67,16 +67,17 @@ func TestGrantsPerPlugin(t *testing.T) {
 
 // TestLimitsWithin: a grant's hosts must be within the tenant's, a
 // wildcard covering its subdomains (not the domain itself), a port rule
-// only that port; private networks and KV only where both allow them.
+// only that port, a rule without a port (the schemes' default ports) only
+// rules without one; private networks and KV only where both allow them.
 func TestLimitsWithin(t *testing.T) {
 	l := plugins.Limits{AllowedHosts: []string{"*.example.com", "api.test:8443", "plain.test"}, KV: true}
 	for _, tc := range []struct {
 		host string
 		ok   bool
 	}{
-		{"a.example.com", true}, {"*.b.example.com", true}, {"a.example.com:9000", true},
+		{"a.example.com", true}, {"*.b.example.com", true}, {"a.example.com:9000", false}, {"a.example.com:443", false},
 		{"example.com", false}, {"*.example.com", false}, {"api.test:8443", true}, {"api.test", false},
-		{"api.test:9000", false}, {"plain.test:80", true}, {"*.plain.test", false}, {"other.test", false},
+		{"api.test:9000", false}, {"plain.test", true}, {"plain.test:80", false}, {"*.plain.test", false}, {"other.test", false},
 	} {
 		_, err := l.Within(plugins.Grant{AllowedHosts: []string{tc.host}})
 		if (err == nil) != tc.ok {

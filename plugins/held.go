@@ -12,8 +12,9 @@ import (
 // Held versions: under RegistryOptions.HoldWidening, a new version of a
 // module that widens the one serving (see [Widenings]) is kept, compiled
 // and described, but not loaded; the version serving goes on. A person
-// approves it (ApproveHeld: it then replaces the old one, as a load would)
-// or discards it. One version a module is held at a time: a newer one, held
+// approves it (ApproveHeld: it then replaces the old one, as a load would,
+// or, held as a canary (StartCanary), starts as the module's canary) or
+// discards it. One version a module is held at a time: a newer one, held
 // or loaded, takes the place of the held one, as does unloading the
 // module.
 
@@ -31,7 +32,11 @@ func (e *HeldError) Error() string {
 	for i, w := range e.Version.Widenings {
 		ws[i] = w.String()
 	}
-	return fmt.Sprintf("%v: plugin %s %s (serving %s): %s", ErrHeld, e.Version.Name, e.Version.Hash, e.Version.Previous, strings.Join(ws, "; "))
+	as := ""
+	if e.Version.Canary {
+		as = " as a canary"
+	}
+	return fmt.Sprintf("%v: plugin %s %s%s (serving %s): %s", ErrHeld, e.Version.Name, e.Version.Hash, as, e.Version.Previous, strings.Join(ws, "; "))
 }
 
 func (e *HeldError) Unwrap() error { return ErrHeld }
@@ -49,6 +54,10 @@ type HeldVersion struct {
 	Fingerprint string `json:"fingerprint"`
 	// Widenings are how it widens the version serving.
 	Widenings []Widening `json:"widenings"`
+	// Canary tells a version held as it was to start as the module's
+	// canary (StartCanary): approved, it starts as the canary, with the
+	// options it was given, rather than replace the version serving.
+	Canary bool `json:"canary,omitempty"`
 	// Since is when it was held.
 	Since time.Time `json:"since"`
 }
@@ -56,13 +65,20 @@ type HeldVersion struct {
 type held struct {
 	HeldVersion
 	module *Module
+	canary *CanaryOptions // the options of a version held as a canary
 }
 
 // hold keeps m, which widens prev by w, as name's held version; r.mu is
 // held, and released here.
 func (r *Registry) hold(ctx context.Context, tenant, name string, prev, m *Module, w []Widening) (*Module, error) {
-	v := HeldVersion{Name: name, Hash: m.Hash(), Fingerprint: m.Fingerprint(), Previous: prev.Hash(), Widenings: w, Since: time.Now().UTC()}
-	if h := r.held[tenant][name]; h != nil && sameVersion(h.module, m) {
+	return r.holdAs(ctx, tenant, name, prev, m, w, nil)
+}
+
+// holdAs is hold, of a version that is to start as the canary with
+// canary's options when approved (nil: to load).
+func (r *Registry) holdAs(ctx context.Context, tenant, name string, prev, m *Module, w []Widening, canary *CanaryOptions) (*Module, error) {
+	v := HeldVersion{Name: name, Hash: m.Hash(), Fingerprint: m.Fingerprint(), Previous: prev.Hash(), Widenings: w, Canary: canary != nil, Since: time.Now().UTC()}
+	if h := r.held[tenant][name]; h != nil && sameVersion(h.module, m) && (h.canary != nil) == (canary != nil) {
 		// Held already (a directory rescanned): keep the first.
 		r.mu.Unlock()
 		_ = m.Close(ctx)
@@ -72,7 +88,7 @@ func (r *Registry) hold(ctx context.Context, tenant, name string, prev, m *Modul
 	if r.held[tenant] == nil {
 		r.held[tenant] = map[string]*held{}
 	}
-	r.held[tenant][name] = &held{HeldVersion: v, module: m}
+	r.held[tenant][name] = &held{HeldVersion: v, module: m, canary: canary}
 	r.mu.Unlock()
 	if dropped != nil {
 		_ = dropped.Close(ctx)
@@ -114,10 +130,14 @@ func (r *Registry) Held(tenant string) []HeldVersion {
 }
 
 // ApproveHeld loads the held version hash of the tenant's module name, in
-// the place of the version serving (as Load would, tenant caps checked).
-// It fails when no such version is held, and, leaving it held, when the
-// tenant requires signed modules (RegistryOptions.Trust) and its
-// signature is not by a key the tenant trusts now.
+// the place of the version serving (as Load would, tenant caps checked);
+// a version held as a canary (HeldVersion.Canary) starts as the module's
+// canary instead, with the options it was given, its widening approved
+// over the version serving (CanaryOptions.ApprovedOver), and the module
+// returned is the canary's. It fails when no such version is held, and,
+// leaving it held, when the tenant requires signed modules
+// (RegistryOptions.Trust) and its signature is not by a key the tenant
+// trusts now.
 func (r *Registry) ApproveHeld(ctx context.Context, tenant, name, hash string) (*Module, error) {
 	notHeld := fmt.Errorf("plugins: no version %s of plugin %s is held for tenant %s", hash, name, tenant)
 	r.mu.Lock()
@@ -137,6 +157,14 @@ func (r *Registry) ApproveHeld(ctx context.Context, tenant, name, hash string) (
 	}
 	delete(r.held[tenant], name)
 	r.mu.Unlock()
+	if h.canary != nil {
+		opts := *h.canary
+		opts.ApprovedOver = h.Previous
+		if _, err := r.beginCanary(ctx, tenant, name, h.module, opts); err != nil {
+			return nil, err
+		}
+		return h.module, nil
+	}
 	return r.commit(ctx, tenant, name, hash, h.module, nil, true)
 }
 

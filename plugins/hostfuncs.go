@@ -213,7 +213,8 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	if !ok {
 		lv = slog.LevelInfo
 	}
-	env.mod.log.Log(ctx, lv, string(msg), env.logAttrs()...)
+	// (A plugin with secrets logs none: secrets.go.)
+	env.mod.log.Log(ctx, lv, env.mod.guard.withhold(string(msg)), env.logAttrs()...)
 }
 
 // kvKey checks that the call may use the key-value store and reads the key

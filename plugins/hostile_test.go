@@ -166,8 +166,9 @@ func TestHostileNetwork(t *testing.T) {
 		return res.Output, err
 	}
 
-	// Allowed by name, but loopback: refused at dial time.
-	noPrivate := load(t, rt, "hostile", wasm, plugins.Limits{AllowedHosts: []string{u.Hostname(), "localhost"}})
+	// Allowed by name (and port: a host without one is its default
+	// port), but loopback: refused at dial time.
+	noPrivate := load(t, rt, "hostile", wasm, plugins.Limits{AllowedHosts: []string{u.Host, "localhost:" + u.Port()}})
 	for _, target := range []string{srv.URL + "/", "http://localhost:" + u.Port() + "/"} {
 		_, err := fetch(noPrivate, target)
 		if !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "not public") {

@@ -23,7 +23,7 @@ import (
 // which defeats DNS rebinding) unless allowed, never uses a proxy from the
 // environment, and caps sizes and time.
 type httpGuard struct {
-	withheld     *strings.Replacer // the secrets' forms an answer may echo (secrets.go); nil: none
+	withheld     *withholder // finds the secrets' forms in what a call reads or leaves (withhold.go); nil: no secrets
 	rules        []hostRule
 	allowPrivate bool
 	maxBody      int64
@@ -78,7 +78,7 @@ func newHTTPGuard(l Limits) *httpGuard {
 			}
 		}
 		g.client.Transport = st
-		g.withheld = withholdSecrets(l.Secrets)
+		g.withheld = newWithholder(l.Secrets)
 	}
 	return g
 }
@@ -138,16 +138,17 @@ func publicAddr(ip netip.Addr) bool {
 	return true
 }
 
-// hostPort returns the host a URL names, lower case and without a final
-// dot, and its port (the scheme's when it names none), as hostRule.match
-// takes them.
-func hostPort(u *url.URL) (host, port string) {
+// endpointOf returns a URL's scheme (lower case), the host it names,
+// lower case and without a final dot, and its port (the scheme's default
+// when it names none), as hostRule.match takes them.
+func endpointOf(u *url.URL) (scheme, host, port string) {
+	scheme = strings.ToLower(u.Scheme)
 	host = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	port = u.Port()
 	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		port = defaultPorts[scheme]
 	}
-	return host, port
+	return scheme, host, port
 }
 
 // checkURL reports whether u may be requested.
@@ -158,13 +159,19 @@ func (g *httpGuard) checkURL(u *url.URL) error {
 	if u.User != nil {
 		return denied("credentials in the URL are not allowed")
 	}
-	host, port := hostPort(u)
+	scheme, host, port := endpointOf(u)
 	if host == "" {
 		return denied("URL has no host")
 	}
 	for _, r := range g.rules {
-		if r.match(host, port) {
+		if r.match(scheme, host, port) {
 			return nil
+		}
+	}
+	for _, r := range g.rules {
+		if r.port == "" && r.match(scheme, host, defaultPorts[scheme]) {
+			return denied("host %s is not among the hosts this plugin may reach (%s is allowed on %s's default port %s only: name another port as host:port)",
+				net.JoinHostPort(host, port), host, scheme, defaultPorts[scheme])
 		}
 	}
 	return denied("host %s is not among the hosts this plugin may reach", net.JoinHostPort(host, port))
@@ -225,6 +232,9 @@ func (g *httpGuard) do(ctx context.Context, env *callEnv, raw []byte) []byte {
 			return b
 		}
 	}
+	// An error may quote what the host answered (a malformed answer, a
+	// redirect's Location).
+	err = g.withholdError(err)
 	if env.record {
 		env.noteHTTP(req, nil, nil, err, time.Since(started))
 	}
@@ -301,13 +311,21 @@ func (g *httpGuard) exchange(ctx context.Context, env *callEnv, raw []byte) (req
 		return req, res, nil, denied("response body exceeds %d bytes", g.maxBody)
 	}
 	res = httpWireResponse{Status: hres.StatusCode, Headers: map[string]string{}}
+	// A host that echoes the credential back (in an error, a debug
+	// endpoint, a header's name) does not hand it to the plugin, nor to
+	// its record.
 	for k, v := range hres.Header {
-		res.Headers[strings.ToLower(k)] = g.withhold(strings.Join(v, ", "))
+		k, v := g.withhold(strings.ToLower(k)), g.withhold(strings.Join(v, ", "))
+		if prev, ok := res.Headers[k]; ok {
+			v = prev + ", " + v // two names withheld alike
+		}
+		res.Headers[k] = v
 	}
 	if g.withheld != nil {
-		// A host that echoes the credential back (in an error, a debug
-		// endpoint) does not hand it to the plugin, nor to its record.
-		data = []byte(g.withhold(string(data)))
+		if body := g.withhold(string(data)); body != string(data) {
+			data = []byte(body)
+			delete(res.Headers, "content-length") // the length of what it was
+		}
 	}
 	if utf8.Valid(data) {
 		s := string(data)

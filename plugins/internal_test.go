@@ -45,25 +45,31 @@ func TestLimitsNormalize(t *testing.T) {
 
 func TestHostRules(t *testing.T) {
 	tests := []struct {
-		rule, host, port string
-		match            bool
+		rule, scheme, host, port string
+		match                    bool
 	}{
-		{"example.com", "example.com", "443", true},
-		{"example.com", "api.example.com", "443", false},
-		{"*.example.com", "api.example.com", "443", true},
-		{"*.example.com", "example.com", "443", false},
-		{"*.example.com", "evil-example.com", "443", false},
-		{"example.com:8443", "example.com", "443", false},
-		{"example.com:8443", "example.com", "8443", true},
-		{"EXAMPLE.com", "example.com", "80", true},
+		{"example.com", "https", "example.com", "443", true},
+		{"example.com", "https", "api.example.com", "443", false},
+		{"*.example.com", "https", "api.example.com", "443", true},
+		{"*.example.com", "https", "example.com", "443", false},
+		{"*.example.com", "https", "evil-example.com", "443", false},
+		{"example.com:8443", "https", "example.com", "443", false},
+		{"example.com:8443", "https", "example.com", "8443", true},
+		{"example.com:8443", "http", "example.com", "8443", true},
+		{"EXAMPLE.com", "http", "example.com", "80", true},
+		// Without a port: the scheme's default port, no other.
+		{"example.com", "https", "example.com", "8443", false},
+		{"example.com", "http", "example.com", "443", false},
+		{"example.com", "https", "example.com", "80", false},
+		{"*.example.com", "https", "api.example.com", "6379", false},
 	}
 	for _, tt := range tests {
 		r, err := parseHostRule(tt.rule)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.match(tt.host, tt.port); got != tt.match {
-			t.Errorf("%s matches %s:%s = %v", tt.rule, tt.host, tt.port, got)
+		if got := r.match(tt.scheme, tt.host, tt.port); got != tt.match {
+			t.Errorf("%s matches %s://%s:%s = %v", tt.rule, tt.scheme, tt.host, tt.port, got)
 		}
 	}
 }

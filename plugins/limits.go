@@ -365,7 +365,7 @@ func (l Limits) Manifest(wasm []byte) extism.Manifest {
 type hostRule struct {
 	host     string // lower case, without the "*." of a wildcard
 	wildcard bool   // matches subdomains of host
-	port     string // "" matches any port
+	port     string // "": the scheme's default port (80 for http, 443 for https)
 }
 
 func parseHostRule(s string) (hostRule, error) {
@@ -392,8 +392,18 @@ func parseHostRule(s string) (hostRule, error) {
 	return r, nil
 }
 
-func (r hostRule) match(host, port string) bool {
-	if r.port != "" && r.port != port {
+// defaultPorts are the ports a rule without one matches, by scheme.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// match reports whether r admits a request of scheme to host and port
+// (as endpointOf reads them off a URL): a rule without a port admits the
+// scheme's default port only.
+func (r hostRule) match(scheme, host, port string) bool {
+	if r.port == "" {
+		if port != defaultPorts[scheme] {
+			return false
+		}
+	} else if r.port != port {
 		return false
 	}
 	if r.wildcard {

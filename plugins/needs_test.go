@@ -27,21 +27,25 @@ func TestNeeds(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
-	sandbox := plugins.Limits{AllowedHosts: []string{"127.0.0.1", "localhost"}, AllowPrivateNetwork: true}
+	// (A host without a port is its scheme's default port: the test
+	// server's port is named. 127.0.0.1:9 is a second port it never
+	// serves on, which the first version needs and the last does not.)
+	h, lh, nine := "127.0.0.1:"+u.Port(), "localhost:"+u.Port(), "127.0.0.1:9"
+	sandbox := plugins.Limits{AllowedHosts: []string{h, lh, nine}, AllowPrivateNetwork: true}
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{HoldWidening: true, Limits: func(string) plugins.Limits { return sandbox }})
 	t.Cleanup(func() { reg.Close(ctx) })
 	needing := func(version, needs string) []byte {
 		return widenWasm(t, "FETCH", `VERSION="`+version+`"`, `NEEDS="`+strings.ReplaceAll(needs, `"`, `\"`)+`"`)
 	}
 
-	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: needing("A", `{"allowed_hosts":["127.0.0.1"],"allow_private_network":true}`)}); err != nil {
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: needing("A", `{"allowed_hosts":["`+h+`","`+nine+`"],"allow_private_network":true}`)}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := reg.Module("acme", "w")
-	if l := m.Limits(); !slices.Equal(l.AllowedHosts, []string{"127.0.0.1"}) || !l.AllowPrivateNetwork || l.KV {
+	if l := m.Limits(); !slices.Equal(l.AllowedHosts, []string{h, nine}) || !l.AllowPrivateNetwork || l.KV {
 		t.Errorf("limits %+v, want what it needs", plugins.GrantOf(l))
 	}
-	if n := m.Description().Needs; n == nil || !slices.Equal(n.AllowedHosts, []string{"127.0.0.1"}) {
+	if n := m.Description().Needs; n == nil || !slices.Equal(n.AllowedHosts, []string{h, nine}) {
 		t.Errorf("described needs %+v", n)
 	}
 	fetch := func(host string) string {
@@ -67,7 +71,8 @@ func TestNeeds(t *testing.T) {
 	// goes on.
 	for _, tc := range []struct{ needs, want string }{
 		{`{"allowed_hosts":["evil.example.org"]}`, `it needs host "evil.example.org", which it is not granted`},
-		{`{"allowed_hosts":["127.0.0.1"],"kv":true}`, "it needs the key-value store, which it is not granted"},
+		{`{"allowed_hosts":["` + h + `"],"kv":true}`, "it needs the key-value store, which it is not granted"},
+		{`{"allowed_hosts":["127.0.0.1"]}`, `it needs host "127.0.0.1", which it is not granted`}, // port 80: not granted
 		{`{"allowed_hosts":["bad/host"]}`, `needs: allowed_hosts: "bad/host" is not a host`},
 	} {
 		_, err := reg.Load(ctx, "acme", plugins.Source{Name: "w", Wasm: needing("A", tc.needs)})
@@ -83,9 +88,9 @@ func TestNeeds(t *testing.T) {
 	for _, tc := range []struct {
 		name, needs, held string
 	}{
-		{"a new host", `{"allowed_hosts":["127.0.0.1","localhost"],"allow_private_network":true}`, "needs localhost: new host"},
+		{"a new host", `{"allowed_hosts":["` + h + `","` + nine + `","` + lh + `"],"allow_private_network":true}`, "needs " + lh + ": new host"},
 		{"undeclared", "", "needs *: undeclared: the whole grant"},
-		{"fewer", `{"allowed_hosts":["127.0.0.1:` + u.Port() + `"],"allow_private_network":true}`, ""},
+		{"fewer", `{"allowed_hosts":["` + h + `"],"allow_private_network":true}`, ""},
 	} {
 		wasm := needing("B", tc.needs)
 		if tc.needs == "" {

@@ -79,19 +79,21 @@ func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *repla
 			raw = []byte(unquote(members[f]))
 		}
 		fuel, traffic, err := t.mod.invokeTraced(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, true, replay, func(out []byte) error {
+			out = t.mod.withholdOutput(out)
 			if !utf8.Valid(out) {
 				return errMalformed("output is not UTF-8 text")
 			}
 			output = unquote(out)
 			return nil
 		})
-		return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, err
+		return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, t.mod.withholdError(err)
 	}
 	req, err := json.Marshal(callRequest{Tool: t.spec.Name, Input: input, CallID: call.ID, SessionID: call.SessionID, Tenant: t.mod.tenant})
 	if err != nil {
 		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	fuel, traffic, err := t.mod.invokeTraced(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, true, replay, func(out []byte) error {
+		out = t.mod.withholdOutput(out) // (secrets.go)
 		var res struct {
 			Output json.RawMessage `json:"output"`
 			Error  *string         `json:"error"`
@@ -113,7 +115,7 @@ func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *repla
 		return nil
 	})
 	if err != nil {
-		return host.ToolResult{Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, err
+		return host.ToolResult{Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, t.mod.withholdError(err)
 	}
 	return host.ToolResult{Output: output, Source: t.mod.hash, Fuel: fuel, Traffic: traffic}, nil
 }
@@ -178,6 +180,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 		return validation{}, v.mod.fail("validate", v.desc.Name, detailed(ErrInvalidInput, "%v", err))
 	}
 	fuel, err := v.mod.invokeMetered(ctx, "validate", v.desc.Name, "", req, 0, func(out []byte) error {
+		out = v.mod.withholdOutput(out)
 		var wire struct {
 			OK     *bool           `json:"ok"`
 			Value  json.RawMessage `json:"value"`
@@ -212,7 +215,7 @@ func (v *moduleValidator) check(ctx context.Context, deliverable json.RawMessage
 	})
 	res.Fuel = fuel
 	if err != nil {
-		return validation{Fuel: fuel}, err
+		return validation{Fuel: fuel}, v.mod.withholdError(err)
 	}
 	return res, nil
 }
@@ -272,6 +275,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.D
 	}
 	d := host.Decision{Source: p.mod.hash}
 	fuel, err := p.mod.invokeMetered(ctx, "decide", p.desc.Name, "", req, 0, func(out []byte) error {
+		out = p.mod.withholdOutput(out)
 		var wire struct {
 			Decision *host.Verdict `json:"decision"`
 			Reason   string        `json:"reason"`
@@ -296,7 +300,7 @@ func (p *modulePolicy) Decide(ctx context.Context, r host.PolicyRequest) (host.D
 		return nil
 	})
 	if err != nil {
-		return host.Decision{Source: p.mod.hash, Fuel: fuel}, err
+		return host.Decision{Source: p.mod.hash, Fuel: fuel}, p.mod.withholdError(err)
 	}
 	d.Fuel = fuel
 	return d, nil

@@ -175,6 +175,14 @@ func (env *callEnv) noteHTTP(r httpRequestOf, res *httpWireResponse, data []byte
 	if err != nil {
 		x.Error, x.Denied = text(err.Error(), maxTrafficErrorBytes), isDenied(err)
 	}
+	// What the plugin sends is its own, but it may join there pieces of
+	// a secret it read one by one (secrets.go): the record keeps none.
+	if g := env.mod.guard; g != nil && g.withheld != nil {
+		x.URL, x.Error = g.withhold(x.URL), g.withhold(x.Error)
+		for i, h := range x.RequestHeaders {
+			x.RequestHeaders[i] = g.withhold(h)
+		}
+	}
 	if !l.keep(exchangeBytes(&x)) {
 		l.drop()
 		return
@@ -242,6 +250,17 @@ func (env *callEnv) noteKV(op string, key []byte, found bool, value []byte, msg 
 		return
 	}
 	a := ledger.KVAccess{Seq: seq, Op: op, Found: found, Error: text(msg, maxTrafficErrorBytes)}
+	if found || op == ledger.KVSet && msg == "" {
+		a.ValueBytes, a.ValueDigest = int64(len(value)), digest(value)
+	}
+	if g := env.mod.guard; g != nil && g.withheld != nil {
+		// A key or value the plugin joined pieces of a secret into
+		// (secrets.go) is recorded withheld; the digest stays the value's,
+		// which shows nothing of it.
+		a.Error = g.withhold(a.Error)
+		key = []byte(g.withhold(string(key)))
+		value = []byte(g.withhold(string(value)))
+	}
 	if !l.keep(len(key) + len(a.Error)) {
 		l.drop()
 		return
@@ -250,9 +269,6 @@ func (env *callEnv) noteKV(op string, key []byte, found bool, value []byte, msg 
 		a.Key = string(key)
 	} else {
 		a.KeyBase64 = append([]byte(nil), key...)
-	}
-	if found || op == ledger.KVSet && msg == "" {
-		a.ValueBytes, a.ValueDigest = int64(len(value)), digest(value)
 	}
 	if op == ledger.KVGet && found {
 		switch {

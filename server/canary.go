@@ -106,6 +106,17 @@ func (s *Server) putCanary(w http.ResponseWriter, r *http.Request, t *tenant) {
 	s.audit.act(t.name, name, keyActor(r), func() {
 		c, err = s.registry.StartCanary(ctx, t.name, plugins.Source{Name: name, Wasm: wasm, Signature: sig}, opts)
 	})
+	if he, ok := errors.AsType[*plugins.HeldError](err); ok {
+		// It widens what serves: kept, not run, until a person decides.
+		if err := s.keepHeldCanary(t.name, name, he.Version.Hash, wasm, sig, opts); err != nil {
+			s.registry.DiscardHeld(context.WithoutCancel(r.Context()), t.name, name, he.Version.Hash)
+			writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the held canary: %v", err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]any{"held": he.Version,
+			"message": "the canary widens what the plugin offers: it is held, and serves nothing, until POST /v1/plugins/" + name + "/versions/" + he.Version.Hash + ` {"approve": true}, which starts it as the canary`})
+		return
+	}
 	if err != nil {
 		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: moduleHash(wasm), Detail: err.Error()})
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the canary was refused: %v", err)
@@ -207,7 +218,16 @@ func (s *Server) onCanaryChange(c plugins.Change) {
 	os.Remove(wasmPath)
 }
 
-// startCanaries starts again the canaries of the tenant kept on disk.
+// readCanaryFile reads a canary's options kept on disk.
+func readCanaryFile(path string) (canaryFile, bool) {
+	var f canaryFile
+	b, err := os.ReadFile(path)
+	return f, err == nil && json.Unmarshal(b, &f) == nil
+}
+
+// startCanaries starts again the canaries of the tenant kept on disk. One
+// that widens the version serving starts only as approved over it (its
+// options' ApprovedOver); else it is held again.
 func (s *Server) startCanaries(ctx context.Context, tenant string) {
 	entries, err := os.ReadDir(s.canaryDir(tenant))
 	if err != nil {
@@ -219,10 +239,10 @@ func (s *Server) startCanaries(ctx context.Context, tenant string) {
 			continue
 		}
 		wasmPath, optsPath := s.canaryPaths(tenant, name)
-		b, err := os.ReadFile(optsPath)
-		var f canaryFile
-		if err == nil {
-			err = json.Unmarshal(b, &f)
+		f, ok := readCanaryFile(optsPath)
+		err := error(nil)
+		if !ok {
+			err = fmt.Errorf("its options (%s) do not read", optsPath)
 		}
 		var wasm []byte
 		if err == nil {
@@ -236,6 +256,18 @@ func (s *Server) startCanaries(ctx context.Context, tenant string) {
 			s.audit.act(tenant, name, "host", func() {
 				_, err = s.registry.StartCanary(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig}, f.Options)
 			})
+			if he, ok := errors.AsType[*plugins.HeldError](err); ok {
+				// It widens what serves now, unapproved (a canary started
+				// before widening ones were held): held, its files moved.
+				if err = s.keepHeldCanary(tenant, name, he.Version.Hash, wasm, sig, f.Options); err == nil {
+					s.log.Warn("a plugin's canary kept on disk widens the version serving: it is held for approval", "tenant", tenant, "plugin", name, "module", he.Version.Hash)
+					os.Remove(optsPath)
+					os.Remove(wasmPath + plugins.SignatureSuffix)
+					os.Remove(wasmPath)
+					continue
+				}
+				s.registry.DiscardHeld(ctx, tenant, name, he.Version.Hash)
+			}
 		}
 		if err != nil {
 			s.log.Warn("a plugin's canary kept on disk does not start again; it is dropped", "tenant", tenant, "plugin", name, "err", err)

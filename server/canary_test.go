@@ -228,3 +228,108 @@ func TestSignedCanary(t *testing.T) {
 		return bytes.Equal(got, b) && bytes.Equal(gotSig, sig)
 	})
 }
+
+// TestPluginCanaryWideningHeld: through serve, a canary that widens the
+// version serving (a tool more) is held — 202, listed among the held
+// versions as a canary's, serving no session, held again after a restart
+// — until a person approves it: it then starts as the canary, approved
+// over the version serving, its files the canary's; it starts again so
+// after a restart, and promotes itself after its calls as any canary.
+// Fails where a PUT canary started any version at once (201), which then
+// promoted itself unapproved.
+func TestPluginCanaryWideningHeld(t *testing.T) {
+	dir := t.TempDir()
+	setup := serverSetup{Mutate: func(c *server.Config) { c.PluginsDir = dir }}
+	ts := startServer(t, setup)
+	a, b := widenWasm(t, `VERSION="A"`), widenWasm(t, `VERSION="B"`, "EXTRA")
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w", a); code != 201 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	type info struct {
+		Hash   string
+		Canary *struct {
+			Hash, Serving string
+			ApprovedOver  string `json:"approved_over"`
+		}
+	}
+	get := func(ts *testServer) info {
+		_, body := ts.do(t, ts.acme, "GET", "/v1/plugins/w", "")
+		return decodeJSON[info](t, body)
+	}
+	held := func(ts *testServer) []plugins.HeldVersion {
+		_, body := ts.do(t, ts.acme, "GET", "/v1/plugins", "")
+		return decodeJSON[struct{ Held []plugins.HeldVersion }](t, body).Held
+	}
+	report := func(ts *testServer, session string) string {
+		t.Helper()
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+session+"/messages?wait=true", `{"text":"report"}`); code != 200 {
+			t.Fatalf("%s: %d %s", session, code, body)
+		}
+		_, body := ts.do(t, ts.acme, "GET", "/v1/sessions/"+session+"/transcript", "")
+		var last string
+		for _, it := range decodeJSON[struct {
+			Items []struct {
+				ToolCalls []struct{ Output string } `json:"tool_calls"`
+			}
+		}](t, body).Items {
+			for _, c := range it.ToolCalls {
+				last = c.Output
+			}
+		}
+		return last
+	}
+	servingA := get(ts).Hash
+
+	code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/w/canary?share=1&promote_after=1", b)
+	if code != 202 || !strings.Contains(body, `"canary":true`) || !strings.Contains(body, `"name":"extra","change":"new"`) {
+		t.Fatalf("a widening canary: %d %s, want it held", code, body)
+	}
+	if i := get(ts); i.Canary != nil {
+		t.Fatalf("the held canary runs: %+v", i)
+	}
+	if got := report(ts, "s1"); got != `{"version":"A"}` {
+		t.Errorf("a session while the canary is held: %s", got)
+	}
+	h := held(ts)
+	if len(h) != 1 || !h[0].Canary {
+		t.Fatalf("held: %+v", h)
+	}
+	hash := h[0].Hash
+
+	// A restart holds it again.
+	restart := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ts.Close()
+		ts.srv.Close(ctx)
+		ts = startServer(t, setup)
+		waitFor(t, "the plugin to load", func() bool { return get(ts).Hash != "" })
+	}
+	restart()
+	if h := held(ts); len(h) != 1 || !h[0].Canary || h[0].Hash != hash || get(ts).Canary != nil {
+		t.Fatalf("after a restart: held %+v, plugin %+v", h, get(ts))
+	}
+
+	// Approved: it starts as the canary.
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/plugins/w/versions/"+hash, `{"approve":true}`); code != 200 {
+		t.Fatalf("approve: %d %s", code, body)
+	}
+	if i := get(ts); i.Hash != servingA || i.Canary == nil || i.Canary.Hash != hash || i.Canary.ApprovedOver != servingA {
+		t.Fatalf("after the approval: %+v, want A serving and the approved canary beside it", i)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "acme", ".held", "*")); len(files) != 0 {
+		t.Errorf("the held files after the approval: %v", files)
+	}
+	restart()
+	if i := get(ts); i.Canary == nil || i.Canary.Hash != hash || len(held(ts)) != 0 {
+		t.Fatalf("after a restart, the approved canary: %+v, held %+v", i, held(ts))
+	}
+	if got := report(ts, "s2"); got != `{"version":"B"}` {
+		t.Errorf("a session on the approved canary: %s", got)
+	}
+	waitFor(t, "the canary promoted by itself, its file in the module's place", func() bool {
+		file, _ := os.ReadFile(filepath.Join(dir, "acme", "w.wasm"))
+		files, _ := filepath.Glob(filepath.Join(dir, "acme", ".canary", "*"))
+		return get(ts).Hash == hash && bytes.Equal(file, b) && len(files) == 0
+	})
+}

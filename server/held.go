@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -20,7 +21,10 @@ import (
 // /v1/plugins/{name}/versions/{hash} {"approve": true}: it replaces the
 // version serving, and its file takes the module's place) or discards it
 // ({"approve": false}); GET /v1/plugins lists the held versions. A newer
-// upload of the module takes the held one's place.
+// upload of the module takes the held one's place. A canary that widens
+// the version serving (PUT /v1/plugins/{name}/canary) is held the same
+// way, its options beside its bytes (NAME.HASH.canary.json): approved, it
+// starts as the canary, its files moving to the canaries' directory.
 
 // onPluginChange drops the held files of a module whose held version the
 // registry no longer keeps (another version loaded in its place, as a file
@@ -66,12 +70,32 @@ func (s *Server) keepHeld(tenant, name, hash string, wasm, sig []byte) error {
 	return writeSigned(s.heldPath(tenant, name, hash), wasm, sig)
 }
 
-// dropHeldFiles removes the module's held files (and their signatures)
-// but keep's.
+// heldCanaryPath is the file of the options of a version held as a
+// canary, beside its bytes.
+func heldCanaryPath(wasmPath string) string {
+	return strings.TrimSuffix(wasmPath, ".wasm") + ".canary.json"
+}
+
+// keepHeldCanary is keepHeld, for a version held as a canary, with its
+// options.
+func (s *Server) keepHeldCanary(tenant, name, hash string, wasm, sig []byte, opts plugins.CanaryOptions) error {
+	if err := s.keepHeld(tenant, name, hash, wasm, sig); err != nil {
+		return err
+	}
+	b, err := json.Marshal(canaryFile{Hash: hash, Options: opts})
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(heldCanaryPath(s.heldPath(tenant, name, hash)), b)
+}
+
+// dropHeldFiles removes the module's held files (and their signatures and
+// canary options) but keep's.
 func (s *Server) dropHeldFiles(tenant, name, keep string) {
 	files, _ := filepath.Glob(filepath.Join(s.heldDir(tenant), name+".*.wasm"))
 	for _, f := range files {
 		if keep == "" || f != s.heldPath(tenant, name, keep) {
+			os.Remove(heldCanaryPath(f))
 			os.Remove(f + plugins.SignatureSuffix)
 			os.Remove(f)
 		}
@@ -100,6 +124,25 @@ func (s *Server) holdAgain(ctx context.Context, tenant string) {
 			continue
 		}
 		sig, _ := os.ReadFile(path + plugins.SignatureSuffix)
+		if f, ok := readCanaryFile(heldCanaryPath(path)); ok {
+			// Held as a canary: held again, or started if it no longer
+			// widens what serves.
+			var c plugins.Canary
+			s.audit.act(tenant, name, "host", func() {
+				c, err = s.registry.StartCanary(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig}, f.Options)
+			})
+			switch {
+			case err == nil:
+				if err := s.keepCanary(tenant, name, wasm, sig, canaryFile{Hash: c.Hash, Options: f.Options}); err != nil {
+					s.log.Error("cannot keep a held canary that starts now", "tenant", tenant, "plugin", name, "err", err)
+				}
+				s.dropHeldFiles(tenant, name, "")
+			case !errors.Is(err, plugins.ErrHeld):
+				s.log.Warn("a plugin version held as a canary no longer starts; dropped", "tenant", tenant, "plugin", name, "err", err)
+				s.dropHeldFiles(tenant, name, "")
+			}
+			continue
+		}
 		written := s.registry.FileWriting(tenant, name)
 		s.audit.act(tenant, name, "host", func() {
 			_, err = s.registry.Load(ctx, tenant, plugins.Source{Name: name, Wasm: wasm, Signature: sig})
@@ -146,9 +189,11 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	t.pluginsMu.Lock()
 	defer t.pluginsMu.Unlock()
-	held := false
+	held, asCanary := false, false
 	for _, v := range s.registry.Held(t.name) {
-		held = held || (v.Name == name && v.Hash == hash)
+		if v.Name == name && v.Hash == hash {
+			held, asCanary = true, v.Canary
+		}
 	}
 	if !held {
 		notFound(w, "held version of plugin "+name, hash)
@@ -177,6 +222,23 @@ func (s *Server) decideVersion(w http.ResponseWriter, r *http.Request, t *tenant
 		// stays held, for a person to discard.
 		s.auditAPI(r, t, auditEntry{Action: "refused", Plugin: name, Hash: hash, Detail: err.Error()})
 		writeError(w, http.StatusUnprocessableEntity, codeInvalid, "the held version was refused: %v", err)
+		return
+	}
+	if asCanary {
+		// It runs as the canary: its files are the canary's.
+		c, ok := s.registry.Canary(t.name, name)
+		if ok && c.Hash == hash {
+			opts := plugins.CanaryOptions{Share: c.Share, PromoteAfter: c.PromoteAfter, RollbackAfter: c.RollbackAfter, ApprovedOver: c.ApprovedOver}
+			if err := s.keepCanary(t.name, name, wasm, sig, canaryFile{Hash: c.Hash, Options: opts}); err != nil {
+				s.log.Error("cannot keep an approved canary", "tenant", t.name, "plugin", name, "err", err)
+				s.audit.act(t.name, name, keyActor(r), func() { s.registry.RollbackCanary(context.WithoutCancel(r.Context()), t.name, name) })
+				writeError(w, http.StatusInternalServerError, codeInternal, "cannot keep the canary: %v", err)
+				return
+			}
+		}
+		s.dropHeldFiles(t.name, name, "")
+		serving, _ := s.registry.Module(t.name, name)
+		writeJSON(w, http.StatusOK, s.pluginInfo(t.name, serving))
 		return
 	}
 	// Its files take the module's place (the held one is dropped as the

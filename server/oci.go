@@ -16,7 +16,9 @@ import (
 // pinned by digest (TenantConfig.Plugins, oci://…@sha256:…). At start,
 // each is pulled (plugins/oci: verified against its digests, bounded by the
 // tenant's module size, cached by digest in OCI.CacheDir so that a restart
-// needs no registry) and loaded as the tenant's other plugins (its
+// needs no registry; through plugins.PullClient — the registry at any
+// address, its redirects only to public ones, no proxy from the
+// environment — within ociPullTimeout) and loaded as the tenant's other plugins (its
 // sandbox, grants and trusted keys apply). One that cannot be pulled or
 // does not load is refused: listed under GET /v1/plugins' refusals and
 // audited "refused" by "configuration"; the tenant's other plugins serve.

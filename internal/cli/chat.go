@@ -113,7 +113,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.DurationVar(&m.timeouts.Tool, "timeout-tool", 0, fmt.Sprintf("bound on a tool call whose tool sets none; the model is told, and the run goes on (default %s)", host.DefaultToolTimeout))
 	fs.StringVar(&m.plugins, "plugins", "", "offer the tools of the Wasm plugins in `DIR` (NAME.wasm, with NAME.json for plain Extism modules), reloaded as the files change")
 	fs.BoolVar(&m.pluginKV, "plugin-kv", false, "give the --plugins their key-value store, kept in --storage")
-	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
+	fs.Var(&m.pluginHosts, "plugin-allow-host", "let the --plugins reach `HOST` over HTTP (host: its default port, host:port, or *.domain; repeatable; default: no HTTP)")
 	fs.BoolVar(&m.pluginPrivate, "plugin-allow-private", false, "let the --plugins reach loopback and private addresses")
 	fs.Var(&m.pluginGrants, "plugin-grant", "grant one of the --plugins a share of the --plugin-* sandbox: `PLUGIN=HOST,kv,private` (any of them; repeatable); once one is given, a plugin not granted gets no HTTP and no key-value store")
 	fs.Var(&m.pluginConfig, "plugin-config", "configuration `PLUGIN:KEY=VALUE` of one of the --plugins (repeatable)")

@@ -79,7 +79,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 		config      pluginList
 	)
 	fs.Var(&approve, "approve", "run `TOOL`'s calls without asking when the policy requires approval (repeatable; a denial stands)")
-	fs.Var(&allowHosts, "allow-host", "let the plugins reach `HOST` over HTTP (host, host:port or *.domain; repeatable; default: no HTTP)")
+	fs.Var(&allowHosts, "allow-host", "let the plugins reach `HOST` over HTTP (host: its default port, host:port, or *.domain; repeatable; default: no HTTP)")
 	fs.Var(&config, "config", "configuration key K of plugin P: `P:K=V` (repeatable)")
 	var mcpURLs, mcpStdio, mcpTokens pluginList
 	fs.Var(&mcpURLs, "mcp", "serve the tools of the MCP server at `NAME=URL` (streamable HTTP) too, as NAME__TOOL (repeatable)")

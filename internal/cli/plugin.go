@@ -140,7 +140,7 @@ func (f *pluginFlags) register(fs *flag.FlagSet, env Env) {
 	fs.DurationVar(&f.compileTimeout, "compile-timeout", 0, fmt.Sprintf("bound on compiling the module: a compile past it is stopped and the module refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.UintVar(&f.memoryPages, "memory-pages", plugins.DefaultMemoryPages, "memory limit in 64 KiB `PAGES`")
 	fs.IntVar(&f.maxOutput, "max-output", plugins.DefaultMaxOutputBytes, "bound on a call's output, in `BYTES`")
-	fs.Var(&f.allowHosts, "allow-host", "allow HTTP to `HOST` (host, host:port or *.domain; repeatable; default: no HTTP)")
+	fs.Var(&f.allowHosts, "allow-host", "allow HTTP to `HOST` (host: its default port, host:port, or *.domain; repeatable; default: no HTTP)")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, "allow HTTP to loopback and private addresses")
 	fs.BoolVar(&f.kv, "kv", false, "enable the key-value store (in memory for this process, unless --storage)")
 	fs.StringVar(&f.storage, "storage", "", "keep the --kv store in the storage at `URL` (memory:, file:DIR, redis://…), as chat --plugin-kv does")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/oci"
@@ -18,10 +19,17 @@ manifest, as serve pulls a tenant's plugins: list, and write it into DIR
 NAME.wasm.minisig when the manifest has one. The manifest is checked
 against the digest and each layer against the manifest; a tag without a
 digest is refused. Loopback registries (and those of --insecure) are
-reached over plain HTTP, others over HTTPS.
+reached over plain HTTP, others over HTTPS. The registry may be at any
+address; where it redirects (its CDN) must be a public address. No proxy
+is taken from the environment. A pull that takes longer than --timeout
+fails.
 
 Flags:
 `
+
+// defaultPullTimeout bounds a pull unless --timeout says otherwise: as
+// long as serve gives a pull at start.
+const defaultPullTimeout = 2 * time.Minute
 
 // pluginPullCmd is "plugin pull".
 func pluginPullCmd(ctx context.Context, args []string, env Env) error {
@@ -30,6 +38,7 @@ func pluginPullCmd(ctx context.Context, args []string, env Env) error {
 	fs.Var(&insecure, "insecure", "reach the registry `HOST[:PORT]` over plain HTTP (repeatable)")
 	cache := fs.String("cache-dir", "", "keep what is pulled by digest in `DIR`, and pull from there when it holds it")
 	maxBytes := fs.Int("max-module-bytes", plugins.DefaultMaxModuleBytes, "refuse a module larger than `BYTES`")
+	timeout := fs.Duration("timeout", defaultPullTimeout, "give up a pull that takes longer than `DURATION`")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), pullUsage)
 		fs.PrintDefaults()
@@ -46,12 +55,20 @@ func pluginPullCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
+	if *timeout <= 0 {
+		return fail(2, "--timeout %s: want a positive duration", *timeout)
+	}
 	dir := "."
 	if len(pos) == 2 {
 		dir = pos[1]
 	}
-	m, err := oci.Pull(ctx, ref, oci.Options{CacheDir: *cache, MaxModuleBytes: *maxBytes, Insecure: insecure})
+	pctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	m, err := oci.Pull(pctx, ref, oci.Options{CacheDir: *cache, MaxModuleBytes: *maxBytes, Insecure: insecure})
 	if err != nil {
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return fail(1, "%v (the pull took longer than --timeout %s)", err, *timeout)
+		}
 		return fail(1, "%v", err)
 	}
 	path := filepath.Join(dir, m.Source.Name+".wasm")

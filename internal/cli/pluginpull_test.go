@@ -4,6 +4,8 @@ package cli_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +67,35 @@ func TestPluginOCICLI(t *testing.T) {
 	srv = startServe(t, "serve again", bin, config)
 	if body := srv.must("GET", "/v1/plugins/w", "", 200, nil); !strings.Contains(body, `"source":"`+ref.String()+`"`) {
 		t.Errorf("after a restart without the registry: %s", body)
+	}
+}
+
+// TestPluginPullTimeout: plugin pull gives up a registry that never
+// answers after its --timeout, saying so, and refuses a timeout that is
+// not positive.
+func TestPluginPullTimeout(t *testing.T) {
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		<-release
+	}))
+	defer stuck.Close()
+	defer close(release) // (before Close: the handler lets go)
+	ref := "oci://" + strings.TrimPrefix(stuck.URL, "http://") + "/plugins/w@sha256:" + strings.Repeat("ab", 32)
+	code, _, errOut := run(t, "", "plugin", "pull", "--timeout", "200ms", ref, t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "the pull took longer than --timeout 200ms") {
+		t.Errorf("a registry that never answers: exit %d, %s", code, errOut)
+	}
+	select {
+	case <-asked:
+	default:
+		t.Error("the registry was never asked")
+	}
+	if code, _, errOut := run(t, "", "plugin", "pull", "--timeout", "0s", ref, t.TempDir()); code != 2 || !strings.Contains(errOut, "want a positive duration") {
+		t.Errorf("--timeout 0s: exit %d, %s", code, errOut)
 	}
 }

@@ -9,7 +9,10 @@
 //
 // The registry is reached through oras-go (oras.land/oras-go/v2),
 // anonymously, over HTTPS, or plain HTTP for a loopback registry or one
-// named in Options.Insecure. A module is pushed with the oras tool:
+// named in Options.Insecure, with plugins.PullClient: the registry may be
+// at any address, a redirect (a blob served from a CDN) only to a public
+// one, and no proxy is taken from the environment. A module is pushed
+// with the oras tool:
 //
 //	oras push registry.example.com/plugins/get_account:1.4.0 \
 //	  get_account.wasm:application/wasm \
@@ -131,7 +134,10 @@ type Options struct {
 	// Loopback registries (localhost, 127.0.0.0/8, ::1) always are.
 	// Default: none, HTTPS.
 	Insecure []string
-	// Client sends the requests. Default: nil, http.DefaultClient.
+	// Client sends the requests. Default: nil, plugins.PullClient of the
+	// reference's registry: the registry at any address, its redirects
+	// (to a CDN) only to public addresses, no proxy from the environment.
+	// Either way, give Pull's context a deadline.
 	Client *http.Client
 }
 
@@ -174,7 +180,7 @@ func Pull(ctx context.Context, ref Reference, opts Options) (Module, error) {
 	if opts.Client != nil {
 		repo.Client = opts.Client
 	} else {
-		repo.Client = http.DefaultClient
+		repo.Client = plugins.PullClient(ref.Registry)
 	}
 	f := &remoteFetcher{repo: repo}
 	if opts.CacheDir != "" {

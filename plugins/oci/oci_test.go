@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/plugins"
@@ -136,5 +139,35 @@ func TestPull(t *testing.T) {
 	mod := plugintest.Load(t, rt, m.Source)
 	if len(mod.Tools()) == 0 {
 		t.Error("the pulled module offers no tool")
+	}
+}
+
+// TestPullRedirects: a registry's redirect of a blob (to its CDN) is
+// followed back to the registry, which may be at any address the operator
+// named; to another host only at a public address: one to a loopback or
+// private address is refused (the guarded client, not Go's default one,
+// which followed it anywhere).
+func TestPullRedirects(t *testing.T) {
+	wasm := echoWasm(t)
+	ctx := context.Background()
+	reg := ocitest.NewRegistry(t)
+	ref := reg.Push(t, ocitest.Artifact{Repository: "plugins/echo", Wasm: wasm})
+	layer := ocitest.Layer(wasm)
+
+	reg.Redirect(layer, reg.URL+"/v2/plugins/echo/blobs/"+layer+"?redirected")
+	if m, err := oci.Pull(ctx, ref, oci.Options{}); err != nil || !bytes.Equal(m.Source.Wasm, wasm) {
+		t.Fatalf("a redirect back to the registry: %v", err)
+	}
+
+	var reached atomic.Bool
+	inside := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Store(true)
+		w.Write(wasm)
+	}))
+	defer inside.Close()
+	reg.Redirect(layer, inside.URL+"/metadata")
+	_, err := oci.Pull(ctx, ref, oci.Options{})
+	if !errors.Is(err, oci.ErrPull) || !strings.Contains(err.Error(), "is not a public address") || reached.Load() {
+		t.Errorf("a redirect to a loopback address not the registry's: %v (reached: %v)", err, reached.Load())
 	}
 }

@@ -34,24 +34,35 @@ type Registry struct {
 	// Host is its host:port, as a reference names it.
 	Host string
 
-	mu     sync.Mutex
-	tamper map[string][]byte // digest → the body served in its place
+	mu       sync.Mutex
+	tamper   map[string][]byte // digest → the body served in its place
+	redirect map[string]string // digest → where a GET of it is sent
 }
 
 // NewRegistry starts a registry, stopped when tb ends (or by Close).
 func NewRegistry(tb testing.TB) *Registry {
 	tb.Helper()
-	r := &Registry{tamper: map[string][]byte{}}
+	r := &Registry{tamper: map[string][]byte{}, redirect: map[string]string{}}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		var body []byte
+		var to string
 		for d, b := range r.tamper {
 			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/"+d) {
 				body = b
 			}
 		}
+		for d, u := range r.redirect {
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/"+d) && !req.URL.Query().Has("redirected") {
+				to = u
+			}
+		}
 		r.mu.Unlock()
+		if to != "" {
+			http.Redirect(w, req, to, http.StatusTemporaryRedirect)
+			return
+		}
 		if body == nil {
 			inner.ServeHTTP(w, req)
 			return
@@ -77,6 +88,16 @@ func (r *Registry) Tamper(digest string, body []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tamper[digest] = body
+}
+
+// Redirect makes the registry answer a GET of the manifest or blob of
+// digest with a redirect to url, as a registry that serves its blobs from
+// a CDN does. A request with the query "redirected" is answered as usual:
+// a redirect to the same path with it comes back to the registry.
+func (r *Registry) Redirect(digest, url string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redirect[digest] = url
 }
 
 // Artifact is a plugin module to push.
