@@ -156,7 +156,8 @@ type Limits struct {
 	MaxKVKeys int
 
 	// AllowedHosts are the hosts the http_request host function may reach:
-	// "example.com" (any port), "example.com:8443" (that port), or
+	// "example.com" (its scheme's default port: 80 for http, 443 for
+	// https), "example.com:8443" (that port), or
 	// "*.example.com" (any subdomain, not example.com itself). Only http
 	// and https; every redirect is checked again. Extism's own
 	// allowed_hosts is never used (Manifest.AllowedHosts stays empty, so

@@ -129,13 +129,14 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	// Extism's own log functions (gated by its process-wide level, off by
 	// default) go to the same logger, within the same budget as the log
-	// host function: the call in progress's.
+	// host function: the call in progress's, and with its secrets
+	// withheld as its lines are.
 	p.SetLogger(func(level extism.LogLevel, msg string) {
 		env := in.env
 		if env == nil || !env.allowLog(len(msg)) {
 			return
 		}
-		m.log.Log(context.Background(), extismLevels[level], msg, append(env.logAttrs(), "source", "extism")...)
+		m.log.Log(context.Background(), extismLevels[level], env.mod.guard.withhold(msg), append(env.logAttrs(), "source", "extism")...)
 	})
 	if err := in.start(ctx); err != nil {
 		m.discarded.Add(1)

@@ -8,7 +8,8 @@
  *          status, every header, the body.
  *   cat    sends each request of its input's "requests" in turn and joins
  *          the bodies of the answers (an answer without a body adds its
- *          error); with "as": "log" it logs the joined text and answers
+ *          error); with "as": "log" it logs the joined text (with
+ *          "extism_log", through Extism's own log_info) and answers
  *          its length, with "as": "error" it fails with it, else it
  *          answers it.
  */
@@ -16,6 +17,17 @@
 #include <string.h>
 
 #include "agentic.h"
+
+/* Extism's own log function, which the host's logger receives when
+ * Extism's log level lets it (extism.SetLogLevel). */
+AGENTIC_EXTISM_IMPORT("log_info") void extism_log_info(extism_ptr offset);
+
+static void extism_log_info_text(const char *text) {
+    size_t n = strlen(text);
+    extism_ptr off = extism_alloc(n);
+    for (size_t i = 0; i < n; i++) extism_store_u8(off + i, (uint8_t)text[i]);
+    extism_log_info(off);
+}
 
 static int http(const agentic_call *c, agentic_buf *out) {
     agentic_buf req = {0};
@@ -59,6 +71,9 @@ static int cat(const agentic_call *c, agentic_buf *out) {
     int rc = AGENTIC_OK;
     if (as && strcmp(as, "log") == 0) {
         agentic_log(1, joined.ptr);
+        agentic_buf_int(out, (long long)strlen(joined.ptr));
+    } else if (as && strcmp(as, "extism_log") == 0) {
+        extism_log_info_text(joined.ptr);
         agentic_buf_int(out, (long long)strlen(joined.ptr));
     } else if (as && strcmp(as, "error") == 0) {
         agentic_buf_puts(out, joined.ptr);
