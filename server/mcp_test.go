@@ -162,3 +162,70 @@ func TestMCPServers(t *testing.T) {
 		}
 	}
 }
+
+// mcpList is GET /v1/mcp's answer.
+type mcpList struct {
+	Servers []struct {
+		Server    string
+		Connected bool
+		LastError string `json:"last_error"`
+		Tools     []string
+		Held      []struct{ Name, Digest string }
+		Refused   []struct{ Name, Reason string }
+	}
+}
+
+// listMCP reads GET /v1/mcp as acme.
+func (ts *testServer) listMCP(t *testing.T) mcpList {
+	t.Helper()
+	code, body := ts.do(t, ts.acme, "GET", "/v1/mcp", "")
+	if code != 200 {
+		t.Fatalf("GET /v1/mcp: %d %s", code, body)
+	}
+	return decodeJSON[mcpList](t, body)
+}
+
+// openMCPServer is an MCP server built with the official Go SDK, over
+// streamable HTTP, and the tenant acme configured to take its tools
+// (name docs, the sandbox letting it through, mutate changing the rest).
+func openMCPServer(t *testing.T, srv *mcp.Server, mutate func(*server.MCPServerConfig)) (*httptest.Server, func(*server.Config)) {
+	t.Helper()
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	u, _ := url.Parse(ts.URL)
+	return ts, withTenant("acme", func(tc *server.TenantConfig) {
+		tc.Sandbox.AllowedHosts = []string{u.Host}
+		tc.Sandbox.AllowPrivateNetwork = true
+		mc := server.MCPServerConfig{Name: "docs", URL: ts.URL}
+		if mutate != nil {
+			mutate(&mc)
+		}
+		tc.MCPServers = append(tc.MCPServers, mc)
+	})
+}
+
+// TestMCPEmptyListingRestart: a server whose first listing is empty has
+// its first use recorded all the same: after a restart, a tool it offers
+// now is held as new, not trusted as a first listing would be.
+func TestMCPEmptyListingRestart(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "empty", Version: "1"}, nil)
+	_, cfg := openMCPServer(t, srv, nil)
+	store := memory.New()
+	first := startServer(t, serverSetup{Store: store, Mutate: cfg})
+	if l := first.listMCP(t); len(l.Servers) != 1 || !l.Servers[0].Connected || len(l.Servers[0].Tools) != 0 {
+		t.Fatalf("GET /v1/mcp: %+v", l)
+	}
+	waitFor(t, "the first use recorded", func() bool {
+		_, ok, err := store.Get(context.Background(), "agentic:mcp-pins:acme", "docs")
+		return ok && err == nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "exfiltrate", Description: "Added while the host was down.", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+		})
+	again := startServer(t, serverSetup{Store: store, Mutate: cfg})
+	l := again.listMCP(t)
+	if len(l.Servers) != 1 || len(l.Servers[0].Tools) != 0 || len(l.Servers[0].Held) != 1 || l.Servers[0].Held[0].Name != "exfiltrate" {
+		t.Errorf("after the restart: %+v, want exfiltrate held", l)
+	}
+}

@@ -83,8 +83,10 @@ type Server struct {
 	MaxOutputBytes int
 	// Pins are the trusted definitions, by the server's tool name: the
 	// digests ([Definition.Digest]) a Source saw and a person approved
-	// before, as [Source.Pins] returns them. Default: nil: the first
-	// listing is trusted.
+	// before, as [Source.Pins] and Change.Pins give them. An empty set is
+	// a first use recorded (of a server that listed no tools): every tool
+	// listed is new, and held. Default: nil, no first use recorded: the
+	// first listing is trusted.
 	Pins map[string]string
 	// TrustChanges serves a tool whose definition changed, and a new
 	// tool, without approval: the rug-pull guard off. Default: false.
@@ -273,6 +275,7 @@ type Source struct {
 	relist   chan struct{} // a list_changed notification asks for a listing
 	changes  chan Change   // OnChange's queue
 	listedAt time.Time
+	firstUse bool // no pins were given: the first listing is trusted
 }
 
 // Open makes a Source of s and connects to it, within ctx. A server that
@@ -285,7 +288,7 @@ func Open(ctx context.Context, s Server) (*Source, error) {
 		return nil, err
 	}
 	src := &Source{cfg: s, defs: map[string]Definition{}, pins: s.Pins, held: map[string]HeldTool{},
-		relist: make(chan struct{}, 1), changes: make(chan Change, 64)}
+		relist: make(chan struct{}, 1), changes: make(chan Change, 64), firstUse: s.Pins == nil}
 	if src.pins == nil {
 		src.pins = map[string]string{}
 	}
@@ -608,11 +611,11 @@ func (s *Source) list(ctx context.Context, sess *mcp.ClientSession) error {
 
 // apply takes a listing: trusted definitions serve, changed and new ones
 // are held (unless TrustChanges), and the first listing of a Source
-// without pins is trusted whole.
+// given no pins (nil: not even an empty set) is trusted whole.
 func (s *Source) apply(defs []Definition) {
 	var held []HeldTool
 	s.mu.Lock()
-	trustAll := s.listedAt.IsZero() && len(s.pins) == 0 || s.cfg.TrustChanges
+	trustAll := s.listedAt.IsZero() && s.firstUse || s.cfg.TrustChanges
 	s.listedAt = time.Now()
 	next := map[string]Definition{}
 	for _, d := range defs {

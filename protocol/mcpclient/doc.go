@@ -21,7 +21,8 @@
 // "mcp:SERVER/TOOL@sha256:HEX"), which the ledger records.
 //
 // The rug-pull guard: the definitions a Source first lists (or the pins
-// it is given, Server.Pins) are trusted. When the server's list changes
+// it is given, Server.Pins) are trusted; an empty first listing is a first
+// use too (its pins an empty set, not nil), after which every tool is new. When the server's list changes
 // (notifications/tools/list_changed, or a reconnection), a tool whose
 // definition changed — its description, input schema or annotations — and
 // a tool the server did not offer before are held: withheld from the
