@@ -46,6 +46,11 @@ type MCPServerConfig struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxOutputBytes caps a call's output. Default: 0, 64 KiB.
 	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxMessageBytes bounds one answer of the server (a JSON body, one
+	// SSE event), enforced as it is read: past it the call or the listing
+	// fails (mcpclient.ErrTooLarge) and the connection is made again.
+	// Default: 0, 4 MiB.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// Credential is a header the host adds to the requests to the server:
 	// header (Authorization by default), scheme (bearer, basic or none)
 	// and the value's source (value, value_env or value_file), as
@@ -140,7 +145,7 @@ func redactURL(raw string) string {
 // server is the mcpclient configuration of m, its requests made by c.
 func (m MCPServerConfig) server(c *http.Client) (mcpclient.Server, error) {
 	s := mcpclient.Server{Name: m.Name, URL: m.URL, Prefix: m.Prefix, Timeout: time.Duration(m.Timeout),
-		MaxOutputBytes: m.MaxOutputBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
+		MaxOutputBytes: m.MaxOutputBytes, MaxMessageBytes: m.MaxMessageBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
 	if len(m.Tools) > 0 {
 		s.Tools = map[string]mcpclient.ToolOverride{}
 		for name, t := range m.Tools {

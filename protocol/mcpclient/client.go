@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,6 +41,14 @@ var (
 	ErrInvalidServer = errors.New("mcpclient: invalid server")
 	// ErrNotHeld: Approve named a tool definition that is not held.
 	ErrNotHeld = errors.New("mcpclient: no such tool definition is held")
+	// ErrTooLarge: an answer of the server (a JSON body, an SSE event, a
+	// line of a local server's output) was larger than
+	// Server.MaxMessageBytes. It was refused while it was read, and the
+	// connection is made again. A *LimitError says more.
+	ErrTooLarge = errors.New("mcpclient: the MCP server's answer is too large")
+	// ErrTooManyTools: the server listed more tools than Server.MaxTools;
+	// none of them serves. A *LimitError says more.
+	ErrTooManyTools = errors.New("mcpclient: the MCP server lists too many tools")
 )
 
 // DefaultMaxOutputBytes is Server.MaxOutputBytes's default.
@@ -81,6 +88,13 @@ type Server struct {
 	// MaxOutputBytes caps a call's output; the rest is cut with a note.
 	// Default: 0, which means DefaultMaxOutputBytes.
 	MaxOutputBytes int
+	// MaxMessageBytes bounds one message of the server, as it is read: a
+	// JSON answer's body, one event of an SSE stream, one line of a local
+	// server's output. A larger one is refused before more than the bound
+	// is read — the call, or the listing, fails with a *LimitError
+	// (ErrTooLarge) — and the connection is made again. Default: 0, which
+	// means DefaultMaxMessageBytes.
+	MaxMessageBytes int
 	// Pins are the trusted definitions, by the server's tool name: the
 	// digests ([Definition.Digest]) a Source saw and a person approved
 	// before, as [Source.Pins] and Change.Pins give them. An empty set is
@@ -222,8 +236,11 @@ func (s Server) normalize() (Server, error) {
 	if s.MaxOutputBytes == 0 {
 		s.MaxOutputBytes = DefaultMaxOutputBytes
 	}
-	if s.MaxOutputBytes < 0 || s.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("%w %s: a negative output cap or timeout", ErrInvalidServer, s.Name))
+	if s.MaxMessageBytes == 0 {
+		s.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if s.MaxOutputBytes < 0 || s.Timeout < 0 || s.MaxMessageBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w %s: a negative output cap, message bound or timeout", ErrInvalidServer, s.Name))
 	}
 	for name, o := range s.Tools {
 		switch o.Effect {
@@ -265,8 +282,8 @@ type Source struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	session  *mcp.ClientSession // nil while disconnected
-	dialing  chan struct{}      // closed when the connection under way is made or failed
+	session  *conn         // nil while disconnected
+	dialing  chan struct{} // closed when the connection under way is made or failed
 	lastErr  error
 	defs     map[string]Definition // by the server's name: the last listing
 	pins     map[string]string     // by the server's name: the digest trusted
@@ -422,7 +439,7 @@ func (s *Source) notifier() {
 func (s *Source) keep() {
 	defer s.wg.Done()
 	backoff := 250 * time.Millisecond
-	var watched *mcp.ClientSession // the session done watches
+	var watched *conn // the session done watches
 	var done chan struct{}
 	for {
 		s.mu.Lock()
@@ -446,7 +463,7 @@ func (s *Source) keep() {
 		}
 		if sess != watched {
 			watched, done = sess, make(chan struct{})
-			go func(sess *mcp.ClientSession, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
+			go func(sess *conn, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
 		}
 		select {
 		case <-done:
@@ -466,7 +483,7 @@ func (s *Source) keep() {
 // connected returns the session, connecting (and listing the tools)
 // when there is none; a caller that finds a connection under way waits
 // for it, within ctx.
-func (s *Source) connected(ctx context.Context) (*mcp.ClientSession, error) {
+func (s *Source) connected(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -524,21 +541,39 @@ func (s *Source) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	return sess, nil
 }
 
-// dial opens a session with the server.
-func (s *Source) dial(ctx context.Context) (*mcp.ClientSession, error) {
+// conn is a session with the server and what refused its messages.
+type conn struct {
+	*mcp.ClientSession
+	over *overflow
+}
+
+// dial opens a session with the server, its messages bounded.
+func (s *Source) dial(ctx context.Context) (*conn, error) {
+	over := &overflow{server: s.cfg.Name, max: s.cfg.MaxMessageBytes}
 	var t mcp.Transport
 	if s.cfg.URL != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.cfg.HTTPClient, MaxRetries: -1}
+		hc := *s.cfg.HTTPClient
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc.Transport = &boundedTransport{next: next, o: over}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, MaxRetries: -1, MaxEventSize: s.cfg.MaxMessageBytes}
 	} else {
-		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Env, cmd.Stderr = s.cfg.Env, s.cfg.Stderr
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		p, err := startCommand(s.cfg.Command, s.cfg.Env, s.cfg.Stderr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where(), err)
+		}
+		t = &mcp.IOTransport{Reader: io.NopCloser(&lineBound{r: p.stdout, o: over}), Writer: p, MaxLineLength: -1}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
+		if le := over.get(); le != nil {
+			return nil, le
+		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrUnreachable, s.where(), scrub(err, s.cfg.URL))
 	}
-	return sess, nil
+	return &conn{ClientSession: sess, over: over}, nil
 }
 
 // where names the server for errors.
@@ -560,7 +595,7 @@ func scrub(err error, rawURL string) string {
 }
 
 // drop forgets sess after it failed.
-func (s *Source) drop(sess *mcp.ClientSession, err error) {
+func (s *Source) drop(sess *conn, err error) {
 	s.mu.Lock()
 	if s.session != sess {
 		s.mu.Unlock()
@@ -576,7 +611,7 @@ func (s *Source) drop(sess *mcp.ClientSession, err error) {
 }
 
 // list reads the server's tools and applies the guard.
-func (s *Source) list(ctx context.Context, sess *mcp.ClientSession) error {
+func (s *Source) list(ctx context.Context, sess *conn) error {
 	var defs []Definition
 	var cursor string
 	for page := 0; ; page++ {
@@ -585,7 +620,7 @@ func (s *Source) list(ctx context.Context, sess *mcp.ClientSession) error {
 		}
 		res, err := sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return s.classify(ctx, "tools/list", err)
+			return s.classify(ctx, sess, "tools/list", err)
 		}
 		for _, t := range res.Tools {
 			if t == nil {
@@ -725,9 +760,12 @@ func isObjectSchema(raw json.RawMessage) bool {
 	return s.Type == "object"
 }
 
-// classify turns an error of a request into one of the package's.
-func (s *Source) classify(ctx context.Context, what string, err error) error {
+// classify turns an error of a request on c into one of the package's.
+func (s *Source) classify(ctx context.Context, c *conn, what string, err error) error {
 	var wire *jsonrpc.Error
+	if le := c.over.get(); le != nil {
+		return le // the connection failed on a message too large
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s on %s", ErrTimeout, what, s.cfg.Name)
@@ -763,8 +801,8 @@ func (t *mcpTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult
 	}
 	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: args})
 	if err != nil {
-		err = t.src.classify(ctx, "tools/call "+t.name, err)
-		if errors.Is(err, ErrUnreachable) {
+		err = t.src.classify(ctx, sess, "tools/call "+t.name, err)
+		if errors.Is(err, ErrUnreachable) || errors.Is(err, ErrTooLarge) {
 			t.src.drop(sess, err)
 		}
 		return host.ToolResult{Source: t.source}, err

@@ -22,8 +22,16 @@ import (
 )
 
 // TestMain runs the test binary as an MCP server over stdio when asked
-// (the stdio tests start it so), else the tests.
+// (the stdio tests start it so: newDocServer's with
+// MCPCLIENT_TEST_STDIO_SERVER=1 in its environment, newHostileServer's
+// with the argument hostileServerArg), else the tests.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == hostileServerArg {
+		if err := newHostileServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("MCPCLIENT_TEST_STDIO_SERVER") == "1" {
 		srv := newDocServer()
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {

@@ -15,8 +15,16 @@
 // server cannot be reached, or dropped the connection), [ErrTimeout] (the
 // call's deadline passed), [ErrProtocol] (the server answered with a
 // JSON-RPC error or something that is not a tool result) or [ErrToolError]
-// (the tool reported an error: isError). Its output is capped
-// (Server.MaxOutputBytes). Its result names the server, the tool and a
+// (the tool reported an error: isError) or [ErrTooLarge] (the answer was
+// larger than Server.MaxMessageBytes: a [LimitError]). Its output is
+// capped (Server.MaxOutputBytes).
+//
+// Every message of the server is bounded as it is read, not after: a JSON
+// answer's body, each event of an SSE stream (the SDK's decoder is given
+// the same bound, and the Source counts the bytes alike, to say why the
+// connection failed), each line of a local server's output. Past the
+// bound the message is refused before more than one byte past it is read,
+// and the connection is made again. Its result names the server, the tool and a
 // digest of the tool's definition at the time (host.ToolResult.Source:
 // "mcp:SERVER/TOOL@sha256:HEX"), which the ledger records.
 //
