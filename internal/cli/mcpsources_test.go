@@ -103,3 +103,53 @@ func TestMCPGateway(t *testing.T) {
 		t.Fatalf("the other server's tool through the gateway: %+v %v\n%s", res, err, stderr.String())
 	}
 }
+
+// mcpEnvServer builds testdata/mcpenv, an MCP server over stdio whose
+// tool env answers its environment.
+func mcpEnvServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcpenv")
+	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/mcpenv").CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/mcpenv: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestMCPStdioEnvironment: a --mcp-stdio server gets PATH, HOME and the
+// like, and the variables --mcp-env names for it, and no other of the
+// host's: not the provider's key, not another MCP server's token.
+func TestMCPStdioEnvironment(t *testing.T) {
+	bin := needBinary(t)
+	server := mcpEnvServer(t)
+	env := []string{"OPENROUTER_API_KEY=sk-never-shown-31", "OTHER_TOKEN=tok-never-shown-32", "GRANTED=yes-granted"}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		given bool
+	}{
+		{"none named", nil, false},
+		{"one named", []string{"--mcp-env", "envsrv=GRANTED"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"chat", "--offline", "--storage", "memory:", "--approve", "envsrv__env", "--mcp-stdio", "envsrv=" + server}, tc.args...)
+			code, out, errOut := runBinEnv(t, bin, env, append(args, "Please envsrv__env")...)
+			if code != 0 || !strings.Contains(out, "PATH=") {
+				t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+			}
+			if strings.Contains(out, "never-shown") {
+				t.Errorf("the server sees the host's secrets:\n%s", out)
+			}
+			if strings.Contains(out, "yes-granted") != tc.given {
+				t.Errorf("GRANTED given: %v, want %v:\n%s", !tc.given, tc.given, out)
+			}
+		})
+	}
+	code, _, errOut := runBinEnv(t, bin, env, "chat", "--offline", "--storage", "memory:", "--mcp-stdio", "envsrv="+server, "--mcp-env", "envsrv=NOT_SET_ANYWHERE", "hi")
+	if code != 2 || !strings.Contains(errOut, "$NOT_SET_ANYWHERE is not set") {
+		t.Errorf("a variable not set: exit %d %s", code, errOut)
+	}
+	code, _, errOut = runBinEnv(t, bin, env, "chat", "--offline", "--storage", "memory:", "--mcp-stdio", "envsrv="+server, "--mcp-env", "other=GRANTED", "hi")
+	if code != 2 || !strings.Contains(errOut, "no --mcp-stdio server is named other") {
+		t.Errorf("a server not named: exit %d %s", code, errOut)
+	}
+}

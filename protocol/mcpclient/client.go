@@ -65,8 +65,12 @@ type Server struct {
 	// Command starts a local server that speaks over its stdin and
 	// stdout: the program and its arguments.
 	Command []string
-	// Env is the command's environment ("KEY=VALUE"). Default: nil, the
-	// host process's environment.
+	// Env is given to the command ("KEY=VALUE"), beside the few
+	// variables of the host's environment every program needs (HOME,
+	// LOGNAME, PATH, SHELL, TERM, USER; on Windows their like), which it
+	// overrides: the command sees no other of the host's variables — not
+	// a provider's key, not another server's token. Default: nil, those
+	// few only.
 	Env []string
 	// Stderr receives the command's standard error. Default: nil,
 	// discarded.

@@ -3,7 +3,9 @@ package mcpclient
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -18,11 +20,11 @@ type process struct {
 	grace  time.Duration
 }
 
-// startCommand starts the command args with the environment env and its
-// standard error to stderr (nil: discarded).
+// startCommand starts the command args with the environment commandEnv
+// makes of env, its standard error to stderr (nil: discarded).
 func startCommand(args, env []string, stderr io.Writer) (*process, error) {
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env, cmd.Stderr = env, stderr
+	cmd.Env, cmd.Stderr = commandEnv(env), stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -64,4 +66,29 @@ func (p *process) Close() error {
 	}
 	<-done
 	return err
+}
+
+// inherited are the variables of the host's environment a local server
+// gets besides Server.Env: those most programs need to start (the ones
+// the official TypeScript SDK passes by default), none of them a secret.
+var inherited = inheritedEnv()
+
+func inheritedEnv() []string {
+	if runtime.GOOS == "windows" {
+		return []string{"APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PROCESSOR_ARCHITECTURE",
+			"SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "USERNAME", "USERPROFILE", "PROGRAMFILES"}
+	}
+	return []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+}
+
+// commandEnv is a local server's environment: the host's inherited variables,
+// then env (whose variables win).
+func commandEnv(env []string) []string {
+	out := make([]string, 0, len(inherited)+len(env))
+	for _, k := range inherited {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return append(out, env...)
 }

@@ -227,3 +227,34 @@ func TestStdioLineBound(t *testing.T) {
 		return err == nil && res.Output == "xxxxxxxxxx"
 	})
 }
+
+// TestStdioEnvironment: a local server gets the few variables every
+// program needs (PATH, HOME, …) and those its configuration names, and no
+// other of the host's: not a provider's key, not another server's token.
+func TestStdioEnvironment(t *testing.T) {
+	t.Setenv("MCPCLIENT_TEST_PROVIDER_KEY", "sk-never-shown-77")
+	t.Setenv("MCPCLIENT_TEST_OTHER_TOKEN", "tok-never-shown-88")
+	envOf := func(t *testing.T, env []string) string {
+		t.Helper()
+		src := open(t, mcpclient.Server{Name: "local", Command: hostileCommand(t), Env: env})
+		res, err := call(t, toolOf(t, src, "local__env"), `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "\n" + res.Output + "\n"
+	}
+	for name, env := range map[string][]string{"none named": nil, "one named": {"GRANTED=yes"}} {
+		t.Run(name, func(t *testing.T) {
+			got := envOf(t, env)
+			if strings.Contains(got, "never-shown") {
+				t.Errorf("the server sees the host's secrets:%s", got)
+			}
+			if !strings.Contains(got, "\nPATH="+os.Getenv("PATH")+"\n") {
+				t.Errorf("the server has no PATH:%s", got)
+			}
+			if env != nil && !strings.Contains(got, "\nGRANTED=yes\n") {
+				t.Errorf("the variable named is not given:%s", got)
+			}
+		})
+	}
+}
