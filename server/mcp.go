@@ -51,6 +51,15 @@ type MCPServerConfig struct {
 	// fails (mcpclient.ErrTooLarge) and the connection is made again.
 	// Default: 0, 4 MiB.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// MaxTools bounds the tools the server lists: a listing of more is
+	// refused whole (none of its tools serves; GET /v1/mcp says why).
+	// Default: 0, 128.
+	MaxTools int `yaml:"max_tools"`
+	// MaxDefinitionBytes bounds a tool's definition (name, description,
+	// input schema, annotations, as JSON): a larger one is refused, the
+	// others serve (GET /v1/mcp lists it under refused). Default: 0,
+	// 32 KiB.
+	MaxDefinitionBytes int `yaml:"max_definition_bytes"`
 	// Credential is a header the host adds to the requests to the server:
 	// header (Authorization by default), scheme (bearer, basic or none)
 	// and the value's source (value, value_env or value_file), as
@@ -145,7 +154,8 @@ func redactURL(raw string) string {
 // server is the mcpclient configuration of m, its requests made by c.
 func (m MCPServerConfig) server(c *http.Client) (mcpclient.Server, error) {
 	s := mcpclient.Server{Name: m.Name, URL: m.URL, Prefix: m.Prefix, Timeout: time.Duration(m.Timeout),
-		MaxOutputBytes: m.MaxOutputBytes, MaxMessageBytes: m.MaxMessageBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
+		MaxOutputBytes: m.MaxOutputBytes, MaxMessageBytes: m.MaxMessageBytes,
+		MaxTools: m.MaxTools, MaxDefinitionBytes: m.MaxDefinitionBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
 	if len(m.Tools) > 0 {
 		s.Tools = map[string]mcpclient.ToolOverride{}
 		for name, t := range m.Tools {

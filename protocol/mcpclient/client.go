@@ -99,6 +99,17 @@ type Server struct {
 	// (ErrTooLarge) — and the connection is made again. Default: 0, which
 	// means DefaultMaxMessageBytes.
 	MaxMessageBytes int
+	// MaxTools bounds the tools the server lists: a listing of more is
+	// refused whole — none of its tools serves, the connection fails with
+	// a *LimitError (ErrTooManyTools) that Status shows, and is tried
+	// again — before more than one tool past the bound is read. Default:
+	// 0, which means DefaultMaxTools.
+	MaxTools int
+	// MaxDefinitionBytes bounds a tool's definition (its name,
+	// description, input schema and annotations, as JSON): a larger one
+	// is refused — not served, not trusted, named in Status.Refused — and
+	// the others serve. Default: 0, which means DefaultMaxDefinitionBytes.
+	MaxDefinitionBytes int
 	// Pins are the trusted definitions, by the server's tool name: the
 	// digests ([Definition.Digest]) a Source saw and a person approved
 	// before, as [Source.Pins] and Change.Pins give them. An empty set is
@@ -204,6 +215,18 @@ type Status struct {
 	// Tools counts the tools it serves, Held those withheld.
 	Tools int `json:"tools"`
 	Held  int `json:"held"`
+	// Refused are the tools of the last listing that are not served, and
+	// why: a name that is not usable, a definition too large.
+	Refused []RefusedTool `json:"refused,omitempty"`
+}
+
+// RefusedTool is a tool a server listed that is not served, whatever a
+// person approves, until the server lists it otherwise.
+type RefusedTool struct {
+	// Name is the server's name of the tool.
+	Name string `json:"name"`
+	// Reason says why.
+	Reason string `json:"reason"`
 }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -243,8 +266,14 @@ func (s Server) normalize() (Server, error) {
 	if s.MaxMessageBytes == 0 {
 		s.MaxMessageBytes = DefaultMaxMessageBytes
 	}
-	if s.MaxOutputBytes < 0 || s.Timeout < 0 || s.MaxMessageBytes < 0 {
-		errs = append(errs, fmt.Errorf("%w %s: a negative output cap, message bound or timeout", ErrInvalidServer, s.Name))
+	if s.MaxTools == 0 {
+		s.MaxTools = DefaultMaxTools
+	}
+	if s.MaxDefinitionBytes == 0 {
+		s.MaxDefinitionBytes = DefaultMaxDefinitionBytes
+	}
+	if s.MaxOutputBytes < 0 || s.Timeout < 0 || s.MaxMessageBytes < 0 || s.MaxTools < 0 || s.MaxDefinitionBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w %s: a negative output cap, bound or timeout", ErrInvalidServer, s.Name))
 	}
 	for name, o := range s.Tools {
 		switch o.Effect {
@@ -290,6 +319,7 @@ type Source struct {
 	dialing  chan struct{} // closed when the connection under way is made or failed
 	lastErr  error
 	defs     map[string]Definition // by the server's name: the last listing
+	refused  []RefusedTool         // of the last listing, by name
 	pins     map[string]string     // by the server's name: the digest trusted
 	held     map[string]HeldTool
 	closed   bool
@@ -341,7 +371,7 @@ func (s *Source) Tools() []host.Tool { return *s.tools.Load() }
 func (s *Source) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Server: s.cfg.Name, Connected: s.session != nil, Tools: len(*s.tools.Load()), Held: len(s.held)}
+	st := Status{Server: s.cfg.Name, Connected: s.session != nil, Tools: len(*s.tools.Load()), Held: len(s.held), Refused: slices.Clone(s.refused)}
 	if s.lastErr != nil && s.session == nil {
 		st.LastError = s.lastErr.Error()
 	}
@@ -617,7 +647,9 @@ func (s *Source) drop(sess *conn, err error) {
 // list reads the server's tools and applies the guard.
 func (s *Source) list(ctx context.Context, sess *conn) error {
 	var defs []Definition
+	var refused []RefusedTool
 	var cursor string
+	listed := 0
 	for page := 0; ; page++ {
 		if page == 100 {
 			return fmt.Errorf("%w: tools/list: more than 100 pages", ErrProtocol)
@@ -630,6 +662,9 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 			if t == nil {
 				continue
 			}
+			if listed++; listed > s.cfg.MaxTools {
+				return &LimitError{Server: s.cfg.Name, What: "a listing", Field: "MaxTools", Max: s.cfg.MaxTools}
+			}
 			d := Definition{Name: t.Name, Description: t.Description, Annotations: t.Annotations}
 			if t.InputSchema != nil {
 				b, err := json.Marshal(t.InputSchema)
@@ -638,22 +673,42 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 				}
 				d.InputSchema = b
 			}
+			if why := s.refuse(d); why != "" {
+				refused = append(refused, RefusedTool{Name: d.Name, Reason: why})
+				continue
+			}
 			defs = append(defs, d)
 		}
 		if cursor = res.NextCursor; cursor == "" {
 			break
 		}
 	}
-	s.apply(defs)
+	s.apply(defs, refused)
 	return nil
+}
+
+// refuse says why d is not served, "" when it may be.
+func (s *Source) refuse(d Definition) string {
+	b, _ := json.Marshal(d)
+	if len(b) > s.cfg.MaxDefinitionBytes {
+		return fmt.Sprintf("its definition is %d bytes, more than %d (the bound, MaxDefinitionBytes)", len(b), s.cfg.MaxDefinitionBytes)
+	}
+	return ""
 }
 
 // apply takes a listing: trusted definitions serve, changed and new ones
 // are held (unless TrustChanges), and the first listing of a Source
 // given no pins (nil: not even an empty set) is trusted whole.
-func (s *Source) apply(defs []Definition) {
+func (s *Source) apply(defs []Definition, refused []RefusedTool) {
 	var held []HeldTool
+	slices.SortFunc(refused, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	s.mu.Lock()
+	if !slices.Equal(refused, s.refused) {
+		for _, r := range refused {
+			s.cfg.Logger.Warn("an MCP tool is refused", "server", s.cfg.Name, "tool", r.Name, "reason", r.Reason)
+		}
+	}
+	s.refused = refused
 	trustAll := s.listedAt.IsZero() && s.firstUse || s.cfg.TrustChanges
 	s.listedAt = time.Now()
 	next := map[string]Definition{}

@@ -24,7 +24,10 @@
 // the same bound, and the Source counts the bytes alike, to say why the
 // connection failed), each line of a local server's output. Past the
 // bound the message is refused before more than one byte past it is read,
-// and the connection is made again. Its result names the server, the tool and a
+// and the connection is made again. What reaches the model is bounded
+// too: a listing of more than Server.MaxTools tools is refused whole
+// ([ErrTooManyTools]), a definition larger than Server.MaxDefinitionBytes
+// alone ([Status].Refused). Its result names the server, the tool and a
 // digest of the tool's definition at the time (host.ToolResult.Source:
 // "mcp:SERVER/TOOL@sha256:HEX"), which the ledger records.
 //

@@ -12,6 +12,12 @@ import (
 const (
 	// DefaultMaxMessageBytes is Server.MaxMessageBytes's default: 4 MiB.
 	DefaultMaxMessageBytes = 4 << 20
+	// DefaultMaxTools is Server.MaxTools's default: 128, the most tools
+	// some providers take in one request.
+	DefaultMaxTools = 128
+	// DefaultMaxDefinitionBytes is Server.MaxDefinitionBytes's default:
+	// 32 KiB.
+	DefaultMaxDefinitionBytes = 32 << 10
 )
 
 // LimitError is a bound of a [Server] a server went past: an answer
@@ -21,7 +27,7 @@ type LimitError struct {
 	// Server is the server's name.
 	Server string
 	// What went past the bound: "a JSON answer", "an SSE event", "a line
-	// of the command's output", "tools/list".
+	// of the command's output", "a listing" (of tools).
 	What string
 	// Field is the Server field that sets the bound ("MaxMessageBytes",
 	// "MaxTools"), Max its value.
