@@ -137,6 +137,26 @@ func (m *MCPServerConfig) validate(sandbox plugins.Limits, getenv func(string) s
 	return bad
 }
 
+// mcpCollisions names the tenant's MCP servers whose tools could take one
+// name (mcpclient.Collisions), each server name once.
+func mcpCollisions(servers []MCPServerConfig) []string {
+	var cs []mcpclient.Server
+	seen := map[string]bool{}
+	for _, m := range servers {
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			cs = append(cs, mcpclient.Server{Name: m.Name, Prefix: m.Prefix})
+		}
+	}
+	var out []string
+	if err, ok := mcpclient.Collisions(cs...).(interface{ Unwrap() []error }); ok {
+		for _, e := range err.Unwrap() {
+			out = append(out, strings.TrimPrefix(e.Error(), mcpclient.ErrInvalidServer.Error()+": "))
+		}
+	}
+	return out
+}
+
 // redactURL is a URL without its query and credentials.
 func redactURL(raw string) string {
 	i := strings.IndexAny(raw, "?#")

@@ -284,3 +284,19 @@ func TestMCPToolBounds(t *testing.T) {
 		t.Errorf("the model was offered %v", offered)
 	}
 }
+
+// TestMCPNameCollisions: a tenant's MCP servers whose tools could take
+// one name (a__b__c: server a's b__c, server a__b's c) are a
+// configuration error, before anything connects.
+func TestMCPNameCollisions(t *testing.T) {
+	cfg := server.Config{Tenants: map[string]server.TenantConfig{"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey("k")}}, Models: []string{hosttest.DefaultModel},
+		Sandbox: server.SandboxConfig{AllowedHosts: []string{"mcp.example.com"}},
+		MCPServers: []server.MCPServerConfig{{Name: "a", URL: "https://mcp.example.com/a"}, {Name: "a__b", URL: "https://mcp.example.com/b"},
+			{Name: "c", URL: "https://mcp.example.com/c", Prefix: "x_"}, {Name: "d", URL: "https://mcp.example.com/d", Prefix: "x_y"}}}}}
+	_, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
+	for _, want := range []string{"a (a__) and a__b (a__b__)", "c (x_) and d (x_y)"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the configuration's error %v does not say %q", err, want)
+		}
+	}
+}

@@ -104,6 +104,9 @@ func (f *mcpFlags) open(env Env, logger *slog.Logger, onChange func(mcpclient.Ch
 	for name := range envs {
 		return nil, fail(2, "--mcp-env %s: no --mcp-stdio server is named %s", name, name)
 	}
+	if err := mcpclient.Collisions(servers...); err != nil {
+		return nil, fail(2, "--mcp, --mcp-stdio: %v", err)
+	}
 	var sources []*mcpclient.Source
 	closeAll := func() {
 		for _, s := range sources {

@@ -153,3 +153,19 @@ func TestMCPStdioEnvironment(t *testing.T) {
 		t.Errorf("a server not named: exit %d %s", code, errOut)
 	}
 }
+
+// TestMCPNameCollision: MCP servers whose tools could take one name
+// (a__b__c: server a's b__c, server a__b's c) are refused before anything
+// starts, by chat and by mcp alike.
+func TestMCPNameCollision(t *testing.T) {
+	bin := needBinary(t)
+	for _, args := range [][]string{
+		{"chat", "--offline", "--storage", "memory:", "--mcp", "a=http://127.0.0.1:1/mcp", "--mcp-stdio", "a__b=/nonexistent/server", "hi"},
+		{"mcp", "--plugins", t.TempDir(), "--mcp", "a=http://127.0.0.1:1/mcp", "--mcp", "a__b=http://127.0.0.1:2/mcp"},
+	} {
+		code, _, errOut := runBin(t, bin, args...)
+		if code != 2 || !strings.Contains(errOut, "a (a__) and a__b (a__b__)") {
+			t.Errorf("%s: exit %d %s", args[0], code, errOut)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +115,64 @@ func TestDefinitionBound(t *testing.T) {
 	ts = serve(t, huge, nil)
 	if _, err := disconnects(t, mcpclient.Server{Name: "huge", URL: ts.URL}); !errors.Is(err, mcpclient.ErrTooLarge) {
 		t.Errorf("a 30 MiB description: %v, want ErrTooLarge", err)
+	}
+}
+
+// TestToolNames: a tool whose name the providers would not take, once
+// prefixed — empty, a dot, not ASCII, past 64 characters — is refused and
+// named in Status.Refused, as is a name the server lists twice (neither
+// definition serves: which one would the model get?); the others serve.
+func TestToolNames(t *testing.T) {
+	long := strings.Repeat("n", 64-len("docs__")+1)
+	tools := []string{``, `a.b`, `ünicode`, `dup`, `dup`, long, `ok`, strings.Repeat("m", 64-len("docs__"))}
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "tools/list" {
+			return false
+		}
+		var list []map[string]any
+		for i, name := range tools {
+			list = append(list, map[string]any{"name": name, "description": fmt.Sprint("tool ", i), "inputSchema": map[string]any{"type": "object"}})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{"tools": list}})
+		return true
+	})
+	src := open(t, mcpclient.Server{Name: "docs", URL: url})
+	if got := namesOf(src); !slices.Equal(got, []string{"docs__" + strings.Repeat("m", 58), "docs__ok"}) {
+		t.Errorf("serving %v", got)
+	}
+	want := map[string]string{``: "empty", `a.b`: "[A-Za-z0-9_-]", `ünicode`: "[A-Za-z0-9_-]", `dup`: "lists it twice", long: "longer than 64"}
+	refused := src.Status().Refused
+	if len(refused) != len(want) {
+		t.Errorf("refused %+v", refused)
+	}
+	for _, r := range refused {
+		if w, ok := want[r.Name]; !ok || !strings.Contains(r.Reason, w) {
+			t.Errorf("refused %q: %s; want the reason to say %q", r.Name, r.Reason, w)
+		}
+	}
+}
+
+// TestCollisions: servers whose tools could take one name — two of one
+// name, or a prefix that begins another ("a" + "b__c" and "a__b" + "c" are
+// both a__b__c) — are refused before any connection, every pair named;
+// prefixes that cannot meet pass.
+func TestCollisions(t *testing.T) {
+	err := mcpclient.Collisions(
+		mcpclient.Server{Name: "a", URL: "http://x"}, mcpclient.Server{Name: "a__b", URL: "http://y"},
+		mcpclient.Server{Name: "c", URL: "http://x"}, mcpclient.Server{Name: "c_", Command: []string{"x"}},
+		mcpclient.Server{Name: "d", URL: "http://x", Prefix: "x"}, mcpclient.Server{Name: "e", URL: "http://x", Prefix: "xy"},
+		mcpclient.Server{Name: "f", URL: "http://x"}, mcpclient.Server{Name: "f", URL: "http://x"},
+		mcpclient.Server{Name: "g", URL: "http://x"}, mcpclient.Server{Name: "gh", URL: "http://x"}, mcpclient.Server{Name: "g-h", URL: "http://x"})
+	for _, want := range []string{"a (a__) and a__b (a__b__)", "c (c__) and c_ (c___)", "d (x) and e (xy)", "f (f__) and f (f__)"} {
+		if !errors.Is(err, mcpclient.ErrInvalidServer) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v does not say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "g (") {
+		t.Errorf("%v refuses g, gh and g-h, which cannot meet", err)
+	}
+	if err := mcpclient.Collisions(mcpclient.Server{Name: "docs"}, mcpclient.Server{Name: "mail"}); err != nil {
+		t.Errorf("two servers apart: %v", err)
 	}
 }

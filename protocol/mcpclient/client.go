@@ -79,9 +79,11 @@ type Server struct {
 	// credentials live in it (see plugins.EgressClient, BearerClient).
 	// Default: nil, http.DefaultClient.
 	HTTPClient *http.Client
-	// Prefix comes before each tool's name. Default: "", which means
-	// Name + "__". A tool whose full name is not 1 to 64 of
-	// [A-Za-z0-9_-] is left out (and logged).
+	// Prefix comes before each tool's name: 1 to 63 of [A-Za-z0-9_-].
+	// Default: "", which means Name + "__". A tool whose name is empty,
+	// or whose full name is not 1 to 64 of [A-Za-z0-9_-], is refused
+	// (Status.Refused). Servers whose tools would share an agent see
+	// [Collisions].
 	Prefix string
 	// Tools overrides what the annotations say, by the server's name of
 	// the tool. Default: nil.
@@ -229,7 +231,37 @@ type RefusedTool struct {
 	Reason string `json:"reason"`
 }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+var (
+	serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	prefixRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
+)
+
+// Collisions reports the servers whose tools could take one name if one
+// agent took them all (ErrInvalidServer, every pair named): two servers
+// of one prefix, or a prefix that begins another — server "a" (prefix
+// "a__") and server "a__b" (prefix "a__b__") would both offer a__b__c, the
+// first as its tool "b__c", the second as its "c", and the first one's
+// would win unseen. Prefixes none of which begins another can never make
+// one name. Nil when none collide.
+func Collisions(servers ...Server) error {
+	prefix := func(s Server) string {
+		if s.Prefix == "" {
+			return s.Name + "__"
+		}
+		return s.Prefix
+	}
+	var errs []error
+	for i, a := range servers {
+		for _, b := range servers[i+1:] {
+			pa, pb := prefix(a), prefix(b)
+			if strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa) {
+				errs = append(errs, fmt.Errorf("%w: %s (%s) and %s (%s): the tools of one could take the names of the other's: give one another name or prefix",
+					ErrInvalidServer, a.Name, pa, b.Name, pb))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Validate reports every problem of s's configuration (ErrInvalidServer),
 // as Open would, without connecting.
@@ -259,6 +291,8 @@ func (s Server) normalize() (Server, error) {
 	}
 	if s.Prefix == "" {
 		s.Prefix = s.Name + "__"
+	} else if !prefixRule.MatchString(s.Prefix) {
+		errs = append(errs, fmt.Errorf("%w %s: prefix %q: want 1 to 63 of [A-Za-z0-9_-]", ErrInvalidServer, s.Name, s.Prefix))
 	}
 	if s.MaxOutputBytes == 0 {
 		s.MaxOutputBytes = DefaultMaxOutputBytes
@@ -650,6 +684,7 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 	var refused []RefusedTool
 	var cursor string
 	listed := 0
+	seen, twice := map[string]bool{}, map[string]bool{}
 	for page := 0; ; page++ {
 		if page == 100 {
 			return fmt.Errorf("%w: tools/list: more than 100 pages", ErrProtocol)
@@ -677,10 +712,23 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 				refused = append(refused, RefusedTool{Name: d.Name, Reason: why})
 				continue
 			}
+			if seen[d.Name] {
+				twice[d.Name] = true
+				continue
+			}
+			seen[d.Name] = true
 			defs = append(defs, d)
 		}
 		if cursor = res.NextCursor; cursor == "" {
 			break
+		}
+	}
+	if len(twice) > 0 {
+		// Neither definition serves: the model would get one of them,
+		// the guard have compared the other.
+		defs = slices.DeleteFunc(defs, func(d Definition) bool { return twice[d.Name] })
+		for name := range twice {
+			refused = append(refused, RefusedTool{Name: name, Reason: "the server lists it twice"})
 		}
 	}
 	s.apply(defs, refused)
@@ -689,6 +737,15 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 
 // refuse says why d is not served, "" when it may be.
 func (s *Source) refuse(d Definition) string {
+	full := s.cfg.Prefix + d.Name
+	switch {
+	case d.Name == "":
+		return "its name is empty"
+	case !toolChars.MatchString(d.Name):
+		return "its name is not of [A-Za-z0-9_-] only, as the models' providers want"
+	case len(full) > 64:
+		return fmt.Sprintf("its name as the model would see it, %s, is longer than 64 characters, as the models' providers want", full)
+	}
 	b, _ := json.Marshal(d)
 	if len(b) > s.cfg.MaxDefinitionBytes {
 		return fmt.Sprintf("its definition is %d bytes, more than %d (the bound, MaxDefinitionBytes)", len(b), s.cfg.MaxDefinitionBytes)
@@ -749,7 +806,7 @@ func (s *Source) apply(defs []Definition, refused []RefusedTool) {
 	s.emit(Change{Kind: Listed, Server: s.cfg.Name})
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var toolChars = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // publishLocked builds the tools that serve; s.mu is held.
 func (s *Source) publishLocked() {
@@ -760,12 +817,7 @@ func (s *Source) publishLocked() {
 		if _, held := s.held[name]; held || s.pins[name] != d.Digest() {
 			continue
 		}
-		full := s.cfg.Prefix + name
-		if !toolName.MatchString(full) {
-			s.cfg.Logger.Warn("an MCP tool's name does not fit the providers' rule ([A-Za-z0-9_-], at most 64): left out", "server", s.cfg.Name, "tool", name, "as", full)
-			continue
-		}
-		tools = append(tools, s.tool(full, d))
+		tools = append(tools, s.tool(s.cfg.Prefix+name, d)) // its name checked by list
 	}
 	s.tools.Store(&tools)
 }

@@ -5,7 +5,9 @@
 // A [Source] is a [host.Toolset]. Each of the server's tools joins the
 // agent's tools under a namespaced name (the server's name, two
 // underscores, the tool's: providers accept [A-Za-z0-9_-] only, so not a
-// dot), with an effect read from its annotations — readOnlyHint: read;
+// dot; a tool whose name does not fit, or is listed twice, is refused,
+// and servers whose prefixes could make one name are refused by
+// [Collisions]), with an effect read from its annotations — readOnlyHint: read;
 // otherwise destructiveHint or openWorldHint (both true when absent, as
 // the specification says): external; else write; idempotentHint:
 // idempotent — each overridable per tool ([ToolOverride]). Approvals and
