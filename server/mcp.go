@@ -241,7 +241,10 @@ func (s *Server) openMCP(ctx context.Context, t *tenant) error {
 }
 
 // onMCPChange keeps the trusted definitions and audits held and approved
-// tools.
+// tools. A server whose definitions flap is audited boundedly: the Source
+// tells a definition held again once, and a tool (or a server) that
+// keeps changing a few times, then as flapping, then no more until an
+// approval (mcpclient.Flapping).
 func (s *Server) onMCPChange(tenant, server string, c mcpclient.Change) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -258,6 +261,16 @@ func (s *Server) onMCPChange(tenant, server string, c mcpclient.Change) {
 		e.Detail = "tool " + c.Tool + ": new"
 		if c.Held.Old != nil {
 			e.Detail = "tool " + c.Tool + ": its definition changed"
+		}
+	case mcpclient.Flapping:
+		// The definitions held next get no entry of their own until one
+		// is approved: a server flapping cannot fill the log.
+		e.Action, e.By = "held", "host"
+		if c.Held != nil {
+			e.Hash = c.Held.Digest
+			e.Detail = "tool " + c.Tool + ": its definition keeps changing: the definitions held next get no entry until one is approved"
+		} else {
+			e.Detail = "the server keeps offering new or changed tools: the definitions held next get no entry until one is approved"
 		}
 	case mcpclient.Approved:
 		e.Action, e.Hash = "approved", c.Held.Digest

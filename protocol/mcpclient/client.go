@@ -191,6 +191,11 @@ const (
 	// Listed: the server's tools were listed again (a connection, a
 	// list_changed notification): the tools served may have changed.
 	Listed ChangeKind = "listed"
+	// Flapping: a tool's definitions keep changing (Change.Tool, and
+	// Change.Held its definition held now), or the server keeps offering
+	// new or changed tools (Change.Tool ""): the definitions held next are
+	// held without a change of their own until a person approves one.
+	Flapping ChangeKind = "flapping"
 )
 
 // Change is a change of a Source.
@@ -199,7 +204,7 @@ type Change struct {
 	Server string
 	// Tool is the server's name of the tool concerned, if one is.
 	Tool string
-	// Held is the definition held (Held, Approved).
+	// Held is the definition held (Held, Approved; Flapping of a tool).
 	Held *HeldTool
 	// Err is why the connection failed (Disconnected).
 	Err error
@@ -361,7 +366,24 @@ type Source struct {
 	changes  chan Change   // OnChange's queue
 	listedAt time.Time
 	firstUse bool // no pins were given: the first listing is trusted
+
+	// What was told of held definitions since the last approval (see
+	// tellLocked).
+	told     map[string]*toldHeld // by tool
+	toldN    int                  // Held changes told
+	toldMute bool                 // the server flaps: none is told
 }
+
+// toldHeld is what a Source told of a tool's held definitions since the
+// tool was last approved.
+type toldHeld struct {
+	digests []string // told Held
+	mute    bool     // told Flapping: no more
+}
+
+// heldTellsPerTool bounds the Held changes told of one tool between
+// approvals: then one Flapping, then none.
+const heldTellsPerTool = 3
 
 // Open makes a Source of s and connects to it, within ctx. A server that
 // cannot be reached is no error: the Source tries again in the background
@@ -373,7 +395,8 @@ func Open(ctx context.Context, s Server) (*Source, error) {
 		return nil, err
 	}
 	src := &Source{cfg: s, defs: map[string]Definition{}, pins: s.Pins, held: map[string]HeldTool{},
-		relist: make(chan struct{}, 1), changes: make(chan Change, 64), firstUse: s.Pins == nil}
+		relist: make(chan struct{}, 1), changes: make(chan Change, 64), firstUse: s.Pins == nil,
+		told: map[string]*toldHeld{}}
 	if src.pins == nil {
 		src.pins = map[string]string{}
 	}
@@ -440,6 +463,13 @@ func (s *Source) Approve(tool, digest string) error {
 	}
 	delete(s.held, tool)
 	s.pins[tool] = digest
+	// A person looked: what changes next is told again.
+	s.toldN, s.toldMute = 0, false
+	for name := range s.told {
+		if _, listed := s.defs[name]; name == tool || !listed {
+			delete(s.told, name)
+		}
+	}
 	s.publishLocked()
 	pins := maps.Clone(s.pins)
 	s.mu.Unlock()
@@ -473,6 +503,12 @@ func (s *Source) emit(c Change) {
 	switch c.Kind {
 	case Held:
 		s.cfg.Logger.Warn("an MCP tool's definition changed, or the tool is new: it is held until a person approves it", "server", c.Server, "tool", c.Tool, "digest", c.Held.Digest)
+	case Flapping:
+		if c.Tool != "" {
+			s.cfg.Logger.Warn("an MCP tool's definition keeps changing: the definitions held next are not logged until a person approves one", "server", c.Server, "tool", c.Tool, "digest", c.Held.Digest)
+		} else {
+			s.cfg.Logger.Warn("an MCP server keeps offering new or changed tools: the definitions held next are not logged until a person approves one", "server", c.Server)
+		}
 	case Disconnected:
 		s.cfg.Logger.Warn("MCP server unreachable; retrying", "server", c.Server, "err", c.Err)
 	case Listed:
@@ -757,7 +793,7 @@ func (s *Source) refuse(d Definition) string {
 // are held (unless TrustChanges), and the first listing of a Source
 // given no pins (nil: not even an empty set) is trusted whole.
 func (s *Source) apply(defs []Definition, refused []RefusedTool) {
-	var held []HeldTool
+	var tell []Change
 	slices.SortFunc(refused, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	s.mu.Lock()
 	if !slices.Equal(refused, s.refused) {
@@ -789,7 +825,14 @@ func (s *Source) apply(defs []Definition, refused []RefusedTool) {
 				h.Old = &Definition{Name: d.Name, Description: "(a definition of digest " + pin + ")"}
 			}
 			s.held[d.Name] = h
-			held = append(held, h)
+			switch s.tellLocked(d.Name, digest) {
+			case Held:
+				tell = append(tell, Change{Kind: Held, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+			case Flapping:
+				tell = append(tell, Change{Kind: Flapping, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+			case flappingServer:
+				tell = append(tell, Change{Kind: Flapping, Server: s.cfg.Name})
+			}
 		}
 	}
 	for name := range s.held {
@@ -800,10 +843,42 @@ func (s *Source) apply(defs []Definition, refused []RefusedTool) {
 	s.defs = next
 	s.publishLocked()
 	s.mu.Unlock()
-	for _, h := range held {
-		s.emit(Change{Kind: Held, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+	for _, c := range tell {
+		s.emit(c)
 	}
 	s.emit(Change{Kind: Listed, Server: s.cfg.Name})
+}
+
+// flappingServer is tellLocked's answer for a Flapping change of the
+// server rather than of one tool.
+const flappingServer ChangeKind = "flapping server"
+
+// tellLocked decides whether a definition just held is told (Held), and
+// coalesces the telling of a server whose definitions flap: a definition
+// told already since the tool was last approved is not told again (a
+// server flipping between two definitions is told of once); after
+// heldTellsPerTool definitions of one tool, the next is told as Flapping
+// and none after it; after Server.MaxTools Held changes of the server,
+// the next is told as its Flapping and none after it — each until a
+// person approves a definition. s.mu is held.
+func (s *Source) tellLocked(tool, digest string) ChangeKind {
+	t := s.told[tool]
+	switch {
+	case s.toldMute || t != nil && (t.mute || slices.Contains(t.digests, digest)):
+		return ""
+	case s.toldN >= s.cfg.MaxTools:
+		s.toldMute = true
+		return flappingServer
+	case t == nil:
+		t = &toldHeld{}
+		s.told[tool] = t
+	case len(t.digests) >= heldTellsPerTool:
+		t.mute = true
+		return Flapping
+	}
+	t.digests = append(t.digests, digest)
+	s.toldN++
+	return Held
 }
 
 var toolChars = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
