@@ -70,6 +70,11 @@ type MCPServerConfig struct {
 	OAuth *OAuthConfig `yaml:"oauth"`
 	// Tools overrides the annotations, by the server's tool name.
 	Tools map[string]MCPToolConfig `yaml:"tools"`
+	// TrustAnnotations takes each tool's effect and idempotence from its
+	// annotations, which are the server's claims (a destructive tool may
+	// claim readOnlyHint). Default: false: every tool is external, and
+	// waits for approval, unless tools says otherwise.
+	TrustAnnotations bool `yaml:"trust_annotations"`
 	// TrustChanges serves a tool whose definition changed, and a new
 	// tool, without approval. Default: false (they are held).
 	TrustChanges bool `yaml:"trust_changes"`
@@ -175,7 +180,7 @@ func redactURL(raw string) string {
 func (m MCPServerConfig) server(c *http.Client) (mcpclient.Server, error) {
 	s := mcpclient.Server{Name: m.Name, URL: m.URL, Prefix: m.Prefix, Timeout: time.Duration(m.Timeout),
 		MaxOutputBytes: m.MaxOutputBytes, MaxMessageBytes: m.MaxMessageBytes,
-		MaxTools: m.MaxTools, MaxDefinitionBytes: m.MaxDefinitionBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
+		MaxTools: m.MaxTools, MaxDefinitionBytes: m.MaxDefinitionBytes, TrustChanges: m.TrustChanges, TrustAnnotations: m.TrustAnnotations, HTTPClient: c}
 	if len(m.Tools) > 0 {
 		s.Tools = map[string]mcpclient.ToolOverride{}
 		for name, t := range m.Tools {

@@ -238,6 +238,9 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	} else if len(m.mcp.envs) > 0 {
 		cleanup()
 		return nil, nil, fail(2, "--mcp-env names a --mcp-stdio server")
+	} else if len(m.mcp.trust) > 0 {
+		cleanup()
+		return nil, nil, fail(2, "--mcp-trust-annotations names a --mcp or --mcp-stdio server")
 	}
 	if m.policy != "" && m.plugins == "" {
 		cleanup()

@@ -42,9 +42,10 @@ Approval is asked through MCP elicitation when the client supports it;
 otherwise the call is refused unless --approve names the tool.
 
 With --mcp NAME=URL or --mcp-stdio NAME=COMMAND it serves the tools of
-other MCP servers too, as NAME__TOOL, under the same policy (their effects
-from their annotations); a tool whose definition changes upstream is held
-back from the clients (the rug-pull guard).
+other MCP servers too, as NAME__TOOL, under the same policy (their tools
+external, unless --mcp-trust-annotations NAME takes their effects from
+their annotations); a tool whose definition changes upstream is held back
+from the clients (the rug-pull guard).
 
 Over HTTP every request must carry an API key (Authorization: Bearer KEY),
 read from $` + mcpKeyEnv + ` or the variable --api-key-env names; without a

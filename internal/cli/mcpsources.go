@@ -5,6 +5,7 @@ import (
 	"flag"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ type mcpFlags struct {
 	stdio  pluginList // --mcp-stdio NAME=COMMAND ARGS
 	tokens pluginList // --mcp-token-env NAME=VAR
 	envs   pluginList // --mcp-env NAME=VAR
+	trust  pluginList // --mcp-trust-annotations NAME
 }
 
 // register defines the flags on fs; verb says what the command does with
@@ -28,6 +30,7 @@ func (f *mcpFlags) register(fs *flag.FlagSet, verb string) {
 	fs.Var(&f.stdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and "+verb+" its tools as NAME__TOOL (repeatable); it gets PATH, HOME, LOGNAME, SHELL, TERM and USER of this environment, and what --mcp-env gives it")
 	fs.Var(&f.tokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
 	fs.Var(&f.envs, "mcp-env", "give the --mcp-stdio server NAME the variable VAR of this environment: `NAME=VAR` (repeatable)")
+	fs.Var(&f.trust, "mcp-trust-annotations", "take the effects of the MCP server `NAME`'s tools from their annotations (readOnlyHint: read, …), the server's claims; without it every one of its tools is external, and waits for approval (repeatable)")
 }
 
 // any reports whether a server is named.
@@ -38,7 +41,8 @@ func (f *mcpFlags) any() bool { return len(f.urls)+len(f.stdio) > 0 }
 // loopback included) is the only one its requests may reach, a redirect
 // elsewhere refused. The first listing of each is trusted (a run of the
 // CLI keeps no pins); a definition that changes during the run is held
-// and not offered.
+// and not offered. Their annotations are trusted where
+// --mcp-trust-annotations says so.
 func (m *modelFlags) openMCP(env Env, logger *slog.Logger) ([]*mcpclient.Source, error) {
 	return m.mcp.open(env, logger, nil)
 }
@@ -106,6 +110,13 @@ func (f *mcpFlags) open(env Env, logger *slog.Logger, onChange func(mcpclient.Ch
 	}
 	if err := mcpclient.Collisions(servers...); err != nil {
 		return nil, fail(2, "--mcp, --mcp-stdio: %v", err)
+	}
+	for _, name := range f.trust {
+		i := slices.IndexFunc(servers, func(s mcpclient.Server) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fail(2, "--mcp-trust-annotations %s: no --mcp or --mcp-stdio server is named %s", name, name)
+		}
+		servers[i].TrustAnnotations = true
 	}
 	var sources []*mcpclient.Source
 	closeAll := func() {

@@ -88,6 +88,14 @@ type Server struct {
 	// Tools overrides what the annotations say, by the server's name of
 	// the tool. Default: nil.
 	Tools map[string]ToolOverride
+	// TrustAnnotations takes each tool's effect and idempotence from its
+	// annotations (readOnlyHint, destructiveHint, openWorldHint,
+	// idempotentHint). They are the server's claims, which the
+	// specification tells clients not to trust from a server they do not
+	// trust: a destructive tool may claim readOnlyHint. Default: false:
+	// every tool is external (it waits for approval where external tools
+	// do) and not idempotent, unless Tools says otherwise.
+	TrustAnnotations bool
 	// Timeout bounds a call of any of its tools. Default: 0, the host's
 	// tool timeout (host.Options.ToolTimeout).
 	Timeout time.Duration
@@ -903,7 +911,10 @@ func (s *Source) tool(full string, d Definition) *mcpTool {
 	if !isObjectSchema(d.InputSchema) {
 		spec.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
-	spec.Effect, spec.Idempotent = effectOf(d.Annotations)
+	spec.Effect, spec.Idempotent = host.EffectExternal, false // the annotations are claims
+	if s.cfg.TrustAnnotations {
+		spec.Effect, spec.Idempotent = effectOf(d.Annotations)
+	}
 	if o, ok := s.cfg.Tools[d.Name]; ok {
 		if o.Effect != "" {
 			spec.Effect = o.Effect

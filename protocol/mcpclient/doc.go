@@ -7,11 +7,13 @@
 // underscores, the tool's: providers accept [A-Za-z0-9_-] only, so not a
 // dot; a tool whose name does not fit, or is listed twice, is refused,
 // and servers whose prefixes could make one name are refused by
-// [Collisions]), with an effect read from its annotations — readOnlyHint: read;
+// [Collisions]). Its effect is external (it waits for approval where
+// external tools do), unless the configuration says otherwise: per tool
+// ([ToolOverride]), or by trusting the server's annotations
+// (Server.TrustAnnotations), which are its claims: readOnlyHint: read;
 // otherwise destructiveHint or openWorldHint (both true when absent, as
 // the specification says): external; else write; idempotentHint:
-// idempotent — each overridable per tool ([ToolOverride]). Approvals and
-// policies decide on them as on any tool.
+// idempotent. Approvals and policies decide on them as on any tool.
 //
 // A call fails with a typed error the model reads: [ErrUnreachable] (the
 // server cannot be reached, or dropped the connection), [ErrTimeout] (the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/protocol/mcpclient"
 )
 
@@ -44,5 +45,25 @@ func TestEmptyListingPins(t *testing.T) {
 	fresh := open(t, mcpclient.Server{Name: "docs", URL: ts.URL})
 	if got := namesOf(fresh); !slices.Equal(got, []string{"docs__exfiltrate"}) || len(fresh.Held()) != 0 {
 		t.Errorf("a first use: serving %v, held %v", got, fresh.Held())
+	}
+}
+
+// TestAnnotationsUntrusted: annotations are the server's claims: unless
+// the configuration trusts them (TrustAnnotations), every tool is
+// external and not idempotent — a destructive tool that claims
+// readOnlyHint waits for approval as any external tool — and only an
+// override (Tools) says otherwise.
+func TestAnnotationsUntrusted(t *testing.T) {
+	ts := serve(t, newDocServer(), nil)
+	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, Tools: map[string]mcpclient.ToolOverride{"write_note": {Effect: host.EffectWrite}}})
+	for name, want := range map[string]host.Effect{"read_doc": host.EffectExternal, "delete_doc": host.EffectExternal,
+		"plain": host.EffectExternal, "big": host.EffectExternal, "write_note": host.EffectWrite} {
+		if s := toolOf(t, src, "docs__"+name).Spec(); s.Effect != want || s.Idempotent {
+			t.Errorf("%s, annotations not trusted: effect %s, idempotent %v; want %s, false", name, s.Effect, s.Idempotent, want)
+		}
+	}
+	trusting := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, TrustAnnotations: true})
+	if s := toolOf(t, trusting, "docs__read_doc").Spec(); s.Effect != host.EffectRead || !s.Idempotent {
+		t.Errorf("read_doc, annotations trusted: %+v", s)
 	}
 }
