@@ -226,7 +226,13 @@ func (s *Server) openMCP(ctx context.Context, t *tenant) error {
 			return fmt.Errorf("server: tenant %s: mcp_servers %s: reading its trusted definitions: %w", t.name, mc.Name, err)
 		}
 		if ok {
-			json.Unmarshal(b, &cfg.Pins)
+			// A first use was recorded: what cannot be read of it trusts
+			// nothing (every tool held), never everything.
+			if err := json.Unmarshal(b, &cfg.Pins); err != nil || cfg.Pins == nil {
+				s.log.Error("an MCP server's trusted tool definitions cannot be read: every tool it lists is held until a person approves it",
+					"tenant", t.name, "server", mc.Name, "err", err)
+				cfg.Pins = map[string]string{}
+			}
 		}
 		tenant, name := t.name, mc.Name
 		cfg.OnChange = func(c mcpclient.Change) { s.onMCPChange(tenant, name, c) }

@@ -364,3 +364,23 @@ func TestMCPAnnotationsUntrusted(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPUnreadablePins: trusted definitions that cannot be read (a value
+// damaged in the storage, or null) are no licence to trust the listing
+// as a first use: every tool is held until a person approves it.
+func TestMCPUnreadablePins(t *testing.T) {
+	for _, stored := range []string{`{"read_doc":`, `null`, `["x"]`} {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "read_doc", Description: "Read a document.", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return nil, nil })
+		_, cfg := openMCPServer(t, srv, nil)
+		store := memory.New()
+		if err := store.Set(context.Background(), "agentic:mcp-pins:acme", "docs", []byte(stored)); err != nil {
+			t.Fatal(err)
+		}
+		ts := startServer(t, serverSetup{Store: store, Mutate: cfg})
+		if l := ts.listMCP(t); len(l.Servers[0].Tools) != 0 || len(l.Servers[0].Held) != 1 {
+			t.Errorf("pins stored as %s: %+v, want read_doc held", stored, l)
+		}
+	}
+}

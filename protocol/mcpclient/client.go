@@ -486,7 +486,8 @@ func (s *Source) Approve(tool, digest string) error {
 }
 
 // Close ends the connection and the Source's goroutines; a local server's
-// process is stopped.
+// process is stopped. The changes made before are told to OnChange before
+// it returns.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -528,12 +529,18 @@ func (s *Source) emit(c Change) {
 		return
 	}
 	select {
-	case s.changes <- c:
-	case <-s.ctx.Done():
+	case s.changes <- c: // queued, even while the Source closes
+	default:
+		select {
+		case s.changes <- c:
+		case <-s.ctx.Done():
+		}
 	}
 }
 
-// notifier calls OnChange in order, without locks held.
+// notifier calls OnChange in order, without locks held. At Close it tells
+// what is queued still before it returns: the pins of a first use, or of
+// an approval, are told before Close returns.
 func (s *Source) notifier() {
 	defer s.wg.Done()
 	for {
@@ -541,7 +548,14 @@ func (s *Source) notifier() {
 		case c := <-s.changes:
 			s.cfg.OnChange(c)
 		case <-s.ctx.Done():
-			return
+			for {
+				select {
+				case c := <-s.changes:
+					s.cfg.OnChange(c)
+				default:
+					return
+				}
+			}
 		}
 	}
 }

@@ -1,0 +1,178 @@
+package mcpclient_test
+
+// The second round: the same families as trust_test.go, limits_test.go,
+// bounds_test.go and flap_test.go, tried with inputs those tests do not
+// have.
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentichost/agentic/protocol/mcpclient"
+)
+
+// TestCloseKeepsFirstUse: the changes a Source made before it was closed
+// reach OnChange before Close returns — above all the Connected change
+// whose pins record the first use: were it lost, the next start would
+// trust whatever the server lists then.
+func TestCloseKeepsFirstUse(t *testing.T) {
+	ts := serve(t, newDocServer(), nil)
+	for i := range 50 {
+		var pins atomic.Pointer[map[string]string]
+		src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, OnChange: func(c mcpclient.Change) {
+			if c.Kind == mcpclient.Connected {
+				pins.Store(&c.Pins)
+			}
+		}})
+		src.Close()
+		if p := pins.Load(); p == nil || len(*p) != 6 {
+			t.Fatalf("open and close %d: the first use's pins were not told before Close returned", i)
+		}
+	}
+}
+
+// TestCompressedAnswerBound: an answer sent gzip-compressed is bounded as
+// it is decompressed: a small body that inflates past MaxMessageBytes is
+// refused before more than the bound is inflated.
+func TestCompressedAnswerBound(t *testing.T) {
+	const limit = 256 << 10
+	var inflated atomic.Int64
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "tools/call" || req.Params.Name != "big" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		defer zw.Close()
+		fmt.Fprintf(zw, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, req.ID)
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for range 1024 { // 64 MiB inflated, about 64 KiB sent
+			if _, err := zw.Write(chunk); err != nil {
+				return true
+			}
+		}
+		io.WriteString(zw, `"}]}}`)
+		return true
+	})
+	client := &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		res, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && res.Header.Get("Content-Type") == "application/json" {
+			res.Body = &countingBody{ReadCloser: res.Body, n: &inflated}
+		}
+		return res, err
+	})}
+	src := open(t, mcpclient.Server{Name: "docs", URL: url, HTTPClient: client, MaxMessageBytes: limit})
+	inflated.Store(0)
+	if _, err := call(t, toolOf(t, src, "docs__big"), `{}`); !errors.Is(err, mcpclient.ErrTooLarge) {
+		t.Fatalf("a gzip bomb: %v, want ErrTooLarge", err)
+	}
+	if n := inflated.Load(); n > limit+64<<10 {
+		t.Errorf("%d bytes inflated before the answer was refused", n)
+	}
+}
+
+// TestErrorAnswerBound: a huge body on an error status (which the SDK
+// reads for a JSON-RPC error) is bounded too.
+func TestErrorAnswerBound(t *testing.T) {
+	const limit = 64 << 10
+	var read atomic.Int64
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "tools/call" || req.Params.Name != "big" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Counted", "1")
+		w.WriteHeader(http.StatusBadRequest)
+		chunk := []byte(strings.Repeat(" ", 32<<10))
+		for range 2048 { // 64 MiB
+			if _, err := w.Write(chunk); err != nil {
+				return true
+			}
+		}
+		return true
+	})
+	src := open(t, mcpclient.Server{Name: "docs", URL: url, HTTPClient: countingClient(&read), MaxMessageBytes: limit})
+	read.Store(0)
+	if _, err := call(t, toolOf(t, src, "docs__big"), `{}`); !errors.Is(err, mcpclient.ErrTooLarge) {
+		t.Errorf("a 64 MiB error body: %v, want ErrTooLarge", err)
+	}
+	if n := read.Load(); n > limit+64<<10 {
+		t.Errorf("%d bytes of an error body read", n)
+	}
+}
+
+// TestInitializeAnswerBound: the answer to initialize, the first of a
+// connection, is bounded as any: the Source does not connect, and says
+// why.
+func TestInitializeAnswerBound(t *testing.T) {
+	const limit = 64 << 10
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "initialize" {
+			return false
+		}
+		textAnswer(w, req.ID, 1<<20, true)
+		return true
+	})
+	src, err := disconnects(t, mcpclient.Server{Name: "docs", URL: url, MaxMessageBytes: limit})
+	if !errors.Is(err, mcpclient.ErrTooLarge) {
+		t.Errorf("a 1 MiB answer to initialize: %v, want ErrTooLarge", err)
+	}
+	if st := src.Status(); st.Connected || !strings.Contains(st.LastError, "too large") {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestToolCountAcrossPages: the tools of every page count toward
+// MaxTools: a server cannot pass it by paging.
+func TestToolCountAcrossPages(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "paged", Version: "1"}, &mcp.ServerOptions{PageSize: 3})
+	addTools(srv, "t", 10)
+	ts := serve(t, srv, nil)
+	if _, err := disconnects(t, mcpclient.Server{Name: "paged", URL: ts.URL, MaxTools: 9}); !errors.Is(err, mcpclient.ErrTooManyTools) {
+		t.Errorf("10 tools in pages of 3 under a bound of 9: %v", err)
+	}
+	if st := open(t, mcpclient.Server{Name: "paged", URL: ts.URL, MaxTools: 10}).Status(); !st.Connected || st.Tools != 10 {
+		t.Errorf("10 tools in pages of 3 under a bound of 10: %+v", st)
+	}
+}
+
+// TestRefusedToolsCount: tools refused (their names) count toward
+// MaxTools all the same: 10,000 tools of bad names are no cheaper.
+func TestRefusedToolsCount(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bad", Version: "1"}, nil)
+	addTools(srv, "bad.name.", 200)
+	ts := serve(t, srv, nil)
+	if _, err := disconnects(t, mcpclient.Server{Name: "bad", URL: ts.URL}); !errors.Is(err, mcpclient.ErrTooManyTools) {
+		t.Errorf("200 tools of bad names: %v, want ErrTooManyTools", err)
+	}
+}
+
+// TestFlappingPresence: a tool the server offers and withdraws, again
+// and again, is told of once: held as new the first time, then held again
+// in the same definition.
+func TestFlappingPresence(t *testing.T) {
+	srv := newDocServer()
+	ts := serve(t, srv, nil)
+	rec := newRecorder()
+	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, OnChange: rec.on})
+	for i := range 15 {
+		srv.AddTool(&mcp.Tool{Name: "ghost", Description: "Now you see it.", InputSchema: objectSchema},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return textResult("x"), nil })
+		rec.until(t, fmt.Sprint("ghost held, round ", i), func() bool { return heldAs(src, "ghost", "Now you see it.") })
+		srv.RemoveTools("ghost")
+		rec.until(t, fmt.Sprint("ghost gone, round ", i), func() bool { return heldAs(src, "ghost", "") })
+	}
+	if n := rec.count(mcpclient.Held, "ghost"); n != 1 {
+		t.Errorf("15 appearances: told %d times, want once", n)
+	}
+}
