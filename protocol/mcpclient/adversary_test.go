@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -175,4 +178,79 @@ func TestFlappingPresence(t *testing.T) {
 	if n := rec.count(mcpclient.Held, "ghost"); n != 1 {
 		t.Errorf("15 appearances: told %d times, want once", n)
 	}
+}
+
+// fakeClock is the clock of a Source's waits: each wait is told on
+// waits, and ends when the test says.
+type fakeClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	waits chan time.Duration
+	fire  chan chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Unix(1e9, 0), waits: make(chan time.Duration, 16), fire: make(chan chan time.Time, 16)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) after(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.fire <- ch
+	c.waits <- d
+	return ch
+}
+
+// next is the wait the Source asks for next; it ends it.
+func (c *fakeClock) next(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-c.waits:
+		(<-c.fire) <- time.Time{}
+		return d
+	case <-time.After(15 * time.Second):
+		t.Fatal("the Source made no wait")
+		return 0
+	}
+}
+
+// TestReconnectBackoff: a server that drops every connection as soon as
+// it is made is connected to again after a wait twice as long each time,
+// not at once; a connection that lasted starts the waits afresh.
+func TestReconnectBackoff(t *testing.T) {
+	ts := serve(t, newDocServer(), nil)
+	clock := newFakeClock()
+	connected := make(chan struct{}, 16)
+	open(t, mcpclient.WithClock(mcpclient.Server{Name: "docs", URL: ts.URL, OnChange: func(c mcpclient.Change) {
+		if c.Kind == mcpclient.Connected {
+			connected <- struct{}{}
+		}
+	}}, clock.now, clock.after))
+	<-connected
+	var waits []time.Duration
+	for range 5 {
+		ts.CloseClientConnections() // the server drops the connection at once
+		waits = append(waits, clock.next(t))
+		<-connected
+	}
+	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}; !slices.Equal(waits, want) {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
+	clock.advance(time.Minute) // this one lasted
+	ts.CloseClientConnections()
+	if d := clock.next(t); d != 250*time.Millisecond {
+		t.Errorf("after a connection that lasted: a wait of %v, want 250ms", d)
+	}
+	<-connected
 }

@@ -136,6 +136,11 @@ type Server struct {
 	OnChange func(Change)
 	// Logger logs the same. Default: nil, slog.Default().
 	Logger *slog.Logger
+
+	// now and after are the clock of the waits before a connection is
+	// made again: time.Now and time.After but in tests.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 }
 
 // ToolOverride sets a tool's effect, idempotence or timeout whatever its
@@ -331,6 +336,9 @@ func (s Server) normalize() (Server, error) {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
+	}
+	if s.now == nil {
+		s.now, s.after = time.Now, time.After
 	}
 	if s.HTTPClient == nil {
 		s.HTTPClient = http.DefaultClient
@@ -560,13 +568,34 @@ func (s *Source) notifier() {
 	}
 }
 
-// keep reconnects after a connection drops (with backoff) and lists the
-// tools again when the server says they changed.
+// The bounds of the wait before a connection is made again.
+const (
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// keep reconnects after a connection drops and lists the tools again when
+// the server says they changed. It waits before each connection after a
+// failure or a drop, twice as long each time up to maxBackoff, and as
+// little as minBackoff again only after a connection that lasted
+// maxBackoff: a server that drops every connection as soon as it is made
+// cannot make the Source reconnect (and tell of it, and keep its pins)
+// as fast as it can.
 func (s *Source) keep() {
 	defer s.wg.Done()
-	backoff := 250 * time.Millisecond
+	backoff := minBackoff
+	wait := func() bool {
+		select {
+		case <-s.cfg.after(backoff):
+			backoff = min(2*backoff, maxBackoff)
+			return true
+		case <-s.ctx.Done():
+			return false
+		}
+	}
 	var watched *conn // the session done watches
 	var done chan struct{}
+	var since time.Time // when watched was made
 	for {
 		s.mu.Lock()
 		sess := s.session
@@ -575,25 +604,24 @@ func (s *Source) keep() {
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			_, err := s.connected(ctx)
 			cancel()
-			if err != nil {
-				select {
-				case <-time.After(backoff):
-					backoff = min(2*backoff, 30*time.Second)
-					continue
-				case <-s.ctx.Done():
-					return
-				}
+			if err != nil && !wait() {
+				return
 			}
-			backoff = 250 * time.Millisecond
 			continue
 		}
 		if sess != watched {
-			watched, done = sess, make(chan struct{})
+			watched, done, since = sess, make(chan struct{}), s.cfg.now()
 			go func(sess *conn, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
 		}
 		select {
 		case <-done:
 			s.drop(sess, fmt.Errorf("%w: the connection ended", ErrUnreachable))
+			if s.cfg.now().Sub(since) >= maxBackoff {
+				backoff = minBackoff // it lasted: this is no flapping
+			}
+			if !wait() {
+				return
+			}
 		case <-s.relist:
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			if err := s.list(ctx, sess); err != nil {
