@@ -254,3 +254,41 @@ func TestReconnectBackoff(t *testing.T) {
 	}
 	<-connected
 }
+
+// instantAfter is a clock's after whose waits end at once.
+func instantAfter(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	ch <- time.Time{}
+	return ch
+}
+
+// TestRelistPaced: a server that says its tools changed again and again
+// (notifications/tools/list_changed) is listed again at once 64 times,
+// then once a second: it cannot make the Source list (and parse, and
+// log) as fast as it can notify.
+func TestRelistPaced(t *testing.T) {
+	srv := newDocServer()
+	ts := serve(t, srv, nil)
+	clock := newFakeClock()
+	rec := newRecorder()
+	src := open(t, mcpclient.WithClock(mcpclient.Server{Name: "docs", URL: ts.URL, OnChange: rec.on}, clock.now, clock.after))
+	flip := func(i int) string {
+		desc := fmt.Sprint("Read a document, version ", i)
+		srv.AddTool(readDoc(desc))
+		return desc
+	}
+	for i := range 64 {
+		desc := flip(i)
+		rec.until(t, fmt.Sprint("version ", i, " held"), func() bool { return heldAs(src, "read_doc", desc) })
+	}
+	for i := 64; i < 67; i++ {
+		desc := flip(i)
+		if d := clock.next(t); d != time.Second {
+			t.Fatalf("listing %d: a wait of %v, want 1s", i, d)
+		}
+		rec.until(t, fmt.Sprint("version ", i, " held"), func() bool { return heldAs(src, "read_doc", desc) })
+	}
+	clock.advance(time.Minute) // quiet
+	desc := flip(67)
+	rec.until(t, "version 67 held at once", func() bool { return heldAs(src, "read_doc", desc) })
+}

@@ -568,10 +568,15 @@ func (s *Source) notifier() {
 	}
 }
 
-// The bounds of the wait before a connection is made again.
+// The bounds of the wait before a connection is made again, and the pace
+// of the listings notifications ask for: relistBurst at once, then one
+// each relistPace, relistBurst at once again after relistQuiet without.
 const (
-	minBackoff = 250 * time.Millisecond
-	maxBackoff = 30 * time.Second
+	minBackoff  = 250 * time.Millisecond
+	maxBackoff  = 30 * time.Second
+	relistBurst = 64
+	relistPace  = time.Second
+	relistQuiet = time.Minute
 )
 
 // keep reconnects after a connection drops and lists the tools again when
@@ -580,7 +585,9 @@ const (
 // little as minBackoff again only after a connection that lasted
 // maxBackoff: a server that drops every connection as soon as it is made
 // cannot make the Source reconnect (and tell of it, and keep its pins)
-// as fast as it can.
+// as fast as it can. Listings asked for by notifications are paced
+// likewise (relistBurst, relistPace): a server notifying without end
+// cannot make it list, parse and log as fast as it can notify.
 func (s *Source) keep() {
 	defer s.wg.Done()
 	backoff := minBackoff
@@ -596,6 +603,8 @@ func (s *Source) keep() {
 	var watched *conn // the session done watches
 	var done chan struct{}
 	var since time.Time // when watched was made
+	relists := relistBurst
+	var listedAt time.Time // the last listing a notification asked for
 	for {
 		s.mu.Lock()
 		sess := s.session
@@ -623,11 +632,26 @@ func (s *Source) keep() {
 				return
 			}
 		case <-s.relist:
+			if s.cfg.now().Sub(listedAt) >= relistQuiet {
+				relists = relistBurst
+			}
+			if relists > 0 {
+				relists--
+			} else {
+				select {
+				case <-s.cfg.after(relistPace):
+				case <-done:
+					continue // the connection made again lists afresh
+				case <-s.ctx.Done():
+					return
+				}
+			}
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			if err := s.list(ctx, sess); err != nil {
 				s.drop(sess, err)
 			}
 			cancel()
+			listedAt = s.cfg.now()
 		case <-s.ctx.Done():
 			return
 		}
