@@ -292,3 +292,33 @@ func TestRelistPaced(t *testing.T) {
 	desc := flip(67)
 	rec.until(t, "version 67 held at once", func() bool { return heldAs(src, "read_doc", desc) })
 }
+
+// TestSSEBoundCRLF: events whose lines end with CRLF, padded with comment
+// lines, are measured as the SDK's decoder measures them: one of exactly
+// MaxMessageBytes is taken, one byte more refused with a *LimitError —
+// never refused by the decoder unexplained, nor taken past the bound.
+func TestSSEBoundCRLF(t *testing.T) {
+	const limit = 64 << 10
+	var size atomic.Int64
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "tools/call" || req.Params.Name != "big" {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		head := "event: message\r\n: " + strings.Repeat("c", 1000) + "\r\n" // a comment line, then data
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, req.ID)
+		tail := `"}]}}` + "\r\n\r\n"
+		n := int(size.Load()) - len(head) - len("data: ") - len(body) - len(tail)
+		io.WriteString(w, head+"data: "+body+strings.Repeat("x", n)+tail)
+		return true
+	})
+	src := open(t, mcpclient.Server{Name: "docs", URL: url, MaxMessageBytes: limit})
+	size.Store(limit)
+	if _, err := call(t, toolOf(t, src, "docs__big"), `{}`); err != nil {
+		t.Fatalf("an event of exactly the bound: %v", err)
+	}
+	size.Store(limit + 1)
+	if _, err := call(t, toolOf(t, src, "docs__big"), `{}`); !errors.Is(err, mcpclient.ErrTooLarge) {
+		t.Fatalf("an event one byte past the bound: %v, want ErrTooLarge", err)
+	}
+}

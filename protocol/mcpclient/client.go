@@ -69,8 +69,10 @@ type Server struct {
 	// variables of the host's environment every program needs (HOME,
 	// LOGNAME, PATH, SHELL, TERM, USER; on Windows their like), which it
 	// overrides: the command sees no other of the host's variables — not
-	// a provider's key, not another server's token. Default: nil, those
-	// few only.
+	// a provider's key, not another server's token — in its environment
+	// (a process of the host's user may still read the host's, as
+	// /proc/PID/environ: run a command you do not trust as another
+	// user). Default: nil, those few only.
 	Env []string
 	// Stderr receives the command's standard error. Default: nil,
 	// discarded.
