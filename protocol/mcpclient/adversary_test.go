@@ -322,3 +322,26 @@ func TestSSEBoundCRLF(t *testing.T) {
 		t.Fatalf("an event one byte past the bound: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestRefusedNameClipped: a tool refused for a name of a megabyte is
+// named in Status.Refused (GET /v1/mcp, the log) by a few bytes of it, not
+// the megabyte, twice.
+func TestRefusedNameClipped(t *testing.T) {
+	huge := strings.Repeat("n", 1<<20)
+	url := intercept(t, newDocServer(), func(w http.ResponseWriter, req rpcRequest) bool {
+		if req.Method != "tools/list" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":%q,"inputSchema":{"type":"object"}},{"name":"ok","inputSchema":{"type":"object"}}]}}`, req.ID, huge)
+		return true
+	})
+	src := open(t, mcpclient.Server{Name: "docs", URL: url})
+	r := src.Status().Refused
+	if len(r) != 1 || len(r[0].Name) > 100 || len(r[0].Reason) > 200 || !strings.HasPrefix(r[0].Name, "nnnn") || !strings.Contains(r[0].Reason, "longer than 64") {
+		t.Errorf("refused: %d entries, the first's name %d bytes, its reason %.300q", len(r), len(r[0].Name), r[0].Reason)
+	}
+	if got := namesOf(src); !slices.Equal(got, []string{"docs__ok"}) {
+		t.Errorf("serving %v", got)
+	}
+}

@@ -245,7 +245,8 @@ type Status struct {
 // RefusedTool is a tool a server listed that is not served, whatever a
 // person approves, until the server lists it otherwise.
 type RefusedTool struct {
-	// Name is the server's name of the tool.
+	// Name is the server's name of the tool: its first 64 bytes, and how
+	// many there are, when it is longer.
 	Name string `json:"name"`
 	// Reason says why.
 	Reason string `json:"reason"`
@@ -821,7 +822,7 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 				d.InputSchema = b
 			}
 			if why := s.refuse(d); why != "" {
-				refused = append(refused, RefusedTool{Name: d.Name, Reason: why})
+				refused = append(refused, RefusedTool{Name: clipName(d.Name), Reason: why})
 				continue
 			}
 			if seen[d.Name] {
@@ -847,6 +848,15 @@ func (s *Source) list(ctx context.Context, sess *conn) error {
 	return nil
 }
 
+// clipName is a tool's name as Status.Refused shows it: its first 64
+// bytes, and how many more there are.
+func clipName(name string) string {
+	if len(name) <= 64 {
+		return name
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(name[:64], ""), len(name))
+}
+
 // refuse says why d is not served, "" when it may be.
 func (s *Source) refuse(d Definition) string {
 	full := s.cfg.Prefix + d.Name
@@ -856,7 +866,7 @@ func (s *Source) refuse(d Definition) string {
 	case !toolChars.MatchString(d.Name):
 		return "its name is not of [A-Za-z0-9_-] only, as the models' providers want"
 	case len(full) > 64:
-		return fmt.Sprintf("its name as the model would see it, %s, is longer than 64 characters, as the models' providers want", full)
+		return fmt.Sprintf("its name as the model would see it is %d characters, longer than 64, as the models' providers want", len(full))
 	}
 	b, _ := json.Marshal(d)
 	if len(b) > s.cfg.MaxDefinitionBytes {
