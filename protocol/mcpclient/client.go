@@ -140,7 +140,8 @@ type Server struct {
 	Logger *slog.Logger
 
 	// now and after are the clock of the waits before a connection is
-	// made again: time.Now and time.After but in tests.
+	// made again and before a listing: time.Now and time.After but in
+	// tests.
 	now   func() time.Time
 	after func(time.Duration) <-chan time.Time
 }
