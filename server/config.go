@@ -1226,6 +1226,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("mcp_servers[%d] (%s): %s", i, m.Name, problem)
 		}
 	}
+	for _, problem := range mcpCollisions(t.MCPServers) {
+		bad("mcp_servers: %s", problem)
+	}
 	if w := t.Webhooks; w != nil {
 		c := *w
 		c.Endpoints = slices.Clone(c.Endpoints)

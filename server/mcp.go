@@ -46,6 +46,20 @@ type MCPServerConfig struct {
 	Timeout Duration `yaml:"timeout"`
 	// MaxOutputBytes caps a call's output. Default: 0, 64 KiB.
 	MaxOutputBytes int `yaml:"max_output_bytes"`
+	// MaxMessageBytes bounds one answer of the server (a JSON body, one
+	// SSE event), enforced as it is read: past it the call or the listing
+	// fails (mcpclient.ErrTooLarge) and the connection is made again.
+	// Default: 0, 4 MiB.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// MaxTools bounds the tools the server lists: a listing of more is
+	// refused whole (none of its tools serves; GET /v1/mcp says why).
+	// Default: 0, 128.
+	MaxTools int `yaml:"max_tools"`
+	// MaxDefinitionBytes bounds a tool's definition (name, description,
+	// input schema, annotations, as JSON): a larger one is refused, the
+	// others serve (GET /v1/mcp lists it under refused). Default: 0,
+	// 32 KiB.
+	MaxDefinitionBytes int `yaml:"max_definition_bytes"`
 	// Credential is a header the host adds to the requests to the server:
 	// header (Authorization by default), scheme (bearer, basic or none)
 	// and the value's source (value, value_env or value_file), as
@@ -56,6 +70,11 @@ type MCPServerConfig struct {
 	OAuth *OAuthConfig `yaml:"oauth"`
 	// Tools overrides the annotations, by the server's tool name.
 	Tools map[string]MCPToolConfig `yaml:"tools"`
+	// TrustAnnotations takes each tool's effect and idempotence from its
+	// annotations, which are the server's claims (a destructive tool may
+	// claim readOnlyHint). Default: false: every tool is external, and
+	// waits for approval, unless tools says otherwise.
+	TrustAnnotations bool `yaml:"trust_annotations"`
 	// TrustChanges serves a tool whose definition changed, and a new
 	// tool, without approval. Default: false (they are held).
 	TrustChanges bool `yaml:"trust_changes"`
@@ -123,6 +142,26 @@ func (m *MCPServerConfig) validate(sandbox plugins.Limits, getenv func(string) s
 	return bad
 }
 
+// mcpCollisions names the tenant's MCP servers whose tools could take one
+// name (mcpclient.Collisions), each server name once.
+func mcpCollisions(servers []MCPServerConfig) []string {
+	var cs []mcpclient.Server
+	seen := map[string]bool{}
+	for _, m := range servers {
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			cs = append(cs, mcpclient.Server{Name: m.Name, Prefix: m.Prefix})
+		}
+	}
+	var out []string
+	if err, ok := mcpclient.Collisions(cs...).(interface{ Unwrap() []error }); ok {
+		for _, e := range err.Unwrap() {
+			out = append(out, strings.TrimPrefix(e.Error(), mcpclient.ErrInvalidServer.Error()+": "))
+		}
+	}
+	return out
+}
+
 // redactURL is a URL without its query and credentials.
 func redactURL(raw string) string {
 	i := strings.IndexAny(raw, "?#")
@@ -140,7 +179,8 @@ func redactURL(raw string) string {
 // server is the mcpclient configuration of m, its requests made by c.
 func (m MCPServerConfig) server(c *http.Client) (mcpclient.Server, error) {
 	s := mcpclient.Server{Name: m.Name, URL: m.URL, Prefix: m.Prefix, Timeout: time.Duration(m.Timeout),
-		MaxOutputBytes: m.MaxOutputBytes, TrustChanges: m.TrustChanges, HTTPClient: c}
+		MaxOutputBytes: m.MaxOutputBytes, MaxMessageBytes: m.MaxMessageBytes,
+		MaxTools: m.MaxTools, MaxDefinitionBytes: m.MaxDefinitionBytes, TrustChanges: m.TrustChanges, TrustAnnotations: m.TrustAnnotations, HTTPClient: c}
 	if len(m.Tools) > 0 {
 		s.Tools = map[string]mcpclient.ToolOverride{}
 		for name, t := range m.Tools {
@@ -186,7 +226,13 @@ func (s *Server) openMCP(ctx context.Context, t *tenant) error {
 			return fmt.Errorf("server: tenant %s: mcp_servers %s: reading its trusted definitions: %w", t.name, mc.Name, err)
 		}
 		if ok {
-			json.Unmarshal(b, &cfg.Pins)
+			// A first use was recorded: what cannot be read of it trusts
+			// nothing (every tool held), never everything.
+			if err := json.Unmarshal(b, &cfg.Pins); err != nil || cfg.Pins == nil {
+				s.log.Error("an MCP server's trusted tool definitions cannot be read: every tool it lists is held until a person approves it",
+					"tenant", t.name, "server", mc.Name, "err", err)
+				cfg.Pins = map[string]string{}
+			}
 		}
 		tenant, name := t.name, mc.Name
 		cfg.OnChange = func(c mcpclient.Change) { s.onMCPChange(tenant, name, c) }
@@ -206,7 +252,10 @@ func (s *Server) openMCP(ctx context.Context, t *tenant) error {
 }
 
 // onMCPChange keeps the trusted definitions and audits held and approved
-// tools.
+// tools. A server whose definitions flap is audited boundedly: the Source
+// tells a definition held again once, and a tool (or a server) that
+// keeps changing a few times, then as flapping, then no more until an
+// approval (mcpclient.Flapping).
 func (s *Server) onMCPChange(tenant, server string, c mcpclient.Change) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -223,6 +272,16 @@ func (s *Server) onMCPChange(tenant, server string, c mcpclient.Change) {
 		e.Detail = "tool " + c.Tool + ": new"
 		if c.Held.Old != nil {
 			e.Detail = "tool " + c.Tool + ": its definition changed"
+		}
+	case mcpclient.Flapping:
+		// The definitions held next get no entry of their own until one
+		// is approved: a server flapping cannot fill the log.
+		e.Action, e.By = "held", "host"
+		if c.Held != nil {
+			e.Hash = c.Held.Digest
+			e.Detail = "tool " + c.Tool + ": its definition keeps changing: the definitions held next get no entry until one is approved"
+		} else {
+			e.Detail = "the server keeps offering new or changed tools: the definitions held next get no entry until one is approved"
 		}
 	case mcpclient.Approved:
 		e.Action, e.Hash = "approved", c.Held.Digest

@@ -63,7 +63,7 @@ type modelFlags struct {
 	approve pluginList
 
 	// MCP servers whose tools the agent takes.
-	mcpURLs, mcpStdio, mcpTokens pluginList
+	mcp mcpFlags
 
 	// validators are registered with the host (Options.Validators); the
 	// task command sets them.
@@ -120,9 +120,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.DurationVar(&m.pluginCompile, "plugin-compile-timeout", 0, fmt.Sprintf("bound on compiling one of the --plugins: a module past it is refused (default %s)", plugins.DefaultCompileTimeout))
 	fs.StringVar(&m.policy, "policy", "", "decide every tool call with the policy of one of the --plugins: `PLUGIN[:NAME]` (default: calls with an external effect wait for approval, the others run)")
 	fs.Var(&m.approve, "approve", "run `TOOL`'s calls without asking a person (repeatable; a policy's deny still denies)")
-	fs.Var(&m.mcpURLs, "mcp", "offer the tools of the MCP server at `NAME=URL` (streamable HTTP) as NAME__TOOL (repeatable)")
-	fs.Var(&m.mcpStdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and offer its tools as NAME__TOOL (repeatable)")
-	fs.Var(&m.mcpTokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
+	m.mcp.register(fs, "offer")
 	fs.StringVar(&m.onInterrupted, "on-interrupted", "resume", "what becomes of a run a process left interrupted: `ACTION` resume (go on where it stopped), restart (from scratch), fail, or leave (it stays interrupted: the next message is answered by a run of its own; /resume continues it)")
 	fs.StringVar(&m.overlap, "overlap", "queue", "a message sent while the session's run works (from another chat or host): `RULE` queue (it joins that run) or reject (it is refused, and nothing is appended)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
@@ -218,7 +216,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			agent.Policies = []host.Policy{pol}
 		}
 	}
-	if len(m.mcpURLs)+len(m.mcpStdio) > 0 {
+	if m.mcp.any() {
 		sources, err := m.openMCP(env, logger)
 		if err != nil {
 			cleanup()
@@ -234,9 +232,15 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 			}
 			prev()
 		}
-	} else if len(m.mcpTokens) > 0 {
+	} else if len(m.mcp.tokens) > 0 {
 		cleanup()
 		return nil, nil, fail(2, "--mcp-token-env names a --mcp server")
+	} else if len(m.mcp.envs) > 0 {
+		cleanup()
+		return nil, nil, fail(2, "--mcp-env names a --mcp-stdio server")
+	} else if len(m.mcp.trust) > 0 {
+		cleanup()
+		return nil, nil, fail(2, "--mcp-trust-annotations names a --mcp or --mcp-stdio server")
 	}
 	if m.policy != "" && m.plugins == "" {
 		cleanup()

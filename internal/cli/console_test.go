@@ -432,6 +432,7 @@ tenants:
     mcp_servers:
       - name: docs
         url: %s
+        trust_annotations: true # read_doc claims readOnlyHint: it runs without approval
   globex:
     keys: [%q]
     models: [fake/echo]

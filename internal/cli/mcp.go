@@ -42,9 +42,10 @@ Approval is asked through MCP elicitation when the client supports it;
 otherwise the call is refused unless --approve names the tool.
 
 With --mcp NAME=URL or --mcp-stdio NAME=COMMAND it serves the tools of
-other MCP servers too, as NAME__TOOL, under the same policy (their effects
-from their annotations); a tool whose definition changes upstream is held
-back from the clients (the rug-pull guard).
+other MCP servers too, as NAME__TOOL, under the same policy (their tools
+external, unless --mcp-trust-annotations NAME takes their effects from
+their annotations); a tool whose definition changes upstream is held back
+from the clients (the rug-pull guard).
 
 Over HTTP every request must carry an API key (Authorization: Bearer KEY),
 read from $` + mcpKeyEnv + ` or the variable --api-key-env names; without a
@@ -81,10 +82,8 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	fs.Var(&approve, "approve", "run `TOOL`'s calls without asking when the policy requires approval (repeatable; a denial stands)")
 	fs.Var(&allowHosts, "allow-host", "let the plugins reach `HOST` over HTTP (host: its default port, host:port, or *.domain; repeatable; default: no HTTP)")
 	fs.Var(&config, "config", "configuration key K of plugin P: `P:K=V` (repeatable)")
-	var mcpURLs, mcpStdio, mcpTokens pluginList
-	fs.Var(&mcpURLs, "mcp", "serve the tools of the MCP server at `NAME=URL` (streamable HTTP) too, as NAME__TOOL (repeatable)")
-	fs.Var(&mcpStdio, "mcp-stdio", "start a local MCP server, `NAME=COMMAND [ARG...]` (split at spaces), and serve its tools too, as NAME__TOOL (repeatable)")
-	fs.Var(&mcpTokens, "mcp-token-env", "send the bearer token in the environment variable VAR to the --mcp server NAME: `NAME=VAR` (repeatable)")
+	var mcpServers mcpFlags
+	mcpServers.register(fs, "serve")
 	fs.Var(&grantSpecs, "grant", "grant plugin P a share of the sandbox the other flags describe: `P=HOST,kv,private` (any of them; repeatable); once one is given, a plugin not granted gets no HTTP and no key-value store")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mcpUsage)
@@ -212,7 +211,7 @@ func mcpCmd(ctx context.Context, args []string, env Env) error {
 	defer reg.Close(context.Background())
 	// Other MCP servers' tools, served beside the plugins' (a gateway):
 	// their definitions trusted at the start, a change held (mcpclient).
-	sources, err := openMCPSources(mcpURLs, mcpStdio, mcpTokens, env, logger, func(mcpclient.Change) {
+	sources, err := mcpServers.open(env, logger, func(mcpclient.Change) {
 		if srv != nil {
 			srv.Sync()
 		}

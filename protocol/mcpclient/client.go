@@ -12,7 +12,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,6 +41,14 @@ var (
 	ErrInvalidServer = errors.New("mcpclient: invalid server")
 	// ErrNotHeld: Approve named a tool definition that is not held.
 	ErrNotHeld = errors.New("mcpclient: no such tool definition is held")
+	// ErrTooLarge: an answer of the server (a JSON body, an SSE event, a
+	// line of a local server's output) was larger than
+	// Server.MaxMessageBytes. It was refused while it was read, and the
+	// connection is made again. A *LimitError says more.
+	ErrTooLarge = errors.New("mcpclient: the MCP server's answer is too large")
+	// ErrTooManyTools: the server listed more tools than Server.MaxTools;
+	// none of them serves. A *LimitError says more.
+	ErrTooManyTools = errors.New("mcpclient: the MCP server lists too many tools")
 )
 
 // DefaultMaxOutputBytes is Server.MaxOutputBytes's default.
@@ -58,8 +65,14 @@ type Server struct {
 	// Command starts a local server that speaks over its stdin and
 	// stdout: the program and its arguments.
 	Command []string
-	// Env is the command's environment ("KEY=VALUE"). Default: nil, the
-	// host process's environment.
+	// Env is given to the command ("KEY=VALUE"), beside the few
+	// variables of the host's environment every program needs (HOME,
+	// LOGNAME, PATH, SHELL, TERM, USER; on Windows their like), which it
+	// overrides: the command sees no other of the host's variables — not
+	// a provider's key, not another server's token — in its environment
+	// (a process of the host's user may still read the host's, as
+	// /proc/PID/environ: run a command you do not trust as another
+	// user). Default: nil, those few only.
 	Env []string
 	// Stderr receives the command's standard error. Default: nil,
 	// discarded.
@@ -68,23 +81,53 @@ type Server struct {
 	// credentials live in it (see plugins.EgressClient, BearerClient).
 	// Default: nil, http.DefaultClient.
 	HTTPClient *http.Client
-	// Prefix comes before each tool's name. Default: "", which means
-	// Name + "__". A tool whose full name is not 1 to 64 of
-	// [A-Za-z0-9_-] is left out (and logged).
+	// Prefix comes before each tool's name: 1 to 63 of [A-Za-z0-9_-].
+	// Default: "", which means Name + "__". A tool whose name is empty,
+	// or whose full name is not 1 to 64 of [A-Za-z0-9_-], is refused
+	// (Status.Refused). Servers whose tools would share an agent see
+	// [Collisions].
 	Prefix string
 	// Tools overrides what the annotations say, by the server's name of
 	// the tool. Default: nil.
 	Tools map[string]ToolOverride
+	// TrustAnnotations takes each tool's effect and idempotence from its
+	// annotations (readOnlyHint, destructiveHint, openWorldHint,
+	// idempotentHint). They are the server's claims, which the
+	// specification tells clients not to trust from a server they do not
+	// trust: a destructive tool may claim readOnlyHint. Default: false:
+	// every tool is external (it waits for approval where external tools
+	// do) and not idempotent, unless Tools says otherwise.
+	TrustAnnotations bool
 	// Timeout bounds a call of any of its tools. Default: 0, the host's
 	// tool timeout (host.Options.ToolTimeout).
 	Timeout time.Duration
 	// MaxOutputBytes caps a call's output; the rest is cut with a note.
 	// Default: 0, which means DefaultMaxOutputBytes.
 	MaxOutputBytes int
+	// MaxMessageBytes bounds one message of the server, as it is read: a
+	// JSON answer's body, one event of an SSE stream, one line of a local
+	// server's output. A larger one is refused before more than the bound
+	// is read — the call, or the listing, fails with a *LimitError
+	// (ErrTooLarge) — and the connection is made again. Default: 0, which
+	// means DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// MaxTools bounds the tools the server lists: a listing of more is
+	// refused whole — none of its tools serves, the connection fails with
+	// a *LimitError (ErrTooManyTools) that Status shows, and is tried
+	// again — before more than one tool past the bound is read. Default:
+	// 0, which means DefaultMaxTools.
+	MaxTools int
+	// MaxDefinitionBytes bounds a tool's definition (its name,
+	// description, input schema and annotations, as JSON): a larger one
+	// is refused — not served, not trusted, named in Status.Refused — and
+	// the others serve. Default: 0, which means DefaultMaxDefinitionBytes.
+	MaxDefinitionBytes int
 	// Pins are the trusted definitions, by the server's tool name: the
 	// digests ([Definition.Digest]) a Source saw and a person approved
-	// before, as [Source.Pins] returns them. Default: nil: the first
-	// listing is trusted.
+	// before, as [Source.Pins] and Change.Pins give them. An empty set is
+	// a first use recorded (of a server that listed no tools): every tool
+	// listed is new, and held. Default: nil, no first use recorded: the
+	// first listing is trusted.
 	Pins map[string]string
 	// TrustChanges serves a tool whose definition changed, and a new
 	// tool, without approval: the rug-pull guard off. Default: false.
@@ -95,6 +138,12 @@ type Server struct {
 	OnChange func(Change)
 	// Logger logs the same. Default: nil, slog.Default().
 	Logger *slog.Logger
+
+	// now and after are the clock of the waits before a connection is
+	// made again and before a listing: time.Now and time.After but in
+	// tests.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 }
 
 // ToolOverride sets a tool's effect, idempotence or timeout whatever its
@@ -158,6 +207,11 @@ const (
 	// Listed: the server's tools were listed again (a connection, a
 	// list_changed notification): the tools served may have changed.
 	Listed ChangeKind = "listed"
+	// Flapping: a tool's definitions keep changing (Change.Tool, and
+	// Change.Held its definition held now), or the server keeps offering
+	// new or changed tools (Change.Tool ""): the definitions held next are
+	// held without a change of their own until a person approves one.
+	Flapping ChangeKind = "flapping"
 )
 
 // Change is a change of a Source.
@@ -166,7 +220,7 @@ type Change struct {
 	Server string
 	// Tool is the server's name of the tool concerned, if one is.
 	Tool string
-	// Held is the definition held (Held, Approved).
+	// Held is the definition held (Held, Approved; Flapping of a tool).
 	Held *HeldTool
 	// Err is why the connection failed (Disconnected).
 	Err error
@@ -184,9 +238,52 @@ type Status struct {
 	// Tools counts the tools it serves, Held those withheld.
 	Tools int `json:"tools"`
 	Held  int `json:"held"`
+	// Refused are the tools of the last listing that are not served, and
+	// why: a name that is not usable, a definition too large.
+	Refused []RefusedTool `json:"refused,omitempty"`
 }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+// RefusedTool is a tool a server listed that is not served, whatever a
+// person approves, until the server lists it otherwise.
+type RefusedTool struct {
+	// Name is the server's name of the tool: its first 64 bytes, and how
+	// many there are, when it is longer.
+	Name string `json:"name"`
+	// Reason says why.
+	Reason string `json:"reason"`
+}
+
+var (
+	serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	prefixRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,63}$`)
+)
+
+// Collisions reports the servers whose tools could take one name if one
+// agent took them all (ErrInvalidServer, every pair named): two servers
+// of one prefix, or a prefix that begins another — server "a" (prefix
+// "a__") and server "a__b" (prefix "a__b__") would both offer a__b__c, the
+// first as its tool "b__c", the second as its "c", and the first one's
+// would win unseen. Prefixes none of which begins another can never make
+// one name. Nil when none collide.
+func Collisions(servers ...Server) error {
+	prefix := func(s Server) string {
+		if s.Prefix == "" {
+			return s.Name + "__"
+		}
+		return s.Prefix
+	}
+	var errs []error
+	for i, a := range servers {
+		for _, b := range servers[i+1:] {
+			pa, pb := prefix(a), prefix(b)
+			if strings.HasPrefix(pa, pb) || strings.HasPrefix(pb, pa) {
+				errs = append(errs, fmt.Errorf("%w: %s (%s) and %s (%s): the tools of one could take the names of the other's: give one another name or prefix",
+					ErrInvalidServer, a.Name, pa, b.Name, pb))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Validate reports every problem of s's configuration (ErrInvalidServer),
 // as Open would, without connecting.
@@ -216,12 +313,23 @@ func (s Server) normalize() (Server, error) {
 	}
 	if s.Prefix == "" {
 		s.Prefix = s.Name + "__"
+	} else if !prefixRule.MatchString(s.Prefix) {
+		errs = append(errs, fmt.Errorf("%w %s: prefix %q: want 1 to 63 of [A-Za-z0-9_-]", ErrInvalidServer, s.Name, s.Prefix))
 	}
 	if s.MaxOutputBytes == 0 {
 		s.MaxOutputBytes = DefaultMaxOutputBytes
 	}
-	if s.MaxOutputBytes < 0 || s.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("%w %s: a negative output cap or timeout", ErrInvalidServer, s.Name))
+	if s.MaxMessageBytes == 0 {
+		s.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if s.MaxTools == 0 {
+		s.MaxTools = DefaultMaxTools
+	}
+	if s.MaxDefinitionBytes == 0 {
+		s.MaxDefinitionBytes = DefaultMaxDefinitionBytes
+	}
+	if s.MaxOutputBytes < 0 || s.Timeout < 0 || s.MaxMessageBytes < 0 || s.MaxTools < 0 || s.MaxDefinitionBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w %s: a negative output cap, bound or timeout", ErrInvalidServer, s.Name))
 	}
 	for name, o := range s.Tools {
 		switch o.Effect {
@@ -232,6 +340,9 @@ func (s Server) normalize() (Server, error) {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
+	}
+	if s.now == nil {
+		s.now, s.after = time.Now, time.After
 	}
 	if s.HTTPClient == nil {
 		s.HTTPClient = http.DefaultClient
@@ -263,17 +374,36 @@ type Source struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	session  *mcp.ClientSession // nil while disconnected
-	dialing  chan struct{}      // closed when the connection under way is made or failed
+	session  *conn         // nil while disconnected
+	dialing  chan struct{} // closed when the connection under way is made or failed
 	lastErr  error
 	defs     map[string]Definition // by the server's name: the last listing
+	refused  []RefusedTool         // of the last listing, by name
 	pins     map[string]string     // by the server's name: the digest trusted
 	held     map[string]HeldTool
 	closed   bool
 	relist   chan struct{} // a list_changed notification asks for a listing
 	changes  chan Change   // OnChange's queue
 	listedAt time.Time
+	firstUse bool // no pins were given: the first listing is trusted
+
+	// What was told of held definitions since the last approval (see
+	// tellLocked).
+	told     map[string]*toldHeld // by tool
+	toldN    int                  // Held changes told
+	toldMute bool                 // the server flaps: none is told
 }
+
+// toldHeld is what a Source told of a tool's held definitions since the
+// tool was last approved.
+type toldHeld struct {
+	digests []string // told Held
+	mute    bool     // told Flapping: no more
+}
+
+// heldTellsPerTool bounds the Held changes told of one tool between
+// approvals: then one Flapping, then none.
+const heldTellsPerTool = 3
 
 // Open makes a Source of s and connects to it, within ctx. A server that
 // cannot be reached is no error: the Source tries again in the background
@@ -285,7 +415,8 @@ func Open(ctx context.Context, s Server) (*Source, error) {
 		return nil, err
 	}
 	src := &Source{cfg: s, defs: map[string]Definition{}, pins: s.Pins, held: map[string]HeldTool{},
-		relist: make(chan struct{}, 1), changes: make(chan Change, 64)}
+		relist: make(chan struct{}, 1), changes: make(chan Change, 64), firstUse: s.Pins == nil,
+		told: map[string]*toldHeld{}}
 	if src.pins == nil {
 		src.pins = map[string]string{}
 	}
@@ -317,7 +448,7 @@ func (s *Source) Tools() []host.Tool { return *s.tools.Load() }
 func (s *Source) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Server: s.cfg.Name, Connected: s.session != nil, Tools: len(*s.tools.Load()), Held: len(s.held)}
+	st := Status{Server: s.cfg.Name, Connected: s.session != nil, Tools: len(*s.tools.Load()), Held: len(s.held), Refused: slices.Clone(s.refused)}
 	if s.lastErr != nil && s.session == nil {
 		st.LastError = s.lastErr.Error()
 	}
@@ -352,6 +483,13 @@ func (s *Source) Approve(tool, digest string) error {
 	}
 	delete(s.held, tool)
 	s.pins[tool] = digest
+	// A person looked: what changes next is told again.
+	s.toldN, s.toldMute = 0, false
+	for name := range s.told {
+		if _, listed := s.defs[name]; name == tool || !listed {
+			delete(s.told, name)
+		}
+	}
 	s.publishLocked()
 	pins := maps.Clone(s.pins)
 	s.mu.Unlock()
@@ -360,7 +498,8 @@ func (s *Source) Approve(tool, digest string) error {
 }
 
 // Close ends the connection and the Source's goroutines; a local server's
-// process is stopped.
+// process is stopped. The changes made before are told to OnChange before
+// it returns.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -385,6 +524,12 @@ func (s *Source) emit(c Change) {
 	switch c.Kind {
 	case Held:
 		s.cfg.Logger.Warn("an MCP tool's definition changed, or the tool is new: it is held until a person approves it", "server", c.Server, "tool", c.Tool, "digest", c.Held.Digest)
+	case Flapping:
+		if c.Tool != "" {
+			s.cfg.Logger.Warn("an MCP tool's definition keeps changing: the definitions held next are not logged until a person approves one", "server", c.Server, "tool", c.Tool, "digest", c.Held.Digest)
+		} else {
+			s.cfg.Logger.Warn("an MCP server keeps offering new or changed tools: the definitions held next are not logged until a person approves one", "server", c.Server)
+		}
 	case Disconnected:
 		s.cfg.Logger.Warn("MCP server unreachable; retrying", "server", c.Server, "err", c.Err)
 	case Listed:
@@ -396,12 +541,18 @@ func (s *Source) emit(c Change) {
 		return
 	}
 	select {
-	case s.changes <- c:
-	case <-s.ctx.Done():
+	case s.changes <- c: // queued, even while the Source closes
+	default:
+		select {
+		case s.changes <- c:
+		case <-s.ctx.Done():
+		}
 	}
 }
 
-// notifier calls OnChange in order, without locks held.
+// notifier calls OnChange in order, without locks held. At Close it tells
+// what is queued still before it returns: the pins of a first use, or of
+// an approval, are told before Close returns.
 func (s *Source) notifier() {
 	defer s.wg.Done()
 	for {
@@ -409,18 +560,55 @@ func (s *Source) notifier() {
 		case c := <-s.changes:
 			s.cfg.OnChange(c)
 		case <-s.ctx.Done():
-			return
+			for {
+				select {
+				case c := <-s.changes:
+					s.cfg.OnChange(c)
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
-// keep reconnects after a connection drops (with backoff) and lists the
-// tools again when the server says they changed.
+// The bounds of the wait before a connection is made again, and the pace
+// of the listings notifications ask for: relistBurst at once, then one
+// each relistPace, relistBurst at once again after relistQuiet without.
+const (
+	minBackoff  = 250 * time.Millisecond
+	maxBackoff  = 30 * time.Second
+	relistBurst = 64
+	relistPace  = time.Second
+	relistQuiet = time.Minute
+)
+
+// keep reconnects after a connection drops and lists the tools again when
+// the server says they changed. It waits before each connection after a
+// failure or a drop, twice as long each time up to maxBackoff, and as
+// little as minBackoff again only after a connection that lasted
+// maxBackoff: a server that drops every connection as soon as it is made
+// cannot make the Source reconnect (and tell of it, and keep its pins)
+// as fast as it can. Listings asked for by notifications are paced
+// likewise (relistBurst, relistPace): a server notifying without end
+// cannot make it list, parse and log as fast as it can notify.
 func (s *Source) keep() {
 	defer s.wg.Done()
-	backoff := 250 * time.Millisecond
-	var watched *mcp.ClientSession // the session done watches
+	backoff := minBackoff
+	wait := func() bool {
+		select {
+		case <-s.cfg.after(backoff):
+			backoff = min(2*backoff, maxBackoff)
+			return true
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+	var watched *conn // the session done watches
 	var done chan struct{}
+	var since time.Time // when watched was made
+	relists := relistBurst
+	var listedAt time.Time // the last listing a notification asked for
 	for {
 		s.mu.Lock()
 		sess := s.session
@@ -429,31 +617,45 @@ func (s *Source) keep() {
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			_, err := s.connected(ctx)
 			cancel()
-			if err != nil {
-				select {
-				case <-time.After(backoff):
-					backoff = min(2*backoff, 30*time.Second)
-					continue
-				case <-s.ctx.Done():
-					return
-				}
+			if err != nil && !wait() {
+				return
 			}
-			backoff = 250 * time.Millisecond
 			continue
 		}
 		if sess != watched {
-			watched, done = sess, make(chan struct{})
-			go func(sess *mcp.ClientSession, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
+			watched, done, since = sess, make(chan struct{}), s.cfg.now()
+			go func(sess *conn, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
 		}
 		select {
 		case <-done:
 			s.drop(sess, fmt.Errorf("%w: the connection ended", ErrUnreachable))
+			if s.cfg.now().Sub(since) >= maxBackoff {
+				backoff = minBackoff // it lasted: this is no flapping
+			}
+			if !wait() {
+				return
+			}
 		case <-s.relist:
+			if s.cfg.now().Sub(listedAt) >= relistQuiet {
+				relists = relistBurst
+			}
+			if relists > 0 {
+				relists--
+			} else {
+				select {
+				case <-s.cfg.after(relistPace):
+				case <-done:
+					continue // the connection made again lists afresh
+				case <-s.ctx.Done():
+					return
+				}
+			}
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 			if err := s.list(ctx, sess); err != nil {
 				s.drop(sess, err)
 			}
 			cancel()
+			listedAt = s.cfg.now()
 		case <-s.ctx.Done():
 			return
 		}
@@ -463,7 +665,7 @@ func (s *Source) keep() {
 // connected returns the session, connecting (and listing the tools)
 // when there is none; a caller that finds a connection under way waits
 // for it, within ctx.
-func (s *Source) connected(ctx context.Context) (*mcp.ClientSession, error) {
+func (s *Source) connected(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -521,21 +723,39 @@ func (s *Source) connected(ctx context.Context) (*mcp.ClientSession, error) {
 	return sess, nil
 }
 
-// dial opens a session with the server.
-func (s *Source) dial(ctx context.Context) (*mcp.ClientSession, error) {
+// conn is a session with the server and what refused its messages.
+type conn struct {
+	*mcp.ClientSession
+	over *overflow
+}
+
+// dial opens a session with the server, its messages bounded.
+func (s *Source) dial(ctx context.Context) (*conn, error) {
+	over := &overflow{server: s.cfg.Name, max: s.cfg.MaxMessageBytes}
 	var t mcp.Transport
 	if s.cfg.URL != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.cfg.HTTPClient, MaxRetries: -1}
+		hc := *s.cfg.HTTPClient
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc.Transport = &boundedTransport{next: next, o: over}
+		t = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &hc, MaxRetries: -1, MaxEventSize: s.cfg.MaxMessageBytes}
 	} else {
-		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Env, cmd.Stderr = s.cfg.Env, s.cfg.Stderr
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		p, err := startCommand(s.cfg.Command, s.cfg.Env, s.cfg.Stderr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, s.where(), err)
+		}
+		t = &mcp.IOTransport{Reader: io.NopCloser(&lineBound{r: p.stdout, o: over}), Writer: p, MaxLineLength: -1}
 	}
 	sess, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
+		if le := over.get(); le != nil {
+			return nil, le
+		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrUnreachable, s.where(), scrub(err, s.cfg.URL))
 	}
-	return sess, nil
+	return &conn{ClientSession: sess, over: over}, nil
 }
 
 // where names the server for errors.
@@ -557,7 +777,7 @@ func scrub(err error, rawURL string) string {
 }
 
 // drop forgets sess after it failed.
-func (s *Source) drop(sess *mcp.ClientSession, err error) {
+func (s *Source) drop(sess *conn, err error) {
 	s.mu.Lock()
 	if s.session != sess {
 		s.mu.Unlock()
@@ -573,20 +793,26 @@ func (s *Source) drop(sess *mcp.ClientSession, err error) {
 }
 
 // list reads the server's tools and applies the guard.
-func (s *Source) list(ctx context.Context, sess *mcp.ClientSession) error {
+func (s *Source) list(ctx context.Context, sess *conn) error {
 	var defs []Definition
+	var refused []RefusedTool
 	var cursor string
+	listed := 0
+	seen, twice := map[string]bool{}, map[string]bool{}
 	for page := 0; ; page++ {
 		if page == 100 {
 			return fmt.Errorf("%w: tools/list: more than 100 pages", ErrProtocol)
 		}
 		res, err := sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return s.classify(ctx, "tools/list", err)
+			return s.classify(ctx, sess, "tools/list", err)
 		}
 		for _, t := range res.Tools {
 			if t == nil {
 				continue
+			}
+			if listed++; listed > s.cfg.MaxTools {
+				return &LimitError{Server: s.cfg.Name, What: "a listing", Field: "MaxTools", Max: s.cfg.MaxTools}
 			}
 			d := Definition{Name: t.Name, Description: t.Description, Annotations: t.Annotations}
 			if t.InputSchema != nil {
@@ -596,23 +822,74 @@ func (s *Source) list(ctx context.Context, sess *mcp.ClientSession) error {
 				}
 				d.InputSchema = b
 			}
+			if why := s.refuse(d); why != "" {
+				refused = append(refused, RefusedTool{Name: clipName(d.Name), Reason: why})
+				continue
+			}
+			if seen[d.Name] {
+				twice[d.Name] = true
+				continue
+			}
+			seen[d.Name] = true
 			defs = append(defs, d)
 		}
 		if cursor = res.NextCursor; cursor == "" {
 			break
 		}
 	}
-	s.apply(defs)
+	if len(twice) > 0 {
+		// Neither definition serves: the model would get one of them,
+		// the guard have compared the other.
+		defs = slices.DeleteFunc(defs, func(d Definition) bool { return twice[d.Name] })
+		for name := range twice {
+			refused = append(refused, RefusedTool{Name: name, Reason: "the server lists it twice"})
+		}
+	}
+	s.apply(defs, refused)
 	return nil
+}
+
+// clipName is a tool's name as Status.Refused shows it: its first 64
+// bytes, and how many more there are.
+func clipName(name string) string {
+	if len(name) <= 64 {
+		return name
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strings.ToValidUTF8(name[:64], ""), len(name))
+}
+
+// refuse says why d is not served, "" when it may be.
+func (s *Source) refuse(d Definition) string {
+	full := s.cfg.Prefix + d.Name
+	switch {
+	case d.Name == "":
+		return "its name is empty"
+	case !toolChars.MatchString(d.Name):
+		return "its name is not of [A-Za-z0-9_-] only, as the models' providers want"
+	case len(full) > 64:
+		return fmt.Sprintf("its name as the model would see it is %d characters, longer than 64, as the models' providers want", len(full))
+	}
+	b, _ := json.Marshal(d)
+	if len(b) > s.cfg.MaxDefinitionBytes {
+		return fmt.Sprintf("its definition is %d bytes, more than %d (the bound, MaxDefinitionBytes)", len(b), s.cfg.MaxDefinitionBytes)
+	}
+	return ""
 }
 
 // apply takes a listing: trusted definitions serve, changed and new ones
 // are held (unless TrustChanges), and the first listing of a Source
-// without pins is trusted whole.
-func (s *Source) apply(defs []Definition) {
-	var held []HeldTool
+// given no pins (nil: not even an empty set) is trusted whole.
+func (s *Source) apply(defs []Definition, refused []RefusedTool) {
+	var tell []Change
+	slices.SortFunc(refused, func(a, b RefusedTool) int { return strings.Compare(a.Name, b.Name) })
 	s.mu.Lock()
-	trustAll := s.listedAt.IsZero() && len(s.pins) == 0 || s.cfg.TrustChanges
+	if !slices.Equal(refused, s.refused) {
+		for _, r := range refused {
+			s.cfg.Logger.Warn("an MCP tool is refused", "server", s.cfg.Name, "tool", r.Name, "reason", r.Reason)
+		}
+	}
+	s.refused = refused
+	trustAll := s.listedAt.IsZero() && s.firstUse || s.cfg.TrustChanges
 	s.listedAt = time.Now()
 	next := map[string]Definition{}
 	for _, d := range defs {
@@ -635,7 +912,14 @@ func (s *Source) apply(defs []Definition) {
 				h.Old = &Definition{Name: d.Name, Description: "(a definition of digest " + pin + ")"}
 			}
 			s.held[d.Name] = h
-			held = append(held, h)
+			switch s.tellLocked(d.Name, digest) {
+			case Held:
+				tell = append(tell, Change{Kind: Held, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+			case Flapping:
+				tell = append(tell, Change{Kind: Flapping, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+			case flappingServer:
+				tell = append(tell, Change{Kind: Flapping, Server: s.cfg.Name})
+			}
 		}
 	}
 	for name := range s.held {
@@ -646,13 +930,45 @@ func (s *Source) apply(defs []Definition) {
 	s.defs = next
 	s.publishLocked()
 	s.mu.Unlock()
-	for _, h := range held {
-		s.emit(Change{Kind: Held, Server: s.cfg.Name, Tool: h.Name, Held: &h})
+	for _, c := range tell {
+		s.emit(c)
 	}
 	s.emit(Change{Kind: Listed, Server: s.cfg.Name})
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// flappingServer is tellLocked's answer for a Flapping change of the
+// server rather than of one tool.
+const flappingServer ChangeKind = "flapping server"
+
+// tellLocked decides whether a definition just held is told (Held), and
+// coalesces the telling of a server whose definitions flap: a definition
+// told already since the tool was last approved is not told again (a
+// server flipping between two definitions is told of once); after
+// heldTellsPerTool definitions of one tool, the next is told as Flapping
+// and none after it; after Server.MaxTools Held changes of the server,
+// the next is told as its Flapping and none after it — each until a
+// person approves a definition. s.mu is held.
+func (s *Source) tellLocked(tool, digest string) ChangeKind {
+	t := s.told[tool]
+	switch {
+	case s.toldMute || t != nil && (t.mute || slices.Contains(t.digests, digest)):
+		return ""
+	case s.toldN >= s.cfg.MaxTools:
+		s.toldMute = true
+		return flappingServer
+	case t == nil:
+		t = &toldHeld{}
+		s.told[tool] = t
+	case len(t.digests) >= heldTellsPerTool:
+		t.mute = true
+		return Flapping
+	}
+	t.digests = append(t.digests, digest)
+	s.toldN++
+	return Held
+}
+
+var toolChars = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // publishLocked builds the tools that serve; s.mu is held.
 func (s *Source) publishLocked() {
@@ -663,12 +979,7 @@ func (s *Source) publishLocked() {
 		if _, held := s.held[name]; held || s.pins[name] != d.Digest() {
 			continue
 		}
-		full := s.cfg.Prefix + name
-		if !toolName.MatchString(full) {
-			s.cfg.Logger.Warn("an MCP tool's name does not fit the providers' rule ([A-Za-z0-9_-], at most 64): left out", "server", s.cfg.Name, "tool", name, "as", full)
-			continue
-		}
-		tools = append(tools, s.tool(full, d))
+		tools = append(tools, s.tool(s.cfg.Prefix+name, d)) // its name checked by list
 	}
 	s.tools.Store(&tools)
 }
@@ -679,7 +990,10 @@ func (s *Source) tool(full string, d Definition) *mcpTool {
 	if !isObjectSchema(d.InputSchema) {
 		spec.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
-	spec.Effect, spec.Idempotent = effectOf(d.Annotations)
+	spec.Effect, spec.Idempotent = host.EffectExternal, false // the annotations are claims
+	if s.cfg.TrustAnnotations {
+		spec.Effect, spec.Idempotent = effectOf(d.Annotations)
+	}
 	if o, ok := s.cfg.Tools[d.Name]; ok {
 		if o.Effect != "" {
 			spec.Effect = o.Effect
@@ -722,9 +1036,12 @@ func isObjectSchema(raw json.RawMessage) bool {
 	return s.Type == "object"
 }
 
-// classify turns an error of a request into one of the package's.
-func (s *Source) classify(ctx context.Context, what string, err error) error {
+// classify turns an error of a request on c into one of the package's.
+func (s *Source) classify(ctx context.Context, c *conn, what string, err error) error {
 	var wire *jsonrpc.Error
+	if le := c.over.get(); le != nil {
+		return le // the connection failed on a message too large
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %s on %s", ErrTimeout, what, s.cfg.Name)
@@ -760,8 +1077,8 @@ func (t *mcpTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult
 	}
 	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: t.name, Arguments: args})
 	if err != nil {
-		err = t.src.classify(ctx, "tools/call "+t.name, err)
-		if errors.Is(err, ErrUnreachable) {
+		err = t.src.classify(ctx, sess, "tools/call "+t.name, err)
+		if errors.Is(err, ErrUnreachable) || errors.Is(err, ErrTooLarge) {
 			t.src.drop(sess, err)
 		}
 		return host.ToolResult{Source: t.source}, err

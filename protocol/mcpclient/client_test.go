@@ -22,8 +22,16 @@ import (
 )
 
 // TestMain runs the test binary as an MCP server over stdio when asked
-// (the stdio tests start it so), else the tests.
+// (the stdio tests start it so: newDocServer's with
+// MCPCLIENT_TEST_STDIO_SERVER=1 in its environment, newHostileServer's
+// with the argument hostileServerArg), else the tests.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == hostileServerArg {
+		if err := newHostileServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv("MCPCLIENT_TEST_STDIO_SERVER") == "1" {
 		srv := newDocServer()
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
@@ -183,7 +191,7 @@ func checkDocTools(t *testing.T, src *mcpclient.Source, prefix string) {
 func TestGoSDKServer(t *testing.T) {
 	srv := newDocServer()
 	ts := serve(t, srv, nil)
-	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, MaxOutputBytes: 1001,
+	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, MaxOutputBytes: 1001, TrustAnnotations: true,
 		Tools: map[string]mcpclient.ToolOverride{"slow": {Effect: host.EffectWrite, Timeout: 50 * time.Millisecond}}})
 	if st := src.Status(); !st.Connected || st.Tools != 6 || st.Held != 0 {
 		t.Fatalf("status %+v", st)
@@ -214,14 +222,15 @@ func TestGoSDKServer(t *testing.T) {
 func spec(tl host.Tool) host.ToolSpec { return tl.Spec() }
 
 // TestStdioServer: a local server started over stdio (this test binary,
-// as the Go SDK's server) serves the same tools, under a prefix of the
+// as the Go SDK's server, told so by the one variable of its environment
+// it is given) serves the same tools, under a prefix of the
 // configuration's; Close stops its process.
 func TestStdioServer(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := open(t, mcpclient.Server{Name: "docs", Command: []string{self}, Env: append(os.Environ(), "MCPCLIENT_TEST_STDIO_SERVER=1"), Prefix: "d_"})
+	src := open(t, mcpclient.Server{Name: "docs", Command: []string{self}, Env: []string{"MCPCLIENT_TEST_STDIO_SERVER=1"}, Prefix: "d_", TrustAnnotations: true})
 	checkDocTools(t, src, "d_")
 	if err := src.Close(); err != nil {
 		t.Logf("close: %v", err)
@@ -320,7 +329,7 @@ func TestUnreachableAndBack(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL + "?token=hidden"})
+	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL + "?token=hidden", TrustAnnotations: true})
 	st := src.Status()
 	if st.Connected || st.Tools != 0 || !strings.Contains(st.LastError, "unreachable") || strings.Contains(st.LastError, "hidden") {
 		t.Fatalf("status while down: %+v", st)
@@ -363,7 +372,7 @@ func TestBearer(t *testing.T) {
 		t.Errorf("without the token: %+v", st)
 	}
 	c := mcpclient.Bearer(nil, ts.URL, token)
-	with := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, HTTPClient: c})
+	with := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, HTTPClient: c, TrustAnnotations: true})
 	checkDocTools(t, with, "docs__")
 	res, err := c.Get(elsewhere.URL)
 	if err == nil {
@@ -427,7 +436,7 @@ func TestClientCredentials(t *testing.T) {
 		})
 	})
 	c := mcpclient.ClientCredentials(nil, ts.URL, clientcredentials.Config{ClientID: "agent", ClientSecret: "s3cret", TokenURL: tokens.URL})
-	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, HTTPClient: c})
+	src := open(t, mcpclient.Server{Name: "docs", URL: ts.URL, HTTPClient: c, TrustAnnotations: true})
 	checkDocTools(t, src, "docs__")
 	if n := grants.Load(); n != 1 {
 		t.Errorf("%d grants, want 1 (the token reused)", n)

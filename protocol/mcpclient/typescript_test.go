@@ -58,7 +58,7 @@ func TestTypeScriptServer(t *testing.T) {
 		if err != nil || json.Unmarshal([]byte(line), &addr) != nil {
 			t.Fatalf("the server's first line %q: %v", line, err)
 		}
-		src := open(t, mcpclient.Server{Name: "ts", URL: addr.URL})
+		src := open(t, mcpclient.Server{Name: "ts", URL: addr.URL, TrustAnnotations: true})
 		check(t, src)
 		if _, err := call(t, toolOf(t, src, "ts__change"), `{}`); err != nil {
 			t.Fatal(err)
@@ -73,6 +73,6 @@ func TestTypeScriptServer(t *testing.T) {
 		}
 	})
 	t.Run("stdio", func(t *testing.T) {
-		check(t, open(t, mcpclient.Server{Name: "ts", Command: []string{"node", dir + "/server.mjs", "stdio"}}))
+		check(t, open(t, mcpclient.Server{Name: "ts", Command: []string{"node", dir + "/server.mjs", "stdio"}, TrustAnnotations: true}))
 	})
 }
