@@ -294,7 +294,7 @@ func importRule(module, name string, kind fuel.ImportKind) (fuel.Import, error) 
 	case extismEnv:
 		rule, ok := envRules[name]
 		if !ok {
-			return fuel.Import{}, fmt.Errorf("Extism's kernel has no function %q", name)
+			return fuel.Import{}, fmt.Errorf("the Extism kernel has no function %q", name)
 		}
 		rule.Base = hostCallCost
 		return rule, nil

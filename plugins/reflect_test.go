@@ -215,7 +215,7 @@ func reflectModule(t *testing.T, srv *httptest.Server, maxRedirects int) (*plugi
 // callTexts calls the module's tool and returns every text the call left:
 // its output (with the answers inside it decoded, see answerTexts), its
 // error, its traffic record, and the log.
-func callTexts(t *testing.T, m *plugins.Module, logs *logBuffer, tool, input string) (host.ToolResult, error, []string) {
+func callTexts(t *testing.T, m *plugins.Module, logs *logBuffer, tool, input string) (host.ToolResult, []string, error) {
 	t.Helper()
 	tl, ok := m.Tool(tool)
 	if !ok {
@@ -228,7 +228,7 @@ func callTexts(t *testing.T, m *plugins.Module, logs *logBuffer, tool, input str
 	}
 	b, _ := json.Marshal(res.Traffic)
 	texts = append(texts, string(b), logs.String())
-	return res, err, texts
+	return res, texts, err
 }
 
 // request is an http_request's JSON.
@@ -287,7 +287,7 @@ func TestSecretReflected(t *testing.T) {
 			if c.follow {
 				m, logs = follows, followsLogs
 			}
-			res, err, texts := callTexts(t, m, logs, c.tool, c.input)
+			res, texts, err := callTexts(t, m, logs, c.tool, c.input)
 			if !strings.Contains(res.Output, c.want) && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("want %q in the answer: %s, %v", c.want, res.Output, err)
 			}
@@ -318,7 +318,7 @@ func TestSecretReassembled(t *testing.T) {
 	t.Cleanup(func() { extism.SetLogLevel(extism.LogLevelOff) })
 	for _, as := range []string{"output", "log", "extism_log", "error"} {
 		t.Run(as, func(t *testing.T) {
-			res, err, texts := callTexts(t, m, logs, "cat", `{"as":"`+as+`","requests":[`+strings.Join(reqs, ",")+`]}`)
+			res, texts, err := callTexts(t, m, logs, "cat", `{"as":"`+as+`","requests":[`+strings.Join(reqs, ",")+`]}`)
 			if as == "error" && err == nil || as != "error" && err != nil {
 				t.Fatalf("%s: %v", res.Output, err)
 			}
