@@ -436,3 +436,37 @@ func TestSessionDeleteBlobs(t *testing.T) {
 		t.Errorf("blobs left: %+v", infos)
 	}
 }
+
+// TestForkOfDeletedBlob: a fork whose copies refer to a blob that is gone
+// (a sweep deleted it once the source's session was deleted, after the
+// fork read the source) is refused as of a source that changed, rather
+// than made referring to nothing; with the blob there, it is made.
+func TestForkOfDeletedBlob(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	h := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = store; o.BlobThreshold = 16 })
+	image := noise(9, 4096)
+	res, err := h.host.Session("src").Send(ctx, "look", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Data: image}}})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("send: %+v, %v", res, err)
+	}
+	// The sweep's delete, between the fork's read and its write.
+	if err := store.DeleteBlob(ctx, storage.BlobDigest(image)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.host.Fork(ctx, host.ForkOptions{Source: "src", At: res.ResponseID, SessionID: "f1"})
+	if !errors.Is(err, host.ErrSessionChanged) {
+		t.Fatalf("a fork of a deleted blob: %v, want ErrSessionChanged", err)
+	}
+	if evs, _ := store.Load(ctx, "f1"); len(evs) != 0 {
+		t.Fatalf("the refused fork wrote %d events", len(evs))
+	}
+	if _, err := store.PutBlob(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.host.Fork(ctx, host.ForkOptions{Source: "src", At: res.ResponseID, SessionID: "f2"})
+	if err != nil {
+		t.Fatalf("a fork with its blob there: %v", err)
+	}
+	r.Wait(ctx)
+}

@@ -74,7 +74,9 @@ var (
 	// ErrSessionChanged: an operation that removes or replaces a
 	// session's data ([Session.Delete], [Session.Replace]) found the
 	// session changed between its check and its act (a message another
-	// host queued meanwhile): nothing was removed. Check again, and decide
+	// host queued meanwhile): nothing was removed; or a fork
+	// ([Host.Fork]) found a blob its copies refer to gone (the source
+	// deleted meanwhile): nothing was forked. Check again, and decide
 	// again.
 	ErrSessionChanged = errors.New("host: the session changed while it was being removed or replaced")
 )

@@ -120,6 +120,25 @@ func (h *Host) Fork(ctx context.Context, opts ForkOptions) (*Run, error) {
 		}
 		add = append(add, in)
 	}
+	// The blobs the copies refer to are held until the fork is written
+	// (a sweep deletes no blob a writer holds), and must still be there
+	// once held: a sweep that deleted one after the source was read (its
+	// session deleted meanwhile) would leave the fork referring to
+	// nothing. Then the fork is refused, as of a source that changed.
+	unhold, err := HoldBlobs(ctx, h.store, ledger.BlobRefs(add))
+	if err != nil {
+		return nil, fmt.Errorf("host: fork %s: %w", opts.Source, err)
+	}
+	defer unhold()
+	if blobs, ok := h.store.(storage.Blobs); ok {
+		for _, d := range ledger.BlobRefs(add) {
+			if _, found, err := blobs.GetBlob(ctx, d); err != nil {
+				return nil, fmt.Errorf("host: fork %s: blob %s: %w", opts.Source, d, err)
+			} else if !found {
+				return nil, fmt.Errorf("host: fork %s: %w: its blob %s is gone (the source was deleted meanwhile)", opts.Source, ErrSessionChanged, d)
+			}
+		}
+	}
 	prepare := func(have []ledger.Event) ([]ledger.Event, error) {
 		if len(have) > 0 {
 			return nil, fmt.Errorf("%w: %s", ErrSessionExists, id)

@@ -102,7 +102,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request, t *tenant) 
 	case errors.Is(err, ledger.ErrForkPointNotFound):
 		writeError(w, http.StatusNotFound, codeNotFound, "%v", err)
 		return
-	case errors.Is(err, ledger.ErrForkPointUnfinished), errors.Is(err, host.ErrSessionExists):
+	case errors.Is(err, ledger.ErrForkPointUnfinished), errors.Is(err, host.ErrSessionExists), errors.Is(err, host.ErrSessionChanged):
 		writeError(w, http.StatusConflict, codeConflict, "%v", err)
 		return
 	case err != nil:
