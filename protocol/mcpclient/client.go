@@ -623,7 +623,7 @@ func (s *Source) keep() {
 			continue
 		}
 		if sess != watched {
-			watched, done, since = sess, make(chan struct{}), s.cfg.now()
+			watched, done, since = sess, make(chan struct{}), sess.since
 			go func(sess *conn, done chan struct{}) { sess.Wait(); close(done) }(sess, done)
 		}
 		select {
@@ -716,6 +716,7 @@ func (s *Source) connected(ctx context.Context) (*conn, error) {
 		sess.Close()
 		return nil, fmt.Errorf("%w: the source is closed", ErrUnreachable)
 	}
+	sess.since = s.cfg.now() // before it is told of, which a clock may follow
 	s.session, s.lastErr = sess, nil
 	pins := maps.Clone(s.pins)
 	s.mu.Unlock()
@@ -726,7 +727,8 @@ func (s *Source) connected(ctx context.Context) (*conn, error) {
 // conn is a session with the server and what refused its messages.
 type conn struct {
 	*mcp.ClientSession
-	over *overflow
+	over  *overflow
+	since time.Time // when it was made (listed): how long it lasted counts from here
 }
 
 // dial opens a session with the server, its messages bounded.
