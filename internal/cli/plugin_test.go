@@ -368,10 +368,15 @@ func TestPluginCommandsHostileModules(t *testing.T) {
 	}
 	code, out, errOut = timed("plugin list", 2*time.Minute, "plugin", "list", "--compile-timeout", "2s", "--plugins", dir)
 	for _, want := range []string{"count_vowels", "aaa", "tool count_vowels: offered by aaa and count_vowels",
-		"bomb", "startloop", "instantiating: timed out"} {
+		"bomb", "startloop"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plugin list does not say %q", want)
 		}
+	}
+	// The start function's loop is a call: its deadline (5 s) or its fuel
+	// stops it, whichever comes first on the machine.
+	if !strings.Contains(out, "instantiating: timed out") && !strings.Contains(out, "the start function used 10000000000 fuel") {
+		t.Error("plugin list does not say the start function timed out or ran out of fuel")
 	}
 	if !bombRefused(out) {
 		t.Error("plugin list does not say why bomb was refused")
