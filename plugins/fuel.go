@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
@@ -38,6 +39,10 @@ import (
 // fuelSlice is the fuel the global holds at a time: about a million
 // instructions, a tenth of a millisecond of guest work here.
 const fuelSlice = 1_000_000
+
+// yieldEvery is how long a guest runs between two yields to the other
+// goroutines (at a refill of its fuel).
+const yieldEvery = time.Millisecond
 
 // startExport is what the meter turns a module's start function into: an
 // export, which the host calls after instantiating the module, on the
@@ -188,10 +193,16 @@ func hostCheck(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
 	ok := true
 	if why == 0 {
 		ok = env.tank.refill()
-		// A slice of work done: the other goroutines get their turn now,
-		// not at Go's next preemption, which a goroutine in guest code
-		// meets only here and in host functions (a few slices later).
-		runtime.Gosched()
+		// A guest that has run a while gives the other goroutines their
+		// turn now, not at Go's next preemption, which a goroutine in
+		// guest code meets only here and in host functions (a few slices
+		// later). A short call never yields: a yield costs a warm Go
+		// call a fifth of its time here when another goroutine takes the
+		// processor.
+		if now := time.Now(); now.Sub(env.yielded) >= yieldEvery {
+			runtime.Gosched()
+			env.yielded = time.Now()
+		}
 	} else {
 		ok = env.tank.charge(gateCost(ctx, env, why))
 	}

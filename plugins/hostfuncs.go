@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/ledger"
@@ -40,8 +41,9 @@ type callEnv struct {
 	logLines     int
 	logDropped   bool
 	httpRequests int
-	tank         *tank // the call's fuel
-	fuelUsed     int64 // by the call's attempts so far
+	tank         *tank     // the call's fuel
+	fuelUsed     int64     // by the call's attempts so far
+	yielded      time.Time // when the guest last yielded to the other goroutines (or started)
 	// record keeps the call's traffic (a tool's call): its HTTP requests
 	// and key-value accesses, in traffic, made at the first (traffic.go).
 	record  bool

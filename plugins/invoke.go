@@ -69,7 +69,7 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		return 0, nil, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls (%d a tenant)", m.rt.calls.size, m.rt.calls.perTenant), cause: err})
 	}
 	defer m.rt.calls.release(m.tenant)
-	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: record, replay: replay}
+	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: record, replay: replay, yielded: time.Now()}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {
 		inst, err := m.pool.get(callCtx, m.newInstance)

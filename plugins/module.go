@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	extism "github.com/extism/go-sdk"
@@ -208,7 +209,7 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	if m.exports["describe"] {
-		env := &callEnv{mod: m, export: "describe", tank: in.tank}
+		env := &callEnv{mod: m, export: "describe", tank: in.tank, yielded: time.Now()}
 		in.tank.fill(m.limits.Fuel)
 		_, _, err = in.call(context.WithValue(callCtx, envKey{}, env), "describe", nil)
 		m.fuel.Add(in.tank.used())

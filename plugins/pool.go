@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -154,7 +155,7 @@ func (in *instance) start(ctx context.Context) error {
 		return nil
 	}
 	m := in.mod
-	env := &callEnv{mod: m, export: "start", tank: in.tank}
+	env := &callEnv{mod: m, export: "start", tank: in.tank, yielded: time.Now()}
 	in.env = env
 	defer func() { in.env = nil }()
 	in.stderr.reset()

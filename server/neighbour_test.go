@@ -17,8 +17,8 @@ import (
 	"github.com/agentichost/agentic/server"
 )
 
-// The noisy neighbour, through serve: tenant acme's agents call the worst
-// plugin the sandbox's property found (noisy.c: 16 MiB filled over and
+// The noisy neighbour, through serve: tenant acme's agents call one of the
+// sandbox's heaviest attacks as a plugin (noisy.c: 16 MiB filled over and
 // over with one bulk instruction a turn, until its call is stopped), as
 // many at once as its sandbox lets them; tenant beta's agent calls a
 // healthy plugin meanwhile, and a monitor asks /healthz. What beta and the

@@ -1,8 +1,9 @@
 /*
- * noisy.c — the worst neighbour the sandbox's property found: a tool that
- * fills 16 MiB of memory, over and over, with one bulk instruction a turn
- * (built with -mbulk-memory, memset is memory.fill), until its call is
- * stopped. Built to measure what it does to another tenant's calls.
+ * noisy.c — one of the sandbox's heaviest attacks as a plugin a tenant
+ * can upload: a tool that fills 16 MiB of memory, over and over, with one
+ * bulk instruction a turn (built with -mbulk-memory, memset is
+ * memory.fill), until its call is stopped. Built to measure what it does
+ * to another tenant's calls.
  */
 #include "agentic.h"
 
