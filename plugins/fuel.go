@@ -27,9 +27,10 @@ import (
 // same state uses the same fuel.
 //
 // The bound holds by construction, not by the guest's cooperation: the
-// original module is validated before it is rewritten (so it cannot name
-// the meter's global, type or import, which it does not have), the
-// meter's own import module cannot be imported, every instruction's
+// meter refuses a module that names a global, type, local or function it
+// does not have (those would be the meter's once rewritten), and wazero
+// validates the metered module; the meter's own import module cannot be
+// imported; every instruction's
 // charge is proportional to its work (bulk memory and table instructions
 // by their length, grows by what they leave), every host function the
 // guest can import is charged by its work (gate below) or is constant,
@@ -199,7 +200,7 @@ func hostCheck(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
 		// later). A short call never yields: a yield costs a warm Go
 		// call a fifth of its time here when another goroutine takes the
 		// processor.
-		if now := time.Now(); now.Sub(env.yielded) >= yieldEvery {
+		if time.Since(env.yielded) >= yieldEvery {
 			runtime.Gosched()
 			env.yielded = time.Now()
 		}
