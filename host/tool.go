@@ -57,6 +57,48 @@ type ToolCall struct {
 	Name string
 	// Input is the model's arguments, valid JSON.
 	Input json.RawMessage
+	// Journal keeps what the call does through a plugin's host functions,
+	// durably, in the session's ledger, for a call interrupted by a crash
+	// to be replayed (see [JournaledTool]); it holds what earlier attempts
+	// of the call recorded. Nil when the call is not durable (a task that
+	// is not, a call outside a run).
+	Journal Journal
+}
+
+// A Journal keeps, durably, what one tool call did through its host
+// functions (package plugins), so that a call a crash interrupted can be
+// run again with the journal answering what it had asked, then go on
+// live: exactly once all the way into the tool. Its entries are the
+// call's tool-journal events (ledger.ToolJournal), appended through the
+// run's lease like every event of the run.
+type Journal interface {
+	// Recorded returns what the call's earlier attempts recorded: the
+	// module that made them (its hash) and the entries, in order; "" and
+	// none on a call's first attempt.
+	Recorded() (source string, entries []ledger.JournalEntry)
+	// Record makes entries durable after those recorded before, for
+	// the module source, and returns once they are (or why they are not:
+	// the call must then fail, as nothing it does after is recorded).
+	Record(ctx context.Context, source string, entries []ledger.JournalEntry) error
+}
+
+// A JournaledTool is a [Tool] whose every effect passes through its
+// call's [Journal] (a Wasm plugin's: its only way out of the sandbox is
+// the host's functions). A resumed run runs a call of it that has no
+// result again, with its journal, whatever its effect: the journal
+// answers what the call had done, and only a request in flight at the
+// crash may be sent again (with the same idempotency key). A tool that
+// is not journaled and has an external effect gets "outcome unknown"
+// instead, unless it is idempotent.
+type JournaledTool interface {
+	Tool
+	Journaled() bool
+}
+
+// IsJournaled reports whether t is a [JournaledTool] that says so.
+func IsJournaled(t Tool) bool {
+	j, ok := t.(JournaledTool)
+	return ok && j.Journaled()
 }
 
 // ToolResult is what a tool returns to the model.

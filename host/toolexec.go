@@ -56,7 +56,7 @@ func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []Pe
 			continue
 		}
 		if prior != nil {
-			if ts := prior.started[c.ID]; ts != nil && !ts.Idempotent {
+			if ts := prior.started[c.ID]; ts != nil && !ts.Idempotent && !r.journals(c.Name) {
 				msg := fmt.Sprintf("error: the outcome of this call of %s is unknown: the host stopped while it ran, and the tool is not idempotent, so it was not run again. Check its effect before calling it again.", c.Name)
 				if err := r.appendResult(c, msg, true); err != nil {
 					return nil, err
@@ -236,7 +236,11 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 				return err
 			}
 		}
-		out, err := r.callTool(ctx, tool, spec, ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}, policyFuel)
+		call := ToolCall{ID: c.ID, SessionID: r.sessionID, Name: c.Name, Input: input}
+		if r.journals(c.Name) {
+			call.Journal = r.journalOf(c)
+		}
+		out, err := r.callTool(ctx, tool, spec, call, policyFuel)
 		if shutDown(ctx) || (errors.Is(err, ErrClosed) && r.h.draining.Load()) {
 			// Stopped by the host's shutdown: as after a crash, the call
 			// has no result, and the resumed run decides (its effect and
@@ -269,6 +273,62 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 	}
 	r.publish(Progress{Type: ProgressToolEnd, Tool: &ToolInfo{CallID: c.ID, Name: c.Name,
 		Output: output, IsError: result.IsError}})
+	return nil
+}
+
+// journals reports whether calls of the named tool keep a journal in this
+// run: the tool is a JournaledTool, and the run is durable.
+func (r *run) journals(name string) bool {
+	t, ok := r.tools[name]
+	return ok && !r.st.key.private && IsJournaled(t)
+}
+
+// callJournal is a call's Journal: its tool-journal events in the run's
+// ledger.
+type callJournal struct {
+	r        *run
+	call     ledger.ToolCall
+	source   string
+	recorded []ledger.JournalEntry
+	next     int // the place of the next entry
+}
+
+// journalOf returns call c's journal, with what the run's earlier
+// attempts recorded of it: the stretches of its tool-journal events that
+// follow one another from the first, of one module.
+func (r *run) journalOf(c ledger.ToolCall) *callJournal {
+	j := &callJournal{r: r, call: c}
+	for _, e := range r.view() {
+		x := e.ToolJournal
+		if x == nil || e.RunID != r.id || x.CallID != c.ID {
+			continue
+		}
+		if x.At != len(j.recorded) || (j.source != "" && x.Source != j.source) {
+			// Not a continuation of what was read (it cannot be, as one
+			// attempt appends at a time): the journal is what came before.
+			r.h.log.Warn("a tool call's journal has a gap; replaying what precedes it", "session", r.sessionID, "run", r.id,
+				"call", c.ID, "at", x.At, "want", len(j.recorded))
+			break
+		}
+		j.source = x.Source
+		j.recorded = append(j.recorded, x.Entries...)
+	}
+	j.next = len(j.recorded)
+	return j
+}
+
+func (j *callJournal) Recorded() (string, []ledger.JournalEntry) { return j.source, j.recorded }
+
+func (j *callJournal) Record(_ context.Context, source string, entries []ledger.JournalEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	e := j.r.newEvent(ledger.KindToolJournal)
+	e.ToolJournal = &ledger.ToolJournal{CallID: j.call.ID, Name: j.call.Name, Source: source, At: j.next, Entries: entries}
+	if err := j.r.append(e); err != nil {
+		return err
+	}
+	j.next += len(entries)
 	return nil
 }
 

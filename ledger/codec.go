@@ -443,6 +443,25 @@ func validate(e Event, skip checks) error {
 		if e.ToolStart.Name == "" {
 			return bad("tool_start.name", "missing")
 		}
+	case KindToolJournal:
+		j := e.ToolJournal
+		switch {
+		case j.CallID == "":
+			return bad("tool_journal.call_id", "missing")
+		case j.Name == "":
+			return bad("tool_journal.name", "missing")
+		case j.Source == "":
+			return bad("tool_journal.source", "missing")
+		case j.At < 0:
+			return bad("tool_journal.at", "negative")
+		case len(j.Entries) == 0:
+			return bad("tool_journal.entries", "none")
+		}
+		for i, x := range j.Entries {
+			if x.Op == "" {
+				return bad(fmt.Sprintf("tool_journal.entries[%d].op", i), "missing")
+			}
+		}
 	case KindToolResult:
 		if e.ToolResult.CallID == "" {
 			return bad("tool_result.call_id", "missing")
@@ -586,6 +605,17 @@ func invalidText(e *Event) string {
 	case e.ToolStart != nil:
 		return check("tool_start.call_id", e.ToolStart.CallID, "tool_start.name", e.ToolStart.Name,
 			"tool_start.effect", e.ToolStart.Effect)
+	case e.ToolJournal != nil:
+		j := e.ToolJournal
+		if f := check("call_id", j.CallID, "name", j.Name, "source", j.Source); f != "" {
+			return "tool_journal." + f
+		}
+		for i, x := range j.Entries {
+			if f := check("op", x.Op, "request", x.Request, "what", x.What, "key", x.Key); f != "" {
+				return fmt.Sprintf("tool_journal.entries[%d].%s", i, f)
+			}
+		}
+		return ""
 	case e.ToolResult != nil:
 		if t := e.ToolResult.Traffic; t != nil {
 			for i, x := range t.HTTP {
@@ -730,6 +760,7 @@ var bodyField = map[Kind]string{
 	KindResumeAttempt:    "resume_attempt",
 	KindRetry:            "retry",
 	KindFork:             "fork",
+	KindToolJournal:      "tool_journal",
 }
 
 func (e *Event) hasBody(k Kind) bool {
@@ -760,6 +791,8 @@ func (e *Event) hasBody(k Kind) bool {
 		return e.Retry != nil
 	case KindFork:
 		return e.Fork != nil
+	case KindToolJournal:
+		return e.ToolJournal != nil
 	}
 	return false
 }

@@ -81,7 +81,12 @@ func fullEvents() []Event {
 	fk := ev("ev_fk", KindFork, "run_1")
 	fk.Fork = &Fork{Source: "sess_src", At: "ev_st", Item: "resp_1", Copied: 12, Agent: "reviewer", Model: "anthropic/claude-<x>"}
 
-	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt, fk}
+	tj := ev("ev_tj", KindToolJournal, "run_1")
+	tj.ToolJournal = &ToolJournal{CallID: "call_2", Name: "http_steps", Source: "sha256:9f9f", At: 3, Entries: []JournalEntry{
+		{Op: JournalHTTPSend, Request: "sha256:1a2b", What: "POST https://steps.example.com/a?<b>", Key: "agentic-0123", Answer: []byte{0, 1, 0xff, '"'}},
+	}}
+
+	return []Event{in, rs, st, ts, tr, ar, ad, co, po, re, ra, rt, fk, tj}
 }
 
 // fullTraffic returns a traffic record with every field of it and of its

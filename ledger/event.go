@@ -25,6 +25,7 @@ const (
 	KindResumeAttempt    Kind = "resume-attempt"    // a host tries to resume an interrupted run (ResumeAttempt)
 	KindRetry            Kind = "retry"             // a failed model pass will be retried (Retry)
 	KindFork             Kind = "fork"              // the session was forked from another's ledger (Fork)
+	KindToolJournal      Kind = "tool-journal"      // what a plugin's call did through its host functions (ToolJournal)
 )
 
 // Kinds lists every event kind this version of the codec knows, in a fixed
@@ -33,7 +34,7 @@ func Kinds() []Kind {
 	return []Kind{
 		KindInput, KindRunStart, KindStep, KindToolStart, KindToolResult,
 		KindApprovalRequest, KindApprovalDecision, KindCompaction, KindPoke,
-		KindRunEnd, KindResumeAttempt, KindRetry, KindFork,
+		KindRunEnd, KindResumeAttempt, KindRetry, KindFork, KindToolJournal,
 	}
 }
 
@@ -67,6 +68,7 @@ type Event struct {
 	ResumeAttempt    *ResumeAttempt    `json:"resume_attempt,omitempty"`
 	Retry            *Retry            `json:"retry,omitempty"`
 	Fork             *Fork             `json:"fork,omitempty"`
+	ToolJournal      *ToolJournal      `json:"tool_journal,omitempty"`
 }
 
 // Role is the author of a [Message].
@@ -305,6 +307,61 @@ type ToolStart struct {
 	// Idempotent tells that the tool may safely run again with the same
 	// call id.
 	Idempotent bool `json:"idempotent,omitempty"`
+}
+
+// ToolJournal is a stretch of a plugin call's journal: the host functions
+// the call made, in order, each with the answer the guest got, made
+// durable before the call went on past them. A call's journal is the
+// entries of its tool-journal events, in ledger order, without gaps (At
+// counts on from the previous stretch). A resumed run replays an
+// unanswered call from it: the same module answers its host calls from the
+// journal, then goes on live (package plugins).
+type ToolJournal struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Source is the hash of the module that made the call: a replay runs
+	// the same module or none.
+	Source string `json:"source"`
+	// At is the place of the first entry in the call's journal, from 0.
+	At int `json:"at"`
+	// Entries are the host calls, in the order the guest made them.
+	Entries []JournalEntry `json:"entries"`
+}
+
+// The ops of a [JournalEntry].
+const (
+	// JournalHTTPSend: an HTTP request about to leave the host, journaled
+	// before it is sent; Key is its idempotency key. Without the
+	// JournalHTTP entry that follows it, the request may or may not have
+	// reached its server.
+	JournalHTTPSend = "http-send"
+	// JournalHTTP: the answer of the request the JournalHTTPSend before it
+	// sent (or why there is none).
+	JournalHTTP = "http"
+	// JournalKVGet, JournalKVSet, JournalKVDelete: a key-value access and
+	// its answer.
+	JournalKVGet    = "kv-get"
+	JournalKVSet    = "kv-set"
+	JournalKVDelete = "kv-delete"
+	// JournalLog: a line the guest logged (its digest only).
+	JournalLog = "log"
+)
+
+// JournalEntry is one host call of a plugin and its answer.
+type JournalEntry struct {
+	// Op names the host call (JournalHTTPSend, JournalHTTP, …).
+	Op string `json:"op"`
+	// Request is the digest of what the guest passed ("sha256:" and hex):
+	// a replay that passes anything else has diverged.
+	Request string `json:"request"`
+	// What names the call for people: a request's method and URL, a key.
+	// Cut to 256 bytes.
+	What string `json:"what,omitempty"`
+	// Key is a JournalHTTPSend's idempotency key, the one its request
+	// carries (and carries again if it is re-sent).
+	Key string `json:"key,omitempty"`
+	// Answer is what the guest got back, byte for byte.
+	Answer []byte `json:"answer,omitempty"`
 }
 
 // ToolResult is the outcome of one tool call.

@@ -49,6 +49,9 @@ func fastDecode(data []byte, shared bool) (w wireEvent, ok bool) {
 		case "tool_start":
 			w.ToolStart = new(ToolStart)
 			ok = s.toolStart(w.ToolStart)
+		case "tool_journal":
+			w.ToolJournal = new(ToolJournal)
+			ok = s.toolJournal(w.ToolJournal)
 		case "tool_result":
 			w.ToolResult = new(ToolResult)
 			ok = s.toolResult(w.ToolResult)
@@ -318,6 +321,52 @@ func (s *scanner) toolStart(t *ToolStart) bool {
 			t.Effect, ok = s.str()
 		case "idempotent":
 			t.Idempotent, ok = s.bool()
+		default:
+			return false
+		}
+		return ok
+	})
+}
+
+func (s *scanner) toolJournal(j *ToolJournal) bool {
+	var ok bool
+	return s.object(func(key string) bool {
+		switch key {
+		case "call_id":
+			j.CallID, ok = s.str()
+		case "name":
+			j.Name, ok = s.str()
+		case "source":
+			j.Source, ok = s.str()
+		case "at":
+			j.At, ok = s.int()
+		case "entries":
+			j.Entries = []JournalEntry{}
+			ok = s.array(func() bool {
+				var x JournalEntry
+				var ok bool
+				if !s.object(func(key string) bool {
+					switch key {
+					case "op":
+						x.Op, ok = s.str()
+					case "request":
+						x.Request, ok = s.str()
+					case "what":
+						x.What, ok = s.str()
+					case "key":
+						x.Key, ok = s.str()
+					case "answer":
+						x.Answer, ok = s.bytes()
+					default:
+						return false
+					}
+					return ok
+				}) {
+					return false
+				}
+				j.Entries = append(j.Entries, x)
+				return true
+			})
 		default:
 			return false
 		}

@@ -118,6 +118,10 @@ func fastEncode(b []byte, e *Event) (_ []byte, ok, badText bool) {
 		w.optStr(`"model":`, x.Model)
 		w.raw("}")
 	}
+	if x := e.ToolJournal; x != nil {
+		w.key(`"tool_journal":`)
+		w.toolJournal(x)
+	}
 	w.raw("}")
 	return w.b, w.ok, w.badText
 }
@@ -509,6 +513,39 @@ func (w *encoder) kvAccess(a *KVAccess) {
 	w.b = append(w.b, '}')
 }
 
+func (w *encoder) toolJournal(x *ToolJournal) {
+	w.raw(`{"call_id":`)
+	w.str(x.CallID)
+	w.key(`"name":`)
+	w.str(x.Name)
+	w.key(`"source":`)
+	w.str(x.Source)
+	w.key(`"at":`)
+	w.int(int64(x.At))
+	w.key(`"entries":`)
+	if x.Entries == nil {
+		w.raw("null")
+	} else {
+		w.b = append(w.b, '[')
+		for i := range x.Entries {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			je := &x.Entries[i]
+			w.raw(`{"op":`)
+			w.str(je.Op)
+			w.key(`"request":`)
+			w.str(je.Request)
+			w.optStr(`"what":`, je.What)
+			w.optStr(`"key":`, je.Key)
+			w.optBytes(`"answer":`, je.Answer)
+			w.b = append(w.b, '}')
+		}
+		w.b = append(w.b, ']')
+	}
+	w.b = append(w.b, '}')
+}
+
 // optBytes writes bytes as base64, as encoding/json writes a []byte, left
 // out when empty.
 func (w *encoder) optBytes(k string, data []byte) {
@@ -715,6 +752,13 @@ func encodedSizeHint(e *Event) int {
 		n += 48 + len(e.ResumeAttempt.Host)
 	case e.Retry != nil:
 		n += 72 + len(e.Retry.ResponseID) + len(e.Retry.Reason)
+	case e.ToolJournal != nil:
+		x := e.ToolJournal
+		n += 80 + len(x.CallID) + len(x.Name) + len(x.Source)
+		for i := range x.Entries {
+			je := &x.Entries[i]
+			n += 48 + len(je.Op) + len(je.Request) + len(je.What) + len(je.Key) + base64.StdEncoding.EncodedLen(len(je.Answer))
+		}
 	case e.Fork != nil:
 		x := e.Fork
 		n += 80 + len(x.Source) + len(x.At) + len(x.Item) + len(x.Agent) + len(x.Model)

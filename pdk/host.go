@@ -88,6 +88,14 @@ func hostError(fn string, msg []byte) error {
 	return fmt.Errorf("pdk: %s: %s", fn, s)
 }
 
+// IdempotencyKey returns the Idempotency-Key header the host puts on the
+// call's next [Fetch] (unless the request sets its own). A call's keys
+// are derived from its session, its call id and the request's place in
+// the call: a call that its host replays after a crash sends the same
+// request with the same key, so a server that honours Idempotency-Key
+// runs it once.
+func IdempotencyKey() string { return string(platformIdempotencyKey()) }
+
 // HTTPRequest is a request made through the host. The host sends it only
 // to the hosts the tenant allows, refuses private and loopback addresses
 // unless allowed, re-checks every redirect and caps the response's size

@@ -20,6 +20,8 @@ type FakeHost struct {
 	Logs []string
 	// Config is the plugin's configuration.
 	Config map[string]string
+	// Requests counts the requests Fetch sent, for IdempotencyKey.
+	Requests int
 }
 
 // TestHost is the host of native builds. Tests may replace it or its
@@ -92,6 +94,15 @@ func platformHTTP(raw []byte) []byte {
 	if w.Body != nil {
 		req.Body = []byte(*w.Body)
 	}
+	h.mu.Lock()
+	h.Requests++
+	if _, ok := req.Headers["Idempotency-Key"]; !ok {
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		req.Headers["Idempotency-Key"] = fmt.Sprintf("test-key-%d", h.Requests)
+	}
+	h.mu.Unlock()
 	res, err := h.Fetch(req)
 	if err != nil {
 		b, _ := json.Marshal(map[string]any{"error": err.Error()})
@@ -100,4 +111,13 @@ func platformHTTP(raw []byte) []byte {
 	body := string(res.Body)
 	b, _ := json.Marshal(map[string]any{"status": res.Status, "headers": res.Headers, "body": body})
 	return b
+}
+
+// platformIdempotencyKey is the key of the next request: "test-key-" and
+// its number, from 1.
+func platformIdempotencyKey() []byte {
+	h := TestHost
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return []byte(fmt.Sprintf("test-key-%d", h.Requests+1))
 }

@@ -46,6 +46,14 @@ type Tool struct {
 	// id has no further effect (use Call.ID as the idempotency key).
 	// Default: false.
 	Idempotent bool
+	// AtMostOnce declares that none of the tool's HTTP requests may reach
+	// its server twice. The host journals every request before it sends
+	// it; when its host stops with a request sent and not answered, the
+	// call is replayed and that request is sent again with the same
+	// Idempotency-Key ([IdempotencyKey]) — unless the tool is AtMostOnce:
+	// then the call ends "outcome unknown", naming the request. Default:
+	// false.
+	AtMostOnce bool
 	// Timeout bounds one call; the tenant's limit still applies. Default:
 	// 0, the tenant's limit.
 	Timeout time.Duration
@@ -327,6 +335,7 @@ type toolDesc struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 	Effect      Effect          `json:"effect"`
 	Idempotent  bool            `json:"idempotent"`
+	AtMostOnce  bool            `json:"at_most_once,omitempty"`
 	TimeoutMS   int64           `json:"timeout_ms,omitempty"`
 }
 
@@ -417,6 +426,7 @@ func describe() []byte {
 			InputSchema: json.RawMessage(schema),
 			Effect:      e.spec.Effect,
 			Idempotent:  e.spec.Idempotent,
+			AtMostOnce:  e.spec.AtMostOnce,
 			TimeoutMS:   e.spec.Timeout.Milliseconds(),
 		})
 	}

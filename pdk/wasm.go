@@ -45,6 +45,9 @@ func hostKVDelete(key uint64) uint64
 //go:wasmimport extism:host/user http_request
 func hostHTTP(req uint64) uint64
 
+//go:wasmimport extism:host/user idempotency_key
+func hostIdempotencyKey() uint64
+
 func block(b []byte) uint64 {
 	m := gopdk.AllocateBytes(b)
 	return m.Offset()
@@ -105,3 +108,5 @@ func platformHTTP(req []byte) []byte {
 	free(r)
 	return res
 }
+
+func platformIdempotencyKey() []byte { return take(hostIdempotencyKey()) }

@@ -55,6 +55,12 @@ type ToolDescription struct {
 	// has no further effect (the host may then re-run an external call
 	// whose outcome a crash left unknown).
 	Idempotent bool `json:"idempotent"`
+	// AtMostOnce declares that none of the tool's HTTP requests may be
+	// sent twice: a request in flight when its host stopped (journaled,
+	// its answer not) is not sent again when the call is replayed, and
+	// the call ends "outcome unknown" naming it. Default: false, which
+	// sends it again with the same Idempotency-Key.
+	AtMostOnce bool `json:"at_most_once,omitempty"`
 	// TimeoutMS is the tool's own timeout in milliseconds; 0 means the
 	// tenant's Limits.CallTimeout, and it can never exceed it.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`

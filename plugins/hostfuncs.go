@@ -23,6 +23,7 @@ import (
 //	kv_set(key i64, value i64) -> i64    0, or a block with an error message
 //	kv_delete(key i64) -> i64            0, or a block with an error message
 //	http_request(req i64) -> i64         a block with the JSON answer
+//	idempotency_key() -> i64             a block with the Idempotency-Key the next http_request carries
 //
 // Error messages of refusals start with "denied:". The functions act for
 // the call in progress: they find it in the context (callEnv); outside a
@@ -51,6 +52,16 @@ type callEnv struct {
 	// replay answers the call's HTTP requests and key-value accesses
 	// from a record instead (ReplayCall, replay.go).
 	replay *replayer
+	// journal journals a tool's call's host calls, and answers them
+	// while the call replays (journal.go); nil when the call keeps none.
+	journal *journal
+	// pos is the place of the next host call in the call's journal (an
+	// HTTP request takes two), kept whether the call journals or not: an
+	// HTTP request's idempotency key is derived from keyBase and it.
+	pos     int
+	keyBase []byte
+	// idemKey is the idempotency key of the request being sent.
+	idemKey string
 }
 
 func envFrom(ctx context.Context) *callEnv {
@@ -72,15 +83,16 @@ func hostFunctions() []extism.HostFunction {
 		extism.NewHostFunctionWithStack("kv_set", hostKVSet, []extism.ValueType{i64, i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("kv_delete", hostKVDelete, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("http_request", hostHTTP, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("idempotency_key", hostIdempotencyKey, nil, []extism.ValueType{i64}),
 		checkFunction(),
 	}
 }
 
 // userFunctions are the names of the host functions above, which a plugin
 // may import from extism:host/user (importRule).
-var userFunctions = map[string]bool{"log": true, "kv_get": true, "kv_set": true, "kv_delete": true, "http_request": true}
+var userFunctions = map[string]bool{"log": true, "kv_get": true, "kv_set": true, "kv_delete": true, "http_request": true, "idempotency_key": true}
 
-const userFunctionList = "log, kv_get, kv_set, kv_delete and http_request"
+const userFunctionList = "log, kv_get, kv_set, kv_delete, http_request and idempotency_key"
 
 // chargeHost charges the call in ctx n units of a host function's work (a
 // walk of the kernel's blocks, bytes read or written), and stops it at its
@@ -205,6 +217,9 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	if err != nil {
 		msg = []byte("(log line dropped: " + err.Error() + ")")
 	}
+	if env.journal != nil && !env.journalLog(ctx, level, msg) {
+		return // logged by the attempt that journaled it
+	}
 	if !env.allowLog(len(msg)) {
 		return
 	}
@@ -252,25 +267,34 @@ func hostKVGet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		env.replay.kvGet(ctx, env, p, stack)
 		return
 	}
-	key, found, value, msg := kvGet(ctx, env, p, stack[0])
-	if env != nil && env.record {
-		env.noteKV(ledger.KVGet, key, found, value, msg)
+	key, denied := kvKey(ctx, env, p, stack[0])
+	get := func() []byte {
+		found, value, msg := kvGet(ctx, env, key, denied)
+		if env != nil && env.record {
+			env.noteKV(ledger.KVGet, key, found, value, msg)
+		}
+		return kvGetAnswer(found, value, msg)
 	}
-	stack[0] = write(ctx, p, "kv_get", kvGetAnswer(found, value, msg))
+	var answer []byte
+	if env != nil && env.journal != nil {
+		answer = env.journalKV(ctx, ledger.JournalKVGet, key, nil, get)
+	} else {
+		answer = get()
+	}
+	stack[0] = write(ctx, p, "kv_get", answer)
 }
 
-// kvGet is kv_get: the key at offset, whether it was found and its value,
-// or the message of a failure.
-func kvGet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, offset uint64) (key []byte, found bool, value []byte, msg string) {
-	key, denied := kvKey(ctx, env, p, offset)
+// kvGet is kv_get of key (which kvKey read, or denied): whether it was
+// found and its value, or the message of a failure.
+func kvGet(ctx context.Context, env *callEnv, key []byte, denied string) (found bool, value []byte, msg string) {
 	if denied != "" {
-		return key, false, nil, denied
+		return false, nil, denied
 	}
 	v, ok, err := env.mod.rt.kv.Get(ctx, kvNamespace(env.mod.tenant), string(key))
 	if err != nil {
-		return key, false, nil, kvFailure(ctx, env, "kv_get", err)
+		return false, nil, kvFailure(ctx, env, "kv_get", err)
 	}
-	return key, ok, v, ""
+	return ok, v, ""
 }
 
 // kvGetAnswer is kv_get's answer: a status byte, then the value or the
@@ -291,16 +315,28 @@ func hostKVSet(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		env.replay.kvWrite(ctx, env, p, ledger.KVSet, stack)
 		return
 	}
-	key, value, msg := kvSet(ctx, env, p, stack[0], stack[1])
-	if env != nil && env.record {
-		env.noteKV(ledger.KVSet, key, false, value, msg)
+	key, value, msg := kvSetArgs(ctx, env, p, stack[0], stack[1])
+	set := func() []byte {
+		if msg == "" {
+			msg = kvSet(ctx, env, key, value)
+		}
+		if env != nil && env.record {
+			env.noteKV(ledger.KVSet, key, false, value, msg)
+		}
+		return []byte(msg)
 	}
-	stack[0] = kvWriteAnswer(ctx, p, "kv_set", msg)
+	var answer []byte
+	if env != nil && env.journal != nil {
+		answer = env.journalKV(ctx, ledger.JournalKVSet, key, value, set)
+	} else {
+		answer = set()
+	}
+	stack[0] = kvWriteAnswer(ctx, p, "kv_set", string(answer))
 }
 
-// kvSet is kv_set: the key and value at their offsets, and the message
-// of a failure.
-func kvSet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, keyOff, valueOff uint64) (key, value []byte, msg string) {
+// kvSetArgs reads kv_set's key and value at their offsets, or the
+// message of their refusal.
+func kvSetArgs(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, keyOff, valueOff uint64) (key, value []byte, msg string) {
 	key, denied := kvKey(ctx, env, p, keyOff)
 	if denied != "" {
 		return key, nil, denied
@@ -309,13 +345,19 @@ func kvSet(ctx context.Context, env *callEnv, p *extism.CurrentPlugin, keyOff, v
 	if err != nil {
 		return key, nil, "denied: bad value: " + err.Error()
 	}
+	return key, value, ""
+}
+
+// kvSet is kv_set of key and value (read by kvSetArgs): the message of a
+// failure, or "".
+func kvSet(ctx context.Context, env *callEnv, key, value []byte) string {
 	if refused := kvQuota(ctx, env, string(key)); refused != "" {
-		return key, value, refused
+		return refused
 	}
 	if err := env.mod.rt.kv.Set(ctx, kvNamespace(env.mod.tenant), string(key), value); err != nil {
-		return key, value, kvFailure(ctx, env, "kv_set", err)
+		return kvFailure(ctx, env, "kv_set", err)
 	}
-	return key, value, ""
+	return ""
 }
 
 // kvWriteAnswer is kv_set's and kv_delete's answer: 0, or a block with
@@ -334,16 +376,25 @@ func hostKVDelete(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) 
 		return
 	}
 	key, denied := kvKey(ctx, env, p, stack[0])
-	msg := denied
-	if denied == "" {
-		if err := env.mod.rt.kv.Delete(ctx, kvNamespace(env.mod.tenant), string(key)); err != nil {
-			msg = kvFailure(ctx, env, "kv_delete", err)
+	del := func() []byte {
+		msg := denied
+		if denied == "" {
+			if err := env.mod.rt.kv.Delete(ctx, kvNamespace(env.mod.tenant), string(key)); err != nil {
+				msg = kvFailure(ctx, env, "kv_delete", err)
+			}
 		}
+		if env != nil && env.record {
+			env.noteKV(ledger.KVDelete, key, false, nil, msg)
+		}
+		return []byte(msg)
 	}
-	if env != nil && env.record {
-		env.noteKV(ledger.KVDelete, key, false, nil, msg)
+	var answer []byte
+	if env != nil && env.journal != nil {
+		answer = env.journalKV(ctx, ledger.JournalKVDelete, key, nil, del)
+	} else {
+		answer = del()
 	}
-	stack[0] = kvWriteAnswer(ctx, p, "kv_delete", msg)
+	stack[0] = kvWriteAnswer(ctx, p, "kv_delete", string(answer))
 }
 
 // kvQuota returns why a Set that would add a key beyond the tenant's
@@ -400,15 +451,38 @@ func hostHTTP(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 		stack[0] = write(ctx, p, "http_request", env.replay.http(env, raw))
 		return
 	}
-	if err != nil {
-		err = denied("bad request: %v", err)
+	if env.journal != nil {
+		stack[0] = write(ctx, p, "http_request", env.journalHTTP(ctx, raw, err))
+		return
+	}
+	env.idemKey = idempotencyKey(env.keyBase, env.pos)
+	env.pos += 2
+	stack[0] = write(ctx, p, "http_request", env.httpLive(ctx, raw, err))
+	env.idemKey = ""
+}
+
+// httpLive sends one http_request (raw, or the error that kept it from
+// being read) and returns its answer.
+func (env *callEnv) httpLive(ctx context.Context, raw []byte, readErr error) []byte {
+	if readErr != nil {
+		err := denied("bad request: %v", readErr)
 		if env.record {
 			env.noteHTTP(httpRequestOf{method: "?"}, nil, nil, err, 0)
 		}
-		stack[0] = write(ctx, p, "http_request", wireError(err))
+		return wireError(err)
+	}
+	return env.mod.guard.do(ctx, env, raw)
+}
+
+// hostIdempotencyKey is idempotency_key: the key the call's next
+// http_request will carry (journal.go).
+func hostIdempotencyKey(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	if env == nil {
+		stack[0] = write(ctx, p, "idempotency_key", nil)
 		return
 	}
-	stack[0] = write(ctx, p, "http_request", env.mod.guard.do(ctx, env, raw))
+	stack[0] = write(ctx, p, "idempotency_key", []byte(idempotencyKey(env.keyBase, env.pos)))
 }
 
 func errOr(err error, s string) string {

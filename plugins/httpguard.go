@@ -294,6 +294,11 @@ func (g *httpGuard) exchange(ctx context.Context, env *callEnv, raw []byte) (req
 	if hreq.Header.Get("User-Agent") == "" {
 		hreq.Header.Set("User-Agent", "agentic-host-plugin")
 	}
+	if env.idemKey != "" && hreq.Header.Get("Idempotency-Key") == "" {
+		// The same on every attempt of the call (journal.go): a server
+		// that honours it runs a request sent again after a crash once.
+		hreq.Header.Set("Idempotency-Key", env.idemKey)
+	}
 	hres, err := g.client.Do(hreq)
 	if err != nil {
 		var de *deniedError

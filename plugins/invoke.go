@@ -30,7 +30,7 @@ func (m *Module) invoke(ctx context.Context, export, name, callID string, input 
 // together; 0 when it did not run), which the deferred function reads off
 // the call's env whatever the call returns.
 func (m *Module) invokeMetered(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration, decode func([]byte) error) (fuel int64, err error) {
-	fuel, _, err = m.invokeTraced(ctx, export, name, callID, input, timeout, false, nil, decode)
+	fuel, _, err = m.invokeTraced(ctx, export, name, callID, input, timeout, callOpts{}, decode)
 	return fuel, err
 }
 
@@ -38,14 +38,20 @@ func (m *Module) invokeMetered(ctx context.Context, export, name, callID string,
 // did through the host functions (never nil then), and with replay, those
 // answer from a record instead (ReplayCall).
 func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, input []byte, timeout time.Duration,
-	record bool, replay *replayer, decode func([]byte) error) (fuel int64, traffic *ledger.ToolTraffic, err error) {
+	co callOpts, decode func([]byte) error) (fuel int64, traffic *ledger.ToolTraffic, err error) {
 	var env *callEnv
 	defer func() {
 		if env != nil {
 			fuel = env.fuelUsed
 		}
-		if record {
+		if co.record {
 			traffic = env.trafficOf()
+			if j := co.journal; j != nil && j.replayed > 0 {
+				// What the journal answered is not in the record: it
+				// holds what the call did live, and says so.
+				traffic.Truncated = true
+				traffic.Dropped += j.replayed
+			}
 		}
 	}()
 	fail := func(err error) error { return m.fail(export, name, err) }
@@ -69,7 +75,11 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		return 0, nil, fail(&busyError{what: fmt.Sprintf("the host's %d concurrent plugin calls (%d a tenant)", m.rt.calls.size, m.rt.calls.perTenant), cause: err})
 	}
 	defer m.rt.calls.release(m.tenant)
-	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: record, replay: replay, yielded: time.Now()}
+	env = &callEnv{mod: m, export: export, name: name, callID: callID, record: co.record, replay: co.replay, journal: co.journal,
+		keyBase: co.keyBase, yielded: time.Now()}
+	if env.keyBase == nil {
+		env.keyBase = idempotencyBase(m.tenant, "", callID)
+	}
 	runCtx := context.WithValue(callCtx, envKey{}, env)
 	for attempt := 0; ; attempt++ {
 		inst, err := m.pool.get(callCtx, m.newInstance)
@@ -103,8 +113,14 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 			m.discard(inst)
 			continue
 		}
+		if err == nil && env.journal != nil {
+			err = env.journal.flushed()
+		}
 		if err != nil {
 			m.discard(inst)
+			if j := env.journal; j != nil && j.aborted != nil {
+				return 0, nil, fail(j.aborted)
+			}
 			if inst.tank.exhausted() {
 				return 0, nil, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
@@ -129,6 +145,16 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		m.recycle(inst)
 		return 0, nil, nil
 	}
+}
+
+// callOpts are a tool call's options of invokeTraced: whether it keeps a
+// record of its traffic, and how its host calls are answered (a replay of
+// its record, its journal) and keyed.
+type callOpts struct {
+	record  bool
+	replay  *replayer
+	journal *journal
+	keyBase []byte // for idempotency keys (default: the tenant's and the call id)
 }
 
 // closedBeforeRun reports whether err is go-sdk's (or the fast path's)

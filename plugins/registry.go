@@ -920,6 +920,9 @@ func (t *regTool) Spec() host.ToolSpec { return t.t.spec }
 // carry the fuel they used (host.ToolResult.Fuel).
 func (t *regTool) Metered() bool { return true }
 
+// Journaled reports true, as a module's tool does.
+func (t *regTool) Journaled() bool { return true }
+
 func (t *regTool) Call(ctx context.Context, call host.ToolCall) (host.ToolResult, error) {
 	if c := t.reg.canaryFor(t.tenant, t.t.mod.name, call.SessionID); c != nil {
 		if mt := c.mod.tools[t.t.spec.Name]; mt != nil {

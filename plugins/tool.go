@@ -40,6 +40,10 @@ func (t *moduleTool) Spec() host.ToolSpec { return t.spec }
 // carry the fuel they used (host.ToolResult.Fuel).
 func (t *moduleTool) Metered() bool { return true }
 
+// Journaled reports true: every effect of a plugin's call passes through
+// its host functions, which journal it (journal.go).
+func (t *moduleTool) Journaled() bool { return true }
+
 type callRequest struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input"`
@@ -66,6 +70,14 @@ func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *repla
 	if problems := t.schema.Problems(input, schema.Limits{MaxSteps: t.mod.limits.MaxSchemaSteps}); problems != nil {
 		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%s", strings.Join(problems, "; ")))
 	}
+	co := callOpts{record: true, replay: replay, keyBase: idempotencyBase(t.mod.tenant, call.SessionID, call.ID)}
+	if call.Journal != nil && replay == nil {
+		j, err := newJournal(t.mod, call, t.desc.AtMostOnce)
+		if err != nil {
+			return host.ToolResult{Source: t.mod.hash}, t.mod.fail("call", t.spec.Name, err)
+		}
+		co.journal = j
+	}
 	var output string
 	if t.desc.Export != "" {
 		// A plain module's tool: the export gets the input as is, or one
@@ -78,7 +90,7 @@ func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *repla
 			}
 			raw = []byte(unquote(members[f]))
 		}
-		fuel, traffic, err := t.mod.invokeTraced(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, true, replay, func(out []byte) error {
+		fuel, traffic, err := t.mod.invokeTraced(ctx, t.desc.Export, t.spec.Name, call.ID, raw, t.spec.Timeout, co, func(out []byte) error {
 			out = t.mod.withholdOutput(out)
 			if !utf8.Valid(out) {
 				return errMalformed("output is not UTF-8 text")
@@ -92,7 +104,7 @@ func (t *moduleTool) call(ctx context.Context, call host.ToolCall, replay *repla
 	if err != nil {
 		return host.ToolResult{}, t.mod.fail("call", t.spec.Name, detailed(ErrInvalidInput, "%v", err))
 	}
-	fuel, traffic, err := t.mod.invokeTraced(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, true, replay, func(out []byte) error {
+	fuel, traffic, err := t.mod.invokeTraced(ctx, "call", t.spec.Name, call.ID, req, t.spec.Timeout, co, func(out []byte) error {
 		out = t.mod.withholdOutput(out) // (secrets.go)
 		var res struct {
 			Output json.RawMessage `json:"output"`

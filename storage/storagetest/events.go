@@ -155,6 +155,13 @@ func EveryKind(runID string) []ledger.Event {
 		case ledger.KindFork:
 			e.Fork = &ledger.Fork{Source: "source-session", At: runID + "-02-step", Item: runID + "-resp0", Copied: 7,
 				Agent: "reviewer", Model: "anthropic/claude-sonnet-4.5 «candidate»"}
+		case ledger.KindToolJournal:
+			e.ToolJournal = &ledger.ToolJournal{CallID: runID + "-call1", Name: "http_steps", Source: "sha256:" + fmt.Sprintf("%064x", rng.Uint64()), At: 2,
+				Entries: []ledger.JournalEntry{
+					{Op: ledger.JournalHTTPSend, Request: "sha256:ab", What: "POST https://example.com/steps «1»", Key: "agentic-k1"},
+					{Op: ledger.JournalHTTP, Request: "sha256:ab", Answer: []byte(`{"status":200,"body":"ok \u00e9"}`)},
+					{Op: ledger.JournalKVGet, Request: "sha256:cd", What: "cache/key", Answer: binary(40)},
+				}}
 		default:
 			// A kind this generator does not know yet: fail loudly in
 			// the suite rather than silently skip it.

@@ -1,0 +1,303 @@
+package plugins
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/ledger"
+)
+
+// The journal of a tool's call (host.Journal): every host function the
+// call makes — an HTTP request, a key-value access, a log line — is an
+// entry, with the answer the guest got, in the order the guest made them.
+// A Wasm guest is deterministic given the answers of its imports, and its
+// only way out of the sandbox is the host's functions: a call that a
+// crash interrupted is run again from the start on the same module with
+// the journal answering each host call it had made, then goes on live.
+//
+// What must be durable, and when:
+//
+//   - An HTTP request is journaled (http-send, with its idempotency key)
+//     before it leaves the host, and its answer (http) before the guest
+//     gets it. A send without its answer is the one effect that may or may
+//     not have happened: a replay sends it again with the same key, or,
+//     for a tool that declares at_most_once, ends the call "outcome
+//     unknown" naming the request.
+//   - A key-value write is journaled, after it is done, before the guest
+//     goes on: one the crash cut before its entry is done again (a set or
+//     a delete of the same key to the same value).
+//   - A key-value read and a log line are journaled with the next entry
+//     that must be durable: nobody outside the sandbox saw their answers
+//     before then, so a crash before it runs them live again, which
+//     nobody can tell from the first time.
+//
+// A replayed guest that asks anything other than what the journal holds
+// at that place has diverged: the call fails (ErrJournalDiverged), never
+// silently live. A journal is bounded (MaxJournalEntries,
+// MaxJournalBytes): a call past a bound fails (ErrJournalFull).
+
+// The bounds of a call's journal.
+const (
+	// MaxJournalEntries bounds the host calls one call's journal keeps
+	// (an HTTP request takes two: its send and its answer).
+	MaxJournalEntries = 4096
+	// MaxJournalBytes bounds what one call's journal keeps: answers,
+	// digests and names together.
+	MaxJournalBytes = 16 << 20
+	// maxJournalPending is what reads and logs may hold before they are
+	// written without waiting for a write to go with.
+	maxJournalPending = 1 << 20
+	// maxJournalWhat bounds the name of a host call (a method and URL,
+	// a key) in an entry.
+	maxJournalWhat = 256
+)
+
+var (
+	// ErrJournalDiverged: a replayed call asked its host functions for
+	// something other than what its journal recorded at that place.
+	ErrJournalDiverged = errors.New("plugins: the replayed call diverged from its journal")
+	// ErrJournalModule: a call's journal was made by another module (its
+	// hash) than the one that would replay it: the plugin changed between
+	// the crash and the resume. The call is not run.
+	ErrJournalModule = errors.New("plugins: the call's journal was made by another module")
+	// ErrJournalFull: the call's journal passed MaxJournalEntries or
+	// MaxJournalBytes.
+	ErrJournalFull = errors.New("plugins: the call's journal is full")
+	// ErrJournalWrite: the journal could not be made durable (the
+	// session's storage failed, the run lost its lease): the call stops,
+	// as nothing it does after would be recorded.
+	ErrJournalWrite = errors.New("plugins: the call's journal could not be written")
+	// ErrOutcomeUnknown: a request of a tool that declares at_most_once
+	// was in flight when its host stopped: it may or may not have reached
+	// its server, and it is not sent again.
+	ErrOutcomeUnknown = errors.New("plugins: outcome unknown")
+)
+
+// callAbort is what a host function panics with to end a call for its
+// journal; the call fails with err (see invokeTraced).
+type callAbort struct{ err error }
+
+// journal is a call's journal in the making.
+type journal struct {
+	sink       host.Journal
+	source     string // the module's hash
+	recorded   []ledger.JournalEntry
+	next       int // the recorded entry the next host call replays
+	pending    []ledger.JournalEntry
+	pendingN   int // bytes of pending
+	entries    int // entries recorded or journaled
+	bytes      int
+	atMostOnce bool
+	keyBase    []byte // tenant, session and call id, for idempotency keys
+	replayed   int    // entries answered from the journal
+	aborted    error  // why a host function ended the call
+}
+
+// newJournal returns the journal of call for module m's tool, or the
+// error that refuses to replay it.
+func newJournal(m *Module, call host.ToolCall, atMostOnce bool) (*journal, error) {
+	source, recorded := call.Journal.Recorded()
+	if source != "" && source != m.hash {
+		return nil, detailed(ErrJournalModule, "the call was interrupted in %s and the module is %s now: the %d host calls it made are not replayed, so its outcome is unknown; check what it did before calling it again",
+			source, m.hash, len(recorded))
+	}
+	j := &journal{sink: call.Journal, source: m.hash, recorded: recorded, entries: len(recorded), atMostOnce: atMostOnce,
+		keyBase: idempotencyBase(m.tenant, call.SessionID, call.ID)}
+	for i := range recorded {
+		j.bytes += entryBytes(&recorded[i])
+	}
+	return j, nil
+}
+
+// idempotencyBase is what a call's idempotency keys are derived from.
+func idempotencyBase(tenant, session, callID string) []byte {
+	b := make([]byte, 0, len(tenant)+len(session)+len(callID)+2)
+	b = append(append(append(append(append(b, tenant...), 0), session...), 0), callID...)
+	return b
+}
+
+// idempotencyKey is the key of the HTTP request at place pos of the call
+// whose base is base: the same on every attempt of the call.
+func idempotencyKey(base []byte, pos int) string {
+	h := sha256.New()
+	h.Write(base)
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], uint64(pos))
+	h.Write(p[:])
+	return "agentic-" + hex.EncodeToString(h.Sum(nil)[:20])
+}
+
+// entryBytes is what an entry takes of the journal's bound.
+func entryBytes(e *ledger.JournalEntry) int {
+	return len(e.Op) + len(e.Request) + len(e.What) + len(e.Key) + len(e.Answer)
+}
+
+// replaying reports whether the next host call is answered from the
+// journal.
+func (j *journal) replaying() bool { return j.next < len(j.recorded) }
+
+// replay returns the recorded answer of the host call op, asked with req
+// (named what), at the journal's place; the call ends (a callAbort) when
+// the journal recorded another call there.
+func (j *journal) replay(op, what string, req []byte) ledger.JournalEntry {
+	at := j.next
+	want := j.recorded[at]
+	j.next++
+	j.replayed++
+	if want.Op != op || want.Request != digest(req) {
+		j.abort(detailed(ErrJournalDiverged, "host call %d is %s %s, the journal recorded %s %s there",
+			at+1, op, quoteWhat(what), want.Op, quoteWhat(want.What)))
+	}
+	return want
+}
+
+// record journals a live host call's entry; with durable, it returns once
+// every entry so far is durable.
+func (j *journal) record(ctx context.Context, e ledger.JournalEntry, durable bool) {
+	n := entryBytes(&e)
+	if j.entries+1 > MaxJournalEntries {
+		j.abort(detailed(ErrJournalFull, "more than %d host calls in one call (MaxJournalEntries)", MaxJournalEntries))
+	}
+	if j.bytes+n > MaxJournalBytes {
+		j.abort(detailed(ErrJournalFull, "its host calls' answers pass %d bytes (MaxJournalBytes)", MaxJournalBytes))
+	}
+	j.entries++
+	j.bytes += n
+	j.pending = append(j.pending, e)
+	j.pendingN += n
+	if durable || j.pendingN >= maxJournalPending {
+		j.flush(ctx)
+	}
+}
+
+// flush makes the pending entries durable.
+func (j *journal) flush(ctx context.Context) {
+	if len(j.pending) == 0 {
+		return
+	}
+	if err := j.sink.Record(ctx, j.source, j.pending); err != nil {
+		j.abort(detailed(ErrJournalWrite, "%v", err))
+	}
+	j.pending, j.pendingN = j.pending[:0], 0
+}
+
+// abort ends the call in progress with err: the host function panics,
+// the runtime unwinds the guest, and the call fails with err
+// (invokeTraced reads it here).
+func (j *journal) abort(err error) {
+	j.aborted = err
+	panic(&callAbort{err: err})
+}
+
+// quoteWhat quotes an entry's name for a message.
+func quoteWhat(what string) string {
+	if what == "" {
+		return ""
+	}
+	return strconv.Quote(what)
+}
+
+// whatOf names a host call's subject for an entry, cut.
+func whatOf(s string) string { return text(s, maxJournalWhat) }
+
+// httpWhat names an http_request by its method and URL.
+func httpWhat(raw []byte) string {
+	var w struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return "(malformed request)"
+	}
+	if w.Method == "" {
+		w.Method = "GET"
+	}
+	return whatOf(w.Method + " " + w.URL)
+}
+
+// journalHTTP runs one http_request of a journaled call: from the
+// journal while it replays, live after.
+func (env *callEnv) journalHTTP(ctx context.Context, raw []byte, readErr error) []byte {
+	j := env.journal
+	req := raw
+	if readErr != nil {
+		req = []byte("(unreadable: " + readErr.Error() + ")")
+	}
+	what := httpWhat(raw)
+	pos := env.pos
+	env.pos += 2
+	if j.replaying() {
+		sent := j.replay(ledger.JournalHTTPSend, what, req)
+		if j.replaying() {
+			return j.replay(ledger.JournalHTTP, what, req).Answer
+		}
+		// The one unknown: the request was journaled, and maybe sent,
+		// when the host stopped.
+		if j.atMostOnce {
+			j.abort(detailed(ErrOutcomeUnknown, "the request %s (host call %d, idempotency key %s) was in flight when the host stopped: it may or may not have reached its server, and this tool declares at_most_once, so it was not sent again; check its effect before calling the tool again",
+				quoteWhat(sent.What), pos+1, sent.Key))
+		}
+		env.idemKey = sent.Key
+	} else {
+		env.idemKey = idempotencyKey(j.keyBase, pos)
+		j.record(ctx, ledger.JournalEntry{Op: ledger.JournalHTTPSend, Request: digest(req), What: what, Key: env.idemKey}, true)
+	}
+	answer := env.httpLive(ctx, raw, readErr)
+	env.idemKey = ""
+	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalHTTP, Request: digest(req), Answer: answer}, true)
+	return answer
+}
+
+// journalKV runs one key-value access of a journaled call (op, on key,
+// with value for a set): from the journal while it replays (nothing is
+// touched), else by do, whose answer is journaled.
+func (env *callEnv) journalKV(ctx context.Context, op string, key, value []byte, do func() []byte) []byte {
+	j := env.journal
+	env.pos++
+	req := make([]byte, 0, len(key)+1+len(value))
+	req = append(append(append(req, key...), 0), value...)
+	what := whatOf(string(key))
+	if j.replaying() {
+		return j.replay(op, what, req).Answer
+	}
+	answer := do()
+	j.record(ctx, ledger.JournalEntry{Op: op, Request: digest(req), What: what, Answer: answer}, op != ledger.JournalKVGet)
+	return answer
+}
+
+// journalLog journals one log line of a journaled call, and reports
+// whether it is to be logged: a line replayed was logged the first time.
+func (env *callEnv) journalLog(ctx context.Context, level int32, msg []byte) bool {
+	j := env.journal
+	env.pos++
+	req := append([]byte{byte(level)}, msg...)
+	if j.replaying() {
+		j.replay(ledger.JournalLog, "", req)
+		return false
+	}
+	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalLog, Request: digest(req)}, false)
+	return true
+}
+
+// flushed is called when the guest returned: a call that replayed must
+// have made every host call its journal holds. What is pending need not
+// be written: the call's result follows.
+func (j *journal) flushed() error {
+	if !j.replaying() {
+		return nil
+	}
+	want := j.recorded[j.next]
+	j.aborted = detailed(ErrJournalDiverged, "the call ended after %d host calls; the journal recorded %d, the next %s %s",
+		j.next, len(j.recorded), want.Op, quoteWhat(want.What))
+	return j.aborted
+}
+
+// String describes the abort for a runtime that prints a panic's value.
+func (a *callAbort) String() string { return fmt.Sprint(a.err) }
