@@ -489,7 +489,8 @@ func (h *Host) parkedAgent(ctx context.Context, id string) Agent {
 }
 
 // parkedResult is what a parked run's callers get: status
-// approval_required, and the requests it waits on.
+// approval_required, and the requests it waits on — or status waiting, and
+// the waits of its calls, when no request is pending.
 func (h *Host) parkedResult(sessionID string, events []ledger.Event, runID string) RunResult {
 	view, _ := ledger.ProjectRun(events, runID)
 	res := RunResult{Status: ledger.RunApprovalRequired, Reason: "waiting for approval", Text: view.Text, RunID: runID,
@@ -501,6 +502,11 @@ func (h *Host) parkedResult(sessionID string, events []ledger.Event, runID strin
 		if a.State == ledger.ApprovalPending && !a.Answered {
 			res.Approvals = append(res.Approvals, h.pendingOf(sessionID, runID, a.RequestedAt, a.Request))
 		}
+	}
+	res.Waits = waitingOf(events, runID)
+	if len(res.Approvals) == 0 && len(res.Waits) > 0 {
+		// Waiting for the world, not for people.
+		res.Status, res.Reason = ledger.RunWaiting, "waiting for "+waitWhat(ledger.OpenWaits(events, runID)[0])
 	}
 	return res
 }
@@ -578,12 +584,19 @@ func (h *Host) cancelParked(sessionID, reason string) bool {
 		for _, res := range view.Results {
 			answered[res.CallID] = true
 		}
+		waits := map[string]ledger.JournalWait{}
+		for _, w := range ledger.OpenWaits(events, runID) {
+			waits[w.CallID] = w
+		}
 		if n := len(view.Steps); n > 0 {
 			for _, c := range view.Steps[n-1].ToolCalls {
 				if !answered[c.ID] {
+					msg := "error: the run was cancelled before this tool call ran"
+					if w, ok := waits[c.ID]; ok {
+						msg = "error: the run was cancelled while this call waited for " + waitWhat(w)
+					}
 					e := ev(ledger.KindToolResult)
-					e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true,
-						Output: "error: the run was cancelled before this tool call ran"}
+					e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true, Output: msg}
 					out = append(out, e)
 				}
 			}

@@ -17,15 +17,17 @@ import (
 type InUseError struct {
 	SessionID string
 	// State is the session's: StateRunning (a run in flight here, or a
-	// host holds the session's lease) or StateApprovalRequired.
+	// host holds the session's lease), StateApprovalRequired or
+	// StateWaiting.
 	State State
 	// RunID is the run concerned, when the ledger names one.
 	RunID string
 	// Holder is the lease's holder, when a host holds it and the storage
 	// tells.
 	Holder string
-	// Approvals counts the requests a parked run waits on.
-	Approvals int
+	// Approvals counts the requests a parked run waits on; Waits the
+	// waits of its calls.
+	Approvals, Waits int
 }
 
 // Error says what holds the session.
@@ -33,6 +35,8 @@ func (e *InUseError) Error() string {
 	switch {
 	case e.State == StateApprovalRequired:
 		return fmt.Sprintf("host: session %s waits for %d approval decision(s) (run %s): decide or cancel them first, or force the deletion", e.SessionID, e.Approvals, e.RunID)
+	case e.State == StateWaiting:
+		return fmt.Sprintf("host: a run of session %s waits (run %s, %d call(s) waiting for an event or a time): post the event, or cancel the run first, or force the deletion", e.SessionID, e.RunID, e.Waits)
 	case e.Holder != "":
 		return fmt.Sprintf("host: the lease of session %s is held by %s (a run in progress on that host): cancel it first, or force the deletion", e.SessionID, e.Holder)
 	default:

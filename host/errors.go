@@ -88,8 +88,9 @@ type BusyError struct {
 	// RunID is the run in flight (or parked), "" when another host leads
 	// the session and its ledger names no open run (it is between runs).
 	RunID string
-	// State is the session's: StateRunning, or StateApprovalRequired for
-	// a run parked for approvals.
+	// State is the session's: StateRunning, or StateApprovalRequired
+	// (StateWaiting) for a run parked for approvals (for its calls'
+	// waits).
 	State State
 }
 
@@ -100,8 +101,11 @@ func (e *BusyError) Error() string {
 		run = "run " + e.RunID
 	}
 	doing := "is working"
-	if e.State == StateApprovalRequired {
+	switch e.State {
+	case StateApprovalRequired:
 		doing = "waits for approval"
+	case StateWaiting:
+		doing = "waits for an event or a time"
 	}
 	return fmt.Sprintf("host: session %s is busy: %s %s, and its agent rejects overlapping turns (overlap: reject); send the message again once the run ended",
 		e.SessionID, run, doing)

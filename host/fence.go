@@ -118,8 +118,8 @@ func (s *Session) hold(ctx context.Context, op string, force bool) (*held, error
 		switch {
 		case busy:
 			return nil, &InUseError{SessionID: s.id, State: StateRunning, RunID: status.RunID}
-		case status.State == StateApprovalRequired:
-			return nil, &InUseError{SessionID: s.id, State: status.State, RunID: status.RunID, Approvals: len(status.Approvals)}
+		case status.State == StateApprovalRequired, status.State == StateWaiting:
+			return nil, &InUseError{SessionID: s.id, State: status.State, RunID: status.RunID, Approvals: len(status.Approvals), Waits: len(status.Waits)}
 		case status.State == StateRunning && status.Holder != hd.owner:
 			return nil, &InUseError{SessionID: s.id, State: status.State, RunID: status.RunID, Holder: status.Holder}
 		}

@@ -239,6 +239,10 @@ func New(opts Options) (*Host, error) {
 		h.events = newEventBus(opts.OnEvent, eventQueueSize, func(msg string, args ...any) { log.Warn(msg, args...) })
 	}
 	h.startSweeps()
+	if kv, ok := opts.Storage.(storage.KV); ok {
+		h.wg.Add(1)
+		go h.watchWaitTimers(kv, min(time.Second, h.leaseTTL))
+	}
 	return h, nil
 }
 

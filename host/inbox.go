@@ -221,7 +221,11 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		// it, queued, and the run folds it in when it continues —
 		// unless its agent rejects overlapping turns.
 		if r.msgID == "" && r.agent.Overlap == OverlapReject {
-			return &BusyError{SessionID: st.key.id, RunID: runID, State: StateApprovalRequired}
+			state := StateApprovalRequired
+			if h.parkedResult(st.key.id, events, runID).Status == ledger.RunWaiting {
+				state = StateWaiting
+			}
+			return &BusyError{SessionID: st.key.id, RunID: runID, State: state}
 		}
 		if r.msgID == "" {
 			input, err := r.newInput("")

@@ -57,6 +57,7 @@ type run struct {
 	tools      map[string]Tool
 	specs      []model.ToolSpec
 	grants     []Grant // the run's own approved requests (runapproval.go)
+	waits      int     // the calls of the pass that wait in their journals (wait.go)
 
 	// The child runs its delegate calls started (Options.Delegation), and,
 	// for a run that is no delegate's child, its message's whole tree.
@@ -92,8 +93,9 @@ type outcome struct {
 	reason  string
 	timeout TimeoutKind // the timeout that ended a timed_out run, if one did
 	err     error
-	// parked: the run waits for approvals; it does not end (no run-end),
-	// and continues once they are decided.
+	// parked: the run waits for approvals or for its calls' waits; it
+	// does not end (no run-end), and continues once they are decided or
+	// complete.
 	parked bool
 }
 

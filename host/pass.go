@@ -148,7 +148,7 @@ func (r *run) pass() (o outcome, stop bool) {
 	if err != nil {
 		return outcome{err: err}, true
 	}
-	if len(waiting) > 0 {
+	if len(waiting) > 0 || r.waits > 0 {
 		if r.stopped() && !shutDown(r.ctx) {
 			// Cancelled or timed out while the pass's other calls ran:
 			// the run ends so, and the requests it made go with it — a
@@ -159,14 +159,14 @@ func (r *run) pass() (o outcome, stop bool) {
 			}
 			return outcome{status: status, reason: reason, timeout: timeout}, true
 		}
-		return outcome{status: ledger.RunApprovalRequired, parked: true}, true
+		return r.park(waiting), true
 	}
 	return r.afterTools(next)
 }
 
 // withdraw denies the requests a stopped run's pass left waiting (as
 // cancelling a parked run does), and answers their calls, which did not
-// run.
+// run, and the calls that wait in their journals.
 func (r *run) withdraw(waiting []PendingApproval, calls []ledger.ToolCall, status ledger.RunStatus, reason string) error {
 	why, msg := "the run was cancelled: "+reason, "error: the run was cancelled before this tool call ran"
 	if status == ledger.RunTimedOut {
@@ -177,6 +177,9 @@ func (r *run) withdraw(waiting []PendingApproval, calls []ledger.ToolCall, statu
 		if a.RunID == r.id {
 			pending[a.Request.ApprovalID] = a.Request
 		}
+	}
+	if err := r.withdrawWaits(calls, msg); err != nil {
+		return err
 	}
 	for _, w := range waiting {
 		a, ok := pending[w.ApprovalID]

@@ -40,6 +40,11 @@ const (
 	// ProgressApprovalDecided: a tool call's approval request was decided
 	// (Approval.State).
 	ProgressApprovalDecided ProgressType = "approval-decided"
+	// ProgressToolWaiting: the tool call Tool waits (Wait): for an event
+	// posted to the session, or until a time. It holds nothing while it
+	// waits; the run parks (run-end with status waiting) once the pass's
+	// other calls are done, and continues when the wait completes.
+	ProgressToolWaiting ProgressType = "tool-waiting"
 )
 
 // Progress is one live event of a run, for UIs. It is JSON-safe: marshal it
@@ -74,6 +79,8 @@ type Progress struct {
 	Timeout TimeoutKind      `json:"timeout,omitempty"`
 	// Approval describes the request of an approval event.
 	Approval *ApprovalInfo `json:"approval,omitempty"`
+	// Wait describes the wait of a tool-waiting event.
+	Wait *Waiting `json:"wait,omitempty"`
 }
 
 // ApprovalInfo describes an approval request in a [Progress] event.

@@ -464,8 +464,15 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 	if err != nil {
 		return outcome{err: err}
 	}
-	if len(waiting) > 0 {
-		return outcome{status: ledger.RunApprovalRequired, parked: true}
+	if len(waiting) > 0 || r.waits > 0 {
+		if r.stopped() && !shutDown(r.ctx) {
+			status, reason, timeout := doneStatus(r.ctx)
+			if err := r.withdraw(waiting, last.ToolCalls, status, reason); err != nil {
+				return outcome{err: err}
+			}
+			return outcome{status: status, reason: reason, timeout: timeout}
+		}
+		return r.park(waiting)
 	}
 	r.step = last.Index
 	if o, stop := r.afterTools(last.NextResponseID); stop {

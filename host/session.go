@@ -97,6 +97,9 @@ type RunResult struct {
 	// Approvals are the approval requests a parked run waits on (Status
 	// approval_required).
 	Approvals []PendingApproval
+	// Waits are the waits of a parked run's calls (Status waiting, or
+	// approval_required when requests are pending too).
+	Waits []Waiting
 }
 
 // Start appends a user message to the session and returns once it is

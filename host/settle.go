@@ -99,6 +99,9 @@ func (r *run) end(o outcome) *run {
 	if o.parked && storeErr == nil {
 		res = r.h.parkedResult(r.sessionID, events, r.id)
 		status, reason = res.Status, res.Reason
+		if len(res.Waits) > 0 && !r.st.key.private {
+			r.h.afterParked(r.sessionID, events, r.id, r.agent)
+		}
 	}
 	var err error
 	if storeErr != nil {

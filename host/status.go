@@ -24,6 +24,9 @@ const (
 	// StateApprovalRequired: the session's run is parked until people
 	// decide its approval requests.
 	StateApprovalRequired State = "approval_required"
+	// StateWaiting: the session's run is parked until the events or times
+	// its calls wait for come (Status.Waits).
+	StateWaiting State = "waiting"
 	// StateCompleted, StateFailed, StateCancelled, StateTimedOut: how the
 	// session's last run ended.
 	StateCompleted State = "completed"
@@ -71,6 +74,8 @@ type Status struct {
 	// parked on approvals (state approval_required too), the child's
 	// requests, their SessionID the child's.
 	Approvals []PendingApproval `json:"approvals,omitempty"`
+	// Waits are the waits of a parked run's calls (state waiting).
+	Waits []Waiting `json:"waits,omitempty"`
 }
 
 // Status returns what the session is doing: its state, the run it concerns
@@ -113,9 +118,15 @@ func (s *Session) statusAt(ctx context.Context, events []ledger.Event, live []le
 		case ledger.Parked(events, id):
 			st.State = StateApprovalRequired
 			res := s.h.parkedResult(s.id, events, id)
-			st.Approvals = res.Approvals
+			st.Approvals, st.Waits = res.Approvals, res.Waits
 			for _, a := range st.Approvals {
 				st.Since = a.RequestedAt // the last request's
+			}
+			if res.Status == ledger.RunWaiting {
+				st.State = StateWaiting
+				for _, w := range st.Waits {
+					st.Since = w.Since // the last wait's
+				}
 			}
 		case len(live) > 0 && live[0].RunID == id:
 			st.State = StateRunning

@@ -80,6 +80,12 @@ type Journal interface {
 	// the module source, and returns once they are (or why they are not:
 	// the call must then fail, as nothing it does after is recorded).
 	Record(ctx context.Context, source string, entries []ledger.JournalEntry) error
+	// Event returns the payload of the event key posted to the call's
+	// session ([Session.PostEvent]) and not taken by a call yet. A call
+	// that finds it takes it by recording the entry that completes its
+	// wait (ledger.JournalWaitDone, What the key); without it, the call
+	// waits: it returns a *[WaitError], and the run parks.
+	Event(ctx context.Context, key string) (payload []byte, ok bool, err error)
 }
 
 // A JournaledTool is a [Tool] whose every effect passes through its

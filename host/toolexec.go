@@ -38,6 +38,7 @@ type priorCalls struct {
 // non-nil only when the ledger could not be written.
 func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []PendingApproval, err error) {
 	approvals := latestApprovals(r.view(), r.id)
+	r.waits = 0
 	for _, c := range calls {
 		if prior != nil && prior.answered[c.ID] {
 			continue
@@ -241,6 +242,14 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 			call.Journal = r.journalOf(c)
 		}
 		out, err := r.callTool(ctx, tool, spec, call, policyFuel)
+		if w, ok := errors.AsType[*WaitError](err); ok && call.Journal != nil && !r.stopped() {
+			// The call waits, its journal holding the wait: no result;
+			// the run parks once the pass's other calls are done.
+			r.waits++
+			r.publish(Progress{Type: ProgressToolWaiting, Tool: &ToolInfo{CallID: c.ID, Name: c.Name, Input: progressInput},
+				Wait: &Waiting{CallID: c.ID, Name: c.Name, Event: w.Event, Until: w.Until, Since: time.Now().UTC()}})
+			return nil
+		}
 		if shutDown(ctx) || (errors.Is(err, ErrClosed) && r.h.draining.Load()) {
 			// Stopped by the host's shutdown: as after a crash, the call
 			// has no result, and the resumed run decides (its effect and
@@ -329,6 +338,7 @@ func (j *callJournal) Record(_ context.Context, source string, entries []ledger.
 		return err
 	}
 	j.next += len(entries)
+	j.taken(entries)
 	return nil
 }
 

@@ -129,13 +129,14 @@ func PendingApprovals(events []Event) []Approval {
 	return out
 }
 
-// Parked reports whether a run waits for people: it has no run-end, and
-// either its own request since its last pass ([RunApproval]) is pending,
-// or its last pass asked for tool calls and every one of them without a
-// result waits on a pending approval request (at least one does). A run
-// whose requests were all decided but whose calls have no results yet is
-// not parked: it is interrupted, and resuming it carries out the
-// decisions.
+// Parked reports whether a run waits for people or for the world: it has
+// no run-end, and either its own request since its last pass
+// ([RunApproval]) is pending, or its last pass asked for tool calls and
+// every one of them without a result waits — on a pending approval
+// request, or in its journal (an event or a time, [OpenWaits]) — and at
+// least one does. A run whose requests were all decided (or whose waits
+// completed) but whose calls have no results yet is not parked: it is
+// interrupted, and resuming it carries out the decisions.
 func Parked(events []Event, runID string) bool {
 	if a, ok := RunApproval(events, runID); ok {
 		if a.State != ApprovalPending {
@@ -167,6 +168,9 @@ func Parked(events []Event, runID string) bool {
 	state := map[string]ApprovalState{} // call id → its latest request's state
 	for _, a := range Approvals(events, runID) {
 		state[a.Request.CallID] = a.State
+	}
+	for _, w := range OpenWaits(events, runID) {
+		state[w.CallID] = ApprovalPending // waits as a pending request does
 	}
 	pending := 0
 	for _, c := range last.ToolCalls {

@@ -345,6 +345,16 @@ const (
 	JournalKVDelete = "kv-delete"
 	// JournalLog: a line the guest logged (its digest only).
 	JournalLog = "log"
+	// JournalWaitEvent: the guest waits for the event named Key (posted
+	// to the session from outside); JournalWaitTimer: it waits until the
+	// time Key (RFC 3339). Until the JournalWaitDone that completes it
+	// follows, the call waits, holding nothing: its run is parked
+	// ([Parked], [OpenWaits]).
+	JournalWaitEvent = "wait-event"
+	JournalWaitTimer = "wait-timer"
+	// JournalWaitDone completes the wait before it: Answer is the event's
+	// payload (none for a timer).
+	JournalWaitDone = "wait-done"
 )
 
 // JournalEntry is one host call of a plugin and its answer.
@@ -497,6 +507,10 @@ const (
 	// decide its pending approval requests. It is never a run-end's
 	// status: a parked run has not ended.
 	RunApprovalRequired RunStatus = "approval_required"
+	// RunWaiting is the state of a run parked until the events or times
+	// its plugins' calls wait for come ([OpenWaits]); like
+	// RunApprovalRequired, never a run-end's status.
+	RunWaiting RunStatus = "waiting"
 )
 
 // RunEnd closes a run.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -95,6 +96,35 @@ func hostError(fn string, msg []byte) error {
 // request with the same key, so a server that honours Idempotency-Key
 // runs it once.
 func IdempotencyKey() string { return string(platformIdempotencyKey()) }
+
+// WaitEvent waits for the event named key to be posted to the call's
+// session (POST /v1/sessions/{id}/events/{key}, or the host's
+// Session.PostEvent) and returns its payload. The call holds nothing while
+// it waits: the host ends it there and parks the run; once the event is
+// posted, the call is replayed from its journal up to here, and WaitEvent
+// returns. Only a durable call waits (a tool call of a run): elsewhere
+// (plugin call, MCP) it fails. key: 1 to 256 bytes, no control
+// characters.
+func WaitEvent(key string) ([]byte, error) {
+	res := platformWaitEvent([]byte(key))
+	if len(res) == 0 {
+		return nil, errors.New("pdk: wait_event: empty answer from the host")
+	}
+	if res[0] != 0 {
+		return nil, hostError("wait_event", res[1:])
+	}
+	return res[1:], nil
+}
+
+// WaitFor waits d (rounded down to milliseconds). In a durable call it
+// holds nothing while it waits (as [WaitEvent]); elsewhere it waits in
+// place, within the call's deadline.
+func WaitFor(d time.Duration) error {
+	if msg := platformWaitFor(d.Milliseconds()); msg != nil {
+		return hostError("wait_for", msg)
+	}
+	return nil
+}
 
 // HTTPRequest is a request made through the host. The host sends it only
 // to the hosts the tenant allows, refuses private and loopback addresses

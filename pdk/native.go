@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // FakeHost stands in for the host when the kit is built natively (for
@@ -22,6 +23,12 @@ type FakeHost struct {
 	Config map[string]string
 	// Requests counts the requests Fetch sent, for IdempotencyKey.
 	Requests int
+	// Events are the events posted, for WaitEvent: a key missing fails it
+	// (natively nothing can wait).
+	Events map[string][]byte
+	// Waited sums the durations WaitFor was asked to wait (natively it
+	// returns at once).
+	Waited time.Duration
 }
 
 // TestHost is the host of native builds. Tests may replace it or its
@@ -120,4 +127,23 @@ func platformIdempotencyKey() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return []byte(fmt.Sprintf("test-key-%d", h.Requests+1))
+}
+
+func platformWaitEvent(key []byte) []byte {
+	h := TestHost
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.Events[string(key)]
+	if !ok {
+		return append([]byte{kvError}, fmt.Sprintf("no event %q was posted (TestHost.Events)", key)...)
+	}
+	return append([]byte{0}, v...)
+}
+
+func platformWaitFor(ms int64) []byte {
+	h := TestHost
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Waited += time.Duration(ms) * time.Millisecond
+	return nil
 }

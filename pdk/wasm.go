@@ -48,6 +48,12 @@ func hostHTTP(req uint64) uint64
 //go:wasmimport extism:host/user idempotency_key
 func hostIdempotencyKey() uint64
 
+//go:wasmimport extism:host/user wait_event
+func hostWaitEvent(key uint64) uint64
+
+//go:wasmimport extism:host/user wait_for
+func hostWaitFor(ms int64) uint64
+
 func block(b []byte) uint64 {
 	m := gopdk.AllocateBytes(b)
 	return m.Offset()
@@ -110,3 +116,12 @@ func platformHTTP(req []byte) []byte {
 }
 
 func platformIdempotencyKey() []byte { return take(hostIdempotencyKey()) }
+
+func platformWaitEvent(key []byte) []byte {
+	k := block(key)
+	res := take(hostWaitEvent(k))
+	free(k)
+	return res
+}
+
+func platformWaitFor(ms int64) []byte { return take(hostWaitFor(ms)) }

@@ -55,6 +55,11 @@ const (
 	envDurableSteps = "AGENTIC_DURABLE_STEPS"  // the counting server's URL
 	envDurableKill  = "AGENTIC_DURABLE_KILL"   // before:N or after:N, the Nth journal write of the process
 	envDurablePfx   = "AGENTIC_DURABLE_PREFIX" // the Redis store's key prefix
+	envDurableNew   = "AGENTIC_DURABLE_NEW"    // "1": load another build of the module (a custom section added)
+	envDurableTool  = "AGENTIC_DURABLE_TOOL"   // the tool the model calls: http_steps (default), wait_event or wait_seconds
+	envDurableText  = "AGENTIC_DURABLE_TEXT"   // the message sent, when the tool is not http_steps
+	envDurableEvent = "AGENTIC_DURABLE_EVENT"  // post: the event's key (its payload is "paid")
+	durableWaiting  = "DURABLE-WAITING"
 	durableSession  = "durable"
 	durableSteps    = 5
 	durableResult   = "DURABLE-RESULT "
@@ -135,11 +140,20 @@ func TestDurableChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv(envDurableNew) == "1" {
+		// The same code, another module: a custom section (id 0, named
+		// "build", one byte) changes its hash and nothing else.
+		wasm = append(wasm, 0, 7, 5, 'b', 'u', 'i', 'l', 'd', 2)
+	}
 	steps, _ := url.Parse(os.Getenv(envDurableSteps))
 	rt := plugintest.Runtime(t, plugins.Options{})
-	m := plugintest.Load(t, rt, plugins.Source{Name: "http_steps", Wasm: wasm, Tenant: "acme",
+	m := plugintest.Load(t, rt, plugins.Source{Name: "durable", Wasm: wasm, Tenant: "acme",
 		Limits: plugins.Limits{AllowedHosts: []string{steps.Host}, AllowPrivateNetwork: true}})
-	tool := &journalKiller{Tool: moduleTool(t, m, "http_steps"), writes: new(atomic.Int64)}
+	toolName := os.Getenv(envDurableTool)
+	if toolName == "" {
+		toolName = "http_steps"
+	}
+	tool := &journalKiller{Tool: moduleTool(t, m, toolName), writes: new(atomic.Int64)}
 	if spec := os.Getenv(envDurableKill); spec != "" {
 		how, at, _ := strings.Cut(spec, ":")
 		tool.mode = how
@@ -153,7 +167,7 @@ func TestDurableChild(t *testing.T) {
 	h, err := host.New(host.Options{Storage: store, Model: client, HostID: hostID, LeaseTTL: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Agent: host.Agent{Model: "fake/echo", Tools: []host.Tool{tool},
-			ToolApprovals: map[string]host.ApprovalMode{"http_steps": host.ApproveAlways}},
+			ToolApprovals: map[string]host.ApprovalMode{toolName: host.ApproveAlways}},
 		AutoResume: &host.AutoResume{Interval: 100 * time.Millisecond, OnResumed: func(_ string, res host.RunResult, _ error) {
 			resumed <- res
 		}}})
@@ -164,8 +178,39 @@ func TestDurableChild(t *testing.T) {
 	switch mode {
 	case "send":
 		text := fmt.Sprintf("please http_steps url=%s steps=%d", steps.String()+"/step", durableSteps)
-		if _, err := h.Session(durableSession).Send(ctx, text, host.SendOptions{}); err != nil {
+		if toolName != "http_steps" {
+			text = os.Getenv(envDurableText)
+		}
+		res, err := h.Session(durableSession).Send(ctx, text, host.SendOptions{})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if res.Status == ledger.RunWaiting {
+			fmt.Println(durableWaiting)
+			select {} // until killed
+		}
+	case "post", "watch":
+		if mode == "post" {
+			if _, err := h.Session(durableSession).PostEvent(ctx, os.Getenv(envDurableEvent), []byte("paid")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for {
+			st, err := h.Session(durableSession).Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.State == host.StateCompleted {
+				break
+			}
+			if st.State != host.StateWaiting && st.State != host.StateRunning {
+				t.Fatalf("the session is %s: %s", st.State, st.Reason)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the session is still %s", st.State)
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	case "resume":
 		select {
@@ -402,5 +447,163 @@ func checkDurable(t *testing.T, srv *durableServer, stdout string, twice int) {
 		if s.Step != i+1 || s.Answer != fmt.Sprintf(`{"done":%d}`, i+1) || s.Key != keys[i+1][0] {
 			t.Errorf("step %d of the result: %+v; the server saw keys %q", i+1, s, keys[i+1])
 		}
+	}
+}
+
+// TestDurableCallModuleChanged: the plugin is replaced between the crash
+// and the resume (another build: another hash). The call is not replayed on
+// it: its result is the typed refusal, which names both modules, and the
+// run goes on (the agent's on_interrupted rule is resume); no step reaches
+// the server again.
+func TestDurableCallModuleChanged(t *testing.T) {
+	if os.Getenv(envDurableChild) != "" {
+		t.Skip("a child")
+	}
+	wasmPath := filepath.Join(t.TempDir(), "http_steps.wasm")
+	if err := os.WriteFile(wasmPath, httpStepsWasm(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	srv := newDurableServer(t)
+	env := []string{envDurableModel + "=" + model.URL(), envDurableWasm + "=" + wasmPath, envDurableSteps + "=" + srv.URL,
+		envDurableStore + "=file:" + t.TempDir()}
+	if _, stderr, killed := durableChild(t, srv, "send", append(env, envDurableKill+"=after:4")...); !killed {
+		t.Fatalf("the first host was not killed\n%s", stderr)
+	}
+	stdout, _, _ := durableChild(t, srv, "resume", append(env, envDurableNew+"=1")...)
+	srv.mu.Lock()
+	keys := srv.keys
+	srv.mu.Unlock()
+	for i := 1; i <= durableSteps; i++ {
+		want := 0
+		if i <= 2 {
+			want = 1
+		}
+		if len(keys[i]) != want {
+			t.Errorf("step %d reached the server %d times, want %d", i, len(keys[i]), want)
+		}
+	}
+	var line string
+	for _, l := range strings.Split(stdout, "\n") {
+		if rest, ok := strings.CutPrefix(l, durableResult); ok {
+			line = rest
+		}
+	}
+	var results []ledger.ToolResult
+	if err := json.Unmarshal([]byte(line), &results); err != nil || len(results) != 1 {
+		t.Fatalf("tool results %s (%v)\n%s", line, err, stdout)
+	}
+	r := results[0]
+	if !r.IsError || !strings.Contains(r.Output, "journal was made by another module") || !strings.Contains(r.Output, "4 host calls") {
+		t.Errorf("the call's result: %+v, want the refusal to replay on another module", r)
+	}
+}
+
+// killWhileWaiting starts a child that sends a message whose call waits,
+// waits for it to report the run parked, and SIGKILLs it.
+func killWhileWaiting(t *testing.T, env []string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDurableChild$", "-test.v")
+	cmd.Env = append(append(os.Environ(), envDurableChild+"=send"), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan bool, 1)
+	var seen strings.Builder
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			seen.WriteString(sc.Text() + "\n")
+			if sc.Text() == durableWaiting {
+				waiting <- true
+				break
+			}
+		}
+		close(waiting)
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	ok := false
+	select {
+	case ok = <-waiting:
+	case <-time.After(60 * time.Second):
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if !ok {
+		t.Fatalf("the first host never parked its run\nstderr:\n%s", errb.String())
+	}
+}
+
+// TestWaitSurvivesSIGKILL: a host whose run waits — for an event, or a
+// time — is SIGKILLed; another host (on files: the next process) completes
+// the wait: the event posted to it, the time fired by it. The call returns
+// what it waited for, once.
+func TestWaitSurvivesSIGKILL(t *testing.T) {
+	if os.Getenv(envDurableChild) != "" {
+		t.Skip("a child")
+	}
+	wasmPath := filepath.Join(t.TempDir(), "wait_event.wasm")
+	if err := os.WriteFile(wasmPath, waitEventWasm(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	srv := newDurableServer(t) // unused by these tools; the child reads its URL
+	for _, kind := range []string{"file", "redis"} {
+		t.Run(kind, func(t *testing.T) {
+			var rdb *redistest.Server
+			if kind == "redis" {
+				rdb = redistest.Start(t, redistest.Options{})
+			}
+			store := func() string {
+				if kind == "file" {
+					return envDurableStore + "=file:" + t.TempDir()
+				}
+				return envDurableStore + "=redis:" + rdb.URL()
+			}
+			for _, tc := range []struct {
+				name, tool, text, mode, want string
+			}{
+				{"event", "wait_event", "please wait_event key=order-7", "post", `"payload":"paid"`},
+				{"timer", "wait_seconds", "please wait_seconds seconds=1", "watch", `"slept":1`},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					env := []string{envDurableModel + "=" + model.URL(), envDurableWasm + "=" + wasmPath, envDurableSteps + "=" + srv.URL,
+						store(), envDurablePfx + "=w" + strconv.FormatInt(redisPrefixes.Add(1), 10),
+						envDurableTool + "=" + tc.tool, envDurableText + "=" + tc.text, envDurableEvent + "=order-7"}
+					killWhileWaiting(t, env)
+					stdout, stderr, killed := durableChild(t, srv, tc.mode, env...)
+					if killed {
+						t.Fatal("the second host was killed")
+					}
+					var line string
+					for _, l := range strings.Split(stdout, "\n") {
+						if rest, ok := strings.CutPrefix(l, durableResult); ok {
+							line = rest
+						}
+					}
+					var results []ledger.ToolResult
+					if err := json.Unmarshal([]byte(line), &results); err != nil || len(results) != 1 {
+						t.Fatalf("tool results %s (%v)\nstdout:\n%s\nstderr:\n%s", line, err, stdout, stderr)
+					}
+					if r := results[0]; r.IsError || !strings.Contains(r.Output, tc.want) {
+						t.Fatalf("the call's result %+v, want %s", r, tc.want)
+					}
+				})
+			}
+		})
 	}
 }

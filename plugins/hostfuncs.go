@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	extism "github.com/extism/go-sdk"
@@ -24,6 +25,11 @@ import (
 //	kv_delete(key i64) -> i64            0, or a block with an error message
 //	http_request(req i64) -> i64         a block with the JSON answer
 //	idempotency_key() -> i64             a block with the Idempotency-Key the next http_request carries
+//	wait_event(key i64) -> i64           a block: status byte (0 the event's payload follows, 2 error) + payload or message
+//	wait_for(ms i64) -> i64              0, or a block with an error message
+//
+// The waits end a durable call while they wait (journal.go): the guest
+// sees them return once the event or the time has come, in a replay.
 //
 // Error messages of refusals start with "denied:". The functions act for
 // the call in progress: they find it in the context (callEnv); outside a
@@ -84,15 +90,18 @@ func hostFunctions() []extism.HostFunction {
 		extism.NewHostFunctionWithStack("kv_delete", hostKVDelete, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("http_request", hostHTTP, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		extism.NewHostFunctionWithStack("idempotency_key", hostIdempotencyKey, nil, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("wait_event", hostWaitEvent, []extism.ValueType{i64}, []extism.ValueType{i64}),
+		extism.NewHostFunctionWithStack("wait_for", hostWaitFor, []extism.ValueType{i64}, []extism.ValueType{i64}),
 		checkFunction(),
 	}
 }
 
 // userFunctions are the names of the host functions above, which a plugin
 // may import from extism:host/user (importRule).
-var userFunctions = map[string]bool{"log": true, "kv_get": true, "kv_set": true, "kv_delete": true, "http_request": true, "idempotency_key": true}
+var userFunctions = map[string]bool{"log": true, "kv_get": true, "kv_set": true, "kv_delete": true, "http_request": true,
+	"idempotency_key": true, "wait_event": true, "wait_for": true}
 
-const userFunctionList = "log, kv_get, kv_set, kv_delete, http_request and idempotency_key"
+const userFunctionList = "log, kv_get, kv_set, kv_delete, http_request, idempotency_key, wait_event and wait_for"
 
 // chargeHost charges the call in ctx n units of a host function's work (a
 // walk of the kernel's blocks, bytes read or written), and stops it at its
@@ -490,4 +499,64 @@ func errOr(err error, s string) string {
 		return err.Error()
 	}
 	return s
+}
+
+// hostWaitEvent is wait_event: the payload of the event posted to the
+// call's session under key. A durable call (one that keeps a journal)
+// ends while it waits, and is replayed once the event is posted; any other
+// call cannot wait, and gets an error.
+func hostWaitEvent(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	fail := func(msg string) { stack[0] = write(ctx, p, "wait_event", append([]byte{kvError}, msg...)) }
+	if env == nil {
+		fail("denied: no call in progress")
+		return
+	}
+	key, err := read(ctx, p, stack[0], host.MaxEventKeyBytes)
+	switch {
+	case err != nil:
+		fail("denied: bad key: " + err.Error())
+		return
+	case !host.ValidEventKey(string(key)):
+		fail(fmt.Sprintf("denied: bad key: an event key is 1 to %d bytes of UTF-8 without control characters", host.MaxEventKeyBytes))
+		return
+	case env.journal == nil:
+		fail("denied: only a durable call waits for an event (a tool call of a run; not plugin call, MCP or a task that is not durable)")
+		return
+	}
+	payload := env.journalWaitEvent(ctx, string(key))
+	stack[0] = write(ctx, p, "wait_event", append([]byte{0}, payload...))
+}
+
+// maxWait bounds one wait_for.
+const maxWait = 366 * 24 * time.Hour
+
+// hostWaitFor is wait_for: it returns once ms milliseconds have passed. A
+// durable call ends while it waits, and is replayed when the time comes;
+// any other call waits in place, within its deadline.
+func hostWaitFor(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+	env := envFrom(ctx)
+	ms := int64(stack[0])
+	switch {
+	case env == nil:
+		stack[0] = write(ctx, p, "wait_for", []byte("denied: no call in progress"))
+		return
+	case ms < 0 || ms > int64(maxWait/time.Millisecond):
+		stack[0] = write(ctx, p, "wait_for", []byte(fmt.Sprintf("denied: bad duration %d ms: from 0 to %d", ms, int64(maxWait/time.Millisecond))))
+		return
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if env.journal != nil {
+		env.journalWaitFor(ctx, d)
+		stack[0] = 0
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		stack[0] = 0
+	case <-ctx.Done():
+		panic(ctx.Err()) // the call's deadline: it ends as timed out
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/ledger"
@@ -284,6 +285,59 @@ func (env *callEnv) journalLog(ctx context.Context, level int32, msg []byte) boo
 	}
 	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalLog, Request: digest(req)}, false)
 	return true
+}
+
+// journalWaitEvent is wait_event of a journaled call: the payload of the
+// event key, when it was posted (recorded, or found and recorded now);
+// else the call ends waiting for it (a *host.WaitError), its wait
+// journaled.
+func (env *callEnv) journalWaitEvent(ctx context.Context, key string) []byte {
+	j := env.journal
+	env.pos += 2
+	req := []byte(key)
+	if j.replaying() {
+		j.replay(ledger.JournalWaitEvent, key, req)
+		if j.replaying() {
+			return j.replay(ledger.JournalWaitDone, key, req).Answer
+		}
+	} else {
+		j.record(ctx, ledger.JournalEntry{Op: ledger.JournalWaitEvent, Request: digest(req), What: key, Key: key}, true)
+	}
+	payload, ok, err := j.sink.Event(ctx, key)
+	if err != nil {
+		j.abort(detailed(ErrJournalWrite, "reading the events posted: %v", err))
+	}
+	if !ok {
+		j.abort(&host.WaitError{Event: key})
+	}
+	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalWaitDone, Request: digest(req), What: key, Answer: payload}, true)
+	return payload
+}
+
+// journalWaitFor is wait_for of a journaled call: it returns once the
+// time it waits until (journaled the first time) has come; until then the
+// call ends waiting (a *host.WaitError).
+func (env *callEnv) journalWaitFor(ctx context.Context, d time.Duration) {
+	j := env.journal
+	env.pos += 2
+	req := []byte(strconv.FormatInt(int64(d/time.Millisecond), 10))
+	var until time.Time
+	if j.replaying() {
+		e := j.replay(ledger.JournalWaitTimer, "", req)
+		if j.replaying() {
+			j.replay(ledger.JournalWaitDone, "", req)
+			return
+		}
+		until, _ = time.Parse(time.RFC3339Nano, e.Key)
+	} else {
+		until = time.Now().Add(d).UTC()
+		j.record(ctx, ledger.JournalEntry{Op: ledger.JournalWaitTimer, Request: digest(req), What: "until " + until.Format(time.RFC3339),
+			Key: until.Format(time.RFC3339Nano)}, true)
+	}
+	if time.Now().Before(until) {
+		j.abort(&host.WaitError{Until: until})
+	}
+	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalWaitDone, Request: digest(req)}, true)
 }
 
 // flushed is called when the guest returned: a call that replayed must

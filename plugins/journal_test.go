@@ -27,7 +27,15 @@ type memJournal struct {
 	source  string
 	entries []ledger.JournalEntry
 	writes  int
-	failAt  int // the write (1-based) that fails; 0: none
+	failAt  int               // the write (1-based) that fails; 0: none
+	events  map[string][]byte // the events posted
+}
+
+func (j *memJournal) Event(_ context.Context, key string) ([]byte, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, ok := j.events[key]
+	return v, ok, nil
 }
 
 func (j *memJournal) Recorded() (string, []ledger.JournalEntry) {

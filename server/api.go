@@ -300,6 +300,7 @@ func (s *Server) routes() {
 	handle("PUT /v1/sessions/{id}/retention", s.putRetention)
 	handle("POST /v1/retention/sweep", s.sweepNow)
 	handle("POST /v1/sessions/{id}/cancel", s.cancelSession)
+	handle("POST /v1/sessions/{id}/events/{key}", s.postEvent)
 	handle("POST /v1/sessions/{id}/replay", s.replaySession)
 	handle("POST /v1/sessions/{id}/resume", s.resumeSession)
 	handle("POST /v1/sessions/{id}/fork", s.forkSession)

@@ -123,6 +123,12 @@ var isolationRows = []isoRow{
 	{route: "POST /v1/sessions/{id}/cancel", name: "parked", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Parked + "/cancel"}
 	}},
+	{route: "POST /v1/sessions/{id}/events/{key}", name: "completed", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/events/order-1", body: `beta's payment`}
+	}},
+	{route: "POST /v1/sessions/{id}/events/{key}", name: "parked", req: func(ids isoIDs) isoRequest {
+		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Parked + "/events/order-1", body: `beta's payment`}
+	}},
 	{route: "POST /v1/sessions/{id}/replay", name: "completed", req: func(ids isoIDs) isoRequest {
 		return isoRequest{method: "POST", path: "/v1/sessions/" + ids.Session + "/replay"}
 	}},

@@ -55,12 +55,13 @@ type resultResponse struct {
 	Usage      ledger.Usage           `json:"usage"`
 	Cost       float64                `json:"cost"`
 	Approvals  []host.PendingApproval `json:"approvals,omitempty"`
+	Waits      []host.Waiting         `json:"waits,omitempty"`
 }
 
 func resultOf(sessionID string, res host.RunResult) resultResponse {
 	return resultResponse{SessionID: sessionID, MessageID: res.MessageID, RunID: res.RunID, ResponseID: res.ResponseID,
 		Status: res.Status, Reason: res.Reason, Timeout: res.Timeout, Text: res.Text, Usage: res.Usage, Cost: res.Cost,
-		Approvals: res.Approvals}
+		Approvals: res.Approvals, Waits: res.Waits}
 }
 
 // traceOf is a run's OpenTelemetry trace id when the server traces, ""
@@ -508,6 +509,38 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request, t *tenant
 		reason = "cancelled through the API"
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": t.host.Cancel(id, reason)})
+}
+
+// postEvent posts the event {key} to the session, its payload the body
+// (any bytes, up to host.MaxEventBytes): a plugin's call that waits for it
+// continues (the run goes on on this server), or, when none waits yet, the
+// event is kept until the first wait for its key. 202 once it is durable.
+func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, t *tenant) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	key := r.PathValue("key")
+	if !host.ValidEventKey(key) {
+		writeError(w, http.StatusBadRequest, codeInvalid, "event key %.80q: want 1 to %d bytes of UTF-8 without control characters", key, host.MaxEventKeyBytes)
+		return
+	}
+	payload, ok := s.readBody(w, r, host.MaxEventBytes, "the event payload limit, 1 MiB")
+	if !ok {
+		return
+	}
+	if !s.exists(w, r, t, id) {
+		return
+	}
+	posted, err := t.host.Session(id).PostEvent(r.Context(), key, payload)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, struct {
+		Event string `json:"event"`
+		host.PostedEvent
+	}{key, posted})
 }
 
 // asStored returns a request's parts as the ledger keeps them beside

@@ -35,6 +35,8 @@ declare function hostKVSet(key: u64, value: u64): u64;
 declare function hostKVDelete(key: u64): u64;
 @external("extism:host/user", "http_request")
 declare function hostHTTP(req: u64): u64;
+@external("extism:host/user", "idempotency_key")
+declare function hostIdempotencyKey(): u64;
 
 function block(s: string): Memory {
   return Memory.allocateBytes(Uint8Array.wrap(String.UTF8.encode(s)));
@@ -110,6 +112,16 @@ export function httpRequest(request: string): Json {
   const res = readBlock(hostHTTP(r.offset));
   r.free();
   return new Json(String.UTF8.decode(res.buffer));
+}
+
+/**
+ * idempotencyKey returns the Idempotency-Key header the host puts on the
+ * call's next httpRequest (unless the request sets its own): derived from
+ * the session, the call id and the request's place in the call, the same
+ * when the host replays the call after a crash.
+ */
+export function idempotencyKey(): string {
+  return String.UTF8.decode(readBlock(hostIdempotencyKey()).buffer);
 }
 
 // ---- JSON ---------------------------------------------------------------
@@ -387,6 +399,7 @@ class ToolEntry {
     public idempotent: bool,
     public timeoutMs: i32,
     public handler: (c: Call) => Output,
+    public atMostOnce: bool,
   ) {}
 }
 
@@ -410,7 +423,10 @@ const policies = new Array<PolicyEntry>();
 /**
  * registerTool registers a tool. inputSchema is a JSON Schema (an object
  * schema; "" for {"type":"object"}); effect is "read", "write" or
- * "external"; timeoutMs 0 means the tenant's limit.
+ * "external"; timeoutMs 0 means the tenant's limit. With atMostOnce, none
+ * of the tool's HTTP requests is sent twice: one in flight when the host
+ * stopped is not sent again when the call is replayed, and the call ends
+ * "outcome unknown".
  */
 export function registerTool(
   name: string,
@@ -420,8 +436,9 @@ export function registerTool(
   idempotent: bool,
   timeoutMs: i32,
   handler: (c: Call) => Output,
+  atMostOnce: bool = false,
 ): void {
-  tools.push(new ToolEntry(name, description, inputSchema, effect, idempotent, timeoutMs, handler));
+  tools.push(new ToolEntry(name, description, inputSchema, effect, idempotent, timeoutMs, handler, atMostOnce));
 }
 
 /** registerValidator registers a validator; schema is the deliverable's JSON Schema ("" for {}). */
@@ -461,6 +478,7 @@ export function describe(): i32 {
       '{"name":' + quote(e.name) + ',"description":' + quote(e.description) +
         ',"input_schema":' + (e.inputSchema.length ? e.inputSchema : '{"type":"object"}') +
         ',"effect":' + quote(e.effect) + ',"idempotent":' + (e.idempotent ? "true" : "false") +
+        (e.atMostOnce ? ',"at_most_once":true' : "") +
         ',"timeout_ms":' + e.timeoutMs.toString() + "}",
     );
   }

@@ -470,6 +470,7 @@ __attribute__((export_name("describe"))) int32_t agentic_describe(void) {
         agentic_buf_puts(&b, ",\"effect\":");
         agentic_buf_json_cstring(&b, t->effect ? t->effect : "");
         agentic_buf_puts(&b, t->idempotent ? ",\"idempotent\":true" : ",\"idempotent\":false");
+        if (t->at_most_once) agentic_buf_puts(&b, ",\"at_most_once\":true");
         agentic_buf_puts(&b, ",\"timeout_ms\":");
         agentic_buf_int(&b, t->timeout_ms);
         agentic_buf_puts(&b, "}");
@@ -751,6 +752,14 @@ char *agentic_kv_delete(const char *key) {
     extism_ptr res = agentic_host_kv_delete(k);
     extism_free(k);
     return host_error(res);
+}
+
+char *agentic_idempotency_key(void) {
+    size_t len;
+    extism_ptr res = agentic_host_idempotency_key();
+    char *out = agentic_block_read(res, &len);
+    extism_free(res);
+    return out;
 }
 
 char *agentic_http(const char *request_json, size_t *len) {

@@ -65,6 +65,7 @@ AGENTIC_HOST_IMPORT("kv_get") extism_ptr agentic_host_kv_get(extism_ptr key);
 AGENTIC_HOST_IMPORT("kv_set") extism_ptr agentic_host_kv_set(extism_ptr key, extism_ptr value);
 AGENTIC_HOST_IMPORT("kv_delete") extism_ptr agentic_host_kv_delete(extism_ptr key);
 AGENTIC_HOST_IMPORT("http_request") extism_ptr agentic_host_http_request(extism_ptr request);
+AGENTIC_HOST_IMPORT("idempotency_key") extism_ptr agentic_host_idempotency_key(void);
 
 /* Copy bytes into a new Extism block / read a block into malloc'd memory
  * (NUL-terminated; *len gets the length). */
@@ -137,6 +138,11 @@ typedef struct {
     bool idempotent;
     int timeout_ms;           /* 0: the tenant's limit */
     agentic_tool_fn handler;
+    /* No HTTP request of the tool may reach its server twice: a request
+     * in flight when the host stopped is not sent again when the call is
+     * replayed, and the call ends "outcome unknown". Default (false): it
+     * is sent again with the same Idempotency-Key. */
+    bool at_most_once;
 } agentic_tool;
 
 /* What a validator handler reports. */
@@ -235,6 +241,12 @@ char *agentic_kv_delete(const char *key);
  * {"status":…,"headers":{…},"body":"…"} or {"error":"…"}. request is JSON:
  * {"method":"POST","url":"https://…","headers":{…},"body":"…"}. */
 char *agentic_http(const char *request_json, size_t *len);
+
+/* agentic_idempotency_key returns, malloc'd, the Idempotency-Key header
+ * the host puts on the call's next agentic_http (unless the request sets
+ * its own): derived from the session, the call id and the request's place
+ * in the call, the same when the host replays the call after a crash. */
+char *agentic_idempotency_key(void);
 
 #ifdef __cplusplus
 }
