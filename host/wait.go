@@ -93,6 +93,8 @@ type PostedEvent struct {
 	Taken bool `json:"taken"`
 	// RunID is the run that continues, when Taken.
 	RunID string `json:"run_id,omitempty"`
+	// Run is a handle on that run (nil when not Taken).
+	Run *Run `json:"-"`
 }
 
 // errNoWaitDue refuses to continue a parked run none of whose waits can
@@ -139,7 +141,7 @@ func (s *Session) PostEvent(ctx context.Context, key string, payload []byte) (Po
 	if r == nil {
 		return PostedEvent{}, nil
 	}
-	return PostedEvent{Taken: true, RunID: r.ID()}, nil
+	return PostedEvent{Taken: true, RunID: r.ID(), Run: r}, nil
 }
 
 func eventKey(session, key string) string { return session + "\x00" + key }

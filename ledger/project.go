@@ -39,6 +39,9 @@ const (
 	// StatusApprovalRequired: the pass asked for tool calls that wait for
 	// a person's approval; the run is parked until they are decided.
 	StatusApprovalRequired ItemStatus = "approval_required"
+	// StatusWaiting: the pass asked for tool calls that wait (in their
+	// journals) for an event or a time; the run is parked until they come.
+	StatusWaiting ItemStatus = "waiting"
 )
 
 // ToolStatus is the state of a tool call shown in a transcript.
@@ -53,6 +56,9 @@ const (
 	// ToolApprovalRequired: no result; the call waits for a person's
 	// approval (Approval says more once decided).
 	ToolApprovalRequired ToolStatus = "approval_required"
+	// ToolWaiting: no result; the call waits for an event or a time (see
+	// OpenWaits).
+	ToolWaiting ToolStatus = "waiting"
 )
 
 // Transcript is what a user sees of a session: user turns and response
@@ -526,13 +532,27 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 		}
 		if !isLive && r.lastItem >= 0 && Parked(events, id) {
 			// Parked: the pass that asked for the calls (or, on the run's
-			// own request, the pass before it) waits for people.
+			// own request, the pass before it) waits for people — or,
+			// when none of its calls does, for the events or times its
+			// calls wait for.
 			it := &t.Items[r.lastItem]
-			it.Status, it.Reason = StatusApprovalRequired, "waiting for approval"
+			waits := map[string]bool{}
+			for _, w := range OpenWaits(events, id) {
+				waits[w.CallID] = true
+			}
+			people := false
 			for j := range it.ToolCalls {
-				if c := &it.ToolCalls[j]; c.Status == ToolInterrupted && c.Approval == ApprovalPending {
-					c.Status = ToolApprovalRequired
+				switch c := &it.ToolCalls[j]; {
+				case c.Status == ToolInterrupted && c.Approval == ApprovalPending:
+					c.Status, people = ToolApprovalRequired, true
+				case c.Status == ToolInterrupted && waits[c.ID]:
+					c.Status = ToolWaiting
 				}
+			}
+			if _, own := RunApproval(events, id); people || own || len(waits) == 0 {
+				it.Status, it.Reason = StatusApprovalRequired, "waiting for approval"
+			} else {
+				it.Status, it.Reason = StatusWaiting, "waiting for an event or a time"
 			}
 			continue
 		}

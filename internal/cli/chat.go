@@ -478,6 +478,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 		if err == nil && res.Status == ledger.RunApprovalRequired {
 			tellParked(env.Stderr, m.session, res)
 		}
+		if err == nil && res.Status == ledger.RunWaiting {
+			tellWaiting(env.Stderr, m.session, res)
+		}
 		return outcome(res, err)
 	}
 
@@ -586,6 +589,9 @@ func chat(ctx context.Context, args []string, env Env) error {
 		if err == nil && res.Status == ledger.RunApprovalRequired {
 			tellParked(env.Stderr, m.session, res)
 		}
+		if err == nil && res.Status == ledger.RunWaiting {
+			tellWaiting(env.Stderr, m.session, res)
+		}
 		if err := outcome(res, err); err != nil {
 			fmt.Fprintf(env.Stderr, "%v\n", err)
 		}
@@ -684,6 +690,8 @@ func outcome(res host.RunResult, err error) error {
 			ids[i] = a.ApprovalID
 		}
 		return fail(exitApproval, "run %s waits for approval of %s", res.RunID, strings.Join(ids, ", "))
+	case ledger.RunWaiting:
+		return fail(exitWaiting, "run %s waits for %s", res.RunID, waitsText(res.Waits))
 	default:
 		return fail(1, "run %s %s: %s", res.RunID, res.Status, res.Reason)
 	}

@@ -37,6 +37,10 @@ declare function hostKVDelete(key: u64): u64;
 declare function hostHTTP(req: u64): u64;
 @external("extism:host/user", "idempotency_key")
 declare function hostIdempotencyKey(): u64;
+@external("extism:host/user", "wait_event")
+declare function hostWaitEvent(key: u64): u64;
+@external("extism:host/user", "wait_for")
+declare function hostWaitFor(ms: i64): u64;
 
 function block(s: string): Memory {
   return Memory.allocateBytes(Uint8Array.wrap(String.UTF8.encode(s)));
@@ -122,6 +126,34 @@ export function httpRequest(request: string): Json {
  */
 export function idempotencyKey(): string {
   return String.UTF8.decode(readBlock(hostIdempotencyKey()).buffer);
+}
+
+/** WaitResult is waitEvent's answer: the payload, or the error. */
+export class WaitResult {
+  constructor(public payload: string, public error: string | null) {}
+}
+
+/**
+ * waitEvent waits for the event key to be posted to the call's session and
+ * returns its payload (as UTF-8 text). A durable call (a tool call of a
+ * run) holds nothing while it waits: the host ends it there and replays it
+ * once the event is posted, when this returns. Elsewhere it fails.
+ */
+export function waitEvent(key: string): WaitResult {
+  const k = block(key);
+  const res = readBlock(hostWaitEvent(k.offset));
+  k.free();
+  if (res.length == 0) return new WaitResult("", "wait_event: empty answer from the host");
+  const rest = String.UTF8.decode(res.buffer.slice(1));
+  if (res[0] != 0) return new WaitResult("", rest);
+  return new WaitResult(rest, null);
+}
+
+/** waitFor waits ms milliseconds (durably in a durable call); null, or the error. */
+export function waitFor(ms: i64): string | null {
+  const off = hostWaitFor(ms);
+  if (off == 0) return null;
+  return String.UTF8.decode(readBlock(off).buffer);
 }
 
 // ---- JSON ---------------------------------------------------------------

@@ -762,6 +762,38 @@ char *agentic_idempotency_key(void) {
     return out;
 }
 
+int agentic_wait_event(const char *key, char **payload, size_t *len, char **err) {
+    extism_ptr k = agentic_block(key, strlen(key));
+    extism_ptr res = agentic_host_wait_event(k);
+    extism_free(k);
+    size_t n;
+    char *b = agentic_block_read(res, &n);
+    extism_free(res);
+    *payload = NULL;
+    *len = 0;
+    *err = NULL;
+    if (!b || n == 0) {
+        free(b);
+        *err = strdup("wait_event: empty answer from the host");
+        return -1;
+    }
+    if (b[0] != 0) {
+        *err = strndup(b + 1, n - 1);
+        free(b);
+        return -1;
+    }
+    *payload = malloc(n);
+    memcpy(*payload, b + 1, n - 1);
+    (*payload)[n - 1] = 0;
+    *len = n - 1;
+    free(b);
+    return 0;
+}
+
+char *agentic_wait_for(int64_t ms) {
+    return host_error(agentic_host_wait_for(ms));
+}
+
 char *agentic_http(const char *request_json, size_t *len) {
     extism_ptr r = agentic_block(request_json, strlen(request_json));
     extism_ptr res = agentic_host_http_request(r);

@@ -66,6 +66,8 @@ AGENTIC_HOST_IMPORT("kv_set") extism_ptr agentic_host_kv_set(extism_ptr key, ext
 AGENTIC_HOST_IMPORT("kv_delete") extism_ptr agentic_host_kv_delete(extism_ptr key);
 AGENTIC_HOST_IMPORT("http_request") extism_ptr agentic_host_http_request(extism_ptr request);
 AGENTIC_HOST_IMPORT("idempotency_key") extism_ptr agentic_host_idempotency_key(void);
+AGENTIC_HOST_IMPORT("wait_event") extism_ptr agentic_host_wait_event(extism_ptr key);
+AGENTIC_HOST_IMPORT("wait_for") extism_ptr agentic_host_wait_for(int64_t ms);
 
 /* Copy bytes into a new Extism block / read a block into malloc'd memory
  * (NUL-terminated; *len gets the length). */
@@ -247,6 +249,16 @@ char *agentic_http(const char *request_json, size_t *len);
  * its own): derived from the session, the call id and the request's place
  * in the call, the same when the host replays the call after a crash. */
 char *agentic_idempotency_key(void);
+
+/* agentic_wait_event waits for the event key to be posted to the call's
+ * session and returns 0 with its payload malloc'd (*len its length), or -1
+ * with *err a malloc'd message. A durable call (a tool call of a run) holds
+ * nothing while it waits: the host ends it there and replays it once the
+ * event is posted, when this returns. Elsewhere it fails. */
+int agentic_wait_event(const char *key, char **payload, size_t *len, char **err);
+/* agentic_wait_for waits ms milliseconds (durably, as agentic_wait_event,
+ * in a durable call; in place elsewhere). NULL, or a malloc'd error. */
+char *agentic_wait_for(int64_t ms);
 
 #ifdef __cplusplus
 }

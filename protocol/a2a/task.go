@@ -19,7 +19,8 @@ const ArtifactName = "response"
 // StateOf maps a run's status onto a task's state: approval_required →
 // input-required, completed → completed, cancelled → canceled, failed and
 // timed_out → failed, interrupted → unknown (the run waits to be resumed),
-// and a run in flight → working.
+// and a run in flight, or one whose calls wait for an event or a time
+// (waiting: the run goes on by itself), → working.
 func StateOf(s ledger.RunStatus) a2a.TaskState {
 	switch s {
 	case ledger.RunApprovalRequired:
@@ -88,6 +89,8 @@ func viewOf(runID string, tr ledger.Transcript, st host.Status) (v runView, ok b
 					v.approvals = append(v.approvals, a)
 				}
 			}
+		case host.StateWaiting:
+			v.status = ledger.RunWaiting
 		case host.StateCompleted, host.StateFailed, host.StateCancelled, host.StateTimedOut, host.StateInterrupted:
 			v.status = ledger.RunStatus(st.State)
 		default:
@@ -107,6 +110,8 @@ func statusOfItem(it ledger.Item) ledger.RunStatus {
 		return running
 	case ledger.StatusApprovalRequired:
 		return ledger.RunApprovalRequired
+	case ledger.StatusWaiting:
+		return ledger.RunWaiting
 	case ledger.StatusFailed:
 		return ledger.RunFailed
 	case ledger.StatusCancelled:

@@ -583,7 +583,9 @@ func (c *Converter) end(status ledger.RunStatus, reason string) error {
 	switch status {
 	case ledger.RunCompleted:
 		return c.emit(Chunk{Type: "finish", FinishReason: "stop", MessageMetadata: c.metadata()})
-	case ledger.RunApprovalRequired:
+	case ledger.RunApprovalRequired, ledger.RunWaiting:
+		// The message ends with calls that wait: for people, or for an
+		// event or a time (a waiting call continues the run later).
 		return c.emit(Chunk{Type: "finish", FinishReason: "tool-calls", MessageMetadata: c.metadata()})
 	case ledger.RunInterrupted:
 		return c.emit(Chunk{Type: "finish", FinishReason: "interrupted", MessageMetadata: c.metadata()})
@@ -608,6 +610,8 @@ func runStatusOf(s host.State) ledger.RunStatus {
 	switch s {
 	case host.StateApprovalRequired:
 		return ledger.RunApprovalRequired
+	case host.StateWaiting:
+		return ledger.RunWaiting
 	case host.StateFailed:
 		return ledger.RunFailed
 	case host.StateCancelled:
@@ -625,6 +629,8 @@ func runStatusOfItem(s ledger.ItemStatus) ledger.RunStatus {
 	switch s {
 	case ledger.StatusApprovalRequired:
 		return ledger.RunApprovalRequired
+	case ledger.StatusWaiting:
+		return ledger.RunWaiting
 	case ledger.StatusFailed:
 		return ledger.RunFailed
 	case ledger.StatusCancelled:
