@@ -70,7 +70,7 @@ type stepServer struct {
 	keys map[int][]string // step -> the keys it arrived with, in order
 }
 
-func newStepServer(t *testing.T) *stepServer {
+func newStepServer(t testing.TB) *stepServer {
 	s := &stepServer{keys: map[int][]string{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -116,10 +116,16 @@ func httpStepsWasm(t testing.TB) []byte {
 // loadHTTPSteps loads http_steps for tenant acme, allowed to reach srv.
 func loadHTTPSteps(t *testing.T, srv *httptest.Server) *plugins.Module {
 	t.Helper()
+	return loadHTTPStepsLimits(t, &stepServer{Server: srv}, 64)
+}
+
+// loadHTTPStepsLimits is loadHTTPSteps, up to maxRequests a call.
+func loadHTTPStepsLimits(t testing.TB, srv *stepServer, maxRequests int) *plugins.Module {
+	t.Helper()
 	u, _ := url.Parse(srv.URL)
 	rt := plugintest.Runtime(t, plugins.Options{})
 	return plugintest.Load(t, rt, plugins.Source{Name: "http_steps", Wasm: httpStepsWasm(t), Tenant: "acme",
-		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, MaxHTTPRequests: 64}})
+		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true, MaxHTTPRequests: maxRequests}})
 }
 
 func moduleTool(t *testing.T, m *plugins.Module, name string) host.Tool {

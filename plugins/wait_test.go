@@ -3,6 +3,8 @@ package plugins_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,74 @@ func TestWaitOutsideARun(t *testing.T) {
 	_, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", Name: "wait_event", Input: json.RawMessage(`{"key":"k"}`)})
 	if err == nil || !strings.Contains(err.Error(), "only a durable call waits") {
 		t.Fatalf("err = %v, want the refusal", err)
+	}
+}
+
+// TestWaitHoldsNothing: while a call waits, its run holds no goroutine
+// and its plugin no instance: the goroutines are those of the host before
+// the message, and every instance the module made is idle or gone.
+func TestWaitHoldsNothing(t *testing.T) {
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	store, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	rt := plugintest.Runtime(t, plugins.Options{})
+	m := plugintest.Load(t, rt, plugins.Source{Name: "wait_event", Wasm: waitEventWasm(t), Tenant: "acme"})
+	client, err := provider.New(provider.Config{BaseURL: model.URL(), APIKey: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hosttest.New(t, host.Options{Storage: store, Model: client, Agent: host.Agent{Model: "fake/echo", Tools: m.Tools()}}).Host
+	ctx := context.Background()
+	// A first run (an event posted before its wait) warms what stays: the
+	// model's connections, the host's idle run goroutine, the pool.
+	if _, err := h.Session("warm").PostEvent(ctx, "k", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.Session("warm").Send(ctx, "please wait_event key=k", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("the warm-up: %v %v", res.Status, err)
+	}
+	// settle waits for the goroutines to be no more than limit, or, with
+	// limit < 0, for their number to stay the same over 20 looks.
+	settle := func(limit int) int {
+		n, same := runtime.NumGoroutine(), 0
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if (limit >= 0 && n <= limit) || (limit < 0 && same == 20) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+			m := runtime.NumGoroutine()
+			if m == n {
+				same++
+			} else {
+				same = 0
+			}
+			n = m
+		}
+		return n
+	}
+	before := settle(-1)
+	const waiting = 20
+	for i := range waiting {
+		res, err := h.Session(fmt.Sprintf("w%d", i)).Send(ctx, "please wait_event key=never", host.SendOptions{})
+		if err != nil || res.Status != ledger.RunWaiting {
+			t.Fatalf("send %d: %v %v", i, res.Status, err)
+		}
+	}
+	if n := settle(before); n > before {
+		t.Errorf("%d goroutines with %d calls waiting, %d before them", n, waiting, before)
+	}
+	if n := h.Running(); n != 0 {
+		t.Errorf("%d runs in flight, want 0", n)
+	}
+	st := m.Stats()
+	if held := st.Instantiated - st.Discarded - st.Evicted - int64(st.Idle); held != 0 {
+		t.Errorf("%d instances held by waiting calls (stats %+v), want 0", held, st)
 	}
 }

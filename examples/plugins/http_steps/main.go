@@ -39,7 +39,7 @@ type result struct {
 
 const inputSchema = `{"type":"object","properties":{` +
 	`"url":{"type":"string","minLength":1},` +
-	`"steps":{"type":"integer","minimum":1,"maximum":100}},` +
+	`"steps":{"type":"integer","minimum":1,"maximum":1000}},` +
 	`"required":["url","steps"],"additionalProperties":false}`
 
 func init() {
