@@ -307,7 +307,17 @@ type callJournal struct {
 // follow one another from the first, of one module.
 func (r *run) journalOf(c ledger.ToolCall) *callJournal {
 	j := &callJournal{r: r, call: c}
-	for _, e := range r.view() {
+	events := r.view()
+	// The call's stretches follow the pass that made it, the run's last:
+	// only the events after that pass's step are read.
+	from := 0
+	for i := len(events) - 1; i >= 0; i-- {
+		if e := events[i]; e.Step != nil && e.RunID == r.id {
+			from = i
+			break
+		}
+	}
+	for _, e := range events[from:] {
 		x := e.ToolJournal
 		if x == nil || e.RunID != r.id || x.CallID != c.ID {
 			continue
