@@ -355,6 +355,14 @@ const (
 	// JournalWaitDone completes the wait before it: Answer is the event's
 	// payload (none for a timer).
 	JournalWaitDone = "wait-done"
+	// JournalWalltime, JournalNanotime and JournalRandom: what the guest
+	// read of its wall clock, its monotonic clock (8 bytes a reading, big
+	// endian nanoseconds) and its random numbers, through WASI; one
+	// entry holds a run of readings of one stream. A replay reads them
+	// again, in order, as long as there are; they are never checked.
+	JournalWalltime = "walltime"
+	JournalNanotime = "nanotime"
+	JournalRandom   = "random"
 )
 
 // JournalEntry is one host call of a plugin and its answer.

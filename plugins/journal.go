@@ -34,7 +34,8 @@ import (
 //   - A key-value write is journaled, after it is done, before the guest
 //     goes on: one the crash cut before its entry is done again (a set or
 //     a delete of the same key to the same value).
-//   - A key-value read and a log line are journaled with the next entry
+//   - A key-value read, a log line, and what the guest read of its clocks
+//     and random numbers (sysclock.go) are journaled with the next entry
 //     that must be durable: nobody outside the sandbox saw their answers
 //     before then, so a crash before it runs them live again, which
 //     nobody can tell from the first time.
@@ -88,9 +89,9 @@ type callAbort struct{ err error }
 // journal is a call's journal in the making.
 type journal struct {
 	sink       host.Journal
-	source     string // the module's hash
-	recorded   []ledger.JournalEntry
-	next       int // the recorded entry the next host call replays
+	source     string                // the module's hash
+	recorded   []ledger.JournalEntry // the host calls recorded (the clocks' and random streams apart: softQ)
+	next       int                   // the recorded entry the next host call replays
 	pending    []ledger.JournalEntry
 	pendingN   int // bytes of pending
 	entries    int // entries recorded or journaled
@@ -99,6 +100,11 @@ type journal struct {
 	keyBase    []byte // tenant, session and call id, for idempotency keys
 	replayed   int    // entries answered from the journal
 	aborted    error  // why a host function ended the call
+	// softQ holds, per stream (walltime, nanotime, random), the recorded
+	// bytes a replay has not read yet (sysclock.go); monoLast and
+	// monoShift keep the monotonic clock from going back.
+	softQ               map[string][]byte
+	monoLast, monoShift int64
 }
 
 // newJournal returns the journal of call for module m's tool, or the
@@ -109,10 +115,16 @@ func newJournal(m *Module, call host.ToolCall, atMostOnce bool) (*journal, error
 		return nil, detailed(ErrJournalModule, "the call was interrupted in %s and the module is %s now: the %d host calls it made are not replayed, so its outcome is unknown; check what it did before calling it again",
 			source, m.hash, len(recorded))
 	}
-	j := &journal{sink: call.Journal, source: m.hash, recorded: recorded, entries: len(recorded), atMostOnce: atMostOnce,
-		keyBase: idempotencyBase(m.tenant, call.SessionID, call.ID)}
+	j := &journal{sink: call.Journal, source: m.hash, entries: len(recorded), atMostOnce: atMostOnce,
+		keyBase: idempotencyBase(m.tenant, call.SessionID, call.ID), softQ: map[string][]byte{}}
 	for i := range recorded {
-		j.bytes += entryBytes(&recorded[i])
+		e := &recorded[i]
+		j.bytes += entryBytes(e)
+		if softOps[e.Op] {
+			j.softQ[e.Op] = append(j.softQ[e.Op], e.Answer...)
+			continue
+		}
+		j.recorded = append(j.recorded, *e)
 	}
 	return j, nil
 }

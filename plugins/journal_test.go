@@ -27,6 +27,7 @@ type memJournal struct {
 	source  string
 	entries []ledger.JournalEntry
 	writes  int
+	cuts    []int             // the entries after each write
 	failAt  int               // the write (1-based) that fails; 0: none
 	events  map[string][]byte // the events posted
 }
@@ -59,6 +60,37 @@ func (j *memJournal) Record(_ context.Context, source string, entries []ledger.J
 		e.Answer = slices.Clone(e.Answer) // the caller's buffers are its own
 		j.entries = append(j.entries, e)
 	}
+	j.cuts = append(j.cuts, len(j.entries))
+	return nil
+}
+
+// hostCalls returns the entries of host calls: not the streams of the
+// clocks and random numbers.
+func hostCalls(entries []ledger.JournalEntry) []ledger.JournalEntry {
+	var out []ledger.JournalEntry
+	for _, e := range entries {
+		switch e.Op {
+		case ledger.JournalWalltime, ledger.JournalNanotime, ledger.JournalRandom:
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// prefixAt returns j's entries up to the place where op's nth entry (from
+// 1) ends a write.
+func (j *memJournal) prefixAt(t *testing.T, op string, nth int) []ledger.JournalEntry {
+	t.Helper()
+	seen := 0
+	for _, cut := range j.cuts {
+		if e := j.entries[cut-1]; e.Op == op {
+			if seen++; seen == nth {
+				return slices.Clone(j.entries[:cut])
+			}
+		}
+	}
+	t.Fatalf("no write ends with %s number %d", op, nth)
 	return nil
 }
 
@@ -165,8 +197,9 @@ func TestJournalReplayAtEveryBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := res.Output
-	if len(full.entries) != 2*n || full.source != m.Hash() {
-		t.Fatalf("the journal holds %d entries of %s, want %d of %s: %+v", len(full.entries), full.source, 2*n, m.Hash(), full.entries)
+	calls := hostCalls(full.entries)
+	if len(calls) != 2*n || full.source != m.Hash() {
+		t.Fatalf("the journal holds %d host calls of %s, want %d of %s: %+v", len(calls), full.source, 2*n, m.Hash(), full.entries)
 	}
 	if full.writes != 2*n {
 		t.Errorf("%d journal writes for %d requests, want one before each request and one after", full.writes, n)
@@ -182,16 +215,26 @@ func TestJournalReplayAtEveryBoundary(t *testing.T) {
 		t.Fatalf("the server got steps %v, want 1..%d", keys, n)
 	}
 	for i := range n {
-		send, answer := full.entries[2*i], full.entries[2*i+1]
+		send, answer := calls[2*i], calls[2*i+1]
 		if send.Op != ledger.JournalHTTPSend || answer.Op != ledger.JournalHTTP || send.Key != keys[i+1] {
-			t.Fatalf("entries %d, %d: %s (key %s), %s; want http-send with the key step %d arrived with (%s), then http",
+			t.Fatalf("host calls %d, %d: %s (key %s), %s; want http-send with the key step %d arrived with (%s), then http",
 				2*i, 2*i+1, send.Op, send.Key, answer.Op, i+1, keys[i+1])
 		}
 	}
 
-	for k := 0; k <= 2*n; k++ {
+	for k := 0; k <= len(full.cuts); k++ {
+		prefix := []ledger.JournalEntry{}
+		if k > 0 {
+			prefix = full.entries[:full.cuts[k-1]]
+		}
+		done, inFlight := 0, false
+		for _, e := range hostCalls(prefix) {
+			inFlight = e.Op == ledger.JournalHTTPSend // the prefix ends with a request's send
+			if e.Op == ledger.JournalHTTP {
+				done++
+			}
+		}
 		for _, reached := range []bool{false, true} {
-			inFlight := k%2 == 1 // the prefix ends with a request's send
 			if reached && !inFlight {
 				continue
 			}
@@ -202,15 +245,15 @@ func TestJournalReplayAtEveryBoundary(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				// What the server had when the host died.
 				had := map[int][]string{}
-				for i := 1; i <= k/2; i++ {
+				for i := 1; i <= done; i++ {
 					had[i] = []string{keys[i]}
 				}
-				flight := k/2 + 1
+				flight := done + 1
 				if reached {
 					had[flight] = []string{keys[flight]}
 				}
 				srv.seed(had)
-				j := &memJournal{source: full.source, entries: slices.Clone(full.entries[:k])}
+				j := &memJournal{source: full.source, entries: slices.Clone(prefix)}
 				res, err := tool.Call(context.Background(), stepsCall(srv.Server, "http_steps", n, j))
 				if err != nil {
 					t.Fatal(err)
@@ -233,10 +276,11 @@ func TestJournalReplayAtEveryBoundary(t *testing.T) {
 						}
 					}
 				}
-				if len(j.entries) != 2*n || !slices.EqualFunc(j.entries, full.entries, func(a, b ledger.JournalEntry) bool {
+				after := hostCalls(j.entries)
+				if len(after) != 2*n || !slices.EqualFunc(after, calls, func(a, b ledger.JournalEntry) bool {
 					return a.Op == b.Op && a.Request == b.Request && a.Key == b.Key
 				}) {
-					t.Errorf("the journal after the replay holds %d entries, not those of a call that ran once", len(j.entries))
+					t.Errorf("the journal after the replay holds %d host calls, not those of a call that ran once", len(after))
 				}
 			})
 		}
@@ -259,7 +303,7 @@ func TestJournalReplayRefusals(t *testing.T) {
 
 	t.Run("another module", func(t *testing.T) {
 		srv.seed(map[int][]string{})
-		j := &memJournal{source: "sha256:" + strings.Repeat("0", 64), entries: slices.Clone(full.entries[:3])}
+		j := &memJournal{source: "sha256:" + strings.Repeat("0", 64), entries: full.prefixAt(t, ledger.JournalHTTPSend, 2)}
 		_, err := tool.Call(context.Background(), stepsCall(srv.Server, "http_steps", 3, j))
 		if !errors.Is(err, plugins.ErrJournalModule) {
 			t.Fatalf("err = %v, want ErrJournalModule", err)
@@ -271,7 +315,7 @@ func TestJournalReplayRefusals(t *testing.T) {
 
 	t.Run("diverged", func(t *testing.T) {
 		srv.seed(map[int][]string{})
-		j := &memJournal{source: full.source, entries: slices.Clone(full.entries[:4])}
+		j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
 		call := stepsCall(srv.Server, "http_steps", 3, j)
 		call.Input = json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":3}`, srv.URL+"/other"))
 		_, err := tool.Call(context.Background(), call)
@@ -285,7 +329,7 @@ func TestJournalReplayRefusals(t *testing.T) {
 
 	t.Run("fewer calls than journaled", func(t *testing.T) {
 		srv.seed(map[int][]string{})
-		j := &memJournal{source: full.source, entries: slices.Clone(full.entries[:4])}
+		j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
 		_, err := tool.Call(context.Background(), stepsCall(srv.Server, "http_steps", 1, j))
 		if !errors.Is(err, plugins.ErrJournalDiverged) || !strings.Contains(err.Error(), "ended after 2 host calls") {
 			t.Fatalf("err = %v, want ErrJournalDiverged: ended after 2 host calls", err)
@@ -300,10 +344,11 @@ func TestJournalReplayRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The host died with step 2 sent (journaled) and not answered.
-		srv.seed(map[int][]string{1: {first.entries[0].Key}, 2: {first.entries[2].Key}})
-		j := &memJournal{source: first.source, entries: slices.Clone(first.entries[:3])}
+		calls := hostCalls(first.entries)
+		srv.seed(map[int][]string{1: {calls[0].Key}, 2: {calls[2].Key}})
+		j := &memJournal{source: first.source, entries: first.prefixAt(t, ledger.JournalHTTPSend, 2)}
 		_, err := once.Call(context.Background(), stepsCall(srv.Server, "http_steps_once", 3, j))
-		if !errors.Is(err, plugins.ErrOutcomeUnknown) || !strings.Contains(err.Error(), first.entries[2].Key) ||
+		if !errors.Is(err, plugins.ErrOutcomeUnknown) || !strings.Contains(err.Error(), calls[2].Key) ||
 			!strings.Contains(err.Error(), "/step") {
 			t.Fatalf("err = %v, want ErrOutcomeUnknown naming the request and its key", err)
 		}
@@ -366,5 +411,66 @@ func TestIdempotencyKeyWithoutJournal(t *testing.T) {
 		if keys[0] != got[step][0] {
 			t.Errorf("step %d: key %s the second time, %s the first", step, keys[0], got[step][0])
 		}
+	}
+}
+
+// TestJournalReplaysClocksAndRandom: a plugin whose requests carry the
+// wall clock and random bytes is replayed from a journal that ends after
+// its second request's answer: its first two requests are the recorded
+// ones (the clock and the random numbers it read are read again), so it
+// does not diverge; the third goes out live, once.
+func TestJournalReplaysClocksAndRandom(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[int][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body struct{ Step int }
+		_ = json.Unmarshal(b, &body)
+		mu.Lock()
+		bodies[body.Step] = append(bodies[body.Step], string(b))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	rt := plugintest.Runtime(t, plugins.Options{})
+	m := plugintest.Load(t, rt, plugins.Source{Name: "stamped", Wasm: plugintest.GoPlugin(t, "testdata/stamped"), Tenant: "acme",
+		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
+	tool := moduleTool(t, m, "stamped")
+	call := func(j host.Journal) (string, error) {
+		res, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "stamped",
+			Input: json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":3}`, srv.URL)), Journal: j})
+		return res.Output, err
+	}
+	full := &memJournal{}
+	first, err := call(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := map[string]int{}
+	for _, e := range full.entries {
+		streams[e.Op] += len(e.Answer)
+	}
+	if streams[ledger.JournalWalltime] < 3*8 || streams[ledger.JournalRandom] < 3*16 {
+		t.Fatalf("the journal kept %v bytes of the streams, want at least 3 wall clock readings and 48 random bytes", streams)
+	}
+	mu.Lock()
+	bodies = map[int][]string{}
+	mu.Unlock()
+	j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
+	again, err := call(j)
+	if err != nil {
+		t.Fatalf("the replay: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies[1]) != 0 || len(bodies[2]) != 0 || len(bodies[3]) != 1 {
+		t.Fatalf("the server got %v, want step 3 only", bodies)
+	}
+	var a, b []string
+	_ = json.Unmarshal([]byte(first), &a)
+	_ = json.Unmarshal([]byte(again), &b)
+	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] || a[2] == b[2] {
+		t.Errorf("the replay's output\n%s\nwant the first two steps of\n%s\n(the third live: another time and nonce)", again, first)
 	}
 }

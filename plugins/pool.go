@@ -2,7 +2,6 @@ package plugins
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"io"
 	"log/slog"
@@ -104,10 +103,8 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	stderr := &stderrWriter{max: 2 << 10}
-	mc := wazero.NewModuleConfig().
-		WithSysWalltime().
-		WithSysNanotime().
-		WithRandSource(rand.Reader).
+	src := &sysSource{}
+	mc := src.config(wazero.NewModuleConfig()).
 		WithStdout(io.Discard).
 		WithStderr(stderr)
 	p, err := m.compiled.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: mc})
@@ -117,6 +114,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	m.instantiated.Add(1)
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
+	src.in = in
 	switch {
 	case in.fast == nil:
 		// Every call goes through the instance's own kernel (fastcall.go):
