@@ -130,6 +130,10 @@ func (s *Session) Delete(ctx context.Context, opts DeleteOptions) (DeleteReport,
 		}
 	}
 	n, err := h.unindexSession(ctx, s.id, events)
+	if w, werr := h.forgetWaits(ctx, s.id); werr != nil || w > 0 {
+		n += w
+		err = errors.Join(err, werr)
+	}
 	rep.IndexEntries = n
 	if err != nil {
 		return rep, fmt.Errorf("host: session %s is deleted, but not every index entry of it: %w (deleting it again removes them)", s.id, err)

@@ -419,3 +419,30 @@ func (r *run) withdrawWaits(calls []ledger.ToolCall, msg string) error {
 	}
 	return nil
 }
+
+// forgetWaits removes what the storage keeps of the session's waits (the
+// events posted and not taken, the times to fire), for its deletion: a
+// session made again under its id starts with none. It returns how many
+// entries there were.
+func (h *Host) forgetWaits(ctx context.Context, sessionID string) (int, error) {
+	kv, ok := h.store.(storage.KV)
+	if !ok {
+		return 0, nil
+	}
+	n := 0
+	var errs []error
+	for _, ns := range []string{waitEventsNS, waitTimersNS} {
+		keys, err := kv.Keys(ctx, ns)
+		errs = append(errs, err)
+		for _, k := range keys {
+			if strings.HasPrefix(k, sessionID+"\x00") {
+				if err := kv.Delete(ctx, ns, k); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				n++
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}

@@ -302,3 +302,26 @@ func TestWaitHoldsNothing(t *testing.T) {
 		t.Errorf("%d instances held by waiting calls (stats %+v), want 0", held, st)
 	}
 }
+
+// TestDeleteForgetsEvents: an event kept for a session (no call waited
+// for it) goes with the session's deletion: a session made again under
+// its id does not find it.
+func TestDeleteForgetsEvents(t *testing.T) {
+	h, _ := waitHostStore(t, t.TempDir())
+	ctx := context.Background()
+	s := h.Session("gone")
+	if res, err := s.Send(ctx, "hello", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("send: %v %v", res.Status, err)
+	}
+	if _, err := s.PostEvent(ctx, "stale", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Delete(ctx, host.DeleteOptions{})
+	if err != nil || rep.IndexEntries < 1 {
+		t.Fatalf("delete: %+v %v, want the kept event among its index entries", rep, err)
+	}
+	res, err := s.Send(ctx, "please wait_event key=stale", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunWaiting {
+		t.Fatalf("a wait in the session made again: %s %v, want waiting (the old event gone)", res.Status, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
@@ -132,33 +133,43 @@ func TestDurableCallChat(t *testing.T) {
 }
 
 // TestDurableCallServe: serve runs http_steps for a message and is
-// SIGKILLed when step 3 arrives; serve started again resumes the run on
-// boot: every step reaches the server once, step 3 twice with the same
-// key, and the session completes with the five answers.
+// SIGKILLed when step 3 arrives; serve started again (on Redis: another
+// host, once the dead one's lease lapsed) resumes the run: every step
+// reaches the server once, step 3 twice with the same key, and the session
+// completes with the five answers.
 func TestDurableCallServe(t *testing.T) {
 	bin := needBinary(t)
-	steps := newKillingSteps(t, 3)
-	u, _ := url.Parse(steps.URL)
-	model := slowModel(t)
-	config := writeServeConfig(t, "file:"+t.TempDir(), model.URL(), fmt.Sprintf(`    sandbox:
+	for _, kind := range []string{"file", "redis"} {
+		t.Run(kind, func(t *testing.T) {
+			storageURL := "file:" + t.TempDir()
+			if kind == "redis" {
+				storageURL = redistest.Start(t, redistest.Options{}).URL()
+			}
+			steps := newKillingSteps(t, 3)
+			u, _ := url.Parse(steps.URL)
+			model := slowModel(t)
+			config := writeServeConfig(t, storageURL, model.URL(), fmt.Sprintf(`    sandbox:
       allowed_hosts: [%q]
       allow_private_network: true
     agents:
       default:
         approve: [http_steps]
 plugins_dir: %s
+lease_ttl: 500ms
 `, u.Host, stepsPlugin(t, "acme")))
-	first := startServe(t, "serve", bin, config)
-	steps.mu.Lock()
-	steps.victim = func() *os.Process { return first.cmd.Process }
-	steps.mu.Unlock()
-	first.post("d", "please http_steps url="+steps.URL+"/step steps=5")
-	first.wait(2 * time.Minute)
-	second := startServe(t, "serve again", bin, config)
-	second.waitState("d", "completed", 2*time.Minute)
-	body := second.must("GET", "/v1/sessions/d/transcript", "", http.StatusOK, nil)
-	if !strings.Contains(body, `\"answer\":\"{\\\"done\\\":5}\"`) {
-		t.Errorf("the transcript does not hold the fifth answer: %s", body)
+			first := startServe(t, "serve", bin, config)
+			steps.mu.Lock()
+			steps.victim = func() *os.Process { return first.cmd.Process }
+			steps.mu.Unlock()
+			first.post("d", "please http_steps url="+steps.URL+"/step steps=5")
+			first.wait(2 * time.Minute)
+			second := startServe(t, "serve again", bin, config)
+			second.waitState("d", "completed", 2*time.Minute)
+			body := second.must("GET", "/v1/sessions/d/transcript", "", http.StatusOK, nil)
+			if !strings.Contains(body, `\"answer\":\"{\\\"done\\\":5}\"`) {
+				t.Errorf("the transcript does not hold the fifth answer: %s", body)
+			}
+			steps.check(t, 5, 3)
+		})
 	}
-	steps.check(t, 5, 3)
 }
