@@ -323,14 +323,12 @@ func durableChild(t *testing.T, srv *durableServer, mode string, env ...string) 
 	return out.String(), errb.String(), false
 }
 
-// TestDurableCallSIGKILL kills a host at every boundary of a durable
-// plugin call, on files and on Redis (where another host takes over).
-func TestDurableCallSIGKILL(t *testing.T) {
-	if os.Getenv(envDurableChild) != "" {
-		t.Skip("a child")
-	}
-	wasmPath := filepath.Join(t.TempDir(), "http_steps.wasm")
-	if err := os.WriteFile(wasmPath, httpStepsWasm(t), 0o644); err != nil {
+// durableSetup writes wasm as name in a new directory, for the children to
+// load, and starts the fake model they share.
+func durableSetup(t *testing.T, name string, wasm []byte) (string, *fakemodel.Server) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	model, err := fakemodel.Start(fakemodel.Options{})
@@ -338,6 +336,16 @@ func TestDurableCallSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { model.Close() })
+	return path, model
+}
+
+// TestDurableCallSIGKILL kills a host at every boundary of a durable
+// plugin call, on files and on Redis (where another host takes over).
+func TestDurableCallSIGKILL(t *testing.T) {
+	if os.Getenv(envDurableChild) != "" {
+		t.Skip("a child")
+	}
+	wasmPath, model := durableSetup(t, "http_steps.wasm", httpStepsWasm(t))
 	type kill struct {
 		spec  string // the child's envDurableKill, or arrive:N / answered:N at the server
 		twice int    // the step that reaches the server twice; -1: it may
@@ -459,15 +467,7 @@ func TestDurableCallModuleChanged(t *testing.T) {
 	if os.Getenv(envDurableChild) != "" {
 		t.Skip("a child")
 	}
-	wasmPath := filepath.Join(t.TempDir(), "http_steps.wasm")
-	if err := os.WriteFile(wasmPath, httpStepsWasm(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	model, err := fakemodel.Start(fakemodel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	wasmPath, model := durableSetup(t, "http_steps.wasm", httpStepsWasm(t))
 	srv := newDurableServer(t)
 	env := []string{envDurableModel + "=" + model.URL(), envDurableWasm + "=" + wasmPath, envDurableSteps + "=" + srv.URL,
 		envDurableStore + "=file:" + t.TempDir()}
@@ -552,15 +552,7 @@ func TestWaitSurvivesSIGKILL(t *testing.T) {
 	if os.Getenv(envDurableChild) != "" {
 		t.Skip("a child")
 	}
-	wasmPath := filepath.Join(t.TempDir(), "wait_event.wasm")
-	if err := os.WriteFile(wasmPath, waitEventWasm(t), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	model, err := fakemodel.Start(fakemodel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	wasmPath, model := durableSetup(t, "wait_event.wasm", waitEventWasm(t))
 	srv := newDurableServer(t) // unused by these tools; the child reads its URL
 	for _, kind := range []string{"file", "redis"} {
 		t.Run(kind, func(t *testing.T) {

@@ -26,11 +26,12 @@ func waitEventWasm(t testing.TB) []byte {
 // waitHost is a host on a file store in dir with the wait_event plugin's
 // tools, whose model is the fake one.
 func waitHost(t *testing.T, dir string, mutate ...func(*host.Options)) *host.Host {
-	h, _ := waitHostStore(t, dir, mutate...)
+	h, _, _ := waitHostStore(t, dir, mutate...)
 	return h
 }
 
-func waitHostStore(t *testing.T, dir string, mutate ...func(*host.Options)) (*host.Host, *file.Store) {
+// waitHostStore is waitHost, with its store and the plugin's module.
+func waitHostStore(t *testing.T, dir string, mutate ...func(*host.Options)) (*host.Host, *file.Store, *plugins.Module) {
 	t.Helper()
 	model, err := fakemodel.Start(fakemodel.Options{})
 	if err != nil {
@@ -52,7 +53,7 @@ func waitHostStore(t *testing.T, dir string, mutate ...func(*host.Options)) (*ho
 	for _, f := range mutate {
 		f(&opts)
 	}
-	return hosttest.New(t, opts).Host, store
+	return hosttest.New(t, opts).Host, store, m
 }
 
 // waitEnd waits for the session's run to end (a state other than waiting
@@ -97,7 +98,7 @@ func toolResults(t *testing.T, store *file.Store, session string) []ledger.ToolR
 // run in flight; the session shows it waiting for the event; posting the
 // event continues the run, whose call returns the payload.
 func TestWaitEvent(t *testing.T) {
-	h, store := waitHostStore(t, t.TempDir())
+	h, store, _ := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
 	s := h.Session("w1")
 	res, err := s.Send(ctx, "please wait_event key=order-42-paid", host.SendOptions{})
@@ -136,7 +137,7 @@ func TestWaitEvent(t *testing.T) {
 // TestWaitEventPostedFirst: an event posted before any call waits for it
 // is kept, and the first wait for its key takes it at once.
 func TestWaitEventPostedFirst(t *testing.T) {
-	h, store := waitHostStore(t, t.TempDir())
+	h, store, _ := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
 	s := h.Session("w2")
 	posted, err := s.PostEvent(ctx, "early", []byte("first"))
@@ -163,7 +164,7 @@ func TestWaitEventPostedFirst(t *testing.T) {
 // TestWaitTimer: a call that waits a second parks its run; the host fires
 // the time and the run completes by itself.
 func TestWaitTimer(t *testing.T) {
-	h, store := waitHostStore(t, t.TempDir())
+	h, store, _ := waitHostStore(t, t.TempDir())
 	s := h.Session("w3")
 	start := time.Now()
 	res, err := s.Send(context.Background(), "please wait_seconds seconds=1", host.SendOptions{})
@@ -189,7 +190,7 @@ func TestWaitTimer(t *testing.T) {
 // its call waits ends timed out.
 func TestWaitCancelAndTimeout(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
-		h, store := waitHostStore(t, t.TempDir())
+		h, store, _ := waitHostStore(t, t.TempDir())
 		s := h.Session("w4")
 		if res, err := s.Send(context.Background(), "please wait_event key=never", host.SendOptions{}); err != nil || res.Status != ledger.RunWaiting {
 			t.Fatalf("Send: %v %v", res.Status, err)
@@ -206,7 +207,7 @@ func TestWaitCancelAndTimeout(t *testing.T) {
 		}
 	})
 	t.Run("total timeout", func(t *testing.T) {
-		h, store := waitHostStore(t, t.TempDir(), func(o *host.Options) { o.Agent.Timeouts.Total = 1500 * time.Millisecond })
+		h, store, _ := waitHostStore(t, t.TempDir(), func(o *host.Options) { o.Agent.Timeouts.Total = 1500 * time.Millisecond })
 		s := h.Session("w5")
 		if res, err := s.Send(context.Background(), "please wait_event key=never", host.SendOptions{}); err != nil || res.Status != ledger.RunWaiting {
 			t.Fatalf("Send: %v %v", res.Status, err)
@@ -238,23 +239,7 @@ func TestWaitOutsideARun(t *testing.T) {
 // and its plugin no instance: the goroutines are those of the host before
 // the message, and every instance the module made is idle or gone.
 func TestWaitHoldsNothing(t *testing.T) {
-	model, err := fakemodel.Start(fakemodel.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
-	store, err := file.Open(t.TempDir(), file.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	rt := plugintest.Runtime(t, plugins.Options{})
-	m := plugintest.Load(t, rt, plugins.Source{Name: "wait_event", Wasm: waitEventWasm(t), Tenant: "acme"})
-	client, err := provider.New(provider.Config{BaseURL: model.URL(), APIKey: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hosttest.New(t, host.Options{Storage: store, Model: client, Agent: host.Agent{Model: "fake/echo", Tools: m.Tools()}}).Host
+	h, _, m := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
 	// A first run (an event posted before its wait) warms what stays: the
 	// model's connections, the host's idle run goroutine, the pool.
@@ -307,7 +292,7 @@ func TestWaitHoldsNothing(t *testing.T) {
 // for it) goes with the session's deletion: a session made again under
 // its id does not find it.
 func TestDeleteForgetsEvents(t *testing.T) {
-	h, _ := waitHostStore(t, t.TempDir())
+	h, _, _ := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
 	s := h.Session("gone")
 	if res, err := s.Send(ctx, "hello", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
