@@ -112,8 +112,14 @@ type journal struct {
 func newJournal(m *Module, call host.ToolCall, atMostOnce bool) (*journal, error) {
 	source, recorded := call.Journal.Recorded()
 	if source != "" && source != m.hash {
+		calls := 0
+		for _, e := range recorded {
+			if !softOps[e.Op] {
+				calls++
+			}
+		}
 		return nil, detailed(ErrJournalModule, "the call was interrupted in %s and the module is %s now: the %d host calls it made are not replayed, so its outcome is unknown; check what it did before calling it again",
-			source, m.hash, len(recorded))
+			source, m.hash, calls)
 	}
 	j := &journal{sink: call.Journal, source: m.hash, entries: len(recorded), atMostOnce: atMostOnce,
 		keyBase: idempotencyBase(m.tenant, call.SessionID, call.ID), softQ: map[string][]byte{}}
