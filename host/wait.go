@@ -91,9 +91,10 @@ type PostedEvent struct {
 	// run continues); otherwise the event is kept until a call of the
 	// session waits for it.
 	Taken bool `json:"taken"`
-	// RunID is the run that continues, when Taken.
+	// RunID is the run that continues, when Taken here; "" when another
+	// completion took the event at the same moment.
 	RunID string `json:"run_id,omitempty"`
-	// Run is a handle on that run (nil when not Taken).
+	// Run is a handle on that run (nil when RunID is "").
 	Run *Run `json:"-"`
 }
 
@@ -130,18 +131,21 @@ func (s *Session) PostEvent(ctx context.Context, key string, payload []byte) (Po
 	}
 	r, err := h.completeWaits(ctx, s.id)
 	switch {
-	case errors.Is(err, errNoWaitDue), errors.Is(err, ErrNothingToResume), errors.Is(err, errParked):
-		return PostedEvent{}, nil
-	case err != nil:
+	case err == nil && r != nil:
+		return PostedEvent{Taken: true, RunID: r.ID(), Run: r}, nil
+	case err == nil, errors.Is(err, errNoWaitDue), errors.Is(err, ErrNothingToResume), errors.Is(err, errParked):
+	default:
 		// Kept: a call that waits for it takes it; this host could not
 		// continue the run now (another leads it, say).
-		h.log.Warn("waits: the event is kept, but its run did not continue", "session", s.id, "event", key, "err", err)
-		return PostedEvent{}, nil
+		h.log.Warn("waits: the event is kept, but its run did not continue here", "session", s.id, "event", key, "err", err)
 	}
-	if r == nil {
-		return PostedEvent{}, nil
+	// A completion that ran at the same moment (the parking run's own
+	// look, a call that waited for it live) may have taken it: then it is
+	// gone from the storage.
+	if _, kept, err := kv.Get(ctx, waitEventsNS, eventKey(s.id, key)); err == nil && !kept {
+		return PostedEvent{Taken: true}, nil
 	}
-	return PostedEvent{Taken: true, RunID: r.ID(), Run: r}, nil
+	return PostedEvent{}, nil
 }
 
 func eventKey(session, key string) string { return session + "\x00" + key }
@@ -329,8 +333,21 @@ func (h *Host) afterParked(sessionID string, events []ledger.Event, runID string
 		}
 		time.AfterFunc(time.Until(due), func() { h.fireWaits(sessionID, key) })
 	}
-	if eventWaits && kv != nil {
-		go h.fireWaits(sessionID, "")
+	if !eventWaits || kv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeouts.Append)
+	defer cancel()
+	for _, w := range waits {
+		if w.Event == "" {
+			continue
+		}
+		if _, ok, err := kv.Get(ctx, waitEventsNS, eventKey(sessionID, w.Event)); err != nil || ok {
+			// Posted while the run parked (or the store cannot tell):
+			// complete it now.
+			go h.fireWaits(sessionID, "")
+			return
+		}
 	}
 }
 

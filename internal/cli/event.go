@@ -92,6 +92,10 @@ func eventCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stderr, "the event %q is kept: no call of session %s waits for it now; the first wait for it takes it\n", pos[1], pos[0])
 		return nil
 	}
+	if posted.Run == nil {
+		fmt.Fprintf(env.Stderr, "the event %q was taken by a call of session %s; its run goes on elsewhere\n", pos[1], pos[0])
+		return nil
+	}
 	res, err := follow(ctx, posted.Run, &printer{w: env.Stdout})
 	switch {
 	case err == nil && res.Status == ledger.RunApprovalRequired:

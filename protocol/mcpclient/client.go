@@ -371,7 +371,10 @@ type Source struct {
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // keep, which emits changes
+	// stopNotify tells the notifier, once keep has ended, to tell what is
+	// queued and end; notified is closed when it has.
+	stopNotify, notified chan struct{}
 
 	mu       sync.Mutex
 	session  *conn         // nil while disconnected
@@ -431,7 +434,8 @@ func Open(ctx context.Context, s Server) (*Source, error) {
 		},
 	})
 	src.ctx, src.cancel = context.WithCancel(context.Background())
-	src.wg.Add(2)
+	src.stopNotify, src.notified = make(chan struct{}), make(chan struct{})
+	src.wg.Add(1)
 	go src.notifier()
 	go src.keep()
 	_, _ = src.connected(ctx) // a failure is retried in the background
@@ -515,7 +519,13 @@ func (s *Source) Close() error {
 	if sess != nil {
 		err = sess.Close()
 	}
+	// keep may be between making a connection and telling of it: the
+	// notifier drains the queue only once keep has ended, so that the
+	// change it tells last (a first use's pins) is told before Close
+	// returns.
 	s.wg.Wait()
+	close(s.stopNotify)
+	<-s.notified
 	return err
 }
 
@@ -554,12 +564,12 @@ func (s *Source) emit(c Change) {
 // what is queued still before it returns: the pins of a first use, or of
 // an approval, are told before Close returns.
 func (s *Source) notifier() {
-	defer s.wg.Done()
+	defer close(s.notified)
 	for {
 		select {
 		case c := <-s.changes:
 			s.cfg.OnChange(c)
-		case <-s.ctx.Done():
+		case <-s.stopNotify:
 			for {
 				select {
 				case c := <-s.changes:
