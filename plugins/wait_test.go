@@ -236,8 +236,9 @@ func TestWaitOutsideARun(t *testing.T) {
 }
 
 // TestWaitHoldsNothing: while a call waits, its run holds no goroutine
-// and its plugin no instance: the goroutines are those of the host before
-// the message, and every instance the module made is idle or gone.
+// and its plugin no instance: 20 calls waiting, the goroutines are those
+// of the host before them (give or take a few that are no wait's), and
+// every instance the module made is idle or gone.
 func TestWaitHoldsNothing(t *testing.T) {
 	h, _, m := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
@@ -276,7 +277,10 @@ func TestWaitHoldsNothing(t *testing.T) {
 			t.Fatalf("send %d: %v %v", i, res.Status, err)
 		}
 	}
-	if n := settle(before); n > before {
+	// A goroutine or two may come meanwhile that are no wait's (an idle
+	// run driver more, a model connection under load): a wait that held
+	// one would show as 20.
+	if n := settle(before); n > before+4 {
 		t.Errorf("%d goroutines with %d calls waiting, %d before them", n, waiting, before)
 	}
 	if n := h.Running(); n != 0 {
