@@ -65,10 +65,11 @@ test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
-## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once
+## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once. Then a durable plugin call SIGKILLed at every boundary on files, Redis and a Redis Cluster
 soak:
 	./scripts/test-deps.sh
 	AGENTIC_SOAK=$(SOAK) AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./internal/cli
+	AGENTIC_DURABLE_ALL=1 AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 30m -run '^TestDurableCallSIGKILL$$' ./plugins
 
 ## test-short: the fast tests only
 test-short:
