@@ -343,8 +343,6 @@ const (
 	JournalKVGet    = "kv-get"
 	JournalKVSet    = "kv-set"
 	JournalKVDelete = "kv-delete"
-	// JournalLog: a line the guest logged (its digest only).
-	JournalLog = "log"
 	// JournalWaitEvent: the guest waits for the event named Key (posted
 	// to the session from outside); JournalWaitTimer: it waits until the
 	// time Key (RFC 3339). Until the JournalWaitDone that completes it

@@ -226,7 +226,7 @@ func hostLog(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
 	if err != nil {
 		msg = []byte("(log line dropped: " + err.Error() + ")")
 	}
-	if env.journal != nil && !env.journalLog(ctx, level, msg) {
+	if env.journal != nil && !env.journalLog() {
 		return // logged by the attempt that journaled it
 	}
 	if !env.allowLog(len(msg)) {

@@ -34,11 +34,14 @@ import (
 //   - A key-value write is journaled, after it is done, before the guest
 //     goes on: one the crash cut before its entry is done again (a set or
 //     a delete of the same key to the same value).
-//   - A key-value read, a log line, and what the guest read of its clocks
-//     and random numbers (sysclock.go) are journaled with the next entry
-//     that must be durable: nobody outside the sandbox saw their answers
-//     before then, so a crash before it runs them live again, which
-//     nobody can tell from the first time.
+//   - A key-value read, and what the guest read of its clocks and random
+//     numbers (sysclock.go), are journaled with the next entry that must
+//     be durable: nobody outside the sandbox saw their answers before
+//     then, so a crash before it runs them live again, which nobody can
+//     tell from the first time.
+//   - A log line is not journaled (it has no answer to replay): a replay
+//     does not log the lines of the host calls it answers from the
+//     journal.
 //
 // A replayed guest that asks anything other than what the journal holds
 // at that place has diverged: the call fails (ErrJournalDiverged), never
@@ -291,19 +294,12 @@ func (env *callEnv) journalKV(ctx context.Context, op string, key, value []byte,
 	return answer
 }
 
-// journalLog journals one log line of a journaled call, and reports
-// whether it is to be logged: a line replayed was logged the first time.
-func (env *callEnv) journalLog(ctx context.Context, level int32, msg []byte) bool {
-	j := env.journal
-	env.pos++
-	req := append([]byte{byte(level)}, msg...)
-	if j.replaying() {
-		j.replay(ledger.JournalLog, "", req)
-		return false
-	}
-	j.record(ctx, ledger.JournalEntry{Op: ledger.JournalLog, Request: digest(req)}, false)
-	return true
-}
+// journalLog reports whether a log line of a journaled call is to be
+// logged: not while the call replays (the attempt that got there logged
+// it). Log lines are not journaled: they have no answer a replay needs,
+// and a call may log past the journal's bounds (its lines past the log's
+// budget are dropped anyway).
+func (env *callEnv) journalLog() bool { return !env.journal.replaying() }
 
 // journalWaitEvent is wait_event of a journaled call: the payload of the
 // event key, when it was posted (recorded, or found and recorded now);

@@ -474,3 +474,20 @@ func TestJournalReplaysClocksAndRandom(t *testing.T) {
 		t.Errorf("the replay's output\n%s\nwant the first two steps of\n%s\n(the third live: another time and nonce)", again, first)
 	}
 }
+
+// TestJournaledCallLogsPastTheJournal: a journaled call may log far more
+// lines than the journal holds entries (the hostile plugin's flood of
+// 6,000): logs are not journaled, and the call succeeds.
+func TestJournaledCallLogsPastTheJournal(t *testing.T) {
+	rt := plugintest.Runtime(t, plugins.Options{})
+	m := plugintest.Load(t, rt, plugins.Source{Name: "hostile", Wasm: hostileWasm(t)})
+	j := &memJournal{}
+	_, err := moduleTool(t, m, "log").Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "log",
+		Input: json.RawMessage(`{"bytes":6000}`), Journal: j})
+	if err != nil {
+		t.Fatalf("a call logging 6,000 lines: %v", err)
+	}
+	if n := len(hostCalls(j.entries)); n != 0 {
+		t.Errorf("the journal holds %d host calls, want none (logs are not journaled)", n)
+	}
+}

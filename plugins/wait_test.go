@@ -23,14 +23,8 @@ func waitEventWasm(t testing.TB) []byte {
 	return plugintest.GoPlugin(t, "../examples/plugins/wait_event")
 }
 
-// waitHost is a host on a file store in dir with the wait_event plugin's
-// tools, whose model is the fake one.
-func waitHost(t *testing.T, dir string, mutate ...func(*host.Options)) *host.Host {
-	h, _, _ := waitHostStore(t, dir, mutate...)
-	return h
-}
-
-// waitHostStore is waitHost, with its store and the plugin's module.
+// waitHostStore is a host on a file store in dir with the wait_event
+// plugin's tools, whose model is the fake one; its store, and the module.
 func waitHostStore(t *testing.T, dir string, mutate ...func(*host.Options)) (*host.Host, *file.Store, *plugins.Module) {
 	t.Helper()
 	model, err := fakemodel.Start(fakemodel.Options{})
