@@ -108,6 +108,7 @@ type journal struct {
 	// monoShift keep the monotonic clock from going back.
 	softQ               map[string][]byte
 	monoLast, monoShift int64
+	streamBytes         int // journaled of the streams (maxJournalStreams)
 }
 
 // newJournal returns the journal of call for module m's tool, or the

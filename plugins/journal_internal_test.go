@@ -77,3 +77,28 @@ func TestJournalBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestJournalStreamsBounded: a guest spinning on its clock and its random
+// numbers journals at most maxJournalStreams of them, and never fails nor
+// writes for it: the readings past the bound are the host's own, live.
+func TestJournalStreamsBounded(t *testing.T) {
+	sink := &countJournal{}
+	j := &journal{sink: sink, source: "sha256:x", softQ: map[string][]byte{}}
+	err := aborted(func() {
+		buf := make([]byte, 256)
+		for i := range 200_000 {
+			j.monotonic(int64(i))
+			j.soft(ledger.JournalRandom, buf)
+		}
+	})
+	if err != nil || sink.writes != 0 {
+		t.Fatalf("200,000 readings of each: %v, %d writes; want neither", err, sink.writes)
+	}
+	kept := 0
+	for _, e := range j.pending {
+		kept += len(e.Answer)
+	}
+	if kept > maxJournalStreams {
+		t.Errorf("%d bytes of readings journaled, the bound is %d", kept, maxJournalStreams)
+	}
+}
