@@ -60,7 +60,16 @@ const (
 	MaxEventKeyBytes = 256
 	// MaxEventBytes bounds an event's payload.
 	MaxEventBytes = 1 << 20
+	// MaxKeptEvents bounds the events a host's storage keeps for calls
+	// that do not wait for them yet (all its sessions together; a tenant's,
+	// in serve): a post past it is refused (ErrTooManyEvents), nothing
+	// kept. Taking an event, or deleting its session, frees its place.
+	MaxKeptEvents = 1024
 )
+
+// ErrTooManyEvents refuses an event when MaxKeptEvents events are kept
+// already.
+var ErrTooManyEvents = errors.New("host: too many events kept for calls that do not wait for them yet")
 
 // The storage.KV namespaces of waits: the events posted and not yet taken
 // by a call (key: session, NUL, event key; value: the payload), and the
@@ -123,6 +132,13 @@ func (s *Session) PostEvent(ctx context.Context, key string, payload []byte) (Po
 	kv, ok := h.store.(storage.KV)
 	if !ok {
 		return PostedEvent{}, errors.New("host: PostEvent needs a storage that keeps values (storage.KV)")
+	}
+	if n, err := kv.Len(ctx, waitEventsNS); err != nil {
+		return PostedEvent{}, fmt.Errorf("host: count the events kept: %w", err)
+	} else if n >= MaxKeptEvents {
+		if _, again, err := kv.Get(ctx, waitEventsNS, eventKey(s.id, key)); err != nil || !again {
+			return PostedEvent{}, fmt.Errorf("%w: %d (MaxKeptEvents); post them once calls wait for them, or delete their sessions", ErrTooManyEvents, n)
+		}
 	}
 	// Kept first, then offered: a run that parks meanwhile finds it when
 	// it looks after parking (afterParked), or is found parked here.

@@ -533,6 +533,10 @@ func (s *Server) postEvent(w http.ResponseWriter, r *http.Request, t *tenant) {
 		return
 	}
 	posted, err := t.host.Session(id).PostEvent(r.Context(), key, payload)
+	if errors.Is(err, host.ErrTooManyEvents) {
+		writeError(w, http.StatusConflict, codeConflict, "%v", err)
+		return
+	}
 	if err != nil {
 		s.startError(w, err)
 		return
