@@ -170,11 +170,16 @@ func (j *journal) replaying() bool { return j.next < len(j.recorded) }
 // (named what), at the journal's place; the call ends (a callAbort) when
 // the journal recorded another call there.
 func (j *journal) replay(op, what string, req []byte) ledger.JournalEntry {
+	return j.replayDigest(op, what, digest(req))
+}
+
+// replayDigest is replay of a request known by its digest.
+func (j *journal) replayDigest(op, what, reqDigest string) ledger.JournalEntry {
 	at := j.next
 	want := j.recorded[at]
 	j.next++
 	j.replayed++
-	if want.Op != op || want.Request != digest(req) {
+	if want.Op != op || want.Request != reqDigest {
 		j.abort(detailed(ErrJournalDiverged, "host call %d is %s %s, the journal recorded %s %s there",
 			at+1, op, quoteWhat(what), want.Op, quoteWhat(want.What)))
 	}
@@ -284,14 +289,18 @@ func (env *callEnv) journalHTTP(ctx context.Context, raw []byte, readErr error) 
 func (env *callEnv) journalKV(ctx context.Context, op string, key, value []byte, do func() []byte) []byte {
 	j := env.journal
 	env.pos++
-	req := make([]byte, 0, len(key)+1+len(value))
-	req = append(append(append(req, key...), 0), value...)
+	// The key and the value, digested without a copy of the value.
+	h := sha256.New()
+	h.Write(key)
+	h.Write([]byte{0})
+	h.Write(value)
+	req := "sha256:" + hex.EncodeToString(h.Sum(nil))
 	what := whatOf(string(key))
 	if j.replaying() {
-		return j.replay(op, what, req).Answer
+		return j.replayDigest(op, what, req).Answer
 	}
 	answer := do()
-	j.record(ctx, ledger.JournalEntry{Op: op, Request: digest(req), What: what, Answer: answer}, op != ledger.JournalKVGet)
+	j.record(ctx, ledger.JournalEntry{Op: op, Request: req, What: what, Answer: answer}, op != ledger.JournalKVGet)
 	return answer
 }
 
