@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/internal/redistest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/storage"
@@ -173,5 +175,53 @@ func TestKVNamespaces(t *testing.T) {
 	}
 	if v, ok, err := st.Get(ctx, plugins.StorageNamespace+"acme", "k"); !ok || err != nil || string(v) != "acme's" {
 		t.Fatalf("in the store: %q, %v, %v", v, ok, err)
+	}
+}
+
+// TestJournalKV: publish_post's call (a key-value read, a POST, a
+// key-value write) journaled, then replayed as a host that died would
+// find it: after its POST's answer, on a store the write never reached,
+// the read and the POST are answered from the journal and only the write
+// is done, live; from the whole journal, nothing is done at all.
+func TestJournalKV(t *testing.T) {
+	b := newBlog(t)
+	call := func(tool host.Tool, j host.Journal) error {
+		_, err := tool.Call(context.Background(), host.ToolCall{ID: "call-1", SessionID: "s1", Name: "publish_post",
+			Input: json.RawMessage(`{"title":"Hello","body":"First post."}`), Journal: j})
+		return err
+	}
+	full := &memJournal{}
+	if err := call(b.host(t, memory.New(), nil), full); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, e := range hostCalls(full.entries) {
+		ops = append(ops, e.Op)
+	}
+	if want := []string{ledger.JournalKVGet, ledger.JournalHTTPSend, ledger.JournalHTTP, ledger.JournalKVSet}; !slices.Equal(ops, want) {
+		t.Fatalf("the journal's host calls: %v, want %v", ops, want)
+	}
+	const key = "publish_post/call-1"
+	for _, tc := range []struct {
+		name    string
+		prefix  []ledger.JournalEntry
+		written bool // the replay writes the record
+	}{
+		{"after the POST's answer", full.prefixAt(t, ledger.JournalHTTP, 1), true},
+		{"the whole journal", slices.Clone(full.entries), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kv := memory.New()
+			if err := call(b.host(t, kv, nil), &memJournal{source: full.source, entries: tc.prefix}); err != nil {
+				t.Fatal(err)
+			}
+			if n := b.posts.Load(); n != 1 {
+				t.Errorf("the blog got %d posts, want the first call's only", n)
+			}
+			_, found, err := kv.Get(context.Background(), plugins.StorageNamespace+"acme", key)
+			if err != nil || found != tc.written {
+				t.Errorf("the record after the replay: found %v (%v), want %v", found, err, tc.written)
+			}
+		})
 	}
 }
