@@ -317,6 +317,13 @@ func importRule(module, name string, kind fuel.ImportKind) (fuel.Import, error) 
 		return fuel.Import{Base: hostCallCost}, nil
 	case wasi:
 		return fuel.Import{Base: hostCallCost, Args: wasiRules[name]}, nil
+	case jsEnv:
+		// A JavaScript engine's hooks (jsvm.go); a module that is not a
+		// JavaScript plugin's engine traps if it calls them.
+		if !jsImportNames[name] {
+			return fuel.Import{}, fmt.Errorf("the host has no function %q in module %q (a JavaScript engine's hooks)", name, jsEnv)
+		}
+		return fuel.Import{Base: hostCallCost}, nil
 	}
 	return fuel.Import{}, fmt.Errorf("the host provides no module %q (plugins import %s, %s and %s)", module, extismEnv, userEnv, wasi)
 }

@@ -34,9 +34,12 @@ type Module struct {
 	log         *slog.Logger
 	guard       *httpGuard
 	compiled    *extism.CompiledPlugin
-	exports     map[string]bool
-	pool        pool
-	budget      *tenantBudget // shared with the tenant's other modules
+	// script is a JavaScript plugin's script, which its engine (the
+	// compiled module) runs (jsmodule.go); nil for other plugins.
+	script  []byte
+	exports map[string]bool
+	pool    pool
+	budget  *tenantBudget // shared with the tenant's other modules
 
 	desc       Description
 	described  bool

@@ -10,6 +10,7 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // The pool of a module's instances: how they are made, kept, and thrown away.
@@ -34,18 +35,34 @@ type instance struct {
 	// startFuel is what the module's start function used: the first call
 	// the instance serves is charged it.
 	startFuel int64
+	// js is a JavaScript plugin's engine (jsvm.go); nil for others.
+	js *jsVM
 }
 
 // call runs an export: the first call through go-sdk, which initialises
 // the guest's runtime (_initialize), the others through the instance's
 // cached functions.
 func (in *instance) call(ctx context.Context, export string, input []byte) (uint32, []byte, error) {
+	if in.js != nil {
+		out, err := in.js.invoke(in.jsContext(ctx), export, input, in.mod.limits.MaxOutputBytes)
+		if err != nil {
+			return 1, nil, err
+		}
+		return 0, out, nil
+	}
 	if in.warm && in.fast != nil {
 		return in.fast.call(ctx, export, input)
 	}
 	in.warm = true
 	rc, out, err := in.p.CallWithContext(ctx, export, input)
 	return rc, out, in.guestText(ctx, err)
+}
+
+// jsContext is ctx with what the host functions a script calls need: the
+// instance's kernel, as a fast call's have.
+func (in *instance) jsContext(ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, extism.PluginCtxKey("extism"), api.Module(in.fast.kernel))
+	return context.WithValue(ctx, extism.PluginCtxKey("plugin"), in.p)
 }
 
 // guestText marks, of the errors go-sdk's CallWithContext returns, the
@@ -115,6 +132,12 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	m.instantiated.Add(1)
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
 	src.in = in
+	if m.script != nil && in.fast != nil {
+		if in.js, err = newJSVM(m.script, in.fast.main, p); err != nil {
+			in.close()
+			return nil, err
+		}
+	}
 	switch {
 	case in.fast == nil:
 		// Every call goes through the instance's own kernel (fastcall.go):
@@ -148,8 +171,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 // start runs the module's start function, if it has one, as a call of its
 // own: its fuel and errors are a call's; the fuel it used is charged to
 // the first call the instance serves (startFuel).
+//
+// A JavaScript plugin's engine starts here too, and runs its script
+// (jsVM.init): its fuel and errors are a start function's.
 func (in *instance) start(ctx context.Context) error {
-	if in.fast.main.ExportedFunction(startExport) == nil {
+	if in.js == nil && in.fast.main.ExportedFunction(startExport) == nil {
 		return nil
 	}
 	m := in.mod
@@ -158,7 +184,18 @@ func (in *instance) start(ctx context.Context) error {
 	defer func() { in.env = nil }()
 	in.stderr.reset()
 	in.tank.fill(m.limits.Fuel)
-	_, _, err := in.fast.call(context.WithValue(ctx, envKey{}, env), startExport, nil)
+	var err error
+	if in.js != nil {
+		err = in.js.init(in.jsContext(context.WithValue(ctx, envKey{}, env)))
+		var guest *guestError
+		if errors.As(err, &guest) {
+			in.startFuel = in.tank.used()
+			m.fuel.Add(in.startFuel)
+			return detailed(ErrTrap, "the script: %s", guest.msg)
+		}
+	} else {
+		_, _, err = in.fast.call(context.WithValue(ctx, envKey{}, env), startExport, nil)
+	}
 	if err == nil && in.tank.settle() {
 		err = errOutOfFuel
 	}
@@ -235,11 +272,16 @@ func (p *pool) discard(in *instance) {
 	<-p.slots
 }
 
-// recycle returns a healthy instance to the pool; then, if a call waits
+// recycle returns a healthy instance to the pool (a JavaScript engine
+// whose memory grew cannot start afresh: it is discarded); then, if a call waits
 // for room in the tenant's budget, an idle instance is closed, handing its
 // share over. (Put first, look second: a waiter that queued after the look
 // finds the idle instance itself.)
 func (m *Module) recycle(in *instance) {
+	if in.js != nil && in.js.spent {
+		m.pool.discard(in)
+		return
+	}
 	m.pool.put(in)
 	if m.budget.handOver() {
 		evictIdle([]*Module{m})

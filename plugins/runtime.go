@@ -104,7 +104,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		logger:  opts.Logger,
 		kv:      opts.KV,
 		workers: opts.CompileWorkers,
-		funcs:   hostFunctions(),
+		funcs:   append(hostFunctions(), jsImports()...),
 		modules: map[*Module]struct{}{},
 		tenants: map[string]*tenantBudget{},
 	}
@@ -270,19 +270,32 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	for k, v := range src.Config {
 		m.configBytes += len(k) + len(v)
 	}
+	// A JavaScript plugin runs its engine (jsmodule.go): the engine is
+	// what is metered and compiled, the same bytes, and so the same
+	// machine code, for every such plugin.
+	wasm, script, isJS, err := splitJavaScript(src.Wasm)
+	if err != nil {
+		return fail("load", detailed(ErrInvalidModule, "%v", err))
+	}
+	if isJS {
+		m.script = script
+	}
 	// The module runs metered (fuel.go); the compilation cache keys on the
 	// metered bytes. The meter runs in the compiler process, under its
 	// deadline and memory bound.
-	wasm := src.Wasm
 	if r.inProcess && !r.unmetered {
-		metered, err := prepare(src.Wasm, limits)
+		metered, err := prepare(wasm, limits)
 		if err != nil {
 			return fail("load", detailed(ErrInvalidModule, "%v", err))
 		}
 		wasm = metered
 	}
 	if !r.inProcess {
-		prepared, err := r.compileIsolated(ctx, src.Wasm, m.hash, limits)
+		hash := m.hash
+		if isJS {
+			hash = contentHash(wasm)
+		}
+		prepared, err := r.compileIsolated(ctx, wasm, hash, limits)
 		if err != nil {
 			return fail("compile", err)
 		}
@@ -330,6 +343,11 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	m.exports = map[string]bool{}
 	for name := range inst.p.Module().ExportedFunctions() {
 		m.exports[name] = true
+	}
+	if isJS {
+		// The script serves the ABI's exports; the engine's own are not
+		// the plugin's.
+		m.exports = map[string]bool{"describe": true, "call": true, "validate": true, "decide": true}
 	}
 	m.pool.adopt(inst)
 

@@ -1,6 +1,7 @@
 // Package pluginbuild holds the commands that build plugins from source:
 // Go for wasip1 as a library, C with clang and wasi-libc as a reactor,
-// AssemblyScript with asc and the kit's abort handler. plugintest builds
+// AssemblyScript with asc and the kit's abort handler, TypeScript with the
+// TypeScript kit's build.mjs. plugintest builds
 // test plugins with them; agentic-host plugin build builds projects.
 package pluginbuild
 
@@ -55,6 +56,18 @@ func AssemblyScriptCommand(ctx context.Context, dir, nodeModules, entry, out str
 	}
 	args := append([]string{asc, entry, "--outFile", out, "--path", filepath.Join(nodeModules, "node_modules")}, flags...)
 	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	return cmd
+}
+
+// TypeScriptCommand is the build of a TypeScript (or JavaScript) plugin
+// with the TypeScript kit's build.mjs in kit (a directory with the kit's
+// package.json and node_modules): TypeScript checks the project when a
+// tsconfig.json is beside entry, esbuild bundles entry into one script,
+// and the script goes into the JavaScript engine's module (plugins'
+// JavaScriptSection).
+func TypeScriptCommand(ctx context.Context, dir, kit, entry, out string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(kit, "build.mjs"), entry, out)
 	cmd.Dir = dir
 	return cmd
 }

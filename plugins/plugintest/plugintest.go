@@ -1,6 +1,6 @@
 // Package plugintest helps test plugins and the code that hosts them: it
 // builds plugins from source with the real toolchains (Go for wasip1,
-// Debian clang + wasi-libc, AssemblyScript), caches the built modules by a
+// Debian clang + wasi-libc, AssemblyScript, the TypeScript kit), caches the built modules by a
 // hash of their sources, and loads them into a runtime whose compilation
 // cache lives on disk, so repeated test runs are fast.
 //
@@ -49,7 +49,8 @@ var ErrToolchain = pluginbuild.ErrToolchain
 
 // Build is one build of a plugin.
 type Build struct {
-	// Kind is "go", "c" or "assemblyscript".
+	// Kind is "go", "c", "assemblyscript" or "ts" (TypeScript or
+	// JavaScript, built with the TypeScript kit).
 	Kind string
 	// Dir is the plugin's source directory: a Go module's main package,
 	// the directory of the C sources, or of the AssemblyScript entry.
@@ -66,7 +67,8 @@ type Build struct {
 	// paths are relative to Dir.
 	Include []string
 	// NodeModules is the directory holding the node_modules with
-	// assemblyscript (AssemblyScript only; relative to Dir). If
+	// assemblyscript (AssemblyScript), or the TypeScript kit's directory
+	// (ts: its build.mjs and node_modules); relative to Dir. If
 	// node_modules is missing, npm ci (or npm install) runs there first.
 	NodeModules string
 }
@@ -158,6 +160,14 @@ func AssemblyScriptPlugin(tb testing.TB, dir, entry, nodeModules string, include
 	return MustBuild(tb, Build{Kind: "assemblyscript", Dir: dir, Sources: []string{entry}, Include: include, NodeModules: nodeModules})
 }
 
+// TypeScriptPlugin builds the TypeScript or JavaScript entry file of dir
+// for a test with the TypeScript kit in kit (relative to dir; its
+// build.mjs, sources and node_modules are the build's).
+func TypeScriptPlugin(tb testing.TB, dir, entry, kit string) []byte {
+	tb.Helper()
+	return MustBuild(tb, Build{Kind: "ts", Dir: dir, Sources: []string{entry}, Include: []string{kit}, NodeModules: kit})
+}
+
 // key hashes everything the build depends on.
 func (b Build) key() (string, error) {
 	h := sha256.New()
@@ -189,6 +199,10 @@ func toolchainVersion(kind, nodeModules string) string {
 		out, _ = exec.Command(clang(), "--version").Output()
 	case "assemblyscript":
 		out, _ = os.ReadFile(filepath.Join(nodeModules, "node_modules", "assemblyscript", "package.json"))
+	case "ts":
+		out, _ = os.ReadFile(filepath.Join(nodeModules, "package-lock.json"))
+		b, _ := os.ReadFile(filepath.Join(nodeModules, "build.mjs"))
+		out = append(out, b...)
 	}
 	v := fmt.Sprintf("%x", sha256.Sum256(out))
 	toolchainVersions.Store(kind+nodeModules, v)
@@ -299,6 +313,14 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 			return nil, err
 		}
 		cmd = AssemblyScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name(), b.Flags)
+	case "ts":
+		if _, err := exec.LookPath("node"); err != nil {
+			return nil, fmt.Errorf("%w: node is not installed (apt-get install nodejs npm, or scripts/plugin-toolchains.sh)", ErrToolchain)
+		}
+		if err := ensureNodeModules(ctx, b.NodeModules); err != nil {
+			return nil, err
+		}
+		cmd = pluginbuild.TypeScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name())
 	default:
 		return nil, fmt.Errorf("plugintest: unknown kind %q", b.Kind)
 	}
@@ -353,15 +375,17 @@ var npmMu sync.Mutex
 
 func ensureNodeModules(ctx context.Context, dir string) error {
 	if dir == "" {
-		return errors.New("plugintest: AssemblyScript builds need Build.NodeModules")
+		return errors.New("plugintest: AssemblyScript and TypeScript builds need Build.NodeModules")
 	}
 	npmMu.Lock()
 	defer npmMu.Unlock()
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "assemblyscript", "bin", "asc.js")); err == nil {
-		return nil
+	for _, marker := range []string{"assemblyscript/bin/asc.js", "quickjs-wasi/quickjs.wasm"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(marker))); err == nil {
+			return nil
+		}
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		return fmt.Errorf("%w: npm is not installed (needed for assemblyscript)", ErrToolchain)
+		return fmt.Errorf("%w: npm is not installed (needed for AssemblyScript and TypeScript)", ErrToolchain)
 	}
 	args := []string{"ci", "--no-audit", "--no-fund"}
 	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
