@@ -9,10 +9,13 @@ import "embed"
 // this Go package with its go.mod and go.sum (its only dependency,
 // github.com/extism/go-pdk, comes from the Go module proxy), the
 // AssemblyScript kit (assemblyscript/index.ts and the package.json naming
-// its npm dependencies) and the C kit (c/agentic.h, c/agentic.c). It is not
-// part of plugins built for Wasm.
+// its npm dependencies), the C kit (c/agentic.h, c/agentic.c) and the
+// TypeScript kit (ts/agentic.ts, ts/build.mjs and the package.json naming
+// its npm dependencies: TypeScript, esbuild and the JavaScript engine). It
+// is not part of plugins built for Wasm.
 //
 //go:embed doc.go host.go native.go pdk.go wasm.go go.mod go.sum
 //go:embed assemblyscript/index.ts assemblyscript/package.json
 //go:embed c/agentic.h c/agentic.c
+//go:embed ts/agentic.ts ts/build.mjs ts/package.json
 var Kits embed.FS

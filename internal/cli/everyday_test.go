@@ -106,9 +106,9 @@ func TestEverydayCLI(t *testing.T) {
 // with its test input.
 func TestPluginNewBuildCall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds three plugins")
+		t.Skip("builds four plugins")
 	}
-	for _, lang := range []string{"go", "assemblyscript", "c"} {
+	for _, lang := range []string{"go", "ts", "assemblyscript", "c"} {
 		t.Run(lang, func(t *testing.T) {
 			requireToolchain(t, lang)
 			dir := filepath.Join(t.TempDir(), "greet")
@@ -134,7 +134,7 @@ func TestPluginNewBuildCall(t *testing.T) {
 		})
 	}
 	code, _, errOut := run(t, "", "plugin", "new", "--lang", "cobol", "x", t.TempDir())
-	if code != 2 || !strings.Contains(errOut, "want one of go, assemblyscript, c") {
+	if code != 2 || !strings.Contains(errOut, "want one of go, ts, assemblyscript, c") {
 		t.Errorf("an unknown language: exit %d, %q", code, errOut)
 	}
 	full := t.TempDir()
@@ -151,7 +151,7 @@ func TestPluginNewBuildCall(t *testing.T) {
 // unless AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
 func requireToolchain(t *testing.T, lang string) {
 	t.Helper()
-	bin := map[string]string{"go": "go", "assemblyscript": "npm", "c": "clang"}[lang]
+	bin := map[string]string{"go": "go", "ts": "npm", "assemblyscript": "npm", "c": "clang"}[lang]
 	if _, err := exec.LookPath(bin); err != nil {
 		if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
 			t.Fatalf("%s is not installed", bin)

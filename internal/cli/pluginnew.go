@@ -20,7 +20,7 @@ import (
 )
 
 // The languages "plugin new" writes projects in.
-var pluginLangs = []string{"go", "assemblyscript", "c"}
+var pluginLangs = []string{"go", "ts", "assemblyscript", "c"}
 
 // pluginNewCmd implements "agentic-host plugin new NAME --lang L [DIR]": a
 // ready project — source with one tool, the kit, a build file, a README
@@ -30,7 +30,7 @@ func pluginNewCmd(_ context.Context, args []string, env Env) error {
 	fs := newFlags("plugin new", env)
 	lang := fs.String("lang", "go", "the plugin's `LANGUAGE`: "+strings.Join(pluginLangs, ", "))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin new [--lang go|assemblyscript|c] NAME [DIR]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin new [--lang go|ts|assemblyscript|c] NAME [DIR]\n\n"+
 			"Write a plugin project in DIR (default ./NAME): one tool NAME, the kit of\n"+
 			"its language, a Makefile, a README and input.json. Then:\n\n"+
 			"  agentic-host plugin build DIR\n"+
@@ -116,6 +116,26 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 			"devDependencies": kitPkg.DevDependencies,
 		}, "", "  ")
 		files["package.json"] = append(pkg, '\n')
+	case "ts":
+		data.Build = "npm install && node build.mjs " + name + ".ts " + name + ".wasm"
+		tmpl = map[string]string{name + ".ts": tsMain}
+		files["agentic.ts"] = kit("ts/agentic.ts")
+		files["build.mjs"] = kit("ts/build.mjs")
+		files["tsconfig.json"] = []byte(tsConfig)
+		var kitPkg struct {
+			Dependencies    map[string]string `json:"dependencies"`
+			DevDependencies map[string]string `json:"devDependencies"`
+		}
+		if err := json.Unmarshal(kit("ts/package.json"), &kitPkg); err != nil {
+			return nil, err
+		}
+		pkg, _ := json.MarshalIndent(map[string]any{
+			"name": name, "version": "0.1.0", "private": true, "type": "module",
+			"scripts":         map[string]string{"build": "node build.mjs " + name + ".ts " + name + ".wasm"},
+			"dependencies":    kitPkg.Dependencies,
+			"devDependencies": kitPkg.DevDependencies,
+		}, "", "  ")
+		files["package.json"] = append(pkg, '\n')
 	case "c":
 		data.Build = "clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -nodefaultlibs -I . -o " + name + ".wasm " + name + ".c agentic.c -lc"
 		tmpl = map[string]string{name + ".c": cMain}
@@ -145,9 +165,9 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 	out := fs.String("o", "", "write the module to `FILE` (default DIR/NAME.wasm)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin build [-o FILE] [DIR]\n\n"+
-			"Build the plugin project in DIR (default .): a Go module (go.mod), an\n"+
-			"AssemblyScript project (package.json; npm install runs first when\n"+
-			"node_modules is missing) or C sources, into DIR/NAME.wasm.\n\nFlags:\n")
+			"Build the plugin project in DIR (default .): a Go module (go.mod), a\n"+
+			"TypeScript or AssemblyScript project (package.json; npm install runs\n"+
+			"first when node_modules is missing) or C sources, into DIR/NAME.wasm.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
@@ -184,6 +204,13 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 	switch lang {
 	case "go":
 		cmds = append(cmds, pluginbuild.GoCommand(ctx, dir, target))
+	case "ts":
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "quickjs-wasi")); err != nil {
+			npm := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund")
+			npm.Dir = dir
+			cmds = append(cmds, npm)
+		}
+		cmds = append(cmds, pluginbuild.TypeScriptCommand(ctx, dir, dir, name+".ts", target))
 	case "assemblyscript":
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "assemblyscript")); err != nil {
 			npm := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund")
@@ -234,6 +261,9 @@ func pluginProjectOf(dir string) (lang, name string, err error) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, pkg.Name+".ts")); err != nil {
 			return "", "", fmt.Errorf("%s has no %s.ts, the entry its package.json name implies", dir, pkg.Name)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "build.mjs")); err == nil {
+			return "ts", pkg.Name, nil // the TypeScript kit's build
 		}
 		return "assemblyscript", pkg.Name, nil
 	}
@@ -314,6 +344,43 @@ registerTool(
   0,
   greet,
 );
+`
+
+const tsMain = `// {{.Name}} is an agentic-host plugin in TypeScript: one tool, {{.Name}}.
+//
+// Build: agentic-host plugin build .   (or: npm run build)
+
+import { tool } from "./agentic";
+
+tool<{ name: string }>({
+  name: "{{.Name}}",
+  description: "Greet someone by name.",
+  inputSchema: {
+    type: "object",
+    properties: { name: { type: "string", description: "Who to greet." } },
+    required: ["name"],
+  },
+  effect: "read",
+  idempotent: true,
+  execute: ({ name }) => ` + "`Hello, ${name}!`" + `,
+});
+`
+
+// tsConfig checks a TypeScript plugin for the engine it runs in: ES2023,
+// no DOM, no Node.
+const tsConfig = `{
+  "compilerOptions": {
+    "target": "es2023",
+    "lib": ["es2023"],
+    "module": "esnext",
+    "moduleResolution": "bundler",
+    "strict": true,
+    "noEmit": true,
+    "skipLibCheck": true,
+    "types": []
+  },
+  "include": ["*.ts"]
+}
 `
 
 const cMain = `/*
