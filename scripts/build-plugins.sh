@@ -8,8 +8,10 @@
 #   OUT=/tmp/p scripts/build-plugins.sh      elsewhere
 #
 # The kind of each example follows from its files: go.mod (Go, standard Go
-# for wasip1), NAME.ts (AssemblyScript, with the kit in pdk/assemblyscript),
-# NAME.c (C, with the kit in pdk/c unless it includes none). The commands
+# for wasip1), NAME.ts with a tsconfig.json (TypeScript, with the kit in
+# pdk/ts), NAME.ts alone (AssemblyScript, with the kit in
+# pdk/assemblyscript), NAME.c (C, with the kit in pdk/c unless it includes
+# none). The commands
 # are the ones plugins/plugintest runs in the tests. Missing toolchains:
 # scripts/plugin-toolchains.sh installs them.
 set -euo pipefail
@@ -33,6 +35,14 @@ build_assemblyscript() { # dir name
 	fi
 	(cd "$1" && node "$kit/node_modules/assemblyscript/bin/asc.js" "$2.ts" --outFile "$out/$2.wasm" \
 		-O3 --noAssert --path "$kit/node_modules" --use abort=agenticAbort)
+}
+
+build_ts() { # dir name
+	local kit="$root/pdk/ts"
+	if [ ! -e "$kit/node_modules/quickjs-wasi/quickjs.wasm" ]; then
+		(cd "$kit" && npm ci --no-audit --no-fund)
+	fi
+	(cd "$1" && node "$kit/build.mjs" "$2.ts" "$out/$2.wasm" >/dev/null)
 }
 
 build_c() { # dir name
@@ -59,6 +69,8 @@ for name in "${names[@]}"; do
 	fi
 	if [ -e "$dir/go.mod" ]; then
 		kind=go
+	elif [ -e "$dir/$name.ts" ] && [ -e "$dir/tsconfig.json" ]; then
+		kind=ts
 	elif [ -e "$dir/$name.ts" ]; then
 		kind=assemblyscript
 	elif [ -e "$dir/$name.c" ]; then

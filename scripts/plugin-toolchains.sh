@@ -8,6 +8,9 @@
 #   AssemblyScript        node + npm, and pdk/assemblyscript/node_modules
 #                         (@extism/as-pdk 1.0.0, assemblyscript 0.28, from
 #                         its package-lock.json)
+#   TypeScript            node + npm, and pdk/ts/node_modules (typescript 7,
+#                         esbuild 0.28 and the JavaScript engine quickjs-wasi
+#                         3.7, from its package-lock.json)
 #
 # Missing Debian packages are installed with apt-get when we are root on a
 # Debian-like machine; otherwise the script says what to install, and fails
@@ -65,9 +68,24 @@ need_assemblyscript() {
 	(cd "$root/pdk/assemblyscript" && npm ci --no-audit --no-fund) || warn "npm ci in pdk/assemblyscript failed"
 }
 
+need_typescript() {
+	if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+		warn "node and npm are required for TypeScript plugins (apt-get install nodejs npm)"
+		return
+	fi
+	if [ -e "$root/pdk/ts/node_modules/quickjs-wasi/quickjs.wasm" ] &&
+		[ -e "$root/pdk/ts/node_modules/esbuild/package.json" ] &&
+		[ -e "$root/pdk/ts/node_modules/typescript/package.json" ]; then
+		return
+	fi
+	say "installing the TypeScript kit's packages (npm ci in pdk/ts)"
+	(cd "$root/pdk/ts" && npm ci --no-audit --no-fund) || warn "npm ci in pdk/ts failed"
+}
+
 need_c_toolchain
 need_go_pdk
 need_assemblyscript
+need_typescript
 if [ "$missing_any" = 1 ]; then
 	if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
 		echo "plugin-toolchains: AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1 requires them" >&2
