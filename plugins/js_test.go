@@ -47,7 +47,7 @@ func TestJavaScriptPlugin(t *testing.T) {
 		Limits: plugins.Limits{KV: true, AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
 
 	d := m.Description()
-	if len(d.Tools) != 14 || len(d.Validators) != 1 || len(d.Policies) != 1 {
+	if len(d.Tools) != 15 || len(d.Validators) != 1 || len(d.Policies) != 1 {
 		t.Fatalf("described %d tools, %d validators, %d policies: %+v", len(d.Tools), len(d.Validators), len(d.Policies), d)
 	}
 	if spin, _ := m.Tool("spin"); spin.Spec().Timeout != time.Second {

@@ -244,6 +244,17 @@ func summarize(w io.Writer, r results) {
 	if !warm {
 		missing("plugin warm call", "BenchmarkWarmCallVsBare ./plugins")
 	}
+	if ratio, ok := r.median("plugins", "BenchmarkJavaScriptCall", "host/bare"); ok {
+		hns, _ := r.median("plugins", "BenchmarkJavaScriptCall", "host-ns/call")
+		bns, _ := r.median("plugins", "BenchmarkJavaScriptCall", "bare-ns/call")
+		hb, _ := r.median("plugins", "BenchmarkJavaScriptCall", "host-B/call")
+		kib, _ := r.median("plugins", "BenchmarkJavaScriptCall", "instance-KiB")
+		cold, _ := r.median("plugins", "BenchmarkJavaScriptCall", "cold-ms")
+		add("TypeScript tool warm call, echo 1KB", fmt.Sprintf("%.0f µs, host/bare %.2f, %s a call; instance %.0f KiB; first call after load %.0f ms", hns/1e3, ratio, n("B", hb), kib, cold),
+			fmt.Sprintf("the same engine run bare: %.0f µs", bns/1e3), "host/bare ≤ 1.3")
+	} else {
+		missing("TypeScript tool warm call", "BenchmarkJavaScriptCall ./plugins")
+	}
 	if rate, ok := r.median("fuel", "BenchmarkMeter/metered", "fuel/s"); ok {
 		plain, _ := r.median("fuel", "BenchmarkMeter/plain", "ns/op")
 		metered, _ := r.median("fuel", "BenchmarkMeter/metered", "ns/op")

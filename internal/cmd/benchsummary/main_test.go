@@ -49,6 +49,7 @@ func TestSummary(t *testing.T) {
 		"bare XADD p50 49 µs: p50 1.75×, p99 1.55×",
 		"accept p99, 5,000 runs streaming at once", "150.0 ms", "instant model: 70.0 ms",
 		"BenchmarkWarmCallVsBare ./plugins", "make bench-anchor (needs node, python3 and ANCHOR_DIR)",
+		"BenchmarkJavaScriptCall ./plugins",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, s)
@@ -99,6 +100,24 @@ func TestSummaryAnchor(t *testing.T) {
 	for _, rounds := range []string{"12000 1300 1100\n10000  900\n", "12000 1300 x\n", "lean 1 2\n", "1 2 3 4 5\n", ""} {
 		if err := anchorBench(io.Discard, strings.NewReader(rounds)); err == nil {
 			t.Errorf("anchorBench(%q) = nil, want an error", rounds)
+		}
+	}
+}
+
+// TestSummaryJavaScriptCall: a TypeScript tool's warm call beside its
+// engine run bare, with its instance's memory and first call.
+func TestSummaryJavaScriptCall(t *testing.T) {
+	r, err := parse(strings.NewReader(`pkg: github.com/agentichost/agentic/plugins
+BenchmarkJavaScriptCall-2  200  405412 ns/op  197983 bare-ns/call  25.67 cold-ms  9164 host-B/call  207253 host-ns/call  1.047 host/bare  1408 instance-KiB
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	summarize(&out, r)
+	for _, want := range []string{"TypeScript tool warm call, echo 1KB", "207 µs, host/bare 1.05", "instance 1408 KiB", "first call after load 26 ms", "the same engine run bare: 198 µs"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -7,6 +7,8 @@ let calls = 0;
 
 tool({ name: "ok", description: "Answers.", execute: () => ({ ok: true }) });
 
+tool({ name: "echo", description: "Answers its input.", execute: (input) => input });
+
 tool({
   name: "state",
   description: "Counts its calls in a global: each call starts afresh, so 1.",
