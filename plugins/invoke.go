@@ -124,7 +124,7 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 			if inst.tank.exhausted() {
 				return 0, nil, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
-			if errors.Is(err, ErrOutputTooLarge) { // a JavaScript engine's, told before it is read (jsvm.go)
+			if errors.Is(err, ErrOutputTooLarge) || errors.Is(err, ErrOutOfMemory) { // a JavaScript engine's (jsvm.go)
 				return 0, nil, fail(err)
 			}
 			return 0, nil, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))

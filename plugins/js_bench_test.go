@@ -51,8 +51,14 @@ func bareJS(b testing.TB, wasm []byte) (call func(export string, input []byte) [
 		b.Fatal(err)
 	}
 	mem := mod.Memory()
+	fns := map[string]api.Function{} // looked up once, as the host does
 	fn := func(name string, args ...uint64) uint32 {
-		res, err := mod.ExportedFunction(name).Call(ctx, args...)
+		f := fns[name]
+		if f == nil {
+			f = mod.ExportedFunction(name)
+			fns[name] = f
+		}
+		res, err := f.Call(ctx, args...)
 		if err != nil {
 			b.Fatal(name, err)
 		}
@@ -66,14 +72,13 @@ func bareJS(b testing.TB, wasm []byte) (call func(export string, input []byte) [
 		mem.Write(p, append(s, 0))
 		return p
 	}
+	var lenPtr uint32
 	str := func(h uint32) []byte {
-		lenPtr := fn("wasm_malloc", 4)
 		c := fn("qjs_get_string_len", uint64(h), uint64(lenPtr))
 		n, _ := mem.ReadUint32Le(lenPtr)
 		out, _ := mem.Read(c, n)
 		out = bytes.Clone(out)
 		fn("qjs_free_cstring", uint64(c))
-		fn("wasm_free", uint64(lenPtr))
 		return out
 	}
 	newString := func(s []byte) uint32 {
@@ -84,6 +89,7 @@ func bareJS(b testing.TB, wasm []byte) (call func(export string, input []byte) [
 	if fn("qjs_init") != 0 {
 		b.Fatal("qjs_init")
 	}
+	lenPtr = fn("wasm_malloc", 4)
 	code, name := cstr(script), cstr([]byte("plugin.js"))
 	if r := fn("qjs_eval", uint64(code), uint64(len(script)), uint64(name), 0); fn("qjs_is_exception", uint64(r)) != 0 {
 		b.Fatal("the script threw")
@@ -114,9 +120,11 @@ func bareJS(b testing.TB, wasm []byte) (call func(export string, input []byte) [
 
 // BenchmarkJavaScriptCall runs, in one loop, a warm call of a TypeScript
 // tool (an echo of 1 KB) through the plugins runtime — metered, its
-// memory put back before the call, its request and answer checked — and
-// the same call on the same engine run bare (bareJS), taking turns to go
-// first. It reports both, host/bare, the heap the host allocates a call,
+// memory put back before the call, its request and answer checked — the
+// same call through the runtime on the engine loaded unmetered (the
+// floor: what the meter costs), and the same call on the same engine run
+// bare (bareJS), taking turns to go first. It reports the three,
+// host/bare, host/floor, the heap the host allocates a call,
 // the engine's memory once the script ran (what each instance holds, and
 // copies back before a call), and the first call of a module just loaded
 // (cold-ms: compiled engine in the cache, the instance made, the script
@@ -132,6 +140,9 @@ func BenchmarkJavaScriptCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	frt, _ := newRuntime(b)
+	plugins.LoadUnmetered(frt)
+	floorTool, _ := load(b, frt, "hostile_js", wasm, plugins.Limits{Instances: 1}).Tool("echo")
 	bare, memBytes := bareJS(b, wasm)
 	if out := bare("call", req); !bytes.HasPrefix(out, []byte(`{"output":{`)) {
 		b.Fatalf("bare call answered %.100s", out)
@@ -142,9 +153,15 @@ func BenchmarkJavaScriptCall(b *testing.B) {
 		}
 	}
 	bareCall := func() { bare("call", req) }
+	floorCall := func() {
+		if _, err := floorTool.Call(ctx, call); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for range 3 {
 		hostCall()
 		bareCall()
+		floorCall()
 	}
 	hostBytes := bytesPerCall(hostCall)
 	var cold time.Duration
@@ -158,12 +175,12 @@ func BenchmarkJavaScriptCall(b *testing.B) {
 		cold += time.Since(start)
 		fresh.Close(ctx)
 	}
-	calls := [2]func(){hostCall, bareCall}
-	var sum [2]time.Duration
+	calls := [3]func(){hostCall, bareCall, floorCall}
+	var sum [3]time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range 2 {
-			k := (i + j) % 2
+		for j := range 3 {
+			k := (i + j) % 3
 			t0 := time.Now()
 			calls[k]()
 			sum[k] += time.Since(t0)
@@ -172,7 +189,9 @@ func BenchmarkJavaScriptCall(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(sum[0].Nanoseconds())/float64(b.N), "host-ns/call")
 	b.ReportMetric(float64(sum[1].Nanoseconds())/float64(b.N), "bare-ns/call")
+	b.ReportMetric(float64(sum[2].Nanoseconds())/float64(b.N), "floor-ns/call")
 	b.ReportMetric(float64(sum[0])/float64(sum[1]), "host/bare")
+	b.ReportMetric(float64(sum[0])/float64(sum[2]), "host/floor")
 	b.ReportMetric(hostBytes, "host-B/call")
 	b.ReportMetric(float64(memBytes)/1024, "instance-KiB")
 	b.ReportMetric(float64(cold.Milliseconds())/3, "cold-ms")

@@ -103,3 +103,88 @@ func splitJavaScript(wasm []byte) (engine, script []byte, ok bool, err error) {
 	engine = append(append(engine, wasm[:start]...), wasm[end:]...)
 	return engine, script, true, nil
 }
+
+// lowestData returns the lowest address an active data segment of a
+// module initialises, and false when it cannot tell (a segment placed by
+// an expression other than i32.const, or framing it cannot read). An
+// engine whose data all lie above its stack pointer keeps nothing but its
+// stack below it (wasm-ld's --stack-first layout, quickjs-wasi's): the
+// host need not put that region back between calls (jsVM.init).
+func lowestData(wasm []byte) (uint32, bool) {
+	if len(wasm) < 8 {
+		return 0, false
+	}
+	low := uint64(1 << 32)
+	for i := 8; i < len(wasm); {
+		id := wasm[i]
+		size, n := binary.Uvarint(wasm[i+1:])
+		body := i + 1 + n
+		if n <= 0 || size > uint64(len(wasm)-body) {
+			return 0, false
+		}
+		next := body + int(size)
+		if id == 11 { // the data section
+			sec := wasm[body:next]
+			count, k := binary.Uvarint(sec)
+			if k <= 0 {
+				return 0, false
+			}
+			p := k
+			for range count {
+				flags, k := binary.Uvarint(sec[p:])
+				if k <= 0 {
+					return 0, false
+				}
+				p += k
+				switch flags {
+				case 1: // passive: copied where the code says, which reads as the code's own stores
+				case 0, 2:
+					if flags == 2 {
+						if _, k = binary.Uvarint(sec[p:]); k <= 0 { // the memory index
+							return 0, false
+						}
+						p += k
+					}
+					if p >= len(sec) || sec[p] != 0x41 { // i32.const
+						return 0, false
+					}
+					v, k := sleb(sec[p+1:])
+					if k <= 0 || p+1+k >= len(sec) || sec[p+1+k] != 0x0b {
+						return 0, false
+					}
+					p += 1 + k + 1
+					low = min(low, uint64(uint32(v)))
+				default:
+					return 0, false
+				}
+				length, k := binary.Uvarint(sec[p:])
+				if k <= 0 || length > uint64(len(sec)-p-k) {
+					return 0, false
+				}
+				p += k + int(length)
+			}
+		}
+		i = next
+	}
+	if low == 1<<32 {
+		return 0, false
+	}
+	return uint32(low), true
+}
+
+// sleb reads a signed LEB128 number of at most 5 bytes (an i32).
+func sleb(b []byte) (int64, int) {
+	var v int64
+	var shift uint
+	for i := 0; i < len(b) && i < 5; i++ {
+		v |= int64(b[i]&0x7f) << shift
+		shift += 7
+		if b[i]&0x80 == 0 {
+			if shift < 64 && b[i]&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v, i + 1
+		}
+	}
+	return 0, 0
+}

@@ -15,7 +15,8 @@ import (
 // The host drives the engine through its C interface (quickjs-wasi's
 // qjs_* exports): at an instance's first call it initialises the engine,
 // gives the script one host function, __agentic_host, evaluates the
-// script, and keeps a copy of the instance's memory. Every call after
+// script, and keeps a copy of the instance's memory (above its stack, when
+// its data lie above its stack: quickjs-wasi's layout). Every call after
 // that starts from the copy, so no call sees what another left (globals,
 // caches, a half-done promise); a call that grew the memory leaves an
 // instance that cannot be put back, and the pool makes a new one.
@@ -49,9 +50,13 @@ type jsVM struct {
 	p      *extism.Plugin // its configuration
 
 	ready bool
-	// snap is the memory once the script ran, spAt the stack pointer then.
-	snap []byte
-	spAt uint64
+	// snap is the memory from from on once the script ran, spAt the stack
+	// pointer then. Below from is only the engine's stack, dead between
+	// calls (dataLow, lowestData).
+	snap    []byte
+	from    uint32
+	spAt    uint64
+	dataLow uint32 // the lowest address of its data; 0 when unknown
 	// used: a call ran since the memory was last put back.
 	used bool
 	// spent: a call grew the memory: it cannot be put back.
@@ -62,8 +67,8 @@ type jsVM struct {
 }
 
 // newJSVM returns the engine of an instance whose main module is mod.
-func newJSVM(script []byte, mod api.Module, p *extism.Plugin) (*jsVM, error) {
-	v := &jsVM{script: script, mod: mod, mem: mod.ExportedMemory("memory"), p: p, fns: map[string]api.Function{}}
+func newJSVM(script []byte, dataLow uint32, mod api.Module, p *extism.Plugin) (*jsVM, error) {
+	v := &jsVM{script: script, dataLow: dataLow, mod: mod, mem: mod.ExportedMemory("memory"), p: p, fns: map[string]api.Function{}}
 	if v.mem == nil {
 		return nil, errors.New("the JavaScript engine exports no memory")
 	}
@@ -207,6 +212,12 @@ func (v *jsVM) pending(ctx context.Context) error {
 	n, _ := v.mem.ReadUint32Le(v.lenPtr)
 	n = min(n, 4<<10)
 	b, _ := v.mem.Read(c, n)
+	if string(b) == "InternalError: out of memory" {
+		// The engine's allocator found the memory at its bound: the
+		// module's failure, as a trap for memory is (and quarantine
+		// counts it so).
+		return detailed(ErrOutOfMemory, "the JavaScript engine: %s (its memory at %d pages)", b, v.mem.Size()/65536)
+	}
 	return &guestError{msg: "JavaScript: " + string(b)}
 }
 
@@ -297,14 +308,17 @@ func (v *jsVM) init(ctx context.Context) error {
 	if _, err := v.call(ctx, "qjs_run_gc"); err != nil {
 		return err
 	}
-	snap, ok := v.mem.Read(0, v.mem.Size())
+	if v.sp != nil {
+		v.spAt = v.sp.Get()
+		if uint64(v.dataLow) >= v.spAt && v.spAt < uint64(v.mem.Size()) {
+			v.from = uint32(v.spAt)
+		}
+	}
+	snap, ok := v.mem.Read(v.from, v.mem.Size()-v.from)
 	if !ok {
 		return errors.New("the JavaScript engine's memory cannot be read")
 	}
 	v.snap = append([]byte(nil), snap...)
-	if v.sp != nil {
-		v.spAt = v.sp.Get()
-	}
 	v.ready = true
 	return nil
 }
@@ -365,17 +379,17 @@ func (v *jsVM) invoke(ctx context.Context, export string, input []byte, maxOut i
 		return nil, errors.New("the JavaScript engine did not start")
 	}
 	if v.used {
-		if v.spent || v.mem.Size() != uint32(len(v.snap)) {
+		if v.spent || v.mem.Size() != v.from+uint32(len(v.snap)) {
 			return nil, errors.New("the JavaScript engine's memory grew: the instance cannot start afresh")
 		}
-		v.mem.Write(0, v.snap)
+		v.mem.Write(v.from, v.snap)
 		if v.sp != nil {
 			v.sp.Set(v.spAt)
 		}
 	}
 	v.used = true
 	defer func() {
-		if v.mem.Size() != uint32(len(v.snap)) {
+		if v.mem.Size() != v.from+uint32(len(v.snap)) {
 			v.spent = true
 		}
 	}()

@@ -36,7 +36,10 @@ type Module struct {
 	compiled    *extism.CompiledPlugin
 	// script is a JavaScript plugin's script, which its engine (the
 	// compiled module) runs (jsmodule.go); nil for other plugins.
-	script  []byte
+	script []byte
+	// dataLow is the lowest address the engine's data initialise (0
+	// when unknown): what of its memory a call need not put back.
+	dataLow uint32
 	exports map[string]bool
 	pool    pool
 	budget  *tenantBudget // shared with the tenant's other modules

@@ -133,7 +133,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
 	src.in = in
 	if m.script != nil && in.fast != nil {
-		if in.js, err = newJSVM(m.script, in.fast.main, p); err != nil {
+		if in.js, err = newJSVM(m.script, m.dataLow, in.fast.main, p); err != nil {
 			in.close()
 			return nil, err
 		}

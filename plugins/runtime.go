@@ -279,6 +279,9 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	}
 	if isJS {
 		m.script = script
+		if low, ok := lowestData(wasm); ok {
+			m.dataLow = low
+		}
 	}
 	// The module runs metered (fuel.go); the compilation cache keys on the
 	// metered bytes. The meter runs in the compiler process, under its

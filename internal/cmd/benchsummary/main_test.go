@@ -108,14 +108,14 @@ func TestSummaryAnchor(t *testing.T) {
 // engine run bare, with its instance's memory and first call.
 func TestSummaryJavaScriptCall(t *testing.T) {
 	r, err := parse(strings.NewReader(`pkg: github.com/agentichost/agentic/plugins
-BenchmarkJavaScriptCall-2  200  405412 ns/op  197983 bare-ns/call  25.67 cold-ms  9164 host-B/call  207253 host-ns/call  1.047 host/bare  1408 instance-KiB
+BenchmarkJavaScriptCall-2  200  405412 ns/op  197983 bare-ns/call  25.67 cold-ms  9164 host-B/call  207253 host-ns/call  1.047 host/bare  1.25 host/floor  1408 instance-KiB
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
 	summarize(&out, r)
-	for _, want := range []string{"TypeScript tool warm call, echo 1KB", "207 µs, host/bare 1.05", "instance 1408 KiB", "first call after load 26 ms", "the same engine run bare: 198 µs"} {
+	for _, want := range []string{"TypeScript tool warm call, echo 1KB", "207 µs, host/bare 1.05, host/floor 1.25", "instance 1408 KiB", "first call after load 26 ms", "the same engine run bare: 198 µs"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out.String())
 		}
