@@ -491,3 +491,60 @@ func TestJournaledCallLogsPastTheJournal(t *testing.T) {
 		t.Errorf("the journal holds %d host calls, want none (logs are not journaled)", n)
 	}
 }
+
+// TestJournalReplaysJavaScript: a TypeScript tool's call is durable as a
+// Go tool's is. Replayed from its journal after its second request, it
+// sends only the third, and its first two bodies are those of the first
+// run — the same Date.now() and the same Math.random(), both drawn anew
+// at every call unless the journal answers them — and the third is new.
+func TestJournalReplaysJavaScript(t *testing.T) {
+	var mu sync.Mutex
+	bodies := map[int][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var body struct{ Step int }
+		_ = json.Unmarshal(b, &body)
+		mu.Lock()
+		bodies[body.Step] = append(bodies[body.Step], string(b))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	rt := plugintest.Runtime(t, plugins.Options{})
+	m := plugintest.Load(t, rt, plugins.Source{Name: "hostile_js", Wasm: jsHostileWasm(t), Tenant: "acme",
+		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
+	tool := moduleTool(t, m, "stamped")
+	if !host.IsJournaled(tool) {
+		t.Fatal("a TypeScript tool is not journaled")
+	}
+	call := func(j host.Journal) (string, error) {
+		res, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "stamped",
+			Input: json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":3}`, srv.URL)), Journal: j})
+		return res.Output, err
+	}
+	full := &memJournal{}
+	first, err := call(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	bodies = map[int][]string{}
+	mu.Unlock()
+	j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
+	again, err := call(j)
+	if err != nil {
+		t.Fatalf("the replay: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies[1]) != 0 || len(bodies[2]) != 0 || len(bodies[3]) != 1 {
+		t.Fatalf("the server got %v, want step 3 only", bodies)
+	}
+	var a, b []string
+	_ = json.Unmarshal([]byte(first), &a)
+	_ = json.Unmarshal([]byte(again), &b)
+	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] || a[2] == b[2] {
+		t.Errorf("the replay's output\n%s\nwant the first two steps of\n%s\n(the third live: another time and nonce)", again, first)
+	}
+}

@@ -47,7 +47,7 @@ func TestJavaScriptPlugin(t *testing.T) {
 		Limits: plugins.Limits{KV: true, AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
 
 	d := m.Description()
-	if len(d.Tools) != 15 || len(d.Validators) != 1 || len(d.Policies) != 1 {
+	if len(d.Tools) != 17 || len(d.Validators) != 1 || len(d.Policies) != 1 {
 		t.Fatalf("described %d tools, %d validators, %d policies: %+v", len(d.Tools), len(d.Validators), len(d.Policies), d)
 	}
 	if spin, _ := m.Tool("spin"); spin.Spec().Timeout != time.Second {
@@ -65,6 +65,17 @@ func TestJavaScriptPlugin(t *testing.T) {
 	}
 	if st := m.Stats(); st.Instantiated != 1 || st.Discarded != 0 {
 		t.Errorf("stats %+v: want the one instance reused", st)
+	}
+
+	// Math.random draws anew at every call, though every call starts from
+	// the same memory.
+	seen := map[string]bool{}
+	for range 3 {
+		res, err := callTool(t, m, "dice", `{}`)
+		if err != nil || seen[res.Output] || !strings.HasPrefix(res.Output, "[0.") {
+			t.Fatalf("dice: %s, %v (seen %v)", res.Output, err, seen)
+		}
+		seen[res.Output] = true
 	}
 
 	res, err := callTool(t, m, "config", `{}`)

@@ -2,8 +2,10 @@ package plugins
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	extism "github.com/extism/go-sdk"
@@ -48,6 +50,7 @@ type jsVM struct {
 	sp     api.MutableGlobal // __stack_pointer: restored with the memory
 	fns    map[string]api.Function
 	p      *extism.Plugin // its configuration
+	random io.Reader      // the instance's random source, journaled in a durable call (sysclock.go)
 
 	ready bool
 	// snap is the memory from from on once the script ran, spAt the stack
@@ -546,6 +549,18 @@ func jsServe(ctx context.Context, v *jsVM, op string, a, b []byte) []byte {
 		stack[0] = uint64(ms)
 		hostWaitFor(ctx, nil, stack[:])
 		return get("wait_for", stack[0])
+	case "random":
+		// Eight random bytes, hex: the kit seeds Math.random with them at
+		// every call, which would otherwise repeat the sequence the
+		// copied memory holds.
+		var b [8]byte
+		if v.random == nil {
+			panic("host_call: no random source")
+		}
+		if _, err := io.ReadFull(v.random, b[:]); err != nil {
+			panic(fmt.Errorf("host_call: random: %w", err))
+		}
+		return []byte(hex.EncodeToString(b[:]))
 	case "config":
 		value, ok := v.p.Config[string(a)]
 		chargeHost(ctx, int64(len(value))>>4)
@@ -554,7 +569,7 @@ func jsServe(ctx context.Context, v *jsVM, op string, a, b []byte) []byte {
 		}
 		return append([]byte{1}, value...)
 	}
-	panic("host_call: no op " + strconv.Quote(op) + " (log, kv_get, kv_set, kv_delete, http_request, idempotency_key, wait_event, wait_for, config)")
+	panic("host_call: no op " + strconv.Quote(op) + " (log, kv_get, kv_set, kv_delete, http_request, idempotency_key, wait_event, wait_for, random, config)")
 }
 
 // jsImports are the functions of module env the engine imports: its host

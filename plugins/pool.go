@@ -137,6 +137,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 			in.close()
 			return nil, err
 		}
+		in.js.random = src
 	}
 	switch {
 	case in.fast == nil:

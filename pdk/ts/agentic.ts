@@ -253,6 +253,33 @@ export function waitFor(ms: number): void {
   if (err.length) throw new HostError(`waitFor: ${err}`);
 }
 
+// Math.random: a generator of the kit's own (sfc32), seeded from the
+// host's random source at load and again at every call (each call starts
+// from the memory the script left when it loaded, which would otherwise
+// give every call the same numbers). In a durable call the seed is
+// journaled with the call's other random numbers: a replay draws the same.
+let rs = [0, 0, 0, 0];
+function seed(): void {
+  const hex = hostCall("random");
+  const a = parseInt(hex.slice(0, 8), 16) | 0;
+  const b = parseInt(hex.slice(8, 16), 16) | 0;
+  rs = [a, b, a ^ 0x9e3779b9, b ^ 0x85ebca6b];
+  for (let i = 0; i < 12; i++) random();
+}
+function random(): number {
+  let [a, b, c, d] = rs;
+  const t = (((a + b) | 0) + d) | 0;
+  d = (d + 1) | 0;
+  a = b ^ (b >>> 9);
+  b = (c + (c << 3)) | 0;
+  c = (c << 21) | (c >>> 11);
+  c = (c + t) | 0;
+  rs = [a, b, c, d];
+  return (t >>> 0) / 4294967296;
+}
+Math.random = random;
+seed();
+
 // console goes to the host's log.
 const say = (write: (msg: string) => void) => (...args: unknown[]) =>
   write(args.map((a) => (typeof a === "string" ? a : safeJSON(a))).join(" "));
@@ -341,6 +368,7 @@ let answer: string | undefined;
 
 (globalThis as any).__agentic_run = (exp: string, input: string): void => {
   answer = undefined;
+  seed();
   serve(exp, input).then(
     (s) => {
       answer = s;

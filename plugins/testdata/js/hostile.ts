@@ -10,6 +10,25 @@ tool({ name: "ok", description: "Answers.", execute: () => ({ ok: true }) });
 tool({ name: "echo", description: "Answers its input.", execute: (input) => input });
 
 tool({
+  name: "stamped",
+  description: "POSTs steps 1 to n, each with the time and a random nonce, and answers the bodies.",
+  inputSchema: { type: "object", properties: { url: { type: "string" }, steps: { type: "integer" } }, required: ["url", "steps"] },
+  effect: "external",
+  execute: (input: { url: string; steps: number }) => {
+    const bodies: string[] = [];
+    for (let step = 1; step <= input.steps; step++) {
+      const body = JSON.stringify({ step, at: Date.now(), nonce: Math.random() });
+      const res = http.post(input.url, body, { "Content-Type": "application/json" });
+      if (res.status !== 200) throw new Error(`step ${step}: ${res.status}`);
+      bodies.push(body);
+    }
+    return bodies;
+  },
+});
+
+tool({ name: "dice", description: "Two random numbers.", execute: () => [Math.random(), Math.random()] });
+
+tool({
   name: "state",
   description: "Counts its calls in a global: each call starts afresh, so 1.",
   execute: () => {
