@@ -213,6 +213,7 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 		Meter:            !r.unmetered,
 		MaxTableElements: l.MaxTableElements,
 	})
+	r.compilerRuns.Add(1)
 	cmd := exec.CommandContext(cctx, exe)
 	// The race detector (in test binaries) sleeps a second at exit unless
 	// told not to.

@@ -13,3 +13,6 @@ func (w *DirWatcher) PrepareForTest(ctx context.Context, name string) (commit fu
 	w.prepare(ctx, j)
 	return func() { w.commit(ctx, j) }
 }
+
+// CompilerRuns is the number of compiler processes r started.
+func CompilerRuns(r *Runtime) int64 { return r.compilerRuns.Load() }

@@ -292,3 +292,24 @@ func TestJavaScriptModuleMatchesBuild(t *testing.T) {
 		}
 	}
 }
+
+// TestJavaScriptEngineCompiledOnce: two TypeScript plugins, two scripts,
+// one engine: the runtime meters and compiles the engine once, and both
+// serve.
+func TestJavaScriptEngineCompiledOnce(t *testing.T) {
+	rt, _ := newRuntime(t)
+	hostile := load(t, rt, "hostile_js", jsHostileWasm(t), plugins.Limits{})
+	weather := load(t, rt, "ts_weather", plugintest.TypeScriptPlugin(t, "../examples/plugins/ts_weather", "ts_weather.ts", "../../../pdk/ts"), plugins.Limits{})
+	if hostile.Hash() == weather.Hash() {
+		t.Fatal("two plugins with one hash")
+	}
+	if n := plugins.CompilerRuns(rt); n != 1 {
+		t.Errorf("%d compiler processes for two TypeScript plugins, want 1 (the engine's)", n)
+	}
+	if res, err := callTool(t, hostile, "ok", `{}`); err != nil || res.Output != `{"ok":true}` {
+		t.Errorf("ok: %s, %v", res.Output, err)
+	}
+	if _, ok := weather.Tool("weather"); !ok {
+		t.Error("ts_weather has no weather tool")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
@@ -81,8 +82,11 @@ type Runtime struct {
 	// on a guest: the floor the benchmarks measure metering against. Set
 	// only by the package's tests (export_test.go).
 	unmetered bool
-	compiles  semaphore     // compiler processes running at once
-	prepared  preparedCache // the metered modules compiled into the cache
+	compiles  semaphore // compiler processes running at once
+	// compilerRuns counts the compiler processes started (a test's way to
+	// see a module compiled once: every JavaScript plugin's engine).
+	compilerRuns atomic.Int64
+	prepared     preparedCache // the metered modules compiled into the cache
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart.
 	// They compile through the shared cache, and wazero v1.12.0 publishes
 	// a module it read from the file cache to other compiles before it
