@@ -1,6 +1,7 @@
 // Package plugintest helps test plugins and the code that hosts them: it
 // builds plugins from source with the real toolchains (Go for wasip1,
-// Debian clang + wasi-libc, AssemblyScript, the TypeScript kit), caches the built modules by a
+// Debian clang + wasi-libc, AssemblyScript, the TypeScript kit, Debian
+// rustc + its wasm32 standard library), caches the built modules by a
 // hash of their sources, and loads them into a runtime whose compilation
 // cache lives on disk, so repeated test runs are fast.
 //
@@ -49,21 +50,23 @@ var ErrToolchain = pluginbuild.ErrToolchain
 
 // Build is one build of a plugin.
 type Build struct {
-	// Kind is "go", "c", "assemblyscript" or "ts" (TypeScript or
-	// JavaScript, built with the TypeScript kit).
+	// Kind is "go", "c", "assemblyscript", "ts" (TypeScript or
+	// JavaScript, built with the TypeScript kit) or "rust".
 	Kind string
 	// Dir is the plugin's source directory: a Go module's main package,
 	// the directory of the C sources, or of the AssemblyScript entry.
 	Dir string
 	// Sources are, for C, the .c files (relative to Dir or absolute); for
-	// AssemblyScript, the entry file. Unused for Go.
+	// AssemblyScript, the entry file; for Rust, the crate root. Unused for
+	// Go.
 	Sources []string
 	// Flags are extra compiler flags (-D for C, e.g.; go build flags for
-	// Go). For AssemblyScript they replace the kit's optimisation and
+	// Go; --cfg for Rust). For AssemblyScript they replace the kit's optimisation and
 	// abort flags (a plugin written without the kit builds with its own).
 	Flags []string
 	// Include are directories of headers (C) or of sources the build reads
-	// (every kind): their contents are part of the cache key. Relative
+	// (every kind: the Rust kit's, which a crate names with #[path]): their
+	// contents are part of the cache key. Relative
 	// paths are relative to Dir.
 	Include []string
 	// NodeModules is the directory holding the node_modules with
@@ -151,6 +154,14 @@ func CPlugin(tb testing.TB, dir string, sources, include, flags []string) []byte
 	return MustBuild(tb, Build{Kind: "c", Dir: dir, Sources: sources, Include: include, Flags: flags})
 }
 
+// RustPlugin builds the Rust crate root source of dir for a test with
+// rustc ([pluginbuild.Rustc]); include lists directories of sources it
+// reads (the kit's, e.g.), flags extra rustc flags.
+func RustPlugin(tb testing.TB, dir, source string, include, flags []string) []byte {
+	tb.Helper()
+	return MustBuild(tb, Build{Kind: "rust", Dir: dir, Sources: []string{source}, Include: include, Flags: flags})
+}
+
 // AssemblyScriptPlugin builds the AssemblyScript entry file of dir for a
 // test with the assemblyscript of nodeModules (a directory with
 // package.json; relative to dir); include lists directories of sources it
@@ -203,6 +214,8 @@ func toolchainVersion(kind, nodeModules string) string {
 		out, _ = os.ReadFile(filepath.Join(nodeModules, "package-lock.json"))
 		b, _ := os.ReadFile(filepath.Join(nodeModules, "build.mjs"))
 		out = append(out, b...)
+	case "rust":
+		out, _ = exec.Command(pluginbuild.Rustc(), "-vV").Output()
 	}
 	v := fmt.Sprintf("%x", sha256.Sum256(out))
 	toolchainVersions.Store(kind+nodeModules, v)
@@ -227,7 +240,7 @@ func hashDir(h interface{ Write([]byte) (int, error) }, dir string) error {
 			return nil
 		}
 		switch filepath.Ext(path) {
-		case ".go", ".mod", ".sum", ".c", ".h", ".ts", ".json":
+		case ".go", ".mod", ".sum", ".c", ".h", ".ts", ".json", ".rs":
 			files = append(files, path)
 		}
 		return nil
@@ -291,6 +304,7 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
+	built := tmp.Name()
 	var cmd *exec.Cmd
 	switch b.Kind {
 	case "go":
@@ -321,6 +335,21 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 			return nil, err
 		}
 		cmd = pluginbuild.TypeScriptCommand(ctx, b.Dir, b.NodeModules, b.Sources[0], tmp.Name())
+	case "rust":
+		rustc := pluginbuild.Rustc()
+		target, err := pluginbuild.RustToolchain(ctx, rustc)
+		if err != nil {
+			return nil, err
+		}
+		// rustc writes its intermediate files beside its output: a
+		// directory of its own keeps concurrent builds apart.
+		tmpDir, err := os.MkdirTemp(cache, ".rust-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmpDir)
+		built = filepath.Join(tmpDir, "plugin.wasm")
+		cmd = pluginbuild.RustCommand(ctx, b.Dir, rustc, target, b.Sources[0], built, b.Flags)
 	default:
 		return nil, fmt.Errorf("plugintest: unknown kind %q", b.Kind)
 	}
@@ -330,14 +359,14 @@ func (b Build) build(ctx context.Context, key string) ([]byte, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("plugintest: building %s (%s): %v\n%s", b.Dir, strings.Join(cmd.Args, " "), err, stderr.String())
 	}
-	data, err := os.ReadFile(tmp.Name())
+	data, err := os.ReadFile(built)
 	if err != nil {
 		return nil, err
 	}
 	if len(data) == 0 {
 		return nil, fmt.Errorf("plugintest: building %s produced an empty module", b.Dir)
 	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := os.Rename(built, out); err != nil {
 		return nil, err
 	}
 	return data, nil
