@@ -1,11 +1,14 @@
 package cli_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentichost/agentic/internal/pluginbuild"
 )
 
 // TestFlagsAnywhere: flags after the message are flags, never text; a
@@ -108,7 +111,7 @@ func TestPluginNewBuildCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds four plugins")
 	}
-	for _, lang := range []string{"go", "ts", "assemblyscript", "c"} {
+	for _, lang := range []string{"go", "ts", "assemblyscript", "c", "rust"} {
 		t.Run(lang, func(t *testing.T) {
 			requireToolchain(t, lang)
 			dir := filepath.Join(t.TempDir(), "greet")
@@ -134,7 +137,7 @@ func TestPluginNewBuildCall(t *testing.T) {
 		})
 	}
 	code, _, errOut := run(t, "", "plugin", "new", "--lang", "cobol", "x", t.TempDir())
-	if code != 2 || !strings.Contains(errOut, "want one of go, ts, assemblyscript, c") {
+	if code != 2 || !strings.Contains(errOut, "want one of go, ts, assemblyscript, c, rust") {
 		t.Errorf("an unknown language: exit %d, %q", code, errOut)
 	}
 	full := t.TempDir()
@@ -145,12 +148,38 @@ func TestPluginNewBuildCall(t *testing.T) {
 	if code, _, errOut := run(t, "", "plugin", "build", t.TempDir()); code != 2 || !strings.Contains(errOut, "not a plugin project") {
 		t.Errorf("building a directory that is no project: exit %d, %q", code, errOut)
 	}
+	// A rustc without the standard library for wasm32: the error names
+	// the package that has it.
+	rust := filepath.Join(t.TempDir(), "greet")
+	if code, _, errOut := run(t, "", "plugin", "new", "--lang", "rust", "greet", rust); code != 0 {
+		t.Fatalf("plugin new --lang rust: exit %d, %q", code, errOut)
+	}
+	bin := t.TempDir()
+	os.WriteFile(filepath.Join(bin, "rustc"), []byte("#!/bin/sh\necho "+bin+"\n"), 0o755)
+	t.Setenv("RUSTC", filepath.Join(bin, "rustc"))
+	if code, _, errOut := run(t, "", "plugin", "build", rust); code != 1 || !strings.Contains(errOut, "has no standard library for wasm32-wasi") ||
+		!strings.Contains(errOut, "apt-get install libstd-rust-dev-wasm32") {
+		t.Errorf("a rustc without the wasm32 standard library: exit %d, %q", code, errOut)
+	}
+	t.Setenv("RUSTC", filepath.Join(bin, "nothing"))
+	if code, _, errOut := run(t, "", "plugin", "build", rust); code != 1 || !strings.Contains(errOut, "is not installed (apt-get install rustc libstd-rust-dev-wasm32 lld") {
+		t.Errorf("no rustc: exit %d, %q", code, errOut)
+	}
 }
 
 // requireToolchain skips a test when the toolchain of lang is missing,
 // unless AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1.
 func requireToolchain(t *testing.T, lang string) {
 	t.Helper()
+	if lang == "rust" {
+		if _, err := pluginbuild.RustToolchain(context.Background(), pluginbuild.Rustc()); err != nil {
+			if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+		return
+	}
 	bin := map[string]string{"go": "go", "ts": "npm", "assemblyscript": "npm", "c": "clang"}[lang]
 	if _, err := exec.LookPath(bin); err != nil {
 		if os.Getenv("AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS") == "1" {

@@ -25,7 +25,7 @@ const pluginUsage = `Usage:
   agentic-host plugin list [flags] --plugins DIR          the modules of a plugin directory as chat
                                                           --plugins loads them: hashes, what each
                                                           offers, name conflicts, refusals and why
-  agentic-host plugin new [--lang go|ts|assemblyscript|c] NAME [DIR]
+  agentic-host plugin new [--lang go|ts|assemblyscript|c|rust] NAME [DIR]
                                                           write a plugin project with one tool
   agentic-host plugin build [DIR]                         build a plugin project into DIR/NAME.wasm
   agentic-host plugin held [--server URL]                 the versions a running serve holds because

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"text/template"
 
@@ -20,7 +21,7 @@ import (
 )
 
 // The languages "plugin new" writes projects in.
-var pluginLangs = []string{"go", "ts", "assemblyscript", "c"}
+var pluginLangs = []string{"go", "ts", "assemblyscript", "c", "rust"}
 
 // pluginNewCmd implements "agentic-host plugin new NAME --lang L [DIR]": a
 // ready project — source with one tool, the kit, a build file, a README
@@ -30,7 +31,7 @@ func pluginNewCmd(_ context.Context, args []string, env Env) error {
 	fs := newFlags("plugin new", env)
 	lang := fs.String("lang", "go", "the plugin's `LANGUAGE`: "+strings.Join(pluginLangs, ", "))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin new [--lang go|ts|assemblyscript|c] NAME [DIR]\n\n"+
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin new [--lang go|ts|assemblyscript|c|rust] NAME [DIR]\n\n"+
 			"Write a plugin project in DIR (default ./NAME): one tool NAME, the kit of\n"+
 			"its language, a Makefile, a README and input.json. Then:\n\n"+
 			"  agentic-host plugin build DIR\n"+
@@ -87,7 +88,7 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 		}
 		return b
 	}
-	data := struct{ Name, Build string }{Name: name}
+	data := struct{ Name, Vars, Build string }{Name: name}
 	files := map[string][]byte{"input.json": []byte(`{"name": "Ada"}` + "\n"), ".gitignore": []byte("*.wasm\nnode_modules/\n")}
 	var tmpl map[string]string
 	switch lang {
@@ -141,6 +142,17 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 		tmpl = map[string]string{name + ".c": cMain}
 		files["agentic.h"] = kit("c/agentic.h")
 		files["agentic.c"] = kit("c/agentic.c")
+	case "rust":
+		// rustc alone, no cargo: the kit is the module agentic.rs beside
+		// the crate root. The Makefile picks the rustc and the target as
+		// plugin build does (pluginbuild.Rustc, RustToolchain).
+		data.Vars = "# Debian's rustc unless RUSTC says otherwise; the wasm32 WASI target its\n" +
+			"# standard library has (Debian: wasm32-wasi; rustup: wasm32-wasip1).\n" +
+			"RUSTC ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)\n" +
+			"RUST_TARGET ?= $(shell test -d \"$$($(RUSTC) --print sysroot)/lib/rustlib/wasm32-wasip1\" && echo wasm32-wasip1 || echo wasm32-wasi)\n\n"
+		data.Build = "$(RUSTC) --target $(RUST_TARGET) " + strings.Join(pluginbuild.RustFlags, " ") + " -o " + name + ".wasm " + name + ".rs"
+		tmpl = map[string]string{name + ".rs": rustMain}
+		files["agentic.rs"] = kit("rust/agentic.rs")
 	default:
 		return nil, fmt.Errorf("--lang %q: want one of %s", lang, strings.Join(pluginLangs, ", "))
 	}
@@ -159,7 +171,7 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 // pluginBuildCmd implements "agentic-host plugin build DIR": it recognises
 // the project's language and builds DIR/NAME.wasm with the flags the host
 // needs (a Go library, not a command; an AssemblyScript module with the
-// kit's abort handler; a C reactor).
+// kit's abort handler; a C reactor; a Rust cdylib).
 func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("plugin build", env)
 	out := fs.String("o", "", "write the module to `FILE` (default DIR/NAME.wasm)")
@@ -167,7 +179,9 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(fs.Output(), "Usage: agentic-host plugin build [-o FILE] [DIR]\n\n"+
 			"Build the plugin project in DIR (default .): a Go module (go.mod), a\n"+
 			"TypeScript or AssemblyScript project (package.json; npm install runs\n"+
-			"first when node_modules is missing) or C sources, into DIR/NAME.wasm.\n\nFlags:\n")
+			"first when node_modules is missing), C sources, or a Rust crate\n"+
+			"(NAME.rs with mod agentic; built by $RUSTC, else /usr/bin/rustc, else\n"+
+			"rustc), into DIR/NAME.wasm.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
@@ -225,6 +239,13 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 		}
 		sources, _ := filepath.Glob(filepath.Join(dir, "*.c"))
 		cmds = append(cmds, pluginbuild.CCommand(ctx, dir, sysroot, target, sources, []string{dir}, nil))
+	case "rust":
+		rustc := pluginbuild.Rustc()
+		rustTarget, err := pluginbuild.RustToolchain(ctx, rustc)
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		cmds = append(cmds, pluginbuild.RustCommand(ctx, dir, rustc, rustTarget, name+".rs", target, nil))
 	}
 	for _, cmd := range cmds {
 		cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
@@ -241,8 +262,9 @@ func pluginBuildCmd(ctx context.Context, args []string, env Env) error {
 }
 
 // pluginProjectOf recognises a project: its language, and its name (the
-// Go module's last path element, the package.json name, or the C source
-// beside the kit's agentic.c).
+// Go module's last path element, the package.json name, the C source
+// beside the kit's agentic.c, or the Rust source that declares the kit's
+// module, mod agentic).
 func pluginProjectOf(dir string) (lang, name string, err error) {
 	if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -277,7 +299,17 @@ func pluginProjectOf(dir string) (lang, name string, err error) {
 	if len(own) == 1 {
 		return "c", strings.TrimSuffix(filepath.Base(own[0]), ".c"), nil
 	}
-	return "", "", fmt.Errorf("%s is not a plugin project: no go.mod, no package.json, and not one C source beside agentic.c", dir)
+	rs, _ := filepath.Glob(filepath.Join(dir, "*.rs"))
+	var roots []string
+	for _, s := range rs {
+		if b, err := os.ReadFile(s); err == nil && filepath.Base(s) != "agentic.rs" && rustModAgentic.Match(b) {
+			roots = append(roots, s)
+		}
+	}
+	if len(roots) == 1 {
+		return "rust", strings.TrimSuffix(filepath.Base(roots[0]), ".rs"), nil
+	}
+	return "", "", fmt.Errorf("%s is not a plugin project: no go.mod, no package.json, not one C source beside agentic.c, not one Rust source declaring mod agentic", dir)
 }
 
 const goMod = `module {{.Name}}
@@ -420,8 +452,38 @@ static const agentic_tool tools[] = {
 AGENTIC_PLUGIN(tools, AGENTIC_COUNT(tools), NULL, 0, NULL, 0);
 `
 
+// rustModAgentic finds the declaration of the Rust kit's module.
+var rustModAgentic = regexp.MustCompile(`(?m)^\s*(pub(\([a-z]+\))?\s+)?mod\s+agentic\s*;`)
+
+const rustMain = `//! {{.Name}}.rs — an agentic-host plugin in Rust: one tool, {{.Name}}.
+//!
+//! Build: agentic-host plugin build .   (or: make)
+
+mod agentic;
+
+use agentic::{Call, Effect, Error, Plugin, Tool, Value};
+
+/// The plugin's items; the kit's exports (describe, call, validate,
+/// decide) call it.
+pub fn plugin() -> Plugin {
+    Plugin::new().tool(
+        Tool::new("{{.Name}}", "Greet someone by name.", Effect::Read)
+            .input_schema(
+                r#"{"type":"object","properties":{"name":{"type":"string","description":"Who to greet."}},"required":["name"]}"#,
+            )
+            .idempotent(true),
+        greet,
+    )
+}
+
+fn greet(c: &Call) -> Result<Value, Error> {
+    let name = c.input["name"].as_str().ok_or("name (a string) is required")?;
+    Ok(Value::from(format!("Hello, {}!", name))) // a string reaches the model as text
+}
+`
+
 const makefile = `# Build the plugin (or: agentic-host plugin build .).
-{{.Name}}.wasm:
+{{.Vars}}{{.Name}}.wasm:
 	{{.Build}}
 
 .PHONY: {{.Name}}.wasm

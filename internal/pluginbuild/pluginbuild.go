@@ -128,7 +128,7 @@ func Rustc() string {
 }
 
 // rustInstall says what installs a Rust toolchain for plugins.
-const rustInstall = "apt-get install rustc libstd-rust-dev-wasm32 lld, or scripts/plugin-toolchains.sh; with rustup: rustup target add wasm32-wasip1"
+const rustInstall = "apt-get install rustc libstd-rust-dev-wasm32 lld, or scripts/plugin-toolchains.sh"
 
 // RustToolchain checks that rustc can build a plugin and returns the
 // wasm32 WASI target whose standard library it has: wasm32-wasip1 (the
@@ -139,7 +139,7 @@ const rustInstall = "apt-get install rustc libstd-rust-dev-wasm32 lld, or script
 func RustToolchain(ctx context.Context, rustc string) (target string, err error) {
 	path, err := exec.LookPath(rustc)
 	if err != nil {
-		return "", fmt.Errorf("%w: rustc is not installed (%s)", ErrToolchain, rustInstall)
+		return "", fmt.Errorf("%w: %s is not installed (%s)", ErrToolchain, rustc, rustInstall)
 	}
 	out, err := exec.CommandContext(ctx, path, "--print", "sysroot").Output()
 	if err != nil {
