@@ -102,8 +102,9 @@ load: build
 	$(GO) build -o bin/load ./internal/cmd/load
 	BIN=$(BIN) ROUTE_DIR=$(ROUTE_DIR) LOAD_SESSIONS=$(LOAD_SESSIONS) LOAD_ROUTE=$(LOAD_ROUTE) LOAD_RATES=$(LOAD_RATES) LOAD_MODEL_RATE=$(LOAD_MODEL_RATE) ./scripts/load.sh
 
-## examples: run every Example function (they are tests with checked output)
+## examples: install the plugin toolchains when missing, build the example plugins into bin/plugins, and run every Example function (they are tests with checked output)
 examples:
+	./scripts/plugin-toolchains.sh
 	./scripts/build-plugins.sh
 	$(GO) test -count=1 -run='^Example' $(PKGS)
 

@@ -28,6 +28,10 @@ func textStatsWasm(t testing.TB) []byte {
 		"../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"})
 }
 
+func rustTextWasm(t testing.TB) []byte {
+	return plugintest.RustPlugin(t, "../examples/plugins/rust_text", "rust_text.rs", []string{"../../../pdk/rust"}, nil)
+}
+
 func cExampleWasm(t testing.TB, name string) []byte {
 	return plugintest.CPlugin(t, "../examples/plugins/"+name, []string{name + ".c", cKit + "/agentic.c"}, []string{cKit}, nil)
 }
@@ -172,6 +176,37 @@ func TestExampleTextStats(t *testing.T) {
 	}
 	if _, err := callTool(t, m, "text_stats", `{"text":7}`); !errors.Is(err, plugins.ErrInvalidInput) {
 		t.Fatalf("non-string text: %v", err)
+	}
+}
+
+func TestExampleRustText(t *testing.T) {
+	rt, _ := newRuntime(t)
+	// It needs nothing of the sandbox: it loads without a grant.
+	m := load(t, rt, "rust_text", rustTextWasm(t), plugins.Limits{})
+	tool, _ := m.Tool("rust_text")
+	if s := tool.Spec(); s.Effect != host.EffectRead || !s.Idempotent {
+		t.Fatalf("spec %+v", s)
+	}
+	if n := m.Description().Needs; n == nil || len(n.AllowedHosts) != 0 || n.KV {
+		t.Fatalf("needs %+v", n)
+	}
+	for _, tt := range []struct{ in, want string }{
+		{`{"text":"The cat and the hat.\nThe END, don’t stop: the cat’s héllo 🎉!","top":2}`,
+			`{"characters":60,"bytes":68,"words":12,"unique_words":9,"lines":2,"longest_word":"don’t","top_words":[{"word":"the","count":4},{"word":"and","count":1}]}`},
+		// Ties in alphabetical order; three by default.
+		{`{"text":"b a c b a"}`,
+			`{"characters":9,"bytes":9,"words":5,"unique_words":3,"lines":1,"longest_word":"b","top_words":[{"word":"a","count":2},{"word":"b","count":2},{"word":"c","count":1}]}`},
+		{`{"text":""}`, `{"characters":0,"bytes":0,"words":0,"unique_words":0,"lines":0,"longest_word":"","top_words":[]}`},
+	} {
+		res, err := callTool(t, m, "rust_text", tt.in)
+		if err != nil || res.Output != tt.want {
+			t.Errorf("%s:\ngot  %s (%v)\nwant %s", tt.in, res.Output, err, tt.want)
+		}
+	}
+	for _, in := range []string{`{"text":7}`, `{}`, `{"text":"x","top":0}`, `{"text":"x","extra":1}`} {
+		if _, err := callTool(t, m, "rust_text", in); !errors.Is(err, plugins.ErrInvalidInput) {
+			t.Errorf("%s: %v", in, err)
+		}
 	}
 }
 

@@ -11,9 +11,11 @@
 # for wasip1), NAME.ts with a tsconfig.json (TypeScript, with the kit in
 # pdk/ts), NAME.ts alone (AssemblyScript, with the kit in
 # pdk/assemblyscript), NAME.c (C, with the kit in pdk/c unless it includes
-# none). The commands
-# are the ones plugins/plugintest runs in the tests. Missing toolchains:
-# scripts/plugin-toolchains.sh installs them.
+# none), NAME.rs (Rust, rustc alone; the source names the kit in pdk/rust
+# with #[path]). The commands are the ones plugins/plugintest runs in the
+# tests. Missing toolchains: scripts/plugin-toolchains.sh installs them.
+# RUSTC overrides the rustc (default: Debian's /usr/bin/rustc when there,
+# else rustc).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,6 +24,12 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 sysroot=${WASI_SYSROOT:-/usr}
 clang=${CLANG:-clang}
+if [ -z "${RUSTC:-}" ]; then
+	RUSTC=rustc
+	if [ -x /usr/bin/rustc ]; then
+		RUSTC=/usr/bin/rustc
+	fi
+fi
 
 build_go() { # dir name
 	(cd "$1" && GOOS=wasip1 GOARCH=wasm GOWORK=off CGO_ENABLED=0 \
@@ -54,6 +62,21 @@ build_c() { # dir name
 		-Wall -Wextra -Werror -fno-exceptions -I "$root/pdk/c" -o "$out/$2.wasm" "${sources[@]}" -lc)
 }
 
+build_rust() { # dir name
+	# The wasm32 WASI target whose standard library rustc has: Debian's
+	# wasm32-wasi, or wasm32-wasip1 (rustup's name).
+	local sysroot target=wasm32-wasi
+	sysroot=$("$RUSTC" --print sysroot)
+	if [ -d "$sysroot/lib/rustlib/wasm32-wasip1" ]; then
+		target=wasm32-wasip1
+	elif [ ! -d "$sysroot/lib/rustlib/wasm32-wasi" ]; then
+		echo "build-plugins: $RUSTC has no standard library for wasm32-wasi (apt-get install libstd-rust-dev-wasm32)" >&2
+		return 1
+	fi
+	(cd "$1" && "$RUSTC" --target "$target" --edition 2021 --crate-type cdylib -C opt-level=s -C strip=symbols \
+		-o "$out/$2.wasm" "$2.rs")
+}
+
 names=("$@")
 if [ "${#names[@]}" = 0 ]; then
 	for d in "$root"/examples/plugins/*/; do
@@ -75,6 +98,8 @@ for name in "${names[@]}"; do
 		kind=assemblyscript
 	elif [ -e "$dir/$name.c" ]; then
 		kind=c
+	elif [ -e "$dir/$name.rs" ]; then
+		kind=rust
 	else
 		echo "build-plugins: cannot tell how to build $name" >&2
 		exit 1

@@ -5,6 +5,9 @@
 #   Go plugins            Go (go.mod names the version) and the module
 #                         github.com/extism/go-pdk v1.1.3 (downloaded)
 #   C plugins             Debian clang, lld and wasi-libc
+#   Rust plugins          Debian rustc, libstd-rust-dev-wasm32 (its standard
+#                         library for wasm32-wasi) and lld (the linker it
+#                         runs, rust-lld); RUSTC names another rustc
 #   AssemblyScript        node + npm, and pdk/assemblyscript/node_modules
 #                         (@extism/as-pdk 1.0.0, assemblyscript 0.28, from
 #                         its package-lock.json)
@@ -47,6 +50,34 @@ need_c_toolchain() {
 	warn "missing ${pkgs[*]}: install the Debian packages clang lld wasi-libc (or set WASI_SYSROOT to a wasi-libc sysroot)"
 }
 
+need_rust_toolchain() {
+	local pkgs=() rustc=${RUSTC:-/usr/bin/rustc}
+	if [ -n "${RUSTC:-}" ]; then
+		# Another rustc: it is the user's to equip; say what it lacks.
+		local sysroot
+		if ! sysroot=$("$rustc" --print sysroot 2>/dev/null); then
+			warn "RUSTC=$rustc does not run"
+		elif [ ! -d "$sysroot/lib/rustlib/wasm32-wasi" ] && [ ! -d "$sysroot/lib/rustlib/wasm32-wasip1" ]; then
+			warn "RUSTC=$rustc has no standard library for wasm32-wasi (rustup target add wasm32-wasip1)"
+		fi
+		return
+	fi
+	[ -x /usr/bin/rustc ] || pkgs+=(rustc)
+	[ -d /usr/lib/rustlib/wasm32-wasi/lib ] || pkgs+=(libstd-rust-dev-wasm32)
+	# rustc links wasm with /usr/bin/rust-lld, a link (from rustc) to
+	# lld's binary: -e follows it.
+	[ -e /usr/bin/rust-lld ] || pkgs+=(lld)
+	if [ "${#pkgs[@]}" = 0 ]; then
+		return
+	fi
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		say "installing ${pkgs[*]}"
+		plugin_apt_install "${pkgs[@]}"
+		return
+	fi
+	warn "missing ${pkgs[*]}: install the Debian packages rustc libstd-rust-dev-wasm32 lld (or set RUSTC to a rustc with the wasm32-wasip1 standard library)"
+}
+
 need_go_pdk() {
 	if ! command -v go >/dev/null 2>&1; then
 		warn "Go is required"
@@ -83,6 +114,7 @@ need_typescript() {
 }
 
 need_c_toolchain
+need_rust_toolchain
 need_go_pdk
 need_assemblyscript
 need_typescript

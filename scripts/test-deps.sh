@@ -115,8 +115,9 @@ need_minisign() {
 
 # --- Plugin toolchains (plugins/, pdk/, examples/plugins) ---------------------
 # The plugin tests build Wasm plugins from source with Go (wasip1), Debian
-# clang + lld + wasi-libc, and AssemblyScript (npm packages of
-# pdk/assemblyscript). scripts/plugin-toolchains.sh installs what is missing
+# clang + lld + wasi-libc, AssemblyScript (npm packages of
+# pdk/assemblyscript), and Debian rustc + libstd-rust-dev-wasm32 + lld.
+# scripts/plugin-toolchains.sh installs what is missing
 # (AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1 makes a missing one an error).
 need_plugin_toolchains() {
 	"$(dirname "$0")/plugin-toolchains.sh"
