@@ -36,7 +36,7 @@
 //!       -C opt-level=s -C strip=symbols -o hello.wasm hello.rs
 //! ```
 //!
-//! The kit compiles with rustc 1.63 (Debian 12's) and later.
+//! The kit is written for rustc 1.63 (Debian 12's): no language feature newer.
 
 #![allow(dead_code)]
 
