@@ -147,6 +147,23 @@ func BenchmarkWarmCall(b *testing.B) {
 			}
 		}
 	})
+	b.Run("wasm-rust", func(b *testing.B) {
+		// A Rust plugin (the Rust kit parses the envelope and the 1 KB
+		// input into its JSON values, answers a one-member object).
+		rt, _ := newRuntime(b)
+		m := load(b, rt, "kit", rustKitWasm(b), plugins.Limits{Instances: 1})
+		tool, _ := m.Tool("size")
+		c := call
+		c.Name = "size"
+		b.ReportAllocs()
+		b.SetBytes(int64(len(payload1KB)))
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := tool.Call(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("go", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(payload1KB)))

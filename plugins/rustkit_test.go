@@ -61,7 +61,7 @@ func TestRustKit(t *testing.T) {
 		byName[d.Name] = d
 	}
 	if desc.ABI != "1.1" || !byName["remember"].AtMostOnce || byName["json_echo"].AtMostOnce || !byName["json_echo"].Idempotent ||
-		string(byName["fail"].InputSchema) != `{"type":"object"}` || len(desc.Tools) != 5 || desc.Needs != nil {
+		string(byName["fail"].InputSchema) != `{"type":"object"}` || len(desc.Tools) != 6 || desc.Needs != nil {
 		t.Fatalf("description: %+v", desc)
 	}
 

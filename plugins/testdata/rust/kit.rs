@@ -32,6 +32,10 @@ pub fn plugin() -> Plugin {
         })
         .tool(Tool::new("boom", "Panic.", Effect::Read), boom)
         .tool(Tool::new("waits", "Wait outside a durable call.", Effect::Read), waits)
+        .tool(Tool::new("size", "Count the input's members.", Effect::Read), |c: &Call| {
+            // Benchmarks: the kit's cost (the envelope parsed, an answer written).
+            Ok(Value::object().with("members", c.input.as_object().map(Vec::len)))
+        })
         .validator(Validator::new("even", "An even count.").schema(r#"{"type":"object","required":["count"]}"#), even)
         .policy(Policy::new("by_agent", "Deny the intern."), by_agent);
     #[cfg(needs)]
