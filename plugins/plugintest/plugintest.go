@@ -54,20 +54,22 @@ type Build struct {
 	// JavaScript, built with the TypeScript kit) or "rust".
 	Kind string
 	// Dir is the plugin's source directory: a Go module's main package,
-	// the directory of the C sources, or of the AssemblyScript entry.
+	// the directory of the C sources, of the AssemblyScript entry, or of
+	// the Rust crate root.
 	Dir string
 	// Sources are, for C, the .c files (relative to Dir or absolute); for
 	// AssemblyScript, the entry file; for Rust, the crate root. Unused for
 	// Go.
 	Sources []string
 	// Flags are extra compiler flags (-D for C, e.g.; go build flags for
-	// Go; --cfg for Rust). For AssemblyScript they replace the kit's optimisation and
-	// abort flags (a plugin written without the kit builds with its own).
+	// Go; --cfg for Rust). For AssemblyScript they replace the kit's
+	// optimisation and abort flags (a plugin written without the kit
+	// builds with its own).
 	Flags []string
 	// Include are directories of headers (C) or of sources the build reads
 	// (every kind: the Rust kit's, which a crate names with #[path]): their
-	// contents are part of the cache key. Relative
-	// paths are relative to Dir.
+	// contents are part of the cache key. Relative paths are relative to
+	// Dir.
 	Include []string
 	// NodeModules is the directory holding the node_modules with
 	// assemblyscript (AssemblyScript), or the TypeScript kit's directory
