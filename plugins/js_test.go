@@ -313,3 +313,28 @@ func TestJavaScriptEngineCompiledOnce(t *testing.T) {
 		t.Error("ts_weather has no weather tool")
 	}
 }
+
+// TestJavaScriptQuarantine: a TypeScript plugin that keeps running out of
+// fuel is quarantined as any plugin is.
+func TestJavaScriptQuarantine(t *testing.T) {
+	rt, _ := newRuntime(t)
+	ctx := context.Background()
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Quarantine: func(string) plugins.QuarantinePolicy { return plugins.QuarantinePolicy{Failures: 3, Window: time.Minute} },
+		Limits:     func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute, Fuel: 50_000_000} },
+	})
+	t.Cleanup(func() { reg.Close(ctx) })
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "hostile_js", Wasm: jsHostileWasm(t)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		tool, _ := reg.Tool("acme", "spin")
+		if _, err := tool.Call(ctx, hostCall("spin", `{}`)); !errors.Is(err, plugins.ErrOutOfFuel) {
+			t.Fatalf("spin %d: %v", i+1, err)
+		}
+	}
+	tool, _ := reg.Tool("acme", "ok")
+	if _, err := tool.Call(ctx, hostCall("ok", `{}`)); !errors.Is(err, plugins.ErrQuarantined) {
+		t.Fatalf("after three failures: %v, want ErrQuarantined", err)
+	}
+}

@@ -60,6 +60,19 @@ type health struct {
 	mu       sync.Mutex
 	failures []time.Time // within the window, oldest first; under mu
 	q        atomic.Pointer[Quarantine]
+	// next is the health of the same version loaded again, which took
+	// this one's over (carry): a call still running on this module when
+	// it was replaced counts there.
+	next atomic.Pointer[health]
+}
+
+// current is the health a failure of h's module counts towards: h's, or
+// that of the same version loaded again since.
+func (h *health) current() *health {
+	for next := h.next.Load(); next != nil; next = h.next.Load() {
+		h = next
+	}
+	return h
 }
 
 // carry takes over from's failures and quarantine, for the same version
@@ -67,11 +80,14 @@ type health struct {
 func (h *health) carry(from *health) {
 	from.mu.Lock()
 	failures := slices.Clone(from.failures)
+	from.next.Store(h) // under from.mu: a failure counted after this is h's
 	from.mu.Unlock()
 	h.mu.Lock()
-	h.failures = failures
+	h.failures = append(failures, h.failures...) // any counted here since: newer
+	if q := from.q.Load(); q != nil {
+		h.q.Store(q)
+	}
 	h.mu.Unlock()
-	h.q.Store(from.q.Load())
 }
 
 // failureCounts reports whether err says the module itself failed.
@@ -103,7 +119,7 @@ func (r *Registry) observe(ctx context.Context, tenant string, m *Module, err er
 		return
 	}
 	p := r.opts.Quarantine(tenant)
-	if p.Failures <= 0 || ctx.Err() != nil || !failureCounts(err) || m.health.q.Load() != nil {
+	if p.Failures <= 0 || ctx.Err() != nil || !failureCounts(err) {
 		return
 	}
 	window := p.Window
@@ -111,8 +127,18 @@ func (r *Registry) observe(ctx context.Context, tenant string, m *Module, err er
 		window = DefaultQuarantineWindow
 	}
 	now := time.Now()
-	h := &m.health
+	h := m.health.current()
 	h.mu.Lock()
+	for next := h.next.Load(); next != nil; next = h.next.Load() {
+		// Carried over since current looked.
+		h.mu.Unlock()
+		h = next
+		h.mu.Lock()
+	}
+	if h.q.Load() != nil {
+		h.mu.Unlock()
+		return
+	}
 	h.failures = append(h.failures, now)
 	drop := 0
 	for drop < len(h.failures) && now.Sub(h.failures[drop]) > window {

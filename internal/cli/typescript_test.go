@@ -43,9 +43,9 @@ func weatherSite(t *testing.T, secret string) (*httptest.Server, *atomic.Int64) 
 	return srv, &hits
 }
 
-// tsWeatherVariant builds the ts_weather example with its answer's
-// temperature field renamed to field: another version of the plugin.
-func tsWeatherVariant(t *testing.T, field string) []byte {
+// tsWeatherVariant builds the ts_weather example edited by edit: another
+// version of the plugin.
+func tsWeatherVariant(t *testing.T, edit func(string) string) []byte {
 	t.Helper()
 	src, err := os.ReadFile("../../examples/plugins/ts_weather/ts_weather.ts")
 	if err != nil {
@@ -53,7 +53,7 @@ func tsWeatherVariant(t *testing.T, field string) []byte {
 	}
 	kit, _ := filepath.Abs("../../pdk/ts")
 	text := strings.ReplaceAll(string(src), "../../../pdk/ts/agentic", filepath.ToSlash(filepath.Join(kit, "agentic")))
-	text = strings.ReplaceAll(text, "temperature_c", field)
+	text = edit(text)
 	dir := filepath.Join(t.TempDir(), "ts_weather")
 	os.MkdirAll(dir, 0o755)
 	if err := os.WriteFile(filepath.Join(dir, "ts_weather.ts"), []byte(text), 0o644); err != nil {
@@ -132,7 +132,7 @@ plugins_dir: %s
 
 		// A new version dropped into the directory serves the next call.
 		next := filepath.Join(plugins, "acme", "ts_weather.wasm")
-		os.WriteFile(next+".tmp", tsWeatherVariant(t, "celsius"), 0o644)
+		os.WriteFile(next+".tmp", tsWeatherVariant(t, func(src string) string { return strings.ReplaceAll(src, "temperature_c", "celsius") }), 0o644)
 		if err := os.Rename(next+".tmp", next); err != nil {
 			t.Fatal(err)
 		}
@@ -148,6 +148,41 @@ plugins_dir: %s
 		body = s.must("GET", "/v1/sessions/w3/transcript", "", http.StatusOK, nil)
 		if !strings.Contains(body, `celsius\":7.5`) {
 			t.Fatalf("the new version did not serve the call after its reload: %s", body)
+		}
+
+		// An upload that adds a tool with an external effect is held for a
+		// person; approved, it serves.
+		widened := tsWeatherVariant(t, func(src string) string {
+			return src + `
+tool({ name: "forecast", description: "Books a forecast.", effect: "external", execute: () => "booked" });
+`
+		})
+		var held struct {
+			Held struct{ Hash string } `json:"held"`
+		}
+		s.must("PUT", "/v1/plugins/ts_weather", string(widened), http.StatusAccepted, &held)
+		env := []string{"AGENTIC_SERVER=" + s.url, "AGENTIC_API_KEY=" + serveKey}
+		if code, out, errOut := runBinEnv(t, bin, env, "plugin", "held"); code != 0 || !strings.Contains(out, "tool forecast: new") {
+			t.Fatalf("plugin held: exit %d\n%s%s", code, out, errOut)
+		}
+		if code, out, errOut := runBinEnv(t, bin, env, "plugin", "approve", "ts_weather", held.Held.Hash); code != 0 || !strings.Contains(out, "loaded ts_weather "+held.Held.Hash) {
+			t.Fatalf("plugin approve: exit %d\n%s%s", code, out, errOut)
+		}
+		if body := s.must("GET", "/v1/plugins/ts_weather", "", http.StatusOK, nil); !strings.Contains(body, `"forecast"`) {
+			t.Errorf("after the approval: %s", body)
+		}
+
+		// A TypeScript plugin that keeps running past its time is
+		// quarantined like any (serve's default: five failures).
+		s.must("PUT", "/v1/plugins/hostile_js", string(plugintest.TypeScriptPlugin(t, "../../plugins/testdata/js", "hostile.ts", "../../../pdk/ts")), http.StatusCreated, nil)
+		// (The upload is loaded, then loaded again when the directory's
+		// watcher sees its file: a failure of a call still running on the
+		// first load counts too.)
+		for i := range 5 {
+			s.must("POST", fmt.Sprintf("/v1/sessions/spin%d/messages?wait=true", i), `{"text":"Please spin"}`, http.StatusOK, nil)
+		}
+		if body := s.must("GET", "/v1/plugins", "", http.StatusOK, nil); !strings.Contains(body, `"quarantined":[{"name":"hostile_js"`) {
+			t.Fatalf("after five timeouts: %s", body)
 		}
 	})
 
