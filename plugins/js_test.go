@@ -338,3 +338,23 @@ func TestJavaScriptQuarantine(t *testing.T) {
 		t.Fatalf("after three failures: %v, want ErrQuarantined", err)
 	}
 }
+
+// TestJavaScriptNeeds: a TypeScript plugin that says what it needs runs
+// with that and no more, and is refused where it is granted less.
+func TestJavaScriptNeeds(t *testing.T) {
+	rt, _ := newRuntime(t)
+	wasm := plugintest.TypeScriptPlugin(t, "testdata/js", "needy.ts", tsKit)
+	m := load(t, rt, "needy", wasm, plugins.Limits{KV: true, AllowedHosts: []string{"api.example.com", "other.example.com"}})
+	if d := m.Description(); d.ABI != "1.1" || d.Needs == nil || !d.Needs.KV || len(d.Needs.AllowedHosts) != 1 {
+		t.Fatalf("description %+v", d)
+	}
+	if l := m.Limits(); len(l.AllowedHosts) != 1 || l.AllowedHosts[0] != "api.example.com" || !l.KV {
+		t.Errorf("limits %+v, want narrowed to api.example.com and the store", l)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := rt.Load(ctx, plugins.Source{Name: "needy", Wasm: wasm, Tenant: "acme", Limits: plugins.Limits{AllowedHosts: []string{"api.example.com"}}}); err == nil ||
+		!errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), "it needs the key-value store") {
+		t.Errorf("loaded without the store it needs: %v", err)
+	}
+}

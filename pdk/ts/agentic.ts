@@ -14,8 +14,8 @@
 // on); a handler may still be async and await them, or anything else that
 // settles within the call.
 
-/** The plugin ABI version this kit speaks. */
-export const ABI = "1.0";
+/** The plugin ABI version this kit speaks (1.1: with needs). */
+export const ABI = "1.1";
 
 declare const __agentic_host: (op: string, a?: string, b?: string) => string;
 
@@ -102,6 +102,30 @@ export interface PolicySpec {
   name: string;
   description: string;
   decide(request: PolicyRequest): Decision | Promise<Decision>;
+}
+
+/** What a plugin needs of its sandbox (see need). */
+export interface Needs {
+  /** The hosts it reaches: "api.example.com", "api.example.com:8443", "*.example.com". */
+  allowedHosts?: string[];
+  /** It reaches loopback or private addresses. */
+  allowPrivateNetwork?: boolean;
+  /** It uses the key-value store. */
+  kv?: boolean;
+}
+
+let needs: Needs | undefined;
+
+/**
+ * need says what the plugin needs of its sandbox: it then runs with that
+ * and no more, whatever its grant allows, is refused at load where it is
+ * granted less, and a new version that needs more than the one serving is
+ * held for a person's approval where the host holds upgrades that widen.
+ * Called again, the last call wins; a plugin that never calls it gets its
+ * whole grant.
+ */
+export function need(n: Needs): void {
+  needs = { ...n, allowedHosts: [...(n.allowedHosts ?? [])] };
 }
 
 const tools = new Map<string, ToolSpec>();
@@ -313,6 +337,9 @@ function describe(): string {
     })),
     validators: [...validators.values()].map((v) => ({ name: v.name, description: v.description, schema: v.schema ?? {} })),
     policies: [...policies.values()].map((p) => ({ name: p.name, description: p.description })),
+    ...(needs
+      ? { needs: { allowed_hosts: needs.allowedHosts ?? [], allow_private_network: needs.allowPrivateNetwork ?? false, kv: needs.kv ?? false } }
+      : {}),
   });
 }
 
