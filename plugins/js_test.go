@@ -320,8 +320,10 @@ func TestJavaScriptQuarantine(t *testing.T) {
 	rt, _ := newRuntime(t)
 	ctx := context.Background()
 	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
-		Quarantine: func(string) plugins.QuarantinePolicy { return plugins.QuarantinePolicy{Failures: 3, Window: time.Minute} },
-		Limits:     func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute, Fuel: 50_000_000} },
+		Quarantine: func(string) plugins.QuarantinePolicy {
+			return plugins.QuarantinePolicy{Failures: 3, Window: time.Minute}
+		},
+		Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute, Fuel: 50_000_000} },
 	})
 	t.Cleanup(func() { reg.Close(ctx) })
 	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "hostile_js", Wasm: jsHostileWasm(t)}); err != nil {
