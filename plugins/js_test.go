@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	w "github.com/agentichost/agentic/plugins/internal/wasmgen"
 	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
@@ -358,5 +359,74 @@ func TestJavaScriptNeeds(t *testing.T) {
 	if _, err := rt.Load(ctx, plugins.Source{Name: "needy", Wasm: wasm, Tenant: "acme", Limits: plugins.Limits{AllowedHosts: []string{"api.example.com"}}}); err == nil ||
 		!errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), "it needs the key-value store") {
 		t.Errorf("loaded without the store it needs: %v", err)
+	}
+}
+
+// fakeEngine is a module that passes for the JavaScript engine as far as
+// its exports' names and types go, whose qjs_eval calls __agentic_host,
+// and whose qjs_get_string_len — which the host calls to read that call's
+// argument — calls __agentic_host again: were the host to serve it, Go
+// and guest frames would nest without end. With mistyped, qjs_init takes
+// an i64.
+func fakeEngine(mistyped bool) []byte {
+	i32 := byte(w.I32)
+	types := []w.Type{{}, {Results: []byte{i32}}, {Params: []byte{i32}}, {Params: []byte{i32}, Results: []byte{i32}},
+		{Params: []byte{i32, i32}, Results: []byte{i32}}, {Params: []byte{i32, i32, i32}, Results: []byte{i32}},
+		{Params: []byte{i32, i32, i32, i32}, Results: []byte{i32}}, {Params: []byte{i32, i32, i32, i32, i32}, Results: []byte{i32}},
+		{Params: []byte{w.I64}, Results: []byte{i32}}}
+	hostCall := []byte{w.I32Const, 16, w.I32Const, 14, w.I32Const, 0, w.I32Const, 1}
+	hostCall = w.I32c(hostCall, 2048)
+	hostCall = append(hostCall, w.Call, 0)
+	const0 := w.I32c(nil, 0)
+	funcs := []struct {
+		name string
+		f    w.Func
+	}{
+		{"_initialize", w.Func{Type: 0}}, {"qjs_init", w.Func{Type: 1, Code: const0}}, {"qjs_set_max_stack_size", w.Func{Type: 2}},
+		{"qjs_run_gc", w.Func{Type: 0}}, {"wasm_malloc", w.Func{Type: 3, Code: w.I32c(nil, 1024)}}, {"wasm_free", w.Func{Type: 2}},
+		{"qjs_get_undefined", w.Func{Type: 1, Code: const0}}, {"qjs_new_host_function", w.Func{Type: 5, Code: w.I32c(nil, 1)}},
+		{"qjs_get_global", w.Func{Type: 1, Code: w.I32c(nil, 2)}}, {"qjs_set_prop_string", w.Func{Type: 5, Code: w.I32c(nil, 1)}},
+		{"qjs_free_value", w.Func{Type: 2}}, {"qjs_is_exception", w.Func{Type: 3, Code: const0}},
+		{"qjs_eval", w.Func{Type: 6, Code: hostCall}}, {"qjs_get_string_len", w.Func{Type: 4, Code: hostCall}},
+		{"qjs_free_cstring", w.Func{Type: 2}}, {"qjs_new_string", w.Func{Type: 4, Code: w.I32c(nil, 3)}},
+		{"qjs_get_exception", w.Func{Type: 1, Code: const0}},
+	}
+	m := w.Module{Types: types, Imports: []w.Import{{Module: "env", Name: "host_call", Type: 7}},
+		Memory: &w.Memory{Min: 1}, Exports: []w.Export{{Name: "memory", Kind: 2}},
+		Data: []w.Data{{Offset: 16, Bytes: []byte("__agentic_host")}}}
+	for i, f := range funcs {
+		if mistyped && f.name == "qjs_init" {
+			f.f = w.Func{Type: 8, Code: const0}
+		}
+		m.Funcs = append(m.Funcs, f.f)
+		m.Exports = append(m.Exports, w.ExportFunc(f.name, uint32(i+1)))
+	}
+	return m.Encode()
+}
+
+// TestJavaScriptFakeEngine: the engine is a guest like any, shipped in
+// the plugin's file: one whose exports are not the engine's types, or
+// that calls the host back while the host serves its call, fails its load
+// with a clear error instead of taking the host's stack.
+func TestJavaScriptFakeEngine(t *testing.T) {
+	rt, _ := newRuntime(t)
+	for _, tt := range []struct {
+		name     string
+		mistyped bool
+		want     string
+	}{
+		{"re-entered", false, "called again while the host serves one"},
+		{"mistyped", true, "qjs_init is [i64] -> [i32], not 0 i32 -> 1 i32"},
+	} {
+		wasm, err := plugins.JavaScriptModule(fakeEngine(tt.mistyped), []byte("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		_, err = rt.Load(ctx, plugins.Source{Name: "fake", Wasm: wasm, Tenant: "acme"})
+		cancel()
+		if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want ErrInvalidModule saying %q", tt.name, err, tt.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero/api"
@@ -67,6 +68,10 @@ type jsVM struct {
 	// handles of the script's functions and of undefined, and a word of
 	// memory the engine writes a length into.
 	run, take, undef, lenPtr uint32
+	// serving: the host is serving a host_call. The engine functions it
+	// calls meanwhile never call host_call; an engine that does is
+	// refused, which bounds the nesting of Go and guest frames to one.
+	serving bool
 }
 
 // newJSVM returns the engine of an instance whose main module is mod.
@@ -89,17 +94,59 @@ func jsOf(ctx context.Context) *jsVM {
 	return v
 }
 
-// fn returns the engine's export name, looked up once.
+// jsExports are the engine's functions the host calls, with the number
+// of their i32 parameters and results: a module that exports one of
+// another type is not the engine (and a call on the host's fixed stack
+// could not take it).
+var jsExports = map[string][2]int{
+	"_initialize": {0, 0}, "qjs_init": {0, 1}, "qjs_set_max_stack_size": {1, 0}, "qjs_run_gc": {0, 0},
+	"wasm_malloc": {1, 1}, "wasm_free": {1, 0},
+	"qjs_eval": {4, 1}, "qjs_call": {4, 1}, "qjs_is_job_pending": {0, 1}, "qjs_execute_pending_job": {0, 1},
+	"qjs_new_string": {2, 1}, "qjs_get_string_len": {2, 1}, "qjs_free_cstring": {1, 0}, "qjs_free_value": {1, 0},
+	"qjs_is_exception": {1, 1}, "qjs_get_exception": {0, 1}, "qjs_is_function": {1, 1}, "qjs_is_string": {1, 1},
+	"qjs_get_global": {0, 1}, "qjs_get_undefined": {0, 1}, "qjs_get_prop_string": {2, 1}, "qjs_set_prop_string": {3, 1},
+	"qjs_new_host_function": {3, 1},
+}
+
+// fn returns the engine's export name, looked up (and its type checked)
+// once.
 func (v *jsVM) fn(name string) (api.Function, error) {
 	f, ok := v.fns[name]
 	if !ok {
+		want, known := jsExports[name]
 		f = v.mod.ExportedFunction(name)
-		if f == nil {
+		if f == nil || !known {
 			return nil, fmt.Errorf("the JavaScript engine exports no %s: the module is not the engine the kit builds with", name)
+		}
+		d := f.Definition()
+		if !allI32(d.ParamTypes(), want[0]) || !allI32(d.ResultTypes(), want[1]) {
+			return nil, fmt.Errorf("the JavaScript engine's %s is %s -> %s, not %d i32 -> %d i32: the module is not the engine the kit builds with",
+				name, typeNames(d.ParamTypes()), typeNames(d.ResultTypes()), want[0], want[1])
 		}
 		v.fns[name] = f
 	}
 	return f, nil
+}
+
+// typeNames is "[i64 i32]".
+func typeNames(types []api.ValueType) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = api.ValueTypeName(t)
+	}
+	return "[" + strings.Join(names, " ") + "]"
+}
+
+func allI32(types []api.ValueType, n int) bool {
+	if len(types) != n {
+		return false
+	}
+	for _, t := range types {
+		if t != api.ValueTypeI32 {
+			return false
+		}
+	}
+	return true
 }
 
 // call calls the engine's export name. Each call has its stack of its
@@ -258,8 +305,8 @@ func (v *jsVM) global(ctx context.Context, name string) (uint32, error) {
 // and keeps the memory it leaves.
 func (v *jsVM) init(ctx context.Context) error {
 	ctx = context.WithValue(ctx, jsKey{}, v)
-	if f := v.mod.ExportedFunction("_initialize"); f != nil {
-		if _, err := f.Call(ctx); err != nil {
+	if v.mod.ExportedFunction("_initialize") != nil {
+		if _, err := v.call(ctx, "_initialize"); err != nil {
 			return err
 		}
 	}
@@ -463,6 +510,11 @@ func jsHostCall(ctx context.Context, _ *extism.CurrentPlugin, stack []uint64) {
 	if v == nil {
 		panic("host_call: the module is not a JavaScript plugin's engine")
 	}
+	if v.serving {
+		panic("host_call: called again while the host serves one: the module is not the engine the kit builds with")
+	}
+	v.serving = true
+	defer func() { v.serving = false }()
 	namePtr, nameLen, argc, argvPtr := uint32(stack[0]), uint32(stack[1]), uint32(stack[3]), uint32(stack[4])
 	if name, ok := v.mem.Read(namePtr, nameLen); !ok || string(name) != jsHostName || argc < 1 || argc > 3 {
 		panic("host_call: only " + jsHostName + "(op, …up to two strings) is a host function")

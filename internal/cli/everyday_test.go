@@ -1,13 +1,18 @@
+//go:build unix
+
 package cli_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/pluginbuild"
 )
 
@@ -105,17 +110,22 @@ func TestEverydayCLI(t *testing.T) {
 // TestPluginNewBuildCall: from nothing to a working tool in each
 // language, outside this repository: plugin new writes a project, plugin
 // build builds it with the language's own toolchain and registry (the Go
-// module proxy, npm) and nothing of this checkout, and plugin call answers
-// with its test input.
+// module proxy, npm) and nothing of this checkout, plugin call answers
+// with its test input, and a model calls it through chat; then serve
+// offers the five tools at once and its model calls each.
 func TestPluginNewBuildCall(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four plugins")
+		t.Skip("builds five plugins")
 	}
+	served := filepath.Join(t.TempDir(), "plugins")
+	os.MkdirAll(filepath.Join(served, "acme"), 0o755)
+	var built []string
 	for _, lang := range []string{"go", "ts", "assemblyscript", "c", "rust"} {
 		t.Run(lang, func(t *testing.T) {
 			requireToolchain(t, lang)
-			dir := filepath.Join(t.TempDir(), "greet")
-			code, out, errOut := run(t, "", "plugin", "new", "--lang", lang, "greet", dir)
+			name := "greet_" + lang
+			dir := filepath.Join(t.TempDir(), name)
+			code, out, errOut := run(t, "", "plugin", "new", "--lang", lang, name, dir)
 			if code != 0 || !strings.Contains(out, "plugin build "+dir) {
 				t.Fatalf("plugin new: exit %d\n%s\n%s", code, out, errOut)
 			}
@@ -125,16 +135,40 @@ func TestPluginNewBuildCall(t *testing.T) {
 				}
 			}
 			code, out, errOut = run(t, "", "plugin", "build", dir)
-			wasm := filepath.Join(dir, "greet.wasm")
+			wasm := filepath.Join(dir, name+".wasm")
 			if code != 0 || strings.TrimSpace(out) != wasm {
 				t.Fatalf("plugin build: exit %d\n%s\n%s", code, out, errOut)
 			}
 			input, _ := os.ReadFile(filepath.Join(dir, "input.json"))
-			code, out, errOut = run(t, "", "plugin", "call", "--cache-dir", "", wasm, "greet", string(input))
+			code, out, errOut = run(t, "", "plugin", "call", "--cache-dir", "", wasm, name, string(input))
 			if code != 0 || strings.TrimSpace(out) != "Hello, Ada!" {
 				t.Fatalf("plugin call: exit %d, %q\n%s", code, out, errOut)
 			}
+			only := t.TempDir()
+			b, _ := os.ReadFile(wasm)
+			os.WriteFile(filepath.Join(only, name+".wasm"), b, 0o644)
+			code, out, errOut = run(t, "", "chat", "--offline", "--storage", "memory:", "--plugins", only, "Please "+name+" name=Ada")
+			if code != 0 || !strings.Contains(out, "Hello, Ada!") {
+				t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+			}
+			os.WriteFile(filepath.Join(served, "acme", name+".wasm"), b, 0o644)
+			built = append(built, name)
 		})
+	}
+	if len(built) > 0 {
+		model, err := fakemodel.Start(fakemodel.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer model.Close()
+		s := startServe(t, "serve", needBinary(t), writeServeConfig(t, "file:"+t.TempDir(), model.URL(), "plugins_dir: "+served+"\n"))
+		for _, name := range built {
+			s.post(name, "Please "+name+" name=Ada")
+			s.waitState(name, "completed", 2*time.Minute)
+			if body := s.must("GET", "/v1/sessions/"+name+"/transcript", "", http.StatusOK, nil); !strings.Contains(body, "Hello, Ada!") {
+				t.Errorf("serve: %s's transcript has no greeting: %s", name, body)
+			}
+		}
 	}
 	code, _, errOut := run(t, "", "plugin", "new", "--lang", "cobol", "x", t.TempDir())
 	if code != 2 || !strings.Contains(errOut, "want one of go, ts, assemblyscript, c, rust") {
