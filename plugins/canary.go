@@ -112,7 +112,12 @@ type canary struct {
 	Canary                  // the static part: Calls and Failures are below
 	mod             *Module // the version it serves
 	calls, failures atomic.Int64
-	ended           atomic.Bool // promoted or rolled back: it takes no more calls
+	ended           atomic.Bool // promoted or rolled back (or being): it ends once
+	// off: its sessions go to the version serving. Set at once for a
+	// rollback; for a promotion only once its version serves, so that
+	// none of its sessions is sent back to the version it replaces
+	// meanwhile (TestCanaryHammer).
+	off atomic.Bool
 }
 
 // info is c's state now.
@@ -126,7 +131,7 @@ func (c *canary) info() Canary {
 // in the share by a hash of its id and the canary's, so that the same
 // session sees the same version while the canary runs.
 func (c *canary) selects(session string) bool {
-	if session == "" || c.ended.Load() {
+	if session == "" || c.off.Load() {
 		return false
 	}
 	// (A digest, not FNV: FNV's high bits barely move between ids
@@ -303,8 +308,11 @@ func (r *Registry) endCanary(ctx context.Context, tenant string, c *canary, prom
 		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: the canary %s of plugin %s of tenant %s has ended", ErrNotFound, c.Hash, c.Name, tenant)
 	}
-	delete(r.canaries[tenant], c.Name)
-	r.republishLocked(tenant)
+	if !promote {
+		c.off.Store(true)
+		delete(r.canaries[tenant], c.Name)
+		r.republishLocked(tenant)
+	}
 	r.mu.Unlock()
 	info := c.info()
 	if promote {
@@ -312,6 +320,16 @@ func (r *Registry) endCanary(ctx context.Context, tenant string, c *canary, prom
 		// version it replaces (beginCanary), which has served since it
 		// started (another would have ended it).
 		m, err := r.commit(ctx, tenant, c.Name, c.Hash, c.mod, nil, true)
+		// It leaves the list once its version serves (or could not):
+		// until then its sessions stay on it, never back on the version
+		// it replaces for a call (TestCanaryHammer).
+		r.mu.Lock()
+		c.off.Store(true)
+		if r.canaries[tenant][c.Name] == c {
+			delete(r.canaries[tenant], c.Name)
+			r.republishLocked(tenant)
+		}
+		r.mu.Unlock()
 		if err == nil {
 			r.notify(Change{Kind: CanaryPromoted, Tenant: tenant, Name: c.Name, Hash: c.Hash, Previous: c.Serving, Canary: &info})
 			return m, nil
@@ -337,6 +355,7 @@ func (r *Registry) endCanaryLocked(tenant, name string, keep *Module) *canary {
 	}
 	delete(r.canaries[tenant], name)
 	c.ended.Store(true)
+	c.off.Store(true)
 	return c
 }
 

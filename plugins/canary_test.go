@@ -281,3 +281,99 @@ func TestCanaryWideningHeld(t *testing.T) {
 		t.Errorf("the narrower canary: %+v %v", c, ok)
 	}
 }
+
+// TestCanaryHammer: calls of many sessions at once while a canary serves,
+// promotes itself mid-stream, then while another is rolled back by a
+// person mid-stream: every call is answered, by a version serving at the
+// time; a session never goes back to the version it left (A then B once
+// the canary is promoted; C then B once it is rolled back); the
+// promotion is reported once. Run under -race.
+func TestCanaryHammer(t *testing.T) {
+	ctx := context.Background()
+	reg, changes := canaryRegistry(t)
+	const workers, calls, sessions = 8, 60, 24
+	// hammer calls from workers at once and returns what each session
+	// saw, in order; between (if not nil) runs once half the calls are
+	// made.
+	hammer := func(between func()) map[string][]string {
+		var mu sync.Mutex
+		seen := map[string][]string{}
+		var order [sessions]sync.Mutex // a session's calls one at a time: their order is the order seen
+		var wg sync.WaitGroup
+		var half sync.WaitGroup
+		half.Add(workers)
+		for g := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range calls {
+					if i == calls/2 {
+						half.Done()
+					}
+					k := (g*calls + i) % sessions
+					s := fmt.Sprintf("s%d", k)
+					order[k].Lock()
+					v := versionIn(t, reg, s)
+					mu.Lock()
+					seen[s] = append(seen[s], v)
+					mu.Unlock()
+					order[k].Unlock()
+				}
+			}()
+		}
+		if between != nil {
+			half.Wait()
+			between()
+		}
+		wg.Wait()
+		return seen
+	}
+	// leftOnce checks each session's versions: only from, to, or from
+	// then to, never back.
+	leftOnce := func(seen map[string][]string, from, to string) {
+		t.Helper()
+		for s, vs := range seen {
+			moved := false
+			for _, v := range vs {
+				switch {
+				case v == to:
+					moved = true
+				case v == from && !moved:
+				default:
+					t.Fatalf("session %s saw %v: want %s then %s", s, vs, from, to)
+				}
+			}
+		}
+	}
+
+	c, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "B")}, plugins.CanaryOptions{Share: 0.5, PromoteAfter: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leftOnce(hammer(nil), "A", "B")
+	if _, ok := reg.Canary("acme", "v"); ok {
+		t.Fatal("the canary did not promote itself after 100 calls")
+	}
+	var promoted []plugins.Change
+	for _, ch := range changes() {
+		if ch.Kind == plugins.CanaryPromoted {
+			promoted = append(promoted, ch)
+		}
+	}
+	if len(promoted) != 1 || promoted[0].Hash != c.Hash {
+		t.Fatalf("promotions %+v, want one of %s", promoted, c.Hash)
+	}
+
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "C")}, plugins.CanaryOptions{Share: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	seen := hammer(func() {
+		if err := reg.RollbackCanary(ctx, "acme", "v"); err != nil {
+			t.Errorf("rollback: %v", err)
+		}
+	})
+	leftOnce(seen, "C", "B")
+	if got := versionIn(t, reg, "s0"); got != "B" {
+		t.Errorf("after the rollback: %s", got)
+	}
+}

@@ -61,6 +61,7 @@ type Module struct {
 	// refs counts the owner's reference (1 until Close) and the calls in
 	// flight; the module shuts down when it drops to 0.
 	refs      atomic.Int64
+	closing   atomic.Bool // Close was called
 	closeOnce sync.Once
 	downOnce  sync.Once
 	done      chan struct{}
@@ -235,7 +236,10 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 // in flight have finished. It returns at once; [Module.Done] is closed at
 // shutdown.
 func (m *Module) Close(ctx context.Context) error {
-	m.closeOnce.Do(m.release)
+	m.closeOnce.Do(func() {
+		m.closing.Store(true) // no call starts on it from now: a registry's caller follows the name to the version serving
+		m.release()
+	})
 	return nil
 }
 
@@ -269,11 +273,12 @@ func (m *Module) Stats() ModuleStats {
 // Done is closed when the module has shut down.
 func (m *Module) Done() <-chan struct{} { return m.done }
 
-// acquire takes a reference for a call; false once the module is closing.
+// acquire takes a reference for a call; false once the module is closing
+// (even while calls that started before are still in flight).
 func (m *Module) acquire() bool {
 	for {
 		n := m.refs.Load()
-		if n <= 0 {
+		if n <= 0 || m.closing.Load() {
 			return false
 		}
 		if m.refs.CompareAndSwap(n, n+1) {
