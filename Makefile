@@ -45,7 +45,7 @@ release:
 ## demo: an offline chat (fake model, file storage) where the agent uses a Wasm tool, then its transcript
 demo: build
 	@rm -rf $(DEMO_DIR)
-	@./scripts/plugin-toolchains.sh >/dev/null
+	@./scripts/plugin-toolchains.sh go >/dev/null
 	@OUT=$(DEMO_DIR)/plugins ./scripts/build-plugins.sh get_account
 	@echo '$$ agentic-host chat --offline --plugins $(DEMO_DIR)/plugins --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."'
 	@$(BIN) chat --offline --plugins $(DEMO_DIR)/plugins --storage file:$(DEMO_DIR) --session demo "Please get_account account_id=42 and tell me its plan."

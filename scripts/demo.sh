@@ -114,7 +114,7 @@ approval)
 	# A tool with an external effect waits for a person: the run parks
 	# (exit 3), the inbox lists it, another process approves it, and the
 	# run goes on: the post is published once.
-	./scripts/plugin-toolchains.sh >/dev/null
+	./scripts/plugin-toolchains.sh go >/dev/null
 	OUT="$dir/plugins" ./scripts/build-plugins.sh publish_post >/dev/null
 	go build -o "$dir/blog" ./internal/demotools/blog
 	"$dir/blog" >"$dir/blog.log" 2>&1 &

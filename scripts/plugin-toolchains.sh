@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the toolchains that build Wasm plugins, when missing. Idempotent:
-# it changes nothing on a machine that already has everything.
+# Installs the toolchains that build Wasm plugins, when missing (all of
+# them, or the kits named: scripts/plugin-toolchains.sh go). Idempotent: it
+# changes nothing on a machine that already has everything.
 #
 #   Go plugins            Go (go.mod names the version) and the module
 #                         github.com/extism/go-pdk v1.1.3 (downloaded)
@@ -113,11 +114,24 @@ need_typescript() {
 	(cd "$root/pdk/ts" && npm ci --no-audit --no-fund) || warn "npm ci in pdk/ts failed"
 }
 
-need_c_toolchain
-need_rust_toolchain
-need_go_pdk
-need_assemblyscript
-need_typescript
+# With arguments, only those kits: scripts/plugin-toolchains.sh go c
+kits=("$@")
+if [ "${#kits[@]}" = 0 ]; then
+	kits=(c rust go assemblyscript ts)
+fi
+for kit in "${kits[@]}"; do
+	case "$kit" in
+	c) need_c_toolchain ;;
+	rust) need_rust_toolchain ;;
+	go) need_go_pdk ;;
+	assemblyscript) need_assemblyscript ;;
+	ts) need_typescript ;;
+	*)
+		echo "plugin-toolchains: no kit $kit (c, rust, go, assemblyscript, ts)" >&2
+		exit 2
+		;;
+	esac
+done
 if [ "$missing_any" = 1 ]; then
 	if [ "${AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS:-}" = 1 ]; then
 		echo "plugin-toolchains: AGENTIC_REQUIRE_PLUGIN_TOOLCHAINS=1 requires them" >&2
