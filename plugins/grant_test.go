@@ -2,6 +2,7 @@ package plugins_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
 )
 
 // TestGrantsPerPlugin: with RegistryOptions.Grants a module gets only its
@@ -87,5 +89,64 @@ func TestLimitsWithin(t *testing.T) {
 	got, err := l.Within(plugins.Grant{AllowPrivateNetwork: true, KV: true})
 	if err != nil || got.AllowPrivateNetwork || !got.KV || len(got.AllowedHosts) != 0 {
 		t.Errorf("Within: %+v, %v", plugins.GrantOf(got), err)
+	}
+}
+
+// TestGrantsTwoPluginsOfOneTenant: two plugins of one tenant, each granted
+// another host of the tenant's sandbox, each reach their own host and not
+// the other's (two TypeScript plugins: the grant is the host's, whatever
+// the language).
+func TestGrantsTwoPluginsOfOneTenant(t *testing.T) {
+	site := func(body string) (*httptest.Server, string) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		return srv, u.Host
+	}
+	a, aHost := site("site a")
+	b, bHost := site(`{"current":{"time":"2026-12-06T14:00","temperature_2m":3,"wind_speed_10m":1}}`)
+	rt, _ := newRuntime(t)
+	endpoint := b.URL
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Limits: func(string) plugins.Limits {
+			return plugins.Limits{KV: true, AllowedHosts: []string{aHost, bHost}, AllowPrivateNetwork: true}
+		},
+		Grants: func(_, module string) plugins.Grant {
+			return map[string]plugins.Grant{
+				"fetcher": {AllowedHosts: []string{aHost}, AllowPrivateNetwork: true},
+				"weather": {AllowedHosts: []string{bHost}, AllowPrivateNetwork: true, KV: true},
+			}[module]
+		},
+		Config: func(_, module string) map[string]string { return map[string]string{"endpoint": endpoint} },
+	})
+	defer reg.Close(context.Background())
+	load := func(name string, wasm []byte) {
+		if _, err := reg.Load(context.Background(), "acme", plugins.Source{Name: name, Wasm: wasm}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load("fetcher", jsHostileWasm(t))
+	load("weather", plugintest.TypeScriptPlugin(t, "../examples/plugins/ts_weather", "ts_weather.ts", "../../../pdk/ts"))
+	call := func(tool, input string) (host.ToolResult, error) {
+		tl, ok := reg.Tool("acme", tool)
+		if !ok {
+			t.Fatalf("no tool %s", tool)
+		}
+		return tl.Call(context.Background(), host.ToolCall{ID: "c", SessionID: "s", Input: json.RawMessage(input)})
+	}
+	if res, err := call("fetch", `{"url":"`+a.URL+`"}`); err != nil || !strings.Contains(res.Output, "site a") {
+		t.Errorf("fetcher to its host: %s, %v", res.Output, err)
+	}
+	if _, err := call("fetch", `{"url":"`+b.URL+`"}`); !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "not among the hosts this plugin may reach") {
+		t.Errorf("fetcher to weather's host: %v", err)
+	}
+	if _, err := call("kv", `{"key":"k","value":"v"}`); !errors.Is(err, plugins.ErrToolFailed) || !strings.Contains(err.Error(), "not enabled for this plugin") {
+		t.Errorf("fetcher's key-value store, granted to weather only: %v", err)
+	}
+	if res, err := call("weather", `{"city":"Oslo","latitude":59.9,"longitude":10.7}`); err != nil || !strings.Contains(res.Output, `"temperature_c":3`) {
+		t.Errorf("weather to its host: %s, %v", res.Output, err)
+	}
+	if m, _ := reg.Module("acme", "weather"); len(m.Limits().AllowedHosts) != 1 || m.Limits().AllowedHosts[0] != bHost {
+		t.Errorf("weather's limits %+v", plugins.GrantOf(m.Limits()))
 	}
 }
