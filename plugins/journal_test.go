@@ -414,12 +414,14 @@ func TestIdempotencyKeyWithoutJournal(t *testing.T) {
 	}
 }
 
-// TestJournalReplaysClocksAndRandom: a plugin whose requests carry the
-// wall clock and random bytes is replayed from a journal that ends after
-// its second request's answer: its first two requests are the recorded
-// ones (the clock and the random numbers it read are read again), so it
-// does not diverge; the third goes out live, once.
-func TestJournalReplaysClocksAndRandom(t *testing.T) {
+// stampedReplay calls the tool "stamped" of wasm (three steps POSTed to a
+// test server, each with the time and a random nonce) with a journal, then
+// replays the call from the journal cut after its second request. It
+// returns the bodies of both calls' answers, what the server got of the
+// replay, by step, and the bytes the first call's journal kept of each
+// stream (clock, random).
+func stampedReplay(t *testing.T, name string, wasm []byte) (first, again []string, replayed map[int][]string, streams map[string]int) {
+	t.Helper()
 	var mu sync.Mutex
 	bodies := map[int][]string{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -434,44 +436,74 @@ func TestJournalReplaysClocksAndRandom(t *testing.T) {
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
 	rt := plugintest.Runtime(t, plugins.Options{})
-	m := plugintest.Load(t, rt, plugins.Source{Name: "stamped", Wasm: plugintest.GoPlugin(t, "testdata/stamped"), Tenant: "acme",
+	m := plugintest.Load(t, rt, plugins.Source{Name: name, Wasm: wasm, Tenant: "acme",
 		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
 	tool := moduleTool(t, m, "stamped")
-	call := func(j host.Journal) (string, error) {
+	if !host.IsJournaled(tool) {
+		t.Fatalf("%s's stamped is not journaled", name)
+	}
+	call := func(j host.Journal) []string {
+		t.Helper()
 		res, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "stamped",
 			Input: json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":3}`, srv.URL)), Journal: j})
-		return res.Output, err
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		if err := json.Unmarshal([]byte(res.Output), &out); err != nil || len(out) != 3 {
+			t.Fatalf("answer %s: %v", res.Output, err)
+		}
+		return out
 	}
 	full := &memJournal{}
-	first, err := call(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	streams := map[string]int{}
+	first = call(full)
+	streams = map[string]int{}
 	for _, e := range full.entries {
 		streams[e.Op] += len(e.Answer)
-	}
-	if streams[ledger.JournalWalltime] < 3*8 || streams[ledger.JournalRandom] < 3*16 {
-		t.Fatalf("the journal kept %v bytes of the streams, want at least 3 wall clock readings and 48 random bytes", streams)
 	}
 	mu.Lock()
 	bodies = map[int][]string{}
 	mu.Unlock()
-	j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
-	again, err := call(j)
-	if err != nil {
-		t.Fatalf("the replay: %v", err)
-	}
+	again = call(&memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)})
 	mu.Lock()
 	defer mu.Unlock()
-	if len(bodies[1]) != 0 || len(bodies[2]) != 0 || len(bodies[3]) != 1 {
-		t.Fatalf("the server got %v, want step 3 only", bodies)
+	return first, again, bodies, streams
+}
+
+// TestJournalReplaysClocksAndRandom: a Go tool replayed from its journal
+// after its second request sends only the third; its first two bodies are
+// those of the first run (the same times and nonces, read again from the
+// journal), the third is new (another time and nonce, read live).
+func TestJournalReplaysClocksAndRandom(t *testing.T) {
+	a, b, got, streams := stampedReplay(t, "stamped", plugintest.GoPlugin(t, "testdata/stamped"))
+	if streams[ledger.JournalWalltime] < 3*8 || streams[ledger.JournalRandom] < 3*16 {
+		t.Fatalf("the journal kept %v bytes of the streams, want at least 3 wall clock readings and 48 random bytes", streams)
 	}
-	var a, b []string
-	_ = json.Unmarshal([]byte(first), &a)
-	_ = json.Unmarshal([]byte(again), &b)
-	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] {
-		t.Errorf("the replay's output\n%s\nwant the first two steps of\n%s", again, first)
+	if len(got[1]) != 0 || len(got[2]) != 0 || len(got[3]) != 1 {
+		t.Fatalf("the server got %v, want step 3 only", got)
+	}
+	if a[0] != b[0] || a[1] != b[1] || a[2] == b[2] {
+		t.Errorf("the replay's output\n%q\nwant the first two steps of\n%q\n(the third live: another time and nonce)", b, a)
+	}
+}
+
+// TestJournalReplaysJavaScript: a TypeScript tool's call is durable as a
+// Go tool's is. Replayed from its journal after its second request, it
+// sends only the third, and its first two bodies are those of the first
+// run: the same Date.now() and the same Math.random(), both drawn anew
+// at every call unless the journal answers them. (Math.random's numbers
+// follow from the call's seed, one journaled draw: the third's nonce may
+// be the first run's too.)
+func TestJournalReplaysJavaScript(t *testing.T) {
+	a, b, got, streams := stampedReplay(t, "hostile_js", jsHostileWasm(t))
+	if streams[ledger.JournalWalltime] < 3*8 || streams[ledger.JournalRandom] < 8 {
+		t.Fatalf("the journal kept %v bytes of the streams, want 3 wall clock readings and the call's seed", streams)
+	}
+	if len(got[1]) != 0 || len(got[2]) != 0 || len(got[3]) != 1 {
+		t.Fatalf("the server got %v, want step 3 only", got)
+	}
+	if a[0] != b[0] || a[1] != b[1] {
+		t.Errorf("the replay's output\n%q\nwant the first two steps of\n%q", b, a)
 	}
 }
 
@@ -489,64 +521,5 @@ func TestJournaledCallLogsPastTheJournal(t *testing.T) {
 	}
 	if n := len(hostCalls(j.entries)); n != 0 {
 		t.Errorf("the journal holds %d host calls, want none (logs are not journaled)", n)
-	}
-}
-
-// TestJournalReplaysJavaScript: a TypeScript tool's call is durable as a
-// Go tool's is. Replayed from its journal after its second request, it
-// sends only the third, and its first two bodies are those of the first
-// run: the same Date.now() and the same Math.random(), both drawn anew
-// at every call unless the journal answers them. (Math.random's numbers
-// follow from the call's seed, one journaled draw: the third's nonce is
-// the first run's too.)
-func TestJournalReplaysJavaScript(t *testing.T) {
-	var mu sync.Mutex
-	bodies := map[int][]string{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var body struct{ Step int }
-		_ = json.Unmarshal(b, &body)
-		mu.Lock()
-		bodies[body.Step] = append(bodies[body.Step], string(b))
-		mu.Unlock()
-		fmt.Fprint(w, "ok")
-	}))
-	t.Cleanup(srv.Close)
-	u, _ := url.Parse(srv.URL)
-	rt := plugintest.Runtime(t, plugins.Options{})
-	m := plugintest.Load(t, rt, plugins.Source{Name: "hostile_js", Wasm: jsHostileWasm(t), Tenant: "acme",
-		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
-	tool := moduleTool(t, m, "stamped")
-	if !host.IsJournaled(tool) {
-		t.Fatal("a TypeScript tool is not journaled")
-	}
-	call := func(j host.Journal) (string, error) {
-		res, err := tool.Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "stamped",
-			Input: json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":3}`, srv.URL)), Journal: j})
-		return res.Output, err
-	}
-	full := &memJournal{}
-	first, err := call(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	bodies = map[int][]string{}
-	mu.Unlock()
-	j := &memJournal{source: full.source, entries: full.prefixAt(t, ledger.JournalHTTP, 2)}
-	again, err := call(j)
-	if err != nil {
-		t.Fatalf("the replay: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bodies[1]) != 0 || len(bodies[2]) != 0 || len(bodies[3]) != 1 {
-		t.Fatalf("the server got %v, want step 3 only", bodies)
-	}
-	var a, b []string
-	_ = json.Unmarshal([]byte(first), &a)
-	_ = json.Unmarshal([]byte(again), &b)
-	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] {
-		t.Errorf("the replay's output\n%s\nwant the first two steps of\n%s", again, first)
 	}
 }

@@ -122,41 +122,7 @@ func TestRustKit(t *testing.T) {
 		t.Fatalf("waits: %s %v", res.Output, err)
 	}
 
-	v, _ := m.Validator("even")
-	for deliverable, want := range map[string]string{
-		`{"count":4}`:  `ok {"count":4,"half":2}`,
-		`{"count":3}`:  `invalid [/count: must be even]`,
-		`{"count":-1}`: `error`,
-		`{}`:           `invalid [/: missing property 'count']`,
-	} {
-		res, err := validate(v, deliverable)
-		got := ""
-		switch {
-		case err != nil:
-			got = "error"
-		case res.OK:
-			got = "ok " + string(res.Value)
-		default:
-			got = fmt.Sprintf("invalid %v", res.Errors)
-		}
-		if got != want {
-			t.Errorf("validate %s: %s (%v), want %s", deliverable, got, err, want)
-		}
-	}
-	p, _ := m.Policy("by_agent")
-	for _, tt := range []struct {
-		agent   string
-		effect  host.Effect
-		verdict host.Verdict
-	}{{"intern", host.EffectRead, host.Deny}, {"lead", host.EffectExternal, host.RequireApproval}, {"lead", host.EffectRead, host.Allow}} {
-		d, err := p.Decide(context.Background(), host.PolicyRequest{Tool: host.ToolSpec{Name: "publish", Effect: tt.effect}, Agent: tt.agent, Input: json.RawMessage(`{"x":1}`)})
-		if err != nil || d.Verdict != tt.verdict {
-			t.Errorf("%s/%s: %+v %v", tt.agent, tt.effect, d, err)
-		}
-		if tt.verdict == host.RequireApproval && d.Summary != `publish {"x":1}` {
-			t.Errorf("summary %q", d.Summary)
-		}
-	}
+	checkKitValidatorAndPolicy(t, m)
 
 	// Needs: refused where the store is not granted.
 	needs := rustKitWasm(t, "--cfg", "needs")
