@@ -103,40 +103,22 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 		data.Build = "npm install && npx asc " + name + ".ts --outFile " + name + ".wasm -O3 --noAssert --path node_modules --use abort=agenticAbort"
 		tmpl = map[string]string{name + ".ts": asMain}
 		files["agentic/index.ts"] = kit("assemblyscript/index.ts")
-		var kitPkg struct {
-			Dependencies    map[string]string `json:"dependencies"`
-			DevDependencies map[string]string `json:"devDependencies"`
-		}
-		if err := json.Unmarshal(kit("assemblyscript/package.json"), &kitPkg); err != nil {
+		pkg, err := npmPackage(kit("assemblyscript/package.json"), name, "asc "+name+".ts --outFile "+name+".wasm -O3 --noAssert --path node_modules --use abort=agenticAbort", nil)
+		if err != nil {
 			return nil, err
 		}
-		pkg, _ := json.MarshalIndent(map[string]any{
-			"name": name, "version": "0.1.0", "private": true,
-			"scripts":         map[string]string{"build": "asc " + name + ".ts --outFile " + name + ".wasm -O3 --noAssert --path node_modules --use abort=agenticAbort"},
-			"dependencies":    kitPkg.Dependencies,
-			"devDependencies": kitPkg.DevDependencies,
-		}, "", "  ")
-		files["package.json"] = append(pkg, '\n')
+		files["package.json"] = pkg
 	case "ts":
 		data.Build = "npm install && node build.mjs " + name + ".ts " + name + ".wasm"
 		tmpl = map[string]string{name + ".ts": tsMain}
 		files["agentic.ts"] = kit("ts/agentic.ts")
 		files["build.mjs"] = kit("ts/build.mjs")
 		files["tsconfig.json"] = []byte(tsConfig)
-		var kitPkg struct {
-			Dependencies    map[string]string `json:"dependencies"`
-			DevDependencies map[string]string `json:"devDependencies"`
-		}
-		if err := json.Unmarshal(kit("ts/package.json"), &kitPkg); err != nil {
+		pkg, err := npmPackage(kit("ts/package.json"), name, "node build.mjs "+name+".ts "+name+".wasm", map[string]any{"type": "module"})
+		if err != nil {
 			return nil, err
 		}
-		pkg, _ := json.MarshalIndent(map[string]any{
-			"name": name, "version": "0.1.0", "private": true, "type": "module",
-			"scripts":         map[string]string{"build": "node build.mjs " + name + ".ts " + name + ".wasm"},
-			"dependencies":    kitPkg.Dependencies,
-			"devDependencies": kitPkg.DevDependencies,
-		}, "", "  ")
-		files["package.json"] = append(pkg, '\n')
+		files["package.json"] = pkg
 	case "c":
 		data.Build = "clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -nodefaultlibs -I . -o " + name + ".wasm " + name + ".c agentic.c -lc"
 		tmpl = map[string]string{name + ".c": cMain}
@@ -166,6 +148,30 @@ func pluginProject(lang, name string) (map[string][]byte, error) {
 		files[rel] = b.Bytes()
 	}
 	return files, nil
+}
+
+// npmPackage is a project's package.json: named name, its build script
+// build, the kit's (kitJSON's) dependencies at the kit's versions, and the
+// fields of extra.
+func npmPackage(kitJSON []byte, name, build string, extra map[string]any) ([]byte, error) {
+	var kitPkg struct {
+		Dependencies    map[string]string `json:"dependencies"`
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(kitJSON, &kitPkg); err != nil {
+		return nil, err
+	}
+	pkg := map[string]any{
+		"name": name, "version": "0.1.0", "private": true,
+		"scripts":         map[string]string{"build": build},
+		"dependencies":    kitPkg.Dependencies,
+		"devDependencies": kitPkg.DevDependencies,
+	}
+	for k, v := range extra {
+		pkg[k] = v
+	}
+	b, err := json.MarshalIndent(pkg, "", "  ")
+	return append(b, '\n'), err
 }
 
 // pluginBuildCmd implements "agentic-host plugin build DIR": it recognises
