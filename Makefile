@@ -59,11 +59,13 @@ demo: build
 demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter: build
 	@BIN=$(BIN) ./scripts/demo.sh $(@:demo-%=%)
 
-## test: install what the tests need when missing, then vet and run every test with the race detector
+## test: install what the tests need when missing, then vet and run every test with the race detector; the ten slowest tests last
 test:
 	./scripts/test-deps.sh
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	@mkdir -p bin
+	$(GO) build -o bin/testsummary ./internal/cmd/testsummary
+	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 25m -json $(PKGS) | bin/testsummary'
 
 ## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once. Then a durable plugin call SIGKILLed at every boundary on files, Redis and a Redis Cluster
 soak:
