@@ -495,3 +495,73 @@ func TestSweepCountsReconciledRuns(t *testing.T) {
 		t.Errorf("%d model requests: a cancelled run was re-driven", n)
 	}
 }
+
+// TestCancelBootResumedRun: a run the boot sweep resumed is a run like any:
+// cancelled while its model streams, it ends cancelled (the sweep is told
+// so), no resume takes it up again, and the session's next message is
+// answered.
+func TestCancelBootResumedRun(t *testing.T) {
+	base := memory.New()
+	var armed atomic.Bool
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv, err := fakemodel.Start(fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		if armed.CompareAndSwap(true, false) {
+			asked <- struct{}{}
+			<-release // the resumed run's pass: held until the test ends
+		}
+		return fakemodel.Reply{Text: "answered"}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	defer close(release)
+	crash := &crashAfter{Storage: base}
+	crash.n.Store(1) // the message is kept, the run is left interrupted
+	h1, _ := host.New(host.Options{Storage: crash, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"}})
+	h1.Session("c").Send(context.Background(), "hello", host.SendOptions{})
+	h1.Close(context.Background())
+	if open := ledger.OpenRuns(mustLoad(t, base, "c")); len(open) != 1 {
+		t.Fatalf("open runs %v, want the interrupted one", open)
+	}
+
+	armed.Store(true)
+	ended := make(chan host.RunResult, 1)
+	h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
+		AutoResume: &host.AutoResume{OnResumed: func(_ string, res host.RunResult, _ error) { ended <- res }}}).Host
+	select {
+	case <-asked: // the resumed run is in its model pass
+	case <-time.After(time.Minute):
+		t.Fatal("the boot sweep did not resume the run (a guard against a hang)")
+	}
+	if !h.Cancel("c", "operator") {
+		t.Fatal("Cancel found no run")
+	}
+	var res host.RunResult
+	select {
+	case res = <-ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled run did not end (a guard against a hang)")
+	}
+	if res.Status != ledger.RunCancelled {
+		t.Fatalf("the resumed run ended %s, want cancelled", res.Status)
+	}
+	if open := ledger.OpenRuns(mustLoad(t, base, "c")); len(open) != 0 {
+		t.Fatalf("open runs after the cancel: %v", open)
+	}
+	next, err := h.Session("c").Send(context.Background(), "again", host.SendOptions{})
+	if err != nil || next.Status != ledger.RunCompleted || next.Text != "answered" {
+		t.Fatalf("the next message: %+v, %v", next, err)
+	}
+}
+
+// mustLoad loads the session's ledger from s.
+func mustLoad(t *testing.T, s storage.Storage, session string) []ledger.Event {
+	t.Helper()
+	evs, err := s.Load(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
