@@ -565,3 +565,86 @@ func mustLoad(t *testing.T, s storage.Storage, session string) []ledger.Event {
 	}
 	return evs
 }
+
+// TestAgentsRestartPoliciesOnOneHost: one host's boot sweep treats each
+// interrupted run as its own agent says (Agent.OnInterrupted, through
+// AutoResume.AgentFor): resumed, failed, or left interrupted.
+func TestAgentsRestartPoliciesOnOneHost(t *testing.T) {
+	base := memory.New()
+	srv, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	policy := map[string]host.ResumeAction{"resumer": host.ActionResume, "failer": host.ActionFail, "leaver": host.ActionLeave}
+	for session := range policy {
+		crash := &crashAfter{Storage: base}
+		crash.n.Store(1)
+		h, _ := host.New(host.Options{Storage: crash, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"}})
+		h.Session(session).Send(context.Background(), "hello "+session, host.SendOptions{})
+		h.Close(context.Background())
+	}
+	var mu sync.Mutex
+	resumed := map[string]ledger.RunStatus{}
+	h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
+		AutoResume: &host.AutoResume{
+			AgentFor: func(_ context.Context, session string) (host.Agent, error) {
+				return host.Agent{Model: "m", OnInterrupted: policy[session]}, nil
+			},
+			OnResumed: func(session string, res host.RunResult, _ error) {
+				mu.Lock()
+				resumed[session] = res.Status
+				mu.Unlock()
+			},
+		}}).Host
+	select {
+	case <-h.SweepDone():
+	case <-time.After(time.Minute):
+		t.Fatal("the boot sweep did not finish (a guard against a hang)")
+	}
+	status := func(session string) ledger.RunStatus {
+		evs := mustLoad(t, base, session)
+		if len(ledger.OpenRuns(evs)) > 0 {
+			return ledger.RunInterrupted
+		}
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i].Kind == ledger.KindRunEnd {
+				return evs[i].RunEnd.Status
+			}
+		}
+		return ""
+	}
+	waitFor := func(session string, want ledger.RunStatus) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); status(session) != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s, want %s", session, status(session), want)
+			}
+		}
+	}
+	waitFor("resumer", ledger.RunCompleted)
+	waitFor("failer", ledger.RunFailed)
+	attempts := func(session string) int {
+		n := 0
+		for _, e := range mustLoad(t, base, session) {
+			if e.Kind == ledger.KindResumeAttempt {
+				n++
+			}
+		}
+		return n
+	}
+	if attempts("resumer") == 0 {
+		t.Fatal("the resumed run has no resume attempt in its ledger: the check below proves nothing")
+	}
+	if got := status("leaver"); got != ledger.RunInterrupted || attempts("leaver") != 0 {
+		t.Errorf("leaver: %s after %d resume attempts, want its run left interrupted, never attempted", got, attempts("leaver"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resumed["resumer"] != ledger.RunCompleted {
+		t.Errorf("the sweep's report %v", resumed)
+	}
+	if _, ok := resumed["leaver"]; ok {
+		t.Errorf("the run left interrupted was reported resumed: %v", resumed)
+	}
+}
