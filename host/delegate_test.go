@@ -633,3 +633,40 @@ func TestDelegateDrain(t *testing.T) {
 		t.Fatalf("the child's tools ran %d and %d times, want once each", f.counted.Load(), f.blocked.Load())
 	}
 }
+
+// TestDelegateTotalTimeoutCut: a child's Timeouts.Total is cut to what is
+// left of its parent's: the parent has ten minutes, the child's agent two
+// hours, and the child's tool call runs within the parent's ten minutes
+// (its context's deadline), not the child's two hours.
+func TestDelegateTotalTimeoutCut(t *testing.T) {
+	f := newSubFixture()
+	f.unblock()
+	var deadline atomic.Value // time.Time of the child's count call
+	child := host.Agent{Name: "researcher", Model: "test/child", Timeouts: host.AgentTimeouts{Total: 2 * time.Hour, Tool: 2 * time.Hour},
+		Tools: []host.Tool{
+			host.NewTool(host.ToolSpec{Name: "count"}, func(ctx context.Context, c host.ToolCall) (host.ToolResult, error) {
+				if dl, ok := ctx.Deadline(); ok {
+					deadline.Store(dl)
+				}
+				return host.ToolResult{Output: "counted"}, nil
+			}),
+			host.NewTool(host.ToolSpec{Name: "block"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+				return host.ToolResult{Output: "unblocked"}, nil
+			}),
+		}}
+	parent := f.parent(t, child)
+	parent.Timeouts = host.AgentTimeouts{Total: 10 * time.Minute, Tool: 3 * time.Hour}
+	hs := hosttest.New(t, host.Options{Model: f.model, Agent: parent})
+	start := time.Now()
+	res, err := hs.Host.Session("boss").Send(context.Background(), "ask the researcher", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("parent: %+v, %v", res, err)
+	}
+	dl, ok := deadline.Load().(time.Time)
+	if !ok {
+		t.Fatal("the child's tool call had no deadline")
+	}
+	if left := dl.Sub(start); left > 10*time.Minute+10*time.Second || left < 9*time.Minute {
+		t.Errorf("the child's tool call had %v, want what was left of the parent's 10 minutes (not the child's 2 hours)", left)
+	}
+}
