@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
@@ -171,5 +172,51 @@ func TestCompactionTurnsOldMediaIntoText(t *testing.T) {
 	tr, _ := sess.Transcript(ctx)
 	if p := tr.Items[0].Parts; len(p) != 2 || p[1].Type != ledger.PartImage || string(p[1].Data) != string(png) {
 		t.Errorf("the transcript lost the image: %+v", tr.Items[0])
+	}
+}
+
+// TestCompactionMidRun: an agent deep in one task compacts between its
+// steps, not only at a run's start: a run that reads eight long pages with
+// a tool, in a window that holds about two, compacts within the run (a
+// compaction of the run, after its first step), keeps going from the
+// notes, and answers with a fact of its first message.
+func TestCompactionMidRun(t *testing.T) {
+	var pages atomic.Int32
+	respond := func(req fakemodel.Request) fakemodel.Reply {
+		if len(req.Messages) > 0 && req.Messages[0].Role == "system" && strings.HasPrefix(req.Messages[0].Text, "[compaction]") {
+			return rememberingModel(req)
+		}
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == "tool" && strings.HasPrefix(last.Text, "page 8 ") {
+			return rememberingModel(fakemodel.Request{Messages: append(req.Messages, fakemodel.Message{Role: "user", Text: "what is my secret code"})})
+		}
+		return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "read_page", Arguments: `{}`}}}
+	}
+	readPage := host.NewTool(host.ToolSpec{Name: "read_page", Description: "Reads the next page."}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		n := pages.Add(1)
+		return host.ToolResult{Output: fmt.Sprintf("page %d ", n) + filler(int(n))}, nil
+	})
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: respond},
+		host.Agent{Model: "fake/small", Tools: []host.Tool{readPage}, MaxSteps: 20}, func(o *host.Options) {
+			o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+		})
+	res, err := hs.host.Session("deep").Send(context.Background(), "Remember this: my secret code is OTTER7. Now read eight pages.", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if res.Text != "Your code is OTTER7." || pages.Load() != 8 {
+		t.Fatalf("answer %q after %d pages", res.Text, pages.Load())
+	}
+	steps, midRun := 0, 0
+	for _, e := range hs.events("deep") {
+		if e.Step != nil && e.RunID == res.RunID {
+			steps++
+		}
+		if e.Compaction != nil && steps > 0 {
+			midRun++
+		}
+	}
+	if midRun == 0 {
+		t.Fatalf("no compaction after the run's first step (%d steps)", steps)
 	}
 }
