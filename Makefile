@@ -28,7 +28,7 @@ DIST      ?= dist
 APIDIFF   := golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
 API_BASE  ?= $(shell git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null)
 
-.PHONY: all build release api-check demo test test-short soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter
+.PHONY: all build release api-check demo test test-short soak soak-short bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter
 
 all: build
 
@@ -66,6 +66,11 @@ test:
 	@mkdir -p bin
 	$(GO) build -o bin/testsummary ./internal/cmd/testsummary
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 25m -json $(PKGS) | bin/testsummary'
+
+## soak-short: the soak's first part alone (TestSoak) for 60 seconds: what .ci/run runs after make test
+soak-short:
+	./scripts/test-deps.sh
+	AGENTIC_SOAK=60s AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v ./internal/cli
 
 ## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once. Then a durable plugin call SIGKILLed at every boundary on files, Redis and a Redis Cluster
 soak:
