@@ -124,9 +124,6 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 			if inst.tank.exhausted() {
 				return 0, nil, fail(detailed(ErrOutOfFuel, "it used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel))
 			}
-			if errors.Is(err, ErrOutputTooLarge) || errors.Is(err, ErrOutOfMemory) { // a JavaScript engine's (jsvm.go)
-				return 0, nil, fail(err)
-			}
 			return 0, nil, fail(m.classify(err, ctx, callCtx, timeout, inst.stderr.String()))
 		}
 		if rc != 0 {
@@ -179,6 +176,11 @@ func (m *Module) classify(err error, parent, callCtx context.Context, timeout ti
 	var guest *guestError
 	if errors.As(err, &guest) {
 		return m.remote(guest.msg)
+	}
+	for _, known := range []error{ErrOutputTooLarge, ErrOutOfMemory} {
+		if errors.Is(err, known) { // said already by the host's own code (a JavaScript engine's driver, jsvm.go)
+			return err
+		}
 	}
 	if c := m.runtimeFailure(err, parent, callCtx, timeout, stderr); c != nil {
 		return c
