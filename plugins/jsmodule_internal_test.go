@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestLowestData: the lowest address a module's active data initialise,
@@ -43,5 +44,23 @@ func TestLowestData(t *testing.T) {
 	}
 	if low, ok := lowestData(engine); !ok || low < 1<<20 {
 		t.Errorf("the engine's data start at %d (%v), want above its 1 MiB stack", low, ok)
+	}
+}
+
+// TestHealthCarry: a failure counted on a module replaced by the same
+// version counts on the new one (through current), and the same module
+// committed again (carry onto itself, or back onto one that took its
+// health over) makes no loop.
+func TestHealthCarry(t *testing.T) {
+	var a, b health
+	a.failures = []time.Time{time.Now()}
+	b.carry(&a)
+	if a.current() != &b || len(b.failures) != 1 {
+		t.Fatalf("after carry: current %p (want %p), %d failures", a.current(), &b, len(b.failures))
+	}
+	b.carry(&b)
+	a.carry(&b) // b's health was a's: no cycle
+	if a.current() != &b || b.current() != &b {
+		t.Fatal("a carry onto itself or back made current change")
 	}
 }

@@ -78,6 +78,9 @@ func (h *health) current() *health {
 // carry takes over from's failures and quarantine, for the same version
 // loaded again.
 func (h *health) carry(from *health) {
+	if h.current() == from.current() {
+		return // the same module committed again, or back: nothing to take over, and no loop for current
+	}
 	from.mu.Lock()
 	failures := slices.Clone(from.failures)
 	from.next.Store(h) // under from.mu: a failure counted after this is h's
