@@ -170,3 +170,23 @@ func bytesPerCall(f func()) float64 {
 	runtime.ReadMemStats(&after)
 	return float64(after.TotalAlloc-before.TotalAlloc) / n
 }
+
+// coldCallMs is the mean, over three, of a first call: wasm loaded into rt
+// afresh (its machine code in the cache already) and its tool call.Name
+// called once, in milliseconds.
+func coldCallMs(b *testing.B, rt *plugins.Runtime, wasm []byte, call host.ToolCall) float64 {
+	b.Helper()
+	ctx := context.Background()
+	var cold time.Duration
+	for range 3 {
+		start := time.Now()
+		fresh := load(b, rt, "cold", wasm, plugins.Limits{Instances: 1})
+		t, _ := fresh.Tool(call.Name)
+		if _, err := t.Call(ctx, call); err != nil {
+			b.Fatal(err)
+		}
+		cold += time.Since(start)
+		fresh.Close(ctx)
+	}
+	return float64(cold.Microseconds()) / 3000
+}

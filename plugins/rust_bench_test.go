@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
@@ -94,17 +93,7 @@ func BenchmarkRustCall(b *testing.B) {
 	}
 	hostCall()
 	hostBytes := bytesPerCall(hostCall)
-	var cold time.Duration
-	for range 3 {
-		start := time.Now()
-		fresh := load(b, rt, "cold_rust", wasm, plugins.Limits{Instances: 1})
-		t, _ := fresh.Tool("rust_text")
-		if _, err := t.Call(ctx, call); err != nil {
-			b.Fatal(err)
-		}
-		cold += time.Since(start)
-		fresh.Close(ctx)
-	}
+	cold := coldCallMs(b, rt, wasm, call)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -113,6 +102,6 @@ func BenchmarkRustCall(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(hostBytes, "host-B/call")
 	b.ReportMetric(float64(memBytes)/1024, "instance-KiB")
-	b.ReportMetric(float64(cold.Microseconds())/3000, "cold-ms")
+	b.ReportMetric(cold, "cold-ms")
 	b.ReportMetric(float64(len(wasm))/1024, "module-KiB")
 }
