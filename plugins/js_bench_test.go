@@ -90,7 +90,14 @@ func bareJS(b testing.TB, wasm []byte) (call func(export string, input []byte) [
 		b.Fatal("qjs_init")
 	}
 	lenPtr = fn("wasm_malloc", 4)
-	code, name := cstr(script), cstr([]byte("plugin.js"))
+	// The kit seeds Math.random through the host at load and every call:
+	// the bare engine's host function is a script's, answering that alone.
+	name := cstr([]byte("plugin.js"))
+	prelude := []byte(`globalThis.__agentic_host = (op) => op === "random" ? "0123456789abcdef" : "";`)
+	if r := fn("qjs_eval", uint64(cstr(prelude)), uint64(len(prelude)), uint64(name), 0); fn("qjs_is_exception", uint64(r)) != 0 {
+		b.Fatal("the prelude threw")
+	}
+	code := cstr(script)
 	if r := fn("qjs_eval", uint64(code), uint64(len(script)), uint64(name), 0); fn("qjs_is_exception", uint64(r)) != 0 {
 		b.Fatal("the script threw")
 	}
