@@ -618,7 +618,7 @@ func (s *Source) keep() {
 	var done chan struct{}
 	var since time.Time // when watched was made
 	relists := relistBurst
-	var listedAt time.Time // the last listing a notification asked for
+	var takenAt time.Time // when the last notification acted on was taken
 	for {
 		s.mu.Lock()
 		sess := s.session
@@ -646,7 +646,11 @@ func (s *Source) keep() {
 				return
 			}
 		case <-s.relist:
-			if s.cfg.now().Sub(listedAt) >= relistQuiet {
+			// The quiet is measured between the notifications taken, not
+			// from the end of a paced listing: a listing that waited out
+			// its pace does not push the burst's return later.
+			taken := s.cfg.now()
+			if taken.Sub(takenAt) >= relistQuiet {
 				relists = relistBurst
 			}
 			if relists > 0 {
@@ -665,7 +669,7 @@ func (s *Source) keep() {
 				s.drop(sess, err)
 			}
 			cancel()
-			listedAt = s.cfg.now()
+			takenAt = taken
 		case <-s.ctx.Done():
 			return
 		}
