@@ -105,8 +105,10 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	for dropped := 0; ; {
 		msgs := append(append([]ledger.Message(nil), older...),
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
-		req := model.Request{Model: r.agent.Model, System: compactionMarker + cfg.Instructions, Messages: msgs}
-		res, err = model.WithRetries(ctx, r.h.retry, func(ctx context.Context, _ int) (model.Result, error) {
+		req := model.Request{System: compactionMarker + cfg.Instructions, Messages: msgs}
+		res, err = model.WithFallback(ctx, r.retryPolicy(), r.models(), func(ctx context.Context, m string, _ int) (model.Result, error) {
+			req := req
+			req.Model = m
 			chain := r.h.hooks.Load()
 			ctx = chain.withCallInfo(ctx, CallInfo{SessionID: r.sessionID, RunID: r.id, Agent: r.agent.Name, Purpose: PurposeCompaction, Grants: r.grants})
 			return chain.stream(ctx, req, nil)

@@ -140,6 +140,9 @@ func New(opts Options) (*Host, error) {
 	if opts.Model == nil {
 		errs = append(errs, errors.New("host: Options.Model is required"))
 	}
+	if err := opts.Retry.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("host: Options.Retry: %w", err))
+	}
 	if n := len(opts.ApprovalSecret); n > 0 && n < 32 {
 		errs = append(errs, fmt.Errorf("host: Options.ApprovalSecret has %d bytes, want at least 32", n))
 	}

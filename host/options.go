@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/host/model"
@@ -243,6 +244,22 @@ type Agent struct {
 	Name string
 	// Model is the model id sent to the provider. Required.
 	Model string
+	// Fallback names the models to ask, in order, when a pass's model is
+	// not served (model.Unavailable: an unknown or withdrawn id, no
+	// endpoint for it) or its transient failures outlast the retry
+	// policy: the pass goes to the next at once, recorded in the ledger
+	// as a retry naming both models, and each step records the model
+	// that answered (usage and cost are the answering model's). A failure
+	// no other model can mend (a bad request, credits, auth, a context
+	// overflow) never falls back. Compaction falls back likewise. An
+	// OpenAI-compatible router's own fallback (OpenRouter's "models"
+	// parameter, through a Model wrapper or the endpoint's defaults)
+	// stays possible beside it. Default: none.
+	Fallback []string
+	// Retry bounds and paces the retries of the agent's model passes (per
+	// cause with Retry.ByCause; see model.RetryPolicy). Default: nil,
+	// the host's Options.Retry.
+	Retry *model.RetryPolicy
 	// System is the system prompt. Default: none.
 	System string
 	// Tools the model may call. Names must be unique. Default: none.
@@ -384,6 +401,19 @@ func normalizeAgent(a Agent) (Agent, error) {
 	}
 	if a.Model == "" {
 		errs = append(errs, errors.New("host: Agent.Model is required"))
+	}
+	for i, m := range a.Fallback {
+		switch {
+		case m == "":
+			errs = append(errs, fmt.Errorf("host: Agent.Fallback[%d] is empty", i))
+		case m == a.Model || slices.Contains(a.Fallback[:i], m):
+			errs = append(errs, fmt.Errorf("host: Agent.Fallback[%d]: model %q is named twice", i, m))
+		}
+	}
+	if a.Retry != nil {
+		if err := a.Retry.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("host: Agent.Retry: %w", err))
+		}
 	}
 	if a.MaxSteps == 0 {
 		a.MaxSteps = DefaultMaxSteps

@@ -307,13 +307,16 @@ type streamTries struct {
 	ledgerErr error // a retry could not be recorded
 }
 
-// stream runs one model pass with retries of transient failures, recording
-// each retry in the ledger and telling clients to reset the item.
+// stream runs one model pass with retries of transient failures and the
+// agent's fallback models, recording each retry in the ledger and telling
+// clients to reset the item.
 func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 	var t streamTries
 	r.checkBound()
-	res, err := model.WithRetries(r.ctx, r.h.retry, func(ctx context.Context, attempt int) (model.Result, error) {
+	res, err := model.WithFallback(r.ctx, r.retryPolicy(), r.models(), func(ctx context.Context, m string, attempt int) (model.Result, error) {
 		t.attempts = attempt
+		req := req
+		req.Model = m
 		sink := &deltaSink{r: r, open: true}
 		defer sink.close()
 		ctx, watch := watchChunks(ctx, r.agent.Timeouts)
@@ -341,19 +344,51 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		// The failed attempt's text is dropped: the retry streams into
 		// the same item from its start, and the progress event tells
 		// clients to reset it.
-		reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
+		reason := retryReason(ri)
 		e := r.newEvent(ledger.KindRetry)
 		e.Retry = &ledger.Retry{ResponseID: r.responseID, Attempt: ri.Attempt, Reason: truncate(reason, 2000), DelayMS: ri.Delay.Milliseconds()}
 		if err := r.append(e); err != nil {
 			t.ledgerErr = err
 			return err
 		}
+		if ri.Fallback != "" {
+			r.h.log.Warn("model fallback", "session", r.sessionID, "run", r.id, "from", ri.Model, "to", ri.Fallback, "reason", ri.Class.Reason, "err", ri.Err)
+		}
 		r.resetLive(r.responseID)
 		r.publish(Progress{Type: ProgressRetry, Retry: &RetryInfo{Reason: ri.Class.Reason + ": " + truncate(ri.Err.Error(), 500),
-			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true}})
+			Attempt: ri.Attempt, DelayMS: ri.Delay.Milliseconds(), Reset: true, Model: ri.Model, Fallback: ri.Fallback}})
 		return nil
 	})
 	return res, t, err
+}
+
+// retryReason is a retry's reason in the ledger: the failure as
+// classified, and, for a fallback, which model was left for which, and
+// why.
+func retryReason(ri model.RetryInfo) string {
+	reason := fmt.Sprintf("%s: %v", ri.Class.Reason, ri.Err)
+	if ri.Fallback == "" {
+		return reason
+	}
+	why := "it is not served"
+	if ri.GaveUp != "" {
+		why = "its retries ran out after " + ri.GaveUp
+	}
+	return fmt.Sprintf("model %s: %s; falling back to %s (%s)", ri.Model, reason, ri.Fallback, why)
+}
+
+// models returns the models a pass asks, in order: the agent's model, then
+// its fallbacks.
+func (r *run) models() []string {
+	return append([]string{r.agent.Model}, r.agent.Fallback...)
+}
+
+// retryPolicy is the agent's retry policy, else the host's.
+func (r *run) retryPolicy() model.RetryPolicy {
+	if r.agent.Retry != nil {
+		return *r.agent.Retry
+	}
+	return r.h.retry
 }
 
 // advance moves the run to its next pass, streaming into the item next.

@@ -127,4 +127,9 @@ type RetryInfo struct {
 	// Reset tells that the item's text streamed so far is void (see
 	// ProgressRetry).
 	Reset bool `json:"reset"`
+	// Model is the model the failed attempt asked.
+	Model string `json:"model,omitempty"`
+	// Fallback, when set, is the model the next attempt asks instead
+	// (Agent.Fallback): Model is not served, or its retries ran out.
+	Fallback string `json:"fallback,omitempty"`
 }

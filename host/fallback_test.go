@@ -1,0 +1,227 @@
+package host_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// lastUser is the text of a request's last user message.
+func lastUser(req fakemodel.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == "user" {
+			return req.Messages[i].Text
+		}
+	}
+	return ""
+}
+
+// modelsAsked records the models a fake server was asked, in order.
+type modelsAsked struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (m *modelsAsked) add(s string) {
+	m.mu.Lock()
+	m.list = append(m.list, s)
+	m.mu.Unlock()
+}
+
+func (m *modelsAsked) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.list, " ")
+}
+
+// TestModelFallback: a pass whose model is not served, or whose transient
+// failures outlast the agent's retry policy, goes to the next model at
+// once; the ledger says which model was left for which and why, and the
+// step which model answered; a bad request never falls back.
+func TestModelFallback(t *testing.T) {
+	var asked modelsAsked
+	fopts := fakemodel.Options{
+		Models:       map[string]int{"acme/a": 100000, "acme/b": 100000, "acme/c": 100000},
+		StrictModels: true, // "acme/gone" is answered 400 "is not a valid model ID", as OpenRouter does
+		Respond: func(req fakemodel.Request) fakemodel.Reply {
+			asked.add(req.Model)
+			switch {
+			case req.Model == "acme/a":
+				return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: 404,
+					Body: []byte(`{"error":{"message":"No endpoints found for acme/a.","code":404}}`)}}
+			case req.Model == "acme/b":
+				return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultBadGateway}}
+			case strings.Contains(lastUser(req), "malformed"):
+				return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: 400,
+					Body: []byte(`{"error":{"message":"messages[1]: a tool result without its call","code":400}}`)}}
+			}
+			return fakemodel.Reply{Text: "answered by " + req.Model}
+		},
+	}
+	retry := &model.RetryPolicy{MaxAttempts: 2, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+	hs := newHarness(t, fopts, host.Agent{Model: "acme/gone", Fallback: []string{"acme/a", "acme/b", "acme/c"}, Retry: retry})
+	sess := hs.host.Session("fallback")
+	var progress []host.Progress
+	var pmu sync.Mutex
+	onProgress := func(p host.Progress) {
+		if p.Type == host.ProgressRetry {
+			pmu.Lock()
+			progress = append(progress, p)
+			pmu.Unlock()
+		}
+	}
+
+	res, err := sess.Send(context.Background(), "hello", host.SendOptions{OnProgress: onProgress})
+	if err != nil || res.Status != ledger.RunCompleted || res.Text != "answered by acme/c" {
+		t.Fatalf("Send: %+v %v", res, err)
+	}
+	// gone (400, not a valid id) → a (404) → b, b (502 twice) → c.
+	if got := asked.String(); got != "acme/a acme/b acme/b acme/c" {
+		// The strict server refuses acme/gone before Respond is asked.
+		t.Errorf("Respond asked for %q", got)
+	}
+	var reasons []string
+	var step *ledger.Step
+	for _, e := range hs.events("fallback") {
+		if e.Retry != nil {
+			reasons = append(reasons, e.Retry.Reason)
+		}
+		if e.Step != nil {
+			step = e.Step
+		}
+	}
+	want := []string{
+		"model acme/gone: HTTP 400, the model is not served: ",
+		"model acme/a: HTTP 404, the model is not served: ",
+		"HTTP 502: ",
+		"model acme/b: HTTP 502: ",
+	}
+	wantTail := []string{
+		"; falling back to acme/a (it is not served)",
+		"; falling back to acme/b (it is not served)",
+		"",
+		"; falling back to acme/c (its retries ran out after 2 attempts)",
+	}
+	if len(reasons) != len(want) {
+		t.Fatalf("retries %q, want %d", reasons, len(want))
+	}
+	for i, r := range reasons {
+		if !strings.HasPrefix(r, want[i]) || !strings.HasSuffix(r, wantTail[i]) {
+			t.Errorf("retry %d: %q, want %q … %q", i+1, r, want[i], wantTail[i])
+		}
+	}
+	if step == nil || step.Model != "acme/c" {
+		t.Errorf("the step says model %q answered, want acme/c", step.Model)
+	}
+	pmu.Lock()
+	var told []string
+	for _, p := range progress {
+		told = append(told, p.Retry.Model+">"+p.Retry.Fallback)
+	}
+	pmu.Unlock()
+	if got := strings.Join(told, " "); got != "acme/gone>acme/a acme/a>acme/b acme/b> acme/b>acme/c" {
+		t.Errorf("progress told %q", got)
+	}
+
+	// A bad request is wrong for every model: no fallback.
+	asked = modelsAsked{}
+	hs2 := newHarness(t, fakemodel.Options{Respond: fopts.Respond}, host.Agent{Model: "acme/c", Fallback: []string{"acme/d"}, Retry: retry})
+	res, err = hs2.host.Session("bad").Send(context.Background(), "a malformed one", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "not retried") {
+		t.Fatalf("a bad request: %+v %v", res, err)
+	}
+	if got := asked.String(); got != "acme/c" {
+		t.Errorf("a bad request asked %q, want acme/c alone", got)
+	}
+	if n := hosttest.CountKind(hs2.events("bad"), ledger.KindRetry); n != 0 {
+		t.Errorf("a bad request recorded %d retries", n)
+	}
+}
+
+// TestModelFallbackSpent: when every model fails, the run fails with the
+// last model's error, each model having had its retries.
+func TestModelFallbackSpent(t *testing.T) {
+	var asked modelsAsked
+	hs := newHarness(t, fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		asked.add(req.Model)
+		return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultServerError}}
+	}}, host.Agent{Model: "acme/a", Fallback: []string{"acme/b"},
+		Retry: &model.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}})
+	res, err := hs.host.Session("spent").Send(context.Background(), "hello", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "gave up after 6 attempts") {
+		t.Fatalf("Send: %+v %v", res, err)
+	}
+	if got := asked.String(); got != "acme/a acme/a acme/a acme/b acme/b acme/b" {
+		t.Errorf("asked %q", got)
+	}
+}
+
+// TestAgentRetryPolicy: an agent's own policy, per cause, decides its
+// passes' retries instead of the host's: here 429s are retried up to five
+// attempts, a 502 not at all.
+func TestAgentRetryPolicy(t *testing.T) {
+	var asked modelsAsked
+	var fail sync.Map // message → fault kind, for its first attempts
+	hs := newHarness(t, fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		asked.add(req.Model)
+		text := lastUser(req)
+		if v, ok := fail.Load(text); ok {
+			left := v.(*int)
+			if *left > 0 {
+				*left--
+				kind := fakemodel.FaultBadGateway
+				if strings.HasPrefix(text, "429") {
+					kind = fakemodel.FaultRateLimit
+				}
+				return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: kind, RetryAfter: "-"}}
+			}
+		}
+		return fakemodel.Reply{Text: "ok"}
+	}}, host.Agent{Model: "acme/a", Retry: &model.RetryPolicy{MaxAttempts: 1, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond,
+		ByCause: map[model.Cause]model.RetryPolicy{model.CauseRateLimit: {MaxAttempts: 5}}}}, func(o *host.Options) {
+		// The host's own policy would retry a 502; the agent's wins.
+		o.Retry = model.RetryPolicy{MaxAttempts: 6, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
+	})
+	four, one := 4, 1
+	fail.Store("429 four times", &four)
+	fail.Store("502 once", &one)
+	sess := hs.host.Session("policy")
+	if res, err := sess.Send(context.Background(), "429 four times", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("four 429s under a policy of five attempts for them: %+v %v", res, err)
+	}
+	res, err := sess.Send(context.Background(), "502 once", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "HTTP 502") {
+		t.Fatalf("a 502 under a policy of one attempt: %+v %v", res, err)
+	}
+	if n := hosttest.CountKind(hs.events("policy"), ledger.KindRetry); n != 4 {
+		t.Errorf("%d retries recorded, want the four 429s'", n)
+	}
+}
+
+// TestAgentFallbackValidated: an agent naming a model twice, or an empty
+// one, or a retry policy that cannot be, is refused with what is wrong.
+func TestAgentFallbackValidated(t *testing.T) {
+	for _, tc := range []struct {
+		agent host.Agent
+		want  string
+	}{
+		{host.Agent{Model: "a", Fallback: []string{"b", "a"}}, `Agent.Fallback[1]: model "a" is named twice`},
+		{host.Agent{Model: "a", Fallback: []string{"b", "b"}}, `Agent.Fallback[1]: model "b" is named twice`},
+		{host.Agent{Model: "a", Fallback: []string{""}}, `Agent.Fallback[0] is empty`},
+		{host.Agent{Model: "a", Retry: &model.RetryPolicy{Jitter: "lots"}}, `Agent.Retry: Jitter "lots"`},
+	} {
+		_, err := host.New(host.Options{Storage: memory.New(), Model: hosttest.NewModel(), Agent: tc.agent})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.agent, err, tc.want)
+		}
+	}
+}
