@@ -225,3 +225,43 @@ func TestAgentFallbackValidated(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionFallsBack: the compaction's summary request falls back as
+// a pass does: with the agent's model not served, the note is written by
+// the next model, and the session goes on past its window.
+func TestCompactionFallsBack(t *testing.T) {
+	var compactionsAsked modelsAsked
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/tiny": 700}, Respond: func(req fakemodel.Request) fakemodel.Reply {
+		if len(req.Messages) > 0 && req.Messages[0].Role == "system" && strings.HasPrefix(req.Messages[0].Text, "[compaction]") {
+			compactionsAsked.add(req.Model)
+		}
+		if req.Model == "fake/gone" {
+			return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: 404,
+				Body: []byte(`{"error":{"message":"No endpoints found for fake/gone.","code":404}}`)}}
+		}
+		return rememberingModel(req)
+	}}, host.Agent{Model: "fake/gone", Fallback: []string{"fake/tiny"}}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
+	sess := hs.host.Session("cfb")
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		if res, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+	}
+	res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{})
+	if err != nil || res.Text != "Your code is OTTER7." {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if n := hosttest.CountKind(hs.events("cfb"), ledger.KindCompaction); n == 0 {
+		t.Fatal("no compaction")
+	}
+	// (A summary request that overflows fake/tiny is refused before the
+	// fake's Respond sees it, and asked again, shorter, from the first
+	// model.)
+	if got := compactionsAsked.String(); !strings.HasPrefix(got, "fake/gone ") || !strings.HasSuffix(got, " fake/tiny") {
+		t.Errorf("the compaction asked %q, want fake/gone first and the note from fake/tiny", got)
+	}
+}

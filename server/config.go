@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/oci"
 )
@@ -401,8 +402,19 @@ type BudgetAskConfig struct {
 // AgentConfig is one of a tenant's agents.
 type AgentConfig struct {
 	// Model is the model id. Required unless the tenant allows exactly
-	// one model.
+	// one model, or Models names it.
 	Model string `yaml:"model"`
+	// Models names the agent's models in order: the first is its model
+	// (Model may then be left out, or be the same), the others its
+	// fallbacks (host.Agent.Fallback): a pass whose model is not served
+	// or whose transient failures outlast the retry policy goes to the
+	// next. Each must be among the tenant's models. Default: none, Model
+	// alone.
+	Models []string `yaml:"models"`
+	// Retry bounds and paces the retries of the agent's model passes
+	// (host.Agent.Retry). Default: nil, the host's (6 attempts, 500ms
+	// doubling to 30s, equal jitter, Retry-After honoured up to 2m).
+	Retry *RetryConfig `yaml:"retry"`
 	// System is the system prompt. Default: none.
 	System string `yaml:"system"`
 	// Description says what the agent does, for the clients that find it
@@ -468,6 +480,57 @@ type SmoothConfig struct {
 // options is c as the host takes it.
 func (c SmoothConfig) options() host.SmoothOptions {
 	return host.SmoothOptions{Delay: time.Duration(c.Delay), Chunking: c.Chunking}
+}
+
+// RetryConfig is a retry policy (model.RetryPolicy).
+type RetryConfig struct {
+	// Attempts bounds the attempts of one model pass on one model, the
+	// first included; 1 disables retries. Default: 0, which means 6.
+	Attempts int `yaml:"attempts"`
+	// Base is the wait after the first failure; it doubles after each.
+	// Default: 0, which means 500ms.
+	Base Duration `yaml:"base"`
+	// Cap caps the computed wait. Default: 0, which means 30s.
+	Cap Duration `yaml:"cap"`
+	// Jitter spreads the computed waits: "equal" (a random point in the
+	// upper half), "full" (anywhere up to the wait) or "none". Default:
+	// "", which means equal.
+	Jitter string `yaml:"jitter"`
+	// MaxElapsed bounds the time a pass spends retrying one model: a
+	// retry whose wait would end past it is not made (the pass falls
+	// back, or fails). Default: 0, no bound but Attempts.
+	MaxElapsed Duration `yaml:"max_elapsed"`
+	// MaxRetryAfter caps a wait the server asks for with Retry-After,
+	// which otherwise wins over Base, Cap and Jitter. Default: 0, which
+	// means 2m.
+	MaxRetryAfter Duration `yaml:"max_retry_after"`
+	// ByCause overrides the policy for the failures of one cause:
+	// rate_limit (429), server (5xx, 408, 409, 425, an error chunk
+	// mid-stream), network, stream (stalled, cut short, malformed),
+	// timeout, context_overflow, unavailable, other. An entry's zero
+	// fields are the policy's; it has no by_cause of its own. Default:
+	// none.
+	ByCause map[string]RetryConfig `yaml:"by_cause"`
+}
+
+// retryProblem words a model.RetryPolicy's problem in the configuration's
+// names.
+func retryProblem(err error) string {
+	return strings.NewReplacer(`ByCause["`, "by_cause.", `"].`, ": ", "ByCause", "by_cause", "MaxAttempts", "attempts", "BaseDelay", "base",
+		"MaxDelay", "cap", "MaxRetryAfter", "max_retry_after", "MaxElapsed", "max_elapsed", "Jitter", "jitter").Replace(err.Error())
+}
+
+// policy is the model.RetryPolicy c describes.
+func (c RetryConfig) policy() model.RetryPolicy {
+	p := model.RetryPolicy{MaxAttempts: c.Attempts, BaseDelay: time.Duration(c.Base), MaxDelay: time.Duration(c.Cap),
+		Jitter: model.Jitter(c.Jitter), MaxElapsed: time.Duration(c.MaxElapsed), MaxRetryAfter: time.Duration(c.MaxRetryAfter)}
+	if len(c.ByCause) > 0 {
+		p.ByCause = map[model.Cause]model.RetryPolicy{}
+		for cause, q := range c.ByCause {
+			p.ByCause[model.Cause(cause)] = q.policy()
+		}
+	}
+	return p
 }
 
 // TimeoutsConfig are an agent's timeouts (see host.AgentTimeouts).
@@ -1247,6 +1310,12 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	agents := map[string]AgentConfig{}
 	for _, an := range sortedKeys(t.Agents) {
 		a := t.Agents[an]
+		if len(a.Models) > 0 {
+			if a.Model != "" && a.Model != a.Models[0] {
+				bad("agents.%s: model %s and models %v disagree: models names the model first (give one of them)", an, a.Model, a.Models)
+			}
+			a.Model = a.Models[0]
+		}
 		if a.Model == "" && len(t.Models) == 1 {
 			a.Model = t.Models[0]
 		}
@@ -1257,6 +1326,26 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("agents.%s: model is required", an)
 		case len(t.Models) > 0 && !slices.Contains(t.Models, a.Model):
 			bad("agents.%s: model %s is not among the tenant's models", an, a.Model)
+		}
+		for i, m := range a.Models {
+			switch {
+			case i == 0:
+			case m == "" || slices.Contains(a.Models[:i], m):
+				bad("agents.%s: models: %q is empty or named twice", an, m)
+			case len(t.Models) > 0 && !slices.Contains(t.Models, m):
+				bad("agents.%s: models: %s is not among the tenant's models", an, m)
+			}
+		}
+		if a.Retry != nil {
+			if err := a.Retry.policy().Validate(); err != nil {
+				problems := []error{err}
+				if j, ok := err.(interface{ Unwrap() []error }); ok {
+					problems = j.Unwrap()
+				}
+				for _, p := range problems {
+					bad("agents.%s: retry: %s", an, retryProblem(p))
+				}
+			}
 		}
 		for _, m := range a.MCP {
 			if !mcpNames[m] {

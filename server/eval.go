@@ -78,7 +78,8 @@ func (s *Server) postEval(w http.ResponseWriter, r *http.Request, t *tenant) {
 			writeError(w, http.StatusBadRequest, codeInvalid, "field \"model\": %q is not among tenant %s's models %v", req.Model, t.name, t.cfg.Models)
 			return
 		}
-		agent.Model = req.Model
+		// The model named is the one asked: no fallback to another.
+		agent.Model, agent.Fallback = req.Model, nil
 	}
 	// The evaluation holds one of the tenant's run places while it works,
 	// and is refused past its budget, as a run is — and past its own

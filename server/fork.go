@@ -87,7 +87,8 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request, t *tenant) 
 			writeError(w, http.StatusBadRequest, codeInvalid, "field \"model\": %q is not among tenant %s's models %v", req.Model, t.name, t.cfg.Models)
 			return
 		}
-		agent.Model = req.Model
+		// The model named is the one asked: no fallback to another.
+		agent.Model, agent.Fallback = req.Model, nil
 	}
 	release, ok := s.admitRun(w, r, t, req.SessionID)
 	if !ok {

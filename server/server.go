@@ -416,6 +416,13 @@ func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, erro
 		Timeouts: host.AgentTimeouts{Total: time.Duration(ac.Timeouts.Total), Step: time.Duration(ac.Timeouts.Step),
 			FirstChunk: time.Duration(ac.Timeouts.FirstChunk), Chunk: time.Duration(ac.Timeouts.Chunk), Tool: time.Duration(ac.Timeouts.Tool)},
 		OnInterrupted: host.ResumeAction(ac.OnInterrupted), Overlap: host.Overlap(ac.Overlap)}
+	if len(ac.Models) > 1 {
+		a.Fallback = ac.Models[1:]
+	}
+	if ac.Retry != nil {
+		p := ac.Retry.policy()
+		a.Retry = &p
+	}
 	if ac.Policy != "" {
 		module, policy, _ := strings.Cut(ac.Policy, ":")
 		a.Policies = []host.Policy{plugins.PolicyRef{Registry: s.registry, Tenant: tenant, Module: module, Policy: policy}}

@@ -1,0 +1,138 @@
+package server_test
+
+// An agent's models in order (models: [a, b]) and its retry policy,
+// through the configuration and the API.
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
+)
+
+const fallbackConfig = `
+tenants:
+  acme:
+    models: [acme/a, acme/b, acme/c]
+    agents:
+      default:
+        models: [acme/a, acme/b]
+        retry:
+          attempts: 2
+          base: 1ms
+          cap: 2ms
+          jitter: none
+          max_elapsed: 1m
+          by_cause:
+            rate_limit: {attempts: 5, base: 2ms}
+`
+
+// TestServeModelFallback: a tenant's agent whose first model is not
+// served answers with the next; the transcript says which model answered,
+// the ledger why the first was left; the configuration's retry policy is
+// the agent's.
+func TestServeModelFallback(t *testing.T) {
+	cfg, err := server.LoadConfig(writeFile(t, t.TempDir(), "fallback.yaml", fallbackConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := cfg.Tenants["acme"].Agents["default"]
+	if agent.Retry == nil || agent.Retry.Attempts != 2 || agent.Retry.Jitter != "none" || time.Duration(agent.Retry.MaxElapsed) != time.Minute ||
+		agent.Retry.ByCause["rate_limit"].Attempts != 5 || time.Duration(agent.Retry.ByCause["rate_limit"].Base) != 2*time.Millisecond {
+		t.Fatalf("retry read as %+v", agent.Retry)
+	}
+	store, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		if req.Model == "acme/a" {
+			return hosttest.Reply{Err: &model.Error{StatusCode: 404, Code: "404", Message: "No endpoints found for acme/a."}}
+		}
+		return hosttest.Reply{Text: "answered by " + req.Model}
+	}
+	ts := startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.Models, acme.Agents = cfg.Tenants["acme"].Models, cfg.Tenants["acme"].Agents
+		c.Tenants["acme"] = acme
+	}, Options: func(o *server.Options) { o.Model = m }})
+
+	code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/fb/messages?wait=true", `{"text":"hello"}`)
+	if code != 200 || !strings.Contains(body, `"text":"answered by acme/b"`) {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	_, transcript := ts.do(t, ts.acme, "GET", "/v1/sessions/fb/transcript", "")
+	if !strings.Contains(transcript, `"model":"acme/b"`) || strings.Contains(transcript, `"model":"acme/a"`) {
+		t.Errorf("the transcript does not say acme/b answered: %s", transcript)
+	}
+	acme, err := storage.Prefix(store, "acme:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range hosttest.Load(t, acme, "fb") {
+		if e.Kind == ledger.KindRetry {
+			reasons = append(reasons, e.Retry.Reason)
+		}
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "model acme/a: HTTP 404, the model is not served") || !strings.HasSuffix(reasons[0], "falling back to acme/b (it is not served)") {
+		t.Errorf("retries recorded: %q", reasons)
+	}
+	var asked []string
+	for _, r := range m.Requests() {
+		asked = append(asked, r.Model)
+	}
+	if got := strings.Join(asked, " "); got != "acme/a acme/b" {
+		t.Errorf("the model was asked for %q", got)
+	}
+}
+
+// TestServeModelFallbackRefusals: models and retry that cannot be are
+// refused at start, each problem named in the configuration's words.
+func TestServeModelFallbackRefusals(t *testing.T) {
+	cfg, err := server.LoadConfig(writeFile(t, t.TempDir(), "bad.yaml", `
+tenants:
+  acme:
+    models: [acme/a, acme/b]
+    agents:
+      disagree: {model: acme/b, models: [acme/a, acme/b]}
+      outside: {models: [acme/a, other/x]}
+      twice: {models: [acme/a, acme/b, acme/a]}
+      policy:
+        model: acme/a
+        retry: {attempts: -1, jitter: wild, by_cause: {weather: {}, server: {max_elapsed: -1s}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.New(server.Options{Config: cfg, Storage: ts0(t), Model: hosttest.NewModel()})
+	for _, want := range []string{
+		"agents.disagree: model acme/b and models [acme/a acme/b] disagree",
+		"agents.outside: models: other/x is not among the tenant's models",
+		`agents.twice: models: "acme/a" is empty or named twice`,
+		"agents.policy: retry: attempts is negative",
+		`agents.policy: retry: jitter "wild"`,
+		`unknown cause "weather"`,
+		"by_cause.server: max_elapsed is negative",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New: %v\nwant %q in it", err, want)
+		}
+	}
+}
+
+// ts0 is a storage for a server that is never started.
+func ts0(t *testing.T) storage.Storage {
+	store, err := file.Open(t.TempDir(), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
