@@ -67,6 +67,11 @@ const consoleMarkdown = "Here is **bold** text, and _a_ tool's post_id and snake
 // answers HTTP 400 (the run fails); "markdown", consoleMarkdown. Anything
 // else gets fakemodel.DefaultReply, which calls the tools a message names.
 func consoleReply(req fakemodel.Request) fakemodel.Reply {
+	if req.Model == "fake/gone" {
+		// The fallback agent's first model is not served.
+		return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: http.StatusNotFound,
+			Body: []byte(`{"error":{"message":"No endpoints found for fake/gone.","code":404}}`)}}
+	}
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "user" {
 		text := req.Messages[n-1].Text
 		switch {
@@ -116,6 +121,37 @@ func TestConsole(t *testing.T) {
 	t.Run("resume", env.testResume)
 	t.Run("fork", env.testFork)
 	t.Run("sub-agents", env.testSubAgents)
+	t.Run("fallback", env.testFallback)
+}
+
+// testFallback: a pass whose model is not served goes to the agent's
+// next model; the live response says so while it streams, and the settled
+// one names the model that answered.
+func (e *consoleEnv) testFallback(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/sessions/console-fallback/messages?wait=true", `{"text":"hello","agent":"fallback"}`, http.StatusOK, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/console-fallback")
+	// The live stream is open once its snapshot is drawn: what follows
+	// reaches this page.
+	b.wait("the live stream", 20*time.Second, jsQuery("#transcript")+`.dataset.live === "true" && `+
+		jsExists(`#transcript .item[data-kind="response"][data-status="completed"]`))
+	if got := b.text(`#transcript .item[data-kind="response"] .meta span`); got != "fake/echo" {
+		t.Errorf("the answer names %q, want fake/echo", got)
+	}
+	// The next reply falls back, then streams a little and stalls: the
+	// run stays live, with its note, until it is cancelled.
+	acme.must("POST", "/v1/sessions/console-fallback/messages", `{"text":"stall there","agent":"fallback"}`, http.StatusAccepted, nil)
+	live := `#transcript .item.live`
+	b.wait("the fallback's note", 20*time.Second, jsExists(live+" .item-retry")+` && `+jsQuery(live+" .item-retry")+`.textContent === "falling back: fake/gone → fake/echo"`+
+		` && `+jsQuery(live+" .text")+`.textContent.includes("thinking")`)
+	if got := evalIn[string](b, jsQuery(live+" .item-retry")+".title"); !strings.Contains(got, "not served") {
+		t.Errorf("the note's reason %q", got)
+	}
+	b.shot("fallback.png")
+	acme.must("POST", "/v1/sessions/console-fallback/cancel", `{}`, http.StatusOK, nil)
+	acme.waitState("console-fallback", "cancelled", 30*time.Second)
+	b.wait("the settled reply without the note", 20*time.Second, `!`+jsExists(live)+` && !`+jsExists("#transcript .item-retry"))
 }
 
 // testResume: a run a host left interrupted (its agent's on_interrupted:
@@ -411,15 +447,20 @@ model:
 tenants:
   acme:
     keys: [%q]
-    models: [fake/echo]
+    models: [fake/echo, fake/gone]
     agents:
-      default: {}
+      default: {model: fake/echo}
+      fallback:
+        models: [fake/gone, fake/echo]
       quick:
+        model: fake/echo
         timeouts:
           step: 1s
       left:
+        model: fake/echo
         on_interrupted: leave
       lead:
+        model: fake/echo
         delegate_to: [quick]
     sandbox:
       allowed_hosts: [%q, %q]

@@ -732,6 +732,8 @@
         h('span', null, it.kind === 'user' ? 'user' : (it.model || 'assistant')),
         it.time ? h('time', { datetime: it.time }, fmtTime(it.time)) : null,
         it.kind === 'response' && it.status && it.status !== 'completed' ? h('span', { class: 'item-status' }, it.status) : null,
+        live && it.retry ? h('span', { class: 'item-retry', title: it.retry.reason }, it.retry.fallback ?
+          `falling back: ${it.retry.model} → ${it.retry.fallback}` : `retrying (attempt ${it.retry.attempt + 1})`) : null,
         it.usage ? h('span', null, `${fmtInt(it.usage.total_tokens)} tokens`) : null,
         it.cost ? h('span', null, fmtCost(it.cost)) : null);
       const text = h('div', { class: 'text' });
@@ -860,6 +862,17 @@
           it.status = 'streaming';
           break;
         }
+        case 'retry': {
+          // The attempt failed: what it streamed is void, and the next one
+          // (on the same model, or the next of the agent's models) streams
+          // into the same item from its start.
+          const it = itemById(p.responseId);
+          if (it && p.retry) {
+            if (p.retry.reset) { it.text = ''; it.reasoning = ''; it.tool_calls = []; }
+            it.retry = p.retry;
+          }
+          break;
+        }
         case 'tool-start':
         case 'tool-end': {
           const it = itemById(p.responseId);
@@ -901,6 +914,7 @@
               if (ev.id) lastId = ev.id;
               if (ev.event === 'snapshot') {
                 exists = true;
+                transcriptEl.dataset.live = 'true';
                 items = (ev.data.transcript && ev.data.transcript.items) || [];
                 setLineage(ev.data.transcript && ev.data.transcript.forked_from);
                 setState(ev.data.status);
@@ -914,6 +928,7 @@
             },
           });
         } catch (e) {
+          delete transcriptEl.dataset.live;
           if (sc.signal.aborted) return;
           if (e.status === 404) {
             // No such session yet (or another tenant's): a new id starts
