@@ -48,7 +48,8 @@ type modelFlags struct {
 	overlap       string
 	leaseTTL      time.Duration
 	plugins       string
-	modelSet      bool // --model or AGENTIC_MODEL named the model
+	modelSet      bool       // --model or AGENTIC_MODEL named the model
+	fallback      pluginList // --fallback: the agent's fallback models, in order
 
 	// The sandbox of the --plugins.
 	pluginKV      bool
@@ -94,6 +95,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 		return nil
 	})
 	m.model = model
+	fs.Var(&m.fallback, "fallback", "a model `ID` to ask when the model is not served or its retries run out (repeatable: tried in order)")
 	fs.StringVar(&m.system, "system", "", "system prompt")
 	base := env.Getenv("OPENROUTER_BASE_URL")
 	if base == "" {
@@ -159,7 +161,7 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		cleanup()
 		return nil, nil, fail(2, "--overlap %q: want queue or reject", m.overlap)
 	}
-	agent := host.Agent{Model: m.model, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts,
+	agent := host.Agent{Model: m.model, Fallback: m.fallback, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts,
 		OnInterrupted: host.ResumeAction(m.onInterrupted), Overlap: host.Overlap(m.overlap)}
 	if m.offline {
 		if !m.modelSet {
@@ -756,6 +758,10 @@ func (p *printer) progress(ev host.Progress) {
 		// The failed attempt's text stays on screen; the retry streams
 		// the answer again below this line.
 		p.newline()
+		if ev.Retry.Fallback != "" {
+			p.write(fmt.Sprintf("[falling back from %s to %s after attempt %d failed: %s]\n", ev.Retry.Model, ev.Retry.Fallback, ev.Retry.Attempt, oneLine(ev.Retry.Reason, 300)))
+			break
+		}
 		delay := time.Duration(ev.Retry.DelayMS) * time.Millisecond
 		p.write(fmt.Sprintf("[retrying in %s after attempt %d failed: %s]\n", delay, ev.Retry.Attempt, oneLine(ev.Retry.Reason, 300)))
 	}

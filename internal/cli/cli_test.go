@@ -279,6 +279,34 @@ func TestChatShowsRetries(t *testing.T) {
 	}
 }
 
+// TestChatFallback: chat --fallback asks the next model when the first is
+// not served, says so, and records the model that answered; a fallback
+// naming the model again is refused.
+func TestChatFallback(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Models: map[string]int{"acme/b": 100000}, StrictModels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--storage", store, "--session", "fb", "--model", "acme/gone", "--fallback", "acme/b", "hi")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "[falling back from acme/gone to acme/b after attempt 1 failed: HTTP 400, the model is not served: ") ||
+		!strings.HasSuffix(out, "You said: hi\n") {
+		t.Errorf("output:\n%s", out)
+	}
+	code, out, errOut = run(t, "", "transcript", "--storage", store, "fb")
+	if code != 0 || !strings.Contains(out, `"model": "acme/b"`) {
+		t.Errorf("transcript: exit %d %s %s", code, out, errOut)
+	}
+	code, _, errOut = run(t, "", "chat", "--base-url", srv.URL(), "--storage", "memory:", "--model", "acme/b", "--fallback", "acme/b", "hi")
+	if code != 2 || !strings.Contains(errOut, `Agent.Fallback[0]: model "acme/b" is named twice`) {
+		t.Errorf("a fallback naming the model: exit %d, %q", code, errOut)
+	}
+}
+
 func TestChatOnRedis(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	store := srv.URL()
