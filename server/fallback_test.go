@@ -85,6 +85,16 @@ func TestServeModelFallback(t *testing.T) {
 	if len(reasons) != 1 || !strings.Contains(reasons[0], "model acme/a: HTTP 404, the model is not served") || !strings.HasSuffix(reasons[0], "falling back to acme/b (it is not served)") {
 		t.Errorf("retries recorded: %q", reasons)
 	}
+	_, usage := ts.do(t, ts.acme, "GET", "/v1/usage", "")
+	u := decodeJSON[struct {
+		Models []struct {
+			Model string
+			Steps int
+		}
+	}](t, usage)
+	if len(u.Models) != 1 || u.Models[0].Model != "acme/b" || u.Models[0].Steps != 1 {
+		t.Errorf("usage per model: %+v, want acme/b's one step alone", u.Models)
+	}
 	var asked []string
 	for _, r := range m.Requests() {
 		asked = append(asked, r.Model)

@@ -55,6 +55,13 @@ type usageAgent struct {
 	usageFigures
 }
 
+// usageModel is the usage of one model: the steps it answered, and the
+// compactions and other model calls of runs on it.
+type usageModel struct {
+	Model string `json:"model"`
+	usageFigures
+}
+
 // toolUsage counts the calls of one tool by one piece of code.
 type toolUsage struct {
 	Name       string `json:"name"`
@@ -100,6 +107,7 @@ type usageResponse struct {
 	Days     []usageDay     `json:"days"`
 	Sessions []usageSession `json:"sessions"`
 	Agents   []usageAgent   `json:"agents"`
+	Models   []usageModel   `json:"models"`
 	Tools    []toolUsage    `json:"tools"`
 	Calls    []toolCall     `json:"calls"`
 	// Damaged are the sessions whose ledgers do not load (storage.ErrCorrupt):
@@ -132,11 +140,12 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	since := today.AddDate(0, 0, -(days - 1))
 	out := usageResponse{Tenant: t.name, Since: since, Days: make([]usageDay, days),
-		Sessions: []usageSession{}, Agents: []usageAgent{}, Tools: []toolUsage{}, Calls: []toolCall{}}
+		Sessions: []usageSession{}, Agents: []usageAgent{}, Models: []usageModel{}, Tools: []toolUsage{}, Calls: []toolCall{}}
 	for i := range out.Days {
 		out.Days[i].Day = since.AddDate(0, 0, i).Format(time.DateOnly)
 	}
 	agents := map[string]*usageAgent{}
+	models := map[string]*usageModel{}
 	type toolKey struct{ name, source string }
 	tools := map[toolKey]*toolUsage{}
 	for _, id := range ids {
@@ -151,6 +160,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}
 		sess := usageSession{SessionID: id}
 		agentOf := map[string]string{} // run id → agent
+		modelOf := map[string]string{} // run id → the agent's model
 		counted := map[string]bool{}   // agents this session counted in
 		for _, e := range events {
 			if e.Time.After(sess.LastActivity) {
@@ -158,6 +168,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 			}
 			if e.RunStart != nil {
 				agentOf[e.RunID] = cmp.Or(e.RunStart.Agent, "default")
+				modelOf[e.RunID] = e.RunStart.Model
 			}
 			if e.Time.Before(since) {
 				continue
@@ -220,6 +231,20 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 				counted[a] = true
 				au.Sessions++
 			}
+			// A step names the model that answered it (a fallback's, when
+			// the agent's model failed); another model call is counted
+			// on its run's model.
+			m := modelOf[e.RunID]
+			if e.Step != nil && e.Step.Model != "" {
+				m = e.Step.Model
+			}
+			m = cmp.Or(m, "unknown")
+			mu := models[m]
+			if mu == nil {
+				mu = &usageModel{Model: m}
+				models[m] = mu
+			}
+			mu.add(u, step)
 		}
 		if sess.Steps > 0 || sess.Usage.TotalTokens > 0 || sess.Fuel > 0 {
 			out.Sessions = append(out.Sessions, sess)
@@ -230,6 +255,10 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 		out.Agents = append(out.Agents, *a)
 	}
 	slices.SortFunc(out.Agents, func(a, b usageAgent) int { return cmp.Compare(a.Agent, b.Agent) })
+	for _, m := range models {
+		out.Models = append(out.Models, *m)
+	}
+	slices.SortFunc(out.Models, func(a, b usageModel) int { return cmp.Or(cmp.Compare(b.Cost, a.Cost), cmp.Compare(a.Model, b.Model)) })
 	for _, tu := range tools {
 		out.Tools = append(out.Tools, *tu)
 	}

@@ -152,6 +152,10 @@ func (e *consoleEnv) testFallback(t *testing.T) {
 	acme.must("POST", "/v1/sessions/console-fallback/cancel", `{}`, http.StatusOK, nil)
 	acme.waitState("console-fallback", "cancelled", 30*time.Second)
 	b.wait("the settled reply without the note", 20*time.Second, `!`+jsExists(live)+` && !`+jsExists("#transcript .item-retry"))
+	// The usage page counts the steps on the model that answered them.
+	b.route("#/usage")
+	b.wait("the usage per model", 20*time.Second, jsExists(`table#usage-models tr[data-model="fake/echo"]`))
+	b.check("no usage of the model not served", 5*time.Second, `!`+jsExists(`table#usage-models tr[data-model="fake/gone"]`))
 }
 
 // testResume: a run a host left interrupted (its agent's on_interrupted:

@@ -1127,6 +1127,8 @@
           h('table', { id: 'usage-days' }, head('Day'), h('tbody', null, dayRows.map((d) => h('tr', { 'data-day': d.day }, h('td', null, d.day), figures(d))))),
           h('h3', null, 'Per agent'),
           h('table', { id: 'usage-agents' }, head('Agent', 'Sessions'), h('tbody', null, u.agents.map((a) => h('tr', { 'data-agent': a.agent }, h('td', null, a.agent), h('td', null, fmtInt(a.sessions)), figures(a))))),
+          h('h3', null, 'Per model'),
+          h('table', { id: 'usage-models' }, head('Model'), h('tbody', null, (u.models || []).map((m) => h('tr', { 'data-model': m.model }, h('td', null, m.model), figures(m))))),
           h('h3', null, 'Per session'),
           h('table', { id: 'usage-sessions' }, head('Session', 'Last activity'), h('tbody', null, u.sessions.map((x) => h('tr', { 'data-session': x.session_id },
             h('td', null, h('a', { href: '#/sessions/' + encodeURIComponent(x.session_id) }, x.session_id)), h('td', null, fmtTime(x.last_activity)), figures(x))))));
