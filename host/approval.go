@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentichost/agentic/host/schema"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 )
@@ -28,6 +30,55 @@ type ApprovalDecision struct {
 	Reason string
 	// By names who decided.
 	By string
+	// Input, with Approve, lets the call run with this input instead of
+	// the model's (an edit): a JSON object, checked against the tool's
+	// schema when the decision is made, recorded beside the original, and
+	// decided by the agent's policies again when the call runs (a deny
+	// stands; a policy that asks for approval is answered by this one).
+	// The model's call stays recorded as it asked; its result is the
+	// edited call's. Default: nil, the model's input.
+	Input json.RawMessage
+	// Response answers the call with this text instead of running it:
+	// the model reads it as the tool's result, and the tool never runs.
+	// Not with Input. Default: "", the call is approved or denied.
+	Response string
+}
+
+// decision returns the ledger's record of d on the request a, or why it
+// cannot be made. spec is the tool's, when the host knows it.
+func (d ApprovalDecision) decision(a ledger.ApprovalRequest, spec *ToolSpec) (*ledger.ApprovalDecision, error) {
+	out := &ledger.ApprovalDecision{ApprovalID: a.ApprovalID, Decision: ledger.DecisionDeny, Reason: truncate(d.Reason, 4000), By: truncate(d.By, 200)}
+	switch {
+	case d.Input != nil && d.Response != "":
+		return nil, fmt.Errorf("%w: an edit and a response at once: give one", ErrInvalidDecision)
+	case (d.Input != nil || d.Response != "") && a.CallID == "":
+		return nil, fmt.Errorf("%w: approval request %s is the run's own (%s), not a tool call's: approve or deny it", ErrInvalidDecision, a.ApprovalID, a.Kind)
+	case d.Response != "":
+		out.Decision, out.Response = ledger.DecisionRespond, d.Response
+	case d.Input != nil:
+		if !d.Approve {
+			return nil, fmt.Errorf("%w: an edit approves the call with its input: set Approve", ErrInvalidDecision)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(d.Input, &obj); err != nil || obj == nil {
+			return nil, fmt.Errorf("%w: the edited input is not a JSON object", ErrInvalidDecision)
+		}
+		if spec != nil && len(spec.InputSchema) > 0 {
+			sch, err := schema.Compile(spec.InputSchema)
+			if err == nil {
+				if problems := sch.Problems(d.Input, schema.Limits{}); len(problems) > 0 {
+					return nil, fmt.Errorf("%w: the edited input does not match tool %s's schema: %s", ErrInvalidDecision, a.Name, strings.Join(problems, "; "))
+				}
+			}
+		}
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, d.Input)
+		out.Decision, out.Input = ledger.DecisionEdit, json.RawMessage(compact.Bytes())
+		out.InputDigest = ledger.InputDigest(compact.String())
+	case d.Approve:
+		out.Decision = ledger.DecisionApprove
+	}
+	return out, nil
 }
 
 // PendingApproval is an approval request waiting for a decision.
@@ -381,18 +432,22 @@ func (s *Session) decide(ctx context.Context, approvalID string, d ApprovalDecis
 			return nil, fmt.Errorf("%w: %s is %s", ErrApprovalDecided, approvalID, found.State)
 		}
 		now := time.Now().UTC()
-		decision, reason, by := ledger.DecisionDeny, truncate(d.Reason, 4000), truncate(d.By, 200)
-		if d.Approve {
-			decision = ledger.DecisionApprove
+		var spec *ToolSpec
+		if d.Input != nil {
+			spec = h.toolSpec(ctx, s.id, found.Request.Name)
+		}
+		decision, err := d.decision(found.Request, spec)
+		if err != nil {
+			return nil, err
 		}
 		if exp := found.Request.ExpiresAt; !exp.IsZero() && now.After(exp) {
 			// The decision does not count: what is recorded is the
 			// host's expiry, as the sweep records it.
-			decision, reason, by = ledger.DecisionExpire, "nobody decided before "+exp.Format(time.RFC3339), ""
+			decision = &ledger.ApprovalDecision{ApprovalID: approvalID, Decision: ledger.DecisionExpire, Reason: "nobody decided before " + exp.Format(time.RFC3339)}
 			refused = fmt.Errorf("%w: at %s; the decision did not count, and the call was refused as expired", ErrApprovalExpired, exp.Format(time.RFC3339))
 		}
 		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindApprovalDecision, Time: now, RunID: found.RunID,
-			ApprovalDecision: &ledger.ApprovalDecision{ApprovalID: approvalID, Decision: decision, Reason: reason, By: by}}
+			ApprovalDecision: decision}
 		return []ledger.Event{e}, nil
 	}
 	r, err := h.continueParked(ctx, s.id, prepare)
@@ -486,6 +541,29 @@ func (h *Host) parkedAgent(ctx context.Context, id string) Agent {
 		h.log.Error("approvals: no agent for session; its parked run continues with the host's", "session", id, "err", err)
 	}
 	return h.agent
+}
+
+// toolSpec returns the spec of the tool named name that the session's
+// parked run would call, or nil when its agent offers none of that name
+// now.
+func (h *Host) toolSpec(ctx context.Context, sessionID, name string) *ToolSpec {
+	a := h.parkedAgent(ctx, sessionID)
+	for _, t := range a.Tools {
+		if sp := t.Spec(); sp.Name == name {
+			return &sp
+		}
+	}
+	for _, ts := range a.Toolsets {
+		for _, t := range ts.Tools() {
+			if t == nil {
+				continue
+			}
+			if sp := t.Spec(); sp.Name == name {
+				return &sp
+			}
+		}
+	}
+	return nil
 }
 
 // parkedResult is what a parked run's callers get: status

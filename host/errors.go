@@ -39,6 +39,11 @@ var (
 	// ErrApprovalNotFound: the session holds no approval request of that
 	// id. Nothing changed.
 	ErrApprovalNotFound = errors.New("host: no such approval request")
+	// ErrInvalidDecision: the decision cannot be made as given (an edit
+	// whose input is not a JSON object or breaks the tool's schema, an
+	// edit that does not approve, an edit and a response at once, an edit
+	// or a response on a run's own request). Nothing changed.
+	ErrInvalidDecision = errors.New("host: invalid decision")
 	// ErrApprovalDecided: the request was decided already (a second
 	// decision, or a replayed token). Nothing changed.
 	ErrApprovalDecided = errors.New("host: the approval request was decided already")

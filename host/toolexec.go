@@ -65,7 +65,7 @@ func (r *run) runTools(calls []ledger.ToolCall, prior *priorCalls) (waiting []Pe
 				continue
 			}
 		}
-		run, policyFuel, wait, err := r.gate(c, approvals[c.ID])
+		run, policyFuel, wait, err := r.gate(&c, approvals[c.ID])
 		switch {
 		case err != nil:
 			return nil, err
@@ -96,8 +96,10 @@ func latestApprovals(events []ledger.Event, runID string) map[string]ledger.Appr
 // records what the decision needs — a denial's result, an approval
 // request, a decision that voids an approval — and returns run when the
 // call may run now, with the fuel its policies used, or the request it
-// waits on.
-func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, policyFuel int64, wait *PendingApproval, err error) {
+// waits on. A call a person approved with an edited input runs with it:
+// gate sets c's arguments to it.
+func (r *run) gate(cp *ledger.ToolCall, prior ledger.Approval) (run bool, policyFuel int64, wait *PendingApproval, err error) {
+	c := *cp
 	tool, known := r.tools[c.Name]
 	input := json.RawMessage(argsOrEmpty(c.Arguments))
 	if !known || (c.Arguments != "" && !json.Valid([]byte(c.Arguments))) {
@@ -126,9 +128,21 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, policyFu
 		case ledger.ApprovalExpired:
 			return false, 0, nil, r.appendResult(c, fmt.Sprintf("error: nobody approved this call in time (its approval request expired at %s); it did not run",
 				prior.Request.ExpiresAt.Format(time.RFC3339)), true)
+		case ledger.ApprovalResponded:
+			// A person answered in the tool's place: the model reads it
+			// as the call's result, and the tool does not run.
+			return false, 0, nil, r.appendResult(c, prior.Decision.Response, false)
 		case ledger.ApprovalApproved:
 			if ledger.InputDigest(c.Arguments) != prior.Request.InputDigest {
 				return false, 0, nil, r.appendResult(c, "error: refused: the call's input is not the one that was approved", true)
+			}
+			if d := prior.Decision; d != nil && d.Decision == ledger.DecisionEdit {
+				if ledger.InputDigest(string(d.Input)) != d.InputDigest {
+					return false, 0, nil, r.appendResult(c, "error: refused: the edited input is not the one that was approved", true)
+				}
+				// The call runs with the person's input, which the
+				// policies decide again below.
+				c.Arguments, input = string(d.Input), d.Input
 			}
 		}
 	}
@@ -138,6 +152,7 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, policyFu
 		case v.Verdict == Deny:
 			// A deny stands, approval or not.
 		case v.Source == prior.Request.PolicySource:
+			*cp = c
 			return true, v.fuel, nil, nil // approved, and the policy's code is the one that asked
 		default:
 			// The policy's code changed since it asked: the approval is
@@ -145,6 +160,12 @@ func (r *run) gate(c ledger.ToolCall, prior ledger.Approval) (run bool, policyFu
 			if err := r.decideApproval(prior.Request, ledger.DecisionVoid,
 				fmt.Sprintf("the policy changed (%s, was %s): asked again", v.Source, prior.Request.PolicySource), ""); err != nil {
 				return false, 0, nil, err
+			}
+			if c.Arguments != cp.Arguments {
+				// An edit is void with its approval: the model's call is
+				// decided again, as it asked.
+				c, input = *cp, json.RawMessage(argsOrEmpty(cp.Arguments))
+				v = r.decideCall(spec, c, input)
 			}
 		}
 	}

@@ -18,6 +18,9 @@ const (
 	ApprovalDenied   ApprovalState = "denied"   // refused by a person
 	ApprovalExpired  ApprovalState = "expired"  // nobody decided in time
 	ApprovalVoid     ApprovalState = "void"     // withdrawn: the policy changed; asked again
+	// ApprovalResponded: a person answered the call in its place; it
+	// does not run.
+	ApprovalResponded ApprovalState = "responded"
 )
 
 // Approval is an approval request and what became of it.
@@ -39,8 +42,10 @@ type Approval struct {
 // ApprovalStateOf returns the state a decision puts its request in.
 func ApprovalStateOf(decision string) ApprovalState {
 	switch decision {
-	case DecisionApprove:
+	case DecisionApprove, DecisionEdit:
 		return ApprovalApproved
+	case DecisionRespond:
+		return ApprovalResponded
 	case DecisionDeny:
 		return ApprovalDenied
 	case DecisionExpire:
@@ -75,7 +80,7 @@ func Approvals(events []Event, runID string) []Approval {
 			// Only the first decision counts — but the host voids an
 			// approval whose policy changed before the call ran.
 			if prev := out[i].Decision; prev != nil &&
-				(prev.Decision != DecisionApprove || e.ApprovalDecision.Decision != DecisionVoid) {
+				(prev.Decision != DecisionApprove && prev.Decision != DecisionEdit || e.ApprovalDecision.Decision != DecisionVoid) {
 				continue
 			}
 			d := *e.ApprovalDecision

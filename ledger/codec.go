@@ -494,8 +494,17 @@ func validate(e Event, skip checks) error {
 		if e.ApprovalDecision.ApprovalID == "" {
 			return bad("approval_decision.approval_id", "missing")
 		}
-		if d := e.ApprovalDecision.Decision; d != DecisionApprove && d != DecisionDeny && d != DecisionExpire && d != DecisionVoid {
-			return bad("approval_decision.decision", "%q is not one of approve, deny, expire, void", d)
+		d := e.ApprovalDecision
+		switch d.Decision {
+		case DecisionApprove, DecisionDeny, DecisionExpire, DecisionVoid, DecisionEdit, DecisionRespond:
+		default:
+			return bad("approval_decision.decision", "%q is not one of approve, deny, expire, void, edit, respond", d.Decision)
+		}
+		if d.Decision == DecisionEdit && (len(d.Input) == 0 || !json.Valid(d.Input)) {
+			return bad("approval_decision.input", "an edit's input is missing, or not valid JSON")
+		}
+		if d.Decision == DecisionEdit && d.InputDigest != InputDigest(string(d.Input)) {
+			return bad("approval_decision.input_digest", "not the digest of the edit's input")
 		}
 	case KindCompaction:
 		if e.Compaction.Summary == "" {
@@ -669,7 +678,8 @@ func invalidText(e *Event) string {
 			"approval_request.effect", a.Effect, "approval_request.kind", a.Kind)
 	case e.ApprovalDecision != nil:
 		return check("approval_decision.reason", e.ApprovalDecision.Reason, "approval_decision.approval_id",
-			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By)
+			e.ApprovalDecision.ApprovalID, "approval_decision.by", e.ApprovalDecision.By,
+			"approval_decision.input_digest", e.ApprovalDecision.InputDigest, "approval_decision.response", e.ApprovalDecision.Response)
 	}
 	return ""
 }

@@ -60,7 +60,8 @@ func fullEvents() []Event {
 		PolicySource: "sha256:0123", PolicyFuel: 765, ExpiresAt: time.Date(2025, 3, 15, 9, 0, 0, 0, time.UTC)}
 
 	ad := ev("ev_ad", KindApprovalDecision, "run_1")
-	ad.ApprovalDecision = &ApprovalDecision{ApprovalID: "appr_1", Decision: "deny", Reason: "not on a Friday", By: "alice"}
+	ad.ApprovalDecision = &ApprovalDecision{ApprovalID: "appr_1", Decision: "edit", Reason: "not on a Friday", By: "alice",
+		Input: json.RawMessage(`{"title":"Monday <ok>"}`), InputDigest: InputDigest(`{"title":"Monday <ok>"}`), Response: "the post is up"}
 
 	co := ev("ev_co", KindCompaction, "run_1")
 	co.Compaction = &Compaction{Summary: "the story so far", Through: "ev_tr", PromptTokens: 120000, Usage: usage}

@@ -468,17 +468,32 @@ const (
 	// DecisionVoid withdraws the request: the policy's code changed since
 	// it asked, so the call is asked about again.
 	DecisionVoid = "void"
+	// DecisionEdit lets the call run with the input a person changed
+	// (ApprovalDecision.Input): the tool's schema and the policies decide
+	// it again, and the model's call stays recorded as it asked.
+	DecisionEdit = "edit"
+	// DecisionRespond answers the call with a person's text
+	// (ApprovalDecision.Response) as its result: the tool never runs.
+	DecisionRespond = "respond"
 )
 
 // ApprovalDecision records the decision on an [ApprovalRequest].
 type ApprovalDecision struct {
 	ApprovalID string `json:"approval_id"`
-	// Decision is DecisionApprove, DecisionDeny, DecisionExpire or
-	// DecisionVoid.
+	// Decision is DecisionApprove, DecisionDeny, DecisionExpire,
+	// DecisionVoid, DecisionEdit or DecisionRespond.
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
 	// By names who decided ("" for the host itself: an expiry, a void).
 	By string `json:"by,omitempty"`
+	// Input is the input an edit lets the call run with (a JSON object),
+	// and InputDigest its digest (see [InputDigest]), which the call is
+	// checked against when it runs. Set for DecisionEdit alone.
+	Input       json.RawMessage `json:"input,omitempty"`
+	InputDigest string          `json:"input_digest,omitempty"`
+	// Response is the text a respond gives the model as the call's
+	// result. Set for DecisionRespond alone.
+	Response string `json:"response,omitempty"`
 }
 
 // Compaction replaces the turns before it, for the model, with a summary.

@@ -572,6 +572,12 @@ func (s *scanner) approvalDecision(d *ApprovalDecision) bool {
 			d.Reason, ok = s.str()
 		case "by":
 			d.By, ok = s.str()
+		case "input":
+			d.Input, ok = s.raw()
+		case "input_digest":
+			d.InputDigest, ok = s.str()
+		case "response":
+			d.Response, ok = s.str()
 		default:
 			return false
 		}

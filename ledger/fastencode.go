@@ -68,6 +68,9 @@ func fastEncode(b []byte, e *Event) (_ []byte, ok, badText bool) {
 		w.str(x.Decision)
 		w.optStr(`"reason":`, x.Reason)
 		w.optStr(`"by":`, x.By)
+		w.optJSON(`"input":`, x.Input)
+		w.optStr(`"input_digest":`, x.InputDigest)
+		w.optStr(`"response":`, x.Response)
 		w.raw("}")
 	}
 	if x := e.Compaction; x != nil {
@@ -740,7 +743,7 @@ func encodedSizeHint(e *Event) int {
 			len(x.Summary) + len(x.Reason) + len(x.Policy) + len(x.PolicySource)
 	case e.ApprovalDecision != nil:
 		x := e.ApprovalDecision
-		n += 80 + len(x.ApprovalID) + len(x.Decision) + len(x.Reason) + len(x.By)
+		n += 128 + len(x.ApprovalID) + len(x.Decision) + len(x.Reason) + len(x.By) + len(x.Input) + len(x.InputDigest) + len(x.Response)
 	case e.Compaction != nil:
 		n += 200 + len(e.Compaction.Summary) + len(e.Compaction.Through)
 	case e.Poke != nil:

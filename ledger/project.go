@@ -145,11 +145,17 @@ type ItemToolCall struct {
 	// call used, every time they were asked.
 	PolicyFuel int64 `json:"policy_fuel,omitempty"`
 	// Approval is what became of the approval the call needed: pending,
-	// approved, denied, expired (or void, while asked again); "" when it
-	// needed none.
+	// approved, denied, expired, responded (a person answered in the
+	// tool's place) (or void, while asked again); "" when it needed none.
 	Approval ApprovalState `json:"approval,omitempty"`
 	// ApprovalID identifies the call's latest approval request.
 	ApprovalID string `json:"approval_id,omitempty"`
+	// EditedInput is the input a person's edit approved the call with
+	// (DecisionEdit): the call ran with it, and Input stays what the
+	// model asked.
+	EditedInput json.RawMessage `json:"edited_input,omitempty"`
+	// DecidedBy names who decided the call's approval, when they said.
+	DecidedBy string `json:"decided_by,omitempty"`
 	// Traffic is what a plugin's call did through the host's functions:
 	// its HTTP requests and key-value accesses (see [ToolTraffic]).
 	// [WireTranscript] leaves out the response bodies and values read,
@@ -490,7 +496,10 @@ func ProjectSession(sessionID string, events []Event, live ...Live) Transcript {
 			}
 			if at, ok := callIdx[callID]; ok {
 				if c := &t.Items[at[0]].ToolCalls[at[1]]; c.ApprovalID == d.ApprovalID && c.Approval == ApprovalPending {
-					c.Approval = ApprovalStateOf(d.Decision)
+					c.Approval, c.DecidedBy = ApprovalStateOf(d.Decision), d.By
+					if d.Decision == DecisionEdit {
+						c.EditedInput = d.Input
+					}
 				}
 			}
 		case KindRunEnd:

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -34,10 +35,17 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, t *tenant
 // decisionRequest is the body of POST /v1/approvals/{id}.
 type decisionRequest struct {
 	// Approve is the decision: true lets the call run, false denies it.
-	// Required: a body that forgets it decides nothing.
+	// Required, unless Response answers the call: a body that forgets it
+	// decides nothing.
 	Approve *bool  `json:"approve"`
 	Reason  string `json:"reason,omitempty"`
 	By      string `json:"by,omitempty"`
+	// Input, with approve true, lets the call run with this input (a JSON
+	// object the tool's schema accepts) instead of the model's: an edit.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Response answers the call with this text in the tool's place: the
+	// tool does not run.
+	Response string `json:"response,omitempty"`
 	// Token, when set, decides with the request's token (see
 	// host.Session.DecideWithToken) rather than as the tenant: the
 	// decision is refused unless the token is that of this very request,
@@ -51,10 +59,18 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	if req.Approve == nil {
-		writeError(w, http.StatusBadRequest, codeInvalid, "field \"approve\" is required: true approves the call, false denies it")
+	switch {
+	case req.Response != "" && req.Approve != nil:
+		writeError(w, http.StatusBadRequest, codeInvalid, "fields \"response\" and \"approve\": a response answers the call in the tool's place; give one of them")
+		return
+	case req.Response == "" && req.Approve == nil:
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"approve\" is required: true approves the call (with \"input\": edited), false denies it; or \"response\" answers it in the tool's place")
+		return
+	case len(req.Input) > 0 && (req.Approve == nil || !*req.Approve):
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"input\": an edited input comes with \"approve\": true")
 		return
 	}
+	approve := req.Approve != nil && *req.Approve
 	sessionID, err := s.approvalSession(r.Context(), t, id)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot find approval request %s: %v", id, err)
@@ -85,7 +101,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 		writeError(w, http.StatusConflict, codeConflict, "approval request %s was decided already: it is %s", id, found.State)
 		return
 	}
-	d := host.ApprovalDecision{Approve: *req.Approve, Reason: req.Reason, By: req.By}
+	d := host.ApprovalDecision{Approve: approve, Reason: req.Reason, By: req.By, Input: req.Input, Response: req.Response}
 	var run *host.Run
 	if req.Token != "" {
 		// DecideWithToken decides the request its token names: check
@@ -130,6 +146,8 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 		// waited (it continues the run, after another decision).
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "another host continues session %s now; decide again if the request is still pending", sessionID)
+	case errors.Is(err, host.ErrInvalidDecision):
+		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
 	case errors.Is(err, host.ErrApprovalTokenInvalid), errors.Is(err, host.ErrApprovalTokenMismatch):
 		writeError(w, http.StatusBadRequest, codeInvalid, "field \"token\": %v", err)
 	case err != nil:

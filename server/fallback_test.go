@@ -146,3 +146,59 @@ func ts0(t *testing.T) storage.Storage {
 	}
 	return store
 }
+
+// TestServeDecideEditRespond: POST /v1/approvals/{id} edits a call's input
+// (checked against the tool's schema: 400 when it breaks it) or answers it
+// in the tool's place; the transcript shows both; bodies that mix them are
+// refused with what is wrong.
+func TestServeDecideEditRespond(t *testing.T) {
+	ts := newTestServer(t)
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/publish_post", publishPost(t)); code != 201 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	park := func(session string) string {
+		t.Helper()
+		code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+session+"/messages?wait=true", `{"text":"publish_post title=Frday body=b"}`)
+		if code != 200 || !strings.Contains(body, "approval_required") {
+			t.Fatalf("park: %d %s", code, body)
+		}
+		res := decodeJSON[struct {
+			Approvals []struct {
+				ApprovalID string `json:"approval_id"`
+			}
+		}](t, body)
+		if len(res.Approvals) != 1 {
+			t.Fatalf("approvals: %s", body)
+		}
+		return res.Approvals[0].ApprovalID
+	}
+	edit := park("edit")
+	for _, bad := range []struct{ body, want string }{
+		{`{"approve":true,"input":{"title":7}}`, "does not match tool publish_post's schema"},
+		{`{"approve":false,"input":{"title":"Friday","body":"b"}}`, `an edited input comes with \"approve\": true`},
+		{`{"approve":true,"response":"done"}`, `give one of them`},
+		{`{}`, `field \"approve\" is required`},
+	} {
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/approvals/"+edit, bad.body); code != 400 || !strings.Contains(body, bad.want) {
+			t.Errorf("%s: %d %s, want 400 saying %s", bad.body, code, body, bad.want)
+		}
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/approvals/"+edit, `{"approve":true,"input":{"title":"Friday","body":"b"},"by":"alice"}`); code != 200 {
+		t.Fatalf("edit: %d %s", code, body)
+	}
+	ts.waitState(t, ts.acme, "edit", "completed")
+	_, tr := ts.do(t, ts.acme, "GET", "/v1/sessions/edit/transcript", "")
+	if !strings.Contains(tr, `"edited_input":{"title":"Friday","body":"b"}`) || !strings.Contains(tr, `"decided_by":"alice"`) || !strings.Contains(tr, `"title":"Frday"`) {
+		t.Errorf("the edit's transcript: %s", tr)
+	}
+
+	respond := park("respond")
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/approvals/"+respond, `{"response":"posted by hand"}`); code != 200 {
+		t.Fatalf("respond: %d %s", code, body)
+	}
+	ts.waitState(t, ts.acme, "respond", "completed")
+	_, tr = ts.do(t, ts.acme, "GET", "/v1/sessions/respond/transcript", "")
+	if !strings.Contains(tr, `"approval":"responded"`) || !strings.Contains(tr, `"output":"posted by hand"`) {
+		t.Errorf("the response's transcript: %s", tr)
+	}
+}

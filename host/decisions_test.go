@@ -1,0 +1,168 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// recordingPublish is a tool with an external effect and a schema that
+// records the inputs it ran with.
+type recordingPublish struct {
+	mu   sync.Mutex
+	runs []string
+}
+
+func (p *recordingPublish) tool() host.Tool {
+	return host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string","minLength":3}},"required":["title"],"additionalProperties":false}`)},
+		func(_ context.Context, c host.ToolCall) (host.ToolResult, error) {
+			p.mu.Lock()
+			p.runs = append(p.runs, string(c.Input))
+			p.mu.Unlock()
+			return host.ToolResult{Output: "published " + string(c.Input)}, nil
+		})
+}
+
+func (p *recordingPublish) ran() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.runs...)
+}
+
+// TestDecideEdit: a person approves a call with another input: it is
+// checked against the tool's schema first (a bad one is refused, nothing
+// recorded), the tool runs with it once, the ledger and the transcript keep
+// it beside the model's, and the model reads the edited call's result. A
+// token decides an edit as the tenant does.
+func TestDecideEdit(t *testing.T) {
+	ctx := context.Background()
+	for _, withToken := range []bool{false, true} {
+		name := "tenant"
+		if withToken {
+			name = "token"
+		}
+		t.Run(name, func(t *testing.T) {
+			var pub recordingPublish
+			hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{pub.tool()}}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Frday"}`})
+			sess := hs.Host.Session("s")
+			res, err := sess.Send(ctx, "publish it", host.SendOptions{})
+			if err != nil || res.Status != ledger.RunApprovalRequired {
+				t.Fatalf("%+v %v", res, err)
+			}
+			a := res.Approvals[0]
+			decide := func(d host.ApprovalDecision) (*host.Run, error) {
+				if withToken {
+					return sess.DecideWithToken(ctx, a.Token, d)
+				}
+				return sess.Decide(ctx, a.ApprovalID, d)
+			}
+			before := len(hs.Events("s"))
+			for _, bad := range []struct {
+				d    host.ApprovalDecision
+				want string
+			}{
+				{host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"Fr"}`)}, "does not match tool publish's schema"},
+				{host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"Friday","extra":1}`)}, "does not match tool publish's schema"},
+				{host.ApprovalDecision{Approve: true, Input: json.RawMessage(`["Friday"]`)}, "not a JSON object"},
+				{host.ApprovalDecision{Input: json.RawMessage(`{"title":"Friday"}`)}, "set Approve"},
+				{host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"Friday"}`), Response: "done"}, "an edit and a response at once"},
+			} {
+				if _, err := decide(bad.d); !errors.Is(err, host.ErrInvalidDecision) || !strings.Contains(err.Error(), bad.want) {
+					t.Errorf("%+v: %v, want ErrInvalidDecision saying %q", bad.d, err, bad.want)
+				}
+			}
+			if n := len(hs.Events("s")); n != before {
+				t.Fatalf("refused decisions recorded %d events", n-before)
+			}
+			r, err := decide(host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{ "title": "Friday" }`), By: "alice", Reason: "typo"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := r.Wait(ctx)
+			if err != nil || done.Status != ledger.RunCompleted {
+				t.Fatalf("%+v %v", done, err)
+			}
+			if got := pub.ran(); len(got) != 1 || got[0] != `{"title":"Friday"}` {
+				t.Fatalf("the tool ran with %q, want the edited input once", got)
+			}
+			var decision *ledger.ApprovalDecision
+			for _, e := range hs.Events("s") {
+				if e.ApprovalDecision != nil {
+					decision = e.ApprovalDecision
+				}
+			}
+			if decision == nil || decision.Decision != ledger.DecisionEdit || string(decision.Input) != `{"title":"Friday"}` ||
+				decision.InputDigest != ledger.InputDigest(`{"title":"Friday"}`) || decision.By != "alice" {
+				t.Errorf("the decision recorded: %+v", decision)
+			}
+			tr, _ := sess.Transcript(ctx)
+			var call ledger.ItemToolCall
+			for _, it := range tr.Items {
+				for _, c := range it.ToolCalls {
+					call = c
+				}
+			}
+			if string(call.Input) != `{"title":"Frday"}` || string(call.EditedInput) != `{"title":"Friday"}` || call.Approval != ledger.ApprovalApproved ||
+				call.DecidedBy != "alice" || call.Output != `published {"title":"Friday"}` {
+				t.Errorf("the transcript's call: %+v", call)
+			}
+			// The model's next pass read the edited call's result.
+			reqs := hs.Model.Requests()
+			last := reqs[len(reqs)-1].Messages
+			if got := last[len(last)-1].Text(); !strings.Contains(got, `published {"title":"Friday"}`) {
+				t.Errorf("the model read %q", got)
+			}
+			if _, err := decide(host.ApprovalDecision{Approve: true}); !errors.Is(err, host.ErrApprovalDecided) {
+				t.Errorf("a second decision: %v", err)
+			}
+		})
+	}
+}
+
+// TestDecideRespond: a person answers a call in the tool's place: the
+// tool never runs, the model reads the person's text as its result, and
+// the transcript says the call was responded to.
+func TestDecideRespond(t *testing.T) {
+	ctx := context.Background()
+	var pub recordingPublish
+	hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{pub.tool()}}, hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Friday"}`})
+	sess := hs.Host.Session("s")
+	res, err := sess.Send(ctx, "publish it", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired {
+		t.Fatalf("%+v %v", res, err)
+	}
+	r, err := sess.Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Response: "I published it by hand an hour ago: https://blog.example/friday", By: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := r.Wait(ctx); err != nil || done.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if got := pub.ran(); len(got) != 0 {
+		t.Fatalf("the tool ran: %q", got)
+	}
+	tr, _ := sess.Transcript(ctx)
+	var call ledger.ItemToolCall
+	for _, it := range tr.Items {
+		for _, c := range it.ToolCalls {
+			call = c
+		}
+	}
+	if call.Approval != ledger.ApprovalResponded || call.Status != ledger.ToolDone || call.Output != "I published it by hand an hour ago: https://blog.example/friday" || call.DecidedBy != "bob" {
+		t.Errorf("the transcript's call: %+v", call)
+	}
+	reqs := hs.Model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if got := last[len(last)-1].Text(); got != "I published it by hand an hour ago: https://blog.example/friday" {
+		t.Errorf("the model read %q", got)
+	}
+}
