@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -159,32 +161,63 @@ func approvalsCmd(ctx context.Context, args []string, env Env) error {
 	return tw.Flush()
 }
 
-// decideCmd implements "agentic-host approve|deny SESSION APPROVAL_ID":
-// it decides, then continues the run as chat would, streaming it.
-func decideCmd(ctx context.Context, approve bool, args []string, env Env) error {
-	verb := "deny"
-	if approve {
-		verb = "approve"
-	}
+// decideCmd implements "agentic-host approve|deny SESSION APPROVAL_ID"
+// and "agentic-host respond SESSION APPROVAL_ID TEXT": it decides, then
+// continues the run as chat would, streaming it.
+func decideCmd(ctx context.Context, verb string, args []string, env Env) error {
 	fs := newFlags(verb, env)
 	var m modelFlags
 	m.register(fs, env)
 	reason := fs.String("reason", "", "why (the model is told a denial's reason)")
 	by := fs.String("by", env.Getenv("USER"), "who decides, as the ledger records it")
+	var inputFile *string
+	if verb == "approve" {
+		inputFile = fs.String("input", "", "run the call with the JSON object in `FILE` (- for stdin) instead of the model's input: an edit, checked against the tool's schema")
+	}
+	want, usage := 2, "SESSION APPROVAL_ID"
+	if verb == "respond" {
+		want, usage = 3, "SESSION APPROVAL_ID TEXT"
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: agentic-host %s [flags] SESSION APPROVAL_ID\n\n"+
-			"Decide a tool call that waits for approval, then continue its run here,\n"+
+		what := "Decide a tool call that waits for approval"
+		if verb == "respond" {
+			what = "Answer a tool call that waits for approval with TEXT, in the tool's\nplace (the tool does not run; the model reads TEXT as its result)"
+		}
+		fmt.Fprintf(fs.Output(), "Usage: agentic-host %s [flags] %s\n\n"+
+			"%s, then continue its run here,\n"+
 			"streaming it as chat does (give the model and plugin flags chat had).\n"+
-			"Exit status: 0 the run completed, %d it waits for another approval.\n\nFlags:\n", verb, exitApproval)
+			"Exit status: 0 the run completed, %d it waits for another approval.\n\nFlags:\n", verb, usage, what, exitApproval)
 		fs.PrintDefaults()
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 {
+	if len(pos) != want {
 		fs.Usage()
-		return fail(2, "want SESSION APPROVAL_ID")
+		return fail(2, "want %s", usage)
+	}
+	d := host.ApprovalDecision{Approve: verb == "approve", Reason: *reason, By: *by}
+	if verb == "respond" {
+		if strings.TrimSpace(pos[2]) == "" {
+			return fail(2, "TEXT is empty: the model would read nothing as the call's result")
+		}
+		d.Response = pos[2]
+	}
+	if inputFile != nil && *inputFile != "" {
+		var data []byte
+		if *inputFile == "-" {
+			data, err = io.ReadAll(env.Stdin)
+		} else {
+			data, err = os.ReadFile(*inputFile)
+		}
+		if err != nil {
+			return fail(2, "--input: %v", err)
+		}
+		if !json.Valid(data) {
+			return fail(2, "--input %s: not JSON", *inputFile)
+		}
+		d.Input = json.RawMessage(data)
 	}
 	h, cleanup, err := m.setup(env)
 	if err != nil {
@@ -192,9 +225,11 @@ func decideCmd(ctx context.Context, approve bool, args []string, env Env) error 
 	}
 	defer cleanup()
 	sess := h.Session(pos[0])
-	run, err := sess.Decide(ctx, pos[1], host.ApprovalDecision{Approve: approve, Reason: *reason, By: *by})
+	run, err := sess.Decide(ctx, pos[1], d)
 	if errors.Is(err, host.ErrApprovalExpired) {
 		fmt.Fprintf(env.Stderr, "the request had expired: the decision did not count; the call was refused as expired, and the run goes on\n")
+	} else if errors.Is(err, host.ErrInvalidDecision) {
+		return fail(2, "%v", err)
 	} else if err != nil {
 		return fail(1, "%v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -285,5 +286,73 @@ func TestApprovalTask(t *testing.T) {
 	}
 	if code := task.wait(time.Minute); code != 0 || !strings.Contains(task.out.String(), `"status": "submitted"`) || posts.Load() != 1 {
 		t.Fatalf("task: exit %d, %d posts\n%s\n%s", code, posts.Load(), task.out.String(), task.err.String())
+	}
+}
+
+// TestApproveEditRespondCLI: approve --input runs the call with the edited
+// input (refused with exit 2 when the tool's schema does not take it), and
+// respond answers a call in the tool's place: no post is made.
+func TestApproveEditRespondCLI(t *testing.T) {
+	bin := needBinary(t)
+	var titles []string
+	var mu sync.Mutex
+	blog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var post struct{ Title string }
+		json.NewDecoder(r.Body).Decode(&post)
+		mu.Lock()
+		titles = append(titles, post.Title)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"post-1","url":"https://blog.example/p/1"}`)
+	}))
+	t.Cleanup(blog.Close)
+	storage := "file:" + t.TempDir()
+	common := append([]string{"--offline", "--storage", storage}, approvalPlugins(t, blog)...)
+	park := func(session string) string {
+		t.Helper()
+		if code, out, errOut := runBin(t, bin, append(append([]string{"chat", "--session", session}, common...), `publish_post title="Helo" body="First"`)...); code != 3 {
+			t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+		}
+		for _, p := range inbox(t, bin, storage) {
+			if p.SessionID == session {
+				return p.ApprovalID
+			}
+		}
+		t.Fatalf("no approval request in %s", session)
+		return ""
+	}
+	id := park("edit")
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	good := filepath.Join(t.TempDir(), "good.json")
+	os.WriteFile(bad, []byte(`{"title":7}`), 0o644)
+	os.WriteFile(good, []byte(`{"title":"Hello","body":"First"}`), 0o644)
+	if code, _, errOut := runBin(t, bin, append([]string{"approve", "--input", bad, "edit", id}, common...)...); code != 2 || !strings.Contains(errOut, "does not match tool publish_post's schema") {
+		t.Errorf("an edit the schema refuses: exit %d, %q", code, errOut)
+	}
+	if code, out, errOut := runBin(t, bin, append([]string{"approve", "--input", good, "--by", "alice", "edit", id}, common...)...); code != 0 {
+		t.Fatalf("approve --input: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mu.Lock()
+	got := slices.Clone(titles)
+	mu.Unlock()
+	if !slices.Equal(got, []string{"Hello"}) {
+		t.Errorf("the blog got titles %q, want the edited one once", got)
+	}
+	if code, out, _ := runBin(t, bin, "transcript", "--storage", storage, "edit"); code != 0 || !strings.Contains(out, `"edited_input": {`) || !strings.Contains(out, `"decided_by": "alice"`) {
+		t.Errorf("the edit's transcript:\n%s", out)
+	}
+
+	id = park("respond")
+	if code, out, errOut := runBin(t, bin, append([]string{"respond", "respond", id, "posted by hand"}, common...)...); code != 0 || !strings.Contains(out, "posted by hand") {
+		t.Fatalf("respond: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mu.Lock()
+	n := len(titles)
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("the blog got %d posts, want the edit's one alone", n)
+	}
+	if code, out, _ := runBin(t, bin, "transcript", "--storage", storage, "respond"); code != 0 || !strings.Contains(out, `"approval": "responded"`) {
+		t.Errorf("the response's transcript:\n%s", out)
 	}
 }

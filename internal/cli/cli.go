@@ -50,6 +50,7 @@ Usage:
                                              write, build, inspect, call or list Wasm plugins
   agentic-host approvals [--json]            list the tool calls waiting for a person's approval
   agentic-host approve|deny SESSION ID       decide one, and continue its run
+  agentic-host respond SESSION ID TEXT       answer one in the tool's place
   agentic-host event SESSION KEY [PAYLOAD]   post an event to a session, for a plugin call that waits for it
   agentic-host serve --config FILE           serve the multi-tenant HTTP + SSE API
   agentic-host keys create|list|revoke|hash  manage the API keys of serve
@@ -144,8 +145,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = mcpCmd(ctx, args[1:], env)
 	case "approvals":
 		err = approvalsCmd(ctx, args[1:], env)
-	case "approve", "deny":
-		err = decideCmd(ctx, args[0] == "approve", args[1:], env)
+	case "approve", "deny", "respond":
+		err = decideCmd(ctx, args[0], args[1:], env)
 	case "event":
 		err = eventCmd(ctx, args[1:], env)
 	case "serve":
