@@ -122,6 +122,83 @@ func TestConsole(t *testing.T) {
 	t.Run("fork", env.testFork)
 	t.Run("sub-agents", env.testSubAgents)
 	t.Run("fallback", env.testFallback)
+	t.Run("edit and respond", env.testEditRespond)
+}
+
+// testEditRespond: an approval's input edited in the inbox runs the call
+// with it (the session view shows both inputs); a response typed in the
+// inbox answers another call in the tool's place, and nothing is posted.
+func (e *consoleEnv) testEditRespond(t *testing.T) {
+	acme := on(t, e.acme)
+	waitPlugin(acme)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+
+	acme.post("console-edit", "publish_post title=helo body=world")
+	acme.waitState("console-edit", "approval_required", 30*time.Second)
+	ap := approvalOf(acme, "console-edit")
+	entry := fmt.Sprintf("#approvals .approval[data-approval-id=%q]", ap.ApprovalID)
+	b.route("#/approvals")
+	b.wait("the approval's editable input", 20*time.Second, jsExists(entry+" textarea.approval-input"))
+	posts := e.posts.Load()
+	// Not JSON: refused in the page, nothing sent.
+	b.do("break the input", chromedp.SetValue(chromedp.CSS(entry+" textarea.approval-input"), `{"title": "hello",`),
+		chromedp.Click(chromedp.CSS(entry+" button.approve")))
+	b.wait("the page refusing what is not JSON", 10*time.Second, jsText(entry+" .error")+`.startsWith("The input is not JSON")`)
+	b.do("edit the input and approve", chromedp.SetValue(chromedp.CSS(entry+" textarea.approval-input"), `{"title": "hello", "body": "world"}`),
+		chromedp.Click(chromedp.CSS(entry+" button.approve")))
+	b.check("the entry leaving the inbox", 10*time.Second, "!"+jsExists(entry))
+	acme.waitState("console-edit", "completed", 30*time.Second)
+	if n := e.posts.Load(); n != posts+1 {
+		t.Errorf("%d posts published, want one", n-posts)
+	}
+	var tr struct {
+		Items []struct {
+			ToolCalls []struct {
+				Input       map[string]string `json:"input"`
+				EditedInput map[string]string `json:"edited_input"`
+				Approval    string
+				Output      string
+			} `json:"tool_calls"`
+		}
+	}
+	acme.must("GET", "/v1/sessions/console-edit/transcript", "", http.StatusOK, &tr)
+	var calls int
+	for _, it := range tr.Items {
+		for _, c := range it.ToolCalls {
+			calls++
+			if c.Input["title"] != "helo" || c.EditedInput["title"] != "hello" || c.Approval != "approved" {
+				t.Errorf("the edited call: %+v", c)
+			}
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d calls in the transcript, want 1", calls)
+	}
+	call := fmt.Sprintf(`#transcript .tool-call[data-call-id=%q]`, ap.CallID)
+	b.route("#/sessions/console-edit")
+	b.wait("the edited input in the session view", 20*time.Second, jsExists(call+" .tool-edited-input")+" && "+jsText(call+" .tool-edited-input")+`.includes("hello")`)
+	if got := b.text(call + " .tool-input"); !strings.Contains(got, "helo") {
+		t.Errorf("the model's input shows %q", got)
+	}
+	b.shot("edit.png")
+
+	acme.post("console-respond", "publish_post title=later body=world")
+	acme.waitState("console-respond", "approval_required", 30*time.Second)
+	ap = approvalOf(acme, "console-respond")
+	entry = fmt.Sprintf("#approvals .approval[data-approval-id=%q]", ap.ApprovalID)
+	b.route("#/approvals")
+	b.wait("the approval's response field", 20*time.Second, jsExists(entry+" input.approval-response"))
+	posts = e.posts.Load()
+	b.do("respond", chromedp.SendKeys(chromedp.CSS(entry+" input.approval-response"), "already posted by hand"),
+		chromedp.Click(chromedp.CSS(entry+" button.respond")))
+	b.check("the entry leaving the inbox", 10*time.Second, "!"+jsExists(entry))
+	acme.waitState("console-respond", "completed", 30*time.Second)
+	if n := e.posts.Load(); n != posts {
+		t.Errorf("a responded call posted %d times", n-posts)
+	}
+	call = fmt.Sprintf(`#transcript .tool-call[data-call-id=%q]`, ap.CallID)
+	b.route("#/sessions/console-respond")
+	b.wait("the responded call", 20*time.Second, jsText(call+" .tool-approval")+`.includes("responded") && `+jsText(call+" .tool-output")+` === "already posted by hand"`)
 }
 
 // testFallback: a pass whose model is not served goes to the agent's

@@ -720,6 +720,8 @@
           traffic ? h('span', { class: 'tag tool-traffic', title: 'what the plugin did through the host: HTTP requests and key-value accesses' }, trafficSummary(traffic)) : null,
           c.child_session ? h('a', { class: 'tag child-session', title: 'the sub-agent\'s child session', href: '#/sessions/' + encodeURIComponent(c.child_session) }, 'sub-agent: ' + c.child_session) : null),
         h('div', { class: 'muted' }, 'input'), h('pre', { class: 'tool-input' }, prettyJSON(c.input)),
+        c.edited_input ? h('div', { class: 'muted' }, 'edited input (the call ran with it)' + (c.decided_by ? ', by ' + c.decided_by : '')) : null,
+        c.edited_input ? h('pre', { class: 'tool-edited-input' }, prettyJSON(c.edited_input)) : null,
         h('div', { class: 'muted' }, 'output'), h('pre', { class: 'tool-output' }, c.output || ''),
         traffic ? h('div', { class: 'muted' }, 'traffic') : null,
         traffic ? renderTraffic(traffic) : null);
@@ -998,6 +1000,8 @@
     const err = h('span', { class: 'error', role: 'alert' });
     const approve = h('button', { class: 'approve', type: 'button' }, 'Approve');
     const deny = h('button', { class: 'deny danger', type: 'button' }, 'Deny');
+    const respondText = h('input', { class: 'approval-response', placeholder: 'Or answer in the tool\'s place (the tool does not run)', 'aria-label': 'Response' });
+    const respond = h('button', { class: 'respond', type: 'button' }, 'Respond');
     const card = h('div', { class: 'approval', 'data-approval-id': a.approval_id },
       h('div', null, h('strong', { class: 'approval-tool' }, a.tool || (a.kind || '').replace(/_/g, ' ')), ' ',
         a.effect ? h('span', { class: 'tag ' + a.effect }, a.effect) : null, ' ',
@@ -1005,23 +1009,41 @@
         h('span', { class: 'muted' }, ' · asked ' + fmtTime(a.requested_at) + (a.expires_at ? ' · expires ' + fmtTime(a.expires_at) : ''))),
       h('p', { class: 'approval-summary' }, a.summary || '(the policy gave no summary)'),
       a.reason ? h('p', { class: 'muted' }, 'Why: ' + a.reason) : null,
-      a.call_id ? h('pre', { class: 'approval-input' }, prettyJSON(a.input)) : null,
-      h('div', { class: 'row' }, reason, approve, deny, err));
-    const decide = async (yes) => {
-      approve.disabled = deny.disabled = true;
+      // A call's input may be edited before approving: the call then runs
+      // with the edited input (the server checks it against the tool's
+      // schema); or the call may be answered in the tool's place.
+      a.call_id ? h('textarea', { class: 'approval-input mono', rows: 4, spellcheck: 'false', 'aria-label': 'Input (edit to approve with another)' }, prettyJSON(a.input)) : null,
+      h('div', { class: 'row' }, reason, approve, deny, err),
+      a.call_id ? h('div', { class: 'row' }, respondText, respond) : null);
+    const buttons = [approve, deny, respond];
+    const decide = async (body) => {
+      for (const b of buttons) b.disabled = true;
       try {
-        await api('POST', '/v1/approvals/' + encodeURIComponent(a.approval_id), { approve: yes, reason: reason.value.trim() || undefined, by: 'console' });
+        await api('POST', '/v1/approvals/' + encodeURIComponent(a.approval_id), Object.assign({ reason: reason.value.trim() || undefined, by: 'console' }, body));
         card.remove();
         if (after) after();
         notify({ type: 'approval-decided', approval_id: a.approval_id, session_id: a.session_id });
       } catch (e) {
         err.textContent = e.message;
         if (e.status === 409 || e.status === 404) setTimeout(() => { card.remove(); if (after) after(); }, 1500);
-        else approve.disabled = deny.disabled = false;
+        else for (const b of buttons) b.disabled = false;
       }
     };
-    approve.addEventListener('click', () => decide(true));
-    deny.addEventListener('click', () => decide(false));
+    approve.addEventListener('click', () => {
+      const box = card.querySelector('textarea.approval-input');
+      if (!box) return decide({ approve: true });
+      let edited;
+      try { edited = JSON.parse(box.value); } catch (e) { err.textContent = 'The input is not JSON: ' + e.message; return; }
+      // The model's input as asked, unless the person changed it.
+      const same = JSON.stringify(edited) === JSON.stringify(a.input === undefined ? {} : a.input);
+      decide(same ? { approve: true } : { approve: true, input: edited });
+    });
+    deny.addEventListener('click', () => decide({ approve: false }));
+    respond.addEventListener('click', () => {
+      const text = respondText.value.trim();
+      if (!text) { err.textContent = 'Write the answer the model should read in the tool\'s place.'; return; }
+      decide({ response: text });
+    });
     return card;
   }
 
