@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
@@ -165,4 +166,57 @@ func TestDecideRespond(t *testing.T) {
 	if got := last[len(last)-1].Text(); got != "I published it by hand an hour ago: https://blog.example/friday" {
 		t.Errorf("the model read %q", got)
 	}
+}
+
+// TestDecideEditPolicies: the agent's policies decide an edited call
+// again: one that denies the edited input stands (the tool does not run),
+// and an edit made before the policy's code changed is void with its
+// approval — the model's call, as it asked, is asked about again.
+func TestDecideEditPolicies(t *testing.T) {
+	ctx := context.Background()
+	var source atomic.Value
+	source.Store("sha256:v1")
+	policy := host.PolicyFunc("guard", func(_ context.Context, req host.PolicyRequest) (host.Decision, error) {
+		if strings.Contains(string(req.Input), "forbidden") {
+			return host.Decision{Verdict: host.Deny, Reason: "not that title", Source: source.Load().(string)}, nil
+		}
+		return host.Decision{Verdict: host.RequireApproval, Summary: "publish?", Source: source.Load().(string)}, nil
+	})
+	t.Run("denied", func(t *testing.T) {
+		var pub recordingPublish
+		hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{pub.tool()}, Policies: []host.Policy{policy}},
+			hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Friday"}`})
+		res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+		run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"forbidden"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		final, err := run.Wait(ctx)
+		if err != nil || final.Status != ledger.RunCompleted || len(pub.ran()) != 0 || !strings.Contains(final.Text, "denied by policy guard: not that title") {
+			t.Fatalf("%+v %v; ran %q", final, err, pub.ran())
+		}
+	})
+	t.Run("policy changed", func(t *testing.T) {
+		source.Store("sha256:v1")
+		var pub recordingPublish
+		hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{pub.tool()}, Policies: []host.Policy{policy}},
+			hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Frday"}`})
+		res, _ := hs.Host.Session("s").Send(ctx, "publish it", host.SendOptions{})
+		source.Store("sha256:v2")
+		run, err := hs.Host.Session("s").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"Friday"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := run.Wait(ctx)
+		if err != nil || again.Status != ledger.RunApprovalRequired || len(again.Approvals) != 1 || len(pub.ran()) != 0 {
+			t.Fatalf("after the policy changed: %+v %v; ran %q", again, err, pub.ran())
+		}
+		if got := string(again.Approvals[0].Input); got != `{"title":"Frday"}` {
+			t.Errorf("asked again about %s, want the model's call as it asked", got)
+		}
+		run, _ = hs.Host.Session("s").Decide(ctx, again.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, Input: json.RawMessage(`{"title":"Friday"}`)})
+		if final, err := run.Wait(ctx); err != nil || final.Status != ledger.RunCompleted || len(pub.ran()) != 1 || pub.ran()[0] != `{"title":"Friday"}` {
+			t.Fatalf("%+v %v; ran %q", final, err, pub.ran())
+		}
+	})
 }

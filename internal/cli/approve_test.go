@@ -218,7 +218,9 @@ func TestApprovalCLI(t *testing.T) {
 // TestApprovalTwoHostsRedis: two hosts on one Redis. Host A's interactive
 // chat parks a run and asks; A is SIGKILLed while it waits. Host B, another
 // process, finds the request in the inbox, approves it and continues the
-// run: the post is published once and the answer closes the run.
+// run: the post is published once and the answer closes the run. An edit
+// and a response decided by host B after host A died likewise continue
+// their runs: the edited post published once, the answered one never.
 func TestApprovalTwoHostsRedis(t *testing.T) {
 	bin := needBinary(t)
 	srv := redistest.Start(t, redistest.Options{})
@@ -256,6 +258,64 @@ func TestApprovalTwoHostsRedis(t *testing.T) {
 	if last.Status != "completed" || !strings.Contains(last.Text, "The publish_post tool returned") {
 		t.Errorf("transcript: %+v", tr.Items)
 	}
+
+	// The other decisions, likewise: host A parks and dies, host B edits
+	// one call (published once, with the edit) and answers another in
+	// the tool's place (never published).
+	for _, tc := range []struct{ session, verb string }{{"edited", "approve"}, {"answered", "respond"}} {
+		common := append([]string{"--storage", storage, "--base-url", model.URL(), "--session", tc.session}, approvalPlugins(t, blog)...)
+		a := startProc(t, "host A, "+tc.session, bin, append([]string{"chat"}, common...)...)
+		a.send(`publish_post title="Helo" body="From A"`)
+		a.waitOut("approve publish_post", time.Minute)
+		a.signal(syscall.SIGKILL)
+		a.wait(10 * time.Second)
+		var id string
+		for _, p := range inbox(t, bin, storage) {
+			if p.SessionID == tc.session {
+				id = p.ApprovalID
+			}
+		}
+		if id == "" {
+			t.Fatalf("no approval request of %s after host A died", tc.session)
+		}
+		args := []string{tc.verb}
+		if tc.verb == "approve" {
+			edit := filepath.Join(t.TempDir(), "edit.json")
+			if err := os.WriteFile(edit, []byte(`{"title":"Hello","body":"From B"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--input", edit, tc.session, id)
+		} else {
+			args = append(args, tc.session, id, "published by hand")
+		}
+		before := posts.Load()
+		b := startProc(t, "host B, "+tc.session, bin, append(args, common...)...)
+		if code := b.wait(time.Minute); code != 0 {
+			t.Fatalf("host B's %s: exit %d\n%s\n%s", tc.verb, code, b.out.String(), b.err.String())
+		}
+		want := int64(0)
+		if tc.verb == "approve" {
+			want = 1
+		}
+		if n := posts.Load() - before; n != want {
+			t.Errorf("%s: %d posts, want %d", tc.session, n, want)
+		}
+		out := transcriptJSON(t, bin, storage, tc.session)
+		if tc.verb == "approve" && (!strings.Contains(out, `"edited_input": {`) || !strings.Contains(out, `"From B"`)) ||
+			tc.verb == "respond" && !strings.Contains(out, `"approval": "responded"`) {
+			t.Errorf("%s's transcript:\n%s", tc.session, out)
+		}
+	}
+}
+
+// transcriptJSON is the transcript command's output for a session.
+func transcriptJSON(t *testing.T, bin, storage, session string) string {
+	t.Helper()
+	code, out, errOut := runBin(t, bin, "transcript", "--storage", storage, session)
+	if code != 0 {
+		t.Fatalf("transcript %s: exit %d: %s", session, code, errOut)
+	}
+	return out
 }
 
 // TestApprovalTask: a task whose call needs a person waits, saying how to
