@@ -405,7 +405,7 @@ func (s *Server) a2aDecide(ctx context.Context, sess *host.Session, taskID strin
 	}
 	var run *host.Run
 	for _, d := range decisions {
-		r, err := sess.Decide(ctx, d.ApprovalID, host.ApprovalDecision{Approve: d.Approve, Reason: d.Reason, By: "a2a"})
+		r, err := sess.Decide(ctx, d.ApprovalID, host.ApprovalDecision{Approve: d.Approve, Reason: d.Reason, By: "a2a", Input: d.Input, Response: d.Response})
 		switch {
 		case err == nil, errors.Is(err, host.ErrApprovalExpired) && r != nil:
 			// A late decision: the call is refused as expired, and the
@@ -421,6 +421,8 @@ func (s *Server) a2aDecide(ctx context.Context, sess *host.Session, taskID strin
 			}
 		case errors.Is(err, host.ErrApprovalNotFound):
 			return nil, http.StatusOK, a2a.Errorf(a2a.CodeInvalidParams, "approval request %q: task %s has no such request", d.ApprovalID, taskID)
+		case errors.Is(err, host.ErrInvalidDecision):
+			return nil, http.StatusOK, a2a.Errorf(a2a.CodeInvalidParams, "approval request %s: %v", d.ApprovalID, err)
 		case errors.Is(err, host.ErrLeadElsewhere):
 			return nil, http.StatusServiceUnavailable, &a2a.Error{Code: a2a.CodeServerError,
 				Message: fmt.Sprintf("another host continues context %s now; decide again if the request is still pending", sess.ID()), Data: map[string]any{"code": codeUnavailable}}

@@ -324,9 +324,18 @@ func TestA2A(t *testing.T) {
 		if got := ts.task(t, "tasks/get", map[string]any{"id": parked.ID}); got.Status.State != "input-required" {
 			t.Fatalf("after bad decisions: %s", got.Status.State)
 		}
-		done := ts.task(t, "message/send", map[string]any{"message": decide(approvalID, "reason", "fine"), "configuration": map[string]any{"blocking": true}})
+		ts.rpcError(t, ts.acme, "message/send", map[string]any{"message": decide(approvalID, "input", map[string]any{"title": 7, "body": "World"})}, -32602, "does not match tool publish_post's schema")
+		if got := ts.task(t, "tasks/get", map[string]any{"id": parked.ID}); got.Status.State != "input-required" {
+			t.Fatalf("after a bad edit: %s", got.Status.State)
+		}
+		// An edit: the call runs with the person's input.
+		done := ts.task(t, "message/send", map[string]any{"message": decide(approvalID, "reason", "fine", "input", map[string]any{"title": "Hello, edited", "body": "World"}),
+			"configuration": map[string]any{"blocking": true}})
 		if done.ID != parked.ID || done.Status.State != "completed" || !strings.Contains(done.text(), "The publish_post tool returned") {
 			t.Fatalf("after the decision: %+v", done)
+		}
+		if _, tr := ts.do(t, ts.acme, "GET", "/v1/sessions/"+parked.ContextID+"/transcript", ""); !strings.Contains(tr, `"edited_input":{"body":"World","title":"Hello, edited"}`) {
+			t.Errorf("the edit's transcript: %s", tr)
 		}
 		ts.rpcError(t, ts.acme, "message/send", map[string]any{"message": decide(approvalID)}, -32600, "decided already")
 	})

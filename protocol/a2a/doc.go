@@ -17,7 +17,9 @@
 //     session's id;
 //   - a user message's text, file and data parts are the run's input
 //     ([ContentOf]); a data part {"approval_id", "approve", "reason"}
-//     decides an approval request the task waits on ([Decision]);
+//     decides an approval request the task waits on ([Decision]), with
+//     "input" an edit, with "response" instead of "approve" an answer in
+//     the tool's place;
 //   - a task's state is the run's ([StateOf]): running → working,
 //     approval_required → input-required (the status message names each
 //     pending call and how to decide it), completed → completed,

@@ -197,11 +197,19 @@ func checkTaskID(id string) *Error {
 
 // Decision is a person's answer to an approval request the task waits
 // on, carried by a data part {"approval_id": "apr_…", "approve": true,
-// "reason": "…"} of a message on that task.
+// "reason": "…"} of a message on that task (with "input": {…}, an edit;
+// {"approval_id": "apr_…", "response": "…"}, an answer in the tool's
+// place).
 type Decision struct {
 	ApprovalID string
 	Approve    bool
 	Reason     string
+	// Input, with Approve, runs the call with this input (a JSON object)
+	// instead of the model's: an edit.
+	Input json.RawMessage
+	// Response answers the call in the tool's place; Approve is then
+	// false.
+	Response string
 }
 
 // Content is what a user message carries for the host: its text (the
@@ -214,8 +222,10 @@ type Content struct {
 }
 
 // ContentOf reads a user message. A data part is a decision when it has
-// "approval_id"; it must then have "approve" (true or false), and may
-// have "reason" (a string), and nothing else. Other data parts are sent
+// "approval_id"; it must then have "approve" (true or false) or
+// "response" (a string answering the call in the tool's place), and may
+// have "reason" (a string) and, with "approve": true, "input" (an object
+// the call runs with instead of the model's), and nothing else. Other data parts are sent
 // to the model as JSON text. A message that decides carries decisions
 // only: text or files beside them are refused, so that nothing is read
 // two ways. File bytes become the ledger part of their MIME type (image,
@@ -259,22 +269,40 @@ func decisionOf(data map[string]any) (Decision, error) {
 	if !ok || id == "" {
 		return d, fmt.Errorf(`field "approval_id": want the approval request's id, a string`)
 	}
-	approve, ok := data["approve"].(bool)
-	if !ok {
-		return d, fmt.Errorf(`field "approve" is required: true approves the call, false denies it`)
+	d.ApprovalID = id
+	if r, has := data["response"]; has {
+		text, ok := r.(string)
+		if !ok || strings.TrimSpace(text) == "" {
+			return d, fmt.Errorf(`field "response": want the text that answers the call in the tool's place`)
+		}
+		if _, both := data["approve"]; both {
+			return d, fmt.Errorf(`fields "response" and "approve": a response answers the call in the tool's place; give one of them`)
+		}
+		d.Response = text
+	} else {
+		approve, ok := data["approve"].(bool)
+		if !ok {
+			return d, fmt.Errorf(`field "approve" is required: true approves the call (with "input": edited), false denies it; or "response" answers it`)
+		}
+		d.Approve = approve
 	}
-	d.ApprovalID, d.Approve = id, approve
 	for k, v := range data {
 		switch k {
-		case "approval_id", "approve":
+		case "approval_id", "approve", "response":
 		case "reason":
 			r, ok := v.(string)
 			if !ok {
 				return d, fmt.Errorf(`field "reason": want a string`)
 			}
 			d.Reason = r
+		case "input":
+			obj, ok := v.(map[string]any)
+			if !ok || !d.Approve {
+				return d, fmt.Errorf(`field "input": want an object, with "approve": true (the call runs with it)`)
+			}
+			d.Input, _ = json.Marshal(obj)
 		default:
-			return d, fmt.Errorf(`unknown field %q in a decision: want approval_id, approve and reason`, k)
+			return d, fmt.Errorf(`unknown field %q in a decision: want approval_id, approve or response, reason and input`, k)
 		}
 	}
 	return d, nil

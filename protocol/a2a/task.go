@@ -217,7 +217,8 @@ func statusMessage(sessionID, runID string, status ledger.RunStatus, reason stri
 				fmt.Fprintf(&b, " (%s)", a.Reason)
 			}
 			fmt.Fprintf(&b, ". To decide, send a message on this task (taskId %s) whose only part is a data part "+
-				`{"approval_id": %q, "approve": true} (or false, with a "reason"); `+
+				`{"approval_id": %q, "approve": true} (or false, with a "reason"; with an "input" object, the call runs with it instead; `+
+				`or "response" instead of "approve" answers the call in the tool's place); `+
 				"or decide it in the console or with POST /v1/approvals/%s.\n", runID, a.ApprovalID, a.ApprovalID)
 			list = append(list, approvalData(a))
 		}

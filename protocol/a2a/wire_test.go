@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -127,9 +128,18 @@ func TestContentOfDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Decisions) != 2 || c.Decisions[0] != (Decision{ApprovalID: "apr_1", Approve: true}) ||
-		c.Decisions[1] != (Decision{ApprovalID: "apr_2", Reason: "not today"}) {
+	if len(c.Decisions) != 2 || !reflect.DeepEqual(c.Decisions[0], Decision{ApprovalID: "apr_1", Approve: true}) ||
+		!reflect.DeepEqual(c.Decisions[1], Decision{ApprovalID: "apr_2", Reason: "not today"}) {
 		t.Fatalf("%+v", c.Decisions)
+	}
+	c, err = ContentOf(msg(a2a.DataPart{Data: map[string]any{"approval_id": "apr_1", "approve": true, "input": map[string]any{"title": "Friday"}}},
+		a2a.DataPart{Data: map[string]any{"approval_id": "apr_2", "response": "done by hand"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Decisions) != 2 || !reflect.DeepEqual(c.Decisions[0], Decision{ApprovalID: "apr_1", Approve: true, Input: json.RawMessage(`{"title":"Friday"}`)}) ||
+		!reflect.DeepEqual(c.Decisions[1], Decision{ApprovalID: "apr_2", Response: "done by hand"}) {
+		t.Fatalf("edit and respond: %+v", c.Decisions)
 	}
 	for _, bad := range []struct {
 		name string
@@ -141,6 +151,10 @@ func TestContentOfDecisions(t *testing.T) {
 		{"id a number", msg(a2a.DataPart{Data: map[string]any{"approval_id": 3, "approve": true}}), `"approval_id"`},
 		{"reason a number", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": true, "reason": 3}}), `"reason"`},
 		{"unknown field", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": true, "by": "me"}}), `unknown field "by"`},
+		{"input without approve", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": false, "input": map[string]any{}}}), `field "input"`},
+		{"input not an object", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": true, "input": "x"}}), `field "input"`},
+		{"response and approve", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": true, "response": "x"}}), `give one of them`},
+		{"empty response", msg(a2a.DataPart{Data: map[string]any{"approval_id": "a", "response": " "}}), `field "response"`},
 		{"text beside", msg(a2a.TextPart{Text: "yes"}, a2a.DataPart{Data: map[string]any{"approval_id": "a", "approve": true}}), "decisions alone"},
 		{"empty text", msg(a2a.TextPart{Text: "  "}), "empty"},
 	} {
