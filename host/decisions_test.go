@@ -220,3 +220,43 @@ func TestDecideEditPolicies(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalDoesNotBlockIndependentCalls: in a pass whose first call
+// waits for a person, the calls after it that need none run before the
+// run parks, whatever their order; the decision then runs the waiting call
+// alone, once, and the next model pass sees every result.
+func TestApprovalDoesNotBlockIndependentCalls(t *testing.T) {
+	ctx := context.Background()
+	var published, looked atomic.Int64
+	hs := approvalHost(t, memory.New(), host.Agent{Tools: []host.Tool{publishTool(&published), lookupTool(&looked)}},
+		hosttest.ToolCall{Name: "publish", Arguments: `{"title":"Hi"}`}, hosttest.ToolCall{Name: "lookup", Arguments: `{}`}, hosttest.ToolCall{Name: "lookup", Arguments: `{}`})
+	sess := hs.Host.Session("s")
+	res, err := sess.Send(ctx, "publish and look", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if looked.Load() != 2 || published.Load() != 0 {
+		t.Fatalf("before the decision: looked %d, published %d; want both lookups run and the publish waiting", looked.Load(), published.Load())
+	}
+	requests := hs.Model.RequestCount()
+	run, err := sess.Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := run.Wait(ctx); err != nil || done.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", done, err)
+	}
+	if looked.Load() != 2 || published.Load() != 1 || hs.Model.RequestCount() != requests+1 {
+		t.Errorf("after the decision: looked %d, published %d, %d more model passes; want 2, 1, 1", looked.Load(), published.Load(), hs.Model.RequestCount()-requests)
+	}
+	last := hs.Model.Requests()[hs.Model.RequestCount()-1].Messages
+	var results int
+	for _, m := range last {
+		if m.Role == ledger.RoleTool {
+			results++
+		}
+	}
+	if results != 3 {
+		t.Errorf("the next pass saw %d tool results, want 3", results)
+	}
+}
