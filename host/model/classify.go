@@ -276,8 +276,8 @@ func isOverflow(e *Error) bool {
 // RetryPolicy bounds and paces retries of transient failures. The zero
 // value is the default policy.
 type RetryPolicy struct {
-	// MaxAttempts bounds the attempts of one call, the first included.
-	// Default: 0, which means 6; 1 disables retries.
+	// MaxAttempts bounds the attempts of one call on one model, the
+	// first included. Default: 0, which means 6; 1 disables retries.
 	MaxAttempts int
 	// BaseDelay is the wait after the first failure; it doubles after
 	// each failure. Default: 0, which means 500ms.
@@ -292,18 +292,20 @@ type RetryPolicy struct {
 	// kept as asked): [JitterEqual], [JitterFull] or [JitterNone].
 	// Default: "", which means JitterEqual.
 	Jitter Jitter
-	// MaxElapsed bounds the time one call may spend retrying: a retry
-	// whose wait would end more than MaxElapsed after the first attempt
-	// began is not made, and the last failure is returned (Retry-After
+	// MaxElapsed bounds the time one call may spend retrying a model: a
+	// retry whose wait would end more than MaxElapsed after the call's
+	// first attempt on that model began is not made, and the last failure
+	// is returned, or the next model asked ([WithFallback]) (Retry-After
 	// included: a server asking for a longer wait is not waited for).
 	// Default: 0, no bound but MaxAttempts.
 	MaxElapsed time.Duration
 	// ByCause overrides the policy for the failures of one cause: a
 	// failure is retried, and waited for, by its cause's policy, whose
 	// zero fields are this policy's (a 429 may be waited for longer than a
-	// dropped connection). Attempts are counted over the whole call, and
-	// the time bound too. An entry's own ByCause is not allowed. Default:
-	// none, one policy for every cause.
+	// dropped connection). Attempts, and the time bound, are counted over
+	// the call's attempts on one model, whatever their causes
+	// ([WithFallback] counts afresh for each model). An entry's own
+	// ByCause is not allowed. Default: none, one policy for every cause.
 	ByCause map[Cause]RetryPolicy
 }
 
