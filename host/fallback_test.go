@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,14 +171,12 @@ func TestModelFallbackSpent(t *testing.T) {
 // attempts, a 502 not at all.
 func TestAgentRetryPolicy(t *testing.T) {
 	var asked modelsAsked
-	var fail sync.Map // message → fault kind, for its first attempts
+	var fail sync.Map // message → how many of its first attempts fail
 	hs := newHarness(t, fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
 		asked.add(req.Model)
 		text := lastUser(req)
 		if v, ok := fail.Load(text); ok {
-			left := v.(*int)
-			if *left > 0 {
-				*left--
+			if left := v.(*atomic.Int32); left.Add(-1) >= 0 {
 				kind := fakemodel.FaultBadGateway
 				if strings.HasPrefix(text, "429") {
 					kind = fakemodel.FaultRateLimit
@@ -191,7 +190,9 @@ func TestAgentRetryPolicy(t *testing.T) {
 		// The host's own policy would retry a 502; the agent's wins.
 		o.Retry = model.RetryPolicy{MaxAttempts: 6, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond}
 	})
-	four, one := 4, 1
+	var four, one atomic.Int32
+	four.Store(4)
+	one.Store(1)
 	fail.Store("429 four times", &four)
 	fail.Store("502 once", &one)
 	sess := hs.host.Session("policy")
