@@ -644,45 +644,8 @@ func (h *Host) cancelParked(sessionID, reason string) bool {
 		if !parked {
 			return nil, ErrNothingToResume
 		}
-		now := time.Now().UTC()
-		ev := func(kind ledger.Kind) ledger.Event {
-			return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: now, RunID: runID}
-		}
-		var out []ledger.Event
-		for _, a := range ledger.PendingApprovals(events) {
-			if a.RunID != runID {
-				continue
-			}
-			e := ev(ledger.KindApprovalDecision)
-			e.ApprovalDecision = &ledger.ApprovalDecision{ApprovalID: a.Request.ApprovalID, Decision: ledger.DecisionDeny, Reason: "the run was cancelled: " + reason}
-			out = append(out, e)
-		}
-		view, _ := ledger.ProjectRun(events, runID)
-		answered := map[string]bool{}
-		for _, res := range view.Results {
-			answered[res.CallID] = true
-		}
-		waits := map[string]ledger.JournalWait{}
-		for _, w := range ledger.OpenWaits(events, runID) {
-			waits[w.CallID] = w
-		}
-		if n := len(view.Steps); n > 0 {
-			for _, c := range view.Steps[n-1].ToolCalls {
-				if !answered[c.ID] {
-					msg := "error: the run was cancelled before this tool call ran"
-					if w, ok := waits[c.ID]; ok {
-						msg = "error: the run was cancelled while this call waited for " + waitWhat(w)
-					}
-					e := ev(ledger.KindToolResult)
-					e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true, Output: msg}
-					out = append(out, e)
-				}
-			}
-		}
-		end := ev(ledger.KindRunEnd)
-		end.RunEnd = &ledger.RunEnd{Status: ledger.RunCancelled, Reason: reason}
 		did = true
-		return append(out, end), nil
+		return parkedCancelEvents(events, runID, reason, false), nil
 	}
 	_, _, err := h.resume(ctx, sessionID, h.agent, nil, nil, func(Interrupted) ResumeAction { return ActionResume }, prepare)
 	if err != nil && !errors.Is(err, ErrNothingToResume) {
@@ -692,4 +655,48 @@ func (h *Host) cancelParked(sessionID, reason string) bool {
 		}
 	}
 	return did
+}
+
+// parkedCancelEvents are the events that end runID, a parked run, as
+// cancelled with reason: its pending requests denied, its unanswered calls
+// answered as cancelled, its run-end (rolled back when rolledBack).
+func parkedCancelEvents(events []ledger.Event, runID, reason string, rolledBack bool) []ledger.Event {
+	now := time.Now().UTC()
+	ev := func(kind ledger.Kind) ledger.Event {
+		return ledger.Event{ID: ledger.NewID("evt"), Kind: kind, Time: now, RunID: runID}
+	}
+	var out []ledger.Event
+	for _, a := range ledger.PendingApprovals(events) {
+		if a.RunID != runID {
+			continue
+		}
+		e := ev(ledger.KindApprovalDecision)
+		e.ApprovalDecision = &ledger.ApprovalDecision{ApprovalID: a.Request.ApprovalID, Decision: ledger.DecisionDeny, Reason: "the run was cancelled: " + reason}
+		out = append(out, e)
+	}
+	view, _ := ledger.ProjectRun(events, runID)
+	answered := map[string]bool{}
+	for _, res := range view.Results {
+		answered[res.CallID] = true
+	}
+	waits := map[string]ledger.JournalWait{}
+	for _, w := range ledger.OpenWaits(events, runID) {
+		waits[w.CallID] = w
+	}
+	if n := len(view.Steps); n > 0 {
+		for _, c := range view.Steps[n-1].ToolCalls {
+			if !answered[c.ID] {
+				msg := "error: the run was cancelled before this tool call ran"
+				if w, ok := waits[c.ID]; ok {
+					msg = "error: the run was cancelled while this call waited for " + waitWhat(w)
+				}
+				e := ev(ledger.KindToolResult)
+				e.ToolResult = &ledger.ToolResult{CallID: c.ID, Name: c.Name, IsError: true, Synthetic: true, Output: msg}
+				out = append(out, e)
+			}
+		}
+	}
+	end := ev(ledger.KindRunEnd)
+	end.RunEnd = &ledger.RunEnd{Status: ledger.RunCancelled, Reason: reason, RolledBack: rolledBack}
+	return append(out, end)
 }

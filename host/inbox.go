@@ -128,6 +128,11 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 		if err != nil {
 			return err
 		}
+		if r.agent.Overlap.interrupts() {
+			// The leading host sees it and stops its run (see
+			// watchRemote); a run of its own answers it.
+			input.Input.Overlap = string(r.agent.Overlap)
+		}
 		if err := h.queueRemote(ctx, st, input); err != nil {
 			return err
 		}
@@ -163,10 +168,19 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 			if err != nil {
 				return err
 			}
+			if r.agent.Overlap.interrupts() {
+				input.Input.Overlap = string(r.agent.Overlap)
+			}
 			if err := cur.writeLocked(ctx, input); err != nil {
 				return fmt.Errorf("host: append message: %w", err)
 			}
 			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
+			if r.agent.Overlap.interrupts() {
+				// The run in flight stops; its end starts a run for this
+				// message, which it never folds in.
+				r.acceptedRun = ""
+				cur.interrupt(r.msgID, r.agent.Overlap)
+			}
 		}
 	}
 	// A run this message resumed answers the dead run's messages first:
@@ -215,6 +229,27 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 				return nil
 			}
 		}
+	}
+	if runID, parked := parkedRun(events); parked && r.msgID == "" && r.agent.Overlap.interrupts() {
+		// The message stops the parked run (as a cancel does: its
+		// requests denied, its waiting calls answered), then starts a
+		// run of its own below.
+		how := "interrupted"
+		if r.agent.Overlap == OverlapRollback {
+			how = "rolled back"
+		}
+		out := parkedCancelEvents(events, runID, how+" by a new message", r.agent.Overlap == OverlapRollback)
+		err := h.stage(ctx, st, out)
+		if err == nil && lease != nil {
+			err = lease.Append(ctx, out...)
+		} else if err == nil {
+			err = st.store.Append(ctx, st.key.id, out...)
+		}
+		if err != nil {
+			return fmt.Errorf("host: interrupt the parked run: %w", err)
+		}
+		events = append(events, out...)
+		h.announceDecisions(st.key.id, out)
 	}
 	if runID, parked := parkedRun(events); parked {
 		// The session's run waits for approvals: the message waits with

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
@@ -114,9 +116,32 @@ func (h *Host) watchRemote(st *sessionState) (stop func()) {
 	go func() {
 		for range ch {
 			st.stale.Store(true)
+			h.noticeInterrupts(ctx, st)
 		}
 	}()
 	return cancel
+}
+
+// noticeInterrupts stops the session's run in flight here when another
+// host queued a message sent to stop it (Input.Overlap): at once, not at
+// the run's next step boundary, which may be a long reply away.
+func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
+	st.mu.Lock()
+	cur := st.cur
+	st.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeouts.Append)
+	defer cancel()
+	events, err := st.store.Load(ctx, st.key.id)
+	if err != nil {
+		return // the run's next pass looks again
+	}
+	stops := interrupting(events, ledger.PendingInputs(events))
+	for _, id := range slices.Sorted(maps.Keys(stops)) {
+		cur.interrupt(id, stops[id])
+	}
 }
 
 // waitRemote waits for a change to the session that another host makes:

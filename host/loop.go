@@ -70,7 +70,10 @@ type run struct {
 	waiters         []*waiter      // the messages whose senders wait for the run's answer
 	firstWaiter     [1]*waiter     // room for the first of them, the common case
 	cancelRequested bool
-	bound           *binding // set before the run goes live; its fields are guarded by st.mu
+	// rollback marks a run a message sent with OverlapRollback cancelled:
+	// its run-end says it is rolled back (st.mu guards it).
+	rollback bool
+	bound    *binding // set before the run goes live; its fields are guarded by st.mu
 
 	onLive func() // called once the run is the session's run in flight
 
@@ -292,6 +295,22 @@ func (r *run) requestCancel(reason string) bool {
 		r.cancel(&CancelledError{Reason: reason})
 	}
 	return first
+}
+
+// interrupt cancels the run for the message msgID, sent with overlap o
+// (OverlapInterrupt or OverlapRollback), which the run does not fold in: a
+// run of its own answers it once this one ended.
+func (r *run) interrupt(msgID string, o Overlap) bool {
+	r.st.mu.Lock()
+	if o == OverlapRollback && !r.cancelRequested {
+		r.rollback = true
+	}
+	r.st.mu.Unlock()
+	how := "interrupted"
+	if o == OverlapRollback {
+		how = "rolled back"
+	}
+	return r.requestCancel(fmt.Sprintf("%s by message %s", how, msgID))
 }
 
 // stopped reports whether the run's context ended, deciding first the fate

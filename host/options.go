@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentichost/agentic/host/model"
@@ -319,10 +320,14 @@ type Agent struct {
 	// session works (in this host or another, or parked for approvals)
 	// when the message names this agent: [OverlapQueue] queues it into
 	// that run, which folds it in at its next step; [OverlapReject]
-	// refuses it with a [*BusyError] naming the run, appending nothing.
-	// A message sent again with the RequestID of one accepted before is
-	// answered as the first, never refused. Default: "", which means
-	// OverlapQueue.
+	// refuses it with a [*BusyError] naming the run, appending nothing;
+	// [OverlapInterrupt] cancels that run (durably, what it did kept, as
+	// a cancel does) and answers the message in a run of its own;
+	// [OverlapRollback] does so too and drops the cancelled run's turn
+	// from what the model sees next (the ledger keeps it, marked). A
+	// message sent again with the RequestID of one accepted before is
+	// answered as the first, never refused. SendOptions.Overlap overrides
+	// it for one message. Default: "", which means OverlapQueue.
 	Overlap Overlap
 }
 
@@ -337,7 +342,27 @@ const (
 	// OverlapReject refuses the message ([*BusyError]): one turn at a
 	// time.
 	OverlapReject Overlap = "reject"
+	// OverlapInterrupt cancels the run in flight (a parked one too) and
+	// answers the message in a new run: the model sees what the
+	// cancelled run did.
+	OverlapInterrupt Overlap = "interrupt"
+	// OverlapRollback is OverlapInterrupt, and the cancelled run's turn
+	// (its messages, passes and tool results) is dropped from what the
+	// model sees next; the ledger and the transcript keep it.
+	OverlapRollback Overlap = "rollback"
 )
+
+// interrupts reports whether o stops the run in flight.
+func (o Overlap) interrupts() bool { return o == OverlapInterrupt || o == OverlapRollback }
+
+// validOverlap checks an overlap rule ("" is the default).
+func validOverlap(o Overlap) error {
+	switch o {
+	case "", OverlapQueue, OverlapReject, OverlapInterrupt, OverlapRollback:
+		return nil
+	}
+	return fmt.Errorf("overlap %q is not queue, reject, interrupt or rollback", o)
+}
 
 // DefaultMaxToolResultBytes is Agent.MaxToolResultBytes when it is 0.
 const DefaultMaxToolResultBytes = 64 << 10
@@ -479,12 +504,10 @@ func normalizeAgent(a Agent) (Agent, error) {
 	default:
 		errs = append(errs, fmt.Errorf("host: Agent.OnInterrupted %q is not resume, restart, fail or leave", a.OnInterrupted))
 	}
-	switch a.Overlap {
-	case "":
+	if err := validOverlap(a.Overlap); err != nil {
+		errs = append(errs, fmt.Errorf("host: Agent.%s", strings.Replace(err.Error(), "overlap", "Overlap", 1)))
+	} else if a.Overlap == "" {
 		a.Overlap = OverlapQueue
-	case OverlapQueue, OverlapReject:
-	default:
-		errs = append(errs, fmt.Errorf("host: Agent.Overlap %q is not queue or reject", a.Overlap))
 	}
 	a.Tools = append([]Tool(nil), a.Tools...)
 	a.Toolsets = append([]Toolset(nil), a.Toolsets...)

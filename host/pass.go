@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -46,6 +47,17 @@ func (r *run) pass() (o outcome, stop bool) {
 	r.folding = ledger.PendingInputs(events)
 	if later != nil {
 		r.folding = slices.DeleteFunc(r.folding, func(id string) bool { return slices.Contains(later, id) })
+	}
+	if stops := interrupting(events, r.folding); len(stops) > 0 {
+		// A message sent to stop this run (from another host, whose
+		// watch has not stopped it yet) is not folded in: the run stops
+		// here, and a run of its own answers the message.
+		r.folding = slices.DeleteFunc(r.folding, func(id string) bool { _, ok := stops[id]; return ok })
+		for _, id := range slices.Sorted(maps.Keys(stops)) {
+			r.interrupt(id, stops[id])
+		}
+		status, reason, timeout := doneStatus(ctx)
+		return outcome{status: status, reason: reason, timeout: timeout}, true
 	}
 	r.publish(Progress{Type: ProgressResponseStart})
 	if r.needsCompaction(ctx) {
@@ -389,6 +401,24 @@ func (r *run) retryPolicy() model.RetryPolicy {
 		return *r.agent.Retry
 	}
 	return r.h.retry
+}
+
+// interrupting returns, among the pending messages ids, those sent to
+// stop the run in flight (Input.Overlap), with how.
+func interrupting(events []ledger.Event, ids []string) map[string]Overlap {
+	var out map[string]Overlap
+	if len(ids) == 0 {
+		return nil
+	}
+	for _, e := range events {
+		if e.Input != nil && e.Input.Overlap != "" && slices.Contains(ids, e.Input.MessageID) {
+			if out == nil {
+				out = map[string]Overlap{}
+			}
+			out[e.Input.MessageID] = Overlap(e.Input.Overlap)
+		}
+	}
+	return out
 }
 
 // advance moves the run to its next pass, streaming into the item next.

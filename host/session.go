@@ -34,6 +34,9 @@ type StartOptions struct {
 	// Agent runs this message instead of the host's Options.Agent, when
 	// it starts a run. Default: nil.
 	Agent *Agent
+	// Overlap overrides the agent's Overlap for this message (see
+	// Agent.Overlap). Default: "", the agent's.
+	Overlap Overlap
 }
 
 // SendOptions tunes one [Session.Send]. The zero value is usable.
@@ -47,6 +50,10 @@ type SendOptions struct {
 	// Agent runs this send instead of the host's Options.Agent. Default:
 	// nil.
 	Agent *Agent
+	// Overlap overrides the agent's Overlap for this message (see
+	// Agent.Overlap): OverlapInterrupt, say, stops the run in flight and
+	// answers this message in a run of its own. Default: "", the agent's.
+	Overlap Overlap
 	// OnAccepted is called once the message is durable, before the first
 	// progress event. Default: nil.
 	OnAccepted func(Accepted)
@@ -119,7 +126,7 @@ type RunResult struct {
 // nothing was appended (see [ErrInvalidInput], and [ErrBusy] for an agent
 // that rejects overlapping turns: Agent.Overlap).
 func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
-	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent}, nil, false)
+	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent, Overlap: opts.Overlap}, nil, false)
 }
 
 // Send appends a user message to the session and runs the agent until it
@@ -196,6 +203,12 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 		}
 		agent = a
+	}
+	if opts.Overlap != "" {
+		if err := validOverlap(opts.Overlap); err != nil {
+			return nil, fmt.Errorf("%w: SendOptions: %w", ErrInvalidInput, err)
+		}
+		agent.Overlap = opts.Overlap
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -56,7 +56,10 @@ func (r *run) end(o outcome) *run {
 		e := r.newEvent(ledger.KindRunEnd)
 		// Messages the last pass had folded in, if it left no step,
 		// are answered by this end.
-		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Timeout: string(o.timeout), Inputs: r.unrecordedFolds()}
+		st.mu.Lock()
+		rolledBack := r.rollback && status == ledger.RunCancelled
+		st.mu.Unlock()
+		e.RunEnd = &ledger.RunEnd{Status: status, Reason: reason, Timeout: string(o.timeout), Inputs: r.unrecordedFolds(), RolledBack: rolledBack}
 		if status == ledger.RunCompleted && r.hooks != nil && r.hooks.deliverable != nil {
 			e.RunEnd.Deliverable = r.hooks.deliverable()
 		}

@@ -397,6 +397,9 @@ func validate(e Event, skip checks) error {
 		if pc := in.Parent; pc != nil && (pc.SessionID == "" || pc.CallID == "") {
 			return bad("input.parent", "session_id and call_id are required")
 		}
+		if o := in.Overlap; o != "" && o != OverlapInterrupt && o != OverlapRollback {
+			return bad("input.overlap", "%q is not one of interrupt, rollback", o)
+		}
 		for i, p := range in.Parts {
 			if err := validatePart(p); err != "" {
 				return bad(fmt.Sprintf("input.parts[%d]", i), "%s", err)
@@ -588,7 +591,7 @@ func invalidText(e *Event) string {
 				return "input.parent." + f
 			}
 		}
-		return check("input.request_id", e.Input.RequestID)
+		return check("input.request_id", e.Input.RequestID, "input.overlap", e.Input.Overlap)
 	case e.Step != nil:
 		for i, id := range e.Step.Inputs {
 			if !utf8.ValidString(id) {

@@ -29,7 +29,7 @@ func fullEvents() []Event {
 		{Type: PartAudio, MIME: "audio/wav", Data: []byte{0xff, 0x00, 0xff, 0x00}},
 		{Type: PartFile, URL: "https://example.com/f.pdf?a=1&b=2", Name: "f.pdf", MIME: "application/pdf"},
 		{Type: PartImage, MIME: "image/jpeg", Name: "big.jpg", Blob: "sha256:" + strings.Repeat("ab", 32), Size: 5 << 20},
-	}, Parent: &ParentCall{SessionID: "parent_1", RunID: "run_0", CallID: "call_9", Agent: "lead"}}
+	}, Parent: &ParentCall{SessionID: "parent_1", RunID: "run_0", CallID: "call_9", Agent: "lead"}, Overlap: OverlapRollback}
 
 	rs := ev("ev_rs", KindRunStart, "run_1")
 	rs.RunStart = &RunStart{Inputs: []string{"msg_1", "msg_2"}, ResponseID: "resp_1", Agent: "coder",
@@ -71,7 +71,7 @@ func fullEvents() []Event {
 
 	re := ev("ev_re", KindRunEnd, "run_1")
 	re.RunEnd = &RunEnd{Status: RunTimedOut, Reason: "step 2 ran past its step timeout", Timeout: "step", Inputs: []string{"msg_q2"}, RestartedBy: "run_2",
-		Deliverable: json.RawMessage(`{"title":"<&>"}`)}
+		Deliverable: json.RawMessage(`{"title":"<&>"}`), RolledBack: true}
 
 	ra := ev("ev_ra", KindResumeAttempt, "run_1")
 	ra.ResumeAttempt = &ResumeAttempt{Attempt: 2, Host: "host-b"}

@@ -135,7 +135,24 @@ type Input struct {
 	// message, when the session is a sub-agent's child session (see
 	// host.Delegate); nil for a message from a person or a program.
 	Parent *ParentCall `json:"parent,omitempty"`
+	// Overlap is set on a message sent while a run of the session worked,
+	// whose sender asked it to stop that run: [OverlapInterrupt] or
+	// [OverlapRollback]. No run folds such a message in: the run in
+	// flight is cancelled, and a run of its own answers it. Empty for
+	// every other message.
+	Overlap string `json:"overlap,omitempty"`
 }
+
+// The overlaps a message may ask for (Input.Overlap).
+const (
+	// OverlapInterrupt cancels the run in flight; what it did stays, and
+	// the model sees it.
+	OverlapInterrupt = "interrupt"
+	// OverlapRollback cancels the run in flight and drops its turn (its
+	// messages, passes and tool results) from what the model sees next;
+	// the ledger keeps it (RunEnd.RolledBack).
+	OverlapRollback = "rollback"
+)
 
 // ChildSessionOf returns the child session a sub-agent's tool result names
 // by its source, "agent:NAME/SESSION" (see host.NewDelegateTool); "" for
@@ -555,6 +572,10 @@ type RunEnd struct {
 	// Deliverable is the validated deliverable of a task run that ended
 	// with an accepted submission.
 	Deliverable json.RawMessage `json:"deliverable,omitempty"`
+	// RolledBack marks a run a message sent with [OverlapRollback]
+	// cancelled: the model no longer sees its messages, passes and tool
+	// results; the transcript still shows them.
+	RolledBack bool `json:"rolled_back,omitempty"`
 }
 
 // ResumeAttempt records that a host set out to resume an interrupted run,

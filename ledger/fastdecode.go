@@ -115,6 +115,8 @@ func (s *scanner) input(in *Input) bool {
 			in.MessageID, ok = s.str()
 		case "request_id":
 			in.RequestID, ok = s.str()
+		case "overlap":
+			in.Overlap, ok = s.str()
 		case "parent":
 			in.Parent = new(ParentCall)
 			ok = s.object(func(key string) bool {
@@ -622,6 +624,8 @@ func (s *scanner) runEnd(r *RunEnd) bool {
 			r.RestartedBy, ok = s.str()
 		case "deliverable":
 			r.Deliverable, ok = s.raw()
+		case "rolled_back":
+			r.RolledBack, ok = s.bool()
 		default:
 			return false
 		}

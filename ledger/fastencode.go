@@ -308,6 +308,7 @@ func (w *encoder) input(x *Input) {
 		w.optStr(`"agent":`, pc.Agent)
 		w.b = append(w.b, '}')
 	}
+	w.optStr(`"overlap":`, x.Overlap)
 	w.raw("}")
 }
 
@@ -591,6 +592,7 @@ func (w *encoder) runEnd(x *RunEnd) {
 	w.optStrs(`"inputs":`, x.Inputs)
 	w.optStr(`"restarted_by":`, x.RestartedBy)
 	w.optJSON(`"deliverable":`, x.Deliverable)
+	w.optBool(`"rolled_back":`, x.RolledBack)
 	w.raw("}")
 }
 
@@ -707,7 +709,7 @@ func encodedSizeHint(e *Event) int {
 	n := 72 + len(e.ID) + len(e.Kind) + len(e.RunID)
 	switch {
 	case e.Input != nil:
-		n += 16 + len(e.Input.MessageID) + len(e.Input.RequestID)
+		n += 32 + len(e.Input.MessageID) + len(e.Input.RequestID) + len(e.Input.Overlap)
 		if pc := e.Input.Parent; pc != nil {
 			n += 64 + len(pc.SessionID) + len(pc.RunID) + len(pc.CallID) + len(pc.Agent)
 		}
@@ -750,7 +752,7 @@ func encodedSizeHint(e *Event) int {
 		n += 24 + len(e.Poke.Text)
 	case e.RunEnd != nil:
 		x := e.RunEnd
-		n += 24 + len(x.Status) + len(x.Reason) + len(x.Timeout) + len(x.RestartedBy) + len(x.Deliverable) + strsLen(x.Inputs)
+		n += 48 + len(x.Status) + len(x.Reason) + len(x.Timeout) + len(x.RestartedBy) + len(x.Deliverable) + strsLen(x.Inputs)
 	case e.ResumeAttempt != nil:
 		n += 48 + len(e.ResumeAttempt.Host)
 	case e.Retry != nil:

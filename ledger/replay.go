@@ -48,7 +48,8 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 //     per reply) is shown with a suffix, "<id>_2", so that ids are unique
 //     in the conversation;
 //   - the passes, tool results and pokes of a run restarted from scratch
-//     (its run-end names RestartedBy) are left out;
+//     (its run-end names RestartedBy) are left out, and so are those of a
+//     run rolled back (RunEnd.RolledBack) with its messages;
 //   - the last compaction stands, as a user message holding its summary, for
 //     every event up to the one it names in Through.
 func ReplayMessages(events []Event) []Message {
@@ -111,9 +112,21 @@ func ReplayMessages(events []Event) []Message {
 		msgs = append(msgs, m)
 	}
 	restarted := map[string]bool{} // runs whose passes a restart discarded
+	var rolled map[string]bool     // the messages of runs rolled back
 	for _, e := range events[start:] {
 		if e.RunEnd != nil && e.RunEnd.RestartedBy != "" {
 			restarted[e.RunID] = true
+		}
+		if e.RunEnd != nil && e.RunEnd.RolledBack {
+			// The run's passes go as a restart's do, and its messages
+			// with them.
+			restarted[e.RunID] = true
+			if rolled == nil {
+				rolled = map[string]bool{}
+			}
+			for _, id := range RunInputs(events, e.RunID) {
+				rolled[id] = true
+			}
 		}
 	}
 	// held is the message that starts a run, until that run's run-start
@@ -135,6 +148,9 @@ func ReplayMessages(events []Event) []Message {
 		}
 		switch e.Kind {
 		case KindInput:
+			if rolled[e.Input.MessageID] {
+				continue
+			}
 			m := Message{Role: RoleUser, Parts: e.Input.Parts}
 			if e.RunID == "" { // queued: the model sees it when a run picks it up
 				if _, dup := queued[e.Input.MessageID]; !dup {
