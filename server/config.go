@@ -456,7 +456,10 @@ type AgentConfig struct {
 	// Overlap is what a message naming the agent does while the
 	// session's run works (host.Agent.Overlap): "queue" joins that run,
 	// "reject" is refused with 409 naming the run, and nothing is
-	// appended. Default: "", which means "queue".
+	// appended; "interrupt" cancels that run (what it did kept) and is
+	// answered by a run of its own; "rollback" does so too and drops the
+	// cancelled turn from what the model sees next. A message's own
+	// "overlap" field overrides it. Default: "", which means "queue".
 	Overlap string `yaml:"overlap"`
 	// DelegateTo names other agents of the tenant that the agent may call
 	// as tools (sub-agents, host.NewDelegateTool): a tool named after each,
@@ -1363,9 +1366,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			bad("agents.%s: on_interrupted %q: want resume, restart, fail or leave", an, a.OnInterrupted)
 		}
 		switch host.Overlap(a.Overlap) {
-		case "", host.OverlapQueue, host.OverlapReject:
+		case "", host.OverlapQueue, host.OverlapReject, host.OverlapInterrupt, host.OverlapRollback:
 		default:
-			bad("agents.%s: overlap %q: want queue or reject", an, a.Overlap)
+			bad("agents.%s: overlap %q: want queue, reject, interrupt or rollback", an, a.Overlap)
 		}
 		agents[an] = a
 	}

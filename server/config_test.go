@@ -256,7 +256,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"tenants.acme: agents.bad agent",
 		"tenants.acme: compaction_limit",
 		`tenants.acme: agents.policy: on_interrupted "retry": want resume, restart, fail or leave`,
-		`tenants.acme: agents.policy: overlap "drop": want queue or reject`,
+		`tenants.acme: agents.policy: overlap "drop": want queue, reject, interrupt or rollback`,
 		"tenants.nomodel: agents.default: model is required",
 		"tenants.fuel: plugin_fuel_per_day is negative",
 		"blob_threshold is negative",

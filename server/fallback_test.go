@@ -202,3 +202,45 @@ func TestServeDecideEditRespond(t *testing.T) {
 		t.Errorf("the response's transcript: %s", tr)
 	}
 }
+
+// TestServeOverlapInterrupt: a message with "overlap": "rollback" sent
+// while a run stalls stops it and is answered by a run of its own; the
+// cancelled run's end says so; a bad overlap is refused.
+func TestServeOverlapInterrupt(t *testing.T) {
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; strings.HasPrefix(last.Text(), "stall") {
+			return hosttest.Reply{Text: "thinking", Stall: time.Hour}
+		}
+		return hosttest.DefaultReply(req)
+	}
+	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/ov/messages", `{"text":"x","overlap":"drop"}`); code != 400 || !strings.Contains(body, `is not queue, reject, interrupt or rollback`) {
+		t.Errorf("a bad overlap: %d %s", code, body)
+	}
+	code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/ov/messages", `{"text":"stall please"}`)
+	if code != 202 {
+		t.Fatalf("the first message: %d %s", code, body)
+	}
+	first := decodeJSON[struct {
+		RunID string `json:"run_id"`
+	}](t, body).RunID
+	waitFor(t, "the model to be asked", func() bool { return m.RequestCount() >= 1 })
+	code, body = ts.do(t, ts.acme, "POST", "/v1/sessions/ov/messages?wait=true", `{"text":"second","overlap":"rollback"}`)
+	if code != 200 || !strings.Contains(body, `"text":"You said: second"`) || !strings.Contains(body, `"status":"completed"`) {
+		t.Fatalf("the interrupting message: %d %s", code, body)
+	}
+	acme, err := storage.Prefix(ts.store, "acme:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end *ledger.RunEnd
+	for _, e := range hosttest.Load(t, acme, "ov") {
+		if e.RunID == first && e.RunEnd != nil {
+			end = e.RunEnd
+		}
+	}
+	if end == nil || end.Status != ledger.RunCancelled || !end.RolledBack || !strings.HasPrefix(end.Reason, "rolled back by message ") {
+		t.Errorf("the first run's end: %+v", end)
+	}
+}

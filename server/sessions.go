@@ -30,6 +30,10 @@ type messageRequest struct {
 	// Agent names the tenant's agent that runs the message. Default:
 	// "default".
 	Agent string `json:"agent,omitempty"`
+	// Overlap is what the message does while the session's run works:
+	// queue, reject, interrupt or rollback (see host.Agent.Overlap).
+	// Default: "", the agent's rule.
+	Overlap string `json:"overlap,omitempty"`
 }
 
 // messageResponse answers an accepted message.
@@ -176,6 +180,12 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 	if !ok {
 		return
 	}
+	switch host.Overlap(req.Overlap) {
+	case "", host.OverlapQueue, host.OverlapReject, host.OverlapInterrupt, host.OverlapRollback:
+	default:
+		writeError(w, http.StatusBadRequest, codeInvalid, "field \"overlap\": %q is not queue, reject, interrupt or rollback", req.Overlap)
+		return
+	}
 	wait, ok := boolParam(w, r, "wait")
 	if !ok {
 		return
@@ -192,7 +202,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 			return
 		}
 	}
-	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts, RequestID: key, Agent: agent})
+	run, err := t.host.Session(id).Start(r.Context(), req.Text, host.StartOptions{Parts: req.Parts, RequestID: key, Agent: agent, Overlap: host.Overlap(req.Overlap)})
 	release()
 	if err != nil {
 		s.startError(w, err)

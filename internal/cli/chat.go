@@ -124,7 +124,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	fs.Var(&m.approve, "approve", "run `TOOL`'s calls without asking a person (repeatable; a policy's deny still denies)")
 	m.mcp.register(fs, "offer")
 	fs.StringVar(&m.onInterrupted, "on-interrupted", "resume", "what becomes of a run a process left interrupted: `ACTION` resume (go on where it stopped), restart (from scratch), fail, or leave (it stays interrupted: the next message is answered by a run of its own; /resume continues it)")
-	fs.StringVar(&m.overlap, "overlap", "queue", "a message sent while the session's run works (from another chat or host): `RULE` queue (it joins that run) or reject (it is refused, and nothing is appended)")
+	fs.StringVar(&m.overlap, "overlap", "queue", "a message sent while the session's run works (from another chat or host): `RULE` queue (it joins that run), reject (it is refused, and nothing is appended), interrupt (that run is cancelled, and a run of its own answers it) or rollback (interrupt, and the model no longer sees the cancelled turn)")
 	fs.BoolVar(&m.resume, "auto-resume", false, "resume the interrupted runs of every session in the storage, at start and (with a shared storage) whenever another host's lease lapses")
 	fs.DurationVar(&m.leaseTTL, "lease-ttl", 0, "with a shared storage (redis), how long a dead host's sessions stay locked (default 15s)")
 	fs.Float64Var(&m.compact, "compaction-limit", host.DefaultCompactionLimit, "compact the session when a prompt reaches this `FRACTION` of the model's context window")
@@ -156,10 +156,10 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 		return nil, nil, fail(2, "--on-interrupted %q: want resume, restart, fail or leave", m.onInterrupted)
 	}
 	switch host.Overlap(m.overlap) {
-	case host.OverlapQueue, host.OverlapReject:
+	case host.OverlapQueue, host.OverlapReject, host.OverlapInterrupt, host.OverlapRollback:
 	default:
 		cleanup()
-		return nil, nil, fail(2, "--overlap %q: want queue or reject", m.overlap)
+		return nil, nil, fail(2, "--overlap %q: want queue, reject, interrupt or rollback", m.overlap)
 	}
 	agent := host.Agent{Model: m.model, Fallback: m.fallback, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts,
 		OnInterrupted: host.ResumeAction(m.onInterrupted), Overlap: host.Overlap(m.overlap)}

@@ -123,6 +123,35 @@ func TestConsole(t *testing.T) {
 	t.Run("sub-agents", env.testSubAgents)
 	t.Run("fallback", env.testFallback)
 	t.Run("edit and respond", env.testEditRespond)
+	t.Run("interrupt", env.testInterrupt)
+}
+
+// testInterrupt: "Send & interrupt" while a run stalls stops that run
+// (cancelled, its partial reply kept) and answers the message in a run of
+// its own.
+func (e *consoleEnv) testInterrupt(t *testing.T) {
+	acme := on(t, e.acme)
+	acme.must("POST", "/v1/sessions/console-interrupt/messages", `{"text":"stall for a while"}`, http.StatusAccepted, nil)
+	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
+	b.route("#/sessions/console-interrupt")
+	b.wait("the stalled run, and the button", 20*time.Second, jsExists("#transcript .item.live")+` && !`+jsQuery("#send-interrupt")+".disabled")
+	b.do("send and interrupt", chromedp.SendKeys(chromedp.CSS("#message"), "never mind"), chromedp.Click(chromedp.CSS("#send-interrupt")))
+	acme.waitState("console-interrupt", "completed", 30*time.Second)
+	b.wait("the answer to the interrupting message", 20*time.Second, `document.querySelector('#transcript').textContent.includes("You said: never mind")`)
+	var tr struct {
+		Items []struct {
+			Kind, Status, Reason, Text string
+		}
+	}
+	acme.must("GET", "/v1/sessions/console-interrupt/transcript", "", http.StatusOK, &tr)
+	var cut bool
+	for _, it := range tr.Items {
+		cut = cut || it.Kind == "response" && it.Status == "cancelled" && strings.HasPrefix(it.Reason, "interrupted by message ") && strings.Contains(it.Text, "thinking")
+	}
+	if !cut {
+		t.Errorf("no cancelled, interrupted response with its partial text: %+v", tr.Items)
+	}
+	b.shot("interrupt.png")
 }
 
 // testEditRespond: an approval's input edited in the inbox runs the call

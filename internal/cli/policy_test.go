@@ -72,7 +72,7 @@ func TestChatOnInterruptedLeave(t *testing.T) {
 	if code, _, errOut := run(t, "", "chat", "--offline", "--storage", store, "--on-interrupted", "retry", "hi"); code != 2 || !strings.Contains(errOut, "want resume, restart, fail or leave") {
 		t.Errorf("a bad --on-interrupted: exit %d %s", code, errOut)
 	}
-	if code, _, errOut := run(t, "", "chat", "--offline", "--storage", store, "--overlap", "drop", "hi"); code != 2 || !strings.Contains(errOut, "want queue or reject") {
+	if code, _, errOut := run(t, "", "chat", "--offline", "--storage", store, "--overlap", "drop", "hi"); code != 2 || !strings.Contains(errOut, "want queue, reject, interrupt or rollback") {
 		t.Errorf("a bad --overlap: exit %d %s", code, errOut)
 	}
 }

@@ -596,8 +596,12 @@
     const approvalsEl = h('div', { id: 'session-approvals' });
     const message = h('textarea', { id: 'message', placeholder: 'Send a message (Ctrl+Enter)', 'aria-label': 'Message' });
     const sendBtn = h('button', { id: 'send', type: 'submit' }, 'Send');
+    // While a run works, a message may stop it instead of joining it: the
+    // run is cancelled (what it did kept) and a run of its own answers.
+    const interruptBtn = h('button', { id: 'send-interrupt', type: 'button', disabled: true,
+      title: 'cancel the run in flight (what it did is kept) and answer this message in a run of its own' }, 'Send & interrupt');
     const errEl = h('p', { class: 'error', role: 'alert', hidden: true });
-    const composer = h('form', { class: 'composer' }, message, sendBtn);
+    const composer = h('form', { class: 'composer' }, message, sendBtn, interruptBtn);
     append(section, [
       h('div', { class: 'session-head' }, h('a', { href: '#/sessions' }, '← Sessions'), h('h2', null, id), stateEl, reasonEl, resumeBtn, cancelBtn),
       lineageEl, approvalsEl, transcriptEl, errEl, composer]);
@@ -626,6 +630,7 @@
       reasonEl.textContent = st.reason ? (st.timeout ? `${st.reason} (${st.timeout} timeout)` : st.reason) : '';
       cancelBtn.disabled = !['running', 'queued', 'approval_required', 'interrupted'].includes(st.state);
       resumeBtn.disabled = st.state !== 'interrupted';
+      interruptBtn.disabled = !['running', 'approval_required', 'waiting'].includes(st.state);
     };
 
     // setLineage shows where the session was forked from (forked_from)
@@ -842,6 +847,7 @@
         case 'response-start': {
           if (!itemById(p.responseId)) items.push({ id: p.responseId, kind: 'response', run_id: p.runId, text: '', status: 'streaming' });
           stateEl.dataset.state = 'running'; stateEl.textContent = 'running';
+          interruptBtn.disabled = false;
           break;
         }
         case 'text':
@@ -948,12 +954,12 @@
     };
 
     let sentHere = false;
-    const send = async () => {
+    const send = async (overlap) => {
       const text = message.value.trim();
       if (!text) return;
       sendBtn.disabled = true;
       try {
-        await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/messages', { text });
+        await api('POST', '/v1/sessions/' + encodeURIComponent(id) + '/messages', { text, overlap });
         message.value = '';
         showError(null);
         if (exists !== true) { sentHere = true; exists = true; transcriptEl.replaceChildren(); reconnect(true); }
@@ -962,6 +968,7 @@
       } finally { sendBtn.disabled = false; }
     };
     composer.addEventListener('submit', (e) => { e.preventDefault(); send(); });
+    interruptBtn.addEventListener('click', () => send('interrupt'));
     message.addEventListener('keydown', (e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); send(); } });
     resumeBtn.addEventListener('click', async () => {
       resumeBtn.disabled = true;
