@@ -137,6 +137,9 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 			return err
 		}
 		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
+		if r.agent.Overlap.interrupts() {
+			h.flagInterrupt(ctx, st.key.id, r.msgID)
+		}
 	}
 	r.w = nil
 	h.follow(r)

@@ -122,10 +122,33 @@ func (h *Host) watchRemote(st *sessionState) (stop func()) {
 	return cancel
 }
 
+// interruptsNS is the key-value namespace where a host that queued a
+// message sent to stop another host's run (Input.Overlap) flags its
+// session: the leader's watch reads the flag on every append it sees, and
+// the ledger only when the flag is up.
+const interruptsNS = "interrupts"
+
+// flagInterrupt flags the session for its leader (see interruptsNS). A
+// flag that cannot be written only delays the stop to the run's next
+// step, whose pass looks at the ledger anyway.
+func (h *Host) flagInterrupt(ctx context.Context, sessionID, msgID string) {
+	if kv, ok := h.store.(storage.KV); ok {
+		if err := kv.Set(ctx, interruptsNS, sessionID, []byte(msgID)); err != nil {
+			h.log.Warn("cannot flag the interrupt for the leading host; it stops its run at its next step", "session", sessionID, "err", err)
+		}
+	}
+}
+
 // noticeInterrupts stops the session's run in flight here when another
 // host queued a message sent to stop it (Input.Overlap): at once, not at
-// the run's next step boundary, which may be a long reply away.
+// the run's next step boundary, which may be a long reply away. It costs
+// a read of the flag (see interruptsNS), and of the ledger when the flag
+// is up.
 func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
+	kv, ok := h.store.(storage.KV)
+	if !ok {
+		return
+	}
 	st.mu.Lock()
 	cur := st.cur
 	st.mu.Unlock()
@@ -134,6 +157,9 @@ func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeouts.Append)
 	defer cancel()
+	if _, up, err := kv.Get(ctx, interruptsNS, st.key.id); err != nil || !up {
+		return
+	}
 	events, err := st.store.Load(ctx, st.key.id)
 	if err != nil {
 		return // the run's next pass looks again
@@ -142,6 +168,8 @@ func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
 	for _, id := range slices.Sorted(maps.Keys(stops)) {
 		cur.interrupt(id, stops[id])
 	}
+	// Handled (or answered already): the flag goes down.
+	kv.Delete(ctx, interruptsNS, st.key.id)
 }
 
 // waitRemote waits for a change to the session that another host makes:

@@ -454,7 +454,8 @@ func (r *run) withdrawWaits(calls []ledger.ToolCall, msg string) error {
 }
 
 // forgetWaits removes what the storage keeps of the session's waits (the
-// events posted and not taken, the times to fire), for its deletion: a
+// events posted and not taken, the times to fire) and its interrupt flag
+// (see interruptsNS), for its deletion: a
 // session made again under its id starts with none. It returns how many
 // entries there were.
 func (h *Host) forgetWaits(ctx context.Context, sessionID string) (int, error) {
@@ -464,6 +465,9 @@ func (h *Host) forgetWaits(ctx context.Context, sessionID string) (int, error) {
 	}
 	n := 0
 	var errs []error
+	if _, up, err := kv.Get(ctx, interruptsNS, sessionID); err == nil && up {
+		errs = append(errs, kv.Delete(ctx, interruptsNS, sessionID))
+	}
 	for _, ns := range []string{waitEventsNS, waitTimersNS} {
 		keys, err := kv.Keys(ctx, ns)
 		errs = append(errs, err)
