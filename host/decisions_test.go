@@ -39,6 +39,22 @@ func (p *recordingPublish) ran() []string {
 	return append([]string(nil), p.runs...)
 }
 
+// lastCall is the last tool call of the session's transcript.
+func lastCall(t *testing.T, sess *host.Session) ledger.ItemToolCall {
+	t.Helper()
+	tr, err := sess.Transcript(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var call ledger.ItemToolCall
+	for _, it := range tr.Items {
+		for _, c := range it.ToolCalls {
+			call = c
+		}
+	}
+	return call
+}
+
 // TestDecideEdit: a person approves a call with another input: it is
 // checked against the tool's schema first (a bad one is refused, nothing
 // recorded), the tool runs with it once, the ledger and the transcript keep
@@ -105,13 +121,7 @@ func TestDecideEdit(t *testing.T) {
 				decision.InputDigest != ledger.InputDigest(`{"title":"Friday"}`) || decision.By != "alice" {
 				t.Errorf("the decision recorded: %+v", decision)
 			}
-			tr, _ := sess.Transcript(ctx)
-			var call ledger.ItemToolCall
-			for _, it := range tr.Items {
-				for _, c := range it.ToolCalls {
-					call = c
-				}
-			}
+			call := lastCall(t, sess)
 			if string(call.Input) != `{"title":"Frday"}` || string(call.EditedInput) != `{"title":"Friday"}` || call.Approval != ledger.ApprovalApproved ||
 				call.DecidedBy != "alice" || call.Output != `published {"title":"Friday"}` {
 				t.Errorf("the transcript's call: %+v", call)
@@ -151,13 +161,7 @@ func TestDecideRespond(t *testing.T) {
 	if got := pub.ran(); len(got) != 0 {
 		t.Fatalf("the tool ran: %q", got)
 	}
-	tr, _ := sess.Transcript(ctx)
-	var call ledger.ItemToolCall
-	for _, it := range tr.Items {
-		for _, c := range it.ToolCalls {
-			call = c
-		}
-	}
+	call := lastCall(t, sess)
 	if call.Approval != ledger.ApprovalResponded || call.Status != ledger.ToolDone || call.Output != "I published it by hand an hour ago: https://blog.example/friday" || call.DecidedBy != "bob" {
 		t.Errorf("the transcript's call: %+v", call)
 	}
