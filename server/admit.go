@@ -1,11 +1,17 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 )
+
+// defaultQueueTimeout is rate_limit.queue_timeout when it is 0.
+const defaultQueueTimeout = 30 * time.Second
 
 // Admission: every source of runs — a request of the API, a schedule's
 // occurrence, a delegate call's child run, an evaluation, an imported run
@@ -119,18 +125,39 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 		}
 		return func() {}, nil
 	}
+	var unreserve func()
+	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 {
+		var ok bool
+		if unreserve, ok = t.slots.reserve(t.host, id, n); !ok {
+			if t.cfg.RateLimit.QueueRuns == 0 {
+				return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
+					message: fmt.Sprintf("tenant %s has %d runs in flight, its limit (rate_limit.concurrent_runs)", t.name, n)}
+			}
+			// Wait for a place, in the tenant's queue (holding no place
+			// of the process's meanwhile).
+			start := time.Now()
+			var err error
+			unreserve, err = t.slots.wait(ctx, t.host, id, n, t.cfg.RateLimit.QueueRuns, cmp.Or(time.Duration(t.cfg.RateLimit.QueueTimeout), defaultQueueTimeout))
+			s.metrics.observeQueueWait(t.name, time.Since(start), err)
+			if err != nil {
+				why := fmt.Sprintf("waited %s in the queue (rate_limit.queue_timeout) for a place", time.Since(start).Round(time.Millisecond))
+				if errors.Is(err, errQueueFull) {
+					why = fmt.Sprintf("%d requests wait already (rate_limit.queue_runs)", t.cfg.RateLimit.QueueRuns)
+				}
+				return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
+					message: fmt.Sprintf("tenant %s has %d runs in flight, its limit (rate_limit.concurrent_runs), and %s", t.name, n, why)}
+			}
+		}
+	}
 	unadmit, no := s.admitProcess()
 	if no != nil {
+		if unreserve != nil {
+			unreserve()
+		}
 		return nil, no
 	}
 	release = unadmit
-	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 {
-		unreserve, ok := t.slots.reserve(t.host, id, n)
-		if !ok {
-			unadmit()
-			return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
-				message: fmt.Sprintf("tenant %s has %d runs in flight, its limit (rate_limit.concurrent_runs)", t.name, n)}
-		}
+	if unreserve != nil {
 		release = func() { unreserve(); unadmit() }
 	}
 	// The rate last: a run refused for another bound spends no token.

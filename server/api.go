@@ -453,5 +453,6 @@ func (s *Server) onEvent(t *tenant, e host.Event) {
 		s.metrics.runs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("tenant", t.name)))
 	case e.Type == host.EventRunEnd:
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
+		t.slots.wake() // a place under rate_limit.concurrent_runs freed
 	}
 }

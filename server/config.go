@@ -565,6 +565,18 @@ type RateLimitConfig struct {
 	// ConcurrentRuns bounds the tenant's runs in flight in this host.
 	// Default: 0, no bound.
 	ConcurrentRuns int `yaml:"concurrent_runs"`
+	// QueueRuns lets that many new runs wait, first come first served,
+	// for a place under ConcurrentRuns instead of being refused: a
+	// request past the bound waits (up to QueueTimeout) and its run
+	// starts as soon as one of the tenant's runs ends; past QueueRuns
+	// waiting, it is refused (429) as without a queue. The queue's length
+	// and waits are in /metrics (agentic_admission_queue_length,
+	// agentic_admission_queue_wait_seconds). Needs ConcurrentRuns.
+	// Default: 0, no queue.
+	QueueRuns int `yaml:"queue_runs"`
+	// QueueTimeout bounds a wait in that queue; past it the request is
+	// refused (429, Retry-After). Default: 0, which means 30s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
 	// ConcurrentImports bounds the tenant's imports in progress at once
 	// in this host (429 and Retry-After past it). Default: 0, which means
 	// 1.
@@ -1209,8 +1221,12 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			a.RaiseFuel = t.PluginFuelPerDay / 10
 		}
 	}
-	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 || r.ConcurrentImports < 0 {
+	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 || r.ConcurrentImports < 0 ||
+		r.QueueRuns < 0 || r.QueueTimeout < 0 {
 		bad("rate_limit: negative values")
+	}
+	if r := t.RateLimit; r.QueueRuns > 0 && r.ConcurrentRuns == 0 {
+		bad("rate_limit.queue_runs needs rate_limit.concurrent_runs: the queue waits for a place under it")
 	}
 	if t.RateLimit.ConcurrentImports == 0 {
 		t.RateLimit.ConcurrentImports = 1

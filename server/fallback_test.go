@@ -4,6 +4,7 @@ package server_test
 // through the configuration and the API.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +244,121 @@ func TestServeOverlapInterrupt(t *testing.T) {
 	if end == nil || end.Status != ledger.RunCancelled || !end.RolledBack || !strings.HasPrefix(end.Reason, "rolled back by message ") {
 		t.Errorf("the first run's end: %+v", end)
 	}
+}
+
+// TestServeRunQueue: past rate_limit.concurrent_runs, new runs wait in the
+// tenant's queue (queue_runs) instead of being refused, first come first
+// served, and start as places free; past the queue's length a request is
+// refused (429) as without a queue, and so is one whose wait outlasts
+// queue_timeout. /metrics shows the queue's length and its waits.
+func TestServeRunQueue(t *testing.T) {
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; strings.HasPrefix(last.Text(), "stall") {
+			return hosttest.Reply{Text: "thinking", Stall: time.Hour}
+		}
+		return hosttest.DefaultReply(req)
+	}
+	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.RateLimit.ConcurrentRuns, acme.RateLimit.QueueRuns, acme.RateLimit.QueueTimeout = 1, 2, server.Duration(time.Minute)
+		c.Tenants["acme"] = acme
+	}})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/messages", `{"text":"stall please"}`); code != 202 {
+		t.Fatalf("the first run: %d %s", code, body)
+	}
+	type answer struct {
+		code int
+		body string
+	}
+	answers := map[string]chan answer{}
+	for _, id := range []string{"q1", "q2"} {
+		answers[id] = make(chan answer, 1)
+		go func(id string) {
+			code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/"+id+"/messages?wait=true", `{"text":"hello `+id+`"}`)
+			answers[id] <- answer{code, body}
+		}(id)
+		// Each waits in the queue before the next comes: first come, first
+		// served is then the order of the ids.
+		waitFor(t, fmt.Sprintf("%d in the queue", len(answers)), func() bool {
+			return metricLine(ts, t, "agentic_admission_queue_length{") == fmt.Sprintf(`agentic_admission_queue_length{otel_scope_name="github.com/agentichost/agentic/server",otel_scope_schema_url="",otel_scope_version="",tenant="acme"} %d`, len(answers))
+		})
+	}
+	// The queue is full: refused at once.
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/q3/messages", `{"text":"hello q3"}`); code != 429 || !strings.Contains(body, "2 requests wait already (rate_limit.queue_runs)") {
+		t.Errorf("past the queue: %d %s", code, body)
+	}
+	// The stalled run ends: the first waiting starts, then the second.
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/cancel", `{}`); code != 200 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	var ends []time.Time
+	for _, id := range []string{"q1", "q2"} {
+		a := <-answers[id]
+		if a.code != 200 || !strings.Contains(a.body, `"text":"You said: hello `+id+`"`) {
+			t.Fatalf("%s: %d %s", id, a.code, a.body)
+		}
+		acme, _ := storage.Prefix(ts.store, "acme:")
+		var start, end time.Time
+		for _, e := range hosttest.Load(t, acme, id) {
+			if e.RunStart != nil {
+				start = e.Time
+			}
+			if e.RunEnd != nil {
+				end = e.Time
+			}
+		}
+		if len(ends) > 0 && start.Before(ends[0]) {
+			t.Errorf("%s's run started before q1's ended: the bound of one run was passed", id)
+		}
+		ends = append(ends, end)
+	}
+	if line := metricWith(ts, t, "agentic_admission_queue_wait_seconds_count{", `outcome="admitted"`); !strings.HasSuffix(line, " 2") {
+		t.Errorf("/metrics' admitted waits: %q", line)
+	}
+	if line := metricWith(ts, t, "agentic_admission_queue_wait_seconds_count{", `outcome="full"`); !strings.HasSuffix(line, " 1") {
+		t.Errorf("/metrics' refusals of a full queue: %q", line)
+	}
+	if line := metricLine(ts, t, "agentic_admission_queue_length{"); !strings.HasSuffix(line, " 0") {
+		t.Errorf("/metrics' queue after: %q", line)
+	}
+}
+
+// TestServeRunQueueTimeout: a wait past queue_timeout is refused (429),
+// and its place in the queue given up.
+func TestServeRunQueueTimeout(t *testing.T) {
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		return hosttest.Reply{Text: "thinking", Stall: time.Hour}
+	}
+	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.RateLimit.ConcurrentRuns, acme.RateLimit.QueueRuns, acme.RateLimit.QueueTimeout = 1, 1, server.Duration(time.Millisecond)
+		c.Tenants["acme"] = acme
+	}})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/messages", `{"text":"stall"}`); code != 202 {
+		t.Fatalf("the first run: %d %s", code, body)
+	}
+	for range 2 { // the place given up is there for the next
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/late/messages", `{"text":"hello"}`); code != 429 || !strings.Contains(body, "in the queue (rate_limit.queue_timeout)") {
+			t.Errorf("a wait past the timeout: %d %s", code, body)
+		}
+	}
+	if line := metricWith(ts, t, "agentic_admission_queue_wait_seconds_count{", `outcome="timeout"`); !strings.HasSuffix(line, " 2") {
+		t.Errorf("/metrics' waits: %q", line)
+	}
+	ts.do(t, ts.acme, "POST", "/v1/sessions/busy/cancel", `{}`)
+}
+
+// metricWith returns the line of the server's /metrics that starts with
+// prefix and holds label, "" when none does.
+func metricWith(ts *testServer, t *testing.T, prefix, label string) string {
+	t.Helper()
+	_, body := ts.do(t, "", "GET", "/metrics", "")
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) && strings.Contains(l, label) {
+			return l
+		}
+	}
+	return ""
 }

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"time"
 
 	"github.com/agentichost/agentic/plugins"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +26,10 @@ type metrics struct {
 	provider *sdkmetric.MeterProvider
 	handler  http.Handler
 
-	requests metric.Int64Counter
-	streams  metric.Int64UpDownCounter
-	runs     metric.Int64UpDownCounter
+	requests  metric.Int64Counter
+	streams   metric.Int64UpDownCounter
+	runs      metric.Int64UpDownCounter
+	queueWait metric.Float64Histogram
 }
 
 func newMetrics() (*metrics, error) {
@@ -51,7 +54,44 @@ func newMetrics() (*metrics, error) {
 		metric.WithDescription("Runs in flight in this host, by tenant.")); err != nil {
 		return nil, err
 	}
+	if m.queueWait, err = meter.Float64Histogram("agentic.admission.queue.wait", metric.WithUnit("s"),
+		metric.WithDescription("How long new runs waited in a tenant's queue for a place under rate_limit.concurrent_runs, by tenant and outcome (admitted, full, timeout, gone)."),
+		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120)); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// observeQueueWait records a wait in a tenant's admission queue that ended
+// with err (nil: admitted).
+func (m *metrics) observeQueueWait(tenant string, d time.Duration, err error) {
+	outcome := "admitted"
+	switch {
+	case errors.Is(err, errQueueFull):
+		outcome = "full"
+	case errors.Is(err, errQueueTimeout):
+		outcome = "timeout"
+	case err != nil:
+		outcome = "gone" // the request went away
+	}
+	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("outcome", outcome)))
+}
+
+// observeQueues adds the gauge of the admissions waiting in each tenant's
+// queue, read at each collection.
+func (m *metrics) observeQueues(tenants map[string]*tenant) error {
+	meter := m.provider.Meter("github.com/agentichost/agentic/server")
+	_, err := meter.Int64ObservableGauge("agentic.admission.queue.length", metric.WithUnit("{request}"),
+		metric.WithDescription("New runs waiting in a tenant's queue for a place under rate_limit.concurrent_runs, by tenant."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for name, t := range tenants {
+				if t.cfg.RateLimit.QueueRuns > 0 {
+					o.Observe(int64(t.slots.queued()), metric.WithAttributes(attribute.String("tenant", name)))
+				}
+			}
+			return nil
+		}))
+	return err
 }
 
 // observePlugins adds the gauges of the plugins quarantined now, by tenant

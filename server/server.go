@@ -181,6 +181,10 @@ func New(opts Options) (*Server, error) {
 		s.Close(context.Background())
 		return nil, err
 	}
+	if err := s.metrics.observeQueues(s.tenants); err != nil {
+		s.Close(context.Background())
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
 	for _, t := range s.tenants {
 		s.runOutbox(bg, t)
 	}

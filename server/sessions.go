@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,7 +116,91 @@ func (s *Server) admitRun(w http.ResponseWriter, r *http.Request, t *tenant, id 
 // (host.IsRunning), and forgotten otherwise.
 type runSlots struct {
 	mu       sync.Mutex
-	sessions map[string]int // session id → admissions in progress
+	sessions map[string]int  // session id → admissions in progress
+	queue    []chan struct{} // the admissions waiting for a place, first first
+}
+
+// wake tells the first admission waiting for a place to look again: a
+// run ended, or an admission gave its place back.
+func (rs *runSlots) wake() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.wakeLocked()
+}
+
+func (rs *runSlots) wakeLocked() {
+	if len(rs.queue) > 0 {
+		select {
+		case rs.queue[0] <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// queued returns how many admissions wait for a place.
+func (rs *runSlots) queued() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return len(rs.queue)
+}
+
+// errQueueFull and errQueueTimeout are why an admission left the queue
+// without a place.
+var (
+	errQueueFull    = errors.New("the queue is full")
+	errQueueTimeout = errors.New("the wait timed out")
+)
+
+// wait waits, first come first served, behind at most max others, for a
+// place for a run of session id while limit runs are in flight, up to
+// timeout or ctx's end; it returns the place as reserve does.
+func (rs *runSlots) wait(ctx context.Context, h *host.Host, id string, limit, max int, timeout time.Duration) (release func(), err error) {
+	rs.mu.Lock()
+	if len(rs.queue) >= max {
+		rs.mu.Unlock()
+		return nil, errQueueFull
+	}
+	me := make(chan struct{}, 1)
+	rs.queue = append(rs.queue, me)
+	if len(rs.queue) == 1 {
+		me <- struct{}{} // first: look at once (a place may have freed meanwhile)
+	}
+	rs.mu.Unlock()
+	leave := func() {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if i := slices.Index(rs.queue, me); i >= 0 {
+			rs.queue = slices.Delete(rs.queue, i, i+1)
+			rs.wakeLocked()
+		}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-me:
+		case <-timer.C:
+			leave()
+			return nil, errQueueTimeout
+		case <-ctx.Done():
+			leave()
+			return nil, ctx.Err()
+		}
+		rs.mu.Lock()
+		if len(rs.queue) == 0 || rs.queue[0] != me {
+			rs.mu.Unlock()
+			continue // not first yet: the first was told
+		}
+		release, ok := rs.reserveLocked(h, id, limit)
+		if ok {
+			rs.queue = rs.queue[1:]
+			rs.wakeLocked() // the next may fit too
+		}
+		rs.mu.Unlock()
+		if ok {
+			return release, nil
+		}
+	}
 }
 
 // countLocked counts the runs in flight, forgetting the sessions that have
@@ -137,6 +222,17 @@ func (rs *runSlots) countLocked(h *host.Host) int {
 func (rs *runSlots) reserve(h *host.Host, id string, limit int) (release func(), ok bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if len(rs.queue) > 0 {
+		// Others wait for a place: a newcomer does not overtake them.
+		if _, counted := rs.sessions[id]; !counted {
+			return nil, false
+		}
+	}
+	return rs.reserveLocked(h, id, limit)
+}
+
+// reserveLocked is reserve with rs.mu held.
+func (rs *runSlots) reserveLocked(h *host.Host, id string, limit int) (release func(), ok bool) {
 	if rs.sessions == nil {
 		rs.sessions = map[string]int{}
 	}
@@ -150,6 +246,7 @@ func (rs *runSlots) reserve(h *host.Host, id string, limit int) (release func(),
 		once.Do(func() {
 			rs.mu.Lock()
 			rs.sessions[id]--
+			rs.wakeLocked() // the place may be free again (no run started)
 			rs.mu.Unlock()
 		})
 	}, true
