@@ -105,7 +105,9 @@ func (s *Server) admitSource(ctx context.Context, t *tenant, id string, src runS
 	return release, nil
 }
 
-// admitWork decides whether a run of session id may start now, for src:
+// admitWork decides whether a run of session id may start now, for src
+// (the bound of the end user that ctx names, rate_limit.per_user, is
+// checked first):
 // not while the server shuts down, past the tenant's budget, past the
 // process's runs in flight (max_runs) or the tenant's concurrent runs (a
 // message to a session whose run is in flight joins it: no new run), nor,
@@ -125,11 +127,18 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 		}
 		return func() {}, nil
 	}
+	// The end user's bound first: a person past it does not wait in the
+	// tenant's queue.
+	unuser, no := t.admitUser(ctx, id)
+	if no != nil {
+		return nil, no
+	}
 	var unreserve func()
 	if n := t.cfg.RateLimit.ConcurrentRuns; n > 0 {
 		var ok bool
 		if unreserve, ok = t.slots.reserve(t.host, id, n); !ok {
 			if t.cfg.RateLimit.QueueRuns == 0 {
+				unuser()
 				return nil, &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
 					message: fmt.Sprintf("tenant %s has %d runs in flight, its limit (rate_limit.concurrent_runs)", t.name, n)}
 			}
@@ -140,6 +149,7 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 			unreserve, err = t.slots.wait(ctx, t.host, id, n, t.cfg.RateLimit.QueueRuns, cmp.Or(time.Duration(t.cfg.RateLimit.QueueTimeout), defaultQueueTimeout))
 			s.metrics.observeQueueWait(t.name, time.Since(start), err)
 			if err != nil {
+				unuser()
 				why := fmt.Sprintf("waited %s in the queue (rate_limit.queue_timeout) for a place", time.Since(start).Round(time.Millisecond))
 				if errors.Is(err, errQueueFull) {
 					why = fmt.Sprintf("%d requests wait already (rate_limit.queue_runs)", t.cfg.RateLimit.QueueRuns)
@@ -151,14 +161,15 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 	}
 	unadmit, no := s.admitProcess()
 	if no != nil {
+		unuser()
 		if unreserve != nil {
 			unreserve()
 		}
 		return nil, no
 	}
-	release = unadmit
+	release = func() { unuser(); unadmit() }
 	if unreserve != nil {
-		release = func() { unreserve(); unadmit() }
+		release = func() { unreserve(); unuser(); unadmit() }
 	}
 	// The rate last: a run refused for another bound spends no token.
 	if no := t.rate(src); no != nil {

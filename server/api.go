@@ -257,6 +257,10 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 			writeError(rec, http.StatusTooManyRequests, codeRateLimited, "tenant %s is past its rate limit of %g requests a second", name, t.cfg.RateLimit.RequestsPerSecond)
 			return
 		}
+		r, ok := t.userRequest(rec, r)
+		if !ok {
+			return
+		}
 		h(rec, r, t)
 	})
 }

@@ -577,6 +577,9 @@ type RateLimitConfig struct {
 	// QueueTimeout bounds a wait in that queue; past it the request is
 	// refused (429, Retry-After). Default: 0, which means 30s.
 	QueueTimeout Duration `yaml:"queue_timeout"`
+	// PerUser bounds each end user a request names (the X-Agentic-User
+	// header) beside the tenant's bounds. Default: nil, none.
+	PerUser *PerUserConfig `yaml:"per_user"`
 	// ConcurrentImports bounds the tenant's imports in progress at once
 	// in this host (429 and Retry-After past it). Default: 0, which means
 	// 1.
@@ -1224,6 +1227,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 || r.ConcurrentImports < 0 ||
 		r.QueueRuns < 0 || r.QueueTimeout < 0 {
 		bad("rate_limit: negative values")
+	}
+	if pu := t.RateLimit.PerUser; pu != nil && (pu.ConcurrentRuns < 0 || pu.RequestsPerSecond < 0 || pu.Burst < 0) {
+		bad("rate_limit.per_user: negative values")
 	}
 	if r := t.RateLimit; r.QueueRuns > 0 && r.ConcurrentRuns == 0 {
 		bad("rate_limit.queue_runs needs rate_limit.concurrent_runs: the queue waits for a place under it")

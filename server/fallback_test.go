@@ -5,6 +5,8 @@ package server_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -361,4 +363,69 @@ func metricWith(ts *testServer, t *testing.T, prefix, label string) string {
 		}
 	}
 	return ""
+}
+
+// asUser sends a request for the end user u (X-Agentic-User).
+func asUser(t *testing.T, ts *testServer, u, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := newRequest(ts, ts.acme, method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Agentic-User", u)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// TestServePerUserQuota: rate_limit.per_user bounds each end user a
+// request names (X-Agentic-User) beside the tenant: one person's runs in
+// flight and requests, not another's; a message that joins a run in
+// flight needs no place; a name that cannot be one is refused.
+func TestServePerUserQuota(t *testing.T) {
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		return hosttest.Reply{Text: "thinking", Stall: time.Hour}
+	}
+	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.RateLimit.PerUser = &server.PerUserConfig{ConcurrentRuns: 1, RequestsPerSecond: 0.001, Burst: 2}
+		c.Tenants["acme"] = acme
+	}})
+	defer func() {
+		for _, id := range []string{"a1", "b1"} {
+			ts.do(t, ts.acme, "POST", "/v1/sessions/"+id+"/cancel", `{}`)
+		}
+	}()
+	if code, body := asUser(t, ts, "alice@example.com", "POST", "/v1/sessions/a1/messages", `{"text":"one"}`); code != 202 {
+		t.Fatalf("alice's first run: %d %s", code, body)
+	}
+	waitFor(t, "alice's run in flight", func() bool { return ts.sessionState(t, ts.acme, "a1") == "running" })
+	if code, body := asUser(t, ts, "alice@example.com", "POST", "/v1/sessions/a2/messages", `{"text":"two"}`); code != 429 ||
+		!strings.Contains(body, "user alice@example.com of tenant acme has 1 runs in flight, its limit (rate_limit.per_user.concurrent_runs)") {
+		t.Errorf("alice's second run: %d %s", code, body)
+	}
+	if code, body := asUser(t, ts, "bob", "POST", "/v1/sessions/b1/messages", `{"text":"one"}`); code != 202 {
+		t.Errorf("bob's run beside alice's: %d %s", code, body)
+	}
+	// Alice's third request: past her bucket of 2 (the rate is all but
+	// zero), whatever it asks.
+	if code, body := asUser(t, ts, "alice@example.com", "GET", "/v1/sessions/a1", ""); code != 429 || !strings.Contains(body, "rate_limit.per_user.requests_per_second") {
+		t.Errorf("alice past her rate: %d %s", code, body)
+	}
+	if code, _ := asUser(t, ts, "bob", "GET", "/v1/sessions/b1", ""); code != 200 {
+		t.Errorf("bob within his rate: %d", code)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/a3/messages", `{"text":"no user"}`); code != 202 {
+		t.Errorf("a request naming no user: %d %s", code, body)
+	}
+	ts.do(t, ts.acme, "POST", "/v1/sessions/a3/cancel", `{}`)
+	if code, body := asUser(t, ts, "has space", "GET", "/v1/sessions", ""); code != 400 || !strings.Contains(body, "X-Agentic-User") {
+		t.Errorf("a bad user name: %d %s", code, body)
+	}
 }

@@ -105,6 +105,7 @@ type tenant struct {
 	agents  map[string]host.Agent
 	def     host.Agent    // the agent of a request that names none
 	limiter *rate.Limiter // nil: no request bound
+	users   users         // the end users' bounds (rate_limit.per_user)
 	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
 	imports atomic.Int64  // imports in progress, for RateLimit.ConcurrentImports
 	budget  *budget       // nil: no budget
