@@ -147,7 +147,7 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 			start := time.Now()
 			var err error
 			unreserve, err = t.slots.wait(ctx, t.host, id, n, t.cfg.RateLimit.QueueRuns, cmp.Or(time.Duration(t.cfg.RateLimit.QueueTimeout), defaultQueueTimeout))
-			s.metrics.observeQueueWait(t.name, time.Since(start), err)
+			s.metrics.observeQueueWait(t.name, "runs", time.Since(start), err)
 			if err != nil {
 				unuser()
 				why := fmt.Sprintf("waited %s in the queue (rate_limit.queue_timeout) for a place", time.Since(start).Round(time.Millisecond))
@@ -177,6 +177,44 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 		return nil, no
 	}
 	return release, nil
+}
+
+// waitToken waits for a token of the tenant's rate limit, in its queue
+// (rate_limit.queue_requests), for a request the bucket refused: ok once
+// it has one, else why it may not wait ("" without a queue; the queue
+// full, a turn later than queue_timeout, the request gone), for the
+// refusal.
+func (s *Server) waitToken(ctx context.Context, t *tenant) (ok bool, why string) {
+	max := t.cfg.RateLimit.QueueRequests
+	if max == 0 {
+		return false, ""
+	}
+	start := time.Now()
+	var err error
+	defer func() { s.metrics.observeQueueWait(t.name, "requests", time.Since(start), err) }()
+	if t.waitingTokens.Add(1) > int64(max) {
+		t.waitingTokens.Add(-1)
+		err = errQueueFull
+		return false, fmt.Sprintf(", and %d requests wait already (rate_limit.queue_requests)", max)
+	}
+	defer t.waitingTokens.Add(-1)
+	timeout := cmp.Or(time.Duration(t.cfg.RateLimit.QueueTimeout), defaultQueueTimeout)
+	res := t.limiter.Reserve()
+	if !res.OK() || res.Delay() > timeout {
+		res.Cancel()
+		err = errQueueTimeout
+		return false, fmt.Sprintf(", and its turn would come past rate_limit.queue_timeout (%s)", timeout)
+	}
+	timer := time.NewTimer(res.Delay())
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true, ""
+	case <-ctx.Done():
+		res.Cancel()
+		err = ctx.Err()
+		return false, ", and the request went away while it waited"
+	}
 }
 
 // rate takes a token of the tenant's rate limit for a source other than a

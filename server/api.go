@@ -253,9 +253,11 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 		}
 		t := s.tenants[name]
 		if t.limiter != nil && !t.limiter.Allow() {
-			rec.Header().Set("Retry-After", "1")
-			writeError(rec, http.StatusTooManyRequests, codeRateLimited, "tenant %s is past its rate limit of %g requests a second", name, t.cfg.RateLimit.RequestsPerSecond)
-			return
+			if ok, why := s.waitToken(r.Context(), t); !ok {
+				rec.Header().Set("Retry-After", "1")
+				writeError(rec, http.StatusTooManyRequests, codeRateLimited, "tenant %s is past its rate limit of %g requests a second%s", name, t.cfg.RateLimit.RequestsPerSecond, why)
+				return
+			}
 		}
 		r, ok := t.userRequest(rec, r)
 		if !ok {

@@ -574,7 +574,13 @@ type RateLimitConfig struct {
 	// agentic_admission_queue_wait_seconds). Needs ConcurrentRuns.
 	// Default: 0, no queue.
 	QueueRuns int `yaml:"queue_runs"`
-	// QueueTimeout bounds a wait in that queue; past it the request is
+	// QueueRequests lets that many requests past RequestsPerSecond wait
+	// for their token instead of being refused: each waits its turn
+	// (tokens are taken in the order asked) unless its turn would come
+	// later than QueueTimeout, or QueueRequests wait already (429 then, as
+	// without a queue). Needs RequestsPerSecond. Default: 0, no queue.
+	QueueRequests int `yaml:"queue_requests"`
+	// QueueTimeout bounds a wait in those queues; past it the request is
 	// refused (429, Retry-After). Default: 0, which means 30s.
 	QueueTimeout Duration `yaml:"queue_timeout"`
 	// PerUser bounds each end user a request names (the X-Agentic-User
@@ -1225,11 +1231,14 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		}
 	}
 	if r := t.RateLimit; r.RequestsPerSecond < 0 || r.Burst < 0 || r.ConcurrentRuns < 0 || r.Streams < 0 || r.StreamsPerKey < 0 || r.ConcurrentImports < 0 ||
-		r.QueueRuns < 0 || r.QueueTimeout < 0 {
+		r.QueueRuns < 0 || r.QueueRequests < 0 || r.QueueTimeout < 0 {
 		bad("rate_limit: negative values")
 	}
 	if pu := t.RateLimit.PerUser; pu != nil && (pu.ConcurrentRuns < 0 || pu.RequestsPerSecond < 0 || pu.Burst < 0) {
 		bad("rate_limit.per_user: negative values")
+	}
+	if r := t.RateLimit; r.QueueRequests > 0 && r.RequestsPerSecond == 0 {
+		bad("rate_limit.queue_requests needs rate_limit.requests_per_second: the queue waits for its tokens")
 	}
 	if r := t.RateLimit; r.QueueRuns > 0 && r.ConcurrentRuns == 0 {
 		bad("rate_limit.queue_runs needs rate_limit.concurrent_runs: the queue waits for a place under it")

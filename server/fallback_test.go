@@ -429,3 +429,41 @@ func TestServePerUserQuota(t *testing.T) {
 		t.Errorf("a bad user name: %d %s", code, body)
 	}
 }
+
+// TestServeRequestQueue: with rate_limit.queue_requests, requests past
+// requests_per_second wait for their token instead of being refused; one
+// whose turn would come past queue_timeout is refused at once, saying so.
+func TestServeRequestQueue(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.RateLimit.RequestsPerSecond, acme.RateLimit.Burst, acme.RateLimit.QueueRequests, acme.RateLimit.QueueTimeout = 20, 1, 4, server.Duration(time.Minute)
+		c.Tenants["acme"] = acme
+		beta := c.Tenants["beta"]
+		beta.RateLimit.RequestsPerSecond, beta.RateLimit.Burst, beta.RateLimit.QueueRequests, beta.RateLimit.QueueTimeout = 0.001, 1, 4, server.Duration(time.Second)
+		c.Tenants["beta"] = beta
+	}})
+	// Five requests at once against a bucket of one token, a token each
+	// 50ms: each waits its turn; none is refused.
+	codes := make(chan int, 5)
+	for range 5 {
+		go func() {
+			code, _ := ts.do(t, ts.acme, "GET", "/v1/sessions", "")
+			codes <- code
+		}()
+	}
+	for range 5 {
+		if code := <-codes; code != 200 {
+			t.Errorf("a request that waited its turn: %d", code)
+		}
+	}
+	if line := metricWith(ts, t, "agentic_admission_queue_wait_seconds_count{", `queue="requests"`); line == "" {
+		t.Error("/metrics shows no request waits")
+	}
+	// Beta's next token is a thousand seconds away: past its timeout.
+	if code, body := ts.do(t, ts.beta, "GET", "/v1/sessions", ""); code != 200 {
+		t.Fatalf("beta's first request: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.beta, "GET", "/v1/sessions", ""); code != 429 || !strings.Contains(body, "its turn would come past rate_limit.queue_timeout (1s)") {
+		t.Errorf("a turn past the timeout: %d %s", code, body)
+	}
+}

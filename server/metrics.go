@@ -55,16 +55,17 @@ func newMetrics() (*metrics, error) {
 		return nil, err
 	}
 	if m.queueWait, err = meter.Float64Histogram("agentic.admission.queue.wait", metric.WithUnit("s"),
-		metric.WithDescription("How long new runs waited in a tenant's queue for a place under rate_limit.concurrent_runs, by tenant and outcome (admitted, full, timeout, gone)."),
+		metric.WithDescription("How long new runs (queue runs) and requests (queue requests) waited in a tenant's queues for a place under rate_limit.concurrent_runs or a token of requests_per_second, by tenant, queue and outcome (admitted, full, timeout, gone)."),
 		metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120)); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// observeQueueWait records a wait in a tenant's admission queue that ended
-// with err (nil: admitted).
-func (m *metrics) observeQueueWait(tenant string, d time.Duration, err error) {
+// observeQueueWait records a wait in one of a tenant's admission queues
+// ("runs": for a place under concurrent_runs; "requests": for a token of
+// requests_per_second) that ended with err (nil: admitted).
+func (m *metrics) observeQueueWait(tenant, queue string, d time.Duration, err error) {
 	outcome := "admitted"
 	switch {
 	case errors.Is(err, errQueueFull):
@@ -74,7 +75,7 @@ func (m *metrics) observeQueueWait(tenant string, d time.Duration, err error) {
 	case err != nil:
 		outcome = "gone" // the request went away
 	}
-	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("outcome", outcome)))
+	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("queue", queue), attribute.String("outcome", outcome)))
 }
 
 // observeQueues adds the gauge of the admissions waiting in each tenant's

@@ -106,9 +106,12 @@ type tenant struct {
 	def     host.Agent    // the agent of a request that names none
 	limiter *rate.Limiter // nil: no request bound
 	users   users         // the end users' bounds (rate_limit.per_user)
-	slots   runSlots      // runs in flight in this host, for RateLimit.ConcurrentRuns
-	imports atomic.Int64  // imports in progress, for RateLimit.ConcurrentImports
-	budget  *budget       // nil: no budget
+	// waitingTokens counts the requests waiting for a token of limiter
+	// (rate_limit.queue_requests).
+	waitingTokens atomic.Int64
+	slots         runSlots     // runs in flight in this host, for RateLimit.ConcurrentRuns
+	imports       atomic.Int64 // imports in progress, for RateLimit.ConcurrentImports
+	budget        *budget      // nil: no budget
 	// evalBudget is what the tenant's evaluations spend from: their own
 	// budget (eval_budget_usd_per_day), else the tenant's; nil: none.
 	evalBudget *budget
