@@ -106,17 +106,16 @@ func (us *users) slotsOf(user string) *runSlots {
 	return rs
 }
 
-// forgetIdleLocked forgets, when too many end users are tracked, those
-// whose bucket is full and who have no admission in progress (their runs
-// in flight are then counted afresh, from the host, on their next run).
+// forgetIdleLocked bounds the end users tracked: once maxUsersTracked are,
+// it forgets down to half of them — first the buckets that refilled, then
+// any bucket (a forgotten user starts again with a full one: flooding
+// names costs the flooder the tenant's rate, and resets no one's bound on
+// runs) — and the places of users with no admission in progress (their
+// runs in flight are counted afresh, from the host, on their next run).
+// Halving keeps the sweeps' cost constant per user added.
 func (us *users) forgetIdleLocked() {
 	if len(us.limiters)+len(us.slots) < maxUsersTracked {
 		return
-	}
-	for u, l := range us.limiters {
-		if l.Tokens() >= float64(l.Burst()) {
-			delete(us.limiters, u)
-		}
 	}
 	for u, rs := range us.slots {
 		rs.mu.Lock()
@@ -128,6 +127,18 @@ func (us *users) forgetIdleLocked() {
 		if idle {
 			delete(us.slots, u)
 		}
+	}
+	keep := maxUsersTracked/2 - len(us.slots)
+	for u, l := range us.limiters {
+		if l.Tokens() >= float64(l.Burst()) {
+			delete(us.limiters, u)
+		}
+	}
+	for u := range us.limiters {
+		if len(us.limiters) <= keep {
+			break
+		}
+		delete(us.limiters, u)
 	}
 }
 
