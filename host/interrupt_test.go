@@ -11,26 +11,11 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
-	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage/memory"
 )
-
-// stallingModel streams "thinking about it" and then nothing, until the
-// call is cut, for a message that starts with "stall"; it echoes the rest.
-func stallingModel() *hosttest.Model {
-	m := hosttest.NewModel()
-	m.Respond = func(req model.Request) hosttest.Reply {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == ledger.RoleUser && strings.HasPrefix(last.Text(), "stall") {
-			return hosttest.Reply{Text: "thinking about it", Stall: time.Hour}
-		}
-		return hosttest.DefaultReply(req)
-	}
-	return m
-}
 
 // waitRequests waits until the model was asked n times: its pass is then
 // streaming (or stalled).
@@ -62,7 +47,7 @@ func TestOverlapInterrupt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := stallingModel()
+			m := hosttest.StallingModel("stall", "thinking about it")
 			hs := hosttest.New(t, host.Options{Storage: memory.New(), Model: m, Agent: host.Agent{Model: hosttest.DefaultModel, Overlap: tc.agent}})
 			sess := hs.Host.Session("s")
 			if res, err := sess.Send(ctx, "hello", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {

@@ -210,13 +210,7 @@ func TestServeDecideEditRespond(t *testing.T) {
 // while a run stalls stops it and is answered by a run of its own; the
 // cancelled run's end says so; a bad overlap is refused.
 func TestServeOverlapInterrupt(t *testing.T) {
-	m := hosttest.NewModel()
-	m.Respond = func(req model.Request) hosttest.Reply {
-		if last := req.Messages[len(req.Messages)-1]; strings.HasPrefix(last.Text(), "stall") {
-			return hosttest.Reply{Text: "thinking", Stall: time.Hour}
-		}
-		return hosttest.DefaultReply(req)
-	}
+	m := hosttest.StallingModel("stall", "thinking")
 	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }})
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/ov/messages", `{"text":"x","overlap":"drop"}`); code != 400 || !strings.Contains(body, `is not queue, reject, interrupt or rollback`) {
 		t.Errorf("a bad overlap: %d %s", code, body)
@@ -254,13 +248,7 @@ func TestServeOverlapInterrupt(t *testing.T) {
 // refused (429) as without a queue, and so is one whose wait outlasts
 // queue_timeout. /metrics shows the queue's length and its waits.
 func TestServeRunQueue(t *testing.T) {
-	m := hosttest.NewModel()
-	m.Respond = func(req model.Request) hosttest.Reply {
-		if last := req.Messages[len(req.Messages)-1]; strings.HasPrefix(last.Text(), "stall") {
-			return hosttest.Reply{Text: "thinking", Stall: time.Hour}
-		}
-		return hosttest.DefaultReply(req)
-	}
+	m := hosttest.StallingModel("stall", "thinking")
 	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
 		acme := c.Tenants["acme"]
 		acme.RateLimit.ConcurrentRuns, acme.RateLimit.QueueRuns, acme.RateLimit.QueueTimeout = 1, 2, server.Duration(time.Minute)
@@ -329,10 +317,7 @@ func TestServeRunQueue(t *testing.T) {
 // TestServeRunQueueTimeout: a wait past queue_timeout is refused (429),
 // and its place in the queue given up.
 func TestServeRunQueueTimeout(t *testing.T) {
-	m := hosttest.NewModel()
-	m.Respond = func(req model.Request) hosttest.Reply {
-		return hosttest.Reply{Text: "thinking", Stall: time.Hour}
-	}
+	m := hosttest.StallingModel("", "thinking")
 	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
 		acme := c.Tenants["acme"]
 		acme.RateLimit.ConcurrentRuns, acme.RateLimit.QueueRuns, acme.RateLimit.QueueTimeout = 1, 1, server.Duration(time.Millisecond)
@@ -388,10 +373,7 @@ func asUser(t *testing.T, ts *testServer, u, method, path, body string) (int, st
 // flight and requests, not another's; a message that joins a run in
 // flight needs no place; a name that cannot be one is refused.
 func TestServePerUserQuota(t *testing.T) {
-	m := hosttest.NewModel()
-	m.Respond = func(req model.Request) hosttest.Reply {
-		return hosttest.Reply{Text: "thinking", Stall: time.Hour}
-	}
+	m := hosttest.StallingModel("", "thinking")
 	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
 		acme := c.Tenants["acme"]
 		acme.RateLimit.PerUser = &server.PerUserConfig{ConcurrentRuns: 1, RequestsPerSecond: 0.001, Burst: 2}

@@ -248,3 +248,19 @@ func DefaultReply(req model.Request) Reply {
 	}
 	return out
 }
+
+// StallingModel returns a Model that, to a call whose last message is a
+// user's beginning with prefix ("" for every call), streams text and then
+// nothing until the call is cut (its context ends: a cancel, an
+// interrupt, a timeout); it answers the other calls as [DefaultReply]. It
+// holds a run mid-pass for as long as a test needs, without a clock.
+func StallingModel(prefix, text string) *Model {
+	m := NewModel()
+	m.Respond = func(req model.Request) Reply {
+		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == ledger.RoleUser && strings.HasPrefix(req.Messages[n-1].Text(), prefix) {
+			return Reply{Text: text, Stall: 24 * time.Hour}
+		}
+		return DefaultReply(req)
+	}
+	return m
+}
