@@ -130,16 +130,16 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 		}
 		if r.agent.Overlap.interrupts() {
 			// The leading host sees it and stops its run (see
-			// watchRemote); a run of its own answers it.
+			// watchRemote); a run of its own answers it. The flag goes
+			// up before the message is appended: the leader's watch
+			// wakes on the append, and must find it up then.
 			input.Input.Overlap = string(r.agent.Overlap)
+			h.flagInterrupt(ctx, st.key.id, input.Input.MessageID)
 		}
 		if err := h.queueRemote(ctx, st, input); err != nil {
 			return err
 		}
 		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
-		if r.agent.Overlap.interrupts() {
-			h.flagInterrupt(ctx, st.key.id, r.msgID)
-		}
 	}
 	r.w = nil
 	h.follow(r)

@@ -157,7 +157,8 @@ func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.timeouts.Append)
 	defer cancel()
-	if _, up, err := kv.Get(ctx, interruptsNS, st.key.id); err != nil || !up {
+	flag, up, err := kv.Get(ctx, interruptsNS, st.key.id)
+	if err != nil || !up {
 		return
 	}
 	events, err := st.store.Load(ctx, st.key.id)
@@ -168,8 +169,12 @@ func (h *Host) noticeInterrupts(ctx context.Context, st *sessionState) {
 	for _, id := range slices.Sorted(maps.Keys(stops)) {
 		cur.interrupt(id, stops[id])
 	}
-	// Handled (or answered already): the flag goes down.
-	kv.Delete(ctx, interruptsNS, st.key.id)
+	// The flag goes down once its message is in the ledger (handled now,
+	// or answered already); before, its append is on its way, and the
+	// watch wakes again when it lands.
+	if slices.ContainsFunc(events, func(e ledger.Event) bool { return e.Input != nil && e.Input.MessageID == string(flag) }) {
+		kv.Delete(ctx, interruptsNS, st.key.id)
+	}
 }
 
 // waitRemote waits for a change to the session that another host makes:
