@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -82,6 +83,16 @@ func (h *Host) blobStore(store storage.Storage) storage.Blobs {
 func (h *Host) externalParts(ctx context.Context, store storage.Storage, parts []ledger.Part) (_ []ledger.Part, release func(), err error) {
 	release = func() {}
 	blobs := h.blobStore(store)
+	if blobs != nil {
+		// Until every live host reads references to blobs, bytes stay
+		// inline; a part that names a blob already cannot.
+		if err := h.featuresWritable(ledger.FeatureBlob); err != nil {
+			if slices.ContainsFunc(parts, func(p ledger.Part) bool { return p.Blob != "" }) {
+				return nil, release, err
+			}
+			return parts, release, nil
+		}
+	}
 	if blobs == nil {
 		for _, p := range parts {
 			if p.Blob != "" {
@@ -262,7 +273,7 @@ func (h *Host) unreserveBlobs(held []string) {
 func (r *run) externalOutput(result *ledger.ToolResult) (release func()) {
 	release = func() {}
 	blobs := r.h.blobStore(r.st.store)
-	if blobs == nil || int64(len(result.Output)) <= r.h.blobThreshold {
+	if blobs == nil || int64(len(result.Output)) <= r.h.blobThreshold || r.h.featuresWritable(ledger.FeatureBlob) != nil {
 		return release
 	}
 	ctx, stop := newAppendCtx(r.h.timeouts.Append)

@@ -147,6 +147,7 @@ func (hd *held) replace(ctx context.Context, events iter.Seq2[ledger.Event, erro
 	if events == nil {
 		events = func(func(ledger.Event, error) bool) {}
 	}
+	events = h.writable(events)
 	if f, ok := h.store.(storage.Fencer); ok {
 		err := f.ReplaceSession(ctx, id, hd.version, events)
 		switch {
@@ -284,4 +285,23 @@ func HoldBlobs(ctx context.Context, store storage.Storage, digests []string) (re
 		holds = append(holds, hold{d, t})
 	}
 	return release, nil
+}
+
+// writable passes events on, failing at the first that uses a ledger
+// feature not every live host reads (see Host.checkWrite): an import of
+// such a ledger is refused whole.
+func (h *Host) writable(events iter.Seq2[ledger.Event, error]) iter.Seq2[ledger.Event, error] {
+	return func(yield func(ledger.Event, error) bool) {
+		for e, err := range events {
+			if err == nil {
+				if err = h.checkWrite(e); err != nil {
+					yield(ledger.Event{}, err)
+					return
+				}
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
 }

@@ -76,6 +76,9 @@ func (h *Host) Fork(ctx context.Context, opts ForkOptions) (*Run, error) {
 		}
 		agent = a
 	}
+	if err := h.featuresWritable(ledger.FeatureFork); err != nil {
+		return nil, err
+	}
 	events, _, err := h.Session(opts.Source).view(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("host: load session %s: %w", opts.Source, err)

@@ -69,14 +69,20 @@ type Host struct {
 	leaser     storage.Leaser  // nil: one host per store
 	watcher    storage.Watcher // nil: no cross-host wake-ups
 	leaseTTL   time.Duration
-	leaseOwner string     // this host's lease token
-	events     *eventBus  // the live events' queue; nil without Options.OnEvent
-	tel        *telemetry // spans and metrics; nil without Options.Telemetry
-	timeouts   Timeouts
-	tenant     string
-	secret     []byte     // approval tokens' HMAC key
-	approvalKV storage.KV // the inbox of pending approvals; nil: none
-	outbox     Outbox     // nil: none
+	leaseOwner string // this host's lease token
+	// agreement is Options.Agreement, or the host's own (ownAgreement)
+	// on a shared store; nil on a store of one host, which writes the
+	// features it reads (reads: Options.Features, or all).
+	agreement    *Agreement
+	ownAgreement bool
+	reads        []ledger.Feature
+	events       *eventBus  // the live events' queue; nil without Options.OnEvent
+	tel          *telemetry // spans and metrics; nil without Options.Telemetry
+	timeouts     Timeouts
+	tenant       string
+	secret       []byte     // approval tokens' HMAC key
+	approvalKV   storage.KV // the inbox of pending approvals; nil: none
+	outbox       Outbox     // nil: none
 
 	// hooks is the chain of hooks around the model and the tools, swapped
 	// whole (under hookMu) when hooks are added.
@@ -139,6 +145,11 @@ func New(opts Options) (*Host, error) {
 	}
 	if opts.Model == nil {
 		errs = append(errs, errors.New("host: Options.Model is required"))
+	}
+	for _, f := range opts.Features {
+		if !ledger.KnownFeature(f) {
+			errs = append(errs, fmt.Errorf("host: Options.Features: %q is not a ledger feature of this build (want some of %v)", f, ledger.Features()))
+		}
 	}
 	if err := opts.Retry.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("host: Options.Retry: %w", err))
@@ -227,6 +238,20 @@ func New(opts Options) (*Host, error) {
 		h.leaseTTL = DefaultLeaseTTL
 	}
 	h.leaseOwner = ledger.NewID(h.hostID)
+	h.reads = opts.Features
+	if h.reads == nil {
+		h.reads = ledger.Features()
+	}
+	h.agreement = opts.Agreement
+	if _, kv := opts.Storage.(storage.KV); h.agreement == nil && h.leaser != nil && kv {
+		ctx, cancel := context.WithTimeout(context.Background(), h.leaseTTL)
+		h.agreement, err = NewAgreement(ctx, AgreementOptions{Storage: opts.Storage, Host: h.hostID, Features: h.reads, TTL: h.leaseTTL, Logger: h.log})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		h.ownAgreement = true
+	}
 	h.bg, h.stopBg = context.WithCancel(context.Background())
 	switch h.toolTimeout {
 	case 0:
@@ -277,7 +302,7 @@ func (h *Host) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		h.events.close(ctx)
-		return nil
+		return h.closeAgreement(ctx)
 	case <-ctx.Done():
 	}
 	h.stopping.Store(true)
@@ -293,7 +318,19 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	<-done
 	h.events.close(ctx)
+	h.closeAgreement(context.WithoutCancel(ctx))
 	return ctx.Err()
+}
+
+// closeAgreement withdraws the host's own announcement, once its runs
+// stopped.
+func (h *Host) closeAgreement(ctx context.Context) error {
+	if !h.ownAgreement {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.leaseTTL)
+	defer cancel()
+	return h.agreement.Close(ctx)
 }
 
 // Drain begins a graceful shutdown: the host refuses new work at once

@@ -28,6 +28,14 @@ func (r *Run) waiter() *waiter {
 	return r.w
 }
 
+// isUnreadable reports whether the message waits in a session this host
+// cannot read (see leaveUnreadable).
+func (r *Run) isUnreadable() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unreadable
+}
+
 // enter puts the message into the session: into the run in flight in this
 // host, or into a run it starts; when another host leads the session, the
 // message is queued for that host's run (the outcome is then read from the
@@ -93,6 +101,9 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 		}
 		return r.enterSession(ctx, 0)
 	}
+	if errors.Is(err, ErrUnreadable) {
+		return r.leaveUnreadable(ctx, st, err)
+	}
 	if !errors.Is(err, ErrLeadElsewhere) {
 		return err
 	}
@@ -129,6 +140,9 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 			return err
 		}
 		if r.agent.Overlap.interrupts() {
+			if err := h.featuresWritable(ledger.FeatureOverlap); err != nil {
+				return err
+			}
 			// The leading host sees it and stops its run (see
 			// watchRemote); a run of its own answers it. The flag goes
 			// up before the message is appended: the leader's watch
@@ -143,6 +157,33 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 	}
 	r.w = nil
 	h.follow(r)
+	return nil
+}
+
+// leaveUnreadable deals with a message for a session whose ledger this host
+// cannot read (cause wraps ErrUnreadable): it appends the message, queued,
+// for a host that reads the session to answer (a send retried elsewhere
+// under its request id is answered once: see ledger.Aliases), and leaves
+// the session, following nothing. A message whose agent rejects or stops
+// the run in flight is refused instead (nothing is appended): only a host
+// that reads the session can tell whether a run is in flight.
+func (r *Run) leaveUnreadable(ctx context.Context, st *sessionState, cause error) error {
+	if r.msgID == "" {
+		if r.agent.Overlap == OverlapReject || r.agent.Overlap.interrupts() {
+			return fmt.Errorf("%w (the message was not appended: an agent that rejects or stops the run in flight needs a host that reads the session; send it again there)", cause)
+		}
+		input, err := r.newInput("")
+		if err != nil {
+			return err
+		}
+		if err := r.h.queueRemote(ctx, st, input); err != nil {
+			return err
+		}
+		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
+		r.h.log.Warn("this host cannot read the session (written by a newer build?); the message is queued for a host that can", "session", st.key.id,
+			"message", r.msgID, "err", cause)
+	}
+	r.w, r.unreadable = nil, true
 	return nil
 }
 
@@ -221,6 +262,9 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		}
 	}()
 	events, err := st.store.Load(ctx, st.key.id)
+	if err != nil && unreadable(err) {
+		return fmt.Errorf("%w: session %s: %w", ErrUnreadable, st.key.id, err)
+	}
 	if err != nil {
 		return fmt.Errorf("host: load session %s: %w", st.key.id, err)
 	}
@@ -363,6 +407,8 @@ func (r *Run) wait(ctx context.Context, onProgress func(Progress)) (RunResult, e
 			if !again {
 				return res, err
 			}
+		} else if r.isUnreadable() {
+			return RunResult{MessageID: r.msgID}, fmt.Errorf("%w: message %s is queued in session %s", ErrUnreadable, r.msgID, r.sess.id)
 		}
 		// Another host leads the session, or the run ended without the
 		// message and no successor took it: wait for the ledger to change

@@ -240,9 +240,9 @@ func (h *Host) follow(r *Run) {
 				return
 			}
 			err := r.enter(h.bg)
-			found := r.w != nil
+			found, left := r.w != nil, r.unreadable
 			r.mu.Unlock()
-			if found || errors.Is(err, ErrClosed) {
+			if found || left || errors.Is(err, ErrClosed) {
 				return
 			}
 			if err != nil && h.bg.Err() == nil {

@@ -68,9 +68,17 @@ func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
 
 // stage hands events about to be appended to the session to the outbox
 // (Options.Outbox), before the append: an ephemeral task's private store
-// stages nothing.
+// stages nothing. Every append to a session goes through it, and it
+// refuses (a *FeatureError) events that use a ledger feature not every
+// live host reads: no such event is written.
 func (h *Host) stage(ctx context.Context, st *sessionState, evs []ledger.Event) error {
-	if h.outbox == nil || st.store != h.store {
+	if st.key.private { // (stores are not compared: a store's type need not be comparable)
+		return nil
+	}
+	if err := h.checkWrite(evs...); err != nil {
+		return err
+	}
+	if h.outbox == nil {
 		return nil
 	}
 	if err := h.outbox.Stage(ctx, st.key.id, evs); err != nil {

@@ -67,6 +67,20 @@ type Options struct {
 	// HostID names this host in the ledger's resume-attempt events.
 	// Default: "<hostname>-<pid>".
 	HostID string
+	// Agreement tells which ledger features every live host sharing the
+	// storage reads: the host writes an event that uses one only while
+	// all do (see [Agreement]). Hosts of one process may share one.
+	// Default: nil — the host announces and agrees on its own when the
+	// storage is shared (storage.Leaser and storage.KV), and writes what
+	// it reads itself otherwise.
+	Agreement *Agreement
+	// Features are the ledger features the host announces that it reads,
+	// when it makes its own Agreement; without one, the features it
+	// writes. Default: nil, every feature of this build
+	// (ledger.Features). Fewer keep the hosts sharing the storage from
+	// writing the others, so that a rollback to a build that lacks them
+	// stays possible.
+	Features []ledger.Feature
 	// Hooks wrap the host's model calls and tool calls, in this order
 	// (see [Hook]); [Host.AddHook] adds more. Default: none.
 	Hooks []Hook

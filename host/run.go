@@ -36,6 +36,10 @@ type Run struct {
 	// on it (or left it by policy: left), so that the message's run may
 	// supersede it.
 	resumed, supersede, left bool
+	// unreadable is set once the message is queued in a session whose
+	// ledger this host cannot read: its answer is another host's to give
+	// and to show (Wait returns ErrUnreadable).
+	unreadable bool
 
 	// What (re-)entering the session needs.
 	agent     Agent

@@ -37,6 +37,9 @@ type SweepReport struct {
 	// Parked counts sessions whose run waits for approvals (not
 	// interrupted: left alone, but for the requests that expired).
 	Parked int
+	// Unreadable counts sessions whose ledger this host cannot read (an
+	// event of a newer build): left to a host that can.
+	Unreadable int
 	// Errors counts sessions that could not be loaded or resumed.
 	Errors int
 }
@@ -90,6 +93,12 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 			break
 		}
 		events, err := h.store.Load(ctx, id)
+		if err != nil && unreadable(err) {
+			// Never failed for that: a host that reads it takes it.
+			h.log.Warn("auto-resume: this host cannot read the session (written by a newer build?); left to a host that can", "session", id, "err", err)
+			rep.Unreadable++
+			continue
+		}
 		if err != nil {
 			h.log.Error("auto-resume: cannot load session", "session", id, "err", err)
 			rep.Errors++

@@ -178,6 +178,11 @@ func (h *Host) Task(ctx context.Context, spec TaskSpec) (out Outcome) {
 		if h.IsRunning(t.sessionID) {
 			return t.fail(out, fmt.Sprintf("task: session %s has a run in flight; a task needs a run of its own", t.sessionID))
 		}
+		// A task's run is marked as one in the ledger: refused before
+		// its message is written while a live host cannot read that.
+		if err := h.featuresWritable(ledger.FeatureTask); err != nil {
+			return t.fail(out, "task: "+err.Error())
+		}
 	} else {
 		// The session lives in a private store, dropped when the task
 		// returns; it is in the host's session table all the same, so

@@ -310,7 +310,9 @@ func (r *run) runTool(c ledger.ToolCall, policyFuel int64) error {
 // run: the tool is a JournaledTool, and the run is durable.
 func (r *run) journals(name string) bool {
 	t, ok := r.tools[name]
-	return ok && !r.st.key.private && IsJournaled(t)
+	// A journal is kept only once every live host reads journals: until
+	// then, calls run as they did before durable calls.
+	return ok && !r.st.key.private && IsJournaled(t) && r.h.featuresWritable(ledger.FeatureJournal) == nil
 }
 
 // callJournal is a call's Journal: its tool-journal events in the run's

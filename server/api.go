@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentichost/agentic/ledger"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -32,6 +33,11 @@ type apiError struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 		RunID   string `json:"run_id,omitempty"`
+		// Features and Hosts, with code feature_unavailable: the ledger
+		// features the request needs, and the live hosts that do not
+		// read them yet.
+		Features []ledger.Feature `json:"features,omitempty"`
+		Hosts    []string         `json:"hosts,omitempty"`
 	} `json:"error"`
 }
 
@@ -44,6 +50,8 @@ const (
 	codeNotFound     = "not_found"           // 404
 	codeMethod       = "method_not_allowed"  // 405
 	codeConflict     = "conflict"            // 409
+	codeFeature      = "feature_unavailable" // 409: a live host does not read a ledger feature the request needs
+	codeUnreadable   = "unreadable"          // 503: this host cannot read the session (a newer build wrote it)
 	codeTimeout      = "request_timeout"     // 408
 	codeTooLarge     = "payload_too_large"   // 413
 	codeBlobQuota    = "blob_quota_exceeded" // 413

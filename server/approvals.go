@@ -83,7 +83,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 	sess := t.host.Session(sessionID)
 	events, err := sess.Events(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sessionID, err)
+		readError(w, sessionID, err)
 		return
 	}
 	var found *ledger.Approval
@@ -110,7 +110,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, t *tenan
 		// through it.)
 		var st host.Status
 		if st, err = sess.Status(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sessionID, err)
+			readError(w, sessionID, err)
 			return
 		}
 		want := ""

@@ -113,7 +113,7 @@ func (s *Server) importSessions(w http.ResponseWriter, r *http.Request, t *tenan
 	for _, sess := range sum.Sessions {
 		st, err := t.host.Session(sess.ID).Status(r.Context())
 		if err != nil && !errors.Is(err, storage.ErrCorrupt) {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", sess.ID, err)
+			readError(w, sess.ID, err)
 			return
 		}
 		events, _ := t.storage.Load(r.Context(), sess.ID)
@@ -201,11 +201,15 @@ func (s *Server) importSessions(w http.ResponseWriter, r *http.Request, t *tenan
 		return nil
 	})
 	if err != nil {
-		status := http.StatusServiceUnavailable
-		if errors.Is(err, host.ErrSessionInUse) || errors.Is(err, host.ErrSessionChanged) || errors.Is(err, host.ErrSessionExists) {
-			status = http.StatusConflict
+		status, code := http.StatusServiceUnavailable, codeUnavailable
+		switch {
+		case errors.Is(err, host.ErrFeatureUnavailable):
+			// A live host cannot read what the session holds yet.
+			status, code = http.StatusConflict, codeFeature
+		case errors.Is(err, host.ErrSessionInUse) || errors.Is(err, host.ErrSessionChanged) || errors.Is(err, host.ErrSessionExists):
+			status, code = http.StatusConflict, codeConflict
 		}
-		writeError(w, status, codeFor(status), "%v: the sessions imported before it: %v", err, rep.Sessions)
+		writeError(w, status, code, "%v: the sessions imported before it: %v", err, rep.Sessions)
 		return
 	}
 	// The imported sessions' runs start under their admissions.
@@ -300,10 +304,3 @@ func (s *Server) spoolBody(w http.ResponseWriter, r *http.Request, limit int64, 
 	return nil, false
 }
 
-// codeFor is the error code of a status this file answers.
-func codeFor(status int) string {
-	if status == http.StatusConflict {
-		return codeConflict
-	}
-	return codeUnavailable
-}

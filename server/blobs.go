@@ -36,7 +36,7 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}
 		events, err := t.host.Session(id).Events(r.Context())
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			readError(w, id, err)
 			return
 		}
 	find:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/oci"
 )
@@ -41,6 +42,13 @@ type Config struct {
 	// LeaseTTL is the sessions' lease time to live on a shared storage.
 	// Default: 0, which means 15s.
 	LeaseTTL Duration `yaml:"lease_ttl"`
+	// LedgerFeatures are the ledger features this host announces that it
+	// reads (see host.Agreement): every host sharing the storage writes
+	// an event that uses a feature only while all announce it. Default:
+	// absent, every feature of this build; list fewer (or none, []) to
+	// keep the hosts from writing the others, so that a rollback to a
+	// build without them stays possible.
+	LedgerFeatures []ledger.Feature `yaml:"ledger_features"`
 	// PluginsDir keeps each tenant's plugins, in PluginsDir/TENANT/
 	// (uploaded through the API, or put there; hot-reloaded). Default: "",
 	// no plugins.
@@ -1079,6 +1087,11 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.StreamMaxAge == 0 {
 		cfg.StreamMaxAge = Duration(DefaultStreamMaxAge)
+	}
+	for _, f := range cfg.LedgerFeatures {
+		if !ledger.KnownFeature(f) {
+			errs = append(errs, fmt.Errorf("ledger_features: %q is not a ledger feature of this build (want some of %v)", f, ledger.Features()))
+		}
 	}
 	if u := cfg.TraceURL; u != "" && (!strings.Contains(u, "{trace_id}") || !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://")) {
 		errs = append(errs, fmt.Errorf("trace_url %q: want an http or https URL with {trace_id} where the trace's id goes", u))

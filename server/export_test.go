@@ -31,3 +31,7 @@ func TickSchedules(s *Server) error {
 // places (the tenant's and the process's), before its body is read. Set
 // it before the server serves.
 func SetUploadHook(s *Server, f func()) { s.onUpload = f }
+
+// RefreshAgreement has the server read the hosts' announcements of the
+// ledger features they read now, rather than at its next renewal.
+func RefreshAgreement(s *Server) error { return s.agreement.Refresh(context.Background()) }

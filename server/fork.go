@@ -77,7 +77,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request, t *tenant) 
 	} else {
 		a, err := t.runAgent(r.Context(), id)
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			readError(w, id, err)
 			return
 		}
 		agent = a

@@ -41,7 +41,7 @@ func (s *Server) replaySession(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	events, err := t.host.Session(id).ResolvedEvents(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		readError(w, id, err)
 		return
 	}
 	var calls []ledger.RecordedCall

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ type Options struct {
 	// Telemetry traces the runs (its TracerProvider); the runs' metrics go
 	// to the server's /metrics whatever its MeterProvider. Default: nil.
 	Telemetry *host.Telemetry
+	// Version is the server's build, announced to the other hosts sharing
+	// the storage with the ledger features it reads. Default: "".
+	Version string
 
 	// The schedules' clock and poll (tests; see export_test.go).
 	scheduleNow  func() time.Time
@@ -58,13 +62,16 @@ type Options struct {
 // host per tenant. Runs belong to the hosts, never to the requests that
 // start or watch them.
 type Server struct {
-	cfg     Config
-	store   storage.Storage
-	kv      storage.KV
-	tracing bool // the runs make spans: responses name their traces
-	keys    *keyring
-	log     *slog.Logger
-	tenants map[string]*tenant
+	cfg   Config
+	store storage.Storage
+	// agreement announces the ledger features this process reads, on a
+	// shared storage; nil otherwise.
+	agreement *host.Agreement
+	kv        storage.KV
+	tracing   bool // the runs make spans: responses name their traces
+	keys      *keyring
+	log       *slog.Logger
+	tenants   map[string]*tenant
 	// admitting counts the admissions of new runs in progress, for the
 	// process's bound (max_runs; see admitProcess).
 	admitting atomic.Int64
@@ -161,6 +168,18 @@ func New(opts Options) (*Server, error) {
 	}
 	counter, _ := opts.Storage.(storage.Counter)
 	s.audit = &audit{kv: kv, counter: counter, host: hostIDOf(cfg.HostID), actors: map[string]string{}}
+	if _, shared := opts.Storage.(storage.Leaser); shared {
+		// One announcement for the process, at the store's root: every
+		// tenant's host writes by it.
+		ttl := cmp.Or(time.Duration(cfg.LeaseTTL), host.DefaultLeaseTTL)
+		ctx, cancel := context.WithTimeout(context.Background(), ttl)
+		s.agreement, err = host.NewAgreement(ctx, host.AgreementOptions{Storage: opts.Storage, Host: hostIDOf(cfg.HostID), Version: opts.Version,
+			Features: cfg.LedgerFeatures, TTL: ttl, Logger: log})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stopBg = stop
 	if err := s.startPlugins(bg); err != nil {
@@ -330,6 +349,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	t.model = opts.Model
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
+		Agreement: s.agreement, Features: s.cfg.LedgerFeatures,
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) },
 		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes,
 		// A delegate's child run is admitted as a message of the API is.
@@ -538,6 +558,12 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.tasks.Wait()
+	if s.agreement != nil {
+		// Withdrawn once this process writes nothing more.
+		if err := s.agreement.Close(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if s.stopBg != nil {
 		s.stopBg()
 	}

@@ -312,6 +312,11 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, t *tenant) 
 	// Waiting is bounded by the request; the run is not: a client that
 	// leaves leaves the run going.
 	res, err := run.Wait(r.Context())
+	if errors.Is(err, host.ErrUnreadable) {
+		// Accepted, queued for a server that reads the session.
+		writeJSON(w, http.StatusAccepted, messageResponse{SessionID: id, MessageID: res.MessageID})
+		return
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return
@@ -342,7 +347,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, t *tenant, i
 	}
 	events, err := t.host.Session(id).Events(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		readError(w, id, err)
 		return "", false, false
 	}
 	for _, e := range events {
@@ -387,7 +392,21 @@ func (s *Server) startError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, codeBlobQuota, "%s", blobQuotaMessage(q))
 		return
 	}
+	if fe, ok := errors.AsType[*host.FeatureError](err); ok {
+		// A rolling deploy is under way: nothing was written.
+		var e apiError
+		e.Error.Code, e.Error.Message, e.Error.Features = codeFeature, err.Error(), fe.Features
+		for _, h := range fe.Hosts {
+			e.Error.Hosts = append(e.Error.Hosts, h.String())
+		}
+		writeJSON(w, http.StatusConflict, e)
+		return
+	}
 	switch {
+	case errors.Is(err, host.ErrUnreadable), isDecodeError(err):
+		// A newer build wrote the session: another host answers.
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, codeUnreadable, "%v (this server's build cannot read the session: a server of a newer build serves it)", err)
 	case errors.Is(err, host.ErrInvalidInput):
 		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
 	case errors.Is(err, host.ErrClosed):
@@ -464,7 +483,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 			continue
 		}
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			readError(w, id, err)
 			return
 		}
 		out.Sessions = append(out.Sessions, sessionSummary{ID: id, Status: o.Status, LastActivity: o.LastActivity,
@@ -480,7 +499,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *tenant)
 func (s *Server) exists(w http.ResponseWriter, r *http.Request, t *tenant, id string) bool {
 	events, err := t.host.Session(id).Events(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		readError(w, id, err)
 		return false
 	}
 	if len(events) == 0 {
@@ -524,7 +543,7 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant
 		tr.Forks, err = t.host.Session(id).Forks(r.Context())
 	}
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "%v", err)
+		readError(w, id, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, ledger.WireTranscript(tr))
@@ -562,7 +581,7 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	agent, err := t.runAgent(r.Context(), id)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+		readError(w, id, err)
 		return
 	}
 	release, ok := s.admitRun(w, r, t, id)
@@ -674,4 +693,23 @@ func blobQuotaMessage(q *host.BlobQuotaError) string {
 	}
 	return fmt.Sprintf("the attachments (%d new bytes) would bring the tenant's blobs to %d bytes, past its blob_quota_bytes (%d; %d used)",
 		q.Size, q.Used+q.Size, q.Max, q.Used)
+}
+
+// readError answers a request about a session that could not be read: 503,
+// unreadable when this build cannot decode it (a newer build wrote it: a
+// server of that build serves it), else unavailable (the storage failed).
+func readError(w http.ResponseWriter, id string, err error) {
+	w.Header().Set("Retry-After", "5")
+	if isDecodeError(err) {
+		writeError(w, http.StatusServiceUnavailable, codeUnreadable, "cannot read session %s: %v (this server's build cannot read it: a server of a newer build serves it)", id, err)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+}
+
+// isDecodeError reports whether err comes of an event this build cannot
+// decode.
+func isDecodeError(err error) bool {
+	_, ok := errors.AsType[*ledger.DecodeError](err)
+	return ok
 }

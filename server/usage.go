@@ -155,7 +155,7 @@ func (s *Server) getUsage(w http.ResponseWriter, r *http.Request, t *tenant) {
 			continue
 		}
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "cannot read session %s: %v", id, err)
+			readError(w, id, err)
 			return
 		}
 		sess := usageSession{SessionID: id}

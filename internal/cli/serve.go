@@ -116,7 +116,8 @@ func serveCmd(ctx context.Context, args []string, env Env) error {
 		defer cancel()
 		stopTel(ctx)
 	}()
-	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, ApprovalSecret: secret, Logger: log, Telemetry: tel})
+	srv, err := server.New(server.Options{Config: cfg, Storage: store, Model: model, ApprovalSecret: secret, Logger: log, Telemetry: tel,
+		Version: strings.TrimPrefix(version(), "agentic-host ")})
 	if err != nil {
 		return fail(2, "%v", err)
 	}
