@@ -22,13 +22,22 @@ PKGS      := ./...
 SOAK      ?= 3m
 # The version a release stamps: the tag at HEAD, else the last tag with
 # what follows it (v0.3.0-4-gabcdef123456), else v0.0.0-devel-COMMIT.
-VERSION   ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-devel-$$(git rev-parse --short=12 HEAD))
+# The previous release is the last v* tag, else (tags may not travel with
+# the repository) the newest "## vX.Y.Z" section of CHANGELOG.md, on the
+# commit that added it: see scripts/previous-release.sh.
+VERSION   ?= $(shell ./scripts/previous-release.sh version)
 DIST      ?= dist
 # apidiff, pinned: make check compares the exported API with API_BASE's.
 APIDIFF   := golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
-API_BASE  ?= $(shell git describe --tags --match 'v[0-9]*' --abbrev=0 2>/dev/null)
+API_BASE  ?= $(shell ./scripts/previous-release.sh commit)
+# make upgrade-soak: the previous release (UPGRADE_FROM, a tag or commit;
+# HEAD when there is none yet, its old hosts then announcing no ledger
+# feature: UPGRADE_OLD_FEATURES) against this tree, for UPGRADE_SOAK.
+UPGRADE_SOAK ?= 3m
+UPGRADE_FROM ?= $(or $(shell ./scripts/previous-release.sh commit),HEAD)
+UPGRADE_OLD_FEATURES ?= $(if $(shell ./scripts/previous-release.sh commit),,[])
 
-.PHONY: all build release api-check demo test test-short soak soak-short bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter
+.PHONY: all build release api-check demo test test-short soak soak-short upgrade-soak bench bench-anchor load examples lint fuzz check clean demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter
 
 all: build
 
@@ -71,6 +80,13 @@ test:
 soak-short:
 	./scripts/test-deps.sh
 	AGENTIC_SOAK=60s AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 15m -run '^TestSoak$$' -v ./internal/cli
+
+## upgrade-soak: UPGRADE_SOAK (3m) of a rolling deploy on a Redis Cluster under the soak's load: two serve processes of the previous release (UPGRADE_FROM) and two of this tree, the old ones replaced by new ones one by one, then two new ones by old ones, while sessions fork and approvals edit; fails on any message not answered exactly once
+upgrade-soak:
+	./scripts/test-deps.sh
+	./scripts/build-at.sh $(UPGRADE_FROM) bin/agentic-host-previous $(shell ./scripts/previous-release.sh name)
+	AGENTIC_UPGRADE_SOAK=$(UPGRADE_SOAK) AGENTIC_UPGRADE_OLD=$(CURDIR)/bin/agentic-host-previous AGENTIC_UPGRADE_OLD_FEATURES='$(UPGRADE_OLD_FEATURES)' \
+		AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 30m -run '^TestUpgradeSoak$$' -v ./internal/cli
 
 ## soak: SOAK (3m) of three serve processes on a Redis Cluster (3 primaries, a replica each) under steady load, while serve processes are killed and paused and primaries fail over; fails on any message not answered exactly once. Then a durable plugin call SIGKILLed at every boundary on files, Redis and a Redis Cluster
 soak:

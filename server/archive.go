@@ -303,4 +303,3 @@ func (s *Server) spoolBody(w http.ResponseWriter, r *http.Request, limit int64, 
 	os.Remove(f.Name())
 	return nil, false
 }
-

@@ -47,8 +47,9 @@ type Config struct {
 	// an event that uses a feature only while all announce it. Default:
 	// absent, every feature of this build; list fewer (or none, []) to
 	// keep the hosts from writing the others, so that a rollback to a
-	// build without them stays possible.
-	LedgerFeatures []ledger.Feature `yaml:"ledger_features"`
+	// build without them stays possible. (A pointer: absent and empty
+	// differ, and stay apart through ApplyOverrides.)
+	LedgerFeatures *[]ledger.Feature `yaml:"ledger_features"`
 	// PluginsDir keeps each tenant's plugins, in PluginsDir/TENANT/
 	// (uploaded through the API, or put there; hot-reloaded). Default: "",
 	// no plugins.
@@ -1046,6 +1047,18 @@ func setPath(root *yaml.Node, path []string, v *yaml.Node) error {
 }
 
 // normalized fills the defaults and checks cfg, returning every problem.
+// ledgerFeatures returns LedgerFeatures: nil when absent (every feature),
+// empty for none.
+func (cfg Config) ledgerFeatures() []ledger.Feature {
+	if cfg.LedgerFeatures == nil {
+		return nil
+	}
+	if *cfg.LedgerFeatures == nil {
+		return []ledger.Feature{}
+	}
+	return *cfg.LedgerFeatures
+}
+
 func (cfg Config) normalized() (Config, error) {
 	var errs []error
 	if cfg.Listen == "" {
@@ -1088,7 +1101,7 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.StreamMaxAge == 0 {
 		cfg.StreamMaxAge = Duration(DefaultStreamMaxAge)
 	}
-	for _, f := range cfg.LedgerFeatures {
+	for _, f := range cfg.ledgerFeatures() {
 		if !ledger.KnownFeature(f) {
 			errs = append(errs, fmt.Errorf("ledger_features: %q is not a ledger feature of this build (want some of %v)", f, ledger.Features()))
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/memory"
 )
@@ -330,5 +331,37 @@ func TestModelAllowList(t *testing.T) {
 	}
 	if reqs := ts.model.Requests(); len(reqs) != 1 || reqs[0].Model != "big/model" {
 		t.Errorf("the model of the request: %+v", reqs)
+	}
+}
+
+// TestLedgerFeaturesConfig: ledger_features absent (every feature) and
+// empty (none) stay apart through overrides, which go through YAML; a
+// name this build does not know is refused.
+func TestLedgerFeaturesConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		yaml  string
+		flags []string
+		want  *[]ledger.Feature
+	}{
+		{"", []string{"host_id=h"}, nil},
+		{"ledger_features: []\n", []string{"host_id=h"}, &[]ledger.Feature{}},
+		{"", []string{"ledger_features=[]"}, &[]ledger.Feature{}},
+		{"ledger_features: [fork, blob]\n", nil, &[]ledger.Feature{ledger.FeatureFork, ledger.FeatureBlob}},
+	} {
+		cfg, err := server.LoadConfig(writeFile(t, dir, "c.yaml", "host_id: x\n"+c.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err = server.ApplyOverrides(cfg, nil, c.flags); err != nil {
+			t.Fatal(err)
+		}
+		if (cfg.LedgerFeatures == nil) != (c.want == nil) || c.want != nil && !slices.Equal(*cfg.LedgerFeatures, *c.want) {
+			t.Errorf("%q with %v: ledger_features %v, want %v", c.yaml, c.flags, cfg.LedgerFeatures, c.want)
+		}
+	}
+	_, err := server.New(server.Options{Config: server.Config{LedgerFeatures: &[]ledger.Feature{"teleport"}}, Storage: memory.New(), Model: hosttest.NewModel()})
+	if err == nil || !strings.Contains(err.Error(), `ledger_features: "teleport" is not a ledger feature`) {
+		t.Fatalf("an unknown feature: %v", err)
 	}
 }

@@ -174,7 +174,7 @@ func New(opts Options) (*Server, error) {
 		ttl := cmp.Or(time.Duration(cfg.LeaseTTL), host.DefaultLeaseTTL)
 		ctx, cancel := context.WithTimeout(context.Background(), ttl)
 		s.agreement, err = host.NewAgreement(ctx, host.AgreementOptions{Storage: opts.Storage, Host: hostIDOf(cfg.HostID), Version: opts.Version,
-			Features: cfg.LedgerFeatures, TTL: ttl, Logger: log})
+			Features: cfg.ledgerFeatures(), TTL: ttl, Logger: log})
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -349,7 +349,7 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	t.model = opts.Model
 	hopts := host.Options{Storage: store, Model: opts.Model, Agent: def, Logger: s.log.With("tenant", name), Tenant: name,
 		ApprovalSecret: opts.ApprovalSecret, HostID: s.cfg.HostID, LeaseTTL: time.Duration(s.cfg.LeaseTTL),
-		Agreement: s.agreement, Features: s.cfg.LedgerFeatures,
+		Agreement: s.agreement, Features: s.cfg.ledgerFeatures(),
 		Compaction: &host.Compaction{Limit: tc.CompactionLimit}, Telemetry: tel, OnEvent: func(e host.Event) { s.onEvent(t, e) },
 		BlobThreshold: s.cfg.BlobThreshold, BlobQuota: tc.BlobQuotaBytes, MaxBlobBytes: tc.MaxBlobBytes,
 		// A delegate's child run is admitted as a message of the API is.

@@ -50,7 +50,7 @@ func TestServeRollingUpgrade(t *testing.T) {
 	}
 
 	older := startServer(t, serverSetup{Store: hosttest.OlderBuild{Store: openRedis(t, rs.URL())}, Mutate: func(c *server.Config) {
-		c.HostID, c.LeaseTTL, c.LedgerFeatures = "serve-old", server.Duration(time.Second), []ledger.Feature{}
+		c.HostID, c.LeaseTTL, c.LedgerFeatures = "serve-old", server.Duration(time.Second), &[]ledger.Feature{}
 	}})
 	if err := server.RefreshAgreement(newer.srv); err != nil {
 		t.Fatal(err)

@@ -58,8 +58,11 @@ const soakLeaseTTL = 2 * time.Second
 // soak is one soak run: the processes, the clients' records and the
 // violations found.
 type soak struct {
-	t       *testing.T
-	bin     string
+	t   *testing.T
+	bin string
+	// binOf, when set, gives host i's binary and its extra arguments
+	// (the upgrade soak's two builds).
+	binOf   func(i int) (bin string, args []string)
 	config  string
 	cluster *redistest.Cluster
 	http    *http.Client
@@ -78,7 +81,12 @@ type soak struct {
 	// held against the ledger at the end.
 	streams, deltas, itemsChecked atomic.Int64
 	failedPublishes               atomic.Int64 // publish_post calls that failed, and said so
-	posts                         *postCounter
+	// edits makes the approver edit half the calls it approves (the
+	// upgrade soak); edited and editsRefused count the edits accepted,
+	// and those refused while a host that does not read them lived.
+	edits                bool
+	edited, editsRefused atomic.Int64
+	posts                *postCounter
 }
 
 // acceptedMsg is a message a host answered 202 to.
@@ -171,13 +179,13 @@ func TestSoak(t *testing.T) {
 		posts: &postCounter{byTitle: map[string]map[string]bool{}}}
 	s.cluster = redistest.StartClusterWith(t, redistest.ClusterOptions{Masters: 3, Replicas: 1, NodeTimeout: time.Second,
 		AppendOnly: true, Args: []string{"--cluster-require-full-coverage", "no"}})
-	s.setup()
-	runSoak(t, s, d)
+	s.setup(3)
+	runSoak(t, s, d, s.chaos)
 }
 
 // setup writes the configuration (the plugins, the blog, the model) and
-// starts the three hosts.
-func (s *soak) setup() {
+// starts n hosts.
+func (s *soak) setup(n int) {
 	t := s.t
 	blog := httptest.NewServer(s.posts)
 	t.Cleanup(blog.Close)
@@ -228,22 +236,29 @@ tenants:
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s.hosts = make([]*serveProc, 3)
+	s.hosts = make([]*serveProc, n)
 	for i := range s.hosts {
 		s.hosts[i] = s.startHost(i)
 	}
 }
 
-// startHost starts host i and waits until its plugins are loaded.
+// startHost starts host i (of the binary binOf gives, else s.bin) and
+// waits until its plugins are loaded.
 func (s *soak) startHost(i int) *serveProc {
-	h := startServe(s.t, fmt.Sprintf("h%d", i), s.bin, s.config, "--set", fmt.Sprintf("host_id=h%d", i))
+	bin, args := s.bin, []string{"--set", fmt.Sprintf("host_id=h%d", i)}
+	if s.binOf != nil {
+		var more []string
+		bin, more = s.binOf(i)
+		args = append(args, more...)
+	}
+	h := startServe(s.t, fmt.Sprintf("h%d", i), bin, s.config, args...)
 	waitPlugins(h, 2)
 	return h
 }
 
-// runSoak drives the clients and the chaos for d, then waits for what was
-// accepted to be answered, checks and reports.
-func runSoak(t *testing.T, s *soak, d time.Duration) {
+// runSoak drives the clients and the faults (the chaos, or a deploy) for
+// d, then waits for what was accepted to be answered, checks and reports.
+func runSoak(t *testing.T, s *soak, d time.Duration, faults func(ctx context.Context, d time.Duration)) {
 	sessions, viewers := 16, 4
 	if n, err := strconv.Atoi(os.Getenv(soakSessionsEnv)); err == nil && n > 0 {
 		sessions = n
@@ -266,7 +281,7 @@ func runSoak(t *testing.T, s *soak, d time.Duration) {
 	chaosDone := make(chan struct{})
 	go func() {
 		defer close(chaosDone)
-		s.chaos(posting, d)
+		faults(posting, d)
 	}()
 	<-chaosDone
 	clients.Wait() // each waits for its last accepted message's answer
@@ -417,14 +432,35 @@ func (s *soak) approver(ctx context.Context) {
 		}
 		code, b := s.call(ctx, h, "GET", "/v1/approvals", "")
 		var inbox struct {
-			Approvals []consoleApproval `json:"approvals"`
+			Approvals []struct {
+				consoleApproval
+				Input json.RawMessage `json:"input"`
+			} `json:"approvals"`
 		}
 		if code != http.StatusOK || json.Unmarshal(b, &inbox) != nil {
 			continue
 		}
 		for _, a := range inbox.Approvals {
 			if d := s.pick(); d != nil {
-				code, b := s.call(ctx, d, "POST", "/v1/approvals/"+a.ApprovalID, `{"approve":true,"by":"soak"}`)
+				decision := `{"approve":true,"by":"soak"}`
+				if edit := s.editOf(a.Input); s.edits && edit != "" && rand.IntN(2) == 0 {
+					// An edit, which the hosts write only once every
+					// live one reads it: refused meanwhile, then an
+					// approval as it was asked.
+					code, b := s.call(ctx, d, "POST", "/v1/approvals/"+a.ApprovalID, edit)
+					if code == http.StatusOK {
+						s.edited.Add(1)
+						s.mu.Lock()
+						s.decisions[a.ApprovalID]++
+						s.mu.Unlock()
+						continue
+					}
+					if code != http.StatusConflict || !strings.Contains(string(b), `"feature_unavailable"`) {
+						continue // as below: the ledger tells
+					}
+					s.editsRefused.Add(1)
+				}
+				code, b := s.call(ctx, d, "POST", "/v1/approvals/"+a.ApprovalID, decision)
 				switch code {
 				case http.StatusOK:
 					s.mu.Lock()
@@ -441,6 +477,19 @@ func (s *soak) approver(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// editOf returns the body of a decision that edits a publish_post call's
+// input (its body, not its title, so that the blog still counts one post
+// per title), or "" for another input.
+func (s *soak) editOf(input json.RawMessage) string {
+	var in map[string]any
+	if json.Unmarshal(input, &in) != nil || in["title"] == nil {
+		return ""
+	}
+	in["body"] = "soak, edited"
+	b, _ := json.Marshal(map[string]any{"approve": true, "by": "soak", "input": in})
+	return string(b)
 }
 
 // viewer follows random sessions' event streams on random hosts, a few
@@ -763,8 +812,8 @@ func (s *soak) check(sessions int) {
 					decisions++
 				}
 			}
-			if decisions != 1 || a.Decision == nil || a.Decision.Decision != ledger.DecisionApprove {
-				s.violate("%s: approval %s has %d decisions (%+v), want one approval", session, a.Request.ApprovalID, decisions, a.Decision)
+			if decisions != 1 || a.Decision == nil || (a.Decision.Decision != ledger.DecisionApprove && (!s.edits || a.Decision.Decision != ledger.DecisionEdit)) {
+				s.violate("%s: approval %s has %d decisions (%+v), want one approval (or edit)", session, a.Request.ApprovalID, decisions, a.Decision)
 			}
 		}
 		// publish_post's results, by title: a call that says it
