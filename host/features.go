@@ -62,6 +62,7 @@ type FeatureError struct {
 	Hosts []AnnouncedHost
 }
 
+// Error names the features and the hosts that lack them.
 func (e *FeatureError) Error() string {
 	names := make([]string, len(e.Hosts))
 	for i, h := range e.Hosts {

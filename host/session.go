@@ -124,7 +124,9 @@ type RunResult struct {
 //
 // The error is non-nil only when the message could not be accepted:
 // nothing was appended (see [ErrInvalidInput], and [ErrBusy] for an agent
-// that rejects overlapping turns: Agent.Overlap).
+// that rejects overlapping turns: Agent.Overlap). A message to a session
+// whose ledger this host cannot read is accepted, queued for a host that
+// can ([ErrUnreadable]): the handle's Wait then returns that error.
 func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*Run, error) {
 	return s.start(ctx, text, SendOptions{Parts: opts.Parts, RequestID: opts.RequestID, Agent: opts.Agent, Overlap: opts.Overlap}, nil, false)
 }
@@ -150,7 +152,9 @@ func (s *Session) Start(ctx context.Context, text string, opts StartOptions) (*R
 // The error is non-nil only when the message could not be accepted (nothing
 // was appended: see [ErrInvalidInput], and [ErrBusy], a [*BusyError],
 // when a run of the session works and the agent rejects overlapping turns:
-// Agent.Overlap); when the outcome of an accepted
+// Agent.Overlap); when this host cannot read the session's ledger
+// ([ErrUnreadable]: the message is queued, RunResult.MessageID names it,
+// for a host that reads the session to answer); when the outcome of an accepted
 // run could not be recorded because storage failed (the ledger then shows
 // the run as interrupted, and it can be resumed); when the host closed
 // before the run ended ([ErrClosed]; the run stays resumable); or when

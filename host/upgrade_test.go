@@ -87,6 +87,18 @@ func TestRollingUpgradeFeatures(t *testing.T) {
 	if !errors.Is(err, host.ErrUnreadable) || res.MessageID == "" {
 		t.Fatalf("a send through the older host: %+v %v", res, err)
 	}
+	// A message that would stop the run in flight is refused there:
+	// only a host that reads the session can tell whether one works.
+	before, err := newStore.Load(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Session("f").Send(ctx, "stop that", host.SendOptions{Overlap: host.OverlapInterrupt}); !errors.Is(err, host.ErrUnreadable) {
+		t.Fatalf("an interrupting send through the older host: %v", err)
+	}
+	if after, err := newStore.Load(ctx, "f"); err != nil || len(after) != len(before) {
+		t.Fatalf("the refused interrupting send appended %d events (%v)", len(after)-len(before), err)
+	}
 	rep, err := older.Sweep(ctx)
 	if err != nil || rep.Unreadable != 1 || rep.Failed+rep.Errors+rep.GaveUp != 0 {
 		t.Fatalf("the older host's sweep: %+v %v", rep, err)
