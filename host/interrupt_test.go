@@ -32,7 +32,8 @@ func waitRequests(t *testing.T, m *hosttest.Model, n int) {
 // streams stops that run (cancelled, its partial reply kept) and is
 // answered by a run of its own, whose model sees the cut turn; with
 // rollback, the model no longer sees the cut turn, which the ledger and
-// the transcript keep. Per agent, and per message over a queueing agent.
+// the transcript keep; Session.Messages shows what the model sees next.
+// Per agent, and per message over a queueing agent.
 func TestOverlapInterrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -102,6 +103,16 @@ func TestOverlapInterrupt(t *testing.T) {
 			sawCut := strings.Contains(got, "stall please") && strings.Contains(got, "thinking about it")
 			if sawCut != tc.modelSeesCut || !strings.HasPrefix(got, "user:hello | assistant:You said: hello") || !strings.HasSuffix(got, "user:second") {
 				t.Errorf("the model saw %q; want the cut turn seen: %v", got, tc.modelSeesCut)
+			}
+			// Session.Messages is what the model sees next: what it saw
+			// then, and its answer.
+			msgs, err := sess.Messages(ctx)
+			var next []string
+			for _, msg := range msgs {
+				next = append(next, string(msg.Role)+":"+msg.Text())
+			}
+			if want := got + " | assistant:You said: second"; err != nil || strings.Join(next, " | ") != want {
+				t.Errorf("Session.Messages: %q (%v), want %q", strings.Join(next, " | "), err, want)
 			}
 			// The transcript keeps the cut turn either way.
 			tr, _ := sess.Transcript(ctx)

@@ -248,6 +248,20 @@ func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 	return s.h.store.Load(ctx, s.id)
 }
 
+// Messages returns the session's conversation as the model sees it next
+// (see ledger.ReplayMessages): the last compaction's summary standing for
+// what it summarised, the turns of runs rolled back or restarted left out,
+// every tool call answered, parts kept by reference read back. The system
+// prompt, configuration rather than history, is not among them. It reads
+// what is durable: a pass streaming now is not in it.
+func (s *Session) Messages(ctx context.Context) ([]ledger.Message, error) {
+	events, err := s.ResolvedEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.ReplayMessages(events), nil
+}
+
 // ResolvedEvents returns the session's ledger with every blob its events
 // refer to read back into them (parts' Data, tool results' whole Output),
 // the references cleared: the events as they would have been with the
