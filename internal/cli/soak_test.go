@@ -820,7 +820,8 @@ func (s *soak) check(sessions int) {
 		// published must have; one that failed (storage failing over
 		// under its idempotency record, say) says so to the model.
 		published := map[string]bool{}
-		calls := map[string]string{} // call id → title
+		failures := map[string]string{} // title → what a failed call told the model
+		calls := map[string]string{}    // call id → title
 		for _, e := range evs {
 			if e.Step != nil {
 				for _, c := range e.Step.ToolCalls {
@@ -832,6 +833,8 @@ func (s *soak) check(sessions int) {
 			}
 			if r := e.ToolResult; r != nil && r.Name == "publish_post" && !r.IsError {
 				published[calls[r.CallID]] = true
+			} else if r != nil && r.Name == "publish_post" {
+				failures[calls[r.CallID]] = r.Output
 			}
 		}
 		s.mu.Lock()
@@ -849,7 +852,13 @@ func (s *soak) check(sessions int) {
 			case published[m.publish] && byTitle[m.publish] != 1:
 				s.violate("%s: publish_post says it published %s, which was published %d times", session, m.publish, byTitle[m.publish])
 			case !published[m.publish]:
-				s.failedPublishes.Add(1)
+				if s.failedPublishes.Add(1) <= 3 {
+					why, ok := failures[m.publish]
+					if !ok {
+						why = "(no publish_post result)"
+					}
+					s.t.Logf("%s: %s was not published: %.300s", session, m.publish, why)
+				}
 			}
 		}
 	}

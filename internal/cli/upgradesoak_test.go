@@ -41,11 +41,12 @@ type upgradeSoak struct {
 	builds   []string // by slot: "old" or "new" (under soak.mu)
 	replaced atomic.Int64
 
-	forkMu   sync.Mutex
-	forks    []string // the fork sessions answered 202
-	tried    []string // every fork session asked for
-	refused  atomic.Int64
-	sessions int
+	forkMu    sync.Mutex
+	forks     []string     // the fork sessions answered 202
+	tried     []string     // every fork session asked for
+	refused   atomic.Int64 // forks refused: feature_unavailable
+	unsettled atomic.Int64 // forks refused: the point was not settled
+	sessions  int
 }
 
 // TestUpgradeSoak is make upgrade-soak: four serve processes on a Redis
@@ -86,8 +87,8 @@ func TestUpgradeSoak(t *testing.T) {
 	u.setup(len(u.builds))
 	runSoak(t, u.soak, d, u.deploy)
 	u.checkForks()
-	fmt.Printf("upgrade soak: %d hosts replaced; forks: %d answered 202, %d refused (feature_unavailable); edit decisions: %d accepted, %d refused (feature_unavailable)\n",
-		u.replaced.Load(), len(u.forks), u.refused.Load(), u.edited.Load(), u.editsRefused.Load())
+	fmt.Printf("upgrade soak: %d hosts replaced; forks: %d answered 202, %d refused (feature_unavailable), %d refused (no settled point); edit decisions: %d accepted, %d refused (feature_unavailable)\n",
+		u.replaced.Load(), len(u.forks), u.refused.Load(), u.unsettled.Load(), u.edited.Load(), u.editsRefused.Load())
 	if len(u.forks) == 0 || u.edited.Load() == 0 {
 		t.Errorf("the soak used no fork (%d) or no edit (%d): the features were never written", len(u.forks), u.edited.Load())
 	}
@@ -161,7 +162,9 @@ func (u *upgradeSoak) forker(ctx context.Context) {
 		}
 		var points []string
 		for i, it := range tr.Items {
-			if it.Kind == "user" && !strings.HasPrefix(it.Text, "publish_post") && i+1 < len(tr.Items) &&
+			// A message that started its run (not one queued into a run
+			// in flight), answered.
+			if it.Kind == "user" && !strings.HasPrefix(it.Text, "publish_post") && (i == 0 || tr.Items[i-1].RunID != it.RunID) && i+1 < len(tr.Items) &&
 				tr.Items[i+1].Kind == "response" && tr.Items[i+1].Status == "completed" {
 				points = append(points, it.ID)
 			}
@@ -183,6 +186,11 @@ func (u *upgradeSoak) forker(ctx context.Context) {
 			if u.refused.Add(1)%10 == 1 {
 				u.t.Logf("fork refused on %s: %s", h.name, b)
 			}
+		case code == http.StatusConflict && strings.Contains(string(b), `"code":"conflict"`):
+			// The point was no settled message after all (one queued
+			// into a run in flight also has a response after it): the
+			// fork is refused, nothing written.
+			u.unsettled.Add(1)
 		case code == 0 || code >= 500 || code == http.StatusTooManyRequests:
 			// A host stopping, or the storage failing over: whatever
 			// the ledger holds is checked below.
