@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
@@ -225,3 +226,60 @@ func TestAgreementAnnouncements(t *testing.T) {
 }
 
 var _ storage.KV = memory.New()
+
+// journaledTool is a tool that says it is journaled and records one entry
+// when its call keeps a journal.
+type journaledTool struct{ host.Tool }
+
+func (journaledTool) Journaled() bool { return true }
+
+// TestRollingUpgradeJournals: while a host that does not read journals
+// lives, a journaled tool's call keeps none (it runs as calls did before
+// durable calls) and no tool-journal event is written; once that host
+// left, the call keeps one.
+func TestRollingUpgradeJournals(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	tool := journaledTool{host.NewTool(host.ToolSpec{Name: "durable"}, func(ctx context.Context, c host.ToolCall) (host.ToolResult, error) {
+		if c.Journal == nil {
+			return host.ToolResult{Output: "no journal"}, nil
+		}
+		err := c.Journal.Record(ctx, "sha256:test", []ledger.JournalEntry{{Op: ledger.JournalKVGet, Request: "sha256:k", What: "k"}})
+		return host.ToolResult{Output: "journaled"}, err
+	})}
+	m := hosttest.NewModel()
+	m.Respond = func(req model.Request) hosttest.Reply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == ledger.RoleTool {
+			return hosttest.Reply{Text: "the tool said " + last.Text()}
+		}
+		return hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "durable"}}}
+	}
+	store := mhOpen(t, srv.URL())
+	newer := hosttest.New(t, host.Options{Storage: store, Model: m, LeaseTTL: mhLeaseTTL, HostID: "host-new",
+		Agent: host.Agent{Model: hosttest.DefaultModel, Tools: []host.Tool{tool}}}).Host
+	older := mhHost(t, hosttest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", "http://127.0.0.1:1",
+		func(o *host.Options) { o.Features = []ledger.Feature{} })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := newer.Agreement().Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	journals := func(id string) int {
+		events, err := store.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hosttest.CountKind(events, ledger.KindToolJournal)
+	}
+	if res, err := newer.Session("a").Send(ctx, "go", host.SendOptions{}); err != nil || res.Text != "the tool said no journal" || journals("a") != 0 {
+		t.Fatalf("beside the older host: %+v %v, %d journal events", res, err, journals("a"))
+	}
+	if err := older.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.Agreement().Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := newer.Session("b").Send(ctx, "go", host.SendOptions{}); err != nil || res.Text != "the tool said journaled" || journals("b") != 1 {
+		t.Fatalf("once the older host left: %+v %v, %d journal events", res, err, journals("b"))
+	}
+}
