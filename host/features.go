@@ -339,17 +339,36 @@ func (a *Agreement) Close(ctx context.Context) error {
 }
 
 // checkWrite returns nil when every live host reads the features the events
-// use (see Agreement), else a *FeatureError. A host without an agreement
-// (a store one host uses) writes what it reads itself.
-func (h *Host) checkWrite(events ...ledger.Event) error {
+// use (see Agreement), or prior (the session's ledger so far, when the
+// caller has it) holds those they do not all read already: a host that
+// lacks one cannot read that session anyway, and more of it loses nothing
+// (a durable call's journal goes on when an older host arrives). Else it
+// returns a *FeatureError. A host without an agreement (a store one host
+// uses) writes what it reads itself.
+func (h *Host) checkWrite(prior []ledger.Event, events ...ledger.Event) error {
+	var need []ledger.Feature
 	for i := range events {
-		if fs := events[i].Features(); fs != nil {
-			if err := h.featuresWritable(fs...); err != nil {
-				return err
-			}
+		need = append(need, events[i].Features()...)
+	}
+	if need == nil {
+		return nil
+	}
+	err := h.featuresWritable(need...)
+	fe, ok := err.(*FeatureError)
+	if !ok || len(prior) == 0 {
+		return err
+	}
+	held := map[ledger.Feature]bool{}
+	for i := range prior {
+		for _, f := range prior[i].Features() {
+			held[f] = true
 		}
 	}
-	return nil
+	rest := slices.DeleteFunc(slices.Clone(fe.Features), func(f ledger.Feature) bool { return held[f] })
+	if len(rest) == 0 {
+		return nil
+	}
+	return h.featuresWritable(rest...)
 }
 
 // featuresWritable is checkWrite for the features themselves.

@@ -286,7 +286,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			how = "rolled back"
 		}
 		out := parkedCancelEvents(events, runID, how+" by a new message", r.agent.Overlap == OverlapRollback)
-		err := h.stage(ctx, st, out)
+		err := h.stage(ctx, st, out, events)
 		if err == nil && lease != nil {
 			err = lease.Append(ctx, out...)
 		} else if err == nil {
@@ -314,7 +314,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			if err != nil {
 				return err
 			}
-			err = h.stage(ctx, st, []ledger.Event{input})
+			err = h.stage(ctx, st, []ledger.Event{input}, events)
 			if err == nil && lease != nil {
 				err = lease.Append(ctx, input)
 			} else if err == nil {

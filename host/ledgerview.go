@@ -47,7 +47,10 @@ func (r *run) appendLocked(evs ...ledger.Event) error {
 // and queued sends read. It is the one place events of a run in flight are
 // appended. The session's appendMu is held.
 func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
-	err := r.h.stage(ctx, r.st, evs)
+	r.st.mu.Lock()
+	prior := r.events
+	r.st.mu.Unlock()
+	err := r.h.stage(ctx, r.st, evs, prior)
 	if err != nil {
 		return err
 	}
@@ -70,12 +73,13 @@ func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
 // (Options.Outbox), before the append: an ephemeral task's private store
 // stages nothing. Every append to a session goes through it, and it
 // refuses (a *FeatureError) events that use a ledger feature not every
-// live host reads: no such event is written.
-func (h *Host) stage(ctx context.Context, st *sessionState, evs []ledger.Event) error {
+// live host reads, unless prior (the session's ledger, when the caller
+// has it) holds that feature already: no such event is written.
+func (h *Host) stage(ctx context.Context, st *sessionState, evs, prior []ledger.Event) error {
 	if st.key.private { // (stores are not compared: a store's type need not be comparable)
 		return nil
 	}
-	if err := h.checkWrite(evs...); err != nil {
+	if err := h.checkWrite(prior, evs...); err != nil {
 		return err
 	}
 	if h.outbox == nil {

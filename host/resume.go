@@ -196,7 +196,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			// A fork's copies of its source's events are no news: only
 			// its own events go to the outbox and the observers.
 			news := forkOwn(add)
-			err = h.stage(ctx, st, news)
+			err = h.stage(ctx, st, news, events)
 			if err == nil && lease != nil {
 				err = lease.Append(ctx, add...)
 			} else if err == nil {

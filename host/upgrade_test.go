@@ -233,18 +233,33 @@ type journaledTool struct{ host.Tool }
 
 func (journaledTool) Journaled() bool { return true }
 
-// TestRollingUpgradeJournals: while a host that does not read journals
-// lives, a journaled tool's call keeps none (it runs as calls did before
-// durable calls) and no tool-journal event is written; once that host
-// left, the call keeps one.
+// TestRollingUpgradeJournals: a journaled tool's call that keeps a journal
+// goes on keeping it when a host that does not read journals arrives (the
+// session holds journal events already: that host cannot read it anyway);
+// while that host lives, a new call keeps none (it runs as calls did
+// before durable calls) and no tool-journal event is written; once that
+// host left, calls keep one again.
 func TestRollingUpgradeJournals(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
+	entry := func(k string) []ledger.JournalEntry {
+		return []ledger.JournalEntry{{Op: ledger.JournalKVGet, Request: "sha256:" + k, What: k}}
+	}
+	midCall, goOn := make(chan struct{}), make(chan struct{})
 	tool := journaledTool{host.NewTool(host.ToolSpec{Name: "durable"}, func(ctx context.Context, c host.ToolCall) (host.ToolResult, error) {
 		if c.Journal == nil {
 			return host.ToolResult{Output: "no journal"}, nil
 		}
-		err := c.Journal.Record(ctx, "sha256:test", []ledger.JournalEntry{{Op: ledger.JournalKVGet, Request: "sha256:k", What: "k"}})
-		return host.ToolResult{Output: "journaled"}, err
+		if err := c.Journal.Record(ctx, "sha256:test", entry("first")); err != nil {
+			return host.ToolResult{}, err
+		}
+		if c.SessionID == "mid" {
+			close(midCall)
+			<-goOn
+		}
+		if err := c.Journal.Record(ctx, "sha256:test", entry("second")); err != nil {
+			return host.ToolResult{}, err
+		}
+		return host.ToolResult{Output: "journaled"}, nil
 	})}
 	m := hosttest.NewModel()
 	m.Respond = func(req model.Request) hosttest.Reply {
@@ -256,13 +271,8 @@ func TestRollingUpgradeJournals(t *testing.T) {
 	store := mhOpen(t, srv.URL())
 	newer := hosttest.New(t, host.Options{Storage: store, Model: m, LeaseTTL: mhLeaseTTL, HostID: "host-new",
 		Agent: host.Agent{Model: hosttest.DefaultModel, Tools: []host.Tool{tool}}}).Host
-	older := mhHost(t, hosttest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", "http://127.0.0.1:1",
-		func(o *host.Options) { o.Features = []ledger.Feature{} })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := newer.Agreement().Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
 	journals := func(id string) int {
 		events, err := store.Load(ctx, id)
 		if err != nil {
@@ -270,6 +280,22 @@ func TestRollingUpgradeJournals(t *testing.T) {
 		}
 		return hosttest.CountKind(events, ledger.KindToolJournal)
 	}
+
+	run, err := newer.Session("mid").Start(ctx, "go", host.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-midCall
+	older := mhHost(t, hosttest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", "http://127.0.0.1:1",
+		func(o *host.Options) { o.Features = []ledger.Feature{} })
+	if err := newer.Agreement().Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(goOn)
+	if res, err := run.Wait(ctx); err != nil || res.Text != "the tool said journaled" || journals("mid") != 2 {
+		t.Fatalf("a call keeping a journal when the older host came: %+v %v, %d journal events", res, err, journals("mid"))
+	}
+
 	if res, err := newer.Session("a").Send(ctx, "go", host.SendOptions{}); err != nil || res.Text != "the tool said no journal" || journals("a") != 0 {
 		t.Fatalf("beside the older host: %+v %v, %d journal events", res, err, journals("a"))
 	}
@@ -279,7 +305,7 @@ func TestRollingUpgradeJournals(t *testing.T) {
 	if err := newer.Agreement().Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := newer.Session("b").Send(ctx, "go", host.SendOptions{}); err != nil || res.Text != "the tool said journaled" || journals("b") != 1 {
+	if res, err := newer.Session("b").Send(ctx, "go", host.SendOptions{}); err != nil || res.Text != "the tool said journaled" || journals("b") != 2 {
 		t.Fatalf("once the older host left: %+v %v, %d journal events", res, err, journals("b"))
 	}
 }
