@@ -58,7 +58,8 @@ type FeatureError struct {
 	// Features are the features the write needs that some live host
 	// does not announce.
 	Features []ledger.Feature
-	// Hosts are the live hosts that lack one of them.
+	// Hosts are the live hosts that lack one of them; none while the
+	// hosts' announcements cannot be read (a store unreachable).
 	Hosts []AnnouncedHost
 }
 
@@ -71,6 +72,10 @@ func (e *FeatureError) Error() string {
 	fs := make([]string, len(e.Features))
 	for i, f := range e.Features {
 		fs[i] = strconv.Quote(string(f))
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("host: the ledger feature %s is not written while the hosts' announcements cannot be read (the storage is unreachable?): try again",
+			strings.Join(fs, ", "))
 	}
 	return fmt.Sprintf("host: the ledger feature %s is not read by every host sharing the storage (not by %s): upgrade them, then try again",
 		strings.Join(fs, ", "), strings.Join(names, ", "))

@@ -309,3 +309,28 @@ func TestRollingUpgradeJournals(t *testing.T) {
 		t.Fatalf("once the older host left: %+v %v, %d journal events", res, err, journals("b"))
 	}
 }
+
+// unreachableKV is a store whose key-value store fails, as a Redis that is
+// down does.
+type unreachableKV struct{ *memory.Store }
+
+func (unreachableKV) Set(context.Context, string, string, []byte) error {
+	return errors.New("connection refused")
+}
+
+// TestAgreementUnreachable: an agreement that cannot announce (its store
+// down) is made all the same, and writes no feature meanwhile, saying why.
+func TestAgreementUnreachable(t *testing.T) {
+	a, err := host.NewAgreement(context.Background(), host.AgreementOptions{Storage: unreachableKV{memory.New()}, Host: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	err = a.Check(ledger.FeatureFork)
+	if fe, ok := errors.AsType[*host.FeatureError](err); !ok || len(fe.Hosts) != 0 || !strings.Contains(err.Error(), "announcements cannot be read") {
+		t.Fatalf("a fork while the store is unreachable: %v", err)
+	}
+	if a.Check() != nil {
+		t.Fatal("no feature needs no agreement")
+	}
+}
