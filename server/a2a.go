@@ -264,7 +264,7 @@ func (s *Server) a2aSend(w http.ResponseWriter, r *http.Request, t *tenant, agen
 	// A stream holds a slot from before anything starts, so that a stream
 	// refused starts nothing.
 	if stream {
-		release, refused := s.acquireStream(t, apiKey(r))
+		release, refused := s.acquireStream(t, apiKey(r), userOf(r.Context()))
 		if refused != "" {
 			w.Header().Set("Retry-After", "1")
 			rpcRefusal(w, req.ID, http.StatusTooManyRequests, codeRateLimited, refused+"; close one, or try again later")
@@ -519,7 +519,7 @@ func (s *Server) a2aResubscribe(w http.ResponseWriter, r *http.Request, t *tenan
 		fail(perr)
 		return
 	}
-	release, refused := s.acquireStream(t, apiKey(r))
+	release, refused := s.acquireStream(t, apiKey(r), userOf(r.Context()))
 	if refused != "" {
 		w.Header().Set("Retry-After", "1")
 		rpcRefusal(w, req.ID, http.StatusTooManyRequests, codeRateLimited, refused+"; close one, or try again later")

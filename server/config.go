@@ -1260,7 +1260,7 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 		r.QueueRuns < 0 || r.QueueRequests < 0 || r.QueueTimeout < 0 {
 		bad("rate_limit: negative values")
 	}
-	if pu := t.RateLimit.PerUser; pu != nil && (pu.ConcurrentRuns < 0 || pu.RequestsPerSecond < 0 || pu.Burst < 0) {
+	if pu := t.RateLimit.PerUser; pu != nil && (pu.ConcurrentRuns < 0 || pu.RequestsPerSecond < 0 || pu.Burst < 0 || pu.Streams < 0) {
 		bad("rate_limit.per_user: negative values")
 	}
 	if r := t.RateLimit; r.QueueRequests > 0 && r.RequestsPerSecond == 0 {

@@ -21,14 +21,26 @@ type streamSlots struct {
 	mu        sync.Mutex
 	total     int
 	perTenant map[string]int
-	perKey    map[[32]byte]int // by the key's SHA-256: no key kept
+	perKey    map[[32]byte]int // by the key's SHA-256 (no key kept), or the end user's
 }
 
-// acquire takes a slot for a stream of tenant t opened with key, or says
-// which bound it is past.
-func (s *Server) acquireStream(t *tenant, key string) (release func(), refused string) {
+// acquire takes a slot for a stream of tenant t opened with key for the
+// end user user (X-Agentic-User; "" for none), or says which bound it is
+// past. A stream for an end user counts against that user
+// (rate_limit.per_user.streams), one for none against its key
+// (rate_limit.streams_per_key).
+func (s *Server) acquireStream(t *tenant, key, user string) (release func(), refused string) {
 	ss := &s.streams
 	k := sha256.Sum256([]byte(key))
+	limit, past := t.cfg.RateLimit.StreamsPerKey, "this API key holds its most event streams (rate_limit.streams_per_key)"
+	if user != "" {
+		// Users of two tenants are apart, and apart from every key.
+		k = sha256.Sum256([]byte("user\x00" + t.name + "\x00" + user))
+		past = "end user " + user + " holds its most event streams (rate_limit.per_user.streams)"
+		if pu := t.cfg.RateLimit.PerUser; pu != nil && pu.Streams > 0 {
+			limit = pu.Streams
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	switch {
@@ -36,8 +48,8 @@ func (s *Server) acquireStream(t *tenant, key string) (release func(), refused s
 		return nil, "the server holds its most event streams (max_streams)"
 	case ss.perTenant[t.name] >= t.cfg.RateLimit.Streams:
 		return nil, "tenant " + t.name + " holds its most event streams (rate_limit.streams)"
-	case ss.perKey[k] >= t.cfg.RateLimit.StreamsPerKey:
-		return nil, "this API key holds its most event streams (rate_limit.streams_per_key)"
+	case ss.perKey[k] >= limit:
+		return nil, past
 	}
 	if ss.perTenant == nil {
 		ss.perTenant, ss.perKey = map[string]int{}, map[[32]byte]int{}
@@ -65,7 +77,7 @@ func (s *Server) acquireStream(t *tenant, key string) (release func(), refused s
 // (429 when past a bound), and, with maxAge, bounds the stream's life.
 func (s *Server) streaming(h tenantHandler, maxAge bool) tenantHandler {
 	return func(w http.ResponseWriter, r *http.Request, t *tenant) {
-		release, refused := s.acquireStream(t, apiKey(r))
+		release, refused := s.acquireStream(t, apiKey(r), userOf(r.Context()))
 		if refused != "" {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, codeRateLimited, "%s; close one, or try again later", refused)

@@ -38,6 +38,12 @@ type PerUserConfig struct {
 	// Burst is the bucket's size. Default: 0, which means twice
 	// RequestsPerSecond (at least 1).
 	Burst int `yaml:"burst"`
+	// Streams bounds one end user's open event streams in this host (429
+	// past it). A stream whose request names an end user counts against
+	// that user, not against its key's streams_per_key: a backend that
+	// serves all its users with one key is bounded per user. Default: 0,
+	// which means rate_limit.streams_per_key.
+	Streams int `yaml:"streams"`
 }
 
 // validUser reports whether u may name an end user: 1 to 128 bytes of
