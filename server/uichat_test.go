@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -278,5 +279,66 @@ func TestSmoothStreams(t *testing.T) {
 		Agents: map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel, Smooth: &server.SmoothConfig{Chunking: "("}}}}}}
 	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), "agents.default: smooth:") {
 		t.Errorf("a bad chunking: %v", err)
+	}
+}
+
+// TestSmoothProgressStream: with smooth pacing, the SSE progress stream
+// (GET /v1/sessions/{id}/events) sends the text a line at a time too, and a
+// chunk that completes no progress event carries no id: (a client that
+// comes back resumes from the event before, the offset making the repeat
+// harmless); the chunk that completes one carries its id.
+func TestSmoothProgressStream(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.Agents = map[string]server.AgentConfig{"default": {Model: hosttest.DefaultModel,
+			Smooth: &server.SmoothConfig{Delay: server.Duration(time.Millisecond), Chunking: "line"}}}
+	})})
+	// Two model deltas: "alpha\nbeta\ngamma " (three lines' worth, two of
+	// them whole) and "delta".
+	gate := make(chan struct{})
+	ts.model.Respond = func(model.Request) hosttest.Reply {
+		<-gate
+		return hosttest.Reply{Text: "alpha\nbeta\ngamma delta"}
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/sp/messages", `{"text":"hi"}`); code != 202 {
+		t.Fatalf("%d %s", code, body)
+	}
+	req, _ := newRequest(ts, ts.acme, "GET", "/v1/sessions/sp/events", "")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := newSSEReader(res.Body)
+	if e, ok := r.next(); !ok || e.Name != "snapshot" {
+		t.Fatalf("the stream's first event: %+v", e)
+	}
+	close(gate) // the stream follows the run live: the text is to come
+	type frame struct{ id, delta string }
+	var text []frame
+	for {
+		e, ok := r.next()
+		if !ok {
+			t.Fatal("the stream ended before the run")
+		}
+		var p struct{ Type, Delta string }
+		json.Unmarshal([]byte(e.Data), &p)
+		if p.Type == "text" {
+			text = append(text, frame{e.ID, p.Delta})
+		}
+		if p.Type == "run-end" {
+			break
+		}
+	}
+	var got []string
+	for _, f := range text {
+		_, seq, _ := strings.Cut(f.id, ":")
+		got = append(got, fmt.Sprintf("%q id=%s", f.delta, seq))
+	}
+	// The first model delta's text progress event is seq 2 (after
+	// run-start); its first two lines complete nothing, its last part
+	// completes it only with the second delta, at the end.
+	if len(text) != 3 || text[0].delta != "alpha\n" || text[1].delta != "beta\n" || text[2].delta != "gamma delta" ||
+		text[0].id != "" || text[1].id != "" || text[2].id == "" {
+		t.Fatalf("the progress stream's text frames: %s", strings.Join(got, ", "))
 	}
 }
