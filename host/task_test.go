@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -424,5 +425,34 @@ func TestTasksAreDurableByDefault(t *testing.T) {
 	again, ok, err := hs.host.Session("kept").TaskOutcome(context.Background(), "")
 	if err != nil || !ok || again.Status != host.OutcomeSubmitted || string(again.Value) != string(out.Value) {
 		t.Fatalf("the outcome read from the storage: %+v %v %v", again, ok, err)
+	}
+}
+
+// TestTaskParts: a task's prompt may carry parts (TaskSpec.Parts): an image
+// reaches the model with the prompt, byte for byte, through the wire
+// format, and the task's deliverable is validated as any.
+func TestTaskParts(t *testing.T) {
+	png := []byte("\x89PNG\r\n\x1a\nnot really an image")
+	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{submit(`{"title":"A cat","count":1}`)}}, host.Agent{})
+	out := hs.host.Task(context.Background(), host.TaskSpec{Prompt: "Title this picture.", SessionID: "pic",
+		Parts:       []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Data: png}},
+		Deliverable: host.Deliverable{Schema: titleSchema}})
+	if out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"A cat","count":1}` {
+		t.Fatalf("outcome = %+v", out)
+	}
+	reqs := hs.model.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d model requests, want 1", len(reqs))
+	}
+	var user *fakemodel.Message
+	for i, m := range reqs[0].Messages {
+		if m.Role == "user" {
+			user = &reqs[0].Messages[i]
+		}
+	}
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)
+	if user == nil || !strings.Contains(user.Text, "Title this picture.") ||
+		!slices.ContainsFunc(user.Parts, func(p fakemodel.Part) bool { return p.Type == "image_url" && p.ImageURL == want }) {
+		t.Fatalf("the model's user message: %+v", user)
 	}
 }

@@ -168,3 +168,40 @@ func TestChatAttachOnRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestTaskAttach: task --attach sends files with the task's prompt
+// (TaskSpec.Parts): the task ends submitted, its deliverable validated, and
+// the prompt's message holds the image byte for byte.
+func TestTaskAttach(t *testing.T) {
+	bin := needBinary(t)
+	dir, storeDir := t.TempDir(), t.TempDir()
+	png := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{1, 2, 3}, 20)...)
+	schema := filepath.Join(dir, "title.json")
+	for name, data := range map[string][]byte{"shot.png": png, "title.json": []byte(`{"type":"object","properties":{"title":{"type":"string","minLength":3}},"required":["title"]}`)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := runBin(t, bin, "task", "--offline", "--storage", "file:"+storeDir, "--session", "pic", "--schema", schema,
+		"--prompt", "submit_deliverable title=Pictured", "--attach", filepath.Join(dir, "shot.png"))
+	if code != 0 || !strings.Contains(out, `"status": "submitted"`) || !strings.Contains(out, `"title": "Pictured"`) {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	st, err := file.Open(storeDir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	events, err := st.Load(context.Background(), "pic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) == 0 || events[0].Input == nil || len(events[0].Input.Parts) != 2 || events[0].Input.Parts[1].Type != ledger.PartImage ||
+		events[0].Input.Parts[1].MIME != "image/png" || !bytes.Equal(events[0].Input.Parts[1].Data, png) {
+		t.Fatalf("the task's prompt in the ledger: %+v", events[0].Input)
+	}
+	if code, _, errOut := runBin(t, bin, "task", "--offline", "--storage", "memory:", "--schema", schema, "--prompt", "hi",
+		"--attach", filepath.Join(dir, "missing.png")); code != 2 || !strings.Contains(errOut, "missing.png") {
+		t.Errorf("a missing file: exit %d, %q", code, errOut)
+	}
+}
