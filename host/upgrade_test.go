@@ -51,7 +51,7 @@ func TestRollingUpgradeFeatures(t *testing.T) {
 	}
 
 	// An older build joins: it reads (and announces) no feature.
-	older := mhHost(t, hosttest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", model.URL(), manual,
+	older := mhHost(t, redistest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", model.URL(), manual,
 		func(o *host.Options) { o.Features = []ledger.Feature{} })
 	if err := newer.Agreement().Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestRollingUpgradeJournals(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-midCall
-	older := mhHost(t, hosttest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", "http://127.0.0.1:1",
+	older := mhHost(t, redistest.OlderBuild{Store: mhOpen(t, srv.URL())}, "host-old", "http://127.0.0.1:1",
 		func(o *host.Options) { o.Features = []ledger.Feature{} })
 	if err := newer.Agreement().Refresh(ctx); err != nil {
 		t.Fatal(err)

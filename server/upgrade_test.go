@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 )
 
 // TestServeRollingUpgrade: two serve processes of two builds share a
-// Redis, the older one reading no ledger feature (hosttest.OlderBuild,
+// Redis, the older one reading no ledger feature (redistest.OlderBuild,
 // ledger_features: []). The newer refuses a fork meanwhile (409
 // feature_unavailable, naming the older host); the older, asked about a
 // session the newer forked before it came, accepts a message (202) that
@@ -49,7 +48,7 @@ func TestServeRollingUpgrade(t *testing.T) {
 		t.Fatalf("export the fork: %d %.200s", res.StatusCode, forkArchive)
 	}
 
-	older := startServer(t, serverSetup{Store: hosttest.OlderBuild{Store: openRedis(t, rs.URL())}, Mutate: func(c *server.Config) {
+	older := startServer(t, serverSetup{Store: redistest.OlderBuild{Store: openRedis(t, rs.URL())}, Mutate: func(c *server.Config) {
 		c.HostID, c.LeaseTTL, c.LedgerFeatures = "serve-old", server.Duration(time.Second), &[]ledger.Feature{}
 	}})
 	if err := server.RefreshAgreement(newer.srv); err != nil {
