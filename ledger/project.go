@@ -720,6 +720,21 @@ type Run struct {
 	Approvals []Approval
 }
 
+// RunItems returns the transcript items of one run, in order: the user
+// messages it answered (the one that started it, those it folded in) and
+// the responses it produced, as [ProjectSession] shows them (live holds
+// the streaming text of a run in flight). Nil when no item is the run's.
+// [ProjectRun] summarises a run instead.
+func RunItems(events []Event, runID string, live ...Live) []Item {
+	var items []Item
+	for _, it := range ProjectSession("", events, live...).Items {
+		if it.RunID == runID {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
 // ProjectRun builds the view of one run from a session's events. ok is
 // false when the events hold no run-start for runID.
 func ProjectRun(events []Event, runID string) (run Run, ok bool) {

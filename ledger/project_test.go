@@ -783,3 +783,29 @@ func TestProjectSessionTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestRunItems: the transcript items of one run — the message that started
+// it, one folded into it, its responses — and none of another run's.
+func TestRunItems(t *testing.T) {
+	events := newBuilder().
+		input("m1", "", "go").
+		runStart("run1", "resp1", "m1").
+		step("run1", Step{ResponseID: "resp1", NextResponseID: "resp2", ToolCalls: []ToolCall{call("c1", "clock", `{}`)}}).
+		input("m2", "", "and the date?").
+		result("run1", "c1", "clock", "12:00").
+		step("run1", Step{ResponseID: "resp2", Index: 1, Text: "noon, the sixth", Inputs: []string{"m2"}}).
+		runEnd("run1", RunCompleted, "").
+		input("m3", "", "other").
+		runStart("run2", "resp3", "m3").build()
+	var got []string
+	for _, it := range RunItems(events, "run1") {
+		got = append(got, string(it.Kind)+":"+it.ID+":"+it.Text)
+	}
+	want := []string{"user:m1:go", "response:resp1:", "user:m2:and the date?", "response:resp2:noon, the sixth"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("RunItems(run1) = %q, want %q", got, want)
+	}
+	if items := RunItems(events, "run9"); items != nil {
+		t.Fatalf("RunItems of no run: %+v", items)
+	}
+}
