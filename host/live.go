@@ -1,6 +1,7 @@
 package host
 
 import (
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -30,6 +31,11 @@ type deltaSink struct {
 	r    *run
 	mu   sync.Mutex // held while a delta is taken, so that close waits for it
 	open bool
+	// parts are the senders listening to the pass's raw stream
+	// (SendOptions.OnPart); model and attempt name the pass for them.
+	parts   []func(ModelPart)
+	model   string
+	attempt int
 }
 
 func (s *deltaSink) add(d model.Delta) {
@@ -39,6 +45,20 @@ func (s *deltaSink) add(d model.Delta) {
 		typ = ProgressText
 	case model.DeltaReasoning:
 		typ = ProgressReasoning
+	case model.DeltaRaw:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.open {
+			return
+		}
+		for i, f := range s.parts {
+			raw := d.Raw
+			if i > 0 {
+				raw = slices.Clone(raw) // each listener owns its own
+			}
+			f(ModelPart{RunID: s.r.id, ResponseID: s.r.responseID, Model: s.model, Attempt: s.attempt, Raw: raw})
+		}
+		return
 	default:
 		return
 	}

@@ -329,8 +329,11 @@ func (r *run) stream(req model.Request) (model.Result, streamTries, error) {
 		t.attempts = attempt
 		req := req
 		req.Model = m
-		sink := &deltaSink{r: r, open: true}
+		sink := &deltaSink{r: r, open: true, model: m, attempt: attempt}
 		defer sink.close()
+		if sink.parts = r.st.partListeners(); sink.parts != nil {
+			req.RawChunks = true
+		}
 		ctx, watch := watchChunks(ctx, r.agent.Timeouts)
 		onDelta := sink.add
 		if watch != nil {

@@ -64,10 +64,32 @@ type SendOptions struct {
 	// receives that run's events from the moment the message is queued —
 	// the live transcript holds what streamed before. Default: nil.
 	OnProgress func(Progress)
+	// OnPart receives the model's raw stream while Send waits: every chunk
+	// the provider sent, verbatim, for each pass of the session's runs in
+	// this host (the pass answering this message, and others folded into
+	// the same run), on the goroutine that reads the stream, before the
+	// text it carries is applied. It must return quickly: the stream waits
+	// for it. A model with no raw stream (not the OpenAI-compatible
+	// provider) sends nothing. Default: nil.
+	OnPart func(ModelPart)
 
 	// parent links the message to the delegate call that sent it (see
 	// Host.DelegateTool).
 	parent *ledger.ParentCall
+}
+
+// ModelPart is one chunk of a model pass's raw stream (see
+// SendOptions.OnPart).
+type ModelPart struct {
+	// RunID is the run, ResponseID the response the pass streams, Model
+	// the model asked and Attempt the pass's attempt (1, then more when
+	// it is retried or falls back: a new attempt starts the text again).
+	RunID, ResponseID, Model string
+	Attempt                  int
+	// Raw is the chunk as the provider sent it: for an OpenAI-compatible
+	// endpoint, the JSON of one chat.completion.chunk. The receiver owns
+	// it.
+	Raw []byte
 }
 
 // Accepted tells a sender that its message is durable.
@@ -171,6 +193,16 @@ func (s *Session) Send(ctx context.Context, text string, opts SendOptions) (RunR
 // starts one; a message queued into a run in flight joins that run as it
 // is).
 func (s *Session) send(ctx context.Context, text string, opts SendOptions, hooks *runHooks) (RunResult, error) {
+	if opts.OnPart != nil {
+		// Listening before the message is sent: its run's first pass
+		// may start at once.
+		st, err := s.h.ref(s)
+		if err != nil {
+			return RunResult{}, err
+		}
+		defer s.h.unref(st)
+		defer st.listenParts(opts.OnPart)()
+	}
 	r, err := s.start(ctx, text, opts, hooks, true)
 	if err != nil {
 		res := RunResult{}

@@ -65,6 +65,42 @@ type sessionState struct {
 	busy    bool
 	cur     *run          // the run in flight, if any
 	changed chan struct{} // closed when cur or busy changes; nil when no one waits (see changedLocked)
+	// parts are the senders that asked for the model's raw stream
+	// (SendOptions.OnPart) while they wait, by a number of their own.
+	parts    map[int]func(ModelPart)
+	nextPart int
+}
+
+// listenParts adds a listener of the raw model stream of the session's
+// passes in this host; the returned function removes it.
+func (st *sessionState) listenParts(f func(ModelPart)) (stop func()) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.parts == nil {
+		st.parts = map[int]func(ModelPart){}
+	}
+	st.nextPart++
+	n := st.nextPart
+	st.parts[n] = f
+	return func() {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(st.parts, n)
+	}
+}
+
+// partListeners returns the listeners of the raw model stream.
+func (st *sessionState) partListeners() []func(ModelPart) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.parts) == 0 {
+		return nil
+	}
+	out := make([]func(ModelPart), 0, len(st.parts))
+	for _, f := range st.parts {
+		out = append(out, f)
+	}
+	return out
 }
 
 // ref returns the state of the session s names, creating it, and counts

@@ -37,6 +37,11 @@ type Request struct {
 	// the field the client would send under the same name (including
 	// "usage").
 	Extra map[string]any
+	// RawChunks asks for every chunk of the provider's stream as it
+	// arrives, verbatim (DeltaRaw deltas, before the fragments decoded
+	// from it), for a caller that needs what the provider sent. A model
+	// with no such stream sends none. Default: false.
+	RawChunks bool
 }
 
 // DeltaKind names what a [Delta] carries.
@@ -51,6 +56,9 @@ const (
 	// DeltaToolCall is progress on a tool call: its id or name just became
 	// known, or a fragment of its arguments (in Text) arrived.
 	DeltaToolCall DeltaKind = "tool-call"
+	// DeltaRaw is one chunk of the provider's stream, verbatim (Raw), sent
+	// only when Request.RawChunks asks for it.
+	DeltaRaw DeltaKind = "raw"
 )
 
 // Delta is one increment of a streaming pass, reported as it arrives.
@@ -65,6 +73,10 @@ type Delta struct {
 	// ToolCallID and ToolName are the call's id and name as far as known
 	// (DeltaToolCall only).
 	ToolCallID, ToolName string
+	// Raw is the chunk as the provider sent it (DeltaRaw only: for the
+	// OpenAI-compatible provider, the JSON of one chat.completion.chunk);
+	// the receiver owns it.
+	Raw []byte
 }
 
 // Result is a streamed model pass.

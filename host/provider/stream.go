@@ -96,6 +96,9 @@ func (c *Client) Stream(ctx context.Context, req model.Request, onDelta func(mod
 			if serr = decodeChunk(ev, &ch); serr != nil {
 				break
 			}
+			if req.RawChunks {
+				onDelta(model.Delta{Kind: model.DeltaRaw, Raw: bytes.Clone(ev.Data)})
+			}
 			st.add(&ch)
 		}
 		if serr == nil {
