@@ -525,10 +525,14 @@ func (h *Host) resumeDecided(ctx context.Context, id string, agent Agent, prepar
 
 // parkedAgent is the agent that continues the session's parked run: the
 // child's agent of a delegate call in flight here (see NewDelegateTool),
-// else AutoResume.AgentFor's, else the host's.
+// else the one bound to the session (SessionWith), else
+// AutoResume.AgentFor's, else the host's.
 func (h *Host) parkedAgent(ctx context.Context, id string) Agent {
 	if d, ok := h.delegated.Load(id); ok {
 		return d.(delegation).agent
+	}
+	if a, ok := h.boundAgent(id); ok {
+		return a
 	}
 	if h.rules.AgentFor != nil {
 		a, err := h.rules.AgentFor(ctx, id)

@@ -40,6 +40,9 @@ type Host struct {
 	// parked child runs the child's agent, and the child's run span links
 	// the call's.
 	delegated sync.Map
+	// bound holds the agents bound to session ids (SessionWith): session
+	// id → Agent.
+	bound sync.Map
 
 	store storage.Storage
 	// blobThreshold is Options.BlobThreshold normalised (0: off);
@@ -320,6 +323,36 @@ func (h *Host) Close(ctx context.Context) error {
 	h.events.close(ctx)
 	h.closeAgreement(context.WithoutCancel(ctx))
 	return ctx.Err()
+}
+
+// SessionWith returns the session id, bound to agent in this host: every
+// send, start and resume of the session that names no agent of its own
+// runs agent, and so do the runs the sweeps resume and the decisions
+// continue (ahead of AutoResume.AgentFor) — the session-level agent of
+// other runtimes' session(id, {model, system, tools}). The binding lasts
+// as long as the host, or until SessionWith binds the id again; the boot
+// sweep, which runs within New, uses AutoResume.AgentFor (or the host's
+// agent) for sessions bound only later. ErrInvalidInput for an agent
+// that is not valid (see Options.Agent).
+func (h *Host) SessionWith(id string, agent Agent) (*Session, error) {
+	if !storage.ValidSessionID(id) {
+		return nil, fmt.Errorf("%w: session id %q", ErrInvalidInput, id)
+	}
+	a, err := normalizeAgent(agent)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	h.bound.Store(id, a)
+	return h.Session(id), nil
+}
+
+// boundAgent returns the agent bound to the session (SessionWith), if any.
+func (h *Host) boundAgent(id string) (Agent, bool) {
+	a, ok := h.bound.Load(id)
+	if !ok {
+		return Agent{}, false
+	}
+	return a.(Agent), true
 }
 
 // closeAgreement withdraws the host's own announcement, once its runs

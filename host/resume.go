@@ -108,6 +108,9 @@ func (s *Session) StartResume(ctx context.Context, opts ResumeOptions) (*Run, er
 // or what the resume did when it started none.
 func (s *Session) startResume(ctx context.Context, opts ResumeOptions, bind context.Context) (*Run, RunResult, error) {
 	agent := s.h.agent
+	if a, ok := s.h.boundAgent(s.id); ok {
+		agent = a
+	}
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {

@@ -233,6 +233,9 @@ func (s *Session) start(ctx context.Context, text string, opts SendOptions, hook
 		return nil, fmt.Errorf("%w: empty message", ErrInvalidInput)
 	}
 	agent := s.h.agent
+	if a, ok := s.h.boundAgent(s.id); ok && s.private == nil {
+		agent = a
+	}
 	if opts.Agent != nil {
 		a, err := normalizeAgent(*opts.Agent)
 		if err != nil {

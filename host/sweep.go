@@ -302,14 +302,17 @@ const (
 // autoResume re-drives one session's interrupted run under the sweep's
 // rules (h.rules). It calls started with the action taken once the run it
 // re-drives is under way (not when it starts none); it returns when the
-// run ended. The run is resumed by AutoResume.AgentFor's agent, else by
+// run ended. The run is resumed by the agent bound to the session
+// (SessionWith) when agent is nil, else by AutoResume.AgentFor's, else by
 // agent when set, else by the host's.
 func (h *Host) autoResume(ctx context.Context, id string, agent *Agent, started func(ResumeAction)) (ResumeAction, RunResult, error) {
 	resumer := h.agent
 	if agent != nil {
 		resumer = *agent
 	}
-	if h.rules.AgentFor != nil {
+	if a, ok := h.boundAgent(id); ok && agent == nil {
+		resumer = a
+	} else if h.rules.AgentFor != nil {
 		a, err := h.rules.AgentFor(ctx, id)
 		if err == nil {
 			a, err = normalizeAgent(a)
