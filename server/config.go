@@ -1046,7 +1046,6 @@ func setPath(root *yaml.Node, path []string, v *yaml.Node) error {
 	return nil
 }
 
-// normalized fills the defaults and checks cfg, returning every problem.
 // ledgerFeatures returns LedgerFeatures: nil when absent (every feature),
 // empty for none.
 func (cfg Config) ledgerFeatures() []ledger.Feature {
@@ -1059,6 +1058,7 @@ func (cfg Config) ledgerFeatures() []ledger.Feature {
 	return *cfg.LedgerFeatures
 }
 
+// normalized fills the defaults and checks cfg, returning every problem.
 func (cfg Config) normalized() (Config, error) {
 	var errs []error
 	if cfg.Listen == "" {
