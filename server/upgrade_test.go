@@ -18,7 +18,8 @@ import (
 // ledger_features: []). The newer refuses a fork meanwhile (409
 // feature_unavailable, naming the older host); the older, asked about a
 // session the newer forked before it came, accepts a message (202) that
-// the newer answers, and says that it cannot read the transcript (503
+// the newer answers, refuses a keyed message (503 unreadable: only a
+// reader can check the key), and says that it cannot read the transcript (503
 // unreadable). An import of a ledger with a fork record is refused too.
 func TestServeRollingUpgrade(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{})
@@ -83,6 +84,11 @@ func TestServeRollingUpgrade(t *testing.T) {
 	}](t, body).MessageID
 	if code != 202 || queued == "" {
 		t.Fatalf("a message through the older server: %d %s", code, body)
+	}
+	// With an Idempotency-Key, which only a reader can check: 503, for
+	// the retry to reach one.
+	if code, body := older.do(t, older.acme, "POST", "/v1/sessions/f/messages", `{"text":"keyed"}`, "Idempotency-Key", "k1"); code != 503 || !strings.Contains(body, `"code":"unreadable"`) {
+		t.Fatalf("a keyed message through the older server: %d %s", code, body)
 	}
 	if code, body := older.do(t, older.acme, "GET", "/v1/sessions/f/transcript", ""); code != 503 || !strings.Contains(body, `"code":"unreadable"`) {
 		t.Fatalf("the fork's transcript on the older server: %d %s", code, body)
