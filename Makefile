@@ -68,7 +68,7 @@ demo: build
 demo-chaos demo-restart demo-compaction demo-queue demo-task demo-approval demo-media demo-beforeafter: build
 	@BIN=$(BIN) ./scripts/demo.sh $(@:demo-%=%)
 
-## test: install what the tests need when missing, then vet and run every test with the race detector; the ten slowest tests last
+## test: install what the tests need when missing, then vet and run every test with the race detector; the ten slowest tests, the five slowest packages and the run's time last
 test:
 	./scripts/test-deps.sh
 	$(GO) vet $(PKGS)

@@ -1,6 +1,7 @@
 // Command testsummary reads `go test -json` on stdin and prints what `go
 // test` prints without -json — each package's result, and the output of the
-// tests that failed — then the slowest tests of the run, so that a suite
+// tests that failed — then the slowest tests and packages of the run, and
+// the time the run took (its first event to its last), so that a suite
 // that grows slower says where (make test).
 //
 // Usage:
@@ -26,6 +27,7 @@ import (
 
 // event is one line of `go test -json` (cmd/test2json's TestEvent).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -50,7 +52,8 @@ func main() {
 func summarize(in io.Reader, out io.Writer, n int) int {
 	failed := false
 	held := map[string][]string{} // a running test's output, printed if it fails
-	var times []timing
+	var times, pkgs []timing
+	var first, last time.Time
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -62,6 +65,14 @@ func summarize(in io.Reader, out io.Writer, n int) int {
 				failed = true
 			}
 			continue
+		}
+		if !e.Time.IsZero() {
+			if first.IsZero() || e.Time.Before(first) {
+				first = e.Time
+			}
+			if e.Time.After(last) {
+				last = e.Time
+			}
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
@@ -84,6 +95,9 @@ func summarize(in io.Reader, out io.Writer, n int) int {
 					fmt.Fprint(out, strings.Join(held[key], ""))
 				}
 			}
+			if e.Test == "" && e.Action != "skip" {
+				pkgs = append(pkgs, timing{pkg: e.Package, took: time.Duration(e.Elapsed * float64(time.Second))})
+			}
 			if e.Test != "" {
 				delete(held, key)
 				if !strings.Contains(e.Test, "/") && e.Action != "skip" {
@@ -102,6 +116,14 @@ func summarize(in io.Reader, out io.Writer, n int) int {
 		for _, t := range times[:min(n, len(times))] {
 			fmt.Fprintf(out, "  %8.1fs  %s %s\n", t.took.Seconds(), t.test, t.pkg)
 		}
+		sort.SliceStable(pkgs, func(i, j int) bool { return pkgs[i].took > pkgs[j].took })
+		fmt.Fprintf(out, "The %d slowest packages:\n", min(5, len(pkgs)))
+		for _, p := range pkgs[:min(5, len(pkgs))] {
+			fmt.Fprintf(out, "  %8.1fs  %s\n", p.took.Seconds(), p.pkg)
+		}
+	}
+	if !first.IsZero() {
+		fmt.Fprintf(out, "The run took %s.\n", last.Sub(first).Round(time.Second))
 	}
 	if failed {
 		return 1
