@@ -5,7 +5,9 @@ package cli_test
 // while another process's run works is refused (reject).
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -145,4 +147,60 @@ func countInputs(evs []ledger.Event) int {
 		}
 	}
 	return n
+}
+
+// TestChatOverlapInterrupt: a chat with --overlap interrupt, sent while
+// another chat's run works in the session (both on Redis, the first's pass
+// held by the model), stops that run — the first chat exits 130 naming the
+// interrupting message — and is answered by a run of its own.
+func TestChatOverlapInterrupt(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := slowModel(t)
+	// The model answers "second" at once; every other pass waits until
+	// its caller gives up on it (the interrupted run's does).
+	target, _ := url.Parse(strings.TrimSuffix(model.URL(), "/v1"))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"second"`)) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		<-r.Context().Done()
+	}))
+	defer gate.Close()
+	store := ledgerOf(t, srv.URL())
+	args := func(extra ...string) []string {
+		return append([]string{"chat", "--storage", srv.URL(), "--base-url", gate.URL + "/v1", "--model", "fake/echo", "--session", "cut"}, extra...)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var firstCode int
+	var firstOut, firstErr string
+	go func() {
+		defer wg.Done()
+		firstCode, firstOut, firstErr = run(t, "", args("first")...)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		evs, _ := store.Load(context.Background(), "cut")
+		if len(ledger.OpenRuns(evs)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first chat's run did not start")
+		}
+	}
+	code, out, errOut := run(t, "", args("--overlap", "interrupt", "second")...)
+	if code != 0 || !strings.Contains(out, "You said: second") {
+		t.Fatalf("the interrupting chat: exit %d\n%s\n%s", code, out, errOut)
+	}
+	wg.Wait()
+	if firstCode != 130 || !strings.Contains(firstErr, "cancelled: interrupted by message msg_") {
+		t.Errorf("the interrupted chat: exit %d\n%s\n%s", firstCode, firstOut, firstErr)
+	}
+	evs, _ := store.Load(context.Background(), "cut")
+	if ledger.OpenRuns(evs) != nil || ledger.PendingInputs(evs) != nil {
+		t.Errorf("the session holds an open run or a pending message: %+v", evs)
+	}
 }
