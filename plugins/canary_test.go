@@ -150,7 +150,13 @@ func TestCanaryEnds(t *testing.T) {
 	if got := versionIn(t, reg, "s1"); !strings.Contains(got, "error") {
 		t.Fatalf("the trapping canary answered %s", got)
 	}
-	waitUntil(t, "the canary rolled back", func() bool { _, ok := reg.Canary("acme", "v"); return !ok })
+	// The canary leaves the list, then its rollback is told (OnChange):
+	// wait for the telling, not only the leaving.
+	waitUntil(t, "the canary rolled back, and told", func() bool {
+		_, ok := reg.Canary("acme", "v")
+		cs := changes()
+		return !ok && len(cs) > 0 && cs[len(cs)-1].Kind == plugins.CanaryRolledBack
+	})
 	if got := versionIn(t, reg, "s1"); got != "A" {
 		t.Errorf("after the rollback: %s", got)
 	}
