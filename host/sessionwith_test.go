@@ -83,9 +83,7 @@ func TestSessionWithResume(t *testing.T) {
 	if err != nil || rep.Resumed != 1 {
 		t.Fatalf("the sweep: %+v %v", rep, err)
 	}
-	for m.RequestCount() == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitRequests(t, m, 1)
 	if got := m.Requests()[0].Model; got != "test/bound" {
 		t.Fatalf("the resumed run asked %s, want the bound agent's model", got)
 	}

@@ -13,13 +13,13 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -102,27 +102,7 @@ func TestChatOverlapReject(t *testing.T) {
 	args := func(extra ...string) []string {
 		return append([]string{"chat", "--storage", srv.URL(), "--base-url", gate.URL + "/v1", "--model", "fake/echo", "--session", "busy"}, extra...)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var firstCode int
-	var firstOut, firstErr string
-	go func() {
-		defer wg.Done()
-		firstCode, firstOut, firstErr = run(t, "", args("first")...)
-	}()
-	var runID string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		evs, _ := store.Load(context.Background(), "busy")
-		if open := ledger.OpenRuns(evs); len(open) > 0 {
-			runID = open[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first chat's run did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	firstDone, runID := startFirstChat(t, store, "busy", args("first"))
 	before, _ := store.Load(context.Background(), "busy")
 	code, _, errOut := run(t, "", args("--overlap", "reject", "meanwhile")...)
 	if code != 75 || !strings.Contains(errOut, "session busy is busy: run "+runID+" is working") || !strings.Contains(errOut, "nothing was sent") {
@@ -132,10 +112,38 @@ func TestChatOverlapReject(t *testing.T) {
 		t.Errorf("the refused message was appended")
 	}
 	close(release)
-	wg.Wait()
+	firstCode, firstOut, firstErr := firstDone()
 	if firstCode != 0 || !strings.Contains(firstOut, "You said: first") {
 		t.Errorf("the first chat: exit %d %s %s", firstCode, firstOut, firstErr)
 	}
+}
+
+// startFirstChat runs a chat with args in the background and waits until
+// its run started in session; it returns a function that waits for the
+// chat's end (its exit code and output), and the run's id.
+func startFirstChat(t *testing.T, store storage.Storage, session string, args []string) (done func() (int, string, string), runID string) {
+	t.Helper()
+	var code int
+	var out, errOut string
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		code, out, errOut = run(t, "", args...)
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		evs, _ := store.Load(context.Background(), session)
+		if open := ledger.OpenRuns(evs); len(open) > 0 {
+			runID = open[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first chat's run did not start")
+		}
+	}
+	return func() (int, string, string) {
+		<-finished
+		return code, out, errOut
+	}, runID
 }
 
 // countInputs counts the messages of a ledger.
@@ -174,28 +182,12 @@ func TestChatOverlapInterrupt(t *testing.T) {
 	args := func(extra ...string) []string {
 		return append([]string{"chat", "--storage", srv.URL(), "--base-url", gate.URL + "/v1", "--model", "fake/echo", "--session", "cut"}, extra...)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var firstCode int
-	var firstOut, firstErr string
-	go func() {
-		defer wg.Done()
-		firstCode, firstOut, firstErr = run(t, "", args("first")...)
-	}()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		evs, _ := store.Load(context.Background(), "cut")
-		if len(ledger.OpenRuns(evs)) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first chat's run did not start")
-		}
-	}
+	firstDone, _ := startFirstChat(t, store, "cut", args("first"))
 	code, out, errOut := run(t, "", args("--overlap", "interrupt", "second")...)
 	if code != 0 || !strings.Contains(out, "You said: second") {
 		t.Fatalf("the interrupting chat: exit %d\n%s\n%s", code, out, errOut)
 	}
-	wg.Wait()
+	firstCode, firstOut, firstErr := firstDone()
 	if firstCode != 130 || !strings.Contains(firstErr, "cancelled: interrupted by message msg_") {
 		t.Errorf("the interrupted chat: exit %d\n%s\n%s", firstCode, firstOut, firstErr)
 	}
