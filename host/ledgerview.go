@@ -47,10 +47,9 @@ func (r *run) appendLocked(evs ...ledger.Event) error {
 // and queued sends read. It is the one place events of a run in flight are
 // appended. The session's appendMu is held.
 func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
-	r.st.mu.Lock()
-	prior := r.events
-	r.st.mu.Unlock()
-	err := r.h.stage(ctx, r.st, evs, prior)
+	// r.events changes only under appendMu, which is held: read as is,
+	// no second lock on every append.
+	err := r.h.stage(ctx, r.st, evs, r.events)
 	if err != nil {
 		return err
 	}
