@@ -333,6 +333,11 @@ func durableSetup(t *testing.T, name string, wasm []byte) (string, *fakemodel.Se
 	if err := os.WriteFile(path, wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Compile the module once here, into the on-disk compilation cache the
+	// children share: on a cold cache, a dozen children started at once
+	// would each compile it beside the others and could spend their whole
+	// deadline on it.
+	plugintest.Load(t, plugintest.Runtime(t, plugins.Options{}), plugins.Source{Name: strings.TrimSuffix(name, ".wasm"), Wasm: wasm, Tenant: "acme"})
 	model, err := fakemodel.Start(fakemodel.Options{})
 	if err != nil {
 		t.Fatal(err)
