@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -218,4 +220,24 @@ func TestKernelCallReachesModules(t *testing.T) {
 		}
 	}
 	m.pool.put(in)
+}
+
+// TestExecutableID: the build that names kept modules is the binary's Go
+// build ID, as go tool buildid reads it.
+func TestExecutableID(t *testing.T) {
+	exe, err := os.Executable() // not /proc/self/exe: that is go's own to go tool buildid
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
+	if err != nil {
+		t.Skipf("go tool buildid: %v", err)
+	}
+	want := strings.TrimSpace(string(out))
+	if got := goBuildID(exe); got != want || executableID() != "go:"+want {
+		t.Errorf("goBuildID %q, executableID %q, want %q", got, executableID(), want)
+	}
+	if id := goBuildID("/dev/null"); id != "" {
+		t.Errorf("the build ID of an empty file: %q", id)
+	}
 }

@@ -295,8 +295,8 @@ func TestJavaScriptModuleMatchesBuild(t *testing.T) {
 }
 
 // TestJavaScriptEngineCompiledOnce: two TypeScript plugins, two scripts,
-// one engine: the runtime meters and compiles the engine once, and both
-// serve.
+// one engine: the runtime meters and compiles the engine once at most (not
+// at all when an earlier run kept it), and both serve.
 func TestJavaScriptEngineCompiledOnce(t *testing.T) {
 	rt, _ := newRuntime(t)
 	hostile := load(t, rt, "hostile_js", jsHostileWasm(t), plugins.Limits{})
@@ -304,8 +304,8 @@ func TestJavaScriptEngineCompiledOnce(t *testing.T) {
 	if hostile.Hash() == weather.Hash() {
 		t.Fatal("two plugins with one hash")
 	}
-	if n := plugins.CompilerRuns(rt); n != 1 {
-		t.Errorf("%d compiler processes for two TypeScript plugins, want 1 (the engine's)", n)
+	if n := plugins.CompilerRuns(rt); n > 1 {
+		t.Errorf("%d compiler processes for two TypeScript plugins, want 1 (the engine's) or none (the engine kept by an earlier run)", n)
 	}
 	if res, err := callTool(t, hostile, "ok", `{}`); err != nil || res.Output != `{"ok":true}` {
 		t.Errorf("ok: %s, %v", res.Output, err)

@@ -23,10 +23,13 @@ import (
 
 // Options configures a [Runtime]. The zero value is usable.
 type Options struct {
-	// CacheDir keeps compiled machine code on disk, so that a module
-	// already compiled (by this process or an earlier one) loads in
-	// milliseconds instead of up to a second. It is created if missing.
-	// Default: "", an in-memory cache for the life of the Runtime.
+	// CacheDir keeps compiled machine code on disk, and beside it the
+	// metered modules it was compiled from, so that a module compiled
+	// already (by this process or an earlier one that shared the
+	// directory) loads with no compiler process: about 0.16 s instead of
+	// 1.5 s for a 3.4 MB Go plugin. It is created if missing. Default: "",
+	// a temporary directory of the Runtime's own, removed at Close
+	// (an in-memory cache under Options.CompileInProcess).
 	CacheDir string
 	// Logger receives the plugins' log lines (tagged with plugin, tenant
 	// and module hash) and the runtime's own warnings. Default:

@@ -619,6 +619,83 @@ func TestHostileCompileBomb(t *testing.T) {
 	}
 }
 
+// TestKeptModules: a module compiled once is kept for the next process
+// that shares the cache directory. A new runtime there loads it with no
+// compiler process, and metered: a spinning call still runs out of fuel.
+// A damaged kept module is compiled again (and kept again); other limits
+// of the meter are another module; a module refused is never kept (a
+// compile bomb refused once is refused again by a compiler process, never
+// compiled in the runtime's own).
+func TestKeptModules(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *plugins.Runtime { return plugintest.Runtime(t, plugins.Options{CacheDir: dir}) }
+	wasm := versionWasm(t, "kept")
+	limits := plugins.Limits{Instances: 1, Fuel: 5_000_000}
+	first := start()
+	load(t, first, "v", wasm, limits)
+	if n := plugins.CompilerRuns(first); n != 1 {
+		t.Fatalf("the first runtime started %d compiler processes, want 1", n)
+	}
+	second := start()
+	m := load(t, second, "v", wasm, limits)
+	if n := plugins.CompilerRuns(second); n != 0 {
+		t.Errorf("the second runtime started %d compiler processes for a module kept, want 0", n)
+	}
+	if _, err := callTool(t, m, "slow", `{"n":1000}`); !errors.Is(err, plugins.ErrOutOfFuel) {
+		t.Errorf("a billion iterations on 5,000,000 fuel: %v, want ErrOutOfFuel", err)
+	}
+	if res, err := callTool(t, m, "version", `{}`); err != nil || !strings.Contains(res.Output, "kept") {
+		t.Errorf("version: %s, %v", res.Output, err)
+	}
+
+	kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*.wasm"))
+	if len(kept) != 1 {
+		t.Fatalf("kept modules %v, want one", kept)
+	}
+	b, err := os.ReadFile(kept[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := slices.Clone(b)
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(kept[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := start()
+	m = load(t, third, "v", wasm, limits)
+	if n := plugins.CompilerRuns(third); n != 1 {
+		t.Errorf("a damaged kept module: %d compiler processes, want 1", n)
+	}
+	if _, err := callTool(t, m, "slow", `{"n":1000}`); !errors.Is(err, plugins.ErrOutOfFuel) {
+		t.Errorf("compiled again: %v, want ErrOutOfFuel", err)
+	}
+	if again, err := os.ReadFile(kept[0]); err != nil || !slices.Equal(again, good) {
+		t.Errorf("the damaged kept module was not kept again whole (%v)", err)
+	}
+
+	fourth := start()
+	load(t, fourth, "v", wasm, plugins.Limits{Instances: 1, MaxTableElements: 1000})
+	if n := plugins.CompilerRuns(fourth); n != 1 {
+		t.Errorf("other table limits: %d compiler processes, want 1", n)
+	}
+
+	bomb := nestedBlocks(100_000)
+	for i := range 2 {
+		rt := start()
+		_, err := rt.Load(context.Background(), plugins.Source{Name: "bomb", Wasm: bomb, Tenant: "acme",
+			Limits: plugins.Limits{CompileTimeout: time.Second, MaxCompileBytes: 3 << 30}})
+		if !errors.Is(err, plugins.ErrInvalidModule) || !strings.Contains(err.Error(), "did not finish compiling") {
+			t.Fatalf("load %d of a compile bomb: %v", i+1, err)
+		}
+		if n := plugins.CompilerRuns(rt); n != 1 {
+			t.Errorf("load %d of a compile bomb: %d compiler processes, want 1", i+1, n)
+		}
+	}
+	if kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*.wasm")); len(kept) != 2 {
+		t.Errorf("kept modules %v, want two (the module under two table limits)", kept)
+	}
+}
+
 // TestTenantCaps: the modules of a tenant are bounded together — tools
 // offered, description bytes, instances, memory, calls at once — so that
 // loading more modules does not multiply what a tenant may hold; what a

@@ -54,7 +54,12 @@ type Config struct {
 	// (uploaded through the API, or put there; hot-reloaded). Default: "",
 	// no plugins.
 	PluginsDir string `yaml:"plugins_dir"`
-	// PluginCacheDir keeps compiled plugins. Default: "", none.
+	// PluginCacheDir keeps compiled plugins on disk (plugins.Options.
+	// CacheDir): a restart loads a plugin compiled before with no compiler
+	// process. Default: "", a cache of the process's own; agentic-host
+	// serve's default is $AGENTIC_WASM_CACHE, else the user cache
+	// directory's agentic-host/wasm (none, with a warning, when it cannot
+	// be written).
 	PluginCacheDir string `yaml:"plugin_cache_dir"`
 	// AutoResume resumes the runs that a host left interrupted, at start
 	// and whenever a dead host's lease lapses. Default: true.

@@ -6,3 +6,7 @@ var ApprovalSecret = approvalSecret
 
 // ExpiryOf is expiryOf, for the test of keys create --expires.
 var ExpiryOf = expiryOf
+
+// ServePluginCacheDir is servePluginCacheDir, for the test of serve's
+// default plugin_cache_dir.
+var ServePluginCacheDir = servePluginCacheDir

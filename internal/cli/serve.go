@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -93,6 +94,9 @@ func serveCmd(ctx context.Context, args []string, env Env) error {
 	if cfg.Listen == "" {
 		cfg.Listen = server.DefaultListen
 	}
+	if cfg.PluginCacheDir == "" {
+		cfg.PluginCacheDir = servePluginCacheDir(env, log)
+	}
 	store, closeStore, err := openStorage(cfg.Storage)
 	if err != nil {
 		return fail(2, "%v", err)
@@ -170,6 +174,33 @@ func serveCmd(ctx context.Context, args []string, env Env) error {
 	hs.Close()
 	log.Info("shut down")
 	return nil
+}
+
+// servePluginCacheDir is serve's plugin_cache_dir when the configuration
+// names none: the plugin commands' ($AGENTIC_WASM_CACHE, else the user
+// cache directory's agentic-host/wasm), so that a restart loads the
+// plugins it compiled before with no compiler process; "" (a cache of the
+// process's own) when that directory cannot be made or written, said in
+// a warning.
+func servePluginCacheDir(env Env, log *slog.Logger) string {
+	dir := pluginDefaultCacheDir(env)
+	if dir == "" {
+		log.Warn("no plugin compilation cache on disk: set plugin_cache_dir (no HOME, XDG_CACHE_HOME or AGENTIC_WASM_CACHE); every start compiles every plugin again")
+		return ""
+	}
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		var f *os.File
+		if f, err = os.CreateTemp(dir, ".probe-*"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		log.Warn("no plugin compilation cache on disk: set plugin_cache_dir; every start compiles every plugin again", "dir", dir, "err", err)
+		return ""
+	}
+	return dir
 }
 
 // listenerDrain bounds the wait for the requests in flight once the runs

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/internal/cli"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
@@ -714,5 +716,51 @@ func TestServeQuickStart(t *testing.T) {
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(30 * time.Second); code != 0 {
 		t.Errorf("serve exited %d after SIGTERM", code)
+	}
+}
+
+// TestServePluginCacheDir: serve keeps its plugins' compilation cache on
+// disk by default ($AGENTIC_WASM_CACHE, else the user cache directory), so
+// that a restart compiles nothing it compiled before; a directory it cannot
+// write, or no directory to name, leaves it with a cache of its own and a
+// warning naming plugin_cache_dir, never a failed start.
+func TestServePluginCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" for none, with a warning
+	}{
+		{"AGENTIC_WASM_CACHE", map[string]string{"AGENTIC_WASM_CACHE": filepath.Join(dir, "cache"), "HOME": dir}, filepath.Join(dir, "cache")},
+		{"XDG_CACHE_HOME", map[string]string{"XDG_CACHE_HOME": filepath.Join(dir, "xdg"), "HOME": dir}, filepath.Join(dir, "xdg", "agentic-host", "wasm")},
+		{"HOME", map[string]string{"HOME": filepath.Join(dir, "home")}, filepath.Join(dir, "home", ".cache", "agentic-host", "wasm")},
+		{"unwritable", map[string]string{"AGENTIC_WASM_CACHE": filepath.Join(file, "cache")}, ""},
+		{"nothing to name it", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			env := cli.Env{Getenv: func(k string) string { return tc.env[k] }}
+			got := cli.ServePluginCacheDir(env, log)
+			if got != tc.want {
+				t.Fatalf("plugin_cache_dir %q, want %q (log: %s)", got, tc.want, logs.String())
+			}
+			if tc.want == "" {
+				if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "set plugin_cache_dir") {
+					t.Errorf("no warning naming plugin_cache_dir: %s", logs.String())
+				}
+				return
+			}
+			if st, err := os.Stat(got); err != nil || !st.IsDir() {
+				t.Errorf("the directory was not made: %v", err)
+			}
+			if logs.Len() != 0 {
+				t.Errorf("logged: %s", logs.String())
+			}
+		})
 	}
 }
