@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/plugins"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 )
@@ -27,7 +30,7 @@ func bareInstance(b testing.TB, wasm []byte, lim plugins.Limits, stderr io.Write
 	ctx := context.Background()
 	manifest := lim.Manifest(wasm)
 	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(wazero.NewCompilationCache()).
+		WithCompilationCache(bareCache(b)).
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(manifest.Memory.MaxPages)
 	i32, i64 := extism.ValueTypeI32, extism.ValueTypeI64
@@ -53,6 +56,24 @@ func bareInstance(b testing.TB, wasm []byte, lim plugins.Limits, stderr io.Write
 	b.Cleanup(func() { p.Close(ctx) })
 	return p
 }
+
+// bareCache is the compilation cache of bare instances, on disk under
+// plugintest.CacheDir: a Go module compiled in this process under -race
+// takes seconds, once per run and not once per instance.
+var bareCache = func() func(testing.TB) wazero.CompilationCache {
+	var once sync.Once
+	var cache wazero.CompilationCache
+	var err error
+	return func(tb testing.TB) wazero.CompilationCache {
+		once.Do(func() {
+			cache, err = wazero.NewCompilationCacheWithDir(filepath.Join(plugintest.CacheDir(), "wazero-bare"))
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return cache
+	}
+}()
 
 // BenchmarkWarmCallVsBare runs, in one loop, a warm tool call through the
 // plugins runtime (schema check, request envelope, pool, classification,
