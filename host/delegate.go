@@ -194,7 +194,7 @@ type toolRun struct {
 // toolRun is r as its delegate calls see it: a child of a delegate call
 // in flight here counts in its parent's tree, one level deeper.
 func (r *run) toolRun() toolRun {
-	tr := toolRun{h: r.h, publish: r.publish, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.step - 1,
+	tr := toolRun{h: r.h, publish: r.publish, runID: r.id, agent: r.agent.Name, stepsLeft: r.agent.MaxSteps - r.stepNow() - 1,
 		calls: &r.delegateCalls, tree: &r.delegateTree}
 	if d, ok := r.h.delegated.Load(r.sessionID); ok {
 		tr.depth, tr.tree = d.(delegation).depth, d.(delegation).tree

@@ -211,7 +211,7 @@ func (r *run) emit(e Event) {
 		return
 	}
 	if e.Step == 0 {
-		e.Step = r.step
+		e.Step = r.stepNow()
 	}
 	r.h.emitFor(r.sessionID, r.id, r.agent.Name, r.startedAt, e)
 }

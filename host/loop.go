@@ -50,7 +50,7 @@ type run struct {
 	passStart  time.Time       // when the pass in flight started
 	retryClass string          // the class of the failure retried last
 	responseID string          // the item the next pass streams into
-	step       int             // index of the next pass
+	step       atomic.Int64    // index of the next pass: read by emit on the goroutines that append to the run (stepNow)
 	folding    []string        // queued messages the current pass folded in
 	holdFrom   int             // > 0: the next pass holds back the messages queued from this position on (see afterRun)
 	callIDs    map[string]bool // the session's tool call ids, once a pass made calls (uniqueCallIDs)
@@ -245,7 +245,7 @@ func (r *run) armStep() (done func()) {
 	if d <= 0 {
 		return func() {}
 	}
-	ctx, cancel := context.WithTimeoutCause(r.base, d, &TimeoutError{Kind: TimeoutStep, Step: r.step, After: d})
+	ctx, cancel := context.WithTimeoutCause(r.base, d, &TimeoutError{Kind: TimeoutStep, Step: r.stepNow(), After: d})
 	r.ctx = ctx
 	return func() {
 		cancel()

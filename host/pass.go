@@ -150,7 +150,7 @@ func (r *run) pass() (o outcome, stop bool) {
 		return r.turnEnd(res)
 	}
 	next := ""
-	if r.step+1 < r.agent.MaxSteps {
+	if r.stepNow()+1 < r.agent.MaxSteps {
 		next = ledger.NewID("resp")
 	}
 	if err := r.append(r.stepEvent(res, next)); err != nil {
@@ -257,7 +257,7 @@ func (r *run) turnEnd(res model.Result) (outcome, bool) {
 	}
 	r.st.mu.Lock()
 	pending := len(ledger.PendingInputs(r.events)) - len(r.folding)
-	more := (pending > 0 || poke != "") && failReason == "" && r.step+1 < r.agent.MaxSteps
+	more := (pending > 0 || poke != "") && failReason == "" && r.stepNow()+1 < r.agent.MaxSteps
 	if !more {
 		r.ending = true
 	}
@@ -424,9 +424,12 @@ func interrupting(events []ledger.Event, ids []string) map[string]Overlap {
 	return out
 }
 
+// stepNow is the index of the run's next pass.
+func (r *run) stepNow() int { return int(r.step.Load()) }
+
 // advance moves the run to its next pass, streaming into the item next.
 func (r *run) advance(next string) {
-	r.step++
+	r.step.Add(1)
 	r.responseID = next
 	r.folding = nil
 	r.resetLive(next)
@@ -501,7 +504,7 @@ func (r *run) uniqueCallIDs(calls []ledger.ToolCall) []ledger.ToolCall {
 
 func (r *run) stepEvent(res model.Result, next string) ledger.Event {
 	e := r.newEvent(ledger.KindStep)
-	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.step, Inputs: r.folding, Text: res.Text,
+	e.Step = &ledger.Step{ResponseID: r.responseID, NextResponseID: next, Index: r.stepNow(), Inputs: r.folding, Text: res.Text,
 		Reasoning: res.Reasoning, ToolCalls: res.ToolCalls, FinishReason: res.FinishReason, Model: res.Model,
 		GenerationID: res.GenerationID, Usage: res.Usage, Raw: res.Raw}
 	return e

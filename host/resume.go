@@ -377,7 +377,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 		h.unrecorded.Delete(r.id)
 		h.countResumed()
 	}
-	r.step = len(view.Steps)
+	r.step.Store(int64(len(view.Steps)))
 	r.responseID = view.ResponseID
 	return r, func(r *run) outcome { return r.continueRun(last, view) }, RunResult{}, nil
 }
@@ -440,7 +440,7 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 		// task's poke), naming the item the next pass streams into, or
 		// to end.
 		if last.NextResponseID != "" && last.Index+1 < r.agent.MaxSteps {
-			r.step = last.Index
+			r.step.Store(int64(last.Index))
 			r.advance(last.NextResponseID)
 			return r.loop()
 		}
@@ -477,7 +477,7 @@ func (r *run) continueRun(last *ledger.Step, view ledger.Run) outcome {
 		}
 		return r.park(waiting)
 	}
-	r.step = last.Index
+	r.step.Store(int64(last.Index))
 	if o, stop := r.afterTools(last.NextResponseID); stop {
 		return o
 	}

@@ -257,7 +257,7 @@ func (r *run) startStepSpan() trace.Span {
 	if t == nil || t.tracer == nil {
 		return nil
 	}
-	ctx, span := t.tracer.Start(r.ctx, "step", trace.WithAttributes(append(r.ids(), attrStep.Int(r.step))...))
+	ctx, span := t.tracer.Start(r.ctx, "step", trace.WithAttributes(append(r.ids(), attrStep.Int(r.stepNow()))...))
 	r.ctx = ctx
 	return span
 }
@@ -286,7 +286,7 @@ func (r *run) modelCall(ctx context.Context, req model.Request, attempt int, cal
 	var span trace.Span
 	if t.tracer != nil {
 		attrs := append(r.ids(), semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(req.Model),
-			attrStep.Int(r.step), attrAttempt.Int(attempt))
+			attrStep.Int(r.stepNow()), attrAttempt.Int(attempt))
 		if req.MaxTokens > 0 {
 			attrs = append(attrs, semconv.GenAIRequestMaxTokens(req.MaxTokens))
 		}
@@ -366,7 +366,7 @@ func (r *run) toolCall(ctx context.Context, spec ToolSpec, call ToolCall, policy
 	var span trace.Span
 	if t.tracer != nil {
 		attrs := append(r.ids(), semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(spec.Name),
-			semconv.GenAIToolCallID(call.ID), semconv.GenAIToolType("function"), attrEffect.String(string(effectOf(spec))), attrStep.Int(r.step))
+			semconv.GenAIToolCallID(call.ID), semconv.GenAIToolType("function"), attrEffect.String(string(effectOf(spec))), attrStep.Int(r.stepNow()))
 		if t.content {
 			attrs = append(attrs, attrArgs.String(string(call.Input)))
 		}
