@@ -277,9 +277,10 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 // meter (0.52 s to 0.16 s for the 3.4 MB get_account Go plugin here:
 // BenchmarkLoadFromCache, docs/plugins.md#performance).
 //
-// A kept module is named by this program's binary (its SHA-256: another
-// build may meter differently), the module's hash and the limits its
-// compile depends on; it is written only after a compiler process compiled
+// A kept module is named by this program's build (its Go build ID:
+// another build may meter differently; a build's modules unused for a
+// week are removed), the module's hash and the limits its compile
+// depends on; it is written only after a compiler process compiled
 // it within its limits, and it ends with the SHA-256 of its bytes (a
 // truncated or altered file is a miss, and is removed). The directory is
 // as trusted as wazero's cache beside it, which holds machine code: a
@@ -358,7 +359,8 @@ func goBuildID(path string) string {
 }
 
 // preparedPath is where the metered module of key under l is kept, or ""
-// when this runtime keeps none on disk (its cache is its own).
+// when this runtime keeps none on disk (its cache is its own): a file
+// named by the key and the limits, in a directory of this build.
 func (r *Runtime) preparedPath(key string, l Limits) string {
 	if r.cacheDir == "" || r.tmpCache {
 		return ""
@@ -367,8 +369,39 @@ func (r *Runtime) preparedPath(key string, l Limits) string {
 	if id == "" {
 		return ""
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", id, key, l.MemoryPages))
-	return filepath.Join(r.cacheDir, preparedDirName, hex.EncodeToString(sum[:])+".wasm")
+	build := sha256.Sum256([]byte(id))
+	dir := filepath.Join(r.cacheDir, preparedDirName, hex.EncodeToString(build[:16]))
+	r.pruneKept.Do(func() { pruneKeptBuilds(dir, time.Now()) })
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d", key, l.MemoryPages))
+	return filepath.Join(dir, hex.EncodeToString(sum[:])+".wasm")
+}
+
+// keptBuildTTL is how long the modules kept by a build no runtime has used
+// stay on disk: past it, the next runtime to use the directory removes
+// them (each deploy of a new build would otherwise leave its modules
+// behind for good).
+const keptBuildTTL = 7 * 24 * time.Hour
+
+// pruneKeptBuilds marks dir, this build's, as used now (creating it), and
+// removes its siblings, other builds' kept modules, unused for
+// keptBuildTTL. Errors leave things as they are.
+func pruneKeptBuilds(dir string, now time.Time) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	_ = os.Chtimes(dir, now, now)
+	siblings, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		return
+	}
+	for _, e := range siblings {
+		if !e.IsDir() || e.Name() == filepath.Base(dir) {
+			continue
+		}
+		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > keptBuildTTL {
+			_ = os.RemoveAll(filepath.Join(filepath.Dir(dir), e.Name()))
+		}
+	}
 }
 
 // preparedOnDisk reads the metered module of key under l, if a compiler

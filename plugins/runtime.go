@@ -90,6 +90,7 @@ type Runtime struct {
 	// see a module compiled once: every JavaScript plugin's engine).
 	compilerRuns atomic.Int64
 	prepared     preparedCache // the metered modules compiled into the cache
+	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart.
 	// They compile through the shared cache, and wazero v1.12.0 publishes
 	// a module it read from the file cache to other compiles before it

@@ -625,9 +625,24 @@ func TestHostileCompileBomb(t *testing.T) {
 // A damaged kept module is compiled again (and kept again); other limits
 // of the meter are another module; a module refused is never kept (a
 // compile bomb refused once is refused again by a compiler process, never
-// compiled in the runtime's own).
+// compiled in the runtime's own). Other builds' kept modules unused for a
+// week are removed.
 func TestKeptModules(t *testing.T) {
 	dir := t.TempDir()
+	builds := map[string]time.Duration{"old": 8 * 24 * time.Hour, "recent": 6 * 24 * time.Hour}
+	for name, age := range builds {
+		d := filepath.Join(dir, "agentic-prepared", name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "x.wasm"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		then := time.Now().Add(-age)
+		if err := os.Chtimes(d, then, then); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := func() *plugins.Runtime { return plugintest.Runtime(t, plugins.Options{CacheDir: dir}) }
 	wasm := versionWasm(t, "kept")
 	limits := plugins.Limits{Instances: 1, Fuel: 5_000_000}
@@ -635,6 +650,15 @@ func TestKeptModules(t *testing.T) {
 	load(t, first, "v", wasm, limits)
 	if n := plugins.CompilerRuns(first); n != 1 {
 		t.Fatalf("the first runtime started %d compiler processes, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agentic-prepared", "old")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the modules a build kept and no runtime used for 8 days are still there (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "agentic-prepared", "recent", "x.wasm")); err != nil {
+		t.Errorf("the modules a build used 6 days ago are gone: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "agentic-prepared", "recent")); err != nil {
+		t.Fatal(err)
 	}
 	second := start()
 	m := load(t, second, "v", wasm, limits)
@@ -648,7 +672,7 @@ func TestKeptModules(t *testing.T) {
 		t.Errorf("version: %s, %v", res.Output, err)
 	}
 
-	kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*.wasm"))
+	kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*", "*.wasm"))
 	if len(kept) != 1 {
 		t.Fatalf("kept modules %v, want one", kept)
 	}
@@ -691,7 +715,7 @@ func TestKeptModules(t *testing.T) {
 			t.Errorf("load %d of a compile bomb: %d compiler processes, want 1", i+1, n)
 		}
 	}
-	if kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*.wasm")); len(kept) != 2 {
+	if kept, _ := filepath.Glob(filepath.Join(dir, "agentic-prepared", "*", "*.wasm")); len(kept) != 2 {
 		t.Errorf("kept modules %v, want two (the module under two table limits)", kept)
 	}
 }

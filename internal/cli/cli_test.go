@@ -28,7 +28,16 @@ func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 	t.Helper()
 	var out, errOut bytes.Buffer
 	env := cli.Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
-		Getenv: func(string) string { return "" }}
+		Getenv: func(k string) string {
+			if k == "AGENTIC_WASM_CACHE" {
+				// The tests' compilation cache: a module compiled once
+				// (in a compiler process of this race-instrumented
+				// binary, seconds for a Go plugin) is not compiled again
+				// by every command that loads it.
+				return filepath.Join(plugintest.CacheDir(), "wazero")
+			}
+			return ""
+		}}
 	code = cli.Main(context.Background(), args, env)
 	return code, out.String(), errOut.String()
 }
