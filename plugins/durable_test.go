@@ -166,7 +166,11 @@ func TestDurableChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := make(chan host.RunResult, 4)
-	h, err := host.New(host.Options{Storage: store, Model: client, HostID: hostID, LeaseTTL: 300 * time.Millisecond,
+	// A lease of 2s: the resuming host waits it out once; with 300ms, a
+	// child stalled that long on a loaded machine (-race, CI beside other
+	// packages) lost its lease before the message was appended and failed
+	// the send.
+	h, err := host.New(host.Options{Storage: store, Model: client, HostID: hostID, LeaseTTL: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Agent: host.Agent{Model: "fake/echo", Tools: []host.Tool{tool},
 			ToolApprovals: map[string]host.ApprovalMode{toolName: host.ApproveAlways}},

@@ -112,6 +112,7 @@ type a2aReport struct {
 // part, the post published once; a wrong key and no key are refused, and
 // another tenant's key finds no task.
 func TestA2AClient(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	client := needA2AClient(t)
 	bin := needBinary(t)
 	const key, otherKey = "ak_a2a_test_7d1e", "ak_a2a_other_2b90"

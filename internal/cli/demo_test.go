@@ -34,6 +34,7 @@ func TestDemos(t *testing.T) {
 		{"media", []string{"[attached: image/png, 33 bytes; file notes.pdf, application/pdf, 33 bytes]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each demo its own directory, processes and ports
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "demo.sh"), c.name)

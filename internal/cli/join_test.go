@@ -18,6 +18,7 @@ import (
 // over: it answers the message A died answering, into the item A had
 // minted for it, and then its own — as a chat on file storage does.
 func TestChatJoinsAnotherHostsRun(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	srv := redistest.Start(t, redistest.Options{})
 	model := slowModel(t)

@@ -225,6 +225,7 @@ func checkNoDuplicates(t *testing.T, tr wireTranscript) {
 // (its sweep repeats every lease ttl). A message typed into B while the
 // resumed run streams must be answered by that run.
 func TestMultiHostChatTakeover(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	srv := redistest.Start(t, redistest.Options{})
 	model := slowModel(t)
@@ -415,6 +416,7 @@ func TestFencingChatSIGSTOP(t *testing.T) {
 // renewal: the run completes in place — the lease survived in the AOF, the
 // host's renewals and appends reconnect — with nothing lost or duplicated.
 func TestRedisRestartShortOutage(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	srv := redistest.Start(t, redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	model := slowModel(t)
@@ -459,6 +461,7 @@ func TestRedisRestartShortOutage(t *testing.T) {
 // the kill; chat again in the session resumes the run (the pass streams
 // again, recorded once) and then answers the new message.
 func TestRedisRestartLongOutage(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	srv := redistest.Start(t, redistest.Options{AppendOnly: true, AppendFsync: "always"})
 	model := slowModel(t)

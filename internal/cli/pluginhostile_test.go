@@ -121,6 +121,7 @@ func TestPluginCommandsLoadBombs(t *testing.T) {
 // each), not their sum (20s), and answers with count_vowels: the real
 // binary, as a user runs it.
 func TestChatHostilePluginDirLoadsTogether(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

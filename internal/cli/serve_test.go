@@ -342,6 +342,7 @@ func tenantLedger(t *testing.T, url string) storage.Storage {
 // twice; a viewer attached to B follows the run B took over to its end,
 // with no character twice or missing.
 func TestServeTwoHostsRedis(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
 	model := slowModel(t)
@@ -573,6 +574,7 @@ func fileLedger(t *testing.T, dir string) storage.Storage {
 // a crash would (the pass in flight dropped). Either way a new serve
 // process resumes it at boot and answers, with no item or text twice.
 func TestServeSIGTERMDrains(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
 	model := slowModel(t)
 	for _, tc := range []struct {

@@ -123,6 +123,7 @@ func (tr uiTranscript) responses() []int {
 // sendAutomaticallyWhen) approves it, the run goes on in the same message,
 // and the post is published once; a client without the key gets a 401.
 func TestUIChatAISDK(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
 	client := needAIClient(t)
 	bin := needBinary(t)
 	const key = "ak_ui_test_3f9c"
