@@ -140,7 +140,7 @@ func TestPluginNewBuildCall(t *testing.T) {
 				t.Fatalf("plugin build: exit %d\n%s\n%s", code, out, errOut)
 			}
 			input, _ := os.ReadFile(filepath.Join(dir, "input.json"))
-			code, out, errOut = run(t, "", "plugin", "call", "--cache-dir", "", wasm, name, string(input))
+			code, out, errOut = run(t, "", "plugin", "call", wasm, name, string(input))
 			if code != 0 || strings.TrimSpace(out) != "Hello, Ada!" {
 				t.Fatalf("plugin call: exit %d, %q\n%s", code, out, errOut)
 			}
