@@ -23,19 +23,30 @@ type contextWindower interface {
 	ContextWindow(ctx context.Context, model string) (int, error)
 }
 
+// compaction is the run's compaction: its agent's (Agent.Compaction),
+// else the host's (Options.Compaction); nil when neither is set, which
+// compacts only on a context overflow.
+func (r *run) compaction() *Compaction {
+	if c := r.agent.Compaction; c != nil {
+		return c
+	}
+	return r.h.compaction
+}
+
 // window returns the context window of the agent's model, 0 when unknown.
-func (r *run) window(ctx context.Context) int {
+func (r *run) window(ctx context.Context, cfg *Compaction) int {
 	if cw, ok := r.h.model.(contextWindower); ok {
 		if w, err := cw.ContextWindow(ctx, r.agent.Model); err == nil && w > 0 {
 			return w
 		}
 	}
-	return r.h.compaction.ContextWindow
+	return cfg.ContextWindow
 }
 
 // needsCompaction reports whether the last pass's tokens reached the limit.
 func (r *run) needsCompaction(ctx context.Context) bool {
-	if r.h.compaction == nil {
+	cfg := r.compaction()
+	if cfg == nil {
 		return false
 	}
 	events := r.view()
@@ -53,11 +64,11 @@ func (r *run) needsCompaction(ctx context.Context) bool {
 	if last == nil {
 		return false
 	}
-	w := r.window(ctx)
+	w := r.window(ctx, cfg)
 	if w <= 0 {
 		return false
 	}
-	return float64(last.PromptTokens+last.CompletionTokens) >= r.h.compaction.Limit*float64(w)
+	return float64(last.PromptTokens+last.CompletionTokens) >= cfg.Limit*float64(w)
 }
 
 // compact summarises the events before the last KeepRecent user messages
@@ -65,7 +76,7 @@ func (r *run) needsCompaction(ctx context.Context) bool {
 // compaction event. It returns false, with no error, when there is nothing
 // old enough to compact.
 func (r *run) compact(ctx context.Context) (bool, error) {
-	cfg := r.h.compaction
+	cfg := r.compaction()
 	if cfg == nil {
 		c, _ := Compaction{}.normalized()
 		cfg = &c

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -218,5 +219,57 @@ func TestCompactionMidRun(t *testing.T) {
 	}
 	if midRun == 0 {
 		t.Fatalf("no compaction after the run's first step (%d steps)", steps)
+	}
+}
+
+// TestCompactionPerSession: an agent's own compaction (Agent.Compaction),
+// bound to one session with SessionWith, compacts that session at its
+// limit while a session of the host's agent, with the same turns, does
+// not; a bad limit is refused naming the agent's field.
+func TestCompactionPerSession(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+		host.Agent{Model: "fake/small"}, func(o *host.Options) {
+			o.Compaction = &host.Compaction{Limit: 1}
+		})
+	ctx := context.Background()
+	tight, err := hs.host.SessionWith("tight", host.Agent{Model: "fake/small", Compaction: &host.Compaction{Limit: 0.3, KeepRecent: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose := hs.host.Session("loose")
+	for _, sess := range []*host.Session{tight, loose} {
+		for i := range 5 {
+			text := filler(i)
+			if i == 0 {
+				text = "Remember this: my secret code is ZEBRA42. " + text
+			}
+			if res, err := sess.Send(ctx, text, host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+				t.Fatalf("%s, message %d: %+v %v", sess.ID(), i, res, err)
+			}
+		}
+	}
+	count := func(session string) int {
+		n := 0
+		for _, e := range hs.events(session) {
+			if e.Compaction != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count("tight"); n == 0 {
+		t.Error("the session bound to an agent compacting at 0.3 of the window never compacted")
+	}
+	if n := count("loose"); n != 0 {
+		t.Errorf("the host's session (compacting at the whole window) compacted %d times", n)
+	}
+	res, err := tight.Send(ctx, "Tell me: what is my secret code?", host.SendOptions{})
+	if err != nil || res.Text != "Your code is ZEBRA42." {
+		t.Errorf("after its compactions: %+v %v", res, err)
+	}
+
+	_, err = hs.host.SessionWith("bad", host.Agent{Model: "fake/small", Compaction: &host.Compaction{Limit: 2}})
+	if !errors.Is(err, host.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), "Agent.Compaction.Limit") {
+		t.Errorf("a limit of 2: %v", err)
 	}
 }

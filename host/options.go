@@ -306,6 +306,13 @@ type Agent struct {
 	// PolicyTimeout bounds one policy's decision; a policy past it denies
 	// the call. Default: 0, which means 10s.
 	PolicyTimeout time.Duration
+	// Compaction, when set, is how the agent's runs keep their sessions
+	// within the model's context window, in place of the host's
+	// Options.Compaction (see [Compaction]): an agent bound to one session
+	// with [Host.SessionWith] gives that session a compaction of its own.
+	// Its zero fields take the Compaction defaults, not the host's.
+	// Default: nil, the host's.
+	Compaction *Compaction
 	// Timeouts bound the agent's runs, their steps, model streams and
 	// tool calls (see [AgentTimeouts]). Default: the zero AgentTimeouts,
 	// no bound but the tool calls' Options.ToolTimeout.
@@ -512,6 +519,13 @@ func normalizeAgent(a Agent) (Agent, error) {
 	}
 	if err := a.Timeouts.check(); err != nil {
 		errs = append(errs, err)
+	}
+	if a.Compaction != nil {
+		c, err := a.Compaction.normalized()
+		if err != nil {
+			errs = append(errs, errors.New(strings.ReplaceAll(err.Error(), "host: Compaction.", "host: Agent.Compaction.")))
+		}
+		a.Compaction = &c
 	}
 	switch a.OnInterrupted {
 	case "", ActionResume, ActionRestart, ActionFail, ActionLeave:

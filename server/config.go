@@ -438,6 +438,11 @@ type AgentConfig struct {
 	MaxSteps int `yaml:"max_steps"`
 	// MaxTokens bounds each pass's output. Default: 0, the provider's.
 	MaxTokens int `yaml:"max_tokens"`
+	// CompactionLimit compacts a session the agent runs when a prompt
+	// reaches this fraction of the model's context window, in place of
+	// the tenant's compaction_limit (host.Agent.Compaction). Default: 0,
+	// the tenant's.
+	CompactionLimit float64 `yaml:"compaction_limit"`
 	// Plugins names the plugins whose tools the agent offers. Default:
 	// none, every plugin of the tenant.
 	Plugins []string `yaml:"plugins"`
@@ -1421,6 +1426,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 			if _, err := host.NewSmoother[int](a.Smooth.options()); err != nil {
 				bad("agents.%s: smooth: %v", an, err)
 			}
+		}
+		if a.CompactionLimit < 0 || a.CompactionLimit > 1 {
+			bad("agents.%s: compaction_limit must be in (0, 1]", an)
 		}
 		switch host.ResumeAction(a.OnInterrupted) {
 		case "", host.ActionResume, host.ActionRestart, host.ActionFail, host.ActionLeave:

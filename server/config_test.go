@@ -228,7 +228,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 				Agents: map[string]server.AgentConfig{
 					"writer":    {Model: "other/model"},
 					"bad agent": {Model: "allowed/model"},
-					"policy":    {Model: "allowed/model", OnInterrupted: "retry", Overlap: "drop"},
+					"policy":    {Model: "allowed/model", OnInterrupted: "retry", Overlap: "drop", CompactionLimit: 1.5},
 				},
 			},
 			"nomodel": {Agents: map[string]server.AgentConfig{"default": {}}},
@@ -258,6 +258,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		"tenants.acme: compaction_limit",
 		`tenants.acme: agents.policy: on_interrupted "retry": want resume, restart, fail or leave`,
 		`tenants.acme: agents.policy: overlap "drop": want queue, reject, interrupt or rollback`,
+		"tenants.acme: agents.policy: compaction_limit must be in (0, 1]",
 		"tenants.nomodel: agents.default: model is required",
 		"tenants.fuel: plugin_fuel_per_day is negative",
 		"blob_threshold is negative",

@@ -447,6 +447,9 @@ func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, erro
 	if len(ac.Models) > 1 {
 		a.Fallback = ac.Models[1:]
 	}
+	if ac.CompactionLimit > 0 {
+		a.Compaction = &host.Compaction{Limit: ac.CompactionLimit}
+	}
 	if ac.Retry != nil {
 		p := ac.Retry.policy()
 		a.Retry = &p
