@@ -528,3 +528,49 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("requests %d, reply mutated: %+v", s.RequestCount(), reply.ToolCalls)
 	}
 }
+
+// TestStreamHold: a reply with Hold streams HoldAfter chunks of its text,
+// then nothing until Hold is closed; then the rest, and the end.
+func TestStreamHold(t *testing.T) {
+	hold := make(chan struct{})
+	s := start(t, Options{ChunkSize: 1, Script: []Reply{{Text: "one two three four five six", Hold: hold, HoldAfter: 2}}})
+	c := client(s)
+	st := c.Chat.Completions.NewStreaming(ctx(t), userParams("hi"))
+	defer st.Close()
+	var got strings.Builder
+	for got.String() != "one two " {
+		if !st.Next() {
+			t.Fatalf("the stream ended before the hold, after %q: %v", got.String(), st.Err())
+		}
+		if c := st.Current(); len(c.Choices) > 0 {
+			got.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	// Held: the next chunk waits for the release (a chunk arriving
+	// first would fail the test).
+	next := make(chan string, 1)
+	go func() {
+		for st.Next() {
+			if c := st.Current(); len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+				next <- c.Choices[0].Delta.Content
+				break
+			}
+		}
+		close(next)
+	}()
+	select {
+	case chunk := <-next:
+		t.Fatalf("a chunk (%q) came through the hold", chunk)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	got.WriteString(<-next)
+	for st.Next() {
+		if c := st.Current(); len(c.Choices) > 0 {
+			got.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if err := st.Err(); err != nil || got.String() != "one two three four five six" {
+		t.Fatalf("after the release: %q, %v", got.String(), err)
+	}
+}

@@ -103,6 +103,15 @@ type Reply struct {
 	// Usage overrides the estimated usage. Default nil: estimate tokens from
 	// the text lengths (about 4 characters a token), cost 0, is_byok false.
 	Usage *Usage
+	// Hold, when set, pauses the stream after HoldAfter chunks of Text
+	// (the reasoning before it is sent whole) until Hold is closed, the
+	// client goes away or the server closes: a test reads the reply
+	// mid-stream for as long as it needs, then lets it finish. It applies
+	// to a streamed reply with no Fault.
+	Hold <-chan struct{}
+	// HoldAfter is the number of Text chunks sent before the pause of
+	// Hold.
+	HoldAfter int
 	// Fault, when set, is served instead of this reply on the first request
 	// that takes it from the script; the reply stays at the head of the
 	// queue, so the next request (the retry) gets it without the fault.

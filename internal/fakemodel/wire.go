@@ -181,6 +181,21 @@ func (c *call) stream() {
 	}
 	pre, finish, usage := c.events(fr)
 	if f == nil {
+		if hold := c.reply.Hold; hold != nil {
+			// The role chunk, the reasoning, then HoldAfter chunks of text.
+			n := min(len(pre), 1+len(splitWords(c.reply.Reasoning, c.srv.opts.ChunkSize))+max(c.reply.HoldAfter, 0))
+			if c.send(pre[:n]...) != nil {
+				return
+			}
+			select {
+			case <-hold:
+			case <-c.r.Context().Done():
+				return
+			case <-c.srv.done:
+				return
+			}
+			pre = pre[n:]
+		}
 		if c.send(pre...) == nil && c.send(finish, usage) == nil {
 			_ = c.done()
 		}

@@ -1,0 +1,189 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
+)
+
+// deadlineCtx is a context whose deadline passes when the test says so
+// (pass), not at a time: what a caller's context.WithTimeout does, with
+// no race against the machine's speed.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) pass()                       { c.once.Do(func() { close(c.done) }) }
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *deadlineCtx) Done() <-chan struct{}       { return c.done }
+func (c *deadlineCtx) Value(key any) any           { return c.Context.Value(key) }
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// heldModel is a fake model whose first reply holds after one chunk until
+// the returned release is called.
+func heldModel(t *testing.T) (fakemodel.Options, func()) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	var first atomic.Bool
+	return fakemodel.Options{ChunkSize: 1, Respond: func(req fakemodel.Request) fakemodel.Reply {
+		r := fakemodel.DefaultReply(req)
+		if first.CompareAndSwap(false, true) {
+			r.Hold, r.HoldAfter = hold, 1
+		}
+		return r
+	}}, release
+}
+
+// TestSendDeadlineTimesOut: a Send whose context's deadline passes while
+// its run works ends the run timed_out ("the run's deadline passed"), not
+// cancelled.
+func TestSendDeadlineTimesOut(t *testing.T) {
+	opts, _ := heldModel(t)
+	hs := newHarness(t, opts, host.Agent{})
+	ctx := newDeadlineCtx()
+	res, err := hs.host.Session("deadline").Send(ctx, "a long question", host.SendOptions{OnProgress: func(p host.Progress) {
+		if p.Type == host.ProgressText {
+			ctx.pass()
+		}
+	}})
+	if err != nil || res.Status != ledger.RunTimedOut || res.Reason != "the run's deadline passed" {
+		t.Fatalf("%+v %v; want timed_out, the run's deadline passed", res, err)
+	}
+	evs := hs.events("deadline")
+	if end := evs[len(evs)-1]; end.RunEnd == nil || end.RunEnd.Status != ledger.RunTimedOut {
+		t.Errorf("the ledger's last event: %+v, want the run's end, timed_out", end)
+	}
+}
+
+// TestJoinedSendNeverCancelsTheRun: a Send that joined another's run and
+// gives up (its context ends) returns its context's error, and the run
+// goes on: it answers both messages, the one of the Send that gave up
+// too.
+func TestJoinedSendNeverCancelsTheRun(t *testing.T) {
+	opts, release := heldModel(t)
+	hs := newHarness(t, opts, host.Agent{})
+	sess := hs.host.Session("join")
+	type outcome struct {
+		res host.RunResult
+		err error
+	}
+	streaming := make(chan struct{})
+	var once sync.Once
+	starter := make(chan outcome, 1)
+	go func() {
+		res, err := sess.Send(context.Background(), "first question", host.SendOptions{OnProgress: func(p host.Progress) {
+			if p.Type == host.ProgressText {
+				once.Do(func() { close(streaming) })
+			}
+		}})
+		starter <- outcome{res, err}
+	}()
+	select {
+	case <-streaming:
+	case o := <-starter:
+		t.Fatalf("the starter's run ended before its pass streamed: %+v %v", o.res, o.err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := sess.Send(ctx, "second question", host.SendOptions{OnAccepted: func(host.Accepted) { cancel() }})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("the joined Send that gave up: %+v, %v; want context.Canceled", res, err)
+	}
+	release()
+	o := <-starter
+	if o.err != nil || o.res.Status != ledger.RunCompleted {
+		t.Fatalf("the run, after the joined Send gave up: %+v %v; want completed", o.res, o.err)
+	}
+	evs := hs.events("join")
+	if got, want := kinds(evs), "input run-start input step step run-end"; got != want {
+		t.Errorf("ledger = %q, want %q", got, want)
+	}
+	var last string
+	for _, e := range evs {
+		if e.Step != nil {
+			last = e.Step.Text
+		}
+	}
+	if !strings.Contains(last, "second question") {
+		t.Errorf("the run's last pass answered %q, want the joined message", last)
+	}
+}
+
+// TestDefaultToolTimeout: Options.ToolTimeout bounds a tool whose spec
+// sets no Timeout (the model is told it timed out; the run goes on), and
+// -1 lets it run unbounded.
+func TestDefaultToolTimeout(t *testing.T) {
+	unblock := make(chan struct{})
+	slow := host.NewTool(host.ToolSpec{Name: "slow"}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
+		select {
+		case <-ctx.Done():
+			return host.ToolResult{}, ctx.Err()
+		case <-unblock:
+			return host.ToolResult{Output: "done at last"}, nil
+		}
+	})
+	script := func() fakemodel.Options {
+		return fakemodel.Options{Script: []fakemodel.Reply{{ToolCalls: []fakemodel.ToolCall{{Name: "slow", Arguments: `{}`}}}, {Text: "over"}}}
+	}
+	hs := newHarness(t, script(), host.Agent{Tools: []host.Tool{slow}}, func(o *host.Options) { o.ToolTimeout = 50 * time.Millisecond })
+	res, err := hs.host.Session("bounded").Send(context.Background(), "go", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var out *ledger.ToolResult
+	for _, e := range hs.events("bounded") {
+		if e.ToolResult != nil {
+			out = e.ToolResult
+		}
+	}
+	if out == nil || !out.IsError || !strings.Contains(out.Output, "timed out after 50ms") {
+		t.Errorf("the slow call's result: %+v; want the 50ms timeout", out)
+	}
+
+	// Unbounded: the call ends when the tool does.
+	hs = newHarness(t, script(), host.Agent{Tools: []host.Tool{slow}}, func(o *host.Options) { o.ToolTimeout = -1 })
+	go func() {
+		// Released once the call runs (the model's first request came
+		// and went; the tool waits).
+		for hs.model.RequestCount() < 1 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(unblock)
+	}()
+	res, err = hs.host.Session("unbounded").Send(context.Background(), "go", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("unbounded: %+v %v", res, err)
+	}
+	out = nil
+	for _, e := range hs.events("unbounded") {
+		if e.ToolResult != nil {
+			out = e.ToolResult
+		}
+	}
+	if out == nil || out.IsError || out.Output != "done at last" {
+		t.Errorf("the unbounded call's result: %+v", out)
+	}
+}
