@@ -183,3 +183,45 @@ func TestAppendTimeout(t *testing.T) {
 		t.Errorf("a negative timeout: %v", err)
 	}
 }
+
+// TestHooksSeeRetriesAndCompaction: a hook is told each attempt of a pass
+// (a retry after a transient failure is attempt 2) and the model calls that
+// write a compaction's note (purpose compaction), so that metering through
+// hooks misses neither.
+func TestHooksSeeRetriesAndCompaction(t *testing.T) {
+	var mu sync.Mutex
+	var log []string
+	var requests atomic.Int32
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: func(req fakemodel.Request) fakemodel.Reply {
+		if requests.Add(1) == 1 {
+			return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultServerError}}
+		}
+		return rememberingModel(req)
+	}}, host.Agent{Model: "fake/small", Retry: &model.RetryPolicy{BaseDelay: time.Millisecond}}, func(o *host.Options) {
+		o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+		o.Hooks = []host.Hook{traceHook{"h", &mu, &log}}
+	})
+	sess := hs.host.Session("metered")
+	for i := range 5 {
+		if res, err := sess.Send(context.Background(), filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("message %d: %+v %v", i, res, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(log) < 2 || log[0] != "h>pass#1" || log[1] != "h<pass" || log[2] != "h>pass#2" {
+		t.Errorf("the first pass's attempts: %v; want h>pass#1, h<pass, h>pass#2", log[:min(len(log), 3)])
+	}
+	compactions := 0
+	for _, e := range hs.events("metered") {
+		if e.Compaction != nil {
+			compactions++
+		}
+	}
+	if told := slices.Index(log, "h>compaction#0"); compactions == 0 || told < 0 {
+		t.Errorf("%d compactions; the hook saw %v", compactions, log)
+	}
+	if n := int(requests.Load()); n != strings.Count(strings.Join(log, " "), ">") {
+		t.Errorf("the model had %d requests, the hook saw %d calls: %v", n, strings.Count(strings.Join(log, " "), ">"), log)
+	}
+}
