@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +87,41 @@ func TestSessionWithResume(t *testing.T) {
 	waitRequests(t, m, 1)
 	if got := m.Requests()[0].Model; got != "test/bound" {
 		t.Fatalf("the resumed run asked %s, want the bound agent's model", got)
+	}
+}
+
+// TestSessionWithDecision: a decision that continues a bound session's
+// parked run runs the bound agent (its tools, its model and system
+// prompt), not the host's, which has neither the tool nor the prompt.
+func TestSessionWithDecision(t *testing.T) {
+	ctx := context.Background()
+	m := hosttest.NewModel()
+	hs := hosttest.New(t, host.Options{Storage: memory.New(), Model: m, ApprovalSecret: []byte("0123456789abcdef0123456789abcdef"),
+		Agent: host.Agent{Model: hosttest.DefaultModel, System: "host"}})
+	var published atomic.Int64
+	sess, err := hs.Host.SessionWith("bound", host.Agent{Name: "writer", Model: "test/writer", System: "You write.",
+		Tools: []host.Tool{host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+			published.Add(1)
+			return host.ToolResult{Output: "published"}, nil
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Enqueue(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "publish", Arguments: `{}`}}})
+	res, err := sess.Send(ctx, "publish it", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 1 {
+		t.Fatalf("%+v %v; want approval_required", res, err)
+	}
+	run, err := hs.Host.Session("bound").Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := run.Wait(ctx)
+	if err != nil || final.Status != ledger.RunCompleted || published.Load() != 1 {
+		t.Fatalf("after the approval: %+v %v, published %d times", final, err, published.Load())
+	}
+	r := m.Requests()[m.RequestCount()-1]
+	if r.Model != "test/writer" || r.System != "You write." {
+		t.Errorf("the continuation's pass: %s %q; want the bound agent's", r.Model, r.System)
 	}
 }
