@@ -103,29 +103,29 @@ func TestHooksWrapCallsInOrder(t *testing.T) {
 // for the calls that start afterwards; runs never see a half-built chain.
 func TestAddHookWhileRunning(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{}, host.Agent{})
-	var wg sync.WaitGroup
+	var adder, senders sync.WaitGroup
 	stop := make(chan struct{})
 	var added atomic.Int32
-	wg.Add(1)
+	adder.Add(1)
 	go func() {
-		defer wg.Done()
+		// Adds hooks (200 at most) until the senders are done.
+		defer adder.Done()
 		var mu sync.Mutex
 		var log []string
-		for {
+		for range 200 {
+			hs.host.AddHook(traceHook{"h", &mu, &log})
+			added.Add(1)
 			select {
 			case <-stop:
 				return
-			default:
+			case <-time.After(100 * time.Microsecond):
 			}
-			hs.host.AddHook(traceHook{"h", &mu, &log})
-			added.Add(1)
-			time.Sleep(100 * time.Microsecond)
 		}
 	}()
 	for s := range 4 {
-		wg.Add(1)
+		senders.Add(1)
 		go func() {
-			defer wg.Done()
+			defer senders.Done()
 			for i := range 10 {
 				res, err := hs.host.Session(fmt.Sprintf("add-%d", s)).Send(context.Background(), fmt.Sprintf("m%d", i), host.SendOptions{})
 				if err != nil || res.Status != ledger.RunCompleted {
@@ -134,9 +134,9 @@ func TestAddHookWhileRunning(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	senders.Wait()
 	close(stop)
-	wg.Wait()
+	adder.Wait()
 	if added.Load() == 0 {
 		t.Error("no hook was added")
 	}
