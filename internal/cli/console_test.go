@@ -50,8 +50,13 @@ const (
 )
 
 // consoleLong is what the fake model streams, a word every 20ms, to a
-// message that starts with "long": about 4 s of streaming.
-var consoleLong = words("word", 200)
+// message that starts with "long": consoleHoldAfter words, then (while
+// the test holds it, consoleEnv.hold) nothing, then the rest.
+var consoleLong = words("word", 60)
+
+// consoleHoldAfter is how many words of consoleLong stream before the
+// hold.
+const consoleHoldAfter = 10
 
 // consoleMarkdown is what the fake model answers to a message that starts
 // with "markdown": Markdown that a careless renderer would run.
@@ -62,11 +67,12 @@ const consoleMarkdown = "Here is **bold** text, and _a_ tool's post_id and snake
 	"<img src=x onerror=\"window.__xss=3\">\n"
 
 // consoleReply is the fake model of the console tests. To a user message
-// starting with "long" it streams consoleLong; "stall", it sends a word and
+// starting with "long" it streams consoleLong, held after
+// consoleHoldAfter words until hold (when not nil) is closed; "stall", it sends a word and
 // then nothing (the step timeout ends the run timed_out); "reject", it
 // answers HTTP 400 (the run fails); "markdown", consoleMarkdown. Anything
 // else gets fakemodel.DefaultReply, which calls the tools a message names.
-func consoleReply(req fakemodel.Request) fakemodel.Reply {
+func consoleReply(req fakemodel.Request, hold <-chan struct{}) fakemodel.Reply {
 	if req.Model == "fake/gone" {
 		// The fallback agent's first model is not served.
 		return fakemodel.Reply{Fault: &fakemodel.Fault{Kind: fakemodel.FaultStatus, Status: http.StatusNotFound,
@@ -76,7 +82,7 @@ func consoleReply(req fakemodel.Request) fakemodel.Reply {
 		text := req.Messages[n-1].Text
 		switch {
 		case strings.HasPrefix(text, "long"):
-			return fakemodel.Reply{Text: consoleLong}
+			return fakemodel.Reply{Text: consoleLong, Hold: hold, HoldAfter: consoleHoldAfter}
 		case strings.HasPrefix(text, "stall"):
 			return fakemodel.Reply{Text: "thinking about it", Fault: &fakemodel.Fault{Kind: fakemodel.FaultStall}}
 		case strings.HasPrefix(text, "reject"):
@@ -96,6 +102,9 @@ type consoleEnv struct {
 	posts        *atomic.Int64   // posts published through publish_post
 	mcp          *mcp.Server     // acme's MCP server, "docs"
 	blog         string          // the URL of the blog publish_post posts to
+	// hold, when set, holds the fake model's long reply mid-stream until
+	// it is closed.
+	hold atomic.Pointer[chan struct{}]
 }
 
 // TestConsole drives the web console in chromium against agentic-host
@@ -525,7 +534,13 @@ func startConsoleEnv(t *testing.T, bin, chromium string) *consoleEnv {
 	blogURL, _ := url.Parse(blog.URL)
 	env.blog = blog.URL
 
-	model, err := fakemodel.Start(fakemodel.Options{Latency: 20 * time.Millisecond, ChunkSize: 1, Respond: consoleReply})
+	model, err := fakemodel.Start(fakemodel.Options{Latency: 20 * time.Millisecond, ChunkSize: 1, Respond: func(req fakemodel.Request) fakemodel.Reply {
+		var hold <-chan struct{}
+		if h := env.hold.Load(); h != nil {
+			hold = *h
+		}
+		return consoleReply(req, hold)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1035,11 +1050,17 @@ const jsTranscriptView = `(() => {
 })()`
 
 // testStreamReload: a long reply streams into the session view; reloaded
-// mid-stream, the console (still signed in) catches up and follows the
-// stream to its end. Every observation is a prefix of the reply, and the
-// end is the reply exactly: no word twice, none missing.
+// mid-stream (the model holds the reply there until the view has caught
+// up), the console (still signed in) catches up and follows the stream to
+// its end. Every observation is a prefix of the reply, and the end is the
+// reply exactly: no word twice, none missing.
 func (e *consoleEnv) testStreamReload(t *testing.T) {
 	acme := on(t, e.acme)
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	e.hold.Store(&hold)
+	t.Cleanup(func() { e.hold.Store(nil); release() })
 	acme.post("stream", "long story, please")
 	b := e.signedIn(t, "acme", acme.url, consoleAcmeKey)
 	b.route("#/sessions/stream")
@@ -1052,12 +1073,19 @@ func (e *consoleEnv) testStreamReload(t *testing.T) {
 	}
 	b.shot("streaming.png")
 	if got := acme.state("stream"); got != "running" {
-		t.Fatalf("the run is %s before the reload: make the reply longer", got)
+		t.Fatalf("the run is %s while the model holds its reply", got)
 	}
 
 	b.do("reload", chromedp.Reload())
 	b.wait("the console, still signed in, after the reload", 20*time.Second, jsVisible("#app")+" && !"+jsVisible("form#signin"))
+	// The view catches up with what streamed before the reload, live.
+	b.wait("the held reply, live, after the reload", 20*time.Second, fmt.Sprintf(
+		`((e) => !!e && e.textContent.trim().split(/\s+/).length === %d)(document.querySelector("#transcript .item.live .text"))`, consoleHoldAfter))
 	var seen []transcriptView // while it streamed after the reload
+	if v := evalIn[transcriptView](b, jsTranscriptView); v.Live && v.State == "running" {
+		seen = append(seen, v)
+	}
+	release()
 	bad := 0
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var v transcriptView
@@ -1084,7 +1112,7 @@ func (e *consoleEnv) testStreamReload(t *testing.T) {
 		}
 	}
 	if len(seen) == 0 {
-		t.Errorf("the view never showed the reply streaming after the reload (the run ended first? make the reply longer)")
+		t.Errorf("the view never showed the reply streaming after the reload")
 	}
 	v = evalIn[transcriptView](b, jsTranscriptView)
 	if v.Text != consoleLong {

@@ -184,7 +184,11 @@ tool({ name: "forecast", description: "Books a forecast.", effect: "external", e
 			s.must("POST", fmt.Sprintf("/v1/sessions/spin%d/messages?wait=true", i), `{"text":"Please spin"}`, http.StatusOK, nil)
 		}
 		if body := s.must("GET", "/v1/plugins", "", http.StatusOK, nil); !strings.Contains(body, `"quarantined":[{"name":"hostile_js"`) {
-			t.Fatalf("after five timeouts: %s", body)
+			var calls strings.Builder
+			for i := range 5 {
+				fmt.Fprintf(&calls, "spin%d: %s\n", i, s.must("GET", fmt.Sprintf("/v1/sessions/spin%d/transcript", i), "", http.StatusOK, nil))
+			}
+			t.Fatalf("after five timeouts: %s\nthe calls:\n%s\nserve's log:\n%s", body, calls.String(), s.err.String())
 		}
 	})
 
