@@ -170,6 +170,16 @@ func TestTenantsAreIsolated(t *testing.T) {
 			t.Errorf("key %q: %d %s, want 401", key, code, body)
 		}
 	}
+	// The key in X-API-Key, or after a Bearer scheme spelt in any case,
+	// serves as well; a wrong one in X-API-Key answers 401.
+	for _, h := range [][]string{{"X-API-Key", ts.acme}, {"Authorization", "bearer " + ts.acme}, {"Authorization", "BEARER " + ts.acme}} {
+		if code, body := ts.do(t, "", "GET", "/v1/sessions", "", h...); code != 200 || !strings.Contains(body, "s1") {
+			t.Errorf("%s: %s: %d %s, want acme's sessions", h[0], h[1][:min(len(h[1]), 7)], code, body)
+		}
+	}
+	if code, _ := ts.do(t, "", "GET", "/v1/sessions", "", "X-API-Key", "ak_wrong"); code != 401 {
+		t.Errorf("a wrong key in X-API-Key: %d, want 401", code)
+	}
 }
 
 // TestEventStream: a client reads the session's events over SSE — a
