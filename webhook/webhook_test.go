@@ -442,3 +442,39 @@ func TestSignature(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhooksRedirectNotFollowed: an endpoint that answers a redirect is
+// not followed (the target of a redirect is not the endpoint the operator
+// named, and would get the signed body): the delivery is a failure,
+// retried, with the 3xx as its last status.
+func TestWebhooksRedirectNotFollowed(t *testing.T) {
+	ctx := context.Background()
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	var asked atomic.Int64
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(moved.Close)
+	store := memory.New()
+	ob := newOutbox(t, store, moved.URL, func(o *webhook.Options) { o.RetryFor = time.Nanosecond })
+	hs := hosttest.New(t, host.Options{Storage: store, Outbox: ob})
+	if _, err := hs.Host.Session("s").Send(ctx, "hello", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	failed, err := ob.Deliveries(ctx, webhook.Query{State: webhook.StateFailed})
+	if err != nil || len(failed) != 1 {
+		t.Fatalf("failed deliveries %+v %v", failed, err)
+	}
+	if tg := failed[0].Targets[0]; tg.LastStatus != http.StatusTemporaryRedirect {
+		t.Errorf("target %+v, want the 307 as its last status", tg)
+	}
+	if asked.Load() == 0 || elsewhere.Load() != 0 {
+		t.Errorf("the endpoint was asked %d times, the redirect's target %d times; want it asked, the target never", asked.Load(), elsewhere.Load())
+	}
+}
