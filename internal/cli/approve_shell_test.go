@@ -21,6 +21,7 @@ import (
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // approvalItem is a transcript item, with its tool calls.
@@ -457,5 +458,30 @@ func TestApprovalSecretAcrossProcesses(t *testing.T) {
 	}
 	if list := inbox(t, bin, storage, kept); len(list) != 0 {
 		t.Fatalf("inbox after the decisions: %+v", list)
+	}
+}
+
+// TestApprovalSecretTooShort: an AGENTIC_APPROVAL_SECRET of fewer than 32
+// bytes (as text, or as hex) is refused, naming the variable; 32 bytes of
+// text or 64 hex digits are taken.
+func TestApprovalSecretTooShort(t *testing.T) {
+	secret := func(v string) ([]byte, error) {
+		return cli.ApprovalSecret(cli.Env{Getenv: func(name string) string {
+			if name == "AGENTIC_APPROVAL_SECRET" {
+				return v
+			}
+			return ""
+		}}, memory.New())
+	}
+	for _, short := range []string{"hunter2", strings.Repeat("ab", 15), strings.Repeat("x", 31)} {
+		if _, err := secret(short); err == nil || !strings.Contains(err.Error(), "AGENTIC_APPROVAL_SECRET") {
+			t.Errorf("%q: %v, want a refusal naming the variable", short, err)
+		}
+	}
+	if b, err := secret(strings.Repeat("x", 32)); err != nil || string(b) != strings.Repeat("x", 32) {
+		t.Errorf("32 bytes of text: %q %v", b, err)
+	}
+	if b, err := secret(strings.Repeat("ab", 32)); err != nil || len(b) != 32 || b[0] != 0xab {
+		t.Errorf("64 hex digits: %x %v", b, err)
 	}
 }
