@@ -148,3 +148,26 @@ func TestClassifyHonoursRetryable(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryPolicyDefaults: the zero policy is the documented one: 6
+// attempts, 500ms doubling to a 30s cap, equal jitter (each wait in the
+// upper half of its step), Retry-After honoured up to 2 minutes.
+func TestRetryPolicyDefaults(t *testing.T) {
+	var p model.RetryPolicy
+	if n := p.Attempts(); n != 6 {
+		t.Errorf("attempts %d, want 6", n)
+	}
+	for attempt, want := range map[int]time.Duration{1: 500 * time.Millisecond, 2: time.Second, 6: 16 * time.Second, 7: 30 * time.Second, 20: 30 * time.Second} {
+		for range 50 {
+			if d := p.Delay(attempt, model.Class{Kind: model.Transient}); d < want/2 || d > want {
+				t.Fatalf("Delay(%d) = %s, want within [%s, %s]", attempt, d, want/2, want)
+			}
+		}
+	}
+	if d := p.Delay(1, model.Class{RetryAfter: 90 * time.Second}); d != 90*time.Second {
+		t.Errorf("Retry-After 90s gave %s", d)
+	}
+	if d := p.Delay(1, model.Class{RetryAfter: time.Hour}); d != 2*time.Minute {
+		t.Errorf("Retry-After 1h gave %s, want the 2m cap", d)
+	}
+}
