@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -467,4 +468,30 @@ func TestAssemblyScriptKit(t *testing.T) {
 	}
 
 	checkKitValidatorAndPolicy(t, m)
+}
+
+// TestExtismHTTPDenied: Extism's own http_request (extism:host/env) is
+// denied, even to a host the tenant's allowed hosts name: it matches names
+// only, uses Go's default client and follows redirects unchecked. The
+// call fails and the server is never asked; the host's own http_request
+// is the only way out.
+func TestExtismHTTPDenied(t *testing.T) {
+	rt, _ := newRuntime(t)
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	m, err := rt.Load(context.Background(), plugins.Source{Name: "plain", Wasm: plainWasm(t),
+		Limits: plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	out, err := m.CallExport(context.Background(), "extism_fetch", []byte(`{"url":"`+srv.URL+`/","method":"GET"}`))
+	if err == nil {
+		t.Fatalf("Extism's http_request answered %s", out)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the server was asked %d times through Extism's http_request", n)
+	}
 }

@@ -39,3 +39,23 @@ __attribute__((export_name("shout"))) int32_t shout(void) {
     extism_error_set(block(msg, strlen(msg)));
     return 1;
 }
+
+/* Extism's own http_request (extism:host/env), which the host denies
+ * whatever the tenant's allowed hosts. */
+AGENTIC_EXTISM_IMPORT("http_request") extism_ptr extism_http_request(extism_ptr req, extism_ptr body);
+AGENTIC_EXTISM_IMPORT("http_status_code") int32_t extism_http_status_code(void);
+
+/* extism_fetch sends its input (Extism's request JSON: url, method) with
+ * Extism's own http_request, and answers the status. */
+__attribute__((export_name("extism_fetch"))) int32_t extism_fetch(void) {
+    size_t n = (size_t)extism_input_length();
+    extism_ptr req = extism_alloc(n);
+    for (size_t i = 0; i < n; i++) extism_store_u8(req + i, extism_input_load_u8(i));
+    extism_http_request(req, 0);
+    int32_t status = extism_http_status_code();
+    char buf[16];
+    int d = 0;
+    do { buf[15 - d++] = (char)('0' + status % 10); status /= 10; } while (status && d < 15);
+    out(buf + 16 - d, (size_t)d);
+    return 0;
+}
