@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
@@ -521,5 +522,37 @@ func TestJournaledCallLogsPastTheJournal(t *testing.T) {
 	}
 	if n := len(hostCalls(j.entries)); n != 0 {
 		t.Errorf("the journal holds %d host calls, want none (logs are not journaled)", n)
+	}
+}
+
+// TestMaxHTTPRequests: a call makes at most Limits.MaxHTTPRequests
+// requests (default 8): the ninth is refused without reaching the server,
+// and the call fails saying why; a limit raised lets the same call through.
+func TestMaxHTTPRequests(t *testing.T) {
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	wasm := plugintest.GoPlugin(t, "testdata/stamped")
+	rt := plugintest.Runtime(t, plugins.Options{})
+	call := func(limits plugins.Limits) error {
+		limits.AllowedHosts, limits.AllowPrivateNetwork = []string{u.Host}, true
+		m := plugintest.Load(t, rt, plugins.Source{Name: "stamped", Wasm: wasm, Tenant: "acme", Limits: limits})
+		_, err := moduleTool(t, m, "stamped").Call(context.Background(), host.ToolCall{ID: "c1", SessionID: "s1", Name: "stamped",
+			Input: json.RawMessage(fmt.Sprintf(`{"url":%q,"steps":9}`, srv.URL))})
+		return err
+	}
+	if err := call(plugins.Limits{}); err == nil || !strings.Contains(err.Error(), "more than 8 HTTP requests in one call") {
+		t.Fatalf("nine requests under the default: %v; want the ninth refused", err)
+	}
+	if n := asked.Load(); n != 8 {
+		t.Errorf("the server was asked %d times, want 8", n)
+	}
+	asked.Store(0)
+	if err := call(plugins.Limits{MaxHTTPRequests: 9}); err != nil || asked.Load() != 9 {
+		t.Errorf("with a limit of 9: %v, %d requests", err, asked.Load())
 	}
 }
