@@ -109,7 +109,8 @@ func TestMCPSlowBodiesAndIdleConnections(t *testing.T) {
 // Both take the bearer scheme in any case; serve refuses a path that is
 // not clean with 400 rather than redirect a POST elsewhere, and names JSON
 // types, not Go ones, in the UI chat route's errors; mcp --http refuses a
-// browser's request from another origin.
+// browser's request from another origin, and one whose Host names another
+// site (DNS rebinding).
 func TestServeAndMCPAgree(t *testing.T) {
 	t.Parallel() // its own processes, ports and directories
 	bin := needBinary(t)
@@ -118,6 +119,10 @@ func TestServeAndMCPAgree(t *testing.T) {
 	do := func(method, url, body string, header ...string) (int, string) {
 		req, _ := http.NewRequest(method, url, strings.NewReader(body))
 		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+				continue
+			}
 			req.Header.Set(header[i], header[i+1])
 		}
 		// No redirects followed: a 307 shows as itself.
@@ -151,6 +156,11 @@ func TestServeAndMCPAgree(t *testing.T) {
 	}
 	if code, body := do("POST", url, init, append(hdr, "Origin", "https://evil.example")...); code != http.StatusForbidden {
 		t.Errorf("mcp --http, a request from another origin: %d %s, want 403", code, body)
+	}
+	// A page of another site whose name was rebound to the loopback
+	// address reaches it with its own name in Host: refused.
+	if code, body := do("POST", url, init, append(hdr, "Host", "evil.example")...); code != http.StatusForbidden {
+		t.Errorf("mcp --http on loopback, a request with another Host (DNS rebinding): %d %s, want 403", code, body)
 	}
 }
 
