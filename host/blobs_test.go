@@ -70,7 +70,8 @@ func blobConversation(t *testing.T, h *host.Host, image []byte) {
 // TestBlobsByReference: with a store that keeps blobs, an image above the
 // threshold and a large tool output are kept by reference (the image sent
 // twice stored once), and the model gets, byte for byte, the requests it
-// gets from a host that keeps everything inline; the transcript, another
+// gets from a host that keeps everything inline (as does a store without
+// Blobs, whose ledger holds the bytes); the transcript, another
 // host (no cache) and ResolveBlobs read the bytes back.
 func TestBlobsByReference(t *testing.T) {
 	image := noise(1, 100<<10)
@@ -134,6 +135,21 @@ func TestBlobsByReference(t *testing.T) {
 	}
 	if blobs, _ := inline.store.(storage.Blobs).ListBlobs(context.Background()); len(blobs) != 0 {
 		t.Errorf("with BlobThreshold -1 the store holds %d blobs", len(blobs))
+	}
+	// A store without Blobs, at the default threshold: the bytes stay in
+	// the events, and the model's requests are the same.
+	noStore := newHarness(t, fakemodel.Options{Script: blobScript()}, agent, func(o *host.Options) { o.Storage = noBlobs{memory.New()} })
+	blobConversation(t, noStore.host, image)
+	if refs := ledger.BlobRefs(noStore.events("pics")); refs != nil {
+		t.Errorf("a store without Blobs: the ledger holds references %q", refs)
+	}
+	if !equalEvents(noStore.events("pics"), inline.events("pics")) {
+		t.Error("a store without Blobs: the ledger is not the inline one (but for ids and times)")
+	}
+	for i, r := range noStore.model.Requests() {
+		if !bytes.Equal(r.Raw, want[i].Raw) {
+			t.Errorf("a store without Blobs: request %d differs from the inline host's", i+1)
+		}
 	}
 
 	// What reads the session gets the bytes back: the transcript, a host
