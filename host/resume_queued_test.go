@@ -3,6 +3,8 @@ package host_test
 import (
 	"context"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,5 +143,58 @@ func TestSendResumesTheInterruptedRun(t *testing.T) {
 	}
 	if answers != 1 {
 		t.Errorf("the message was answered %d times", answers)
+	}
+}
+
+// TestSendFollowsTheResumedRunFromItsStart: a Send to a session whose last
+// run is interrupted resumes it and follows it from its start: its
+// OnProgress gets the text of every pass of the resumed run, the answer
+// to the dead run's own message included, not only the answer to its own.
+func TestSendFollowsTheResumedRunFromItsStart(t *testing.T) {
+	store := memory.New()
+	runID := appendInterrupted(t, store, "s", "resume me")
+	// The resumed run's first pass streams its answer, then holds until
+	// the sender's message is in the ledger: the run is still live when
+	// the message joins it (as in TestSendResumesTheInterruptedRun).
+	hold := make(chan struct{})
+	go func() {
+		defer close(hold)
+		for deadline := time.Now().Add(30 * time.Second); !hasInput(store, "s", "second") && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var first atomic.Bool
+	respond := func(req fakemodel.Request) fakemodel.Reply {
+		if first.CompareAndSwap(false, true) {
+			return fakemodel.Reply{Text: "the dead run's answer", Hold: hold, HoldAfter: 100}
+		}
+		return fakemodel.DefaultReply(req)
+	}
+	hs := newHarness(t, fakemodel.Options{Respond: respond}, host.Agent{}, func(o *host.Options) { o.Storage = store })
+	var mu sync.Mutex
+	var streamed strings.Builder
+	res, err := hs.host.Session("s").Send(context.Background(), "second", host.SendOptions{OnProgress: func(p host.Progress) {
+		if p.Type == host.ProgressText && p.RunID == runID {
+			mu.Lock()
+			streamed.WriteString(p.Delta)
+			mu.Unlock()
+		}
+	}})
+	if err != nil || res.Status != ledger.RunCompleted || res.RunID != runID {
+		t.Fatalf("send: %+v %v; want it answered by the interrupted run %s", res, err, runID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var passes []string
+	for _, e := range hs.events("s") {
+		if e.Step != nil && e.RunID == runID {
+			passes = append(passes, e.Step.Text)
+			if !strings.Contains(streamed.String(), e.Step.Text) {
+				t.Errorf("the pass that answered %q did not reach the sender's OnProgress (it got %q)", e.Step.Text, streamed.String())
+			}
+		}
+	}
+	if len(passes) == 0 || passes[0] != "the dead run's answer" {
+		t.Errorf("the resumed run's passes: %q", passes)
 	}
 }
