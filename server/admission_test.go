@@ -623,3 +623,33 @@ func TestScheduleKeptTextBounded(t *testing.T) {
 		t.Errorf("the session got %v", ids)
 	}
 }
+
+// TestAdmitRateTokenLast: a run admitted by a source other than a request
+// takes a token of the tenant's rate limit last, once every other bound
+// let it through: a run refused for concurrent_runs spends none.
+func TestAdmitRateTokenLast(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		// Two tokens, and none more for the test's life.
+		tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1, RequestsPerSecond: 0.0001, Burst: 2}
+	})})
+	ctx := t.Context()
+	release, err := ts.srv.AdmitRun(ctx, "acme", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ae *server.AdmitError
+	for range 3 {
+		if _, err := ts.srv.AdmitRun(ctx, "acme", "refused"); !errors.As(err, &ae) || !strings.Contains(ae.Message, "concurrent_runs") {
+			t.Fatalf("a run while the first holds the place: %v, want refused for concurrent_runs", err)
+		}
+	}
+	release()
+	release, err = ts.srv.AdmitRun(ctx, "acme", "second")
+	if err != nil {
+		t.Fatalf("the second token, after three refusals for another bound: %v", err)
+	}
+	release()
+	if _, err := ts.srv.AdmitRun(ctx, "acme", "third"); !errors.As(err, &ae) || ae.Code != "rate_limited" || !strings.Contains(ae.Message, "an import run counts as a request") {
+		t.Errorf("a third run with two tokens spent: %v, want rate_limited", err)
+	}
+}

@@ -32,6 +32,14 @@ const (
 	sourceImport   runSource = "import"   // an imported run resumed
 )
 
+// run names a run of the source, with its article: "an import run".
+func (s runSource) run() string {
+	if s == sourceImport {
+		return "an import run"
+	}
+	return "a " + string(s) + " run"
+}
+
 // admitRefusal is why a new run or task may not start now: the HTTP status,
 // the API's error code and message, and whether to retry after a second.
 // It is an error, for the sources that are not requests.
@@ -224,7 +232,7 @@ func (t *tenant) rate(src runSource) *admitRefusal {
 		return nil
 	}
 	return &admitRefusal{status: http.StatusTooManyRequests, code: codeRateLimited, retry: true,
-		message: fmt.Sprintf("tenant %s is past its rate limit of %g requests a second (rate_limit.requests_per_second; a %s run counts as a request)", t.name, t.cfg.RateLimit.RequestsPerSecond, src)}
+		message: fmt.Sprintf("tenant %s is past its rate limit of %g requests a second (rate_limit.requests_per_second; %s counts as a request)", t.name, t.cfg.RateLimit.RequestsPerSecond, src.run())}
 }
 
 // admitProcess holds a place for a new run under the process's bound
