@@ -112,3 +112,43 @@ func TestForkRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestForkAdmitted: a fork starts a run, and is admitted like any new
+// one: 429 while the tenant's concurrent runs are all in flight, 402 past
+// its budget; nothing is forked when refused.
+func TestForkAdmitted(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1}
+		tc.BudgetUSDPerDay = 0.5
+	})})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/messages?wait=true", `{"text":"hello"}`); code != 200 {
+		t.Fatalf("source: %d %s", code, body)
+	}
+	_, body := ts.do(t, ts.acme, "GET", "/v1/sessions/src/transcript", "")
+	first := decodeJSON[struct{ Items []struct{ ID string } }](t, body).Items[0].ID
+	fork := `{"at":"` + first + `","text":"hello again","session_id":"f"}`
+
+	stallModel(ts.model)
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/messages", `{"text":"stall"}`); code != 202 {
+		t.Fatalf("the stalled run: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/fork", fork); code != 429 || !strings.Contains(body, "concurrent_runs") {
+		t.Errorf("a fork while the tenant's one place is taken: %d %s, want 429", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/cancel", ""); code/100 != 2 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	ts.waitState(t, ts.acme, "busy", "cancelled")
+
+	ts.model.Respond = nil
+	ts.model.Enqueue(costing(hosttest.Reply{Text: "dear"}, 1))
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/spend/messages?wait=true", `{"text":"spend"}`); code != 200 {
+		t.Fatalf("spending the budget: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/fork", fork); code != 402 || !strings.Contains(body, "budget_exceeded") {
+		t.Errorf("a fork past the budget: %d %s, want 402", code, body)
+	}
+	if code, _ := ts.do(t, ts.acme, "GET", "/v1/sessions/f", ""); code != 404 {
+		t.Errorf("the refused forks made session f: %d", code)
+	}
+}
