@@ -3,7 +3,9 @@ package plugins_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentichost/agentic/plugins"
 	"github.com/agentichost/agentic/plugins/plugintest"
@@ -68,6 +70,47 @@ func BenchmarkColdStart(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				once(b, dir)
+			}
+		})
+	}
+}
+
+// BenchmarkFirstBurst: four calls at once of get_account (a Go plugin)
+// just loaded: "cold" makes the instances the burst needs beyond the
+// load's one; "warm" finds them made (Limits.WarmInstances 4), as a burst
+// after a failure does.
+func BenchmarkFirstBurst(b *testing.B) {
+	ctx := context.Background()
+	wasm := getAccountWasm(b)
+	rt, _ := newRuntime(b)
+	for _, warm := range []int{0, 4} {
+		name := "cold"
+		if warm > 0 {
+			name = "warm"
+		}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				m, err := rt.Load(ctx, plugins.Source{Name: "get_account", Wasm: wasm, Limits: plugins.Limits{Instances: 4, WarmInstances: warm}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for m.Stats().Idle < max(warm, 1) {
+					time.Sleep(time.Millisecond)
+				}
+				b.StartTimer()
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() {
+						if _, err := callTool(b, m, "get_account", `{"account_id":"42"}`); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				m.Close(ctx)
+				b.StartTimer()
 			}
 		})
 	}

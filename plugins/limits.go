@@ -70,6 +70,17 @@ type Limits struct {
 	// most this many calls of the module run at once; more wait for a free
 	// instance within their deadline. Default: 0, which means 4.
 	Instances int
+	// WarmInstances is how many idle instances the module keeps ready, so
+	// that a burst of calls, or the call after one whose instance was
+	// thrown away (a failure; a JavaScript engine whose memory grew),
+	// pays no instantiation: they are made in the background once the
+	// module is loaded, and again whenever an instance is thrown away,
+	// while the pool has room (Instances; the tenant's TenantInstances and
+	// TenantMemoryBytes bound them as any). Instances closed to hand their
+	// room to another module of the tenant are not made again. At most
+	// Instances. Default: 0, instances are made as calls need them (the
+	// load's first instance is kept).
+	WarmInstances int
 	// MaxInputBytes bounds the JSON sent to one call. Default: 0, which
 	// means 1 MiB.
 	MaxInputBytes int
@@ -277,6 +288,12 @@ func (l Limits) normalize() (Limits, error) {
 		bad("MaxCompileBytes %d is negative", l.MaxCompileBytes)
 	}
 	defInt("Instances", &l.Instances, DefaultInstances)
+	switch {
+	case l.WarmInstances < 0:
+		bad("WarmInstances %d is negative", l.WarmInstances)
+	case l.WarmInstances > l.Instances:
+		bad("WarmInstances %d is more than Instances %d", l.WarmInstances, l.Instances)
+	}
 	defInt("MaxInputBytes", &l.MaxInputBytes, DefaultMaxInputBytes)
 	defInt("MaxOutputBytes", &l.MaxOutputBytes, DefaultMaxOutputBytes)
 	defInt("MaxLogLines", &l.MaxLogLines, DefaultMaxLogLines)

@@ -55,6 +55,9 @@ type Module struct {
 	src    Source  // its name, bytes, sidecar and signature: what loads it again (versions.go)
 	signer *Signer // who signed it; nil: no signature
 
+	// warming is set while a goroutine makes warm instances (keepWarm).
+	warming atomic.Bool
+
 	calls, instantiated, discarded, evicted atomic.Int64
 	fuel                                    atomic.Int64 // used by its calls
 
@@ -202,6 +205,91 @@ func (m *Module) Prewarm(ctx context.Context, n int) error {
 	return nil
 }
 
+// keepWarm makes instances in the background until
+// Limits.WarmInstances are idle, while the pool has room; one goroutine
+// at a time does. An instance it cannot make (the tenant's budget, a
+// failing start function) ends the round: the next thrown-away instance
+// tries again.
+func (m *Module) keepWarm() {
+	want := m.limits.WarmInstances
+	if want <= 0 || !m.warming.CompareAndSwap(false, true) {
+		return
+	}
+	if !m.acquire() {
+		m.warming.Store(false)
+		return
+	}
+	go func() {
+		defer m.release()
+		for {
+			m.warmRound(want)
+			m.warming.Store(false)
+			// An instance thrown away after the round looked, while
+			// warming was still set, asked for none: look again.
+			if len(m.pool.idle) >= want || len(m.pool.slots) == cap(m.pool.slots) || !m.warming.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
+
+// warmRound makes idle instances until want are idle or the pool is full.
+func (m *Module) warmRound(want int) {
+	for len(m.pool.idle) < want && !m.closing.Load() {
+		select {
+		case m.pool.slots <- struct{}{}:
+		default:
+			return // every slot is taken: the busy instances come back idle
+		}
+		if !m.budget.spareInstance(m) {
+			<-m.pool.slots
+			return // the tenant's room is taken, or wanted by a call
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.limits.CallTimeout)
+		in, err := m.instantiate(ctx)
+		if err == nil {
+			if err = m.initInstance(ctx, in); err != nil {
+				in.close()
+			}
+		}
+		cancel()
+		select {
+		case <-m.done: // shut down meanwhile (its Runtime closed)
+			if err == nil {
+				in.close()
+			}
+			return
+		default:
+		}
+		if err != nil {
+			<-m.pool.slots
+			m.log.Warn("plugin: a warm instance could not be made", "err", err)
+			return
+		}
+		m.pool.put(in)
+	}
+}
+
+// initInstance runs describe on a new instance, when the module has one,
+// as its first call would; after a failure the caller throws the instance
+// away.
+func (m *Module) initInstance(ctx context.Context, in *instance) error {
+	if !m.exports["describe"] {
+		return nil
+	}
+	env := &callEnv{mod: m, export: "describe", tank: in.tank, yielded: time.Now()}
+	in.tank.fill(m.limits.Fuel)
+	_, _, err := in.call(context.WithValue(ctx, envKey{}, env), "describe", nil)
+	m.fuel.Add(in.tank.used())
+	if err != nil {
+		if in.tank.exhausted() {
+			return detailed(ErrOutOfFuel, "describe used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel)
+		}
+		return m.classify(err, ctx, ctx, m.limits.CallTimeout, in.stderr.String())
+	}
+	return nil
+}
+
 // prewarmOne takes an instance from the pool (creating it, within the call
 // timeout) and runs describe on it, when the module has one.
 func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
@@ -215,18 +303,9 @@ func (m *Module) prewarmOne(ctx context.Context) (*instance, error) {
 		}
 		return nil, err
 	}
-	if m.exports["describe"] {
-		env := &callEnv{mod: m, export: "describe", tank: in.tank, yielded: time.Now()}
-		in.tank.fill(m.limits.Fuel)
-		_, _, err = in.call(context.WithValue(callCtx, envKey{}, env), "describe", nil)
-		m.fuel.Add(in.tank.used())
-		if err != nil {
-			m.discard(in)
-			if in.tank.exhausted() {
-				return nil, detailed(ErrOutOfFuel, "describe used %d fuel, the limit of a call (Limits.Fuel)", m.limits.Fuel)
-			}
-			return nil, m.classify(err, ctx, callCtx, m.limits.CallTimeout, in.stderr.String())
-		}
+	if err := m.initInstance(callCtx, in); err != nil {
+		m.discard(in)
+		return nil, err
 	}
 	return in, nil
 }

@@ -119,6 +119,12 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err := m.budget.reserveInstance(ctx, m); err != nil {
 		return nil, err
 	}
+	return m.instantiate(ctx)
+}
+
+// instantiate is newInstance once the instance's room in the tenant's
+// budget is reserved; a failure gives the room back.
+func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	stderr := &stderrWriter{max: 2 << 10}
 	src := &sysSource{}
 	mc := src.config(wazero.NewModuleConfig()).
@@ -281,6 +287,7 @@ func (p *pool) discard(in *instance) {
 func (m *Module) recycle(in *instance) {
 	if in.js != nil && in.js.spent {
 		m.pool.discard(in)
+		m.keepWarm()
 		return
 	}
 	m.pool.put(in)
@@ -293,6 +300,7 @@ func (m *Module) recycle(in *instance) {
 func (m *Module) discard(in *instance) {
 	m.discarded.Add(1)
 	m.pool.discard(in)
+	m.keepWarm()
 }
 
 // drain closes the idle instances.

@@ -381,6 +381,7 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		m.guard.close()
 		m.limits, m.guard = narrowed, newHTTPGuard(narrowed)
 	}
+	m.keepWarm()
 	return m, nil
 }
 

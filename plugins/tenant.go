@@ -143,6 +143,22 @@ func (b *tenantBudget) reserveInstance(ctx context.Context, m *Module) error {
 	return nil
 }
 
+// spareInstance takes room for a new instance of m if there is room and
+// nobody waits for it, and reports whether it did; it never waits, nor
+// closes another module's idle instance: a warm instance (keepWarm) is
+// made only with room nobody wants.
+func (b *tenantBudget) spareInstance(m *Module) bool {
+	need := [2]int64{1, instanceMemory(m)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.room.queue) > 0 || !b.room.fits(need, b.roomCaps()) {
+		return false
+	}
+	b.room.used[0] += need[0]
+	b.room.used[1] += need[1]
+	return true
+}
+
 // releaseInstance returns a closed instance's room, to the first waiter
 // if any.
 func (b *tenantBudget) releaseInstance(m *Module) {

@@ -645,6 +645,12 @@ type SandboxConfig struct {
 	// Instances bounds a module's live instances (its calls at once).
 	// Default: 0, which means 4.
 	Instances int `yaml:"instances"`
+	// WarmInstances is how many idle instances each plugin keeps ready,
+	// made in the background after its load and after a failure threw one
+	// away, so that a burst of calls pays no instantiation
+	// (plugins.Limits.WarmInstances); at most instances. Default: 0, made
+	// as calls need them.
+	WarmInstances int `yaml:"warm_instances"`
 	// CompileTimeout bounds compiling a module not compiled before
 	// (plugins.Limits.CompileTimeout). Default: 0, which means 10s.
 	CompileTimeout Duration `yaml:"compile_timeout"`

@@ -266,7 +266,7 @@ func (s *Server) startPlugins(ctx context.Context) error {
 // limits maps a tenant's sandbox onto the plugins' Limits.
 func (c SandboxConfig) limits() plugins.Limits {
 	return plugins.Limits{AllowedHosts: c.AllowedHosts, AllowPrivateNetwork: c.AllowPrivateNetwork, KV: c.KV,
-		MemoryPages: c.MemoryPages, CallTimeout: time.Duration(c.CallTimeout), Fuel: c.Fuel, MaxOutputBytes: c.MaxOutputBytes, Instances: c.Instances,
+		MemoryPages: c.MemoryPages, CallTimeout: time.Duration(c.CallTimeout), Fuel: c.Fuel, MaxOutputBytes: c.MaxOutputBytes, Instances: c.Instances, WarmInstances: c.WarmInstances,
 		CompileTimeout: time.Duration(c.CompileTimeout)}
 }
 
