@@ -225,6 +225,26 @@ func (c *fakeClock) next(t *testing.T) time.Duration {
 	}
 }
 
+// reconnected ends the Source's waits until it tells it connected again,
+// and returns them: one after a drop, and one more each time a connection
+// attempt fails (it may: the client can try a pooled connection the
+// server has just closed).
+func (c *fakeClock) reconnected(t *testing.T, connected <-chan struct{}) []time.Duration {
+	t.Helper()
+	var waits []time.Duration
+	for {
+		select {
+		case <-connected:
+			return waits
+		case d := <-c.waits:
+			(<-c.fire) <- time.Time{}
+			waits = append(waits, d)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the Source neither connected nor waited (waits so far %v)", waits)
+		}
+	}
+}
+
 // TestReconnectBackoff: a server that drops every connection as soon as
 // it is made is connected to again after a wait twice as long each time,
 // not at once; a connection that lasted starts the waits afresh.
@@ -237,22 +257,31 @@ func TestReconnectBackoff(t *testing.T) {
 			connected <- struct{}{}
 		}
 	}}, clock.now, clock.after))
-	<-connected
+	if waits := clock.reconnected(t, connected); len(waits) != 0 {
+		t.Fatalf("waits %v before the first connection", waits)
+	}
 	var waits []time.Duration
 	for range 5 {
 		ts.CloseClientConnections() // the server drops the connection at once
-		waits = append(waits, clock.next(t))
-		<-connected
+		got := clock.reconnected(t, connected)
+		if len(got) == 0 {
+			t.Fatal("connected again after a drop without a wait")
+		}
+		waits = append(waits, got...)
 	}
-	if want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}; !slices.Equal(waits, want) {
-		t.Errorf("waits %v, want %v", waits, want)
+	// Each wait twice the one before (a failed attempt between two drops
+	// counts as one more), from 250ms.
+	for i, d := range waits {
+		if want := min(250*time.Millisecond<<i, 30*time.Second); d != want {
+			t.Errorf("waits %v, want each twice the one before from 250ms", waits)
+			break
+		}
 	}
 	clock.advance(time.Minute) // this one lasted
 	ts.CloseClientConnections()
-	if d := clock.next(t); d != 250*time.Millisecond {
-		t.Errorf("after a connection that lasted: a wait of %v, want 250ms", d)
+	if got := clock.reconnected(t, connected); len(got) == 0 || got[0] != 250*time.Millisecond {
+		t.Errorf("after a connection that lasted: waits %v, want 250ms first", got)
 	}
-	<-connected
 }
 
 // instantAfter is a clock's after whose waits end at once.
