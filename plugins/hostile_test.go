@@ -347,3 +347,15 @@ func TestGoPluginWithoutCShared(t *testing.T) {
 		t.Fatalf("load: %v, want a trap saying how to build the plugin", err)
 	}
 }
+
+// TestToolTimeoutNeverLengthens: a tool's own timeout (timeout_ms, 1s for
+// the hostile module's spin) shortens the tenant's CallTimeout, never
+// lengthens it: under a tenant's 300ms, the spin is stopped at 300ms.
+func TestToolTimeoutNeverLengthens(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{Instances: 1, CallTimeout: 300 * time.Millisecond, Fuel: 1 << 50})
+	_, err := callTool(t, m, "spin", `{}`)
+	if !errors.Is(err, plugins.ErrTimeout) || !strings.Contains(err.Error(), "timed out after 300ms") {
+		t.Fatalf("spin under a tenant's 300ms: %v, want timed out after 300ms", err)
+	}
+}
