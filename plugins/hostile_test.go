@@ -216,7 +216,9 @@ func TestHostileNetwork(t *testing.T) {
 	}
 }
 
-// TestHostileKV: the key-value store is scoped to the tenant.
+// TestHostileKV: the key-value store is scoped to the tenant, and bounds
+// a value (MaxKVValueBytes) and a key (MaxKVKeyBytes, 256 bytes by
+// default).
 func TestHostileKV(t *testing.T) {
 	rt, _ := newRuntime(t)
 	wasm := hostileWasm(t)
@@ -230,6 +232,13 @@ func TestHostileKV(t *testing.T) {
 	}
 	if _, err := callTool(t, a, "kv", `{"key":"k","value":"`+strings.Repeat("v", 17)+`"}`); err == nil || !strings.Contains(err.Error(), "exceeds 16") {
 		t.Fatalf("value over the cap: %v", err)
+	}
+	// A key is at most MaxKVKeyBytes, 256 by default.
+	if _, err := callTool(t, a, "kv", `{"key":"`+strings.Repeat("k", 256)+`","value":"v"}`); err != nil {
+		t.Fatalf("a key of 256 bytes: %v", err)
+	}
+	if _, err := callTool(t, a, "kv", `{"key":"`+strings.Repeat("k", 257)+`","value":"v"}`); err == nil || !strings.Contains(err.Error(), "bad key") || !strings.Contains(err.Error(), "exceeds 256") {
+		t.Fatalf("a key of 257 bytes: %v", err)
 	}
 }
 
