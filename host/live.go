@@ -108,8 +108,8 @@ func (r *run) publish(p Progress) {
 		p.ResponseID = r.responseID
 	}
 	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
-	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" || p.Approval != nil {
-		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, timeout: p.Timeout, approval: p.Approval}
+	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" || p.Timeout != "" || p.Approval != nil || p.Wait != nil {
+		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, timeout: p.Timeout, approval: p.Approval, wait: p.Wait}
 	}
 	r.hub.Publish(e)
 }
@@ -132,13 +132,14 @@ type eventMore struct {
 	reason   string
 	timeout  TimeoutKind
 	approval *ApprovalInfo
+	wait     *Waiting
 }
 
 // progress returns the event e of the run, published at offset seq.
 func (r *run) progress(e event, seq int) Progress {
 	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, TraceID: r.traceID, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
 	if m := e.more; m != nil {
-		p.Tool, p.Retry, p.Status, p.Reason, p.Timeout, p.Approval = m.tool, m.retry, m.status, m.reason, m.timeout, m.approval
+		p.Tool, p.Retry, p.Status, p.Reason, p.Timeout, p.Approval, p.Wait = m.tool, m.retry, m.status, m.reason, m.timeout, m.approval, m.wait
 	}
 	return p
 }

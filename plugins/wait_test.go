@@ -89,18 +89,27 @@ func toolResults(t *testing.T, store *file.Store, session string) []ledger.ToolR
 }
 
 // TestWaitEvent: a call that waits for an event parks its run, holding no
-// run in flight; the session shows it waiting for the event; posting the
+// run in flight (the progress stream says tool-waiting); the session shows
+// it waiting for the event; posting the
 // event continues the run, whose call returns the payload.
 func TestWaitEvent(t *testing.T) {
 	h, store, _ := waitHostStore(t, t.TempDir())
 	ctx := context.Background()
 	s := h.Session("w1")
-	res, err := s.Send(ctx, "please wait_event key=order-42-paid", host.SendOptions{})
+	var waiting []host.Progress
+	res, err := s.Send(ctx, "please wait_event key=order-42-paid", host.SendOptions{OnProgress: func(p host.Progress) {
+		if p.Type == host.ProgressToolWaiting {
+			waiting = append(waiting, p)
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Status != ledger.RunWaiting || len(res.Waits) != 1 || res.Waits[0].Event != "order-42-paid" || res.Waits[0].Name != "wait_event" {
 		t.Fatalf("Send: %s %q waits %+v, want waiting for the event order-42-paid", res.Status, res.Reason, res.Waits)
+	}
+	if len(waiting) != 1 || waiting[0].Tool == nil || waiting[0].Tool.Name != "wait_event" || waiting[0].Wait == nil || waiting[0].Wait.Event != "order-42-paid" {
+		t.Errorf("the progress stream's tool-waiting events: %+v, want one naming the call and its event", waiting)
 	}
 	st, err := s.Status(ctx)
 	if err != nil {
