@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -481,5 +483,48 @@ func TestBudgetUnpricedFailsClosed(t *testing.T) {
 	// A priced call is counted as ever on another tenant.
 	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/b/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, `"completed"`) {
 		t.Errorf("beta: %d %s", code, body)
+	}
+}
+
+// blindBudgetStore is a memory store whose key-value store fails every
+// read and write of the budgets' counters, as a storage that cannot be
+// reached for them would.
+type blindBudgetStore struct{ *memory.Store }
+
+var errBlind = errors.New("the budget's counters cannot be reached")
+
+func blindNS(ns string) bool { return strings.Contains(ns, "agentic:budget:") }
+
+func (s blindBudgetStore) Get(ctx context.Context, ns, key string) ([]byte, bool, error) {
+	if blindNS(ns) {
+		return nil, false, errBlind
+	}
+	return s.Store.Get(ctx, ns, key)
+}
+
+func (s blindBudgetStore) Set(ctx context.Context, ns, key string, v []byte) error {
+	if blindNS(ns) {
+		return errBlind
+	}
+	return s.Store.Set(ctx, ns, key, v)
+}
+
+func (s blindBudgetStore) AddWithin(ctx context.Context, ns, key string, delta, limit int64) (int64, bool, error) {
+	if blindNS(ns) {
+		return 0, false, errBlind
+	}
+	return s.Store.AddWithin(ctx, ns, key, delta, limit)
+}
+
+// TestBudgetFailsOpen: when the storage cannot be read for the budget's
+// spend, the budget lets the run and its model calls through (and logs a
+// warning) rather than stop every tenant's work with it.
+func TestBudgetFailsOpen(t *testing.T) {
+	ts := startServer(t, serverSetup{Store: blindBudgetStore{memory.New()}, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.BudgetUSDPerDay = 0.5
+	})})
+	ts.model.Enqueue(costing(hosttest.Reply{Text: "through"}, 0.01))
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, "through") {
+		t.Fatalf("a message while the budget cannot be read: %d %s, want it answered", code, body)
 	}
 }
