@@ -83,3 +83,17 @@ func TestEvalRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalTimeout: an evaluation past its timeout_seconds answers 504,
+// saying how far it got.
+func TestEvalTimeout(t *testing.T) {
+	ts := newTestServer(t)
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/src/messages?wait=true", `{"text":"stall, later"}`); code != 200 {
+		t.Fatalf("source: %d %s", code, body)
+	}
+	stallModel(ts.model) // the candidate's pass never ends
+	code, body := ts.do(t, ts.acme, "POST", "/v1/eval", `{"sessions":["src"],"timeout_seconds":1}`)
+	if code != 504 || !strings.Contains(body, "did not finish within 1s") {
+		t.Fatalf("an evaluation past its timeout: %d %s, want 504", code, body)
+	}
+}

@@ -205,6 +205,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return rep, err
 		}
 		sr := replay(ctx, opts, id)
+		if err := ctx.Err(); err != nil {
+			// ctx ended during the replay: its failure is ctx's, not the
+			// session's; the report holds the sessions replayed before.
+			return rep, err
+		}
 		rep.Sessions = append(rep.Sessions, sr)
 		t := &rep.Total
 		if sr.Error != "" {
