@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"testing"
 
@@ -485,4 +486,59 @@ func TestForkOfDeletedBlob(t *testing.T) {
 		t.Fatalf("a fork with its blob there: %v", err)
 	}
 	r.Wait(ctx)
+}
+
+// flakyBlobs is a store whose blob reads fail while failing is set, as a
+// blob store that does not answer.
+type flakyBlobs struct {
+	*memory.Store
+	failing *atomic.Bool
+}
+
+func (s flakyBlobs) GetBlob(ctx context.Context, digest string) ([]byte, bool, error) {
+	if s.failing.Load() {
+		return nil, false, errors.New("the blob store does not answer")
+	}
+	return s.Store.GetBlob(ctx, digest)
+}
+
+// TestBlobsUnreadable: an error reading the blob store (not a blob gone)
+// leaves the run that needs the bytes interrupted, its message kept; once
+// the store answers, resuming the run answers it, with the bytes.
+func TestBlobsUnreadable(t *testing.T) {
+	store := memory.New()
+	image := noise(6, 70<<10)
+	first := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = store })
+	ctx := context.Background()
+	if _, err := first.host.Session("b").Send(ctx, "look", host.SendOptions{Parts: []ledger.Part{{Type: ledger.PartImage, MIME: "image/png", Name: "cat.png", Data: image}}}); err != nil {
+		t.Fatal(err)
+	}
+	if refs := ledger.BlobRefs(first.events("b")); len(refs) != 1 {
+		t.Fatalf("the image is not kept by reference: %q", refs)
+	}
+
+	// Another host (no cache of the bytes), while the blob store fails.
+	var failing atomic.Bool
+	failing.Store(true)
+	other := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) { o.Storage = flakyBlobs{store, &failing} })
+	sess := other.host.Session("b")
+	res, err := sess.Send(ctx, "again", host.SendOptions{})
+	if err == nil && res.Status == ledger.RunCompleted {
+		t.Fatalf("a run whose bytes cannot be read completed: %+v", res)
+	}
+	st, err := sess.Status(ctx)
+	if err != nil || st.State != host.StateInterrupted {
+		t.Fatalf("after the blob store failed: %+v %v, want the run interrupted", st, err)
+	}
+	if n := other.model.RequestCount(); n != 0 {
+		t.Errorf("the model was asked %d times without the image", n)
+	}
+
+	failing.Store(false)
+	if res, err := sess.Resume(ctx, host.ResumeOptions{}); err != nil || res.Status != ledger.RunCompleted || res.Text != "You said: again" {
+		t.Fatalf("resumed once the store answers: %+v %v", res, err)
+	}
+	if last := other.model.Requests()[other.model.RequestCount()-1].Raw; !bytes.Contains(last, []byte(base64.StdEncoding.EncodeToString(image))) {
+		t.Error("the resumed run's request does not carry the image")
+	}
 }
