@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentichost/agentic/host"
