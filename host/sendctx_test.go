@@ -187,3 +187,52 @@ func TestDefaultToolTimeout(t *testing.T) {
 		t.Errorf("the unbounded call's result: %+v", out)
 	}
 }
+
+// TestOnProgressLosslessWhenSlow: a Send whose OnProgress falls far behind
+// the run (blocked while the run streams 3,000 fragments, more than a
+// subscriber may lag) is dropped by the run's hub and catches up: it gets
+// every fragment, in order, none twice.
+func TestOnProgressLosslessWhenSlow(t *testing.T) {
+	reply := strings.Repeat("w ", 3000)
+	hs := newHarness(t, fakemodel.Options{ChunkSize: 1, Script: []fakemodel.Reply{{Text: reply}}}, host.Agent{})
+	release := make(chan struct{})
+	var passed atomic.Bool
+	go func() {
+		// Held until the run's pass is in the ledger: every fragment was
+		// published meanwhile, the run never waiting for the subscriber.
+		defer close(release)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for _, e := range hs.events("slow") {
+				if e.Step != nil {
+					passed.Store(true)
+					return
+				}
+			}
+		}
+	}()
+	var text strings.Builder
+	var seq int
+	var once sync.Once
+	res, err := hs.host.Session("slow").Send(context.Background(), "talk", host.SendOptions{OnProgress: func(p host.Progress) {
+		once.Do(func() { <-release })
+		if p.Seq <= seq {
+			t.Errorf("event %d after %d", p.Seq, seq)
+		}
+		seq = p.Seq
+		if p.Type == host.ProgressText {
+			if p.Offset != text.Len() {
+				t.Errorf("a fragment at %d, the text so far %d long", p.Offset, text.Len())
+			}
+			text.WriteString(p.Delta)
+		}
+	}})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if !passed.Load() {
+		t.Error("the run's pass did not end while its subscriber was blocked: the run waited for it")
+	}
+	if text.String() != res.Text || res.Text != strings.TrimSpace(reply) && res.Text != reply {
+		t.Errorf("OnProgress's text is %d bytes, the answer %d", text.Len(), len(res.Text))
+	}
+}
