@@ -653,3 +653,28 @@ func TestAdmitRateTokenLast(t *testing.T) {
 		t.Errorf("a third run with two tokens spent: %v, want rate_limited", err)
 	}
 }
+
+// TestParkedRunsHoldNoPlace: a run parked for a person's approval holds no
+// place of the tenant's concurrent_runs: with one place, another session's
+// run is admitted while it waits (and a run in flight holds the place).
+func TestParkedRunsHoldNoPlace(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) {
+		tc.RateLimit = server.RateLimitConfig{ConcurrentRuns: 1}
+	})})
+	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/publish_post", publishPost(t)); code != 201 {
+		t.Fatalf("upload: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/parked/messages?wait=true", `{"text":"publish_post title=t body=b"}`); code != 200 || !strings.Contains(body, "approval_required") {
+		t.Fatalf("park: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/other/messages?wait=true", `{"text":"hello"}`); code != 200 {
+		t.Fatalf("another session's run while one is parked: %d %s, want it admitted", code, body)
+	}
+	stallModel(ts.model)
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/busy/messages", `{"text":"stall"}`); code != 202 {
+		t.Fatalf("a stalled run: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/third/messages", `{"text":"hello"}`); code != 429 {
+		t.Errorf("a run while the stalled one holds the place: %d %s, want 429", code, body)
+	}
+}
