@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // TestSendOnPart: SendOptions.OnPart gets the provider's raw stream, chunk
@@ -52,5 +54,24 @@ func TestSendOnPart(t *testing.T) {
 	n := len(parts)
 	if _, err := hs.host.Session("p").Send(ctx, "again", host.SendOptions{}); err != nil || len(parts) != n {
 		t.Fatalf("a send without OnPart: %v, %d more parts", err, len(parts)-n)
+	}
+}
+
+// TestRawChunksOnlyWhileListened: the model is asked for its raw chunks
+// (model.Request.RawChunks) only for a pass someone listens to with
+// OnPart, so that a pass nobody asks it of keeps none.
+func TestRawChunksOnlyWhileListened(t *testing.T) {
+	m := hosttest.NewModel()
+	hs := hosttest.New(t, host.Options{Storage: memory.New(), Model: m, Agent: host.Agent{Model: hosttest.DefaultModel}})
+	ctx := context.Background()
+	if _, err := hs.Host.Session("quiet").Send(ctx, "hello", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hs.Host.Session("heard").Send(ctx, "hello", host.SendOptions{OnPart: func(host.ModelPart) {}}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 2 || reqs[0].RawChunks || !reqs[1].RawChunks {
+		t.Errorf("RawChunks asked of %d passes: %v; want the listened pass's alone", len(reqs), []bool{reqs[0].RawChunks, reqs[len(reqs)-1].RawChunks})
 	}
 }
