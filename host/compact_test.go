@@ -128,6 +128,30 @@ func TestOverflowCompactsAndRetriesOnce(t *testing.T) {
 	if compactions == 0 {
 		t.Error("no compaction after the overflow")
 	}
+
+	// A message that overflows the window by itself: the pass compacts
+	// the older turns and is made once more, overflows again, and the run
+	// fails — no second compaction, no third attempt.
+	before, requests := compactions, hs.model.RequestCount()
+	res, err = sess.Send(ctx, strings.Repeat("far too long ", 300), host.SendOptions{})
+	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "context") {
+		t.Fatalf("a message larger than the window: %+v %v; want failed on the context", res, err)
+	}
+	compactions = 0
+	for _, e := range hs.events("ovf") {
+		if e.Compaction != nil {
+			compactions++
+		}
+	}
+	passes := 0
+	for _, r := range hs.model.Requests()[requests:] {
+		if !strings.HasPrefix(r.Messages[0].Text, "[compaction]") {
+			passes++
+		}
+	}
+	if compactions-before > 1 || passes != 2 {
+		t.Errorf("%d compactions and %d attempts of the pass, want at most one and two", compactions-before, passes)
+	}
 }
 
 // TestCompactionTurnsOldMediaIntoText: an image older than KeepRecent
