@@ -101,6 +101,9 @@ func TestChatSurvivesTwoCompactions(t *testing.T) {
 	}
 }
 
+// TestOverflowCompactsAndRetriesOnce: a pass the provider refuses as over
+// the context window compacts the session and is made again, once; the
+// session keeps its facts through the notes.
 func TestOverflowCompactsAndRetriesOnce(t *testing.T) {
 	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/tiny": 700}, Respond: rememberingModel},
 		host.Agent{Model: "fake/tiny"}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
