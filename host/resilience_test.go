@@ -405,6 +405,10 @@ func TestResumeActions(t *testing.T) {
 	})
 }
 
+// TestAutoResumeSweep: the boot sweep resumes every interrupted run, at
+// most MaxConcurrent at once, leaves one past MaxAttempts to a manual
+// resume, and resumes a run whose OnInterrupted hook panicked or erred
+// (whatever action the erring hook named).
 func TestAutoResumeSweep(t *testing.T) {
 	base := memory.New()
 	srv, err := fakemodel.Start(fakemodel.Options{})
@@ -434,8 +438,11 @@ func TestAutoResumeSweep(t *testing.T) {
 	h := hosttest.New(t, host.Options{Storage: base, Model: mustClient(t, srv), Agent: host.Agent{Model: "m"},
 		AutoResume: &host.AutoResume{MaxConcurrent: 2, Stagger: time.Millisecond,
 			OnInterrupted: func(_ context.Context, ir host.Interrupted) (host.ResumeAction, error) {
-				if ir.SessionID == "s9" {
+				switch ir.SessionID {
+				case "s9":
 					panic("hook bug")
+				case "s4":
+					return host.ActionFail, errors.New("the hook cannot decide") // an error: resume, whatever it said
 				}
 				return host.ActionResume, nil
 			},
