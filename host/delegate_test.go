@@ -670,3 +670,31 @@ func TestDelegateTotalTimeoutCut(t *testing.T) {
 		t.Errorf("the child's tool call had %v, want what was left of the parent's 10 minutes (not the child's 2 hours)", left)
 	}
 }
+
+// TestDelegateCallTimeout: a delegate call's own timeout is Delegate.Timeout;
+// without one, the child agent's total timeout, else its approval TTL (the
+// call may wait for a person deciding on the child's request); never
+// negative.
+func TestDelegateCallTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    host.Delegate
+		want time.Duration
+	}{
+		{"the approval TTL by default", host.Delegate{Agent: host.Agent{Name: "a", Model: "m"}}, host.DefaultApprovalTTL},
+		{"the child's approval TTL", host.Delegate{Agent: host.Agent{Name: "a", Model: "m", ApprovalTTL: time.Hour}}, time.Hour},
+		{"the child's total timeout", host.Delegate{Agent: host.Agent{Name: "a", Model: "m", ApprovalTTL: time.Hour, Timeouts: host.AgentTimeouts{Total: time.Minute}}}, time.Minute},
+		{"its own", host.Delegate{Agent: host.Agent{Name: "a", Model: "m", Timeouts: host.AgentTimeouts{Total: time.Minute}}, Timeout: 5 * time.Second}, 5 * time.Second},
+	} {
+		tool, err := host.NewDelegateTool(c.d)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := tool.Spec().Timeout; got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	if _, err := host.NewDelegateTool(host.Delegate{Agent: host.Agent{Name: "a", Model: "m"}, Timeout: -time.Second}); err == nil {
+		t.Error("a negative Timeout was accepted")
+	}
+}
