@@ -151,6 +151,7 @@ func TestFailuresAreToolErrors(t *testing.T) {
 				{"memory_bomb", nil, mcp.KindOutOfMemory, "out of memory"},
 				{"big_output", map[string]any{"bytes": 2 << 20}, mcp.KindOutputTooLarge, "output too large"},
 				{"exit", nil, mcp.KindExited, "exit"},
+				{"exit0", nil, mcp.KindMalformedOutput, ""},
 				{"fail", nil, mcp.KindToolError, "account 7 not found"},
 				{"get_account", map[string]any{"account_id": 42}, mcp.KindInvalidInput, "/account_id"},
 			} {
