@@ -15,7 +15,7 @@ import (
 // whose run is stopped by the shutdown gets 503: the run is left,
 // interrupted, for another host.
 func TestCloseRefusesDecisionsAndLeavesWaits(t *testing.T) {
-	ts := newTestServer(t)
+	ts := startServer(t, serverSetup{}) // the plugin compiled once, in the tests' cache
 	if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/publish_post", publishPost(t)); code != 201 {
 		t.Fatalf("upload: %d %s", code, body)
 	}
