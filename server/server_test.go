@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
@@ -30,7 +32,10 @@ type testServer struct {
 func newTestServer(t *testing.T, mutate ...func(*server.Config)) *testServer {
 	t.Helper()
 	ts := &testServer{store: memory.New(), model: hosttest.NewModel(), acme: "ak_test_acme", beta: "ak_test_beta"}
-	cfg := server.Config{PluginsDir: t.TempDir(), Tenants: map[string]server.TenantConfig{
+	// The compiled plugins are cached where plugintest caches them: a
+	// plugin is compiled once per machine, not in a race-built compiler
+	// process per test.
+	cfg := server.Config{PluginsDir: t.TempDir(), PluginCacheDir: filepath.Join(plugintest.CacheDir(), "wazero"), Tenants: map[string]server.TenantConfig{
 		"acme": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.acme)}}, Models: []string{hosttest.DefaultModel}},
 		"beta": {Keys: []server.KeyConfig{{Hash: server.HashKey(ts.beta)}}, Models: []string{hosttest.DefaultModel}},
 	}}
