@@ -105,7 +105,10 @@ func serve(t *testing.T, srv *mcp.Server, wrap func(http.Handler) http.Handler) 
 
 func open(t *testing.T, s mcpclient.Server) *mcpclient.Source {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A guard against a hang, not a speed check: a server the race
+	// detector slows, on a loaded machine, may take long to list (30 MiB
+	// in TestDefinitionBound).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	src, err := mcpclient.Open(ctx, s)
 	if err != nil {
