@@ -74,12 +74,16 @@ type Limits struct {
 	// that a burst of calls, or the call after one whose instance was
 	// thrown away (a failure; a JavaScript engine whose memory grew),
 	// pays no instantiation: they are made in the background once the
-	// module is loaded, and again whenever an instance is thrown away,
-	// while the pool has room (Instances; the tenant's TenantInstances and
-	// TenantMemoryBytes bound them as any). Instances closed to hand their
-	// room to another module of the tenant are not made again. At most
-	// Instances. Default: 0, instances are made as calls need them (the
-	// load's first instance is kept).
+	// module is loaded, and again when an instance is thrown away or a
+	// call ends with fewer idle. Making one runs the module's code (its
+	// start function, describe), so it takes, as a call does, a slot of
+	// the pool (Instances), of the host's concurrent calls
+	// (Options.MaxConcurrentCalls) and of the tenant's
+	// (TenantConcurrentCalls), and the tenant's room for an instance
+	// (TenantInstances, TenantMemoryBytes) — each only when free and
+	// wanted by no call, never waiting and never closing another module's
+	// idle instance for it. At most Instances. Default: 0, instances are
+	// made as calls need them (the load's first instance is kept).
 	WarmInstances int
 	// MaxInputBytes bounds the JSON sent to one call. Default: 0, which
 	// means 1 MiB.

@@ -206,10 +206,10 @@ func (m *Module) Prewarm(ctx context.Context, n int) error {
 }
 
 // keepWarm makes instances in the background until
-// Limits.WarmInstances are idle, while the pool has room; one goroutine
-// at a time does. An instance it cannot make (the tenant's budget, a
-// failing start function) ends the round: the next thrown-away instance
-// tries again.
+// Limits.WarmInstances are idle; one goroutine at a time does. An
+// instance it cannot make now (no room nobody waits for, a failing start
+// function) ends the round: the next ask tries again (a load, an instance
+// thrown away, a call's end that leaves fewer idle than wanted).
 func (m *Module) keepWarm() {
 	want := m.limits.WarmInstances
 	if want <= 0 || !m.warming.CompareAndSwap(false, true) {
@@ -222,52 +222,78 @@ func (m *Module) keepWarm() {
 	go func() {
 		defer m.release()
 		for {
-			m.warmRound(want)
+			filled := m.warmRound(want)
 			m.warming.Store(false)
-			// An instance thrown away after the round looked, while
-			// warming was still set, asked for none: look again.
-			if len(m.pool.idle) >= want || len(m.pool.slots) == cap(m.pool.slots) || !m.warming.CompareAndSwap(false, true) {
+			// An instance thrown away after a round that filled the pool
+			// looked, while warming was still set, asked for none: look
+			// again. A round that gave up waits for the next ask.
+			if !filled || len(m.pool.idle) >= want || !m.warming.CompareAndSwap(false, true) {
 				return
 			}
 		}
 	}()
 }
 
-// warmRound makes idle instances until want are idle or the pool is full.
-func (m *Module) warmRound(want int) {
-	for len(m.pool.idle) < want && !m.closing.Load() {
-		select {
-		case m.pool.slots <- struct{}{}:
-		default:
-			return // every slot is taken: the busy instances come back idle
+// warmRound makes idle instances until want are idle (true), or until
+// one cannot be made now (false).
+func (m *Module) warmRound(want int) bool {
+	for len(m.pool.idle) < want {
+		if m.closing.Load() || !m.warmOne() {
+			return false
 		}
-		if !m.budget.spareInstance(m) {
-			<-m.pool.slots
-			return // the tenant's room is taken, or wanted by a call
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), m.limits.CallTimeout)
-		in, err := m.instantiate(ctx)
-		if err == nil {
-			if err = m.initInstance(ctx, in); err != nil {
-				in.close()
-			}
-		}
-		cancel()
-		select {
-		case <-m.done: // shut down meanwhile (its Runtime closed)
-			if err == nil {
-				in.close()
-			}
-			return
-		default:
-		}
-		if err != nil {
-			<-m.pool.slots
-			m.log.Warn("plugin: a warm instance could not be made", "err", err)
-			return
-		}
-		m.pool.put(in)
 	}
+	return true
+}
+
+// warmOne makes one idle instance, in background work bounded as a call
+// is — a slot of the pool, of the host's concurrent calls and of the
+// tenant's, and the tenant's room for an instance — taken only when free
+// and wanted by no call: it runs the module's start function and
+// describe, the plugin's code. It reports whether it made one.
+func (m *Module) warmOne() bool {
+	select {
+	case m.pool.slots <- struct{}{}:
+	default:
+		return false // every slot is taken: the busy instances come back idle
+	}
+	made := false
+	defer func() {
+		if !made {
+			<-m.pool.slots
+		}
+	}()
+	if !m.rt.calls.spare(m.tenant) {
+		return false
+	}
+	defer m.rt.calls.release(m.tenant)
+	if !m.budget.spareCall() {
+		return false
+	}
+	defer m.budget.endCall()
+	if !m.budget.spareInstance(m) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.limits.CallTimeout)
+	defer cancel()
+	in, err := m.instantiate(ctx)
+	if err == nil {
+		if err = m.initInstance(ctx, in); err != nil {
+			in.close()
+		}
+	}
+	if err != nil {
+		m.log.Warn("plugin: a warm instance could not be made", "err", err)
+		return false
+	}
+	select {
+	case <-m.done: // shut down meanwhile (its Runtime closed)
+		in.close()
+		return false
+	default:
+	}
+	made = true
+	m.pool.put(in)
+	return true
 }
 
 // initInstance runs describe on a new instance, when the module has one,

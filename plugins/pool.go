@@ -293,6 +293,8 @@ func (m *Module) recycle(in *instance) {
 	m.pool.put(in)
 	if m.budget.handOver() {
 		evictIdle([]*Module{m})
+	} else if len(m.pool.idle) < m.limits.WarmInstances {
+		m.keepWarm() // a round that gave up (no room then) tries again
 	}
 }
 

@@ -63,6 +63,21 @@ func (s *slots) acquire(ctx context.Context, tenant string) error {
 	}
 }
 
+// spare takes a slot for background work of tenant (a warm instance
+// made, Limits.WarmInstances) only if one is free and no call waits for
+// it: such work runs plugin code too, under the same bound as calls, but
+// never ahead of one. It reports whether it took one; release gives it
+// back.
+func (s *slots) spare(tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free == 0 || len(s.waiters) > 0 || s.running[tenant] >= s.perTenant {
+		return false
+	}
+	s.take(tenant)
+	return true
+}
+
 // waitingBefore reports whether a waiter of a tenant with no more calls
 // running than tenant's could take the free slot: then tenant queues too.
 func (s *slots) waitingBefore(tenant string) bool {

@@ -148,15 +148,18 @@ func (b *tenantBudget) reserveInstance(ctx context.Context, m *Module) error {
 // closes another module's idle instance: a warm instance (keepWarm) is
 // made only with room nobody wants.
 func (b *tenantBudget) spareInstance(m *Module) bool {
-	need := [2]int64{1, instanceMemory(m)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.room.queue) > 0 || !b.room.fits(need, b.roomCaps()) {
-		return false
-	}
-	b.room.used[0] += need[0]
-	b.room.used[1] += need[1]
-	return true
+	return b.room.spare([2]int64{1, instanceMemory(m)}, b.roomCaps())
+}
+
+// spareCall takes one of the tenant's concurrent calls for background
+// work (a warm instance made) if one is free and no call waits for it,
+// and reports whether it did; endCall gives it back.
+func (b *tenantBudget) spareCall() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls.spare([2]int64{1, 0}, b.callCaps())
 }
 
 // releaseInstance returns a closed instance's room, to the first waiter
@@ -237,15 +240,24 @@ func (q *quota) fits(need, caps [2]int64) bool {
 // take takes need at once when nobody waits and it fits; otherwise it
 // queues a waiter and returns it.
 func (q *quota) take(need, caps [2]int64) (*waiter, bool) {
-	q.lastCaps = caps
-	if len(q.queue) == 0 && q.fits(need, caps) {
-		q.used[0] += need[0]
-		q.used[1] += need[1]
+	if q.spare(need, caps) {
 		return nil, true
 	}
 	w := &waiter{need: need, granted: make(chan struct{})}
 	q.queue = append(q.queue, w)
 	return w, false
+}
+
+// spare takes need only when nobody waits and it fits, and reports
+// whether it did: it never queues.
+func (q *quota) spare(need, caps [2]int64) bool {
+	q.lastCaps = caps
+	if len(q.queue) > 0 || !q.fits(need, caps) {
+		return false
+	}
+	q.used[0] += need[0]
+	q.used[1] += need[1]
+	return true
 }
 
 // give returns what was taken and grants the waiters it makes room for.
