@@ -78,7 +78,7 @@ func (r *run) needsCompaction(ctx context.Context) bool {
 func (r *run) compact(ctx context.Context) (bool, error) {
 	cfg := r.compaction()
 	if cfg == nil {
-		c, _ := Compaction{}.normalized()
+		c, _ := Compaction{}.normalized("Compaction")
 		cfg = &c
 	}
 	events := r.view()

@@ -175,7 +175,7 @@ func New(opts Options) (*Host, error) {
 	}
 	var compaction *Compaction
 	if opts.Compaction != nil {
-		c, err := opts.Compaction.normalized()
+		c, err := opts.Compaction.normalized("Compaction")
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -521,9 +521,9 @@ func normalizeAgent(a Agent) (Agent, error) {
 		errs = append(errs, err)
 	}
 	if a.Compaction != nil {
-		c, err := a.Compaction.normalized()
+		c, err := a.Compaction.normalized("Agent.Compaction")
 		if err != nil {
-			errs = append(errs, errors.New(strings.ReplaceAll(err.Error(), "host: Compaction.", "host: Agent.Compaction.")))
+			errs = append(errs, err)
 		}
 		a.Compaction = &c
 	}
@@ -645,7 +645,9 @@ const (
 	DefaultKeepRecent      = 4
 )
 
-func (c Compaction) normalized() (Compaction, error) {
+// normalized fills c's defaults; its errors name the fields as field
+// ("Compaction", "Agent.Compaction") says where c was given.
+func (c Compaction) normalized(field string) (Compaction, error) {
 	if c.Limit == 0 {
 		c.Limit = DefaultCompactionLimit
 	}
@@ -657,13 +659,13 @@ func (c Compaction) normalized() (Compaction, error) {
 	}
 	var errs []error
 	if c.Limit <= 0 || c.Limit > 1 {
-		errs = append(errs, fmt.Errorf("host: Compaction.Limit %v is not in (0, 1]", c.Limit))
+		errs = append(errs, fmt.Errorf("host: %s.Limit %v is not in (0, 1]", field, c.Limit))
 	}
 	if c.KeepRecent < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.KeepRecent %d is negative", c.KeepRecent))
+		errs = append(errs, fmt.Errorf("host: %s.KeepRecent %d is negative", field, c.KeepRecent))
 	}
 	if c.ContextWindow < 0 {
-		errs = append(errs, fmt.Errorf("host: Compaction.ContextWindow %d is negative", c.ContextWindow))
+		errs = append(errs, fmt.Errorf("host: %s.ContextWindow %d is negative", field, c.ContextWindow))
 	}
 	return c, errors.Join(errs...)
 }
