@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/ledger"
 )
@@ -140,12 +141,7 @@ func TestOverflowCompactsAndRetriesOnce(t *testing.T) {
 	if err != nil || res.Status != ledger.RunFailed || !strings.Contains(res.Reason, "context") {
 		t.Fatalf("a message larger than the window: %+v %v; want failed on the context", res, err)
 	}
-	compactions = 0
-	for _, e := range hs.events("ovf") {
-		if e.Compaction != nil {
-			compactions++
-		}
-	}
+	compactions = hosttest.CountKind(hs.events("ovf"), ledger.KindCompaction)
 	passes := 0
 	for _, r := range hs.model.Requests()[requests:] {
 		if !strings.HasPrefix(r.Messages[0].Text, "[compaction]") {
@@ -275,15 +271,7 @@ func TestCompactionPerSession(t *testing.T) {
 			}
 		}
 	}
-	count := func(session string) int {
-		n := 0
-		for _, e := range hs.events(session) {
-			if e.Compaction != nil {
-				n++
-			}
-		}
-		return n
-	}
+	count := func(session string) int { return hosttest.CountKind(hs.events(session), ledger.KindCompaction) }
 	if n := count("tight"); n == 0 {
 		t.Error("the session bound to an agent compacting at 0.3 of the window never compacted")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/ledger"
@@ -212,12 +213,7 @@ func TestHooksSeeRetriesAndCompaction(t *testing.T) {
 	if len(log) < 2 || log[0] != "h>pass#1" || log[1] != "h<pass" || log[2] != "h>pass#2" {
 		t.Errorf("the first pass's attempts: %v; want h>pass#1, h<pass, h>pass#2", log[:min(len(log), 3)])
 	}
-	compactions := 0
-	for _, e := range hs.events("metered") {
-		if e.Compaction != nil {
-			compactions++
-		}
-	}
+	compactions := hosttest.CountKind(hs.events("metered"), ledger.KindCompaction)
 	if told := slices.Index(log, "h>compaction#0"); compactions == 0 || told < 0 {
 		t.Errorf("%d compactions; the hook saw %v", compactions, log)
 	}
