@@ -134,57 +134,37 @@ func TestJoinedSendNeverCancelsTheRun(t *testing.T) {
 
 // TestDefaultToolTimeout: Options.ToolTimeout bounds a tool whose spec
 // sets no Timeout (the model is told it timed out; the run goes on), and
-// -1 lets it run unbounded.
+// -1 leaves its call with no deadline.
 func TestDefaultToolTimeout(t *testing.T) {
-	unblock := make(chan struct{})
+	// slow waits for its deadline; a call with none answers at once.
 	slow := host.NewTool(host.ToolSpec{Name: "slow"}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
-		select {
-		case <-ctx.Done():
-			return host.ToolResult{}, ctx.Err()
-		case <-unblock:
-			return host.ToolResult{Output: "done at last"}, nil
+		if _, ok := ctx.Deadline(); !ok {
+			return host.ToolResult{Output: "no deadline"}, nil
 		}
+		<-ctx.Done()
+		return host.ToolResult{}, ctx.Err()
 	})
-	script := func() fakemodel.Options {
-		return fakemodel.Options{Script: []fakemodel.Reply{{ToolCalls: []fakemodel.ToolCall{{Name: "slow", Arguments: `{}`}}}, {Text: "over"}}}
-	}
-	hs := newHarness(t, script(), host.Agent{Tools: []host.Tool{slow}}, func(o *host.Options) { o.ToolTimeout = 50 * time.Millisecond })
-	res, err := hs.host.Session("bounded").Send(context.Background(), "go", host.SendOptions{})
-	if err != nil || res.Status != ledger.RunCompleted {
-		t.Fatalf("%+v %v", res, err)
-	}
-	var out *ledger.ToolResult
-	for _, e := range hs.events("bounded") {
-		if e.ToolResult != nil {
-			out = e.ToolResult
+	result := func(toolTimeout time.Duration) *ledger.ToolResult {
+		t.Helper()
+		hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{{ToolCalls: []fakemodel.ToolCall{{Name: "slow", Arguments: `{}`}}}, {Text: "over"}}},
+			host.Agent{Tools: []host.Tool{slow}}, func(o *host.Options) { o.ToolTimeout = toolTimeout })
+		res, err := hs.host.Session("s").Send(context.Background(), "go", host.SendOptions{})
+		if err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("ToolTimeout %s: %+v %v", toolTimeout, res, err)
 		}
+		var out *ledger.ToolResult
+		for _, e := range hs.events("s") {
+			if e.ToolResult != nil {
+				out = e.ToolResult
+			}
+		}
+		return out
 	}
-	if out == nil || !out.IsError || !strings.Contains(out.Output, "timed out after 50ms") {
+	if out := result(50 * time.Millisecond); out == nil || !out.IsError || !strings.Contains(out.Output, "timed out after 50ms") {
 		t.Errorf("the slow call's result: %+v; want the 50ms timeout", out)
 	}
-
-	// Unbounded: the call ends when the tool does.
-	hs = newHarness(t, script(), host.Agent{Tools: []host.Tool{slow}}, func(o *host.Options) { o.ToolTimeout = -1 })
-	go func() {
-		// Released once the call runs (the model's first request came
-		// and went; the tool waits).
-		for hs.model.RequestCount() < 1 {
-			time.Sleep(5 * time.Millisecond)
-		}
-		close(unblock)
-	}()
-	res, err = hs.host.Session("unbounded").Send(context.Background(), "go", host.SendOptions{})
-	if err != nil || res.Status != ledger.RunCompleted {
-		t.Fatalf("unbounded: %+v %v", res, err)
-	}
-	out = nil
-	for _, e := range hs.events("unbounded") {
-		if e.ToolResult != nil {
-			out = e.ToolResult
-		}
-	}
-	if out == nil || out.IsError || out.Output != "done at last" {
-		t.Errorf("the unbounded call's result: %+v", out)
+	if out := result(-1); out == nil || out.IsError || out.Output != "no deadline" {
+		t.Errorf("with ToolTimeout -1: %+v; want a call with no deadline", out)
 	}
 }
 
