@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentichost/agentic/host/model"
-	"github.com/agentichost/agentic/ledger"
 )
 
 // The live item: what the pass in flight has streamed so far, kept in the
@@ -108,8 +107,12 @@ func (r *run) publish(p Progress) {
 		p.ResponseID = r.responseID
 	}
 	e := event{typ: p.Type, responseID: p.ResponseID, delta: p.Delta, offset: p.Offset}
-	if p.Tool != nil || p.Retry != nil || p.Status != "" || p.Reason != "" || p.Timeout != "" || p.Approval != nil || p.Wait != nil {
-		e.more = &eventMore{tool: p.Tool, retry: p.Retry, status: p.Status, reason: p.Reason, timeout: p.Timeout, approval: p.Approval, wait: p.Wait}
+	// What the rarer events carry travels as the event itself, whatever
+	// fields Progress has: none is left out on the way to a subscriber.
+	rest := p
+	rest.Seq, rest.Type, rest.SessionID, rest.RunID, rest.TraceID, rest.ResponseID, rest.Delta, rest.Offset = 0, "", "", "", "", "", "", 0
+	if rest != (Progress{}) {
+		e.more = &rest
 	}
 	r.hub.Publish(e)
 }
@@ -122,24 +125,15 @@ type event struct {
 	responseID string
 	delta      string
 	offset     int
-	more       *eventMore // what the rarer events carry
-}
-
-type eventMore struct {
-	tool     *ToolInfo
-	retry    *RetryInfo
-	status   ledger.RunStatus
-	reason   string
-	timeout  TimeoutKind
-	approval *ApprovalInfo
-	wait     *Waiting
+	more       *Progress // what the rarer events carry, the other fields zero
 }
 
 // progress returns the event e of the run, published at offset seq.
 func (r *run) progress(e event, seq int) Progress {
-	p := Progress{Seq: seq, Type: e.typ, SessionID: r.sessionID, RunID: r.id, TraceID: r.traceID, ResponseID: e.responseID, Delta: e.delta, Offset: e.offset}
-	if m := e.more; m != nil {
-		p.Tool, p.Retry, p.Status, p.Reason, p.Timeout, p.Approval, p.Wait = m.tool, m.retry, m.status, m.reason, m.timeout, m.approval, m.wait
+	var p Progress
+	if e.more != nil {
+		p = *e.more
 	}
+	p.Seq, p.Type, p.SessionID, p.RunID, p.TraceID, p.ResponseID, p.Delta, p.Offset = seq, e.typ, r.sessionID, r.id, r.traceID, e.responseID, e.delta, e.offset
 	return p
 }
