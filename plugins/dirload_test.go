@@ -52,7 +52,10 @@ func refusedNames(reg *plugins.Registry, tenant string) []string {
 // watched directory (one batch) — each refused with its reason, and the
 // healthy module among them served.
 func TestHostileDirectoryLoadsTogether(t *testing.T) {
-	limits := plugins.Limits{CompileTimeout: 5 * time.Second, CallTimeout: 5 * time.Second}
+	// Fuel without bound in practice: a start function that never returns
+	// is stopped by its deadline, not (on a fast machine without -race,
+	// in about 4 s) by the default fuel.
+	limits := plugins.Limits{CompileTimeout: 5 * time.Second, CallTimeout: 5 * time.Second, Fuel: 1 << 60}
 	files, sum := hostileDirectory(t, limits)
 	rt, _ := newRuntime(t)
 	// The bound is measured, not fixed: what a compile bomb and a start
