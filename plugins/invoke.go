@@ -62,6 +62,7 @@ func (m *Module) invokeTraced(ctx context.Context, export, name, callID string, 
 		return 0, nil, fail(ErrClosed)
 	}
 	defer m.release()
+	defer m.topUp() // after the slots below are given back
 	if timeout <= 0 || timeout > m.limits.CallTimeout {
 		timeout = m.limits.CallTimeout
 	}

@@ -55,11 +55,12 @@ type Module struct {
 	src    Source  // its name, bytes, sidecar and signature: what loads it again (versions.go)
 	signer *Signer // who signed it; nil: no signature
 
-	// warming is set while a goroutine makes warm instances (keepWarm).
-	warming atomic.Bool
+	// warming is set while a goroutine makes warm instances (keepWarm);
+	// warmAsked, when it was asked to since its round began.
+	warming, warmAsked atomic.Bool
 
-	calls, instantiated, discarded, evicted atomic.Int64
-	fuel                                    atomic.Int64 // used by its calls
+	calls, instantiated, warmed, discarded, evicted atomic.Int64
+	fuel                                            atomic.Int64 // used by its calls
 
 	// refs counts the owner's reference (1 until Close) and the calls in
 	// flight; the module shuts down when it drops to 0.
@@ -208,12 +209,17 @@ func (m *Module) Prewarm(ctx context.Context, n int) error {
 // keepWarm makes instances in the background until
 // Limits.WarmInstances are idle; one goroutine at a time does. An
 // instance it cannot make now (no room nobody waits for, a failing start
-// function) ends the round: the next ask tries again (a load, an instance
-// thrown away, a call's end that leaves fewer idle than wanted).
+// function) ends the round: the next ask tries again (a load, a call's
+// end that leaves fewer idle than wanted). An ask while a round runs is
+// not lost: the round runs once more after it.
 func (m *Module) keepWarm() {
 	want := m.limits.WarmInstances
-	if want <= 0 || !m.warming.CompareAndSwap(false, true) {
+	if want <= 0 {
 		return
+	}
+	m.warmAsked.Store(true)
+	if !m.warming.CompareAndSwap(false, true) {
+		return // the running round sees the ask when it ends
 	}
 	if !m.acquire() {
 		m.warming.Store(false)
@@ -222,27 +228,24 @@ func (m *Module) keepWarm() {
 	go func() {
 		defer m.release()
 		for {
-			filled := m.warmRound(want)
+			m.warmAsked.Store(false)
+			m.warmRound(want)
 			m.warming.Store(false)
-			// An instance thrown away after a round that filled the pool
-			// looked, while warming was still set, asked for none: look
-			// again. A round that gave up waits for the next ask.
-			if !filled || len(m.pool.idle) >= want || !m.warming.CompareAndSwap(false, true) {
+			// An ask made during the round found warming set and left
+			// the work to this goroutine; one made after the line above
+			// starts its own.
+			if !m.warmAsked.Load() || !m.warming.CompareAndSwap(false, true) {
 				return
 			}
 		}
 	}()
 }
 
-// warmRound makes idle instances until want are idle (true), or until
-// one cannot be made now (false).
-func (m *Module) warmRound(want int) bool {
-	for len(m.pool.idle) < want {
-		if m.closing.Load() || !m.warmOne() {
-			return false
-		}
+// warmRound makes idle instances until want are idle, or until one
+// cannot be made now.
+func (m *Module) warmRound(want int) {
+	for len(m.pool.idle) < want && !m.closing.Load() && m.warmOne() {
 	}
-	return true
 }
 
 // warmOne makes one idle instance, in background work bounded as a call
@@ -292,6 +295,7 @@ func (m *Module) warmOne() bool {
 	default:
 	}
 	made = true
+	m.warmed.Add(1)
 	m.pool.put(in)
 	return true
 }
@@ -355,8 +359,12 @@ type ModuleStats struct {
 	// Instantiated counts the instances created; Discarded those thrown
 	// away after an error, trap or timeout; Evicted idle ones closed to
 	// make room for another module of the tenant (Limits.TenantInstances).
-	// On a warm pool none grows.
+	// A call that finds an idle instance adds to none of them.
 	Instantiated, Discarded, Evicted int64
+	// Warmed counts the instances of Instantiated made in the background,
+	// ahead of any call, to keep Limits.WarmInstances idle: the rest were
+	// made by the load or by a call that found none idle.
+	Warmed int64
 	// Idle is the number of free instances in the pool now.
 	Idle int
 	// Fuel is the fuel its calls used (see Limits.Fuel).
@@ -368,6 +376,7 @@ func (m *Module) Stats() ModuleStats {
 	return ModuleStats{
 		Calls:        m.calls.Load(),
 		Instantiated: m.instantiated.Load(),
+		Warmed:       m.warmed.Load(),
 		Discarded:    m.discarded.Load(),
 		Evicted:      m.evicted.Load(),
 		Idle:         len(m.pool.idle),

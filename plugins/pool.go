@@ -283,18 +283,16 @@ func (p *pool) discard(in *instance) {
 // whose memory grew cannot start afresh: it is discarded); then, if a call waits
 // for room in the tenant's budget, an idle instance is closed, handing its
 // share over. (Put first, look second: a waiter that queued after the look
-// finds the idle instance itself.)
+// finds the idle instance itself.) The warm pool is topped up by the
+// call's end (topUp), once its slots are given back.
 func (m *Module) recycle(in *instance) {
 	if in.js != nil && in.js.spent {
 		m.pool.discard(in)
-		m.keepWarm()
 		return
 	}
 	m.pool.put(in)
 	if m.budget.handOver() {
 		evictIdle([]*Module{m})
-	} else if len(m.pool.idle) < m.limits.WarmInstances {
-		m.keepWarm() // a round that gave up (no room then) tries again
 	}
 }
 
@@ -302,7 +300,17 @@ func (m *Module) recycle(in *instance) {
 func (m *Module) discard(in *instance) {
 	m.discarded.Add(1)
 	m.pool.discard(in)
-	m.keepWarm()
+}
+
+// topUp asks for warm instances when fewer than Limits.WarmInstances are
+// idle. A call runs it at its end, after giving back its slot of the
+// host's and the tenant's calls: asked while the call still held them, a
+// round could find no room (every slot taken, by that very call) and give
+// up with nobody left to ask again.
+func (m *Module) topUp() {
+	if len(m.pool.idle) < m.limits.WarmInstances {
+		m.keepWarm()
+	}
 }
 
 // drain closes the idle instances.
