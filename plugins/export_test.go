@@ -16,3 +16,10 @@ func (w *DirWatcher) PrepareForTest(ctx context.Context, name string) (commit fu
 
 // CompilerRuns is the number of compiler processes r started.
 func CompilerRuns(r *Runtime) int64 { return r.compilerRuns.Load() }
+
+// SharedPlugins is the number of compiled modules r's modules share.
+func SharedPlugins(r *Runtime) int {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	return len(r.shared)
+}

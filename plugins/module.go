@@ -33,7 +33,10 @@ type Module struct {
 	configBytes int
 	log         *slog.Logger
 	guard       *httpGuard
+	// compiled is shared with the runtime's other modules of the same
+	// compiledKey (Runtime.compiledPlugin).
 	compiled    *extism.CompiledPlugin
+	compiledKey string
 	// script is a JavaScript plugin's script, which its engine (the
 	// compiled module) runs (jsmodule.go); nil for other plugins.
 	script []byte
@@ -407,15 +410,16 @@ func (m *Module) release() {
 	}
 }
 
-// shutdown closes the module's instances and compiled code. Calls still in
-// flight (only when the Runtime closes) fail.
+// shutdown closes the module's instances and hands back its compiled code
+// (closed with the last module using it). Calls still in flight (only
+// when the Runtime closes) fail.
 func (m *Module) shutdown(ctx context.Context) error {
 	var err error
 	m.downOnce.Do(func() {
 		m.refs.Store(0)
 		m.pool.drain()
 		if m.compiled != nil {
-			err = m.compiled.Close(ctx)
+			err = m.rt.releasePlugin(ctx, m.compiledKey)
 		}
 		if m.budget != nil {
 			m.budget.leave(m)

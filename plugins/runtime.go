@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,7 +92,8 @@ type Runtime struct {
 	compilerRuns atomic.Int64
 	prepared     preparedCache // the metered modules compiled into the cache
 	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
-	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart.
+	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart,
+	// and guards shared.
 	// They compile through the shared cache, and wazero v1.12.0 publishes
 	// a module it read from the file cache to other compiles before it
 	// has finished it (wazero#2547): every plugin's Extism kernel is the
@@ -99,6 +101,8 @@ type Runtime struct {
 	// one, and panic. From the cache a compile takes milliseconds; the
 	// compiler process, instantiation and describe run outside the lock.
 	loadMu sync.Mutex
+	// shared are the compiled modules in use, by compiledKey.
+	shared map[string]*sharedPlugin
 
 	mu      sync.Mutex
 	modules map[*Module]struct{}
@@ -115,6 +119,7 @@ func NewRuntime(opts Options) (*Runtime, error) {
 		funcs:   append(hostFunctions(), jsImports()...),
 		modules: map[*Module]struct{}{},
 		tenants: map[string]*tenantBudget{},
+		shared:  map[string]*sharedPlugin{},
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -225,6 +230,7 @@ type Source struct {
 	Signature []byte
 
 	signer *Signer // set by a Registry that verified Signature
+	hash   string  // contentHash(Wasm), when the caller has it already
 }
 
 // Load compiles a module (through the shared compilation cache), creates
@@ -264,13 +270,16 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		rt:     r,
 		name:   src.Name,
 		tenant: src.Tenant,
-		hash:   contentHash(src.Wasm),
+		hash:   src.hash,
 		src:    Source{Name: src.Name, Wasm: src.Wasm, Sidecar: src.Sidecar, Signature: src.Signature},
 		signer: signerOf(src),
 		limits: limits,
 		guard:  newHTTPGuard(limits),
 		pool:   newPool(limits.Instances),
 		done:   make(chan struct{}),
+	}
+	if m.hash == "" {
+		m.hash = contentHash(src.Wasm)
 	}
 	m.log = r.logger.With("plugin", m.name, "tenant", m.tenant, "module", m.hash[:len("sha256:")+12])
 	m.refs.Store(1)
@@ -294,6 +303,10 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	// The module runs metered (fuel.go); the compilation cache keys on the
 	// metered bytes. The meter runs in the compiler process, under its
 	// deadline and memory bound.
+	hash := m.hash
+	if isJS {
+		hash = contentHash(wasm)
+	}
 	if r.inProcess && !r.unmetered {
 		metered, err := prepare(wasm, limits)
 		if err != nil {
@@ -302,27 +315,23 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 		wasm = metered
 	}
 	if !r.inProcess {
-		hash := m.hash
-		if isJS {
-			hash = contentHash(wasm)
-		}
 		prepared, err := r.compileIsolated(ctx, wasm, hash, limits)
 		if err != nil {
 			return fail("compile", err)
 		}
 		wasm = prepared
 	}
-	cfg := runtimeConfig(r.cache, limits.MemoryPages)
 	manifest := limits.Manifest(wasm)
 	// No timeout in the manifest: the call's deadline is the host's own
 	// (invoke), checked at every refill of the call's fuel, and with one
 	// go-sdk would turn close-on-context-done back on (see runtimeConfig).
 	manifest.Timeout = 0
 	manifest.Config = maps.Clone(src.Config)
-	r.loadMu.Lock()
-	compiled, err := extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
-		manifest, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, r.funcs)
-	r.loadMu.Unlock()
+	m.compiledKey = compiledKey(r.preparedKey(hash, limits), manifest)
+	compiled, err := r.compiledPlugin(m.compiledKey, func() (*extism.CompiledPlugin, error) {
+		return extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
+			manifest, extism.PluginConfig{RuntimeConfig: runtimeConfig(r.cache, limits.MemoryPages), EnableWasi: true}, r.funcs)
+	})
 	if err != nil {
 		return fail("compile", detailed(ErrInvalidModule, "%v", oneLine(err)))
 	}
@@ -330,7 +339,8 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		_ = compiled.Close(ctx)
+		_ = r.releasePlugin(ctx, m.compiledKey)
+		m.compiled = nil
 		return fail("load", ErrClosed)
 	}
 	r.modules[m] = struct{}{}
@@ -383,6 +393,58 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	}
 	m.keepWarm()
 	return m, nil
+}
+
+// sharedPlugin is a compiled module and how many modules use it.
+type sharedPlugin struct {
+	plugin *extism.CompiledPlugin
+	refs   int
+}
+
+// compiledKey names what a compiled module is made of: the metered module
+// (preparedKey) and the rest of its manifest (the memory bounds and the
+// plugin's configuration, which Extism keeps in the compiled module).
+// Modules with the same key share one compiled module.
+func compiledKey(prepared string, manifest extism.Manifest) string {
+	config, _ := json.Marshal(manifest.Config) // a map's keys sorted: one encoding
+	mem := manifest.Memory
+	return fmt.Sprintf("%s/%d/%d/%d/%s", prepared, mem.MaxPages, mem.MaxHttpResponseBytes, mem.MaxVarBytes, config)
+}
+
+// compiledPlugin returns the compiled module for key: a module loaded
+// before, and not yet shut down, made it, or compile makes it now. A
+// platform whose tenants load the same plugins so decodes, validates and
+// maps each one's machine code once, not once a tenant; what is a
+// tenant's (its instances, their memories, its key-value scope, its
+// limits enforced by the host) stays per module. releasePlugin hands it
+// back.
+func (r *Runtime) compiledPlugin(key string, compile func() (*extism.CompiledPlugin, error)) (*extism.CompiledPlugin, error) {
+	r.loadMu.Lock()
+	defer r.loadMu.Unlock()
+	if s, ok := r.shared[key]; ok {
+		s.refs++
+		return s.plugin, nil
+	}
+	p, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	r.shared[key] = &sharedPlugin{plugin: p, refs: 1}
+	return p, nil
+}
+
+// releasePlugin hands back a module's compiled module; the last one
+// closes it (and with it any instance of it still open).
+func (r *Runtime) releasePlugin(ctx context.Context, key string) error {
+	r.loadMu.Lock()
+	s := r.shared[key]
+	if s.refs--; s.refs > 0 {
+		r.loadMu.Unlock()
+		return nil
+	}
+	delete(r.shared, key)
+	r.loadMu.Unlock()
+	return s.plugin.Close(ctx)
 }
 
 // contentHash is a module's identity: "sha256:<hex>" of its bytes.

@@ -1,7 +1,6 @@
 package plugins
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -343,7 +342,10 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 		j.err = err
 		return
 	}
-	j.version = contentHash(append(append(append(append(bytes.Clone(wasm), 0), side...), 0), sig...))
+	// The module's hash, then its version: the hash with the sidecar and
+	// the signature (each file hashed once: a module may be megabytes).
+	j.hash = contentHash(wasm)
+	j.version = contentHash(append(append(append(append([]byte(j.hash), 0), side...), 0), sig...))
 	w.mu.Lock()
 	same := w.loaded[j.name] == j.version
 	w.mu.Unlock()
@@ -353,8 +355,7 @@ func (w *DirWatcher) prepare(ctx context.Context, j *syncJob) {
 			return
 		}
 	}
-	j.hash = contentHash(wasm)
-	src := Source{Name: j.name, Wasm: wasm, Signature: sig}
+	src := Source{Name: j.name, Wasm: wasm, Signature: sig, hash: j.hash}
 	if side != nil {
 		src.Sidecar, err = ParseSidecar(side)
 		if err != nil {
