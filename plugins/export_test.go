@@ -23,3 +23,6 @@ func SharedPlugins(r *Runtime) int {
 	defer r.loadMu.Unlock()
 	return len(r.shared)
 }
+
+// ModuleBytes is the module's bytes as m keeps them.
+func ModuleBytes(m *Module) []byte { return m.src.Wasm }

@@ -328,14 +328,21 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	manifest.Timeout = 0
 	manifest.Config = maps.Clone(src.Config)
 	m.compiledKey = compiledKey(r.preparedKey(hash, limits), manifest)
-	compiled, err := r.compiledPlugin(m.compiledKey, func() (*extism.CompiledPlugin, error) {
+	var own []byte // the bytes that make the key, nil for a JavaScript plugin (its key is its engine's)
+	if !isJS {
+		own = m.src.Wasm
+	}
+	shared, err := r.compiledPlugin(m.compiledKey, own, func() (*extism.CompiledPlugin, error) {
 		return extism.NewCompiledPlugin(experimental.WithCompilationWorkers(ctx, r.workers),
 			manifest, extism.PluginConfig{RuntimeConfig: runtimeConfig(r.cache, limits.MemoryPages), EnableWasi: true}, r.funcs)
 	})
 	if err != nil {
 		return fail("compile", detailed(ErrInvalidModule, "%v", oneLine(err)))
 	}
-	m.compiled = compiled
+	m.compiled = shared.plugin
+	if own != nil && shared.wasm != nil {
+		m.src.Wasm = shared.wasm // the same bytes: one copy kept, not one a tenant
+	}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -395,9 +402,12 @@ func (r *Runtime) Load(ctx context.Context, src Source) (*Module, error) {
 	return m, nil
 }
 
-// sharedPlugin is a compiled module and how many modules use it.
+// sharedPlugin is a compiled module, the bytes it was made from (when
+// they are the modules' own: not a JavaScript plugin's), and how many
+// modules use it.
 type sharedPlugin struct {
 	plugin *extism.CompiledPlugin
+	wasm   []byte
 	refs   int
 }
 
@@ -418,19 +428,23 @@ func compiledKey(prepared string, manifest extism.Manifest) string {
 // tenant's (its instances, their memories, its key-value scope, its
 // limits enforced by the host) stays per module. releasePlugin hands it
 // back.
-func (r *Runtime) compiledPlugin(key string, compile func() (*extism.CompiledPlugin, error)) (*extism.CompiledPlugin, error) {
+func (r *Runtime) compiledPlugin(key string, wasm []byte, compile func() (*extism.CompiledPlugin, error)) (*sharedPlugin, error) {
 	r.loadMu.Lock()
 	defer r.loadMu.Unlock()
 	if s, ok := r.shared[key]; ok {
 		s.refs++
-		return s.plugin, nil
+		if s.wasm == nil {
+			s.wasm = wasm
+		}
+		return s, nil
 	}
 	p, err := compile()
 	if err != nil {
 		return nil, err
 	}
-	r.shared[key] = &sharedPlugin{plugin: p, refs: 1}
-	return p, nil
+	s := &sharedPlugin{plugin: p, wasm: wasm, refs: 1}
+	r.shared[key] = s
+	return s, nil
 }
 
 // releasePlugin hands back a module's compiled module; the last one

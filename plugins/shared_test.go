@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 // same manifest (memory bounds, configuration) share its compiled code —
 // decoded, validated and mapped once — while each keeps its own
 // instances, configuration and life: a tenant's module closed leaves the
-// other's serving; the last one closed frees the code.
+// other's serving; the last one closed frees the code. Their bytes are
+// kept once too.
 func TestCompiledModulesShared(t *testing.T) {
 	ctx := context.Background()
 	rt, _ := newRuntime(t)
@@ -69,5 +71,17 @@ func TestCompiledModulesShared(t *testing.T) {
 	}
 	if n := plugins.SharedPlugins(rt); n != 0 {
 		t.Errorf("every module closed: %d compiled modules left, want none", n)
+	}
+
+	// A module's bytes, read by each tenant into its own slice, are kept
+	// once.
+	echo := cEchoWasm(t)
+	var kept [][]byte
+	for _, tenant := range []string{"acme", "beta"} {
+		m := plugintest.Load(t, rt, plugins.Source{Name: "echo", Wasm: bytes.Clone(echo), Tenant: tenant})
+		kept = append(kept, plugins.ModuleBytes(m))
+	}
+	if !bytes.Equal(kept[0], echo) || &kept[0][0] != &kept[1][0] {
+		t.Errorf("two tenants' copies of one module: kept apart (or changed), want one copy")
 	}
 }
