@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/internal/cli"
+	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
@@ -350,7 +352,14 @@ func TestServeTwoHostsRedis(t *testing.T) {
 	config := writeServeConfig(t, rds.URL(), model.URL(), "lease_ttl: 2s\n")
 	a := startServe(t, "A", bin, config, "--set", "host_id=host-a")
 	b := startServe(t, "B", bin, config, "--set", "host_id=host-b")
-	first, second := words("a", 300), words("b", 300) // about 3 s of streaming each
+	first, second := words("a", 300), words("b", 300)
+	// A's two passes pause mid-stream, whatever the machine's speed: the
+	// first until the message to B is durable, the second for good (A is
+	// killed in it). The pass B resumes is the model's echo.
+	firstHeld, secondHeld := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(secondHeld) })
+	model.Enqueue(fakemodel.Reply{Text: "You said: " + first, Hold: firstHeld, HoldAfter: 10},
+		fakemodel.Reply{Text: "You said: " + second, Hold: secondHeld, HoldAfter: 10})
 
 	_, runID := a.post("s", first)
 	if runID == "" {
@@ -385,8 +394,9 @@ func TestServeTwoHostsRedis(t *testing.T) {
 		}
 	}
 	if evs := hosttest.Load(t, store, "s"); hosttest.Settled(evs) || hosttest.CountKind(evs, ledger.KindStep) != 0 {
-		t.Fatalf("A's first pass ended before the message to B was durable (make the reply longer): %s", hosttest.Kinds(evs))
+		t.Fatalf("A's first pass ended while the model held it: %s", hosttest.Kinds(evs))
 	}
+	close(firstHeld)
 
 	// A folds the message in at its next step boundary and streams its
 	// answer, in the same run.
@@ -596,7 +606,15 @@ func TestServeSIGTERMDrains(t *testing.T) {
 			config := writeServeConfig(t, "file:"+dir, model.URL(), fmt.Sprintf("shutdown_grace: %s\n", tc.grace))
 			calls := model.RequestCount()
 			a := startServe(t, "A", bin, config)
-			first := words("d", 300) // about 3 s of streaming
+			first := words("d", 300)
+			// The first pass pauses mid-stream until the draining process
+			// was probed (with a grace that ends first, for good: the
+			// process stops in it), whatever the machine's speed; the pass
+			// of the next process is the model's echo.
+			held := make(chan struct{})
+			release := sync.OnceFunc(func() { close(held) })
+			t.Cleanup(release)
+			model.Enqueue(fakemodel.Reply{Text: "You said: " + first, Hold: held, HoldAfter: 10})
 			_, runID := a.post("s", first)
 			onA := a.viewer("s")
 			onA.read(20*time.Second, "the reply streaming", func(sseEvent) bool { return onA.startsWith("You said: d0 d1 d2") })
@@ -604,7 +622,7 @@ func TestServeSIGTERMDrains(t *testing.T) {
 				a.post("s", tc.queued)
 			}
 			if evs := hosttest.Load(t, store, "s"); hosttest.CountKind(evs, ledger.KindStep) != 0 {
-				t.Fatalf("the pass ended before SIGTERM (make the reply longer): %s", hosttest.Kinds(evs))
+				t.Fatalf("the pass ended while the model held it: %s", hosttest.Kinds(evs))
 			}
 			a.signal(syscall.SIGTERM)
 			signalled := time.Now()
@@ -632,9 +650,10 @@ func TestServeSIGTERMDrains(t *testing.T) {
 					}
 				}
 				if evs := hosttest.Load(t, store, "s"); hosttest.Settled(evs) || hosttest.CountKind(evs, ledger.KindStep) != 0 {
-					t.Fatalf("the pass ended before the probes of the draining process (make the reply longer): %s", hosttest.Kinds(evs))
+					t.Fatalf("the pass ended while the model held it: %s", hosttest.Kinds(evs))
 				}
 				a.must("GET", "/v1/sessions/s/transcript", "", http.StatusOK, nil)
+				release() // the pass ends within the grace: the run stops at that step boundary
 			}
 			onA.closes(30 * time.Second)
 			if code := a.wait(tc.grace + 20*time.Second); code != 0 {
