@@ -273,7 +273,7 @@ func TestFencingLapsedLeaseRefusesAppends(t *testing.T) {
 		if !errors.Is(err, host.ErrLeadElsewhere) {
 			break
 		}
-		if time.Since(start) > 5*time.Second {
+		if time.Since(start) > time.Minute { // a guard against a hang, not a speed check
 			t.Fatal("A's lease never lapsed")
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -511,14 +511,14 @@ wait:
 	killed = true
 	killedAt := time.Now()
 
-	hosttest.WaitLedger(t, store, "k", 10*time.Second, "B resumed the run", func(evs []ledger.Event) bool {
+	hosttest.WaitLedger(t, store, "k", time.Minute, "B resumed the run", func(evs []ledger.Event) bool {
 		return hosttest.CountKind(evs, ledger.KindResumeAttempt) > 0
 	})
 	t.Logf("B resumed the run %v after the kill", time.Since(killedAt))
 	// A message sent through B while its resumed run streams joins that
 	// run. (It streams once the model got its request: A's was the first.)
 	for model.RequestCount() < 2 {
-		if time.Since(killedAt) > 10*time.Second {
+		if time.Since(killedAt) > time.Minute {
 			t.Fatal("B's resumed run never called the model")
 		}
 		time.Sleep(5 * time.Millisecond)
