@@ -106,7 +106,7 @@ soak:
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-## bench: run the benchmarks BENCH_COUNT times and the anchor (when ANCHOR_DIR and node are there), print medians (benchstat), then each hot path beside its comparison
+## bench: run the benchmarks BENCH_COUNT times, the anchor (when ANCHOR_DIR and node are there) and the recovery times, print medians (benchstat), then each hot path beside its comparison
 bench: build
 	@mkdir -p bin
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) $(PKGS) | tee bin/bench.txt
@@ -116,6 +116,10 @@ bench: build
 	else \
 		echo; echo "No AI SDK harness at $(ANCHOR_DIR) (ANCHOR_DIR) or no node: the step-CPU comparison is left out."; \
 	fi
+	@echo; echo "Recovery: from a host's SIGKILL mid-stream to the first resumed progress a reconnected client receives (TestRecoveryTime):"
+	@./scripts/test-deps.sh
+	@AGENTIC_RECOVERY=1 AGENTIC_REQUIRE_REDIS=1 $(GO) test -count=1 -timeout 20m -run '^TestRecoveryTime$$' -v ./internal/cli >bin/recovery.log 2>&1 || { tail -60 bin/recovery.log; exit 1; }
+	@grep '^recovery' bin/recovery.log
 	@echo
 	@echo "Medians of $(BENCH_COUNT) runs:"
 	$(GO) run $(BENCHSTAT) bin/bench.txt
