@@ -3,14 +3,11 @@
 package cli_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -195,52 +192,6 @@ func awaitEvent(t *testing.T, ch <-chan sseEvent, what string, ok func(sseEvent)
 			t.Fatalf("no %s within two minutes", what)
 		}
 	}
-}
-
-// eventsAfter follows the session's events from the event id after
-// (Last-Event-ID; "" for the start), until the stream ends.
-func (s *serveProc) eventsAfter(session, after string) <-chan sseEvent {
-	s.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/sessions/"+session+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+s.key)
-	if after != "" {
-		req.Header.Set("Last-Event-ID", after)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != http.StatusOK {
-		s.t.Fatalf("%s: events of %s: %v %v", s.name, session, res, err)
-	}
-	ch := make(chan sseEvent, 64)
-	go func() {
-		defer close(ch)
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		var e sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if e.data != nil {
-					select {
-					case ch <- e:
-					case <-ctx.Done():
-						return
-					}
-				}
-				e = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				e.name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "id: "):
-				e.id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data: "):
-				e.data = json.RawMessage(strings.TrimPrefix(line, "data: "))
-			}
-		}
-	}()
-	return ch
 }
 
 var (

@@ -189,10 +189,20 @@ func (e sseEvent) progress() (p struct {
 // arrive on the channel, which closes when the stream ends.
 func (s *serveProc) events(session string) <-chan sseEvent {
 	s.t.Helper()
+	return s.eventsAfter(session, "")
+}
+
+// eventsAfter follows the session's events from the event id after
+// (Last-Event-ID; "" for the start), until the stream ends.
+func (s *serveProc) eventsAfter(session, after string) <-chan sseEvent {
+	s.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s.t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", s.url+"/v1/sessions/"+session+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+s.key)
+	if after != "" {
+		req.Header.Set("Last-Event-ID", after)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("%s: events of %s: %v", s.name, session, err)
@@ -206,14 +216,18 @@ func (s *serveProc) events(session string) <-chan sseEvent {
 		defer close(ch)
 		defer res.Body.Close()
 		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		var e sseEvent
 		for sc.Scan() {
 			line := sc.Text()
 			switch {
 			case line == "":
 				if e.data != nil {
-					ch <- e
+					select {
+					case ch <- e:
+					case <-ctx.Done():
+						return
+					}
 				}
 				e = sseEvent{}
 			case strings.HasPrefix(line, "event: "):
