@@ -844,3 +844,58 @@ func TestTenantBudgetHammer(t *testing.T) {
 		t.Fatalf("%d live instances, the tenant's cap is 1", live)
 	}
 }
+
+// TestLogBytesBound: MaxLogBytes bounds what one call logs, each line
+// costing its text plus 128 bytes — 1,280 bytes are ten empty lines, and
+// one warning — and -1 turns a module's logging off, with no warning.
+func TestLogBytesBound(t *testing.T) {
+	for _, c := range []struct {
+		max, lines int
+		warned     bool
+	}{{1280, 10, true}, {-1, 0, false}} {
+		rt, logs := newRuntime(t)
+		m := load(t, rt, "bombs", bombsWasm(t), plugins.Limits{MaxLogBytes: c.max, CallTimeout: 2 * time.Minute})
+		if res, err := callTool(t, m, "log_empty", `{}`); err != nil || res.Output != "logged" {
+			t.Fatalf("log_empty: %q, %v", res.Output, err)
+		}
+		lines, warned := 0, false
+		for line := range strings.Lines(logs.String()) {
+			switch {
+			case strings.Contains(line, "log budget of the call exhausted"):
+				warned = true
+			case strings.Contains(line, " plugin=bombs ") && strings.Contains(line, " export=call "):
+				lines++
+			}
+		}
+		if lines != c.lines || warned != c.warned {
+			t.Errorf("MaxLogBytes %d: %d lines logged (warned %v), want %d (warned %v)", c.max, lines, warned, c.lines, c.warned)
+		}
+	}
+}
+
+// TestRetryableOnlyUnrun: PluginError.Retryable is false for a call that
+// ran — a trap, a timeout (either may have had effects) — and true for
+// one that surely did not: its module closed before it started.
+func TestRetryableOnlyUnrun(t *testing.T) {
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "hostile", hostileWasm(t), plugins.Limits{CallTimeout: 200 * time.Millisecond})
+	retryable := func(err error) bool {
+		var pe *plugins.PluginError
+		if !errors.As(err, &pe) {
+			t.Fatalf("%v is not a *PluginError", err)
+		}
+		return pe.Retryable()
+	}
+	if _, err := callTool(t, m, "trap", `{}`); !errors.Is(err, plugins.ErrTrap) || retryable(err) {
+		t.Errorf("a trap: %v, retryable %v; want ErrTrap, not retryable", err, retryable(err))
+	}
+	if _, err := callTool(t, m, "spin", `{}`); !errors.Is(err, plugins.ErrTimeout) || retryable(err) {
+		t.Errorf("a timeout: %v, retryable %v; want ErrTimeout, not retryable", err, retryable(err))
+	}
+	tool, _ := m.Tool("echo")
+	m.Close(context.Background())
+	<-m.Done()
+	if _, err := tool.Call(context.Background(), hostCall("echo", `{"a":1}`)); !errors.Is(err, plugins.ErrClosed) || !retryable(err) {
+		t.Errorf("a call after the module closed: %v, want ErrClosed, retryable", err)
+	}
+}

@@ -367,3 +367,36 @@ func TestTrafficBounded(t *testing.T) {
 		t.Errorf("replay of a record without its bodies: %+v, %v", rp, err)
 	}
 }
+
+// TestTrafficLongURL: a request whose URL is over 2 KiB is recorded cut
+// there (marked "…"), with url_digest the digest of the whole URL, so that
+// what the plugin asked stays checkable while the record stays bounded; a
+// URL within 2 KiB is kept whole, without a digest.
+func TestTrafficLongURL(t *testing.T) {
+	srv, _ := trafficServer(t, 1<<10)
+	rt, _ := newRuntime(t)
+	m := load(t, rt, "traffic", trafficWasm(t, "A"), trafficLimits(srv))
+	tool, _ := m.Tool("flood")
+	for _, pad := range []int{100, 2100} {
+		input := fmt.Sprintf(`{"base":%q,"n":1,"pad":%d}`, srv.URL, pad)
+		res, err := tool.Call(context.Background(), host.ToolCall{ID: "c", SessionID: "s", Name: "flood", Input: json.RawMessage(input)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Traffic == nil || len(res.Traffic.HTTP) != 1 {
+			t.Fatalf("pad %d: record %+v, want one request", pad, res.Traffic)
+		}
+		x := res.Traffic.HTTP[0]
+		full := srv.URL + "/big?pad=" + strings.Repeat("x", pad)
+		if len(full) <= 2048 {
+			if x.URL != full || x.URLDigest != "" {
+				t.Errorf("a URL of %d bytes recorded as %d bytes, digest %q: want it whole, no digest", len(full), len(x.URL), x.URLDigest)
+			}
+			continue
+		}
+		if x.URL != full[:2048]+"…" || x.URLDigest != sha([]byte(full)) {
+			t.Errorf("a URL of %d bytes recorded as %d bytes ending %q, digest %q: want its first 2 KiB marked cut, and the whole one's digest",
+				len(full), len(x.URL), x.URL[max(0, len(x.URL)-8):], x.URLDigest)
+		}
+	}
+}
