@@ -234,10 +234,14 @@ func equalEvents(a, b []ledger.Event) bool {
 
 // TestBlobQuota: a message whose parts pass the quota or the largest blob
 // allowed fails with a *BlobQuotaError, and nothing is appended or stored;
-// one that adds nothing new (its image is stored already) passes.
+// one that adds nothing new (its image is stored already) passes. A tool's
+// output is never refused for the quota: kept by reference past it, the
+// run completes (a result is never lost).
 func TestBlobQuota(t *testing.T) {
 	store := memory.New()
-	hs := newHarness(t, fakemodel.Options{}, host.Agent{}, func(o *host.Options) {
+	output := strings.Repeat("a large tool output ", 600) // 12,000 bytes
+	agent := host.Agent{Tools: []host.Tool{bigTool(output)}, MaxToolResultBytes: -1}
+	hs := newHarness(t, fakemodel.Options{}, agent, func(o *host.Options) {
 		o.Storage, o.BlobThreshold, o.BlobQuota, o.MaxBlobBytes = store, 1000, 10_000, 6000
 	})
 	ctx := context.Background()
@@ -274,6 +278,23 @@ func TestBlobQuota(t *testing.T) {
 	infos, _ := store.ListBlobs(ctx)
 	if inputs != 2 || len(infos) != 1 {
 		t.Errorf("%d inputs and %d blobs, want 2 and 1: refused messages append and store nothing", inputs, len(infos))
+	}
+
+	// 5,000 bytes used of 10,000: an output of 12,000 passes the quota,
+	// and is kept all the same.
+	hs.model.Enqueue(fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{ID: "call_dump", Name: "dump", Arguments: `{}`}}}, fakemodel.Reply{Text: "A long file."})
+	res, err := sess.Send(ctx, "dump it", host.SendOptions{})
+	if err != nil || res.Status != ledger.RunCompleted {
+		t.Fatalf("a tool output past the quota: %+v %v, want the run completed", res, err)
+	}
+	var kept bool
+	for _, e := range hs.events("q") {
+		if r := e.ToolResult; r != nil && r.OutputBlob == storage.BlobDigest([]byte(output)) {
+			kept = true
+		}
+	}
+	if b, ok, err := store.GetBlob(ctx, storage.BlobDigest([]byte(output))); !kept || !ok || err != nil || string(b) != output {
+		t.Errorf("the output past the quota: referenced %v, stored %v (%v)", kept, ok, err)
 	}
 }
 
