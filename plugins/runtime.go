@@ -92,9 +92,8 @@ type Runtime struct {
 	compilerRuns atomic.Int64
 	prepared     preparedCache // the metered modules compiled into the cache
 	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
-	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart,
-	// and guards shared.
-	// They compile through the shared cache, and wazero v1.12.0 publishes
+	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart
+	// (and guards shared). They compile through the shared cache, and wazero v1.12.0 publishes
 	// a module it read from the file cache to other compiles before it
 	// has finished it (wazero#2547): every plugin's Extism kernel is the
 	// same module, so two overlapping loads could instantiate a half-made
