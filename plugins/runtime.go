@@ -93,12 +93,13 @@ type Runtime struct {
 	prepared     preparedCache // the metered modules compiled into the cache
 	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart
-	// (and guards shared). They compile through the shared cache, and wazero v1.12.0 publishes
-	// a module it read from the file cache to other compiles before it
-	// has finished it (wazero#2547): every plugin's Extism kernel is the
-	// same module, so two overlapping loads could instantiate a half-made
-	// one, and panic. From the cache a compile takes milliseconds; the
-	// compiler process, instantiation and describe run outside the lock.
+	// (and guards shared). They compile through the shared cache, and
+	// wazero v1.12.0 publishes a module it read from the file cache to
+	// other compiles before it has finished it (wazero#2547): every
+	// plugin's Extism kernel is the same module, so two overlapping loads
+	// could instantiate a half-made one, and panic. From the cache a
+	// compile takes milliseconds; the compiler process, instantiation and
+	// describe run outside the lock.
 	loadMu sync.Mutex
 	// shared are the compiled modules in use, by compiledKey.
 	shared map[string]*sharedPlugin
