@@ -516,3 +516,26 @@ func (ts *testServer) streamFree(t *testing.T) bool {
 	res.Body.Close()
 	return res.StatusCode == 200
 }
+
+// TestA2AShuttingDown: once the server drains, an A2A message is refused
+// with the HTTP status 503 and a JSON-RPC error -32000 whose data.code is
+// the API's, unavailable — the client sends to another host — and no run
+// starts; reading a task still answers.
+func TestA2AShuttingDown(t *testing.T) {
+	ts := startServer(t, serverSetup{})
+	done := ts.task(t, "message/send", map[string]any{"message": userMsg("m-1", "before the drain"), "configuration": map[string]any{"blocking": true}})
+	ts.srv.Drain()
+	_, before := ts.do(t, ts.acme, "GET", "/v1/sessions", "")
+	for _, method := range []string{"message/send", "message/stream"} {
+		code, ans := ts.rpc(t, ts.acme, "default", method, map[string]any{"message": userMsg("m-"+method, "after the drain")})
+		if code != 503 || ans.Error == nil || ans.Error.Code != -32000 || ans.Error.Data["code"] != "unavailable" {
+			t.Errorf("%s while draining: %d %+v, want 503 with -32000 unavailable", method, code, ans.Error)
+		}
+	}
+	if _, after := ts.do(t, ts.acme, "GET", "/v1/sessions", ""); after != before {
+		t.Errorf("a refused message started a run:\n%s\n%s", before, after)
+	}
+	if got := ts.task(t, "tasks/get", map[string]any{"id": done.ID}); got.ID != done.ID {
+		t.Errorf("tasks/get while draining: %+v", got)
+	}
+}
