@@ -258,3 +258,39 @@ func TestProgressNamesTheTrace(t *testing.T) {
 		t.Errorf("TraceIDOf: %q", id)
 	}
 }
+
+// TestTelemetryCost: agentic.cost adds up each pass's billed cost (the
+// provider's cost, plus the upstream cost when the key is the account's
+// own, BYOK), by the model that answered.
+func TestTelemetryCost(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	byok := true
+	m := hosttest.NewModel(
+		hosttest.Reply{Text: "one", Usage: &ledger.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12, Cost: 0.25}},
+		hosttest.Reply{Text: "two", Usage: &ledger.Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12, Cost: 0.01, IsBYOK: &byok, UpstreamCost: 0.5}})
+	hs := hosttest.New(t, host.Options{Model: m, Telemetry: &host.Telemetry{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))}})
+	ctx := context.Background()
+	for _, text := range []string{"first", "second"} {
+		if res, err := hs.Host.Session("s").Send(ctx, text, host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	cost := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if d, ok := mt.Data.(metricdata.Sum[float64]); ok && mt.Name == "agentic.cost" {
+				for _, p := range d.DataPoints {
+					v, _ := p.Attributes.Value("gen_ai.response.model")
+					cost[v.String()] += p.Value
+				}
+			}
+		}
+	}
+	if got := cost[hosttest.DefaultModel]; len(cost) != 1 || got < 0.7599 || got > 0.7601 {
+		t.Errorf("agentic.cost = %v, want 0.76 (0.25, then 0.01 + 0.5 upstream) on %s", cost, hosttest.DefaultModel)
+	}
+}
