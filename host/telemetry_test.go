@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -292,5 +293,35 @@ func TestTelemetryCost(t *testing.T) {
 	}
 	if got := cost[hosttest.DefaultModel]; len(cost) != 1 || got < 0.7599 || got > 0.7601 {
 		t.Errorf("agentic.cost = %v, want 0.76 (0.25, then 0.01 + 0.5 upstream) on %s", cost, hosttest.DefaultModel)
+	}
+}
+
+// TestTelemetryNoGlobalProviders: a host never falls back on the process's
+// global OpenTelemetry providers: with Options.Telemetry nil, or with a
+// tracer provider alone, the global ones receive no span and no metric.
+func TestTelemetryNoGlobalProviders(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	reader := sdkmetric.NewManualReader()
+	prevTP, prevMP := otel.GetTracerProvider(), otel.GetMeterProvider()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetMeterProvider(prevMP) })
+
+	own := tracetest.NewInMemoryExporter()
+	for _, tel := range []*host.Telemetry{nil, {TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(own))}} {
+		hs := hosttest.New(t, host.Options{Telemetry: tel})
+		if res, err := hs.Host.Session("s").Send(context.Background(), "hello", host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(spans.GetSpans()); n != 0 || len(rm.ScopeMetrics) != 0 {
+		t.Errorf("the global providers got %d spans and %d scopes of metrics, want none", n, len(rm.ScopeMetrics))
+	}
+	if len(own.GetSpans()) == 0 {
+		t.Error("the host's own tracer provider got no span")
 	}
 }
