@@ -247,6 +247,9 @@ func hashDir(h interface{ Write([]byte) (int, error) }, dir string) error {
 		}
 		return nil
 	})
+	if errors.Is(err, fs.ErrNotExist) && strings.Contains(filepath.ToSlash(dir), "/node_modules/") {
+		return fmt.Errorf("plugintest: %s is not installed (make test installs the kits' npm packages: scripts/plugin-toolchains.sh): %w", dir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("plugintest: hashing %s: %w", dir, err)
 	}
