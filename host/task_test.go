@@ -352,9 +352,9 @@ func TestTaskOnClosedHost(t *testing.T) {
 	}
 }
 
-// TestHostCancelReachesEphemeralTask: Host.Cancel stops the run of an
-// ephemeral task, as it stops any other run of the host, and nothing
-// of the task reaches the host's storage.
+// TestHostCancelReachesEphemeralTask: IsRunning sees the run of an
+// ephemeral task by its id, Host.Cancel stops it, as it stops any other
+// run of the host, and nothing of the task reaches the host's storage.
 func TestHostCancelReachesEphemeralTask(t *testing.T) {
 	long := strings.Repeat("slow ", 400)
 	hs := newHarness(t, fakemodel.Options{Latency: 2 * time.Millisecond, Script: []fakemodel.Reply{{Text: long}}}, host.Agent{})
@@ -371,11 +371,13 @@ wait:
 		case out = <-done:
 			break wait
 		case <-time.After(time.Millisecond):
-			cancelled = hs.host.Cancel("ephemeral", "stop the task")
+			if hs.host.IsRunning("ephemeral") {
+				cancelled = hs.host.Cancel("ephemeral", "stop the task")
+			}
 		}
 	}
 	if !cancelled {
-		t.Fatalf("the task ended (%+v) without Host.Cancel ever reaching its run", out)
+		t.Fatalf("the task ended (%+v) without IsRunning seeing its run, or Host.Cancel reaching it", out)
 	}
 	select {
 	case out = <-done:
