@@ -25,6 +25,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
@@ -315,7 +318,8 @@ func TestFencingLapsedLeaseRefusesAppends(t *testing.T) {
 
 // TestMultiHostAutoResumeOnce: three hosts with auto-resume boot on a store
 // holding six interrupted runs; each run is resumed by exactly one host,
-// once, and completes.
+// once, and completes; each host's agentic.lease.takeovers counts the
+// runs it took over.
 func TestMultiHostAutoResumeOnce(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	model := mhModel(t, fakemodel.Options{Latency: 10 * time.Millisecond, ChunkSize: 1})
@@ -352,10 +356,13 @@ func TestMultiHostAutoResumeOnce(t *testing.T) {
 
 	var mu sync.Mutex
 	resumedBy := map[string][]string{}
+	readers := map[string]*sdkmetric.ManualReader{}
 	start := time.Now()
 	for i := range 3 {
 		name := fmt.Sprintf("host-%d", i)
+		readers[name] = sdkmetric.NewManualReader()
 		mhHost(t, mhOpen(t, srv.URL()), name, model.URL(), func(o *host.Options) {
+			o.Telemetry = &host.Telemetry{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(readers[name]))}
 			o.AutoResume = &host.AutoResume{Interval: 100 * time.Millisecond, MaxConcurrent: 2,
 				OnResumed: func(id string, res host.RunResult, err error) {
 					mu.Lock()
@@ -399,6 +406,25 @@ func TestMultiHostAutoResumeOnce(t *testing.T) {
 		mu.Unlock()
 	}
 	t.Logf("resumes per host: %v", perHost)
+	for name, reader := range readers {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		var takeovers int64
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "agentic.lease.takeovers" {
+					for _, p := range d.DataPoints {
+						takeovers += p.Value
+					}
+				}
+			}
+		}
+		if takeovers != int64(perHost[name]) {
+			t.Errorf("%s: agentic.lease.takeovers = %d, want the %d runs it resumed", name, takeovers, perHost[name])
+		}
+	}
 }
 
 // The environment of TestMultiHostChild.
