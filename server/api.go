@@ -248,7 +248,8 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 			s.metrics.requests.Add(context.Background(), 1, metric.WithAttributes(
 				attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.status)))
 		}()
-		name, _, err := s.keys.tenantOf(r.Context(), apiKey(r), s.serves)
+		owner, _, err := s.keys.ownerOf(r.Context(), apiKey(r), s.serves)
+		name := owner.tenant
 		if err != nil {
 			s.log.Warn("cannot check an API key", "err", err)
 			writeError(rec, http.StatusServiceUnavailable, codeUnavailable, "cannot check the API key now; try again")
@@ -267,7 +268,7 @@ func (s *Server) authed(route string, h tenantHandler) http.Handler {
 				return
 			}
 		}
-		r, ok := t.userRequest(rec, r)
+		r, ok := t.userRequest(rec, r, owner.user)
 		if !ok {
 			return
 		}

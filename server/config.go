@@ -352,8 +352,8 @@ type WebhookEndpointConfig struct {
 
 // KeyConfig is an API key of a tenant's, in the configuration. In YAML it
 // is its hash alone ("sha256:HEX", as `agentic-host keys hash KEY` prints
-// it), or a mapping {hash: sha256:HEX, expires: 2026-12-31T00:00:00Z} (or
-// a date, 2026-12-31: its midnight UTC).
+// it), or a mapping {hash: sha256:HEX, expires: 2026-12-31T00:00:00Z (or
+// a date, 2026-12-31: its midnight UTC), user: alice}.
 type KeyConfig struct {
 	// Hash is "sha256:HEX", the SHA-256 of the key. Required.
 	Hash string `yaml:"hash"`
@@ -361,9 +361,15 @@ type KeyConfig struct {
 	// and the event streams opened with it close at their next heartbeat.
 	// Default: zero, never.
 	Expires time.Time `yaml:"expires"`
+	// User binds the key to an end user: its requests are that user's,
+	// bound by rate_limit.per_user as if they named the user in
+	// X-Agentic-User (a header naming another user answers 403).
+	// Default: "", a key of the whole tenant.
+	User string `yaml:"user"`
 }
 
-// UnmarshalYAML reads a key's hash, or a mapping of its hash and expiry.
+// UnmarshalYAML reads a key's hash, or a mapping of its hash, expiry and
+// user.
 // A bad value is a *yaml.TypeError, so that the decoder goes on and
 // reports the file's other problems with it.
 func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
@@ -374,6 +380,7 @@ func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
 	var raw struct {
 		Hash    string `yaml:"hash"`
 		Expires string `yaml:"expires"`
+		User    string `yaml:"user"`
 	}
 	if n.Kind != yaml.MappingNode {
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a key's hash (sha256:HEX) or {hash, expires}", n.Line)}}
@@ -381,7 +388,7 @@ func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&raw); err != nil {
 		return err
 	}
-	*k = KeyConfig{Hash: raw.Hash}
+	*k = KeyConfig{Hash: raw.Hash, User: raw.User}
 	if raw.Expires == "" {
 		return nil
 	}
@@ -394,12 +401,20 @@ func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expires %q: want a time (2026-12-31T00:00:00Z) or a date (2026-12-31)", n.Line, raw.Expires)}}
 }
 
-// MarshalYAML writes the hash alone when the key never expires.
+// MarshalYAML writes the hash alone when the key never expires and names
+// no user.
 func (k KeyConfig) MarshalYAML() (any, error) {
-	if k.Expires.IsZero() {
+	if k.Expires.IsZero() && k.User == "" {
 		return k.Hash, nil
 	}
-	return map[string]string{"hash": k.Hash, "expires": k.Expires.UTC().Format(time.RFC3339Nano)}, nil
+	m := map[string]string{"hash": k.Hash}
+	if !k.Expires.IsZero() {
+		m["expires"] = k.Expires.UTC().Format(time.RFC3339Nano)
+	}
+	if k.User != "" {
+		m["user"] = k.User
+	}
+	return m, nil
 }
 
 // BudgetAskConfig is what an approval of a run past its tenant's budget
@@ -1216,6 +1231,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	for i, k := range t.Keys {
 		if hex, ok := strings.CutPrefix(k.Hash, "sha256:"); !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
 			bad("keys[%d]: want sha256:HEX, the SHA-256 of the key (agentic-host keys hash KEY prints it)", i)
+		}
+		if k.User != "" && !validUser(k.User) {
+			bad("keys[%d]: user %q: want 1 to %d bytes of printable characters without spaces", i, k.User, maxUserBytes)
 		}
 	}
 	if r := t.Retention; r != nil {

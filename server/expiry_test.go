@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // testClock is a clock a test moves on.
@@ -114,8 +116,8 @@ func TestKeysExpire(t *testing.T) {
 }
 
 // TestKeyConfigYAML: a configuration's keys are hashes, or mappings of a
-// hash and its expiry (a time, or a date); a bad expiry names its line;
-// overrides keep the expiry.
+// hash, its expiry (a time, or a date) and its end user; a bad expiry
+// names its line, a bad user its key; overrides keep the expiry and user.
 func TestKeyConfigYAML(t *testing.T) {
 	hash := server.HashKey("k")
 	dir := t.TempDir()
@@ -127,6 +129,7 @@ func TestKeyConfigYAML(t *testing.T) {
       - {hash: `+hash+`, expires: 2031-01-02T03:04:05Z}
       - hash: `+hash+`
         expires: 2031-01-02
+      - {hash: `+hash+`, user: alice@example.com}
 `)
 	cfg, err := server.LoadConfig(path)
 	if err != nil {
@@ -134,12 +137,12 @@ func TestKeyConfigYAML(t *testing.T) {
 	}
 	keys := cfg.Tenants["acme"].Keys
 	want := []server.KeyConfig{{Hash: hash}, {Hash: hash, Expires: time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)},
-		{Hash: hash, Expires: time.Date(2031, 1, 2, 0, 0, 0, 0, time.UTC)}}
+		{Hash: hash, Expires: time.Date(2031, 1, 2, 0, 0, 0, 0, time.UTC)}, {Hash: hash, User: "alice@example.com"}}
 	if len(keys) != len(want) {
 		t.Fatalf("keys %+v", keys)
 	}
 	for i := range want {
-		if keys[i].Hash != want[i].Hash || !keys[i].Expires.Equal(want[i].Expires) {
+		if keys[i].Hash != want[i].Hash || !keys[i].Expires.Equal(want[i].Expires) || keys[i].User != want[i].User {
 			t.Errorf("keys[%d] = %+v, want %+v", i, keys[i], want[i])
 		}
 	}
@@ -147,11 +150,20 @@ func TestKeyConfigYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := over.Tenants["acme"].Keys; len(got) != 3 || !got[1].Expires.Equal(want[1].Expires) || !got[0].Expires.IsZero() {
+	if got := over.Tenants["acme"].Keys; len(got) != 4 || !got[1].Expires.Equal(want[1].Expires) || !got[0].Expires.IsZero() || got[3].User != "alice@example.com" {
 		t.Errorf("after an override: %+v", got)
 	}
 	bad := writeFile(t, dir, "bad.yaml", "tenants:\n  acme:\n    keys:\n      - {hash: "+hash+", expires: next week}\n")
 	if _, err := server.LoadConfig(bad); err == nil || !strings.Contains(err.Error(), `line 4: expires "next week"`) {
 		t.Errorf("a bad expiry: %v", err)
+	}
+	badUser := writeFile(t, dir, "baduser.yaml", "tenants:\n  acme:\n    models: [m]\n    keys:\n      - {hash: "+hash+", user: two words}\n")
+	cfg, err = server.LoadConfig(badUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PluginsDir = t.TempDir()
+	if _, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()}); err == nil || !strings.Contains(err.Error(), `tenants.acme: keys[0]: user "two words"`) {
+		t.Errorf("a bad user: %v", err)
 	}
 }

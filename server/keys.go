@@ -39,6 +39,10 @@ type KeyRecord struct {
 	// ExpiresAt is when the key expires; zero when it never does. An
 	// expired key is refused as a revoked one is.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// User is the end user the key is bound to: every request with it is
+	// that user's, as if it named them in X-Agentic-User (a header naming
+	// another user is refused). "" for a key of the whole tenant.
+	User string `json:"user,omitempty"`
 }
 
 // Expired reports whether the key has expired at now.
@@ -52,6 +56,9 @@ type KeyOptions struct {
 	// (401), and the event streams opened with it close at their next
 	// heartbeat. Default: zero, never.
 	ExpiresAt time.Time
+	// User binds the key to an end user (see KeyRecord.User): 1 to 128
+	// printable bytes, no space. Default: "", a key of the whole tenant.
+	User string
 }
 
 // HashKey returns the "sha256:HEX" of an API key, as TenantConfig.Keys
@@ -67,6 +74,9 @@ func CreateKey(ctx context.Context, kv storage.KV, tenant string, opts KeyOption
 	if !tenantName.MatchString(tenant) {
 		return "", KeyRecord{}, fmt.Errorf("server: tenant %q: want 1 to 32 of [a-z0-9_-]", tenant)
 	}
+	if opts.User != "" && !validUser(opts.User) {
+		return "", KeyRecord{}, fmt.Errorf("server: user %q: want 1 to %d bytes of printable characters without spaces", opts.User, maxUserBytes)
+	}
 	if !opts.ExpiresAt.IsZero() && !opts.ExpiresAt.After(time.Now()) {
 		return "", KeyRecord{}, fmt.Errorf("server: the key would expire at %s, which is past", opts.ExpiresAt.UTC().Format(time.RFC3339))
 	}
@@ -79,7 +89,7 @@ func CreateKey(ctx context.Context, kv storage.KV, tenant string, opts KeyOption
 		return "", KeyRecord{}, err
 	}
 	key := "ak_" + hex.EncodeToString(id[:]) + "_" + hex.EncodeToString(secret[:])
-	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Tenant: tenant, Hash: HashKey(key), CreatedAt: time.Now().UTC()}
+	rec := KeyRecord{ID: hex.EncodeToString(id[:]), Tenant: tenant, Hash: HashKey(key), CreatedAt: time.Now().UTC(), User: opts.User}
 	if !opts.ExpiresAt.IsZero() {
 		rec.ExpiresAt = opts.ExpiresAt.UTC()
 	}
@@ -153,14 +163,21 @@ type keyring struct {
 // configKey is a key of the configuration.
 type configKey struct {
 	tenant  string
+	user    string    // the end user it is bound to; "" for none
 	expires time.Time // zero: never
+}
+
+// keyOwner is whom a presented key opens the service to: a tenant and,
+// for a key bound to one, an end user.
+type keyOwner struct {
+	tenant, user string
 }
 
 func newKeyring(kv storage.KV, tenants map[string]TenantConfig) *keyring {
 	k := &keyring{kv: kv, config: map[string]configKey{}, now: time.Now}
 	for name, t := range tenants {
 		for _, c := range t.Keys {
-			k.config[c.Hash] = configKey{tenant: name, expires: c.Expires}
+			k.config[c.Hash] = configKey{tenant: name, user: c.User, expires: c.Expires}
 		}
 	}
 	return k
@@ -177,31 +194,37 @@ const (
 // revoked, expired, or of a tenant the service does not serve), with why
 // (keyRevoked, keyExpired, or keyUnknown for the others).
 func (k *keyring) tenantOf(ctx context.Context, key string, serves func(string) bool) (tenant, why string, err error) {
+	o, why, err := k.ownerOf(ctx, key, serves)
+	return o.tenant, why, err
+}
+
+// ownerOf is tenantOf with the end user the key is bound to.
+func (k *keyring) ownerOf(ctx context.Context, key string, serves func(string) bool) (owner keyOwner, why string, err error) {
 	if key == "" {
-		return "", keyUnknown, nil
+		return keyOwner{}, keyUnknown, nil
 	}
 	h := HashKey(key)
 	now := k.now()
 	for hash, c := range k.config {
 		if subtle.ConstantTimeCompare([]byte(hash), []byte(h)) == 1 {
 			if !c.expires.IsZero() && !now.Before(c.expires) {
-				return "", keyExpired, nil
+				return keyOwner{}, keyExpired, nil
 			}
-			return c.tenant, "", nil
+			return keyOwner{tenant: c.tenant, user: c.user}, "", nil
 		}
 	}
 	b, ok, err := k.kv.Get(ctx, keysNamespace, h)
 	if err != nil || !ok {
-		return "", keyUnknown, err
+		return keyOwner{}, keyUnknown, err
 	}
 	var rec KeyRecord
 	switch {
 	case json.Unmarshal(b, &rec) != nil || !serves(rec.Tenant):
-		return "", keyUnknown, nil
+		return keyOwner{}, keyUnknown, nil
 	case !rec.RevokedAt.IsZero():
-		return "", keyRevoked, nil
+		return keyOwner{}, keyRevoked, nil
 	case rec.Expired(now):
-		return "", keyExpired, nil
+		return keyOwner{}, keyExpired, nil
 	}
-	return rec.Tenant, "", nil
+	return keyOwner{tenant: rec.Tenant, user: rec.User}, "", nil
 }

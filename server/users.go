@@ -148,17 +148,27 @@ func (us *users) forgetIdleLocked() {
 	}
 }
 
-// userRequest checks a request's end user (X-Agentic-User) against the
-// tenant's rate_limit.per_user: it answers a refusal and returns false,
-// or returns the request with the user in its context.
-func (t *tenant) userRequest(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+// userRequest checks a request's end user against the tenant's
+// rate_limit.per_user: it answers a refusal and returns false, or returns
+// the request with the user in its context. The user is the one its key is
+// bound to (keyUser), else the one X-Agentic-User names; a header naming
+// another user than the key's is refused (403), so that a person holding
+// a key of their own cannot spend another's allowance.
+func (t *tenant) userRequest(w http.ResponseWriter, r *http.Request, keyUser string) (*http.Request, bool) {
 	u := r.Header.Get(userHeader)
-	if u == "" {
-		return r, true
-	}
-	if !validUser(u) {
+	if u != "" && !validUser(u) {
 		writeError(w, http.StatusBadRequest, codeInvalid, "header %s: want 1 to %d bytes of printable characters without spaces", userHeader, maxUserBytes)
 		return nil, false
+	}
+	if keyUser != "" {
+		if u != "" && u != keyUser {
+			writeError(w, http.StatusForbidden, codeForbidden, "the API key is bound to user %s; header %s names %s", keyUser, userHeader, u)
+			return nil, false
+		}
+		u = keyUser
+	}
+	if u == "" {
+		return r, true
 	}
 	if pu := t.cfg.RateLimit.PerUser; pu != nil && pu.RequestsPerSecond > 0 && !t.users.limiter(u, *pu).Allow() {
 		w.Header().Set("Retry-After", "1")

@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/server"
 )
 
@@ -75,5 +77,74 @@ func TestStreamsPerUser(t *testing.T) {
 				return code == 200
 			})
 		})
+	}
+}
+
+// TestServeKeyUser: a key bound to an end user — in the configuration or
+// stored — makes each of its requests that user's: rate_limit.per_user
+// bounds it without a header, a header naming the same user changes
+// nothing, one naming another is refused (403), and a tenant's key still
+// names whom it likes.
+func TestServeKeyUser(t *testing.T) {
+	const aliceKey = "ak_test_alice"
+	m := hosttest.StallingModel("", "thinking")
+	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.Keys = append(acme.Keys, server.KeyConfig{Hash: server.HashKey(aliceKey), User: "alice"})
+		acme.RateLimit.PerUser = &server.PerUserConfig{ConcurrentRuns: 1}
+		c.Tenants["acme"] = acme
+	}})
+	carolKey, rec, err := server.CreateKey(context.Background(), ts.kv(t), "acme", server.KeyOptions{User: "carol"})
+	if err != nil || rec.User != "carol" {
+		t.Fatalf("a stored key bound to carol: %+v %v", rec, err)
+	}
+	if _, _, err := server.CreateKey(context.Background(), ts.kv(t), "acme", server.KeyOptions{User: "two words"}); err == nil || !strings.Contains(err.Error(), `user "two words"`) {
+		t.Errorf("a stored key bound to a bad name: %v", err)
+	}
+	send := func(key, user, id string) (int, string) {
+		t.Helper()
+		req, err := newRequest(ts, key, "POST", "/v1/sessions/"+id+"/messages", `{"text":"hi"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if user != "" {
+			req.Header.Set("X-Agentic-User", user)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	defer func() {
+		for _, id := range []string{"a1", "b1", "c1"} {
+			ts.do(t, ts.acme, "POST", "/v1/sessions/"+id+"/cancel", `{}`)
+		}
+	}()
+	for _, k := range []struct{ key, who, id string }{{aliceKey, "alice", "a"}, {carolKey, "carol", "c"}} {
+		who := k.who
+		if code, body := send(k.key, "", k.id+"1"); code != 202 {
+			t.Fatalf("%s's first run: %d %s", who, code, body)
+		}
+		waitFor(t, who+"'s run in flight", func() bool { return ts.sessionState(t, ts.acme, k.id+"1") == "running" })
+		// No header: the key's user is bound all the same.
+		if code, body := send(k.key, "", k.id+"2"); code != 429 || !strings.Contains(body, "user "+who+" of tenant acme has 1 runs in flight") {
+			t.Errorf("%s's second run, no header: %d %s", who, code, body)
+		}
+		// The same user in the header: the same bound.
+		if code, body := send(k.key, who, k.id+"2"); code != 429 || !strings.Contains(body, "user "+who+" of tenant acme") {
+			t.Errorf("%s's second run, naming %s: %d %s", who, who, code, body)
+		}
+		// Another user in the header: refused, whatever it would ask.
+		if code, body := send(k.key, "bob", "b1"); code != 403 || !strings.Contains(body, "the API key is bound to user "+who+"; header X-Agentic-User names bob") {
+			t.Errorf("%s's key naming bob: %d %s", who, code, body)
+		}
+	}
+	// The tenant's own key names bob, who has a place of his own.
+	if code, body := send(ts.acme, "bob", "b1"); code != 202 {
+		t.Errorf("bob's run with the tenant's key: %d %s", code, body)
 	}
 }

@@ -54,3 +54,28 @@ func TestKeysExpires(t *testing.T) {
 		t.Errorf("a bad --expires: %d %s", code, errOut)
 	}
 }
+
+// TestKeysUser: keys create --user binds the key to an end user: its
+// record and keys list name the user; a name that cannot be one is
+// refused.
+func TestKeysUser(t *testing.T) {
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "keys", "create", "--tenant", "acme", "--user", "alice@example.com", "--storage", store)
+	if code != 0 || !strings.HasPrefix(out, "ak_") || !strings.Contains(errOut, "bound to user alice@example.com") {
+		t.Fatalf("keys create --user: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = run(t, "", "keys", "list", "--json", "--storage", store)
+	var recs []struct {
+		User string `json:"user"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 || recs[0].User != "alice@example.com" {
+		t.Errorf("keys list --json: %d %s", code, out)
+	}
+	code, out, _ = run(t, "", "keys", "list", "--storage", store)
+	if code != 0 || !strings.Contains(out, "USER") || !strings.Contains(out, "alice@example.com") {
+		t.Errorf("keys list: %d\n%s", code, out)
+	}
+	if code, _, errOut := run(t, "", "keys", "create", "--tenant", "acme", "--user", "two words", "--storage", store); code != 1 || !strings.Contains(errOut, `user "two words"`) {
+		t.Errorf("a bad --user: %d %s", code, errOut)
+	}
+}

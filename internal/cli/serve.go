@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -239,9 +240,10 @@ func serveModel(mc server.ModelConfig, env Env) (host.Model, func(), error) {
 }
 
 const keysUsage = `Usage:
-  agentic-host keys create --tenant T [--expires D] [--storage URL]
+  agentic-host keys create --tenant T [--expires D] [--user U] [--storage URL]
                                                         make a key for tenant T (printed once), valid
-                                                        for D (30d, 12h) or until a time (2026-12-31)
+                                                        for D (30d, 12h) or until a time (2026-12-31),
+                                                        bound to end user U (its requests are U's)
   agentic-host keys list [--storage URL] [--json]       list the stored keys (never the keys themselves)
   agentic-host keys revoke ID [--storage URL]           revoke a key: requests with it fail, streams close
   agentic-host keys hash KEY                            print a key's hash, for a configuration's keys
@@ -259,6 +261,7 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 	tenant := fs.String("tenant", "", "the `TENANT` a new key opens")
 	asJSON := fs.Bool("json", false, "print JSON")
 	expires := fs.String("expires", "", "the new key expires after `D` (30d, 36h, 90m) or at a time (2026-12-31, 2026-12-31T18:00:00Z); default: never")
+	user := fs.String("user", "", "bind the new key to the end `USER`: its requests are that user's (rate_limit.per_user); default: a key of the whole tenant")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), keysUsage)
 		fs.PrintDefaults()
@@ -295,7 +298,7 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 		if len(pos) != 1 || *tenant == "" {
 			return fail(2, "want keys create --tenant T")
 		}
-		var opts server.KeyOptions
+		opts := server.KeyOptions{User: *user}
 		if *expires != "" {
 			at, err := expiryOf(*expires, time.Now())
 			if err != nil {
@@ -312,8 +315,11 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 		}
 		fmt.Fprintln(env.Stdout, key)
 		until := ""
+		if rec.User != "" {
+			until = ", bound to user " + rec.User
+		}
 		if !rec.ExpiresAt.IsZero() {
-			until = ", valid until " + rec.ExpiresAt.Format(time.RFC3339)
+			until += ", valid until " + rec.ExpiresAt.Format(time.RFC3339)
 		}
 		fmt.Fprintf(env.Stderr, "key %s for tenant %s%s: keep it now, it is not shown again\n", rec.ID, rec.Tenant, until)
 	case "list":
@@ -328,10 +334,10 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 			return printJSON(env, recs)
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tTENANT\tCREATED\tEXPIRES\tREVOKED")
+		fmt.Fprintln(tw, "ID\tTENANT\tUSER\tCREATED\tEXPIRES\tREVOKED")
 		now := time.Now()
 		for _, r := range recs {
-			revoked, expires := "-", "-"
+			revoked, expires, user := "-", "-", cmp.Or(r.User, "-")
 			if !r.RevokedAt.IsZero() {
 				revoked = r.RevokedAt.Format(time.RFC3339)
 			}
@@ -341,7 +347,7 @@ func keysCmd(ctx context.Context, args []string, env Env) error {
 					expires += " (expired)"
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Tenant, r.CreatedAt.Format(time.RFC3339), expires, revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Tenant, user, r.CreatedAt.Format(time.RFC3339), expires, revoked)
 		}
 		tw.Flush()
 	case "revoke":
