@@ -116,7 +116,7 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	for dropped := 0; ; {
 		msgs := append(append([]ledger.Message(nil), older...),
 			ledger.Message{Role: ledger.RoleUser, Parts: []ledger.Part{ledger.TextPart(cfg.Instructions)}})
-		req := model.Request{System: compactionMarker + cfg.Instructions, Messages: msgs}
+		req := model.Request{System: compactionMarker + cfg.Instructions, Messages: msgs, Extra: r.agent.ExtraBody}
 		res, err = model.WithFallback(ctx, r.retryPolicy(), r.models(), func(ctx context.Context, m string, _ int) (model.Result, error) {
 			req := req
 			req.Model = m

@@ -2,6 +2,9 @@ package host_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -264,5 +267,73 @@ func TestCompactionFallsBack(t *testing.T) {
 	// model.)
 	if got := compactionsAsked.String(); !strings.HasPrefix(got, "fake/gone ") || !strings.HasSuffix(got, " fake/tiny") {
 		t.Errorf("the compaction asked %q, want fake/gone first and the note from fake/tiny", got)
+	}
+}
+
+// TestAgentExtraBody: an agent's ExtraBody goes into each of its model
+// requests, its passes' and its compactions', so that OpenRouter's own
+// "models" routing works beside the host's: the endpoint answers with the
+// next model inside one request, and each step records the model its
+// response names; the fields the host writes itself are refused.
+func TestAgentExtraBody(t *testing.T) {
+	extra := map[string]any{"models": []string{"fake/tiny"}, "provider": map[string]any{"order": []string{"p1"}}}
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/tiny": 700}, StrictModels: true, Respond: rememberingModel},
+		host.Agent{Model: "fake/gone", ExtraBody: extra}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
+	sess := hs.host.Session("extra")
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		if res, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+	}
+	if res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{}); err != nil || res.Text != "Your code is OTTER7." {
+		t.Fatalf("%+v %v", res, err)
+	}
+	compactions := 0
+	for i, req := range hs.model.Requests() {
+		var body struct {
+			Model    string
+			Models   []string
+			Provider struct{ Order []string }
+		}
+		if err := json.Unmarshal(req.Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Model != "fake/gone" || !slices.Equal(body.Models, []string{"fake/tiny"}) || !slices.Equal(body.Provider.Order, []string{"p1"}) {
+			t.Errorf("request %d: %s", i, req.Raw)
+		}
+		if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Text, "[compaction]") {
+			compactions++
+		}
+	}
+	if compactions == 0 {
+		t.Error("no compaction request was made")
+	}
+	steps := 0
+	for _, e := range hs.events("extra") {
+		if e.Retry != nil {
+			t.Errorf("a retry recorded: %+v (the endpoint routed within the request)", e.Retry)
+		}
+		if e.Step != nil {
+			steps++
+			if e.Step.Model != "fake/tiny" {
+				t.Errorf("a step says %q answered, want the routed fake/tiny", e.Step.Model)
+			}
+		}
+	}
+	if steps == 0 {
+		t.Error("no step")
+	}
+	for _, k := range []string{"model", "messages", "tools", "stream", "stream_options", "max_tokens", "max_completion_tokens"} {
+		_, err := host.New(host.Options{Storage: memory.New(), Model: hosttest.NewModel(), Agent: host.Agent{Model: "a", ExtraBody: map[string]any{k: 1}}})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Agent.ExtraBody[%q]: the host writes that field itself", k)) {
+			t.Errorf("ExtraBody[%q]: %v", k, err)
+		}
+	}
+	if _, err := host.New(host.Options{Storage: memory.New(), Model: hosttest.NewModel(), Agent: host.Agent{Model: "a", ExtraBody: map[string]any{"x": func() {}}}}); err == nil || !strings.Contains(err.Error(), `Agent.ExtraBody["x"]: json: unsupported type`) {
+		t.Errorf("a value that is no JSON: %v", err)
 	}
 }

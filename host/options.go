@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -268,9 +269,18 @@ type Agent struct {
 	// no other model can mend (a bad request, credits, auth, a context
 	// overflow) never falls back. Compaction falls back likewise. An
 	// OpenAI-compatible router's own fallback (OpenRouter's "models"
-	// parameter, through a Model wrapper or the endpoint's defaults)
-	// stays possible beside it. Default: none.
+	// parameter, in ExtraBody) stays possible beside it. Default: none.
 	Fallback []string
+	// ExtraBody are extra top-level fields of each of the agent's model
+	// requests, its passes' and its compactions' (model.Request.Extra),
+	// for what an OpenAI-compatible endpoint offers beyond the common
+	// wire: OpenRouter's "models" (its own fallback inside one request;
+	// the step records the model its response names), "provider"
+	// (routing among providers), "reasoning", "transforms". The fields the
+	// host writes itself (model, messages, tools, stream, stream_options,
+	// max_tokens, max_completion_tokens) may not be set here, and every
+	// value must encode as JSON. Default: none.
+	ExtraBody map[string]any
 	// Retry bounds and paces the retries of the agent's model passes (per
 	// cause with Retry.ByCause; see model.RetryPolicy). Default: nil,
 	// the host's Options.Retry.
@@ -439,6 +449,10 @@ const DefaultMaxSteps = 16
 // DefaultToolTimeout is the tool call bound when Options.ToolTimeout is 0.
 const DefaultToolTimeout = 60 * time.Second
 
+// hostBodyFields are the fields of a model request that the host writes
+// itself, which Agent.ExtraBody may not set.
+var hostBodyFields = []string{"max_completion_tokens", "max_tokens", "messages", "model", "stream", "stream_options", "tools"}
+
 // normalizeAgent fills an agent's defaults and checks it.
 func normalizeAgent(a Agent) (Agent, error) {
 	var errs []error
@@ -459,6 +473,13 @@ func normalizeAgent(a Agent) (Agent, error) {
 	if a.Retry != nil {
 		if err := a.Retry.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("host: Agent.Retry: %w", err))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.ExtraBody)) {
+		if slices.Contains(hostBodyFields, k) {
+			errs = append(errs, fmt.Errorf("host: Agent.ExtraBody[%q]: the host writes that field itself", k))
+		} else if _, err := json.Marshal(a.ExtraBody[k]); err != nil {
+			errs = append(errs, fmt.Errorf("host: Agent.ExtraBody[%q]: %v", k, err))
 		}
 	}
 	if a.MaxSteps == 0 {

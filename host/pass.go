@@ -73,7 +73,7 @@ func (r *run) pass() (o outcome, stop bool) {
 		return outcome{err: err}, true
 	}
 	req := model.Request{Model: r.agent.Model, System: r.agent.System,
-		Messages: msgs, Tools: r.specs, MaxTokens: r.agent.MaxTokens}
+		Messages: msgs, Tools: r.specs, MaxTokens: r.agent.MaxTokens, Extra: r.agent.ExtraBody}
 	var res model.Result
 	var merr error
 	var tries streamTries

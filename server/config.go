@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -440,6 +441,14 @@ type AgentConfig struct {
 	// next. Each must be among the tenant's models. Default: none, Model
 	// alone.
 	Models []string `yaml:"models"`
+	// ExtraBody are extra top-level fields of each of the agent's model
+	// requests (host.Agent.ExtraBody): OpenRouter's "models" (its own
+	// fallback inside one request, each among the tenant's models),
+	// "provider", "reasoning", "transforms". Not the fields the host
+	// writes (model, messages, tools, stream, stream_options, max_tokens,
+	// max_completion_tokens), nor "route" when the tenant names its models
+	// (it lets the endpoint pick a model outside them). Default: none.
+	ExtraBody map[string]any `yaml:"extra_body"`
 	// Retry bounds and paces the retries of the agent's model passes
 	// (host.Agent.Retry). Default: nil, the host's (6 attempts, 500ms
 	// doubling to 30s, equal jitter, Retry-After honoured up to 2m).
@@ -1430,6 +1439,9 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 				bad("agents.%s: models: %s is not among the tenant's models", an, m)
 			}
 		}
+		for _, problem := range extraBodyProblems(a.ExtraBody, t.Models) {
+			bad("agents.%s: extra_body: %s", an, problem)
+		}
 		if a.Retry != nil {
 			if err := a.Retry.policy().Validate(); err != nil {
 				problems := []error{err}
@@ -1475,6 +1487,45 @@ func (t TenantConfig) normalized(name string) (TenantConfig, error) {
 	}
 	return t, errors.Join(errs...)
 }
+
+// extraBodyProblems checks an agent's extra_body against the tenant's
+// models (none: any).
+func extraBodyProblems(extra map[string]any, models []string) []string {
+	var out []string
+	for _, k := range sortedKeys(extra) {
+		v := extra[k]
+		switch {
+		case slices.Contains(hostBodyFields, k):
+			out = append(out, fmt.Sprintf("%s: the host writes that field itself (give the agent's model, models or max_tokens instead)", k))
+		case k == "route" && len(models) > 0:
+			out = append(out, "route: it lets the endpoint pick a model outside the tenant's models; list them in extra_body.models instead")
+		case k == "models":
+			var list []string
+			b, err := json.Marshal(v)
+			if err != nil || json.Unmarshal(b, &list) != nil || len(list) == 0 {
+				out = append(out, "models: want a list of model ids")
+				break
+			}
+			for i, id := range list {
+				switch {
+				case id == "":
+					out = append(out, fmt.Sprintf("models[%d]: want a model id", i))
+				case len(models) > 0 && !slices.Contains(models, id):
+					out = append(out, fmt.Sprintf("models[%d]: %s is not among the tenant's models", i, id))
+				}
+			}
+		default:
+			if _, err := json.Marshal(v); err != nil {
+				out = append(out, fmt.Sprintf("%s: %v", k, err))
+			}
+		}
+	}
+	return out
+}
+
+// hostBodyFields are the fields of a model request that the host writes
+// itself (as host.Agent.ExtraBody has them).
+var hostBodyFields = []string{"max_completion_tokens", "max_tokens", "messages", "model", "stream", "stream_options", "tools"}
 
 // validateDelegates checks the agents' delegate_to: each names another
 // agent of the tenant, once, and no agent reaches itself through them.

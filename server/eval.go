@@ -79,7 +79,7 @@ func (s *Server) postEval(w http.ResponseWriter, r *http.Request, t *tenant) {
 			return
 		}
 		// The model named is the one asked: no fallback to another.
-		agent.Model, agent.Fallback = req.Model, nil
+		onlyModel(&agent, req.Model)
 	}
 	// The evaluation holds one of the tenant's run places while it works,
 	// and is refused past its budget, as a run is — and past its own

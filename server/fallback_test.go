@@ -4,6 +4,7 @@ package server_test
 // through the configuration and the API.
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,6 +108,56 @@ func TestServeModelFallback(t *testing.T) {
 	}
 }
 
+// TestServeExtraBody: an agent's extra_body goes into each of its model
+// requests, so that OpenRouter's "models" routing is one setting; an
+// evaluation that names its model asks that model alone (extra_body's
+// models dropped, its other fields kept).
+func TestServeExtraBody(t *testing.T) {
+	cfg, err := server.LoadConfig(writeFile(t, t.TempDir(), "extra.yaml", `
+tenants:
+  acme:
+    models: [acme/a, acme/b]
+    agents:
+      default:
+        model: acme/a
+        extra_body:
+          models: [acme/b]
+          provider: {order: [p1], allow_fallbacks: false}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hosttest.NewModel()
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		acme := c.Tenants["acme"]
+		acme.Models, acme.Agents = cfg.Tenants["acme"].Models, cfg.Tenants["acme"].Agents
+		c.Tenants["acme"] = acme
+	}, Options: func(o *server.Options) { o.Model = m }})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/x/messages?wait=true", `{"text":"hello"}`); code != 200 {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/eval", `{"sessions":["x"],"model":"acme/b"}`); code != 200 {
+		t.Fatalf("eval: %d %s", code, body)
+	}
+	reqs := m.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want 2", len(reqs))
+	}
+	extra := func(i int) string {
+		b, err := json.Marshal(reqs[i].Extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got, want := extra(0), `{"models":["acme/b"],"provider":{"allow_fallbacks":false,"order":["p1"]}}`; reqs[0].Model != "acme/a" || got != want {
+		t.Errorf("the run asked %s with %s, want acme/a with %s", reqs[0].Model, got, want)
+	}
+	if got, want := extra(1), `{"provider":{"allow_fallbacks":false,"order":["p1"]}}`; reqs[1].Model != "acme/b" || got != want {
+		t.Errorf("the evaluation asked %s with %s, want acme/b with %s", reqs[1].Model, got, want)
+	}
+}
+
 // TestServeModelFallbackRefusals: models and retry that cannot be are
 // refused at start, each problem named in the configuration's words.
 func TestServeModelFallbackRefusals(t *testing.T) {
@@ -118,6 +169,8 @@ tenants:
       disagree: {model: acme/b, models: [acme/a, acme/b]}
       outside: {models: [acme/a, other/x]}
       twice: {models: [acme/a, acme/b, acme/a]}
+      extra: {model: acme/a, extra_body: {model: acme/b, models: [acme/b, other/x], route: fallback, max_tokens: 9}}
+      extraform: {model: acme/a, extra_body: {models: acme/b}}
       policy:
         model: acme/a
         retry: {attempts: -1, jitter: wild, by_cause: {weather: {}, server: {max_elapsed: -1s}}}
@@ -134,6 +187,11 @@ tenants:
 		`agents.policy: retry: jitter "wild"`,
 		`unknown cause "weather"`,
 		"by_cause.server: max_elapsed is negative",
+		"agents.extra: extra_body: max_tokens: the host writes that field itself",
+		"agents.extra: extra_body: model: the host writes that field itself",
+		"agents.extra: extra_body: models[1]: other/x is not among the tenant's models",
+		"agents.extra: extra_body: route: it lets the endpoint pick a model outside the tenant's models",
+		"agents.extraform: extra_body: models: want a list of model ids",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New: %v\nwant %q in it", err, want)

@@ -88,7 +88,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request, t *tenant) 
 			return
 		}
 		// The model named is the one asked: no fallback to another.
-		agent.Model, agent.Fallback = req.Model, nil
+		onlyModel(&agent, req.Model)
 	}
 	release, ok := s.admitRun(w, r, t, req.SessionID)
 	if !ok {

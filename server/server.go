@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -436,6 +437,20 @@ func addDelegates(agents map[string]host.Agent, cfg map[string]AgentConfig) erro
 	return nil
 }
 
+// onlyModel makes agent ask model m alone: no fallback of the host's, nor
+// of the endpoint's (extra_body's models, route).
+func onlyModel(agent *host.Agent, m string) {
+	agent.Model, agent.Fallback = m, nil
+	_, models := agent.ExtraBody["models"]
+	_, route := agent.ExtraBody["route"]
+	if models || route {
+		extra := maps.Clone(agent.ExtraBody)
+		delete(extra, "models")
+		delete(extra, "route")
+		agent.ExtraBody = extra
+	}
+}
+
 // agent builds one of a tenant's agents.
 func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, error) {
 	tenant := t.name
@@ -447,6 +462,7 @@ func (s *Server) agent(t *tenant, name string, ac AgentConfig) (host.Agent, erro
 	if len(ac.Models) > 1 {
 		a.Fallback = ac.Models[1:]
 	}
+	a.ExtraBody = ac.ExtraBody
 	if ac.CompactionLimit > 0 {
 		a.Compaction = &host.Compaction{Limit: ac.CompactionLimit}
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,6 +51,7 @@ type modelFlags struct {
 	plugins       string
 	modelSet      bool       // --model or AGENTIC_MODEL named the model
 	fallback      pluginList // --fallback: the agent's fallback models, in order
+	extraBody     string     // --extra-body: host.Agent.ExtraBody, as JSON
 
 	// The sandbox of the --plugins.
 	pluginKV      bool
@@ -96,6 +98,7 @@ func (m *modelFlags) register(fs *flag.FlagSet, env Env) {
 	})
 	m.model = model
 	fs.Var(&m.fallback, "fallback", "a model `ID` to ask when the model is not served or its retries run out (repeatable: tried in order)")
+	fs.StringVar(&m.extraBody, "extra-body", "", "extra fields of each model request, a JSON `OBJECT`: OpenRouter's {\"models\": [a, b]} (its own fallback), \"provider\", \"reasoning\"")
 	fs.StringVar(&m.system, "system", "", "system prompt")
 	base := env.Getenv("OPENROUTER_BASE_URL")
 	if base == "" {
@@ -163,6 +166,16 @@ func (m *modelFlags) setup(env Env) (*host.Host, func(), error) {
 	}
 	agent := host.Agent{Model: m.model, Fallback: m.fallback, System: m.system, MaxSteps: m.maxSteps, Timeouts: m.timeouts,
 		OnInterrupted: host.ResumeAction(m.onInterrupted), Overlap: host.Overlap(m.overlap)}
+	if m.extraBody != "" {
+		err := json.Unmarshal([]byte(m.extraBody), &agent.ExtraBody)
+		if err == nil && agent.ExtraBody == nil {
+			err = errors.New("got null")
+		}
+		if err != nil {
+			cleanup()
+			return nil, nil, fail(2, "--extra-body: want a JSON object: %v", err)
+		}
+	}
 	if m.offline {
 		if !m.modelSet {
 			agent.Model = fakemodel.DefaultModel

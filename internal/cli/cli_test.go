@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -313,6 +314,40 @@ func TestChatFallback(t *testing.T) {
 	code, _, errOut = run(t, "", "chat", "--base-url", srv.URL(), "--storage", "memory:", "--model", "acme/b", "--fallback", "acme/b", "hi")
 	if code != 2 || !strings.Contains(errOut, `Agent.Fallback[0]: model "acme/b" is named twice`) {
 		t.Errorf("a fallback naming the model: exit %d, %q", code, errOut)
+	}
+}
+
+// TestChatExtraBody: --extra-body puts its fields in each model request:
+// OpenRouter's "models" routes a request for a model not served to the
+// next inside the request, and the transcript names the model that
+// answered; a value that is no JSON object, or sets a field the host
+// writes, is refused.
+func TestChatExtraBody(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Models: map[string]int{"acme/b": 100000}, StrictModels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	store := "file:" + t.TempDir()
+	code, out, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--storage", store, "--session", "xb", "--model", "acme/gone",
+		"--extra-body", `{"models":["acme/b"],"provider":{"order":["p1"]}}`, "hi")
+	if code != 0 || !strings.HasSuffix(out, "You said: hi\n") || strings.Contains(out, "falling back") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if req := srv.Requests()[0]; req.Model != "acme/gone" || !slices.Equal(req.Models, []string{"acme/b"}) || !strings.Contains(string(req.Raw), `"provider":{"order":["p1"]}`) {
+		t.Errorf("the request: %s", req.Raw)
+	}
+	if code, out, errOut := run(t, "", "transcript", "--storage", store, "xb"); code != 0 || !strings.Contains(out, `"model": "acme/b"`) {
+		t.Errorf("transcript: exit %d %s %s", code, out, errOut)
+	}
+	for _, tc := range []struct{ flag, want string }{
+		{"[1]", "--extra-body: want a JSON object: json: cannot unmarshal array"},
+		{"null", "--extra-body: want a JSON object: got null"},
+		{`{"model":"x"}`, `Agent.ExtraBody["model"]: the host writes that field itself`},
+	} {
+		if code, _, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--storage", "memory:", "--extra-body", tc.flag, "hi"); code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("--extra-body %s: exit %d, %q", tc.flag, code, errOut)
+		}
 	}
 }
 

@@ -68,6 +68,10 @@ type Options struct {
 
 	// StrictModels refuses (HTTP 400) chat requests for models not listed
 	// in Models. Default false: any model name is accepted and echoed.
+	// A request with OpenRouter's "models" parameter is routed as
+	// OpenRouter routes it: to the first of its model and then its models
+	// that is served (any, without StrictModels: the first named), which
+	// the response names in its "model"; refused only when none is.
 	StrictModels bool
 
 	// Provider is the "provider" field of every chunk and body. Default
@@ -321,6 +325,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
 
+	if len(req.Models) > 0 {
+		req.Model = s.route(req)
+	}
 	window, known := s.models[req.Model]
 	if s.opts.StrictModels && !known {
 		writeJSONError(w, http.StatusBadRequest, req.Model+" is not a valid model ID")
@@ -334,6 +341,26 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	p := s.next(req)
 	c := &call{srv: s, w: w, r: r, req: req, reply: p.reply, fault: p.fault}
 	c.serve()
+}
+
+// route picks the model that answers a request with OpenRouter's "models"
+// parameter: the first of its model and its models that the server serves
+// (without StrictModels, the first named); the last named when none is,
+// for its refusal.
+func (s *Server) route(req Request) string {
+	names := append([]string{req.Model}, req.Models...)
+	if req.Model == "" {
+		names = names[1:]
+	}
+	if !s.opts.StrictModels {
+		return names[0]
+	}
+	for _, m := range names {
+		if _, ok := s.models[m]; ok {
+			return m
+		}
+	}
+	return names[len(names)-1]
 }
 
 func (s *Server) serveModels(w http.ResponseWriter) {

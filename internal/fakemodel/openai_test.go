@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -489,6 +490,34 @@ func TestContextOverflowFromModelWindow(t *testing.T) {
 	sc := client(strict)
 	if _, err := sc.Chat.Completions.New(ctx(t), p); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
 		t.Fatalf("strict: %v", err)
+	}
+}
+
+// TestModelsRouting: a request with OpenRouter's "models" parameter is
+// answered by the first of its model and models that is served, which the
+// response names; the server's record keeps what was asked; none served
+// is refused.
+func TestModelsRouting(t *testing.T) {
+	s := start(t, Options{StrictModels: true, Models: map[string]int{"b": 0, "c": 0}})
+	c := client(s)
+	p := userParams("hi")
+	p.Model = "a"
+	p.SetExtraFields(map[string]any{"models": []string{"b", "c"}})
+	res, err := c.Chat.Completions.New(ctx(t), p)
+	if err != nil || res.Model != "b" {
+		t.Fatalf("routed: %v %+v", err, res)
+	}
+	if got := s.Requests()[0]; got.Model != "a" || !slices.Equal(got.Models, []string{"b", "c"}) {
+		t.Errorf("the request as asked: %q %q", got.Model, got.Models)
+	}
+	// The stream names the routed model too.
+	if r := stream(t, c, p); r.err != nil || r.acc.Model != "b" {
+		t.Errorf("streamed: %v %q", r.err, r.acc.Model)
+	}
+	p.SetExtraFields(map[string]any{"models": []string{"x", "y"}})
+	var apiErr *openai.Error
+	if _, err := c.Chat.Completions.New(ctx(t), p); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "y is not a valid model ID") {
+		t.Errorf("none served: %v", err)
 	}
 }
 

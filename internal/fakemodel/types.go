@@ -11,8 +11,12 @@ import (
 
 // Request is a chat-completions request as the server received it.
 type Request struct {
-	// Model is the requested model id, echoed in the response.
+	// Model is the requested model id, echoed in the response (unless
+	// Models routes the request to another).
 	Model string
+	// Models is OpenRouter's "models" parameter: the models to try in
+	// order after Model (see Options.StrictModels); nil when absent.
+	Models []string
 	// Messages is the conversation, in order.
 	Messages []Message
 	// Tools are the function tools offered to the model.
@@ -150,6 +154,7 @@ func Bool(b bool) *bool { return &b }
 
 type wireRequest struct {
 	Model         string        `json:"model"`
+	Models        []string      `json:"models"`
 	Messages      []wireMessage `json:"messages"`
 	Tools         []wireTool    `json:"tools"`
 	Stream        bool          `json:"stream"`
@@ -210,6 +215,7 @@ func parseRequest(body []byte, h http.Header) (Request, error) {
 	}
 	req := Request{
 		Model:        w.Model,
+		Models:       w.Models,
 		Stream:       w.Stream,
 		IncludeUsage: w.StreamOptions != nil && w.StreamOptions.IncludeUsage,
 		UsageInclude: w.Usage != nil && w.Usage.Include,
