@@ -433,6 +433,7 @@ const (
 	envMHRedis   = "AGENTIC_MH_REDIS"
 	envMHModel   = "AGENTIC_MH_MODEL"
 	envMHText    = "AGENTIC_MH_TEXT"
+	envMHModels  = "AGENTIC_MH_MODELS" // the agent's model, then its fallbacks, comma-separated; default fake/echo
 	mhStreamLine = "MH-CHILD-STREAMING"
 	mhDoneLine   = "MH-CHILD-DONE"
 )
@@ -448,8 +449,13 @@ func TestMultiHostChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent := host.Agent{Model: "fake/echo"}
+	if m := os.Getenv(envMHModels); m != "" {
+		models := strings.Split(m, ",")
+		agent.Model, agent.Fallback = models[0], models[1:]
+	}
 	h, err := host.New(host.Options{Storage: store, Model: client,
-		Agent: host.Agent{Model: "fake/echo"}, LeaseTTL: mhLeaseTTL, HostID: "child-a",
+		Agent: agent, LeaseTTL: mhLeaseTTL, HostID: "child-a",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -585,6 +591,89 @@ wait:
 	}
 	if evs2 := hosttest.Load(t, store, "k"); len(evs2) != len(full) {
 		t.Errorf("the ledger grew after the run ended: %s", kinds(evs2))
+	}
+}
+
+// TestMultiHostFallbackTakeover: on Redis, host A's run falls back from a
+// model not served to the next, and A is SIGKILLed while the fallback
+// model streams; host B takes the run over, falls back likewise (each pass
+// starts again with the first model), and completes it. The ledger holds
+// each host's fallback and one step, which names the model that answered.
+func TestMultiHostFallbackTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	held := make(chan struct{}) // never closed: A dies in the pass it holds
+	var echoes atomic.Int32
+	model := mhModel(t, fakemodel.Options{Models: map[string]int{"fake/echo": 100000}, StrictModels: true, // acme/gone: 400 "is not a valid model ID"
+		Respond: func(req fakemodel.Request) fakemodel.Reply {
+			r := fakemodel.DefaultReply(req)
+			if echoes.Add(1) == 1 {
+				r.Hold, r.HoldAfter = held, 2
+			}
+			return r
+		}})
+	store := mhOpen(t, srv.URL())
+	mhHost(t, mhOpen(t, srv.URL()), "host-b", model.URL(), func(o *host.Options) {
+		o.Agent = host.Agent{Model: "acme/gone", Fallback: []string{"fake/echo"}}
+		o.AutoResume = &host.AutoResume{}
+	})
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMultiHostChild$", "-test.v")
+	cmd.Env = append(os.Environ(), envMHChild+"=1", envMHRedis+"="+srv.URL(), envMHModel+"="+model.URL(),
+		envMHText+"=one two three four five", envMHModels+"=acme/gone,fake/echo")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	sc := bufio.NewScanner(stdout)
+	for !strings.HasPrefix(sc.Text(), mhStreamLine) {
+		if !sc.Scan() {
+			t.Fatalf("the child exited before streaming; stderr:\n%s", stderr.String())
+		}
+		if strings.HasPrefix(sc.Text(), mhDoneLine) {
+			t.Fatalf("the child finished before it was killed: %s", sc.Text())
+		}
+	}
+	// A streams from fake/echo, held there: its fallback is in the ledger.
+	if evs := hosttest.Load(t, store, "k"); hosttest.CountKind(evs, ledger.KindRetry) != 1 {
+		t.Fatalf("A's ledger before the kill: %s", kinds(evs))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	evs := hosttest.WaitLedger(t, store, "k", time.Minute, "B completed the run", hosttest.Settled)
+	if got, want := kinds(evs), "input run-start retry resume-attempt retry step run-end"; got != want {
+		t.Fatalf("ledger = %q, want %q", got, want)
+	}
+	for _, i := range []int{2, 4} {
+		if r := evs[i].Retry.Reason; !strings.HasPrefix(r, "model acme/gone: HTTP 400, the model is not served: ") || !strings.HasSuffix(r, "; falling back to fake/echo (it is not served)") {
+			t.Errorf("event %d, a fallback: %q", i, r)
+		}
+	}
+	if ra := evs[3].ResumeAttempt; ra.Host != "host-b" {
+		t.Errorf("resume attempt = %+v", ra)
+	}
+	if s := evs[5].Step; s.Model != "fake/echo" || s.Text != "You said: one two three four five" {
+		t.Errorf("step = model %q, text %q", s.Model, s.Text)
+	}
+	if e := evs[6].RunEnd; e.Status != ledger.RunCompleted {
+		t.Errorf("run end = %+v", e)
+	}
+	if n := echoes.Load(); n != 2 {
+		t.Errorf("fake/echo was asked %d times, want A's and B's", n)
 	}
 }
 
