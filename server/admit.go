@@ -167,7 +167,7 @@ func (s *Server) admitWork(ctx context.Context, t *tenant, id string, src runSou
 			}
 		}
 	}
-	unadmit, no := s.admitProcess()
+	unadmit, no := s.admitProcess(ctx, t)
 	if no != nil {
 		unuser()
 		if unreserve != nil {
@@ -235,19 +235,62 @@ func (t *tenant) rate(src runSource) *admitRefusal {
 		message: fmt.Sprintf("tenant %s is past its rate limit of %g requests a second (rate_limit.requests_per_second; %s counts as a request)", t.name, t.cfg.RateLimit.RequestsPerSecond, src.run())}
 }
 
-// admitProcess holds a place for a new run under the process's bound
-// (max_runs): the runs in flight in every tenant's host and the admissions
-// in progress, counted from their admission on so that requests at once
-// cannot all pass it. release gives the place back (once Start returned,
-// the run counts as in flight).
-func (s *Server) admitProcess() (release func(), no *admitRefusal) {
+// admitProcess holds a place for a new run of tenant t under the
+// process's bound (max_runs): the runs in flight in every tenant's host
+// and the admissions in progress, counted from their admission on so that
+// requests at once cannot all pass it. Past it, the run waits its turn in
+// the process's queue when there is one (queue_runs), else it is refused.
+// release gives the place back (once Start returned, the run counts as in
+// flight).
+func (s *Server) admitProcess(ctx context.Context, t *tenant) (release func(), no *admitRefusal) {
+	refusal := func(why string) *admitRefusal {
+		return &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, retry: true,
+			message: fmt.Sprintf("the server has %d runs in flight, its limit (max_runs)%s: retry shortly, or send to another host", s.cfg.MaxRuns, why)}
+	}
+	q := s.runq
+	if q == nil || !q.busy() {
+		// (With a queue, a newcomer does not overtake the runs waiting.)
+		if s.takeProcess() {
+			return s.processRelease(), nil
+		}
+		if q == nil {
+			return nil, refusal("")
+		}
+	}
+	start := time.Now()
+	timeout := cmp.Or(time.Duration(s.cfg.QueueTimeout), defaultQueueTimeout)
+	err := q.wait(ctx, t.name, s.takeProcess, timeout)
+	s.metrics.observeQueueWait(t.name, "max_runs", time.Since(start), err)
+	switch {
+	case errors.Is(err, errQueueFull):
+		return nil, refusal(fmt.Sprintf(", and %d runs wait already (queue_runs)", s.cfg.QueueRuns))
+	case err != nil:
+		return nil, refusal(fmt.Sprintf(", and this one waited %s in the queue (queue_timeout) for a place", time.Since(start).Round(time.Millisecond)))
+	}
+	return s.processRelease(), nil
+}
+
+// takeProcess takes a place under max_runs if one is free.
+func (s *Server) takeProcess() bool {
 	if s.admitting.Add(1)+int64(s.runsInFlight()) > int64(s.cfg.MaxRuns) {
 		s.admitting.Add(-1)
-		return nil, &admitRefusal{status: http.StatusServiceUnavailable, code: codeUnavailable, retry: true,
-			message: fmt.Sprintf("the server has %d runs in flight, its limit (max_runs): retry shortly, or send to another host", s.cfg.MaxRuns)}
+		return false
 	}
+	return true
+}
+
+// processRelease returns the release of a place taken under max_runs,
+// which tells the queue's next in turn to look (no run may have started).
+func (s *Server) processRelease() func() {
 	var once sync.Once
-	return func() { once.Do(func() { s.admitting.Add(-1) }) }, nil
+	return func() {
+		once.Do(func() {
+			s.admitting.Add(-1)
+			if s.runq != nil {
+				s.runq.wake()
+			}
+		})
+	}
 }
 
 // runsInFlight counts the runs in flight in every tenant's host.

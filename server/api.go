@@ -469,5 +469,8 @@ func (s *Server) onEvent(t *tenant, e host.Event) {
 	case e.Type == host.EventRunEnd:
 		s.metrics.runs.Add(context.Background(), -1, metric.WithAttributes(attribute.String("tenant", t.name)))
 		t.slots.wake() // a place under rate_limit.concurrent_runs freed
+		if s.runq != nil {
+			s.runq.wake() // and one under max_runs
+		}
 	}
 }

@@ -125,6 +125,18 @@ type Config struct {
 	// or a quarter of the process's file descriptor limit when that is
 	// lower.
 	MaxRuns int `yaml:"max_runs"`
+	// QueueRuns lets that many new runs past MaxRuns wait for a place
+	// instead of being refused: fair across tenants (each place that frees
+	// goes to the next tenant in turn that has a run waiting), first come
+	// first served within a tenant, each wait bounded by QueueTimeout;
+	// past QueueRuns waiting, or past the timeout, the request is refused
+	// (503, as without a queue). A run waiting here holds its tenant's
+	// places (rate_limit.concurrent_runs), not the process's. Default: 0,
+	// no queue.
+	QueueRuns int `yaml:"queue_runs"`
+	// QueueTimeout bounds a wait in the QueueRuns queue. Default: 0,
+	// which means 30s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
 	// StreamMaxAge closes a session's or the feed's event stream this
 	// long after it opened; its client reconnects with Last-Event-ID and
 	// loses nothing (the UI message streams end with their message).
@@ -1163,6 +1175,9 @@ func (cfg Config) normalized() (Config, error) {
 		if n := openFileLimit(); n > 0 && n/4 < cfg.MaxRuns {
 			cfg.MaxRuns = max(1, n/4)
 		}
+	}
+	if cfg.QueueRuns < 0 || cfg.QueueTimeout < 0 {
+		errs = append(errs, fmt.Errorf("queue_runs %d and queue_timeout %s: want neither negative", cfg.QueueRuns, time.Duration(cfg.QueueTimeout)))
 	}
 	if cfg.MaxRuns < 0 {
 		errs = append(errs, fmt.Errorf("max_runs %d is negative", cfg.MaxRuns))

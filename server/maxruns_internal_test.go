@@ -20,6 +20,9 @@ func TestMaxRunsDefault(t *testing.T) {
 	if cfg, _ := (Config{MaxRuns: 7}).normalized(); cfg.MaxRuns != 7 {
 		t.Errorf("max_runs 7 normalized to %d", cfg.MaxRuns)
 	}
+	if _, err := (Config{QueueRuns: -1}).normalized(); err == nil || !strings.Contains(err.Error(), "queue_runs -1 and queue_timeout 0s: want neither negative") {
+		t.Errorf("queue_runs -1: %v, want refused", err)
+	}
 	if _, err := (Config{MaxRuns: -1}).normalized(); err == nil || !strings.Contains(err.Error(), "max_runs -1 is negative") {
 		t.Errorf("max_runs -1: %v, want refused", err)
 	}

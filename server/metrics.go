@@ -64,7 +64,8 @@ func newMetrics() (*metrics, error) {
 
 // observeQueueWait records a wait in one of a tenant's admission queues
 // ("runs": for a place under concurrent_runs; "requests": for a token of
-// requests_per_second) that ended with err (nil: admitted).
+// requests_per_second) or in the process's ("max_runs") that ended with
+// err (nil: admitted).
 func (m *metrics) observeQueueWait(tenant, queue string, d time.Duration, err error) {
 	outcome := "admitted"
 	switch {
@@ -78,10 +79,25 @@ func (m *metrics) observeQueueWait(tenant, queue string, d time.Duration, err er
 	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("queue", queue), attribute.String("outcome", outcome)))
 }
 
-// observeQueues adds the gauge of the admissions waiting in each tenant's
-// queue, read at each collection.
-func (m *metrics) observeQueues(tenants map[string]*tenant) error {
+// observeQueues adds the gauges of the admissions waiting in each
+// tenant's queue and, by tenant, in the process's queue (runq, when there
+// is one), read at each collection.
+func (m *metrics) observeQueues(tenants map[string]*tenant, runq *runQueue) error {
 	meter := m.provider.Meter("github.com/agentichost/agentic/server")
+	if runq != nil {
+		_, err := meter.Int64ObservableGauge("agentic.admission.max_runs_queue.length", metric.WithUnit("{request}"),
+			metric.WithDescription("New runs waiting in the process's queue for a place under max_runs, by tenant."),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				queued := runq.queued()
+				for name := range tenants {
+					o.Observe(int64(queued[name]), metric.WithAttributes(attribute.String("tenant", name)))
+				}
+				return nil
+			}))
+		if err != nil {
+			return err
+		}
+	}
 	_, err := meter.Int64ObservableGauge("agentic.admission.queue.length", metric.WithUnit("{request}"),
 		metric.WithDescription("New runs waiting in a tenant's queue for a place under rate_limit.concurrent_runs, by tenant."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {

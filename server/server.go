@@ -76,10 +76,13 @@ type Server struct {
 	// admitting counts the admissions of new runs in progress, for the
 	// process's bound (max_runs; see admitProcess).
 	admitting atomic.Int64
-	mux       *http.ServeMux
-	patterns  []string // the authenticated routes, as registered (see Routes)
-	metrics   *metrics
-	audit     *audit
+	// runq is the queue of new runs past max_runs (queue_runs); nil
+	// without one.
+	runq     *runQueue
+	mux      *http.ServeMux
+	patterns []string // the authenticated routes, as registered (see Routes)
+	metrics  *metrics
+	audit    *audit
 
 	rt       *plugins.Runtime
 	registry *plugins.Registry
@@ -164,6 +167,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, store: opts.Storage, kv: kv, keys: newKeyring(kv, cfg.Tenants), log: log,
 		tenants: map[string]*tenant{}, mux: http.NewServeMux(), done: make(chan struct{}), uploads: make(chan struct{}, cfg.MaxPluginUploads)}
+	if cfg.QueueRuns > 0 {
+		s.runq = newRunQueue(cfg.QueueRuns)
+	}
 	if s.metrics, err = newMetrics(); err != nil {
 		return nil, err
 	}
@@ -205,7 +211,7 @@ func New(opts Options) (*Server, error) {
 		s.Close(context.Background())
 		return nil, err
 	}
-	if err := s.metrics.observeQueues(s.tenants); err != nil {
+	if err := s.metrics.observeQueues(s.tenants, s.runq); err != nil {
 		s.Close(context.Background())
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
