@@ -53,6 +53,7 @@ type Attachment struct {
 	sub      *hub.Sub[event]
 	seen     int // the ledger's length at the last snapshot
 	remote   <-chan struct{}
+	pollAt   time.Time // when wait looks at the storage again, without remote
 	stop     func()
 	closed   bool
 }
@@ -130,12 +131,25 @@ func (a *Attachment) Close() {
 // the viewer fell too far behind the run's progress (attach again with
 // Cursor to go on).
 func (a *Attachment) Next(ctx context.Context) (Update, error) {
+	u, _, err := a.NextOrWake(ctx, nil)
+	return u, err
+}
+
+// NextOrWake is Next that also returns, with woke true and no update,
+// when wake fires while it waits for one — only while it waits: a
+// snapshot it is taking is finished and returned, so that no update is
+// ever lost to the wake. A relay that must also write heartbeats or paced
+// text at set times reads with it, on one goroutine.
+//
+// A snapshot that fails (the storage, ctx ending in the middle) leaves the
+// attachment as it was: the next call takes the snapshot again.
+func (a *Attachment) NextOrWake(ctx context.Context, wake <-chan time.Time) (u Update, woke bool, err error) {
 	h := a.s.h
 	if a.closed {
-		return Update{}, io.EOF
+		return Update{}, false, io.EOF
 	}
 	if u, ok := a.TryNext(); ok { // no wait: no context to watch
-		return u, nil
+		return u, false, nil
 	}
 	// The run's progress is waited for with the host's end beside ctx; a
 	// snapshot and a wait for a change take a context that ends with
@@ -149,10 +163,12 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 	}()
 	for {
 		if a.sub != nil {
-			e, seq, err := a.sub.NextOr(outer, h.bg.Done(), ErrClosed)
+			e, seq, woke, err := a.sub.NextOrWake(outer, h.bg.Done(), ErrClosed, wake)
 			switch {
+			case woke:
+				return Update{}, true, nil
 			case err == nil:
-				return a.progressAt(e, seq), nil
+				return a.progressAt(e, seq), false, nil
 			case errors.Is(err, io.EOF):
 				// The run ended; its run-end was read. Wait for the next
 				// change.
@@ -162,9 +178,9 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 			case errors.Is(err, hub.ErrDropped):
 				a.sub.Close()
 				a.sub, a.run = nil, nil
-				return Update{}, ErrSlowSubscriber
+				return Update{}, false, ErrSlowSubscriber
 			default:
-				return Update{}, err
+				return Update{}, false, err
 			}
 		}
 		if cancel == nil {
@@ -175,16 +191,19 @@ func (a *Attachment) Next(ctx context.Context) (Update, error) {
 		if a.snapshot {
 			snap, err := a.take(ctx)
 			if err != nil {
-				return Update{}, stopped(ctx, err)
+				return Update{}, false, stopped(ctx, err)
 			}
 			a.snapshot = false
 			if snap != nil {
-				return Update{Snapshot: snap}, nil
+				return Update{Snapshot: snap}, false, nil
 			}
 			continue // resumed after the cursor, or nothing new
 		}
-		if err := a.wait(ctx); err != nil {
-			return Update{}, stopped(ctx, err)
+		switch woke, err := a.wait(ctx, wake); {
+		case err != nil:
+			return Update{}, false, stopped(ctx, err)
+		case woke:
+			return Update{}, true, nil
 		}
 		a.snapshot = true
 	}
@@ -241,7 +260,7 @@ func stopped(ctx context.Context, err error) error {
 // cursor begins. It returns nil (and subscribes after the cursor) when the
 // attachment resumes in the run in flight, and nil when nothing changed
 // since the last snapshot.
-func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
+func (a *Attachment) take(ctx context.Context) (snap *Snapshot, err error) {
 	st := a.st
 	var events []ledger.Event
 	var live []ledger.Live
@@ -259,9 +278,16 @@ func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
 		a.run, a.sub = r, r.hub.Subscribe(seq)
 	}
 	st.mu.Unlock()
+	defer func() {
+		if err != nil && a.sub != nil {
+			// No snapshot: no progress after it either, until the next
+			// take subscribes again.
+			a.sub.Close()
+			a.sub, a.run = nil, nil
+		}
+	}()
 	a.resume = false
 	if events == nil {
-		var err error
 		if events, err = st.store.Load(ctx, a.s.id); err != nil {
 			return nil, err
 		}
@@ -269,33 +295,39 @@ func (a *Attachment) take(ctx context.Context) (*Snapshot, error) {
 			return nil, nil // woken, but the ledger did not change
 		}
 	}
-	a.seen = len(events)
 	status, err := a.s.statusOf(ctx, events, live)
 	if err != nil {
 		return nil, err
 	}
-	a.cursor = cursor
+	seen := len(events)
 	// The transcript carries the bytes of the parts and tool outputs kept
 	// by reference.
 	if events, err = ResolveBlobs(ctx, st.store, events); err != nil {
 		return nil, err
 	}
+	a.seen, a.cursor = seen, cursor
 	return &Snapshot{Transcript: ledger.ProjectSession(a.s.id, events, live...), Status: status, Cursor: cursor}, nil
 }
 
 // wait waits for the session to change: a run goes live in this host, or
-// (another host's, or another process's) appends reach the storage.
-func (a *Attachment) wait(ctx context.Context) error {
+// (another host's, or another process's) appends reach the storage; or
+// for wake, and then reports woke.
+func (a *Attachment) wait(ctx context.Context, wake <-chan time.Time) (woke bool, err error) {
 	a.st.mu.Lock()
 	if a.st.cur != nil {
 		a.st.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	changed := a.st.changedLocked()
 	a.st.mu.Unlock()
 	var poll <-chan time.Time
 	if a.remote == nil {
-		t := time.NewTimer(attachPoll)
+		// The look is paced from the first wait on, however often a wake
+		// cuts the waits short.
+		if a.pollAt.IsZero() {
+			a.pollAt = time.Now().Add(attachPoll)
+		}
+		t := time.NewTimer(time.Until(a.pollAt))
 		defer t.Stop()
 		poll = t.C
 	}
@@ -306,8 +338,11 @@ func (a *Attachment) wait(ctx context.Context) error {
 			a.remote = nil
 		}
 	case <-poll:
+		a.pollAt = time.Time{}
+	case <-wake:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return nil
+	return false, nil
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/agentichost/agentic/host"
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/internal/gatestore"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/memory"
 )
 
 // viewer rebuilds the text of a session's items from what an attachment
@@ -23,6 +25,8 @@ type viewer struct {
 	items map[string][]rune
 	snaps int
 	cur   host.Cursor
+	wake  <-chan time.Time // read with NextOrWake and this wake, when set
+	wakes int              // the reads the wake cut short
 }
 
 func newViewer(t *testing.T) *viewer { return &viewer{t: t, items: map[string][]rune{}} }
@@ -41,9 +45,13 @@ func (v *viewer) read(ctx context.Context, a *host.Attachment, n int) bool {
 // readUntil is read, returning Next's error.
 func (v *viewer) readUntil(ctx context.Context, a *host.Attachment, n int) (bool, error) {
 	for seen := 0; n < 0 || seen < n; {
-		u, err := a.Next(ctx)
+		u, woke, err := a.NextOrWake(ctx, v.wake)
 		if err != nil {
 			return false, err
+		}
+		if woke {
+			v.wakes++
+			continue
 		}
 		v.cur = a.Cursor()
 		if s := u.Snapshot; s != nil {
@@ -153,6 +161,114 @@ func TestAttachMidStream(t *testing.T) {
 	u, err := a.Next(ctx)
 	if err != nil || u.Snapshot == nil || u.Snapshot.Status.State != host.StateCompleted {
 		t.Fatalf("attaching after the run ended: %+v %v, want a snapshot of the completed session", u, err)
+	}
+}
+
+// TestAttachNextOrWake: a viewer whose reads a fast timer keeps cutting
+// short (a relay's heartbeats and paced text) loses nothing: it reads a
+// snapshot, every character of two runs' text once, in order, and sees the
+// second run start; an idle read ends at the wake.
+func TestAttachNextOrWake(t *testing.T) {
+	m := hosttest.NewModel(hosttest.Reply{Text: strings.Repeat("tick ", 80)}, hosttest.Reply{Text: strings.Repeat("tock ", 80)})
+	m.Delay = time.Millisecond
+	hs := hosttest.New(t, host.Options{Model: m})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := hs.Host.Session("s")
+	a, err := s.Attach(ctx, host.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tick := time.NewTicker(200 * time.Microsecond)
+	defer tick.Stop()
+	v := newViewer(t)
+	v.wake = tick.C
+	// Nothing yet: a snapshot of the empty session, then reads that the
+	// wake ends.
+	if _, err := v.readUntil(ctx, a, 0); err != nil {
+		t.Fatal(err)
+	}
+	u, woke, err := a.NextOrWake(ctx, tick.C)
+	if u.Snapshot != nil {
+		v.snaps++
+		u, woke, err = a.NextOrWake(ctx, tick.C)
+	}
+	if !woke || err != nil || u.Snapshot != nil || u.Progress != nil {
+		t.Fatalf("an idle read: %+v woke %v, %v", u, woke, err)
+	}
+	for i, text := range []string{"first", "second"} {
+		done := make(chan error, 1)
+		go func() { _, err := s.Send(ctx, text, host.SendOptions{}); done <- err }()
+		if !v.read(ctx, a, -1) {
+			t.Fatalf("run %d: no run-end", i+1)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		v.check(s)
+	}
+	if v.wakes == 0 || v.snaps < 2 {
+		t.Errorf("%d reads woken, %d snapshots: the test did not cut the reads short", v.wakes, v.snaps)
+	}
+}
+
+// TestAttachSnapshotFails: a snapshot that fails midway — here its
+// context ends while it reads a tool call's child session — leaves the
+// attachment as it was: the next read takes the snapshot again, rather
+// than going on with the run's progress as if the viewer had the
+// snapshot.
+func TestAttachSnapshotFails(t *testing.T) {
+	release := make(chan struct{})
+	block := host.NewTool(host.ToolSpec{Name: "block", Effect: host.EffectRead}, func(ctx context.Context, _ host.ToolCall) (host.ToolResult, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return host.ToolResult{Output: "done"}, nil
+	})
+	defer close(release)
+	m := hosttest.NewModel(hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "block"}}}, hosttest.Reply{Text: "after the tool"})
+	gates := &gatestore.Gates{}
+	store := &gatestore.Memory{Store: memory.New(), G: gates}
+	hs := hosttest.New(t, host.Options{Model: m, Storage: store, Agent: host.Agent{Model: "m", Tools: []host.Tool{block}}})
+	ctx := context.Background()
+	s := hs.Host.Session("s")
+	if _, err := s.Start(ctx, "call it", host.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	evs := hosttest.WaitLedger(t, store, "s", 20*time.Second, "the tool call", func(evs []ledger.Event) bool {
+		return hosttest.CountKind(evs, ledger.KindStep) > 0
+	})
+	var callID string
+	for _, e := range evs {
+		if e.Step != nil && len(e.Step.ToolCalls) > 0 {
+			callID = e.Step.ToolCalls[0].ID
+		}
+	}
+	// The snapshot's status looks for a child session of the call in
+	// flight (a sub-agent's): that read is held, and the read's context
+	// ends meanwhile.
+	gate := gates.Set(gatestore.Load, host.ChildSessionID("s", callID))
+	a, err := s.Attach(ctx, host.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	first, cancel := context.WithCancel(ctx)
+	failed := make(chan error, 1)
+	go func() { _, err := a.Next(first); failed <- err }()
+	<-gate.Reached()
+	cancel()
+	gate.Open()
+	if err := <-failed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the snapshot whose context ended: %v", err)
+	}
+	again, cancel2 := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel2()
+	u, err := a.Next(again)
+	if err != nil || u.Snapshot == nil || u.Snapshot.Status.State != host.StateRunning {
+		t.Fatalf("the read after: %+v %v, want a snapshot of the running session", u, err)
 	}
 }
 

@@ -232,8 +232,7 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 	var (
 		sm        *host.Smoother[host.Cursor] // nil: no pacing
 		smAgent   = "\x00"                    // the agent sm paces for
-		pace      *time.Timer
-		paceC     <-chan time.Time
+		paceAt    time.Time                   // when the next paced chunk goes; zero: none waits
 		lastChunk time.Time
 	)
 	smoothFor := func(name string) {
@@ -249,11 +248,6 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		}
 	}
 	smoothFor(agent)
-	defer func() {
-		if pace != nil {
-			pace.Stop()
-		}
-	}()
 	sendOut := func(o host.Smoothed[host.Cursor]) error {
 		var cur host.Cursor
 		if o.Tagged {
@@ -265,115 +259,77 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		p := o.Progress
 		return send(host.Update{Progress: &p}, cur)
 	}
-	// arm starts the timer of the next chunk, when a whole one waits.
+	// arm sets when the next chunk goes, when a whole one waits.
 	arm := func() {
-		if sm == nil || paceC != nil || !sm.Ready() {
+		if sm == nil || !paceAt.IsZero() || !sm.Ready() {
 			return
 		}
-		pace = time.NewTimer(max(0, time.Until(lastChunk.Add(sm.Delay()))))
-		paceC = pace.C
+		paceAt = lastChunk.Add(sm.Delay())
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	type item struct {
-		u   host.Update
-		cur host.Cursor
-		err error
-	}
-	// The reader hands over what is ready in batches: the loop writes a
-	// batch, then flushes once (out.hold), so that the updates that came
-	// while the stream was busy leave in one write.
+	// The updates that are ready go out as a batch, flushed once
+	// (out.hold), so that those that came while the stream was busy leave
+	// in one write.
 	const maxBatch = 64
-	updates := make(chan []item)
-	spare := make(chan []item, 1) // a batch the loop is done with, reused
-	exited := make(chan struct{})
 	out.hold = true
 	defer func() {
-		cancel()
-		<-exited // the attachment is read by one goroutine at a time
 		out.hold = false
 		out.flushPending()
 	}()
-	go func() {
-		defer close(exited)
-		for {
-			var batch []item
-			select {
-			case batch = <-spare:
-			default:
-			}
-			u, err := a.Next(ctx)
-			batch = append(batch[:0], item{u, a.Cursor(), err})
-			for err == nil && len(batch) < maxBatch {
-				u, ok := a.TryNext()
-				if !ok {
-					break
-				}
-				batch = append(batch, item{u, a.Cursor(), nil})
-			}
-			select {
-			case updates <- batch:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	// relay writes one update; false ends the stream.
-	relay := func(it item) bool {
-		if it.err != nil {
+	relay := func(u host.Update, cur host.Cursor, err error) bool {
+		if err != nil {
 			switch {
-			case errors.Is(it.err, host.ErrSlowSubscriber):
+			case errors.Is(err, host.ErrSlowSubscriber):
 				stopped(codeTooSlow, "the client fell too far behind; reconnect with Last-Event-ID")
-			case errors.Is(it.err, host.ErrClosed):
+			case errors.Is(err, host.ErrClosed):
 				stopped(codeUnavailable, "the server is shutting down; reconnect")
 			}
 			return false
 		}
-		if sm == nil && it.u.Snapshot == nil {
-			return send(it.u, it.cur) == nil
+		if sm == nil && u.Snapshot == nil {
+			return send(u, cur) == nil
 		}
 		var outs []host.Smoothed[host.Cursor]
 		if sm != nil {
-			outs = sm.Push(it.u.Progress, it.cur)
+			outs = sm.Push(u.Progress, cur)
 		}
 		for _, o := range outs {
 			if err := sendOut(o); err != nil {
 				return false
 			}
 		}
-		if it.u.Snapshot != nil {
-			if err := send(it.u, it.cur); err != nil {
+		if u.Snapshot != nil {
+			if err := send(u, cur); err != nil {
 				return false
 			}
-			smoothFor(it.u.Snapshot.Status.Agent)
+			smoothFor(u.Snapshot.Status.Agent)
 		}
 		return true
 	}
-	beat := time.NewTicker(time.Duration(s.cfg.Heartbeat))
-	defer beat.Stop()
+	// One goroutine reads the attachment and keeps the times: a wait for
+	// the next update ends at the next heartbeat or paced chunk, whichever
+	// comes first.
+	heartbeat := time.Duration(s.cfg.Heartbeat)
+	nextBeat := time.Now().Add(heartbeat)
+	timer := time.NewTimer(heartbeat)
+	defer timer.Stop()
 	for {
-		select {
-		case batch := <-updates:
-			for i := range batch {
-				if !relay(batch[i]) {
-					return
-				}
-				batch[i] = item{}
-			}
-			select {
-			case spare <- batch:
-			default:
-			}
-			if out.flushPending() != nil {
+		wakeAt := nextBeat
+		if !paceAt.IsZero() && paceAt.Before(wakeAt) {
+			wakeAt = paceAt
+		}
+		timer.Reset(time.Until(wakeAt))
+		u, woke, err := a.NextOrWake(ctx, timer.C)
+		if !woke {
+			if !relay(u, a.Cursor(), err) {
 				return
 			}
-			arm()
-		case <-paceC:
-			paceC = nil
-			if o, ok := sm.Next(); ok {
-				if err := sendOut(o); err != nil {
+			for range maxBatch - 1 {
+				u, ok := a.TryNext()
+				if !ok {
+					break
+				}
+				if !relay(u, a.Cursor(), nil) {
 					return
 				}
 			}
@@ -381,7 +337,24 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 				return
 			}
 			arm()
-		case <-beat.C:
+		}
+		now := time.Now()
+		if !paceAt.IsZero() && !now.Before(paceAt) {
+			paceAt = time.Time{}
+			if sm != nil { // (a snapshot may have named an agent that does not pace)
+				if o, ok := sm.Next(); ok {
+					if err := sendOut(o); err != nil {
+						return
+					}
+				}
+				if out.flushPending() != nil {
+					return
+				}
+				arm()
+			}
+		}
+		if !now.Before(nextBeat) {
+			nextBeat = now.Add(heartbeat)
 			if why := s.revoked(ctx, key, t); why != "" {
 				stopped(codeUnauthorized, why)
 				return
@@ -389,8 +362,6 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			if err := out.comment("ping"); err != nil {
 				return
 			}
-		case <-ctx.Done():
-			return
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 )
 
 // ErrDropped is returned by [Sub.Next] to a subscriber that fell more than
@@ -174,30 +175,41 @@ func (s *Sub[T]) Next(ctx context.Context) (T, int, error) {
 // returns stopErr: a subscriber that must also stop at another signal (its
 // host closing, say) need not make a context for each wait.
 func (s *Sub[T]) NextOr(ctx context.Context, stop <-chan struct{}, stopErr error) (T, int, error) {
+	v, off, _, err := s.NextOrWake(ctx, stop, stopErr, nil)
+	return v, off, err
+}
+
+// NextOrWake is NextOr that also returns, with woke true and nothing read,
+// when wake fires while it waits: a reader that has other work at set
+// times (a heartbeat, say) waits for values and for its timer at once, on
+// one goroutine.
+func (s *Sub[T]) NextOrWake(ctx context.Context, stop <-chan struct{}, stopErr error, wake <-chan time.Time) (v T, off int, woke bool, err error) {
 	var zero T
 	for {
 		s.h.mu.Lock()
 		switch {
 		case s.err != nil:
 			s.h.mu.Unlock()
-			return zero, 0, s.err
+			return zero, 0, false, s.err
 		case s.next < len(s.h.log):
 			v := s.h.log[s.next]
 			s.next++
 			off := s.next
 			s.h.mu.Unlock()
-			return v, off, nil
+			return v, off, false, nil
 		case s.h.closed:
 			s.h.mu.Unlock()
-			return zero, 0, io.EOF
+			return zero, 0, false, io.EOF
 		}
 		s.h.mu.Unlock()
 		select {
 		case <-s.ready:
 		case <-ctx.Done():
-			return zero, 0, ctx.Err()
+			return zero, 0, false, ctx.Err()
 		case <-stop:
-			return zero, 0, stopErr
+			return zero, 0, false, stopErr
+		case <-wake:
+			return zero, 0, true, nil
 		}
 	}
 }
