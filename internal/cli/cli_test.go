@@ -27,6 +27,12 @@ import (
 // run runs the command in process and returns its exit code and output.
 func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runEnv(t, nil, stdin, args...)
+}
+
+// runEnv is run with the environment variables vars.
+func runEnv(t *testing.T, vars map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	env := cli.Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
 		Getenv: func(k string) string {
@@ -37,7 +43,7 @@ func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 				// by every command that loads it.
 				return filepath.Join(plugintest.CacheDir(), "wazero")
 			}
-			return ""
+			return vars[k]
 		}}
 	code = cli.Main(context.Background(), args, env)
 	return code, out.String(), errOut.String()

@@ -1,8 +1,16 @@
 package cli_test
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage/file"
 )
 
 // TestChatTimeouts: the --timeout-* flags reach the agent. A reply slower
@@ -26,4 +34,95 @@ func TestChatTimeouts(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "--timeout-step must not be negative") {
 		t.Errorf("a negative timeout: exit %d, %q", code, errOut)
 	}
+}
+
+// TestChatFlagsReachTheAgent: AGENTIC_MODEL and OPENROUTER_BASE_URL name
+// the model and the endpoint; --max-steps bounds the passes; a stalled
+// reply is cut by --timeout-first-chunk and --timeout-chunk (and retried,
+// each cut a retry in the ledger) and ends the run at --timeout-step;
+// --max-blob-bytes refuses an attachment past it, appending nothing.
+func TestChatFlagsReachTheAgent(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == "tool" || strings.Contains(last.Text, "loop"):
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "no_such_tool", Arguments: "{}"}}}
+		case strings.Contains(last.Text, "silent"):
+			return fakemodel.Reply{Text: "one two three", Fault: &fakemodel.Fault{Kind: fakemodel.FaultStall, After: -1}}
+		case strings.Contains(last.Text, "pause"):
+			return fakemodel.Reply{Text: "one two three", Fault: &fakemodel.Fault{Kind: fakemodel.FaultStall, After: 2}}
+		}
+		return fakemodel.DefaultReply(req)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	vars := map[string]string{"AGENTIC_MODEL": "acme/from-env", "OPENROUTER_BASE_URL": srv.URL()}
+	store := "file:" + t.TempDir()
+	if code, out, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", "env", "hi"); code != 0 || !strings.HasSuffix(out, "You said: hi\n") {
+		t.Fatalf("with the environment alone: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := srv.Requests()[0].Model; got != "acme/from-env" {
+		t.Errorf("the model asked: %q, want AGENTIC_MODEL's", got)
+	}
+
+	code, _, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", "loop", "--max-steps", "2", "loop")
+	if code != 1 || !strings.Contains(errOut, "the run reached its bound of 2 model passes while the model still called tools") {
+		t.Errorf("--max-steps 2: exit %d, %q", code, errOut)
+	}
+
+	// A reply that never starts: each attempt is cut at the first-chunk
+	// bound and retried, until the step's bound ends the run. A reply that
+	// falls silent after two chunks: the same, at the chunk bound.
+	for _, tc := range []struct{ flag, text, retry string }{
+		{"--timeout-first-chunk", "silent", "the model sent nothing for 50ms after the request (first-chunk timeout)"},
+		{"--timeout-chunk", "pause", "the model stream was silent for 50ms (chunk timeout)"},
+	} {
+		session := strings.TrimPrefix(tc.flag, "--timeout-")
+		code, _, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", session, tc.flag, "50ms", "--timeout-step", "3s", tc.text)
+		if code != 124 || !strings.Contains(errOut, "step 0 ran past its step timeout of 3s") {
+			t.Errorf("%s: exit %d, %q, want 124 naming the step timeout", tc.flag, code, errOut)
+		}
+		retries := 0
+		for _, e := range sessionEvents(t, store, session) {
+			if e.Retry != nil {
+				if !strings.Contains(e.Retry.Reason, tc.retry) {
+					t.Errorf("%s: a retry for %q, want %q", tc.flag, e.Retry.Reason, tc.retry)
+				}
+				retries++
+			}
+		}
+		if retries == 0 {
+			t.Errorf("%s: no attempt was cut and retried: %s", tc.flag, hosttest.Kinds(sessionEvents(t, store, session)))
+		}
+	}
+
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.png")
+	if err := os.WriteFile(big, append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runEnv(t, vars, "", "chat", "--storage", store, "--session", "blob", "--blob-threshold", "16", "--max-blob-bytes", "1000", "--attach", big, "look")
+	if code != 1 || !strings.Contains(errOut, "a part of 4104 bytes is larger than the largest blob allowed (1000 bytes)") {
+		t.Errorf("--max-blob-bytes: exit %d, %q", code, errOut)
+	}
+	if evs := sessionEvents(t, store, "blob"); len(evs) != 0 {
+		t.Errorf("the refused message left %d events", len(evs))
+	}
+}
+
+// sessionEvents loads a session's ledger from a file store URL.
+func sessionEvents(t *testing.T, storeURL, session string) []ledger.Event {
+	t.Helper()
+	st, err := file.Open(strings.TrimPrefix(storeURL, "file:"), file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.Load(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
