@@ -8,10 +8,12 @@ import (
 
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
+	"github.com/agentichost/agentic/storage/redis"
 )
 
 // schedClock is a clock a test sets.
@@ -328,5 +330,44 @@ func TestServeSchedulesConfig(t *testing.T) {
 	if got := loaded.Tenants["acme"].Schedules; len(got) != 1 || got[0] != (server.ScheduleConfig{ID: "digest", Session: "daily", Agent: "default",
 		Cron: "0 8 * * *", Timezone: "Europe/Paris", Text: "the digest", Missed: "skip"}) {
 		t.Errorf("loaded %+v", got)
+	}
+}
+
+// TestServeSchedulesStopOnDrain: a draining server (SIGTERM's first step)
+// stops firing at once and gives its schedules' lease up rather than
+// letting it lapse, so that another host takes the schedules over; later
+// occurrences are not fired by it.
+func TestServeSchedulesStopOnDrain(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	store, err := redis.Open(t.Context(), srv.URL(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c := newSchedClock(t, "2026-12-03T06:59:30Z")
+	setup := withSchedules(c, store, nil, server.ScheduleConfig{ID: "tick", Session: "s", Cron: "* * * * *", Text: "tick"})
+	mutate := setup.Mutate
+	setup.Mutate = func(cfg *server.Config) {
+		mutate(cfg)
+		cfg.LeaseTTL = server.Duration(time.Hour) // a lease given up, not lapsed
+	}
+	ts := startServer(t, setup)
+	c.set(t, "2026-12-03T07:00:01Z")
+	answered(t, store, "acme", "s")
+	holder, _, err := store.LeaseHolder(t.Context(), "schedules.acme")
+	if err != nil || holder == "" {
+		t.Fatalf("the schedules' lease while firing: %q %v", holder, err)
+	}
+	ts.srv.Drain()
+	if holder, _, err := store.LeaseHolder(t.Context(), "schedules.acme"); err != nil || holder != "" {
+		t.Errorf("the schedules' lease after Drain: held by %q (%v), want given up", holder, err)
+	}
+	// The next occurrences pass: nothing fires. (Drain returned once the
+	// runners stopped; the wait gives a runner that still polled fifty
+	// polls to show itself.)
+	c.set(t, "2026-12-03T07:02:01Z")
+	time.Sleep(500 * time.Millisecond)
+	if got := inputsOf(t, store, "acme", "s"); len(got) != 1 {
+		t.Errorf("messages after Drain: %q, want the one before", got)
 	}
 }
