@@ -728,3 +728,34 @@ plugin_cache_dir: %s
 		t.Errorf("the model was called %d times, want twice (the pass that crossed, the pass on the grant)", n)
 	}
 }
+
+// TestSlowHeaders: a client that starts a request and never ends its
+// headers has its connection closed (after 10 s) by serve and by mcp
+// --http, rather than held open for good.
+func TestSlowHeaders(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
+	bin := needBinary(t)
+	model := slowModel(t)
+	s := startServe(t, "serve", bin, writeServeConfig(t, "file:"+t.TempDir(), model.URL(), ""))
+	mcpURL, _ := mcpHTTP(t, bin, "slow-headers-key", "--plugins", t.TempDir())
+	for name, addr := range map[string]string{
+		"serve":      strings.TrimPrefix(s.url, "http://"),
+		"mcp --http": strings.TrimSuffix(strings.TrimPrefix(mcpURL, "http://"), "/mcp"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Half: ", addr)
+			c.SetReadDeadline(time.Now().Add(time.Minute)) // a guard: the bound is 10 s
+			if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("a request whose headers never end: read %d bytes, %v after %v; want the connection closed", n, err, time.Since(start))
+			}
+			t.Logf("closed after %v", time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
