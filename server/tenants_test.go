@@ -18,6 +18,7 @@ import (
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -526,5 +527,56 @@ func TestBudgetFailsOpen(t *testing.T) {
 	ts.model.Enqueue(costing(hosttest.Reply{Text: "through"}, 0.01))
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, "through") {
 		t.Fatalf("a message while the budget cannot be read: %d %s, want it answered", code, body)
+	}
+}
+
+// counterless is a store that keeps values but no counters
+// (storage.Counter), as a custom store may.
+type counterless struct {
+	storage.Storage
+	storage.KV
+	storage.Lister
+}
+
+// TestBudgetWithoutCounters: on a store without storage.Counter the budget
+// still holds: each host keeps its share of the day in the key-value
+// store, under its host_id, and a check adds every host's up, so a second
+// host refuses (402) once the first spent the budget.
+func TestBudgetWithoutCounters(t *testing.T) {
+	mem := memory.New()
+	store := counterless{Storage: mem, KV: mem, Lister: mem}
+	if _, ok := any(store).(storage.Counter); ok {
+		t.Fatal("the test's store keeps counters")
+	}
+	hosts := map[string]*testServer{}
+	for _, id := range []string{"host-a", "host-b"} {
+		hosts[id] = startServer(t, serverSetup{Store: store, Mutate: func(c *server.Config) {
+			c.HostID = id
+			acme := c.Tenants["acme"]
+			acme.BudgetUSDPerDay = 1
+			c.Tenants["acme"] = acme
+		}})
+		hosts[id].model.Respond = func(model.Request) hosttest.Reply { return costing(hosttest.Reply{Text: "answered"}, 0.4) }
+	}
+	a, b := hosts["host-a"], hosts["host-b"]
+	for i := range 3 {
+		if code, body := a.do(t, a.acme, "POST", fmt.Sprintf("/v1/sessions/a%d/messages?wait=true", i), `{"text":"go"}`); code != 200 {
+			t.Fatalf("A's run %d within the budget: %d %s", i, code, body)
+		}
+	}
+	if code, body := a.do(t, a.acme, "POST", "/v1/sessions/a3/messages", `{"text":"go"}`); code != 402 || !strings.Contains(body, "budget_exceeded") {
+		t.Errorf("A past the budget: %d %s", code, body)
+	}
+	shares, err := mem.Keys(context.Background(), "agentic:budget:acme:"+time.Now().UTC().Format(time.DateOnly))
+	if err != nil || !slices.Equal(shares, []string{"host-a"}) {
+		t.Errorf("the day's shares: %v %v, want host-a's", shares, err)
+	}
+	// B reads A's share (at most a second stale) and refuses too.
+	waitFor(t, "B to count A's spend", func() bool {
+		_, body := b.do(t, b.acme, "GET", "/v1/usage", "")
+		return strings.Contains(body, `"spent_today":1.2`)
+	})
+	if code, body := b.do(t, b.acme, "POST", "/v1/sessions/b0/messages", `{"text":"go"}`); code != 402 || !strings.Contains(body, "budget_exceeded") {
+		t.Errorf("B past the budget A spent: %d %s", code, body)
 	}
 }
