@@ -223,6 +223,10 @@ func (r *Runtime) compileIsolated(ctx context.Context, wasm []byte, hash string,
 		MaxTableElements: l.MaxTableElements,
 	})
 	r.compilerRuns.Add(1)
+	running := r.compilersRunning.Add(1)
+	defer r.compilersRunning.Add(-1)
+	for peak := r.compilersPeak.Load(); running > peak && !r.compilersPeak.CompareAndSwap(peak, running); peak = r.compilersPeak.Load() {
+	}
 	cmd := exec.CommandContext(cctx, exe)
 	// The race detector (in test binaries) sleeps a second at exit unless
 	// told not to.

@@ -311,3 +311,26 @@ func TestConcurrentLoadsHammer(t *testing.T) {
 		}
 	}
 }
+
+// TestCompilesTwoAtOnce: however many modules load at once, at most two
+// compiler processes run: four compile bombs loaded together (each runs
+// to its compile deadline) are compiled two by two, each refused.
+func TestCompilesTwoAtOnce(t *testing.T) {
+	rt, _ := newRuntime(t)
+	limits := plugins.Limits{CompileTimeout: 2 * time.Second}
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			_, err := rt.Load(context.Background(), plugins.Source{Name: fmt.Sprintf("bomb%d", i), Wasm: nestedBlocks(100_000 + i), Tenant: "acme", Limits: limits})
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; !errors.Is(err, plugins.ErrInvalidModule) {
+			t.Errorf("a compile bomb: %v, want refused", err)
+		}
+	}
+	if runs, peak := plugins.CompilerRuns(rt), plugins.CompilersPeak(rt); runs != 4 || peak != 2 {
+		t.Errorf("%d compiler processes, at most %d at once; want 4, two at once", runs, peak)
+	}
+}

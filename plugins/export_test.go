@@ -17,6 +17,9 @@ func (w *DirWatcher) PrepareForTest(ctx context.Context, name string) (commit fu
 // CompilerRuns is the number of compiler processes r started.
 func CompilerRuns(r *Runtime) int64 { return r.compilerRuns.Load() }
 
+// CompilersPeak is the most compiler processes r ran at once.
+func CompilersPeak(r *Runtime) int64 { return r.compilersPeak.Load() }
+
 // SharedPlugins is the number of compiled modules r's modules share.
 func SharedPlugins(r *Runtime) int {
 	r.loadMu.Lock()

@@ -90,6 +90,9 @@ type Runtime struct {
 	// compilerRuns counts the compiler processes started (a test's way to
 	// see a module compiled once: every JavaScript plugin's engine).
 	compilerRuns atomic.Int64
+	// compilersRunning and compilersPeak count the compiler processes
+	// running now and at most at once (for the tests of the bound).
+	compilersRunning, compilersPeak atomic.Int64
 	prepared     preparedCache // the metered modules compiled into the cache
 	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart
