@@ -93,8 +93,8 @@ type Runtime struct {
 	// compilersRunning and compilersPeak count the compiler processes
 	// running now and at most at once (for the tests of the bound).
 	compilersRunning, compilersPeak atomic.Int64
-	prepared     preparedCache // the metered modules compiled into the cache
-	pruneKept    sync.Once     // other builds' kept modules pruned (compiler.go)
+	prepared                        preparedCache // the metered modules compiled into the cache
+	pruneKept                       sync.Once     // other builds' kept modules pruned (compiler.go)
 	// loadMu keeps the runtime's calls of extism.NewCompiledPlugin apart
 	// (and guards shared). They compile through the shared cache, and
 	// wazero v1.12.0 publishes a module it read from the file cache to
