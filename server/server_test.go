@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +276,86 @@ func TestEventStream(t *testing.T) {
 	for _, it := range tr.Items {
 		if it.Kind == "response" && text[it.ID] != it.Text {
 			t.Errorf("item %s: the client has %q, the transcript %q", it.ID, text[it.ID], it.Text)
+		}
+	}
+}
+
+// TestTranscriptPages: ?limit, ?before and ?after page a transcript: the
+// last items first, then the earlier ones page by page, or the later ones
+// after an item; walked back to the start, the pages are the whole
+// transcript in order. Without them the transcript is whole, as before;
+// a bad page is refused naming what is wrong.
+func TestTranscriptPages(t *testing.T) {
+	ts := newTestServer(t)
+	for i := range 5 {
+		if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/p/messages?wait=true", fmt.Sprintf(`{"text":"turn %d"}`, i)); code != 200 {
+			t.Fatalf("turn %d: %d %s", i, code, body)
+		}
+	}
+	type page struct {
+		Items []struct{ ID, Kind, Text string }
+		Page  *struct {
+			HasEarlier bool `json:"has_earlier"`
+			HasLater   bool `json:"has_later"`
+		}
+	}
+	get := func(query string) page {
+		t.Helper()
+		code, body := ts.do(t, ts.acme, "GET", "/v1/sessions/p/transcript"+query, "")
+		if code != 200 {
+			t.Fatalf("%s: %d %s", query, code, body)
+		}
+		return decodeJSON[page](t, body)
+	}
+	whole := get("")
+	if len(whole.Items) != 10 || whole.Page != nil {
+		t.Fatalf("the whole transcript: %d items, page %+v", len(whole.Items), whole.Page)
+	}
+	var ids []string
+	for _, it := range whole.Items {
+		ids = append(ids, it.ID)
+	}
+	// Backwards from the end, four at a time.
+	var back []string
+	p := get("?limit=4")
+	for n := 0; ; n++ {
+		if n > 5 {
+			t.Fatal("the pages never reach the start")
+		}
+		var got []string
+		for _, it := range p.Items {
+			got = append(got, it.ID)
+		}
+		back = append(got, back...)
+		if p.Page == nil || p.Page.HasLater != (n > 0) || len(p.Items) == 0 {
+			t.Fatalf("page %d: %+v", n, p)
+		}
+		if !p.Page.HasEarlier {
+			break
+		}
+		p = get("?limit=4&before=" + p.Items[0].ID)
+	}
+	if !slices.Equal(back, ids) {
+		t.Errorf("the pages walked back: %v, want %v", back, ids)
+	}
+	// Forwards after an item.
+	p = get("?limit=3&after=" + ids[2])
+	if len(p.Items) != 3 || p.Items[0].ID != ids[3] || p.Items[2].ID != ids[5] || !p.Page.HasEarlier || !p.Page.HasLater {
+		t.Errorf("three after the third: %+v", p)
+	}
+	if p = get("?after=" + ids[9]); len(p.Items) != 0 || !p.Page.HasEarlier || p.Page.HasLater {
+		t.Errorf("after the last: %+v", p)
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"?after=nope", "after: no item nope in the transcript"},
+		{"?before=nope", "before: no item nope in the transcript"},
+		{"?after=" + ids[0] + "&before=" + ids[3], "after and before: give one of them"},
+		{"?limit=0", `limit: want 1 to 1000, got \"0\"`},
+		{"?limit=1001", `limit: want 1 to 1000, got \"1001\"`},
+		{"?limit=x", `limit: want 1 to 1000, got \"x\"`},
+	} {
+		if code, body := ts.do(t, ts.acme, "GET", "/v1/sessions/p/transcript"+tc.query, ""); code != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want 400 and %q", tc.query, code, body, tc.want)
 		}
 	}
 }

@@ -535,6 +535,10 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *tenant) {
 
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant) {
 	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	q, ok := pageQuery(w, r)
 	if !ok || !s.exists(w, r, t, id) {
 		return
 	}
@@ -546,7 +550,87 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request, t *tenant
 		readError(w, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ledger.WireTranscript(tr))
+	if q == (transcriptQuery{}) {
+		writeJSON(w, http.StatusOK, ledger.WireTranscript(tr))
+		return
+	}
+	var pg transcriptPage
+	if tr.Items, pg, err = q.page(tr.Items); err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalid, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ledger.Transcript
+		Page transcriptPage `json:"page"`
+	}{ledger.WireTranscript(tr), pg})
+}
+
+// maxTranscriptPage bounds a page of a transcript (?limit).
+const maxTranscriptPage = 1000
+
+// transcriptQuery is a request for a page of a transcript: at most Limit
+// items after the item After, or before the item Before, or the last
+// Limit items. The zero query is the whole transcript.
+type transcriptQuery struct {
+	After, Before string
+	Limit         int
+}
+
+// transcriptPage tells a client what lies around a page of a transcript.
+type transcriptPage struct {
+	// HasEarlier and HasLater tell whether items come before the page's
+	// first and after its last: ask with before=FIRST or after=LAST.
+	HasEarlier bool `json:"has_earlier"`
+	HasLater   bool `json:"has_later"`
+}
+
+// pageQuery reads a transcript's ?limit, ?after and ?before, answering a
+// bad one 400.
+func pageQuery(w http.ResponseWriter, r *http.Request) (transcriptQuery, bool) {
+	v := r.URL.Query()
+	q := transcriptQuery{After: v.Get("after"), Before: v.Get("before")}
+	if q.After != "" && q.Before != "" {
+		writeError(w, http.StatusBadRequest, codeInvalid, "after and before: give one of them")
+		return q, false
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxTranscriptPage {
+			writeError(w, http.StatusBadRequest, codeInvalid, "limit: want 1 to %d, got %q", maxTranscriptPage, l)
+			return q, false
+		}
+		q.Limit = n
+	} else if q.After != "" || q.Before != "" {
+		q.Limit = 100
+	}
+	return q, true
+}
+
+// page cuts items to the query's page.
+func (q transcriptQuery) page(items []ledger.Item) ([]ledger.Item, transcriptPage, error) {
+	index := func(id string) (int, error) {
+		i := slices.IndexFunc(items, func(it ledger.Item) bool { return it.ID == id })
+		if i < 0 {
+			return 0, fmt.Errorf("no item %s in the transcript", id)
+		}
+		return i, nil
+	}
+	from, to := max(len(items)-q.Limit, 0), len(items) // the last Limit items
+	switch {
+	case q.After != "":
+		i, err := index(q.After)
+		if err != nil {
+			return nil, transcriptPage{}, fmt.Errorf("after: %w", err)
+		}
+		from, to = i+1, min(i+1+q.Limit, len(items))
+	case q.Before != "":
+		i, err := index(q.Before)
+		if err != nil {
+			return nil, transcriptPage{}, fmt.Errorf("before: %w", err)
+		}
+		from, to = max(i-q.Limit, 0), i
+	}
+	return items[from:to:to], transcriptPage{HasEarlier: from > 0, HasLater: to < len(items)}, nil
 }
 
 // resumeRequest is the body of POST /v1/sessions/{id}/resume.
