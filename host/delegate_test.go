@@ -225,7 +225,8 @@ func TestDelegate(t *testing.T) {
 // TestDelegateCrash: a host that stops while the child works (as a crash
 // leaves them: both runs interrupted) is followed by one whose boot sweep
 // resumes both: the parent's call, made again, finds the child run it
-// started (no second message, no second run), which goes on from where its
+// started (no second message, no second run, and no second admission:
+// DelegateLimits.Admit is asked once), which goes on from where its
 // ledger stopped — its finished tool not run again — and the parent gets
 // its answer, once.
 func TestDelegateCrash(t *testing.T) {
@@ -235,7 +236,12 @@ func TestDelegateCrash(t *testing.T) {
 			open := mk(t)
 			child := f.child(0)
 			parent := f.parent(t, child)
-			h1, err := host.New(host.Options{Storage: open(), Model: f.model, Agent: parent, HostID: "h1", LeaseTTL: 2 * time.Second})
+			var admits atomic.Int32
+			limits := host.DelegateLimits{Admit: func(context.Context, string) (func(), error) {
+				admits.Add(1)
+				return func() {}, nil
+			}}
+			h1, err := host.New(host.Options{Storage: open(), Model: f.model, Agent: parent, HostID: "h1", LeaseTTL: 2 * time.Second, Delegation: limits})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +262,7 @@ func TestDelegateCrash(t *testing.T) {
 
 			resumed := make(chan string, 4)
 			store := open()
-			h2, err := host.New(host.Options{Storage: store, Model: f.model, Agent: parent, HostID: "h2", LeaseTTL: 2 * time.Second,
+			h2, err := host.New(host.Options{Storage: store, Model: f.model, Agent: parent, HostID: "h2", LeaseTTL: 2 * time.Second, Delegation: limits,
 				AutoResume: &host.AutoResume{AgentFor: f.agentFor(parent, child), Interval: -1,
 					OnResumed: func(id string, res host.RunResult, err error) { resumed <- id }}})
 			if err != nil {
@@ -287,6 +293,9 @@ func TestDelegateCrash(t *testing.T) {
 			}
 			if f.counted.Load() != 1 {
 				t.Fatalf("the child's count ran %d times, want once", f.counted.Load())
+			}
+			if n := admits.Load(); n != 1 {
+				t.Fatalf("the child was admitted %d times, want once (the call made again finds its task)", n)
 			}
 			// block ran twice: its first run was cut before it had a
 			// result (as a crash cuts it), and it is a write tool, so the
