@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,5 +316,52 @@ func TestDeleteForgetsEvents(t *testing.T) {
 	res, err := s.Send(ctx, "please wait_event key=stale", host.SendOptions{})
 	if err != nil || res.Status != ledger.RunWaiting {
 		t.Fatalf("a wait in the session made again: %s %v, want waiting (the old event gone)", res.Status, err)
+	}
+}
+
+// TestWaitWithApproval: a pass whose calls both wait for an event and ask
+// a person parks approval_required, not waiting — people come first — in
+// the run's result and the session's status; once the person approved,
+// the run parks again, waiting for the event alone, and the event ends it.
+func TestWaitWithApproval(t *testing.T) {
+	var published atomic.Int32
+	publish := host.NewTool(host.ToolSpec{Name: "publish", Effect: host.EffectExternal}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		published.Add(1)
+		return host.ToolResult{Output: "published"}, nil
+	})
+	h, _, _ := waitHostStore(t, t.TempDir(), func(o *host.Options) {
+		o.Agent.Tools = append(o.Agent.Tools, publish)
+	})
+	ctx := context.Background()
+	s := h.Session("wa")
+	res, err := s.Send(ctx, "please wait_event key=order-7-paid and publish", host.SendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != ledger.RunApprovalRequired || len(res.Approvals) != 1 || res.Approvals[0].Tool != "publish" {
+		t.Fatalf("Send: %s approvals %+v waits %+v, want approval_required for publish", res.Status, res.Approvals, res.Waits)
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != host.StateApprovalRequired {
+		t.Fatalf("status %s, want approval_required while a person is asked and a call waits", st.State)
+	}
+	run, err := s.Decide(ctx, res.Approvals[0].ApprovalID, host.ApprovalDecision{Approve: true, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err = run.Wait(ctx); err != nil || res.Status != ledger.RunWaiting || published.Load() != 1 {
+		t.Fatalf("after the approval: %s %v (published %d), want waiting for the event", res.Status, err, published.Load())
+	}
+	if st, err = s.Status(ctx); err != nil || st.State != host.StateWaiting {
+		t.Fatalf("status after the approval: %s %v, want waiting", st.State, err)
+	}
+	if _, err := s.PostEvent(ctx, "order-7-paid", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if end := waitEnd(t, s); end.State != host.StateCompleted {
+		t.Fatalf("the run ended %s: %s", end.State, end.Reason)
 	}
 }
