@@ -122,6 +122,48 @@ func TestTaskResumedAfterCrash(t *testing.T) {
 	}
 }
 
+// TestTaskResumeAnsweredMakesNoCall: a task whose process died after its
+// accepted submission was answered (the tool result recorded, the run's
+// end not) is resumed without another model call: the submission stands
+// and the run ends with it.
+func TestTaskResumeAnsweredMakesNoCall(t *testing.T) {
+	script := []fakemodel.Reply{submit(`{"title":"Fixed","count":2}`), submit(`{"title":"Other","count":3}`)}
+	spec := host.TaskSpec{Prompt: "Write a title.", Deliverable: host.Deliverable{Name: "headline", Schema: titleSchema}}
+	answered := 0
+	for n := int32(1); ; n++ {
+		base, model, finished := crashingTask(t, n, script, spec)
+		if finished != nil {
+			break
+		}
+		events, _ := base.Load(context.Background(), "task-crash")
+		accepted := false
+		for _, e := range events {
+			if r := e.ToolResult; r != nil && r.Name == "submit_deliverable" && !r.IsError {
+				accepted = true
+			}
+		}
+		if !accepted {
+			continue
+		}
+		answered++
+		asked := model.RequestCount()
+		h2 := nextHost(t, base, model)
+		if _, err := h2.Resume(context.Background(), "task-crash"); err != nil {
+			t.Fatalf("Resume after %d appends: %v", n, err)
+		}
+		out, ok, err := h2.Session("task-crash").TaskOutcome(context.Background(), "")
+		if err != nil || !ok || out.Status != host.OutcomeSubmitted || string(out.Value) != `{"title":"Fixed","count":2}` {
+			t.Fatalf("after %d appends: %+v %v %v, want the answered submission", n, out, ok, err)
+		}
+		if more := model.RequestCount() - asked; more != 0 {
+			t.Errorf("after %d appends (the submission answered): the resumed run called the model %d times, want none", n, more)
+		}
+	}
+	if answered == 0 {
+		t.Fatal("no crash point fell between the answered submission and the run's end")
+	}
+}
+
 // TestTaskResumeKeepsPokes: pokes spent before the crash stay spent.
 func TestTaskResumeKeepsPokes(t *testing.T) {
 	script := []fakemodel.Reply{{Text: "thinking"}, {Text: "still thinking"}, {Text: "thinking again"}, submit(`{"title":"Late","count":1}`)}
