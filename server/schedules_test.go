@@ -352,6 +352,9 @@ func TestServeSchedulesStopOnDrain(t *testing.T) {
 		cfg.LeaseTTL = server.Duration(time.Hour) // a lease given up, not lapsed
 	}
 	ts := startServer(t, setup)
+	if err := server.TickSchedules(ts.srv); err != nil { // the schedule known before its time comes
+		t.Fatal(err)
+	}
 	c.set(t, "2026-12-03T07:00:01Z")
 	answered(t, store, "acme", "s")
 	holder, _, err := store.LeaseHolder(t.Context(), "schedules.acme")
