@@ -143,6 +143,30 @@ func newReflector(t testing.TB) *httptest.Server {
 			io.WriteString(w, echo)
 		case "/always-gzip": // compressed whatever was asked (httpbin's /gzip)
 			compress("gzip")
+		case "/always-x-gzip": // gzip under its old name
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write([]byte(echo))
+			zw.Close()
+			w.Header().Set("Content-Encoding", "x-gzip")
+			w.Write(buf.Bytes())
+		case "/stacked": // gzip, then deflate over it
+			layers := q["layer"]
+			body := []byte(echo)
+			for _, enc := range layers {
+				var buf bytes.Buffer
+				var zw io.WriteCloser = gzip.NewWriter(&buf)
+				if enc == "deflate" {
+					zw = zlib.NewWriter(&buf)
+				}
+				zw.Write(body)
+				zw.Close()
+				body = buf.Bytes()
+			}
+			w.Header().Set("Content-Encoding", strings.Join(layers, ", "))
+			w.Write(body)
+		case "/asked": // what the request asked for, without the secret
+			fmt.Fprintf(w, "accept-encoding=%q range=%q if-range=%q\n", r.Header.Get("Accept-Encoding"), r.Header.Get("Range"), r.Header.Get("If-Range"))
 		case "/always-deflate":
 			compress("deflate")
 		case "/empty-gzip": // compressed, and empty (as a HEAD's answer is)
@@ -262,6 +286,11 @@ func TestSecretReflected(t *testing.T) {
 		{"deflate unasked", "http", request(srv.URL+"/always-deflate", nil), "[secret withheld]", false},
 		{"compressed and empty", "http", request(srv.URL+"/empty-gzip", nil), `"status":204`, false},
 		{"an encoding the host cannot read", "http", request(srv.URL+"/br", nil), "denied", false},
+		{"x-gzip unasked", "http", request(srv.URL+"/always-x-gzip", nil), "[secret withheld]", false},
+		{"two encodings stacked", "http", request(srv.URL+"/stacked?layer=gzip&layer=deflate", nil), "[secret withheld]", false},
+		{"three encodings stacked", "http", request(srv.URL+"/stacked?layer=gzip&layer=deflate&layer=gzip", nil), "denied", false},
+		{"what the request asked", "http", request(srv.URL+"/asked", map[string]string{"Accept-Encoding": "gzip, br", "Range": "bytes=0-9", "If-Range": `"v1"`}),
+			`accept-encoding=\"identity\" range=\"\" if-range=\"\"`, false},
 		{"range", "cat", `{"requests":[` + request(srv.URL+"/range", map[string]string{"Range": "bytes=0-33"}) + "," +
 			request(srv.URL+"/range", map[string]string{"Range": "bytes=34-"}) + `]}`, "[secret withheld]", false},
 		{"header name", "http", request(srv.URL+"/name", nil), "[secret withheld]", false},
