@@ -311,3 +311,39 @@ func TestBearerKey(t *testing.T) {
 		t.Errorf("a session's request without the key: HTTP %d", status)
 	}
 }
+
+// TestIdleSessionsClosed: a session that sends nothing for its
+// SessionTimeout (30 minutes unless set; here a second) is closed: its id
+// then answers 404, and a client starts a new session.
+func TestIdleSessionsClosed(t *testing.T) {
+	e := newEnv(t, map[string][]byte{"get_account.wasm": getAccountWasm(t)}, plugins.Limits{}, mcp.Options{})
+	hs := httptest.NewServer(e.srv.Handler(mcp.HTTPOptions{SessionTimeout: time.Second}))
+	defer hs.Close()
+	status, _, h := post(t, hs.URL, "", "", initialize)
+	session := h.Get("Mcp-Session-Id")
+	if status != http.StatusOK || session == "" {
+		t.Fatalf("initialize: HTTP %d, session %q", status, session)
+	}
+	post(t, hs.URL, "", session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if status, m, _ := post(t, hs.URL, "", session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); status != http.StatusOK || m.Error != nil {
+		t.Fatalf("tools/list in the new session: HTTP %d %+v", status, m.Error)
+	}
+	// Silences longer each time (a request ends one): a loaded machine
+	// that is late to close the session after one gets a longer next.
+	for silence := 1500 * time.Millisecond; ; silence *= 2 {
+		time.Sleep(silence)
+		status, _, _ := post(t, hs.URL, "", session, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+		if status == http.StatusNotFound {
+			break
+		}
+		if status != http.StatusOK {
+			t.Fatalf("the idle session's request: HTTP %d", status)
+		}
+		if silence > 20*time.Second { // a guard: the bound is a second of silence
+			t.Fatalf("the session was still open after %s of silence", silence)
+		}
+	}
+	if status, _, h := post(t, hs.URL, "", "", initialize); status != http.StatusOK || h.Get("Mcp-Session-Id") == session {
+		t.Errorf("a new session after: HTTP %d, id %q", status, h.Get("Mcp-Session-Id"))
+	}
+}
