@@ -495,3 +495,47 @@ func TestExtismHTTPDenied(t *testing.T) {
 		t.Fatalf("the server was asked %d times through Extism's http_request", n)
 	}
 }
+
+// TestKitsKeysAndWaits: the C, AssemblyScript and TypeScript kits reach
+// the idempotency key and the waits (the Go and Rust kits' are in their
+// own tests): a call's key is the Idempotency-Key header its next request
+// carries, and a wait for an event outside a durable call is refused with
+// the host's words, while a wait for a time just waits.
+func TestKitsKeysAndWaits(t *testing.T) {
+	var seen atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(r.Header.Get("Idempotency-Key"))
+		w.Write([]byte("pong"))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	for _, kit := range []struct {
+		name string
+		wasm func(t *testing.T) []byte
+	}{
+		{"c", func(t *testing.T) []byte {
+			return plugintest.CPlugin(t, "testdata/c", []string{"kitcalls.c", cKit + "/agentic.c"}, []string{cKit}, nil)
+		}},
+		{"assemblyscript", func(t *testing.T) []byte {
+			return plugintest.AssemblyScriptPlugin(t, "testdata/as", "kit.ts", "../../../pdk/assemblyscript", []string{"../../../pdk/assemblyscript"})
+		}},
+		{"typescript", func(t *testing.T) []byte { return plugintest.TypeScriptPlugin(t, "testdata/js", "kitcalls.ts", tsKit) }},
+	} {
+		t.Run(kit.name, func(t *testing.T) {
+			rt, _ := newRuntime(t)
+			m := load(t, rt, "kitcalls", kit.wasm(t), plugins.Limits{AllowedHosts: []string{u.Host}, AllowPrivateNetwork: true})
+			res, err := callTool(t, m, "keyed", `{"url":"`+srv.URL+`"}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out struct{ Key string }
+			if err := json.Unmarshal([]byte(res.Output), &out); err != nil || !strings.HasPrefix(out.Key, "agentic-") || seen.Load() != out.Key {
+				t.Errorf("keyed: %s (%v); the server saw the key %v", res.Output, err, seen.Load())
+			}
+			res, err = callTool(t, m, "waits", `{}`)
+			if err != nil || !strings.Contains(res.Output, `"waited":true`) || !strings.Contains(res.Output, "denied: only a durable call waits") {
+				t.Errorf("waits: %s %v", res.Output, err)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@
 import {
   registerTool, registerValidator, registerPolicy, Call, Output, Json, Validation,
   PolicyRequest, Decision, kvGet, kvSet, kvDelete, log, httpRequest, quote, LOG_INFO,
+  idempotencyKey, waitEvent, waitFor,
 } from "../../../pdk/assemblyscript/index";
 export { describe, call, validate, decide } from "../../../pdk/assemblyscript/index";
 
@@ -22,6 +23,22 @@ registerTool("remember", "Store a note, read it back, optionally fetch a URL.", 
   return Output.json('{"found":' + (got.found ? "true" : "false") + ',"value":' + quote(got.value) +
     ',"missing":' + (missing.found ? "true" : "false") + ',"deleted":' + (delErr == null ? "true" : "false") +
     ',"fetched":' + fetched + "}");
+});
+
+registerTool("keyed", "Send a GET with the call's idempotency key.", "", "external", false, 0, (c: Call): Output => {
+  const key = idempotencyKey();
+  const url = c.input.getString("url");
+  if (url == null) return Output.error("keyed needs a url");
+  const fetched = httpRequest('{"url":' + quote(url) + "}").text;
+  return Output.json('{"key":' + quote(key) + ',"fetched":' + fetched + "}");
+});
+
+registerTool("waits", "Wait outside a durable call.", "", "read", false, 0, (c: Call): Output => {
+  const waited = waitFor(1);
+  const ev = waitEvent("order-42-paid");
+  const evErr = ev.error;
+  return Output.json('{"waited":' + (waited == null ? "true" : "false") +
+    ',"event_error":' + (evErr == null ? "null" : quote(evErr)) + "}");
 });
 
 registerTool("crash", "Abort.", "", "read", false, 0, (c: Call): Output => {
