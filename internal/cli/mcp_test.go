@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/internal/nodetest"
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -597,5 +598,60 @@ func TestMCPGrants(t *testing.T) {
 	}
 	if res := fetch("hostile=" + u.Host + ",private"); res.IsError || !strings.Contains(goText(res), "fetched /granted") || hits.Load() != 1 {
 		t.Errorf("the hostile plugin granted the site: %s (%d hits), want it fetched", goText(res), hits.Load())
+	}
+}
+
+// TestMCPTenantKV: mcp's plugins keep their key-value store in --storage
+// under --tenant, "default" unless named, the tenant chat --plugins runs
+// them for: a value a chat's plugin call set is read by mcp's call of the
+// same plugin on the same storage, and not by another tenant's.
+func TestMCPTenantKV(t *testing.T) {
+	bin := needBinary(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hostile.wasm"), plugintest.GoPlugin(t, "../../plugins/testdata/hostile"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := "file:" + t.TempDir()
+	model, err := fakemodel.Start(fakemodel.Options{Respond: func(req fakemodel.Request) fakemodel.Reply {
+		if req.Messages[len(req.Messages)-1].Role == "tool" {
+			return fakemodel.DefaultReply(req)
+		}
+		return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "kv", Arguments: `{"key":"note","value":"from-chat"}`}}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	code, out, errOut := run(t, "", "chat", "--base-url", model.URL(), "--plugins", dir, "--plugin-kv", "--storage", store, "--session", "kv", "remember it")
+	if code != 0 || !strings.Contains(out, `"value":"from-chat"`) {
+		t.Fatalf("chat's call: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	read := func(tenant ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		args := append([]string{"mcp", "--plugins", dir, "--kv", "--storage", store}, tenant...)
+		var stderr lockedBuffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = &stderr
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "kv", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, stderr.String())
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "kv", Arguments: map[string]any{"key": "note"}})
+		if err != nil || res.IsError {
+			t.Fatalf("mcp %v: call kv: %v %+v\n%s", tenant, err, res, stderr.String())
+		}
+		return goText(res)
+	}
+	if got := read(); !strings.Contains(got, `"value":"from-chat"`) || !strings.Contains(got, `"found":true`) {
+		t.Errorf("mcp (tenant default) reads %s, want chat's value", got)
+	}
+	if got := read("--tenant", "default"); !strings.Contains(got, `"value":"from-chat"`) {
+		t.Errorf("mcp --tenant default reads %s, want chat's value", got)
+	}
+	if got := read("--tenant", "other"); !strings.Contains(got, `"found":false`) {
+		t.Errorf("mcp --tenant other reads %s, want nothing", got)
 	}
 }
