@@ -10,6 +10,7 @@ import (
 	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/internal/fakemodel"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -125,4 +126,31 @@ func sessionEvents(t *testing.T, storeURL, session string) []ledger.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// TestChatToolTimeout: --timeout-tool bounds a tool call whose tool sets
+// no bound of its own: a plugin's call that spins is cut there, the model
+// is told, and the run goes on to complete. A tool's own bound wins: the
+// hostile module's sleep, bound to 1s, is cut at 1s.
+func TestChatToolTimeout(t *testing.T) {
+	kit, _ := filepath.Abs("../../pdk/c")
+	for _, tc := range []struct {
+		module    string
+		wasm      func() []byte
+		ask, want string
+	}{
+		{"bombs", func() []byte {
+			return plugintest.CPlugin(t, "../../plugins/testdata/c", []string{"bombs.c", kit + "/agentic.c"}, []string{kit}, nil)
+		}, "spin please", "tool spin timed out after 300ms"},
+		{"hostile", func() []byte { return plugintest.GoPlugin(t, "../../plugins/testdata/hostile") }, "sleep please", "tool sleep timed out after 1s"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, tc.module+".wasm"), tc.wasm(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := run(t, "", "chat", "--offline", "--plugins", dir, "--storage", "memory:", "--timeout-tool", "300ms", tc.ask)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d\nstdout %q\nstderr %q\nwant %q and the run completed", tc.ask, code, out, errOut, tc.want)
+		}
+	}
 }
