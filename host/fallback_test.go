@@ -230,6 +230,25 @@ func TestAgentFallbackValidated(t *testing.T) {
 	}
 }
 
+// rememberPastWindow tells the session a secret, sends fillers past a
+// small window (so that it compacts), and checks that the secret is
+// remembered (rememberingModel answers from its note).
+func rememberPastWindow(t *testing.T, sess *host.Session) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		if res, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("send %d: %+v %v", i, res, err)
+		}
+	}
+	if res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{}); err != nil || res.Text != "Your code is OTTER7." {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
 // TestCompactionFallsBack: the compaction's summary request falls back as
 // a pass does: with the agent's model not served, the note is written by
 // the next model, and the session goes on past its window.
@@ -245,20 +264,7 @@ func TestCompactionFallsBack(t *testing.T) {
 		}
 		return rememberingModel(req)
 	}}, host.Agent{Model: "fake/gone", Fallback: []string{"fake/tiny"}}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
-	sess := hs.host.Session("cfb")
-	ctx := context.Background()
-	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 4; i++ {
-		if res, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
-			t.Fatalf("send %d: %+v %v", i, res, err)
-		}
-	}
-	res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{})
-	if err != nil || res.Text != "Your code is OTTER7." {
-		t.Fatalf("%+v %v", res, err)
-	}
+	rememberPastWindow(t, hs.host.Session("cfb"))
 	if n := hosttest.CountKind(hs.events("cfb"), ledger.KindCompaction); n == 0 {
 		t.Fatal("no compaction")
 	}
@@ -279,19 +285,7 @@ func TestAgentExtraBody(t *testing.T) {
 	extra := map[string]any{"models": []string{"fake/tiny"}, "provider": map[string]any{"order": []string{"p1"}}}
 	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/tiny": 700}, StrictModels: true, Respond: rememberingModel},
 		host.Agent{Model: "fake/gone", ExtraBody: extra}, func(o *host.Options) { o.Compaction = &host.Compaction{KeepRecent: 1, Limit: 1} })
-	sess := hs.host.Session("extra")
-	ctx := context.Background()
-	if _, err := sess.Send(ctx, "my secret code is OTTER7. "+filler(0), host.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 4; i++ {
-		if res, err := sess.Send(ctx, filler(i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
-			t.Fatalf("send %d: %+v %v", i, res, err)
-		}
-	}
-	if res, err := sess.Send(ctx, "what is my secret code?", host.SendOptions{}); err != nil || res.Text != "Your code is OTTER7." {
-		t.Fatalf("%+v %v", res, err)
-	}
+	rememberPastWindow(t, hs.host.Session("extra"))
 	compactions := 0
 	for i, req := range hs.model.Requests() {
 		var body struct {

@@ -411,12 +411,21 @@ func metricWith(ts *testServer, t *testing.T, prefix, label string) string {
 // asUser sends a request for the end user u (X-Agentic-User).
 func asUser(t *testing.T, ts *testServer, u, method, path, body string) (int, string) {
 	t.Helper()
-	req, err := newRequest(ts, ts.acme, method, path, body)
+	return withKeyAs(t, ts, ts.acme, u, method, path, body)
+}
+
+// withKeyAs sends a request with key, for the end user u ("": no
+// X-Agentic-User).
+func withKeyAs(t *testing.T, ts *testServer, key, u, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := newRequest(ts, key, method, path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Agentic-User", u)
+	if u != "" {
+		req.Header.Set("X-Agentic-User", u)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -103,21 +103,7 @@ func TestServeKeyUser(t *testing.T) {
 	}
 	send := func(key, user, id string) (int, string) {
 		t.Helper()
-		req, err := newRequest(ts, key, "POST", "/v1/sessions/"+id+"/messages", `{"text":"hi"}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if user != "" {
-			req.Header.Set("X-Agentic-User", user)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
+		return withKeyAs(t, ts, key, user, "POST", "/v1/sessions/"+id+"/messages", `{"text":"hi"}`)
 	}
 	defer func() {
 		for _, id := range []string{"a1", "b1", "c1"} {
