@@ -438,6 +438,24 @@ const (
 	mhDoneLine   = "MH-CHILD-DONE"
 )
 
+// startMHChild starts host A in a child process (TestMultiHostChild) with
+// the environment env, and returns it, its stdout and its stderr.
+func startMHChild(t *testing.T, env ...string) (*exec.Cmd, io.Reader, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMultiHostChild$", "-test.v")
+	cmd.Env = append(append(os.Environ(), envMHChild+"=1"), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout, stderr
+}
+
 // TestMultiHostChild is host A of TestMultiHostTakeoverAfterSIGKILL, in a
 // child process; it skips unless that test started it.
 func TestMultiHostChild(t *testing.T) {
@@ -486,17 +504,7 @@ func TestMultiHostTakeoverAfterSIGKILL(t *testing.T) {
 	})
 
 	long := mhWords("k", 150) // about 1.5 s of streaming
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMultiHostChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envMHChild+"=1", envMHRedis+"="+srv.URL(), envMHModel+"="+model.URL(), envMHText+"="+long)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout, stderr := startMHChild(t, envMHRedis+"="+srv.URL(), envMHModel+"="+model.URL(), envMHText+"="+long)
 	killed := false
 	t.Cleanup(func() {
 		if !killed {
@@ -620,18 +628,8 @@ func TestMultiHostFallbackTakeover(t *testing.T) {
 		o.AutoResume = &host.AutoResume{}
 	})
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMultiHostChild$", "-test.v")
-	cmd.Env = append(os.Environ(), envMHChild+"=1", envMHRedis+"="+srv.URL(), envMHModel+"="+model.URL(),
+	cmd, stdout, stderr := startMHChild(t, envMHRedis+"="+srv.URL(), envMHModel+"="+model.URL(),
 		envMHText+"=one two three four five", envMHModels+"=acme/gone,fake/echo")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	defer func() {
 		cmd.Process.Kill()
 		cmd.Wait()
