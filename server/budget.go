@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
@@ -83,8 +84,9 @@ type budget struct {
 	tenant  string
 	limit   float64
 	hostID  string
-	eval    bool   // the tenant's evaluations' budget (eval_budget_usd_per_day), kept apart from its runs'
-	raise   *raise // budget_ask: what an approval lets a run spend past the budget; nil: a run past it fails
+	eval    bool         // the tenant's evaluations' budget (eval_budget_usd_per_day), kept apart from its runs'
+	raise   *raise       // budget_ask: what an approval lets a run spend past the budget; nil: a run past it fails
+	log     *slog.Logger // for the storage's failures, which let calls through; nil: none
 
 	mu       sync.Mutex
 	estimate int64 // the dearest call seen (by any host, as last read), in micro-USD; 0: none yet
@@ -360,9 +362,11 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 	return func(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
 		var held reservation
 		if b.counter == nil {
-			if over, _ := b.exceeded(ctx); over != nil {
+			over, err := b.exceeded(ctx)
+			if over != nil {
 				return model.Result{}, over
 			}
+			b.cannotRead(err)
 		} else {
 			var over *ErrBudgetExceeded
 			var err error
@@ -375,10 +379,19 @@ func (h budgetHook) ModelHook(next host.StreamFunc) host.StreamFunc {
 			if err != nil && ctx.Err() != nil {
 				return model.Result{}, err
 			}
+			b.cannotRead(err)
 		}
 		res, err := next(ctx, req, onDelta)
 		b.account(context.WithoutCancel(ctx), held, cmp.Or(res.Model, req.Model), res, err)
 		return res, err
+	}
+}
+
+// cannotRead logs a failure to read the budget's spend, which lets the
+// model call it was read for through.
+func (b *budget) cannotRead(err error) {
+	if err != nil && b.log != nil {
+		b.log.Warn("cannot read the budget's spend; letting the model call through", "tenant", b.tenant, "err", err)
 	}
 }
 

@@ -297,11 +297,13 @@ func (s *Server) newTenant(name string, tc TenantConfig, opts Options, tel *host
 	if tc.BudgetUSDPerDay > 0 {
 		counter, _ := s.store.(storage.Counter)
 		t.budget = newBudget(s.kv, counter, name, tc.BudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+		t.budget.log = s.log
 	}
 	t.evalBudget = t.budget
 	if tc.EvalBudgetUSDPerDay > 0 {
 		counter, _ := s.store.(storage.Counter)
 		t.evalBudget = newBudget(s.kv, counter, name, tc.EvalBudgetUSDPerDay, hostIDOf(s.cfg.HostID))
+		t.evalBudget.log = s.log
 		t.evalBudget.eval = true
 	}
 	askCounter, _ := s.store.(storage.Counter)

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -521,12 +523,18 @@ func (s blindBudgetStore) AddWithin(ctx context.Context, ns, key string, delta, 
 // spend, the budget lets the run and its model calls through (and logs a
 // warning) rather than stop every tenant's work with it.
 func TestBudgetFailsOpen(t *testing.T) {
+	var logs syncBuffer
 	ts := startServer(t, serverSetup{Store: blindBudgetStore{memory.New()}, Mutate: withTenant("acme", func(tc *server.TenantConfig) {
 		tc.BudgetUSDPerDay = 0.5
-	})})
+	}), Options: func(o *server.Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }})
 	ts.model.Enqueue(costing(hosttest.Reply{Text: "through"}, 0.01))
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hi"}`); code != 200 || !strings.Contains(body, "through") {
 		t.Fatalf("a message while the budget cannot be read: %d %s, want it answered", code, body)
+	}
+	for _, want := range []string{"cannot read the budget's spend; admitting", "cannot read the budget's spend; letting the model call through"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no warning %q in the log:\n%s", want, logs.String())
+		}
 	}
 }
 
@@ -579,4 +587,23 @@ func TestBudgetWithoutCounters(t *testing.T) {
 	if code, body := b.do(t, b.acme, "POST", "/v1/sessions/b0/messages", `{"text":"go"}`); code != 402 || !strings.Contains(body, "budget_exceeded") {
 		t.Errorf("B past the budget A spent: %d %s", code, body)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's writes from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
