@@ -370,7 +370,14 @@ func act(ctx context.Context, opts Options, id string, last time.Time, rep *Repo
 		case st.State == host.StateApprovalRequired:
 			skipped = "its run waits for approvals"
 		case open || st.State == host.StateRunning || st.State == host.StateInterrupted:
-			skipped = "its run is " + string(cmp.Or(st.State, host.StateInterrupted))
+			state := cmp.Or(st.State, host.StateInterrupted)
+			if state == host.StateRunning && !opts.Host.IsRunning(id) {
+				// Led by no run here: the lease is the one this sweep holds
+				// to delete the session (another host's would have stopped
+				// it before), and the run was interrupted.
+				state = host.StateInterrupted
+			}
+			skipped = "its run is " + string(state)
 		case len(ledger.PendingInputs(events)) > 0:
 			skipped = "messages wait in it"
 		}

@@ -299,3 +299,70 @@ func TestSweepBlobs(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepSkipsInUse: a sweep never deletes a session in use, however
+// old its last event: one whose run is in progress here, one whose
+// messages wait for a run, one whose run was interrupted (to be resumed);
+// each is skipped, saying why, and kept whole.
+func TestSweepSkipsInUse(t *testing.T) {
+	for name, open := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			store := open(t)
+			hs := setup(t, store, 1)
+			ctx := t.Context()
+			// In progress: a reply that takes a minute (cancelled at the end).
+			hs.Model.Enqueue(hosttest.Reply{Text: "slow", Wait: time.Minute})
+			if _, err := hs.Host.Session("running").Start(ctx, "take your time", host.StartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer hs.Host.Cancel("running", "the test is over")
+			waitRunning(t, hs.Host, "running")
+			// A message no run picked up, and a run without its end.
+			now := time.Now()
+			text := []ledger.Part{ledger.TextPart("hello")}
+			if err := store.Append(ctx, "waiting", ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now,
+				Input: &ledger.Input{MessageID: ledger.NewID("msg"), Parts: text}}); err != nil {
+				t.Fatal(err)
+			}
+			msg, run := ledger.NewID("msg"), ledger.NewID("run")
+			if err := store.Append(ctx, "interrupted",
+				ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindInput, Time: now, RunID: run, Input: &ledger.Input{MessageID: msg, Parts: text}},
+				ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunStart, Time: now, RunID: run, RunStart: &ledger.RunStart{Inputs: []string{msg}, ResponseID: ledger.NewID("resp")}}); err != nil {
+				t.Fatal(err)
+			}
+			before := map[string]int{}
+			for _, id := range []string{"running", "waiting", "interrupted"} {
+				before[id] = len(hs.Events(id))
+			}
+			later := func() time.Time { return time.Now().Add(40 * 24 * time.Hour) }
+			rep := sweep(t, hs, store, retention.Policy{KeepDays: 30, Action: retention.ActionDelete}, later)
+			if !slices.Equal(sorted(rep.Deleted), []string{"s0"}) {
+				t.Errorf("deleted %q, want s0 alone", rep.Deleted)
+			}
+			reasons := map[string]string{}
+			for _, s := range rep.Skipped {
+				reasons[s.Session] = s.Reason
+			}
+			for id, want := range map[string]string{"running": "a run is in progress", "waiting": "messages wait in it", "interrupted": "its run is interrupted"} {
+				if reasons[id] != want {
+					t.Errorf("%s: skipped for %q, want %q", id, reasons[id], want)
+				}
+				if n := len(hs.Events(id)); n < before[id] {
+					t.Errorf("%s: %d events after the sweep, %d before", id, n, before[id])
+				}
+			}
+		})
+	}
+}
+
+// waitRunning waits until a run of the session is in flight in h.
+func waitRunning(t *testing.T, h *host.Host, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !h.IsRunning(id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no run of %s in flight", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
