@@ -217,9 +217,7 @@ type streamConn struct {
 // connection over from net/http when it can (HTTP/1.x); the stream is
 // then the caller's to end: call end once the relay is done.
 func newEventStream(w http.ResponseWriter, r *http.Request) (out *sse, end func()) {
-	if r.ProtoMajor != 1 || r.ProtoMinor == 0 {
-		// (HTTP/2 multiplexes the connection; an HTTP/1.0 client reads no
-		// chunks.)
+	if r.ProtoMajor != 1 {
 		return newSSE(w), func() {}
 	}
 	h := w.Header()

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -512,31 +511,4 @@ func TestEventStreamViewerLeaves(t *testing.T) {
 		defer again.Body.Close()
 		return again.StatusCode == 200
 	})
-}
-
-// TestEventStreamHTTP10: an HTTP/1.0 client, which reads no chunks, gets
-// its session's events as net/http sends them to it (the stream keeps to
-// net/http's connection).
-func TestEventStreamHTTP10(t *testing.T) {
-	ts := newTestServer(t)
-	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hi"}`); code != 200 {
-		t.Fatalf("%d %s", code, body)
-	}
-	c, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Minute)) // a guard against a hang
-	fmt.Fprintf(c, "GET /v1/sessions/s/events HTTP/1.0\r\nAuthorization: Bearer %s\r\n\r\n", ts.acme)
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != 200 || len(res.TransferEncoding) != 0 {
-		t.Fatalf("HTTP %d, transfer encoding %v: want the stream unchunked", res.StatusCode, res.TransferEncoding)
-	}
-	if e, ok := newSSEReader(res.Body).next(); !ok || e.Name != "snapshot" {
-		t.Fatalf("first event %+v", e)
-	}
 }
