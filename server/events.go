@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,7 +53,6 @@ func eventID(c host.Cursor) string {
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	conn    *streamConn   // the connection taken over from net/http (newEventStream); nil: w
 	timeout time.Duration // 0: DefaultStreamWrite
 	buf     []byte        // an event's bytes, reused
 	pending bool          // written since the last flush
@@ -69,10 +66,6 @@ func (s *sse) deadline() {
 	if d <= 0 {
 		d = DefaultStreamWrite
 	}
-	if s.conn != nil {
-		s.conn.conn.SetWriteDeadline(time.Now().Add(d))
-		return
-	}
 	s.rc.SetWriteDeadline(time.Now().Add(d))
 }
 
@@ -84,10 +77,6 @@ func (s *sse) write(b []byte) error {
 	if !s.pending {
 		s.deadline()
 		s.pending = true
-	}
-	if s.conn != nil {
-		s.conn.pending = append(s.conn.pending, b...)
-		return nil
 	}
 	if _, err := s.w.Write(b); err != nil {
 		s.err = err
@@ -184,97 +173,10 @@ func (s *sse) flush() error {
 	if s.err != nil {
 		return s.err
 	}
-	if cap(s.buf) > maxIdleBuffer {
-		s.buf = nil // a snapshot's bytes are not kept for an idle stream
-	}
-	if s.conn != nil {
-		s.err = s.conn.flush()
-		return s.err
-	}
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err
 	}
 	return s.err
-}
-
-// maxIdleBuffer bounds the buffers a stream keeps between its writes.
-const maxIdleBuffer = 4 << 10
-
-// streamConn is the connection of an event stream that its relay took
-// over from net/http (HTTP/1.x): an idle viewer then costs one goroutine,
-// the relay's, instead of net/http's connection goroutine plus its
-// background read of the connection. What is written is sent as HTTP/1.1
-// chunks, as net/http sends a stream; the connection is closed at the
-// stream's end. A client that left is seen at the next heartbeat (alive),
-// since nothing reads the connection meanwhile.
-type streamConn struct {
-	conn    net.Conn
-	pending []byte // the bytes written since the last flush
-	frame   []byte // a chunk's framing, reused
-}
-
-// newEventStream starts an event stream as newSSE does, and takes its
-// connection over from net/http when it can (HTTP/1.x); the stream is
-// then the caller's to end: call end once the relay is done.
-func newEventStream(w http.ResponseWriter, r *http.Request) (out *sse, end func()) {
-	if r.ProtoMajor != 1 {
-		return newSSE(w), func() {}
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return newSSE(w), func() {}
-	}
-	// The response's head, as net/http would write it; what net/http
-	// buffered for the connection is no longer used.
-	h.Set("Transfer-Encoding", "chunked")
-	h.Set("Connection", "close")
-	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	var head strings.Builder
-	head.WriteString("HTTP/1.1 200 OK\r\n")
-	h.Write(&head)
-	head.WriteString("\r\n")
-	out = &sse{conn: &streamConn{conn: conn}} // (no reference to w: net/http's buffers for the connection go)
-	out.deadline()
-	if _, err := io.WriteString(conn, head.String()); err != nil {
-		out.err = err
-	}
-	return out, func() {
-		conn.SetWriteDeadline(time.Now().Add(time.Second))
-		io.WriteString(conn, "0\r\n\r\n")
-		conn.Close()
-	}
-}
-
-// flush sends what was written as one chunk.
-func (c *streamConn) flush() error {
-	if len(c.pending) == 0 {
-		return nil
-	}
-	c.frame = strconv.AppendInt(c.frame[:0], int64(len(c.pending)), 16)
-	c.frame = append(c.frame, "\r\n"...)
-	bufs := net.Buffers{c.frame, c.pending, []byte("\r\n")}
-	_, err := bufs.WriteTo(c.conn)
-	if cap(c.pending) > maxIdleBuffer {
-		c.pending = nil
-	} else {
-		c.pending = c.pending[:0]
-	}
-	return err
-}
-
-// alive reports whether the client is still there, without waiting: a
-// connection the client closed reads its end at once.
-func (c *streamConn) alive() bool {
-	c.conn.SetReadDeadline(time.Now())
-	var b [1]byte
-	_, err := c.conn.Read(b[:])
-	c.conn.SetReadDeadline(time.Time{})
-	var ne net.Error
-	return err == nil || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -291,42 +193,19 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 		s.startError(w, err)
 		return
 	}
+	defer a.Close()
 	s.metrics.streams.Add(context.Background(), 1)
-	key := apiKey(r)
-	relay := func(ctx context.Context, out *sse) {
-		defer a.Close()
-		defer s.metrics.streams.Add(context.Background(), -1)
-		s.stream(ctx, out, a, key, t, "", func(u host.Update, cur host.Cursor) error {
-			if u.Snapshot != nil {
-				return out.event("snapshot", eventID(cur), u.Snapshot)
-			}
-			return out.event("progress", eventID(cur), u.Progress)
-		}, func(code, message string) {
-			if code != codeUnavailable { // at shutdown the stream just ends: the client reconnects
-				out.event("error", "", map[string]string{"code": code, "message": message})
-			}
-		})
-	}
-	out, end := newEventStream(w, r)
-	if out.conn == nil {
-		relay(r.Context(), out)
-		return
-	}
-	// The connection is the stream's: net/http's goroutine and buffers
-	// for it go, and a goroutine of the stream's own relays it (an idle
-	// viewer costs that goroutine, its attachment and its buffers).
-	lease := detach(r.Context())
-	base := context.WithoutCancel(r.Context())
-	ctx, cancel := context.WithCancel(base)
-	if dl, ok := r.Context().Deadline(); ok { // stream_max_age
-		cancel()
-		ctx, cancel = context.WithDeadline(base, dl)
-	}
-	s.relays.Go(func() {
-		defer lease.close()
-		defer cancel()
-		defer end()
-		relay(ctx, out)
+	defer s.metrics.streams.Add(context.Background(), -1)
+	out := newSSE(w)
+	s.stream(r.Context(), out, a, apiKey(r), t, "", func(u host.Update, cur host.Cursor) error {
+		if u.Snapshot != nil {
+			return out.event("snapshot", eventID(cur), u.Snapshot)
+		}
+		return out.event("progress", eventID(cur), u.Progress)
+	}, func(code, message string) {
+		if code != codeUnavailable { // at shutdown the stream just ends: the client reconnects
+			out.event("error", "", map[string]string{"code": code, "message": message})
+		}
 	})
 }
 
@@ -476,9 +355,6 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		}
 		if !now.Before(nextBeat) {
 			nextBeat = now.Add(heartbeat)
-			if out.conn != nil && !out.conn.alive() {
-				return // the client left
-			}
 			if why := s.revoked(ctx, key, t); why != "" {
 				stopped(codeUnauthorized, why)
 				return

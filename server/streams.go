@@ -83,53 +83,12 @@ func (s *Server) streaming(h tenantHandler, maxAge bool) tenantHandler {
 			writeError(w, http.StatusTooManyRequests, codeRateLimited, "%s; close one, or try again later", refused)
 			return
 		}
-		l := &streamLease{release: release, cancel: func() {}}
-		defer l.end()
+		defer release()
 		if maxAge {
-			var ctx context.Context
-			ctx, l.cancel = context.WithTimeout(r.Context(), time.Duration(s.cfg.StreamMaxAge))
+			ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.cfg.StreamMaxAge))
+			defer cancel()
 			r = r.WithContext(ctx)
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), streamLeaseKey{}, l)), t)
-	}
-}
-
-// streamLease is what a stream holds while it lasts: its slot and the
-// bound of its life. A handler that hands its stream to a goroutine of
-// its own (detach) ends the lease there; otherwise the handler's return
-// does.
-type streamLease struct {
-	release, cancel func()
-	detached        bool
-}
-
-// streamLeaseKey carries a stream's lease in its request's context.
-type streamLeaseKey struct{}
-
-// detach takes the lease of the stream of ctx over from its handler: the
-// caller ends it. nil when ctx has none (a route that takes no slot).
-func detach(ctx context.Context) *streamLease {
-	l, _ := ctx.Value(streamLeaseKey{}).(*streamLease)
-	if l != nil {
-		l.detached = true
-	}
-	return l
-}
-
-// end gives the slot back and ends the life bound, once the stream is
-// over — unless the lease was detached, and this is its handler's return.
-func (l *streamLease) end() {
-	if l == nil || l.detached {
-		return
-	}
-	l.release()
-	l.cancel()
-}
-
-// close ends a detached lease.
-func (l *streamLease) close() {
-	if l != nil {
-		l.release()
-		l.cancel()
+		h(w, r, t)
 	}
 }
