@@ -84,6 +84,11 @@ func (s *sse) write(b []byte) error {
 	return s.err
 }
 
+// maxIdleBuffer bounds the event buffer a stream keeps between its
+// flushes, so that an idle viewer's cost does not grow with the session
+// it follows (its first snapshot holds the whole transcript).
+const maxIdleBuffer = 4 << 10
+
 // newSSE starts an event stream: its headers go out at once, so that the
 // client knows the stream is open before the first event.
 func newSSE(w http.ResponseWriter) *sse {
@@ -172,6 +177,9 @@ func (s *sse) done() error {
 func (s *sse) flush() error {
 	if s.err != nil {
 		return s.err
+	}
+	if cap(s.buf) > maxIdleBuffer {
+		s.buf = nil // a snapshot's bytes are not kept for an idle stream
 	}
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err

@@ -468,3 +468,45 @@ func FuzzRequestBodies(f *testing.F) {
 		}
 	})
 }
+
+// TestEventStreamViewerLeaves: a viewer that leaves gives its stream's
+// slot back at once (net/http sees the connection close and ends the
+// request's context), not at the stream's next heartbeat (here an hour):
+// a viewer that reconnects at once is not refused for its own stream that
+// is gone.
+func TestEventStreamViewerLeaves(t *testing.T) {
+	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+		c.Heartbeat = server.Duration(time.Hour)
+		acme := c.Tenants["acme"]
+		acme.RateLimit.StreamsPerKey = 1
+		c.Tenants["acme"] = acme
+	}})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"hi"}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	open := func() (*http.Response, error) {
+		req, _ := newRequest(ts, ts.acme, "GET", "/v1/sessions/s/events", "")
+		return http.DefaultClient.Do(req)
+	}
+	res, err := open()
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("the first viewer: %v %v", res, err)
+	}
+	if e, ok := newSSEReader(res.Body).next(); !ok || e.Name != "snapshot" {
+		t.Fatalf("first event %+v", e)
+	}
+	if again, err := open(); err != nil || again.StatusCode != 429 {
+		t.Fatalf("a second viewer past streams_per_key 1: %v %v", again, err)
+	} else {
+		again.Body.Close()
+	}
+	res.Body.Close() // the viewer leaves
+	waitFor(t, "the slot given back", func() bool {
+		again, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Body.Close()
+		return again.StatusCode == 200
+	})
+}
