@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage/archive"
 )
@@ -50,6 +52,21 @@ func TestExportImportRoutes(t *testing.T) {
 	if code, body := ts.doBytes(t, ts.beta, "POST", "/v1/sessions/import?replace=true", data); code != 200 || !strings.Contains(body, `"replaced":["s1"]`) {
 		t.Errorf("an import with replace=true: %d %s", code, body)
 	}
+	// A session in use (a run in progress) is not replaced: 409, and
+	// nothing of it changes.
+	ts.model.Enqueue(hosttest.Reply{Text: "slow", Wait: time.Minute})
+	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/s1/messages", `{"text":"take your time"}`); code != 202 {
+		t.Fatalf("a run in beta's s1: %d %s", code, body)
+	}
+	waitFor(t, "beta's s1 running", func() bool { return ts.sessionState(t, ts.beta, "s1") == "running" })
+	_, before := ts.do(t, ts.beta, "GET", "/v1/sessions/s1/transcript", "")
+	if code, body := ts.doBytes(t, ts.beta, "POST", "/v1/sessions/import?replace=true", data); code != 409 || !strings.Contains(body, "session s1 is in use") {
+		t.Errorf("replacing a session in use: %d %s, want 409", code, body)
+	}
+	if _, after := ts.do(t, ts.beta, "GET", "/v1/sessions/s1/transcript", ""); after != before {
+		t.Errorf("the session in use changed:\n%s\n%s", before, after)
+	}
+	ts.do(t, ts.beta, "POST", "/v1/sessions/s1/cancel", `{}`)
 	if code, body := ts.doBytes(t, ts.beta, "POST", "/v1/sessions/import", data[:len(data)/2]); code != 400 || !strings.Contains(body, "nothing was imported") {
 		t.Errorf("a malformed archive: %d %s, want 400", code, body)
 	}

@@ -141,6 +141,11 @@ func testBlobsServe(t *testing.T, store storage.Storage) {
 		!strings.Contains(h.Get("Content-Disposition"), "cat.png") {
 		t.Errorf("GET the blob with its session: %d, %d bytes, %q, %q", code, len(body), h.Get("Content-Type"), h.Get("Content-Disposition"))
 	}
+	// An uploaded page cannot run as the server's: no sniffing, a
+	// sandboxing policy; and the bytes of a digest never change.
+	if csp, cc := h.Get("Content-Security-Policy"), h.Get("Cache-Control"); csp != "default-src 'none'; sandbox" || !strings.Contains(cc, "immutable") {
+		t.Errorf("the blob's headers: Content-Security-Policy %q, Cache-Control %q", csp, cc)
+	}
 	if code, h, _ := get("/v1/blobs/" + digest); code != 200 || h.Get("Content-Type") != "application/octet-stream" {
 		t.Errorf("GET the blob alone: %d %q", code, h.Get("Content-Type"))
 	}
