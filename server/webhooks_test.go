@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage/memory"
 	"github.com/agentichost/agentic/webhook"
 )
 
@@ -131,6 +134,28 @@ func TestServeWebhooksEgress(t *testing.T) {
 	for _, want := range []string{"not among the tenant's sandbox.allowed_hosts", `unknown event "run.started"`, "want exactly one of secret, secret_env and secret_file"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("config error %v, want %q", err, want)
+		}
+	}
+}
+
+// TestWebhookSecretBound: a webhook secret shorter than 16 bytes is
+// refused at start, saying so; 16 bytes pass.
+func TestWebhookSecretBound(t *testing.T) {
+	for _, tc := range []struct {
+		secret string
+		ok     bool
+	}{{strings.Repeat("s", 15), false}, {strings.Repeat("s", 16), true}} {
+		cfg := server.Config{PluginsDir: t.TempDir(), Tenants: map[string]server.TenantConfig{"acme": {
+			Models:   []string{hosttest.DefaultModel},
+			Sandbox:  server.SandboxConfig{AllowedHosts: []string{"hooks.example.com"}},
+			Webhooks: &server.WebhooksConfig{Endpoints: []server.WebhookEndpointConfig{{URL: "https://hooks.example.com/in"}}, Secret: tc.secret},
+		}}}
+		srv, err := server.New(server.Options{Config: cfg, Storage: memory.New(), Model: hosttest.NewModel()})
+		if srv != nil {
+			srv.Close(context.Background())
+		}
+		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), "the secret: want at least 16 bytes") {
+			t.Errorf("a secret of %d bytes: %v", len(tc.secret), err)
 		}
 	}
 }
