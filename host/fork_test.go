@@ -158,3 +158,31 @@ func TestFork(t *testing.T) {
 		})
 	}
 }
+
+// TestForkTaskStepRefused: a fork at a response of a task's run is
+// refused (a fork copies no task: its run would have no deliverable to
+// submit), naming the user message to fork at instead; a fork at that
+// message works.
+func TestForkTaskStepRefused(t *testing.T) {
+	hs := newHarness(t, fakemodel.Options{Script: []fakemodel.Reply{submit(`{"title":"Fixed","count":2}`)}}, host.Agent{})
+	ctx := context.Background()
+	out := hs.host.Task(ctx, host.TaskSpec{Prompt: "Write a title.", SessionID: "task", Deliverable: host.Deliverable{Schema: titleSchema}})
+	if out.Status != host.OutcomeSubmitted {
+		t.Fatalf("the task: %+v", out)
+	}
+	var msg, resp string
+	for _, e := range hs.events("task") {
+		switch {
+		case e.Input != nil && msg == "":
+			msg = e.Input.MessageID
+		case e.Step != nil && resp == "":
+			resp = e.Step.ResponseID
+		}
+	}
+	if _, err := hs.host.Fork(ctx, host.ForkOptions{Source: "task", At: resp}); !errors.Is(err, ledger.ErrForkPointUnfinished) || !strings.Contains(err.Error(), "belongs to a task's run; fork at its user message instead") {
+		t.Errorf("a fork at the task's response: %v", err)
+	}
+	if _, err := hs.host.Fork(ctx, host.ForkOptions{Source: "task", At: msg, SessionID: "forked"}); err != nil {
+		t.Errorf("a fork at the task's message: %v", err)
+	}
+}
