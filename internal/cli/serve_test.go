@@ -799,3 +799,40 @@ func TestServePluginCacheDir(t *testing.T) {
 		})
 	}
 }
+
+// TestServeSecondSignal: a second SIGTERM while serve drains ends the
+// process at once, as a crash (killed by the signal), rather than after
+// shutdown_grace (here a minute); its run stays interrupted, resumable.
+func TestServeSecondSignal(t *testing.T) {
+	t.Parallel() // its own processes, ports and directories
+	bin := needBinary(t)
+	model := slowModel(t)
+	dir := t.TempDir()
+	a := startServe(t, "A", bin, writeServeConfig(t, "file:"+dir, model.URL(), "shutdown_grace: 1m\n"))
+	held := make(chan struct{}) // the pass never ends while A lives
+	t.Cleanup(func() { close(held) })
+	first := words("d", 300)
+	model.Enqueue(fakemodel.Reply{Text: "You said: " + first, Hold: held, HoldAfter: 10})
+	a.post("s", first)
+	onA := a.viewer("s")
+	onA.read(20*time.Second, "the reply streaming", func(sseEvent) bool { return onA.startsWith("You said: d0 d1 d2") })
+	a.signal(syscall.SIGTERM)
+	for {
+		code, _, err := a.do("GET", "/readyz", "")
+		if err != nil {
+			t.Fatalf("readyz while draining: %v", err)
+		}
+		if code == http.StatusServiceUnavailable {
+			break // draining, its run held in its step for the minute's grace
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(30 * time.Second); code != -1 {
+		t.Errorf("exit code %d after a second SIGTERM, want -1 (killed by the signal)", code)
+	}
+	evs := hosttest.Load(t, fileLedger(t, dir), "s")
+	if got := hosttest.Kinds(evs); got != "input run-start" {
+		t.Errorf("the ledger after the second signal: %q, want the run interrupted (no end)", got)
+	}
+}
