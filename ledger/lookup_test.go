@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,6 +151,21 @@ func TestAliases(t *testing.T) {
 	}
 	if users != 1 {
 		t.Errorf("%d user messages shown", users)
+	}
+	// Nor is the copy sent to the model: the leader's message once, with
+	// the copy appended after the run's pass (as a retry on another host
+	// appends it while the run works).
+	step := Event{Kind: KindStep, Time: at, RunID: "run_1", Step: &Step{ResponseID: "resp_1", Text: "answered"}}
+	late := []Event{in("msg_lead", "req-1", "run_1"), start, step, in("msg_copy", "req-1", "")}
+	var sent []string
+	for _, m := range ReplayMessages(late) {
+		sent = append(sent, string(m.Role)+":"+m.Text())
+	}
+	if got := strings.Join(sent, " "); got != "user:hi assistant:answered" {
+		t.Errorf("sent to the model: %q, want the message once", got)
+	}
+	if p := PendingInputs(late); len(p) != 0 {
+		t.Errorf("pending %v, want none", p)
 	}
 	// Two queued copies, no run yet: the first is pending, once.
 	queued := []Event{in("msg_a", "req-2", ""), in("msg_b", "req-2", "")}

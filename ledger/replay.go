@@ -51,7 +51,9 @@ const MissingResult = "error: this tool call was interrupted before it produced 
 //     (its run-end names RestartedBy) are left out, and so are those of a
 //     run rolled back (RunEnd.RolledBack) with its messages;
 //   - the last compaction stands, as a user message holding its summary, for
-//     every event up to the one it names in Through.
+//     every event up to the one it names in Through;
+//   - a message appended again under the request id of another (an alias,
+//     see [Aliases]) is left out.
 func ReplayMessages(events []Event) []Message {
 	start := 0
 	var msgs []Message
@@ -129,6 +131,16 @@ func ReplayMessages(events []Event) []Message {
 			}
 		}
 	}
+	// A message appended twice under one request id (two hosts took it at
+	// once) is sent once: its aliases — queued copies — are left out (see
+	// Aliases), looked for only when a queued message names a request.
+	var aliases map[string]string
+	for _, e := range events[start:] {
+		if e.Input != nil && e.RunID == "" && e.Input.RequestID != "" {
+			aliases = Aliases(events)
+			break
+		}
+	}
 	// held is the message that starts a run, until that run's run-start
 	// (appended with it) places it among the messages it lists.
 	var held *Event
@@ -148,8 +160,8 @@ func ReplayMessages(events []Event) []Message {
 		}
 		switch e.Kind {
 		case KindInput:
-			if rolled[e.Input.MessageID] {
-				continue
+			if rolled[e.Input.MessageID] || aliases[e.Input.MessageID] != "" {
+				continue // (an alias is the same message appended again: never sent)
 			}
 			m := Message{Role: RoleUser, Parts: e.Input.Parts}
 			if e.RunID == "" { // queued: the model sees it when a run picks it up
