@@ -62,8 +62,12 @@ type Module struct {
 	// warmAsked, when it was asked to since its round began.
 	warming, warmAsked atomic.Bool
 
-	calls, instantiated, warmed, discarded, evicted atomic.Int64
-	fuel                                            atomic.Int64 // used by its calls
+	calls, discarded, evicted atomic.Int64
+	fuel                      atomic.Int64 // used by its calls
+	// made counts the instances made: all of them in its high 32 bits,
+	// those made in the background (warm) in its low 32, so that Stats
+	// reads both at one instant.
+	made atomic.Uint64
 
 	// refs counts the owner's reference (1 until Close) and the calls in
 	// flight; the module shuts down when it drops to 0.
@@ -281,7 +285,7 @@ func (m *Module) warmOne() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.limits.CallTimeout)
 	defer cancel()
-	in, err := m.instantiate(ctx)
+	in, err := m.instantiate(ctx, true)
 	if err == nil {
 		if err = m.initInstance(ctx, in); err != nil {
 			in.close()
@@ -298,7 +302,6 @@ func (m *Module) warmOne() bool {
 	default:
 	}
 	made = true
-	m.warmed.Add(1)
 	m.pool.put(in)
 	return true
 }
@@ -366,7 +369,9 @@ type ModuleStats struct {
 	Instantiated, Discarded, Evicted int64
 	// Warmed counts the instances of Instantiated made in the background,
 	// ahead of any call, to keep Limits.WarmInstances idle: the rest were
-	// made by the load or by a call that found none idle.
+	// made by the load or by a call that found none idle. The two are
+	// counted, and read, at one instant: Instantiated - Warmed is never
+	// off by an instance the background is making.
 	Warmed int64
 	// Idle is the number of free instances in the pool now.
 	Idle int
@@ -376,10 +381,11 @@ type ModuleStats struct {
 
 // Stats returns the module's counters.
 func (m *Module) Stats() ModuleStats {
+	made := m.made.Load()
 	return ModuleStats{
 		Calls:        m.calls.Load(),
-		Instantiated: m.instantiated.Load(),
-		Warmed:       m.warmed.Load(),
+		Instantiated: int64(made >> 32),
+		Warmed:       int64(made & (1<<32 - 1)),
 		Discarded:    m.discarded.Load(),
 		Evicted:      m.evicted.Load(),
 		Idle:         len(m.pool.idle),

@@ -119,12 +119,14 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err := m.budget.reserveInstance(ctx, m); err != nil {
 		return nil, err
 	}
-	return m.instantiate(ctx)
+	return m.instantiate(ctx, false)
 }
 
 // instantiate is newInstance once the instance's room in the tenant's
-// budget is reserved; a failure gives the room back.
-func (m *Module) instantiate(ctx context.Context) (*instance, error) {
+// budget is reserved; a failure gives the room back. background counts
+// the instance among those made in the background (Stats' Warmed), at
+// the instant it counts it made.
+func (m *Module) instantiate(ctx context.Context, background bool) (*instance, error) {
 	stderr := &stderrWriter{max: 2 << 10}
 	src := &sysSource{}
 	mc := src.config(wazero.NewModuleConfig()).
@@ -135,7 +137,11 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		m.budget.releaseInstance(m)
 		return nil, err
 	}
-	m.instantiated.Add(1)
+	if background {
+		m.made.Add(1<<32 | 1)
+	} else {
+		m.made.Add(1 << 32)
+	}
 	in := &instance{p: p, stderr: stderr, mod: m, fast: newKernelCall(p), tank: newTank(sdkModule(p, "mainModule"))}
 	src.in = in
 	if m.script != nil && in.fast != nil {
