@@ -453,6 +453,10 @@ const DefaultToolTimeout = 60 * time.Second
 // itself, which Agent.ExtraBody may not set.
 var hostBodyFields = []string{"max_completion_tokens", "max_tokens", "messages", "model", "stream", "stream_options", "tools"}
 
+// HostBodyField reports whether name is a field of a model request that
+// the host writes itself, which Agent.ExtraBody may not set.
+func HostBodyField(name string) bool { return slices.Contains(hostBodyFields, name) }
+
 // normalizeAgent fills an agent's defaults and checks it.
 func normalizeAgent(a Agent) (Agent, error) {
 	var errs []error
@@ -476,7 +480,7 @@ func normalizeAgent(a Agent) (Agent, error) {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(a.ExtraBody)) {
-		if slices.Contains(hostBodyFields, k) {
+		if HostBodyField(k) {
 			errs = append(errs, fmt.Errorf("host: Agent.ExtraBody[%q]: the host writes that field itself", k))
 		} else if _, err := json.Marshal(a.ExtraBody[k]); err != nil {
 			errs = append(errs, fmt.Errorf("host: Agent.ExtraBody[%q]: %v", k, err))

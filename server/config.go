@@ -1510,7 +1510,7 @@ func extraBodyProblems(extra map[string]any, models []string) []string {
 	for _, k := range sortedKeys(extra) {
 		v := extra[k]
 		switch {
-		case slices.Contains(hostBodyFields, k):
+		case host.HostBodyField(k):
 			out = append(out, fmt.Sprintf("%s: the host writes that field itself (give the agent's model, models or max_tokens instead)", k))
 		case k == "route" && len(models) > 0:
 			out = append(out, "route: it lets the endpoint pick a model outside the tenant's models; list them in extra_body.models instead")
@@ -1537,10 +1537,6 @@ func extraBodyProblems(extra map[string]any, models []string) []string {
 	}
 	return out
 }
-
-// hostBodyFields are the fields of a model request that the host writes
-// itself (as host.Agent.ExtraBody has them).
-var hostBodyFields = []string{"max_completion_tokens", "max_tokens", "messages", "model", "stream", "stream_options", "tools"}
 
 // validateDelegates checks the agents' delegate_to: each names another
 // agent of the tenant, once, and no agent reaches itself through them.
