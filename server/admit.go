@@ -264,6 +264,8 @@ func (s *Server) admitProcess(ctx context.Context, t *tenant) (release func(), n
 	switch {
 	case errors.Is(err, errQueueFull):
 		return nil, refusal(fmt.Sprintf(", and %d runs wait already (queue_runs)", s.cfg.QueueRuns))
+	case errors.Is(err, errQueueShare):
+		return nil, refusal(fmt.Sprintf(", and tenant %s's runs hold half of the queue's places already (queue_runs %d)", t.name, s.cfg.QueueRuns))
 	case err != nil:
 		return nil, refusal(fmt.Sprintf(", and this one waited %s in the queue (queue_timeout) for a place", time.Since(start).Round(time.Millisecond)))
 	}

@@ -14,12 +14,13 @@ import (
 // the process's queue instead of being refused, and each place that frees
 // goes to the next tenant in turn: one tenant's three waiting runs do not
 // hold back another's one that came after them. Past queue_runs waiting,
-// a run is refused (503) saying so; /metrics shows the queue by tenant and
-// the waits.
+// a run is refused (503) saying so, and so is one of a tenant that holds
+// half the queue's places already (so that a burst cannot fill it against
+// the others); /metrics shows the queue by tenant and the waits.
 func TestServeMaxRunsQueue(t *testing.T) {
 	m := hosttest.StallingModel("", "thinking")
 	ts := startServer(t, serverSetup{Options: func(o *server.Options) { o.Model = m }, Mutate: func(c *server.Config) {
-		c.MaxRuns, c.QueueRuns, c.QueueTimeout = 1, 4, server.Duration(time.Minute)
+		c.MaxRuns, c.QueueRuns, c.QueueTimeout = 1, 6, server.Duration(time.Minute)
 	}})
 	keyOf := map[byte]string{'a': ts.acme, 'b': ts.beta}
 	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/a1/messages", `{"text":"one"}`); code != 202 {
@@ -49,9 +50,9 @@ func TestServeMaxRunsQueue(t *testing.T) {
 			queued("beta", 1)
 		}
 	}
-	if code, body := ts.do(t, ts.beta, "POST", "/v1/sessions/b2/messages", `{"text":"hello"}`); code != 503 ||
-		!strings.Contains(body, "the server has 1 runs in flight, its limit (max_runs), and 4 runs wait already (queue_runs)") {
-		t.Errorf("past the queue: %d %s", code, body)
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/a5/messages", `{"text":"hello"}`); code != 503 ||
+		!strings.Contains(body, "the server has 1 runs in flight, its limit (max_runs), and tenant acme's runs hold half of the queue's places already (queue_runs 6)") {
+		t.Errorf("past acme's share of the queue: %d %s", code, body)
 	}
 	// Each run that ends lets the next in turn start: acme's first
 	// waiting, then beta's, then acme's others.
@@ -75,7 +76,7 @@ func TestServeMaxRunsQueue(t *testing.T) {
 	}
 	ts.do(t, ts.acme, "POST", "/v1/sessions/a4/cancel", `{}`)
 	_, metrics := ts.do(t, "", "GET", "/metrics", "")
-	for _, want := range []string{`outcome="admitted",queue="max_runs",tenant="acme"} 3`, `outcome="admitted",queue="max_runs",tenant="beta"} 1`, `outcome="full",queue="max_runs",tenant="beta"} 1`} {
+	for _, want := range []string{`outcome="admitted",queue="max_runs",tenant="acme"} 3`, `outcome="admitted",queue="max_runs",tenant="beta"} 1`, `outcome="full",queue="max_runs",tenant="acme"} 1`} {
 		if !strings.Contains(metrics, "agentic_admission_queue_wait_seconds_count{") || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics has no wait count ending %s", want)
 		}

@@ -69,7 +69,7 @@ func newMetrics() (*metrics, error) {
 func (m *metrics) observeQueueWait(tenant, queue string, d time.Duration, err error) {
 	outcome := "admitted"
 	switch {
-	case errors.Is(err, errQueueFull):
+	case errors.Is(err, errQueueFull), errors.Is(err, errQueueShare):
 		outcome = "full"
 	case errors.Is(err, errQueueTimeout):
 		outcome = "timeout"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -11,18 +12,20 @@ import (
 // (Config.QueueRuns): the admissions waiting, by tenant, first come first
 // served within a tenant, and the tenants served in turn, so that one
 // tenant's burst cannot hold the others' runs back: each place that frees
-// goes to the first waiting admission of the next tenant in turn.
+// goes to the first waiting admission of the next tenant in turn, and one
+// tenant holds at most half of the queue's places.
 type runQueue struct {
 	mu      sync.Mutex
 	max     int                        // the admissions that may wait
+	share   int                        // the admissions of one tenant that may wait: half of max, at least 1
 	ring    []string                   // the tenants with admissions waiting, in their turn's order
 	turn    int                        // the index in ring of the tenant whose turn it is
 	waiting map[string][]chan struct{} // each tenant's waiting admissions, first first
 	n       int                        // the admissions waiting, every tenant's
 }
 
-func newRunQueue(max int) *runQueue {
-	return &runQueue{max: max, waiting: map[string][]chan struct{}{}}
+func newRunQueue(places int) *runQueue {
+	return &runQueue{max: places, share: max(1, places/2), waiting: map[string][]chan struct{}{}}
 }
 
 // busy reports whether admissions wait: a newcomer does not overtake them.
@@ -68,6 +71,10 @@ func (q *runQueue) headLocked() chan struct{} {
 	return q.waiting[q.ring[q.turn]][0]
 }
 
+// errQueueShare is why an admission may not wait: its tenant holds its
+// share of the queue already.
+var errQueueShare = errors.New("the tenant's share of the queue is taken")
+
 // wait waits, in tenant's line, for its turn and a place that take (which
 // holds the place when it returns true) gets, up to timeout or ctx's end.
 func (q *runQueue) wait(ctx context.Context, tenant string, take func() bool, timeout time.Duration) error {
@@ -75,6 +82,11 @@ func (q *runQueue) wait(ctx context.Context, tenant string, take func() bool, ti
 	if q.n >= q.max {
 		q.mu.Unlock()
 		return errQueueFull
+	}
+	if len(q.waiting[tenant]) >= q.share {
+		// One tenant's burst may not fill the queue against the others.
+		q.mu.Unlock()
+		return errQueueShare
 	}
 	me := make(chan struct{}, 1)
 	if len(q.waiting[tenant]) == 0 {
