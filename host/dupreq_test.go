@@ -16,11 +16,12 @@ import (
 
 // TestSameRequestTwoHostsAtOnce: the same message (one RequestID) sent to
 // two hosts on one Redis at the same moment — a client that retries on
-// another host before the first answered — is answered once: both hosts
-// may append it (neither saw the other's append first), but the second is
-// an alias of the first (ledger.Aliases): one run answers it, the
+// another host before the first answered — is appended once (the store
+// checks the request id in the same step as the write: neither host need
+// see the other's append first) and answered once: one run, the
 // transcript shows it once, and both senders get the same message's one
-// answer. Before, the second append was answered by a second run.
+// answer. Before, both hosts could append it, the second copy an alias of
+// the first (ledger.Aliases); earlier still, answered by a second run.
 func TestSameRequestTwoHostsAtOnce(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{})
 	model := mhModel(t, fakemodel.Options{Latency: 20 * time.Millisecond})
@@ -46,8 +47,9 @@ func TestSameRequestTwoHostsAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Both hosts may have appended it (neither saw the other's
-		// append before its own); one run answers it, once.
+		if ids := requestInputs(events, "req-1"); len(ids) != 1 {
+			t.Fatalf("%s: the message was appended %d times (%v), want once", session, len(ids), ids)
+		}
 		runs := 0
 		for _, e := range events {
 			if e.RunStart != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentichost/agentic/host/internal/hub"
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
 )
 
 // Queued input: how a message finds the run that answers it. A message sent
@@ -69,6 +70,11 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 	}
 	err = r.leadLocked(ctx, st, resumes > 0)
 	st.appendMu.Unlock()
+	if errors.Is(err, errRequestRaced) {
+		// Another host appended the message under its request id after
+		// the ledger was loaded: find it its run, as a retry would.
+		return r.enterSession(ctx, resumes)
+	}
 	if errors.Is(err, errResumeFirst) {
 		// The sweep's rules decide, as the sweep would have: resumed
 		// (or restarted, or failed), the run is in flight (or over)
@@ -151,9 +157,14 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 			h.flagInterrupt(ctx, st.key.id, input.Input.MessageID)
 		}
 		if err := h.queueRemote(ctx, st, input); err != nil {
-			return err
+			seen, ok := errors.AsType[*storage.RequestSeenError](err)
+			if !ok {
+				return err
+			}
+			r.msgID = seen.MessageID // sent before, and appended since the load
+		} else {
+			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
 		}
-		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
 	}
 	r.w = nil
 	h.follow(r)
@@ -177,7 +188,13 @@ func (r *Run) leaveUnreadable(ctx context.Context, st *sessionState, cause error
 			return err
 		}
 		if err := r.h.queueRemote(ctx, st, input); err != nil {
-			return err
+			seen, ok := errors.AsType[*storage.RequestSeenError](err)
+			if !ok {
+				return err
+			}
+			r.msgID = seen.MessageID // sent before: the store knows it
+			r.w, r.unreadable = nil, true
+			return nil
 		}
 		r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, ""
 		r.h.log.Warn("this host cannot read the session (written by a newer build?); the message is queued for a host that can", "session", st.key.id,
@@ -186,6 +203,12 @@ func (r *Run) leaveUnreadable(ctx context.Context, st *sessionState, cause error
 	r.w, r.unreadable = nil, true
 	return nil
 }
+
+// errRequestRaced is leadLocked's answer when the message it was to start
+// a run for was appended by another host under its request id since it
+// loaded the ledger (r.msgID now names that copy): the caller enters the
+// session again.
+var errRequestRaced = errors.New("host: the message was appended by another host meanwhile")
 
 // joinLocked queues the message into cur, the run in flight, when it is not
 // durable yet, and waits for cur's answer. st.appendMu is held.
@@ -215,11 +238,17 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 			if r.agent.Overlap.interrupts() {
 				input.Input.Overlap = string(r.agent.Overlap)
 			}
-			if err := cur.writeLocked(ctx, input); err != nil {
+			err = cur.writeMessageLocked(ctx, r.requestID, input)
+			if seen, ok := errors.AsType[*storage.RequestSeenError](err); ok {
+				// Another host queued it since the run's view was
+				// loaded: the run folds that copy in.
+				r.msgID = seen.MessageID
+			} else if err != nil {
 				return fmt.Errorf("host: append message: %w", err)
+			} else {
+				r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
 			}
-			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, cur.id
-			if r.agent.Overlap.interrupts() {
+			if r.accepted && r.agent.Overlap.interrupts() {
 				// The run in flight stops; its end starts a run for this
 				// message, which it never folds in.
 				r.acceptedRun = ""
@@ -315,17 +344,18 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 				return err
 			}
 			err = h.stage(ctx, st, []ledger.Event{input}, events)
-			if err == nil && lease != nil {
-				err = lease.Append(ctx, input)
-			} else if err == nil {
-				err = st.store.Append(ctx, st.key.id, input)
+			if err == nil {
+				err = h.appendMessage(ctx, st, lease, r.requestID, input)
 			}
-			if err != nil {
+			if seen, ok := errors.AsType[*storage.RequestSeenError](err); ok {
+				r.msgID = seen.MessageID // another host queued it since the load
+			} else if err != nil {
 				return fmt.Errorf("host: append message: %w", err)
+			} else {
+				events = append(events, input)
+				r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, runID
+				h.emitFor(st.key.id, runID, "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: r.msgID})
 			}
-			events = append(events, input)
-			r.msgID, r.accepted, r.acceptedRun = input.Input.MessageID, true, runID
-			h.emitFor(st.key.id, runID, "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: r.msgID})
 		}
 		res := h.parkedResult(st.key.id, events, runID)
 		res.MessageID = r.msgID
@@ -375,7 +405,17 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		return fmt.Errorf("host: message %s is neither pending nor answered", r.msgID)
 	}
 	batch = append(batch, nr.startEvent(inputs, time.Now().UTC()))
-	if err := nr.writeLocked(ctx, batch...); err != nil {
+	requestID := ""
+	if fresh {
+		requestID = r.requestID
+	}
+	if err := nr.writeMessageLocked(ctx, requestID, batch...); err != nil {
+		if seen, ok := errors.AsType[*storage.RequestSeenError](err); ok {
+			// Another host queued the message since the load: nothing
+			// was appended; the caller enters again to find its run.
+			r.msgID = seen.MessageID
+			return errRequestRaced
+		}
 		if fresh {
 			r.msgID = ""
 		}

@@ -210,11 +210,41 @@ func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.E
 	if err := h.stage(ctx, st, []ledger.Event{input}, nil); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
-	if err := st.store.Append(ctx, st.key.id, input); err != nil {
+	if err := h.appendMessage(ctx, st, nil, input.Input.RequestID, input); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
 	h.emitFor(st.key.id, "", "", time.Time{}, Event{Type: EventQueuedMessage, MessageID: input.Input.MessageID})
 	return nil
+}
+
+// appendMessage appends events (staged already) to the session: through
+// lease when it is not nil (fenced), else unfenced. When they hold a new
+// message sent under requestID (not ""), and the store checks request ids
+// in the same atomic step as the write (storage.RequestAppender, through
+// storage.LeaseRequestAppender for a lease), a message another host (or
+// an earlier try whose outcome was in doubt) appended under requestID
+// since the caller looked in the ledger is not appended again: the error
+// is a *storage.RequestSeenError naming it. Without that check, the
+// caller's look and the append are two steps, and a message appended
+// twice is read as one (ledger.Aliases).
+func (h *Host) appendMessage(ctx context.Context, st *sessionState, lease storage.Lease, requestID string, evs ...ledger.Event) error {
+	if requestID != "" {
+		var err error = errors.ErrUnsupported
+		if lease != nil {
+			if la, ok := lease.(storage.LeaseRequestAppender); ok {
+				err = la.AppendRequest(ctx, requestID, evs...)
+			}
+		} else if ra, ok := st.store.(storage.RequestAppender); ok {
+			err = ra.AppendRequest(ctx, st.key.id, requestID, evs...)
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+	}
+	if lease != nil {
+		return lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
+	}
+	return st.store.Append(ctx, st.key.id, evs...)
 }
 
 // follow sees to a message queued for another host's run (r, whose waiter

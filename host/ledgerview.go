@@ -47,18 +47,22 @@ func (r *run) appendLocked(evs ...ledger.Event) error {
 // and queued sends read. It is the one place events of a run in flight are
 // appended. The session's appendMu is held.
 func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
+	return r.writeMessageLocked(ctx, "", evs...)
+}
+
+// writeMessageLocked is writeLocked of a batch that holds a new message
+// sent under requestID (none when ""): refused with a
+// *storage.RequestSeenError, appending nothing, when the store finds a
+// message of that request in the session at the write (see
+// Host.appendMessage).
+func (r *run) writeMessageLocked(ctx context.Context, requestID string, evs ...ledger.Event) error {
 	// r.events changes only under appendMu, which is held: read as is,
 	// no second lock on every append.
 	err := r.h.stage(ctx, r.st, evs, r.events)
 	if err != nil {
 		return err
 	}
-	if r.lease != nil {
-		err = r.lease.Append(ctx, evs...) // fenced: refused if the lease lapsed
-	} else {
-		err = r.st.store.Append(ctx, r.sessionID, evs...)
-	}
-	if err != nil {
+	if err := r.h.appendMessage(ctx, r.st, r.lease, requestID, evs...); err != nil {
 		return err
 	}
 	r.st.mu.Lock()

@@ -21,8 +21,10 @@ import (
 // closes it.
 //
 // store must implement [Lister] and [KV], as every built-in store does. The
-// view implements [Leaser], [LeaseInspector] and [Watcher] when store
-// implements all three (a store shared by several hosts), none otherwise;
+// view implements [Leaser], [LeaseInspector], [Watcher] and
+// [RequestAppender] when store implements the first three (a store shared
+// by several hosts; AppendRequest fails with errors.ErrUnsupported when
+// store does not implement it), none otherwise;
 // [Counter] when store does; [Blobs] (and [BlobScoper]) when store
 // implements both, with blobs of the prefix's own scope, apart from the
 // store's and every other prefix's; and [Deleter] always (failing with
@@ -119,21 +121,31 @@ func (p *prefixed) id(id string) (string, error) {
 }
 
 func (p *prefixed) Append(ctx context.Context, sessionID string, events ...ledger.Event) error {
-	id, err := p.id(sessionID)
+	id, err := p.appendID(ctx, sessionID)
 	if err != nil {
 		return err
+	}
+	return p.store.Append(ctx, id, events...)
+}
+
+// appendID is id for an append: it keeps the way back from the store's id
+// of a long id before the session's first append.
+func (p *prefixed) appendID(ctx context.Context, sessionID string) (string, error) {
+	id, err := p.id(sessionID)
+	if err != nil {
+		return "", err
 	}
 	if long := id != p.prefix+sessionID; long {
 		// Keep the way back to the id before the first append, so that
 		// ListSessions can name the session.
 		if _, seen := p.named.Load(id); !seen {
 			if err := p.kv.Set(ctx, p.ns(longIDs), id, []byte(sessionID)); err != nil {
-				return err
+				return "", err
 			}
 			p.named.Store(id, true)
 		}
 	}
-	return p.store.Append(ctx, id, events...)
+	return id, nil
 }
 
 func (p *prefixed) Load(ctx context.Context, sessionID string) ([]ledger.Event, error) {
@@ -237,6 +249,20 @@ func (p *sharedPrefixed) AcquireLease(ctx context.Context, sessionID, owner stri
 		return nil, &h
 	}
 	return l, err
+}
+
+// AppendRequest implements [RequestAppender] when the store does, and
+// fails with errors.ErrUnsupported otherwise.
+func (p *sharedPrefixed) AppendRequest(ctx context.Context, sessionID, requestID string, events ...ledger.Event) error {
+	ra, ok := p.store.(RequestAppender)
+	if !ok {
+		return fmt.Errorf("storage: %T appends no request: %w", p.store, errors.ErrUnsupported)
+	}
+	id, err := p.appendID(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	return ra.AppendRequest(ctx, id, requestID, events...)
 }
 
 func (p *sharedPrefixed) LeaseHolder(ctx context.Context, sessionID string) (string, time.Duration, error) {

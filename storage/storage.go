@@ -136,6 +136,38 @@ type Lease interface {
 	Append(ctx context.Context, events ...ledger.Event) error
 }
 
+// RequestAppender is implemented by stores that several hosts share (see
+// [Leaser]) and can append a new message only while the session holds no
+// message sent under the same request id, checked in the same atomic step
+// as the write. The host looks for a message's request id in the ledger
+// before it appends the message, but on a shared store that look and the
+// append are two steps: two hosts given one request (a client's retry
+// while its first try was in doubt, a load that did not yet see the
+// first) could both append it. Without it, the host appends after its
+// look, and a message appended twice is read as one ([ledger.Aliases]).
+//
+// Such a store records the request id and message id of every input
+// event it appends, by any method (the first message of a request id is
+// kept), and forgets them with the session. A view of another store (see
+// [Prefix]) may implement it and fail with errors.ErrUnsupported when the
+// store under it does not: the caller then appends as it would without.
+type RequestAppender interface {
+	// AppendRequest is [Storage.Append] of a batch that holds a new
+	// message sent under requestID, unless the session already holds an
+	// input event with that request id: then nothing is appended and it
+	// fails with a [*RequestSeenError] naming that input's message id.
+	// An append retried inside the store (its first try's outcome in
+	// doubt) is recognised as the same append, not as seen.
+	AppendRequest(ctx context.Context, sessionID, requestID string, events ...ledger.Event) error
+}
+
+// LeaseRequestAppender is implemented by the leases of a
+// [RequestAppender]: AppendRequest is [Lease.Append] with the check of
+// [RequestAppender.AppendRequest] in the same atomic step.
+type LeaseRequestAppender interface {
+	AppendRequest(ctx context.Context, requestID string, events ...ledger.Event) error
+}
+
 // Watcher is implemented by stores that can wake a host when a session
 // receives events from any host (or any handle on the same backend), so
 // that a host serving a session's readers learns of appends it did not
@@ -444,6 +476,8 @@ var (
 	// ErrNotCounter is returned by [Counter.AddWithin] for a value that is
 	// not a counter's (the decimal text of an int64).
 	ErrNotCounter = errors.New("storage: the value is not a counter")
+	// ErrRequestSeen is matched (errors.Is) by a [*RequestSeenError].
+	ErrRequestSeen = errors.New("storage: the request was appended already")
 	// ErrCorrupt is matched (errors.Is) by the error of a [Storage.Load]
 	// that refuses a session whose ledger holds damage it will not skip
 	// (a record in the middle that does not decode): the session is
@@ -486,6 +520,24 @@ func (e *LeaseHeldError) Error() string {
 
 // Unwrap returns [ErrLeaseHeld].
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// RequestSeenError is the error of an AppendRequest (see
+// [RequestAppender]) refused because the session holds a message sent
+// under the request id already. It matches [ErrRequestSeen].
+type RequestSeenError struct {
+	// RequestID is the request id asked for.
+	RequestID string
+	// MessageID is the message id of the input the session holds under
+	// it.
+	MessageID string
+}
+
+func (e *RequestSeenError) Error() string {
+	return fmt.Sprintf("storage: request %q was appended already, as message %s", e.RequestID, e.MessageID)
+}
+
+// Unwrap returns [ErrRequestSeen].
+func (e *RequestSeenError) Unwrap() error { return ErrRequestSeen }
 
 // ValidSessionID reports whether id is acceptable to every built-in adapter:
 // 1 to 128 characters from [A-Za-z0-9._:-], not starting with a dot. Ids

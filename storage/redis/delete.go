@@ -36,7 +36,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return storage.ErrClosed
 	}
-	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.rewriteKey(sessionID)}
+	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.rewriteKey(sessionID), s.requestsKey(sessionID)}
 	if s.indexInScript {
 		_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Del(ctx, keys...)

@@ -16,11 +16,15 @@
 // # Key layout
 //
 // With [Options.Prefix] p (default "agentic") and [Options.Tenant] t
-// (default "default"), session s has three keys:
+// (default "default"), session s has these keys:
 //
 //	p:{t:s}:events   a stream: one entry per event, in append order
 //	p:{t:s}:lease    a string: the lease holder's owner token, with a TTL
 //	p:{t:s}:token    a string: the token of the session's last Append
+//	p:{t:s}:requests a hash: field a message's request id, value its
+//	                 message id and stream entry id, space-separated (the
+//	                 first message of each request id), only once a
+//	                 message carries one
 //	p:{t:s}:rewrite  a stream, only while [Store.Rewrite] builds the new
 //	                 ledger it then renames over the session's stream
 //
@@ -96,6 +100,28 @@
 // returns an error may nevertheless have happened, when Redis ran it and
 // the connection then failed on every try: what a network makes ambiguous,
 // no client can decide. The host reconciles on its next Load.
+//
+// # Request ids
+//
+// Every append records, in the session's requests hash, the request id and
+// message id of each input event of the batch that carries a request id
+// (HSETNX: the first message of a request id stays). [Store.AppendRequest]
+// and [Lease.AppendRequest] (the [storage.RequestAppender] the host uses to
+// append a new message) check that hash in the same script, before the
+// write: a message whose request id the session holds already is not
+// appended, and the call fails with a [*storage.RequestSeenError] naming
+// the message that is. The host looks in the ledger first, but its look and
+// its append are two steps: without the check, two hosts given one request
+// (a client's retry while its first try was in doubt — an append whose
+// replicas did not acknowledge it in time had landed — or a load that did
+// not yet see the first) appended it twice. Messages appended by a build
+// older than the hash are not in it: the host's look in the ledger finds
+// them. DeleteSession deletes the hash with the session, and
+// ReplaceSession builds the replacement's beside its stream and swaps both
+// in at once. A request counts as seen only while its message's entry is
+// in the stream (one XRANGE of that entry id), so that an entry that an
+// older build's deletion or replacement took away, leaving the hash, does
+// not refuse a new message.
 //
 // # The session index and clusters
 //

@@ -139,6 +139,19 @@ func TestWaitReplicas(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the append failed after %v, not within its wait_timeout", took)
 	}
+	// The soak's case: a message whose append was not acknowledged by
+	// the replica in time has landed; the client's retry, another message
+	// under the same request id, is refused naming it.
+	first := e()
+	first.Input.RequestID = "req-doubt"
+	if err := s.AppendRequest(ctx, "w", "req-doubt", first); !errors.Is(err, redis.ErrNotReplicated) {
+		t.Fatalf("AppendRequest with the replica stopped: %v, want ErrNotReplicated", err)
+	}
+	retry := e()
+	retry.Input.RequestID = "req-doubt"
+	if seen, ok := errors.AsType[*storage.RequestSeenError](s.AppendRequest(ctx, "w", "req-doubt", retry)); !ok || seen.MessageID != first.Input.MessageID {
+		t.Fatalf("the retry of an append in doubt: %v, want a RequestSeenError naming %s", seen, first.Input.MessageID)
+	}
 	replica.Resume()
 	for {
 		err := s.Append(ctx, "w", e())

@@ -394,6 +394,19 @@ func TestRetriedAppendIsNotDuplicated(t *testing.T) {
 		t.Fatalf("the proxy cut %d replies, want 1", proxy.cuts.Load())
 	}
 	sameEvents(t, "events after a retried append", mustLoad(t, st, id), append(first, batch...))
+
+	// The same for a message appended under its request id: the retry is
+	// the same append, not a second message of the request.
+	msg := ledger.Event{ID: "evt-req", Kind: ledger.KindInput, Time: time.Now().UTC(),
+		Input: &ledger.Input{MessageID: "msg-req", RequestID: "req-1", Parts: []ledger.Part{ledger.TextPart("m")}}}
+	proxy.armed.Store(true)
+	if err := st.AppendRequest(ctx, id, "req-1", msg); err != nil {
+		t.Fatalf("AppendRequest whose first reply was lost: %v, want the retry taken for the same append", err)
+	}
+	if proxy.cuts.Load() != 2 {
+		t.Fatalf("the proxy cut %d replies, want 2", proxy.cuts.Load())
+	}
+	sameEvents(t, "events after a retried AppendRequest", mustLoad(t, st, id), append(append(first, batch...), msg))
 }
 
 // TestFailedFirstAppendKeepsTheIndex: the append script sets the batch's
@@ -481,6 +494,11 @@ func TestKeyLayout(t *testing.T) {
 	if err := st.Append(ctx, "s:1", pokes("s", 0, 3)...); err != nil {
 		t.Fatal(err)
 	}
+	msg := ledger.Event{ID: "evt-req", Kind: ledger.KindInput, Time: time.Now().UTC(),
+		Input: &ledger.Input{MessageID: "msg-1", RequestID: "req-1", Parts: []ledger.Part{ledger.TextPart("m")}}}
+	if err := st.AppendRequest(ctx, "s:1", "req-1", msg); err != nil {
+		t.Fatal(err)
+	}
 	lease, err := st.AcquireLease(ctx, "s:1", "me", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -492,8 +510,9 @@ func TestKeyLayout(t *testing.T) {
 	want := map[string]string{
 		"app:agentic:{acme:s:1}:events": "stream",
 		"app:agentic:{acme:s:1}:lease":  "string",
-		"app:agentic:{acme:s:1}:token":  "string",
-		"app:agentic:{acme}:sessions":   "zset",
+		"app:agentic:{acme:s:1}:token":    "string",
+		"app:agentic:{acme:s:1}:requests": "hash",
+		"app:agentic:{acme}:sessions":     "zset",
 	}
 	if len(keys) != len(want) {
 		t.Errorf("keys %q, want %d keys", keys, len(want))
@@ -506,6 +525,9 @@ func TestKeyLayout(t *testing.T) {
 		if want[k] != typ {
 			t.Errorf("key %q of type %s, want %q", k, typ, want[k])
 		}
+	}
+	if reqs := raw.HGetAll(ctx, "app:agentic:{acme:s:1}:requests").Val(); len(reqs) != 1 || !strings.HasPrefix(reqs["req-1"], "msg-1 ") {
+		t.Errorf("requests hash holds %v, want req-1 → msg-1", reqs)
 	}
 	if owner := raw.Get(ctx, "app:agentic:{acme:s:1}:lease").Val(); owner != "me" {
 		t.Errorf("lease key holds %q, want the owner token", owner)
@@ -572,5 +594,36 @@ func waitFire(t *testing.T, ch <-chan struct{}) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not fire within 10s")
+	}
+}
+
+// TestRequestOfAGoneEntry: a request id whose message's entry is gone from
+// the stream (an older build deleted or replaced the session, leaving the
+// requests hash as it was) refuses no new message.
+func TestRequestOfAGoneEntry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	st := open(t, srv.URL(), redis.Options{Prefix: "g"})
+	raw := rawClient(t, srv.Addr())
+	ctx := t.Context()
+	now := time.Now().UTC()
+	msg := func(id string) ledger.Event {
+		return ledger.Event{ID: "evt-" + id, Kind: ledger.KindInput, Time: now,
+			Input: &ledger.Input{MessageID: id, RequestID: "req", Parts: []ledger.Part{ledger.TextPart("m")}}}
+	}
+	if err := st.AppendRequest(ctx, "s", "req", msg("m1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := errors.AsType[*storage.RequestSeenError](st.AppendRequest(ctx, "s", "req", msg("m2"))); !ok {
+		t.Fatal("a request appended already was not refused")
+	}
+	// What an older build's DeleteSession removes: not the hash.
+	raw.Del(ctx, "g:{default:s}:events", "g:{default:s}:token")
+	if err := st.AppendRequest(ctx, "s", "req", msg("m3")); err != nil {
+		t.Fatalf("AppendRequest after the first message's entry went: %v, want it appended", err)
+	}
+	sameEvents(t, "the session after an old delete and the request again", mustLoad(t, st, "s"), []ledger.Event{msg("m3")})
+	if _, ok := errors.AsType[*storage.RequestSeenError](st.AppendRequest(ctx, "s", "req", msg("m4"))); !ok {
+		t.Fatal("the request's new message does not refuse another")
 	}
 }

@@ -33,34 +33,39 @@ return version()
 `)
 
 // swapScript puts the stream a ReplaceSession built in place of the
-// session's, or deletes the session, while its version is still the one
-// given. KEYS: the stream, the token, the built stream, the lease, the
-// stream of a rewrite in progress, and (on a single server) the index.
-// ARGV: the version, the number of events built (0: delete), the new
-// token, the time in ms, the session id. It deletes the built stream when
-// it refuses.
+// session's, with the request ids of its messages, or deletes the session,
+// while its version is still the one given. KEYS: the stream, the token,
+// the built stream, the lease, the stream of a rewrite in progress, the
+// session's request ids, the built request ids, and (on a single server)
+// the index. ARGV: the version, the number of events built (0: delete),
+// the new token, the time in ms, the session id. It deletes what was
+// built when it refuses.
 var swapScript = goredis.NewScript(versionLua + `
 if version() ~= ARGV[1] then
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', KEYS[3], KEYS[7])
   return redis.error_reply('` + codeChanged + ` the session changed since its version was read')
 end
 local n = tonumber(ARGV[2])
 if n == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-  if KEYS[6] then
-    redis.call('ZREM', KEYS[6], ARGV[5])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+  if KEYS[8] then
+    redis.call('ZREM', KEYS[8], ARGV[5])
   end
   return 0
 end
 if redis.call('XLEN', KEYS[3]) ~= n then
-  redis.call('DEL', KEYS[3])
+  redis.call('DEL', KEYS[3], KEYS[7])
   return redis.error_reply('` + codeChanged + ` the replacement was changed while it was built')
 end
 redis.call('RENAME', KEYS[3], KEYS[1])
+redis.call('DEL', KEYS[6])
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  redis.call('RENAME', KEYS[7], KEYS[6])
+end
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('DEL', KEYS[5])
-if KEYS[6] then
-  redis.call('ZADD', KEYS[6], 'NX', ARGV[4], ARGV[5])
+if KEYS[8] then
+  redis.call('ZADD', KEYS[8], 'NX', ARGV[4], ARGV[5])
 end
 return n
 `)
@@ -88,7 +93,9 @@ func (s *Store) SessionVersion(ctx context.Context, sessionID string) (string, e
 // stream of its own beside the session's (in its hash slot), a page of
 // [Options.PageSize] at a time, then swaps it in with one script that
 // checks the session's version first (and deletes the built stream when
-// it refuses). No events delete the session, its lease and token with it.
+// it refuses). The request ids of its messages are built beside it and
+// swapped in with it. No events delete the session, its lease, token and
+// request ids with it.
 // In a cluster, where the session index lives in another slot, the
 // session is added to the index before the swap (so that a session with
 // events is always listed), or, for a deletion, removed from it before
@@ -106,19 +113,33 @@ func (s *Store) ReplaceSession(ctx context.Context, sessionID, version string, e
 	what := fmt.Sprintf("replace session %q", sessionID)
 	token := s.tokenBase + strconv.FormatUint(s.tokenSeq.Add(1), 36)
 	built := s.eventsKey(sessionID) + ":replace:" + token
-	drop := func() { s.client.Del(context.WithoutCancel(ctx), built) }
+	builtRequests := built + ":requests"
+	drop := func() { s.client.Del(context.WithoutCancel(ctx), built, builtRequests) }
 	n := 0
 	page := make([]*goredis.XAddArgs, 0, s.pageSize)
+	type request struct {
+		e  ledger.Event
+		at int // its place in the page
+	}
+	var requests []request // the page's inputs sent under a request id
 	flush := func() error {
 		if len(page) == 0 {
 			return nil
 		}
 		pipe := s.client.Pipeline()
-		for _, a := range page {
-			pipe.XAdd(ctx, a)
+		added := make([]*goredis.StringCmd, len(page))
+		for i, a := range page {
+			added[i] = pipe.XAdd(ctx, a)
 		}
 		_, err := pipe.Exec(ctx)
-		page = page[:0]
+		if err == nil && len(requests) > 0 {
+			pipe := s.client.Pipeline()
+			for _, r := range requests {
+				pipe.HSetNX(ctx, builtRequests, r.e.Input.RequestID, r.e.Input.MessageID+" "+added[r.at].Val())
+			}
+			_, err = pipe.Exec(ctx)
+		}
+		page, requests = page[:0], requests[:0]
 		if err != nil {
 			return s.fail(ctx, what, err)
 		}
@@ -135,6 +156,9 @@ func (s *Store) ReplaceSession(ctx context.Context, sessionID, version string, e
 			drop()
 			return fmt.Errorf("storage/redis: %s: event %d: %w", what, n, err)
 		}
+		if e.Kind == ledger.KindInput && e.Input != nil && e.Input.RequestID != "" {
+			requests = append(requests, request{e, len(page)})
+		}
 		page = append(page, &goredis.XAddArgs{Stream: built, ID: "*", Values: []any{"e", b}})
 		if len(page) == s.pageSize {
 			if err := flush(); err != nil {
@@ -148,7 +172,8 @@ func (s *Store) ReplaceSession(ctx context.Context, sessionID, version string, e
 		return err
 	}
 	now := time.Now().UnixMilli()
-	keys := []string{s.eventsKey(sessionID), s.tokenKey(sessionID), built, s.leaseKey(sessionID), s.rewriteKey(sessionID)}
+	keys := []string{s.eventsKey(sessionID), s.tokenKey(sessionID), built, s.leaseKey(sessionID), s.rewriteKey(sessionID),
+		s.requestsKey(sessionID), builtRequests}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
 	} else {

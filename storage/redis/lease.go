@@ -186,7 +186,14 @@ func (l *Lease) Release(ctx context.Context) error {
 // fails with an error matching [storage.ErrLeaseLost], and nothing was
 // appended.
 func (l *Lease) Append(ctx context.Context, events ...ledger.Event) error {
-	return l.store.append(ctx, l.session, l.owner, events)
+	return l.store.append(ctx, l.session, l.owner, "", events)
+}
+
+// AppendRequest implements [storage.LeaseRequestAppender]: Append, unless
+// the session holds a message sent under requestID already (see
+// [Store.AppendRequest]).
+func (l *Lease) AppendRequest(ctx context.Context, requestID string, events ...ledger.Event) error {
+	return l.store.append(ctx, l.session, l.owner, requestID, events)
 }
 
 func (l *Lease) check(ctx context.Context) error {

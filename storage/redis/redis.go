@@ -557,6 +557,12 @@ func (s *Store) tokenKey(sessionID string) string {
 	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:token"
 }
 
+// requestsKey returns the key of the hash of the session's request ids
+// (request id → message id), in the stream's hash slot.
+func (s *Store) requestsKey(sessionID string) string {
+	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:requests"
+}
+
 // leaseKey returns the key of the session's lease.
 func (s *Store) leaseKey(sessionID string) string {
 	return s.prefix + ":{" + s.tenant + ":" + sessionID + "}:lease"
@@ -576,6 +582,7 @@ const (
 	codeNotCounter = "AGENTIC_NOT_COUNTER"     // addWithinScript: the value is no counter
 	codeFirst      = "AGENTIC_FIRST_BATCH"     // appendScript: index the session first
 	codeChanged    = "AGENTIC_SESSION_CHANGED" // swapScript: the session changed since its version
+	codeSeen       = "AGENTIC_REQUEST_SEEN"    // appendScript: the request's message is in the session
 )
 
 // queueOwner stands for the owner of an unfenced append that carries only
@@ -585,24 +592,33 @@ const queueOwner = "!queue"
 
 // appendScript appends a batch, atomically and idempotently, after the
 // lease check. KEYS: the stream, the lease, the token of the last batch,
-// and (on a single server) the index. ARGV: the owner ("" for an unfenced
-// append, queueOwner for one of queued messages only), the call's token,
-// the time in ms, the session id, "i" when the caller added the session to
-// the index (in a cluster) or "", then the encoded events. The batch's
-// token is kept in a key of its own, swapped in by one SET … GET that
-// returns the previous batch's (reading it back from the stream's last
-// entry would copy that entry into the script). The token is set
-// before the events: should the first XADD fail (a key of another type),
-// the script puts the previous token back, so that a retry is not taken
-// for a duplicate. A token key that was missing marks the session's first
-// batch (or the first since it was deleted): only then is the session
-// added to the index — by the script on a single server; in a cluster,
-// where the index lives in another slot, the script refuses a first batch
-// (codeFirst, having written nothing) unless the caller says it indexed
-// the session, and the caller adds it and runs the script again. The
-// fenced check is a GET of the lease: a lapsed
-// lease reads as missing in a script (Redis runs it at one frozen time),
-// and every lease is set with a TTL.
+// the session's request ids, and (on a single server) the index. ARGV:
+// the owner ("" for an unfenced append, queueOwner for one of queued
+// messages only), the call's token, the time in ms, the session id, "i"
+// when the caller added the session to the index (in a cluster) or "",
+// the request id the batch's new message must not share with an earlier
+// one ("" for none), the number k of the batch's inputs that carry a
+// request id, then k triples of the input's place in the batch (from 1),
+// its request id and its message id, then the encoded events. The batch's token is kept in a key of its own, swapped in by one
+// SET … GET that returns the previous batch's (reading it back from the
+// stream's last entry would copy that entry into the script): a retry of
+// a batch that landed finds its own token and appends nothing. The token
+// is set before the events: should the script refuse the batch (a request
+// id seen, a first batch in a cluster) or the first XADD fail (a key of
+// another type), it puts the previous token back, so that a retry is not
+// taken for a duplicate. A token key that was missing marks the session's
+// first batch (or the first since it was deleted): only then is the
+// session added to the index — by the script on a single server; in a
+// cluster, where the index lives in another slot, the script refuses a
+// first batch (codeFirst, having written nothing) unless the caller says
+// it indexed the session, and the caller adds it and runs the script
+// again. The request ids live in a hash (request id → the message id and
+// the stream entry id of its input, the first kept): a request is seen
+// while its entry is in the stream, so that an entry a deletion or a
+// replacement by an older build took away (which left the hash as it
+// was) refuses nothing. The fenced check is a GET of the lease: a lapsed lease
+// reads as missing in a script (Redis runs it at one frozen time), and
+// every lease is set with a TTL.
 var appendScript = goredis.NewScript(`
 local holder = redis.call('GET', KEYS[2])
 if ARGV[1] ~= '' and ARGV[1] ~= '` + queueOwner + `' then
@@ -616,27 +632,46 @@ local prev = redis.call('SET', KEYS[3], ARGV[2], 'GET')
 if prev == ARGV[2] then
   return 0
 end
-if not prev and not KEYS[4] and ARGV[5] == '' then
-  redis.call('DEL', KEYS[3])
-  return redis.error_reply('` + codeFirst + ` add the session to the index first')
-end
-local r = redis.pcall('XADD', KEYS[1], '*', 'e', ARGV[6])
-if type(r) == 'table' and r.err then
+local function unset()
   if prev then
     redis.call('SET', KEYS[3], prev)
   else
     redis.call('DEL', KEYS[3])
   end
+end
+if not prev and not KEYS[5] and ARGV[5] == '' then
+  redis.call('DEL', KEYS[3])
+  return redis.error_reply('` + codeFirst + ` add the session to the index first')
+end
+if ARGV[6] ~= '' then
+  local seen = redis.call('HGET', KEYS[4], ARGV[6])
+  if seen then
+    local msg, entry = string.match(seen, '^(.*) (%S+)$')
+    if msg and #redis.call('XRANGE', KEYS[1], entry, entry) > 0 then
+      unset()
+      return redis.error_reply('` + codeSeen + ` ' .. msg)
+    end
+    redis.call('HDEL', KEYS[4], ARGV[6])
+  end
+end
+local first = 8 + 3 * tonumber(ARGV[7])
+local r = redis.pcall('XADD', KEYS[1], '*', 'e', ARGV[first])
+if type(r) == 'table' and r.err then
+  unset()
   return r
 end
+local ids = {r}
 local n = #ARGV
-for i = 7, n do
-  redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
+for i = first + 1, n do
+  ids[#ids + 1] = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i])
 end
-if KEYS[4] and not prev then
-  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4])
+for i = 8, first - 1, 3 do
+  redis.call('HSETNX', KEYS[4], ARGV[i + 1], ARGV[i + 2] .. ' ' .. ids[tonumber(ARGV[i])])
 end
-return n - 5
+if KEYS[5] and not prev then
+  redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
+end
+return n - first + 1
 `)
 
 // lastIDScript returns the id of the stream's last entry, or "0-0", without
@@ -664,11 +699,27 @@ func (s *Store) Append(ctx context.Context, sessionID string, events ...ledger.E
 			break
 		}
 	}
-	return s.append(ctx, sessionID, owner, events)
+	return s.append(ctx, sessionID, owner, "", events)
 }
 
-// append is Append, fenced by owner's lease when owner is not empty.
-func (s *Store) append(ctx context.Context, sessionID, owner string, events []ledger.Event) error {
+// AppendRequest implements [storage.RequestAppender]: Append, unless the
+// session holds a message sent under requestID already, checked by the
+// append script (see Store's documentation on request ids).
+func (s *Store) AppendRequest(ctx context.Context, sessionID, requestID string, events ...ledger.Event) error {
+	owner := queueOwner
+	for _, e := range events {
+		if e.Kind != ledger.KindInput || e.RunID != "" {
+			owner = ""
+			break
+		}
+	}
+	return s.append(ctx, sessionID, owner, requestID, events)
+}
+
+// append is Append, fenced by owner's lease when owner is not empty, and
+// refused when requestID is not empty and the session holds a message
+// sent under it.
+func (s *Store) append(ctx context.Context, sessionID, owner, requestID string, events []ledger.Event) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -681,13 +732,22 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 	if len(events) == 0 {
 		return nil
 	}
-	args := make([]any, 5, 5+len(events))
+	args := make([]any, 7, 7+len(events))
 	args[0] = owner // "" or queueOwner: unfenced
 	args[1] = s.tokenBase + strconv.FormatUint(s.tokenSeq.Add(1), 36)
 	now := time.Now().UnixMilli()
 	args[2] = now
 	args[3] = sessionID
 	args[4] = "" // the session is not known to be in the index
+	args[5] = requestID
+	k := 0
+	for i, e := range events {
+		if e.Kind == ledger.KindInput && e.Input != nil && e.Input.RequestID != "" {
+			args = append(args, i+1, e.Input.RequestID, e.Input.MessageID)
+			k++
+		}
+	}
+	args[6] = k
 	for i, e := range events {
 		b, err := ledger.Encode(e)
 		if err != nil {
@@ -695,7 +755,7 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		}
 		args = append(args, b)
 	}
-	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID)}
+	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.requestsKey(sessionID)}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
 	}
@@ -733,6 +793,9 @@ func (s *Store) append(ctx context.Context, sessionID, owner string, events []le
 		s.rememberIndexed(sessionID)
 	}
 	if err != nil {
+		if msg, ok := strings.CutPrefix(err.Error(), codeSeen+" "); ok {
+			return &storage.RequestSeenError{RequestID: requestID, MessageID: msg}
+		}
 		return s.fail(ctx, fmt.Sprintf("append session %q", sessionID), err)
 	}
 	return nil

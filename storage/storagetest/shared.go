@@ -23,6 +23,8 @@ import (
 //   - [storage.Leaser]: every check of Run's Leaser subtest, with owner A
 //     on the first handle and owner B on the second, so that exclusion,
 //     expiry and fencing hold across hosts;
+//   - [storage.RequestAppender]: every check of Run's RequestAppender
+//     subtest, a request appended by one handle refused to the other;
 //   - [storage.Watcher]: every check of Run's Watcher subtest, watching on
 //     the first handle and appending through the second, so that a host
 //     learns of another's appends;
@@ -46,6 +48,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 	}{
 		{"Visibility", testSharedVisibility},
 		{"Leaser", runLeaser},
+		{"RequestAppender", runRequestAppender},
 		{"Watcher", runWatcher},
 		{"KV", runKV},
 		{"Counter", runCounter},

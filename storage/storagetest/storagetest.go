@@ -69,6 +69,14 @@ import (
 //     whose lease expired or was released fails with
 //     [storage.ErrLeaseLost] and appends nothing, and Release frees it at
 //     once;
+//   - [storage.RequestAppender] (skipped when a view's store has none): a
+//     request's second message is refused with a [*storage.RequestSeenError]
+//     naming its first, whole batch and all, whether the first came
+//     through AppendRequest, a plain Append or a lease
+//     ([storage.LeaseRequestAppender]), and whichever of them is refused;
+//     eight appends of one request at once land one; other requests,
+//     sessions and no request id go on; a deleted session's request ids
+//     go with it, and a replaced one's are the replacement's;
 //   - [storage.Watcher]: a watch fires after an append made after it
 //     started, coalesces without blocking appends, and its channel is
 //     closed when its ctx ends (and, for a [storage.Closer], when the
@@ -149,6 +157,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"ListSessions", testListSessions},
 		{"Close", testClose},
 		{"Leaser", func(t *testing.T, s storage.Storage) { runLeaser(t, s, s) }},
+		{"RequestAppender", func(t *testing.T, s storage.Storage) { runRequestAppender(t, s, s) }},
 		{"Watcher", func(t *testing.T, s storage.Storage) { runWatcher(t, s, s) }},
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
 		{"Counter", func(t *testing.T, s storage.Storage) { runCounter(t, s, s) }},
