@@ -508,8 +508,8 @@ func TestKeyLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"app:agentic:{acme:s:1}:events": "stream",
-		"app:agentic:{acme:s:1}:lease":  "string",
+		"app:agentic:{acme:s:1}:events":   "stream",
+		"app:agentic:{acme:s:1}:lease":    "string",
 		"app:agentic:{acme:s:1}:token":    "string",
 		"app:agentic:{acme:s:1}:requests": "hash",
 		"app:agentic:{acme}:sessions":     "zset",
