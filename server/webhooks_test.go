@@ -159,3 +159,63 @@ func TestWebhookSecretBound(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWebhooksBudgetExceeded: budget.exceeded is told for what a
+// budget really does to a run, as the host writes it: a run stopped past
+// the tenant's daily budget (outcome run_failed, its reason "model:
+// budget_exceeded: …") and a plugin call refused past the plugin budget
+// (tool_refused, its output "error: plugin_budget_exceeded: …"). The
+// outbox's own test fed a reason without the host's prefix, and neither
+// was told.
+func TestServeWebhooksBudgetExceeded(t *testing.T) {
+	for _, kind := range []string{"budget_exceeded", "plugin_budget_exceeded"} {
+		t.Run(kind, func(t *testing.T) {
+			sink := newHookSink(t)
+			hooks := withWebhooks(sink.URL, true)
+			ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
+				hooks(c)
+				withTenant("acme", func(tc *server.TenantConfig) {
+					if kind == "budget_exceeded" {
+						tc.BudgetUSDPerDay = 1
+					} else {
+						tc.PluginFuelPerDay = 1
+					}
+				})(c)
+			}})
+			if code, body := ts.doBytes(t, ts.acme, "PUT", "/v1/plugins/accounts", getAccount(t)); code != 201 {
+				t.Fatalf("upload: %d %s", code, body)
+			}
+			lookup := func(id string) hosttest.Reply {
+				return hosttest.Reply{ToolCalls: []hosttest.ToolCall{{Name: "get_account", Arguments: `{"account_id":"` + id + `"}`}}}
+			}
+			want := "run_failed"
+			if kind == "budget_exceeded" {
+				ts.model.Enqueue(costing(lookup("1"), 0.6), costing(lookup("2"), 0.6), hosttest.Reply{Text: "never said"})
+			} else {
+				want = "tool_refused"
+				ts.model.Enqueue(lookup("1"), hosttest.Reply{Text: "one"}, lookup("2"), hosttest.Reply{Text: "two"})
+				if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/first/messages?wait=true", `{"text":"look it up"}`); code != 200 {
+					t.Fatalf("the run that crosses the plugin budget: %d %s", code, body)
+				}
+			}
+			if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"look it up"}`); code != 200 {
+				t.Fatalf("the run past the budget: %d %s", code, body)
+			}
+			var got webhook.Payload
+			waitFor(t, "budget.exceeded", func() bool {
+				for _, p := range sink.payloads() {
+					if p.Type == webhook.BudgetExceeded {
+						got = p
+						return true
+					}
+				}
+				return false
+			})
+			data, _ := json.Marshal(got.Data)
+			var d webhook.BudgetExceededData
+			if err := json.Unmarshal(data, &d); err != nil || d.Kind != kind || d.Outcome != want || !strings.Contains(d.Reason, kind+":") || got.SessionID != "s" {
+				t.Errorf("budget.exceeded = %+v (%s), want kind %s, outcome %s, session s", got, data, kind, want)
+			}
+		})
+	}
+}

@@ -137,8 +137,14 @@ func eventsOf(tenant, sessionID string, ev ledger.Event) []Payload {
 	return out
 }
 
-// budgetOf returns the kind of budget a reason names at its start, or "".
+// budgetOf returns the kind of budget a reason names at its start, or "":
+// a run's reason as the host writes it ("model: budget_exceeded: …"), a
+// refused call's output ("error: plugin_budget_exceeded: …"), or the code
+// alone.
 func budgetOf(reason string) string {
+	for _, prefix := range []string{"model: ", "error: "} {
+		reason = strings.TrimPrefix(reason, prefix)
+	}
 	for _, k := range []string{budgetKind, pluginBudgetKind} {
 		if strings.HasPrefix(reason, k+":") {
 			return k

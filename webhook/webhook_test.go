@@ -304,7 +304,7 @@ func TestWebhooksRetryThenGiveUp(t *testing.T) {
 	store2 := memory.New()
 	ob2 := newOutbox(t, store2, gone.srv.URL, func(o *webhook.Options) { o.RetryFor = time.Nanosecond })
 	end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: "run_x",
-		RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "budget_exceeded: tenant acme spent $1 of its $1 daily budget"}}
+		RunEnd: &ledger.RunEnd{Status: ledger.RunFailed, Reason: "model: budget_exceeded: tenant acme spent $1 of its $1 daily budget"}}
 	if err := ob2.Stage(ctx, "s", []ledger.Event{end}); err != nil {
 		t.Fatal(err)
 	}
