@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/retention"
 	"github.com/agentichost/agentic/server"
 	"github.com/agentichost/agentic/storage"
 )
@@ -142,6 +143,13 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	}
 	if rep.Events == 0 {
 		return fail(1, "no session %s in %s", pos[0], *storeURL)
+	}
+	// The session's retention override goes with it, as through the
+	// API: a later session of that id does not inherit it.
+	if kv, ok := view.(storage.KV); ok {
+		if err := retention.SetOverride(ctx, kv, pos[0], retention.Override{}); err != nil {
+			return fail(1, "session %s is deleted, but not its retention override: %v", pos[0], err)
+		}
 	}
 	if *asJSON {
 		return printJSON(env, rep)

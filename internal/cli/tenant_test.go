@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/retention"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 )
@@ -82,7 +83,7 @@ func TestTenantDelete(t *testing.T) {
 }
 
 // TestDeleteSession: agentic-host delete removes a tenant's session from
-// the store, and says when there is none.
+// the store, with its retention override, and says when there is none.
 func TestDeleteSession(t *testing.T) {
 	dir := t.TempDir()
 	store, err := file.Open(dir, file.Options{})
@@ -94,11 +95,24 @@ func TestDeleteSession(t *testing.T) {
 	if err := acme.Append(t.Context(), "s1", ev); err != nil {
 		t.Fatal(err)
 	}
+	if err := retention.SetOverride(t.Context(), acme.(storage.KV), "s1", retention.Override{Keep: true}); err != nil {
+		t.Fatal(err)
+	}
 	store.Close()
 	code, stdout, stderr := run(t, "", "delete", "--storage", "file:"+dir, "--tenant", "acme", "s1")
 	if code != 0 || !strings.Contains(stdout, "session s1 deleted: 1 events") {
 		t.Fatalf("delete: exit %d, %s %s", code, stdout, stderr)
 	}
+	// Its retention override went with it.
+	store, err = file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, _ = storage.Prefix(store, "acme:")
+	if o, err := retention.GetOverride(t.Context(), acme.(storage.KV), "s1"); err != nil || o != (retention.Override{}) {
+		t.Errorf("the deleted session's retention override: %+v, %v; want none", o, err)
+	}
+	store.Close()
 	if _, err := os.Stat(filepath.Join(dir, "acme:s1.jsonl")); !os.IsNotExist(err) {
 		t.Errorf("the session file: %v, want it gone", err)
 	}
