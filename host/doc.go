@@ -41,7 +41,14 @@
 //     policies that gate a call, approvals and their tokens.
 //   - task.go, validate.go: tasks with a typed deliverable and its
 //     validators.
-//   - errors.go: the sentinel errors.
+//   - delegate.go: sub-agents, an agent called as another's tool in a
+//     child session.
+//   - fork.go, delete.go: a session forked from another's ledger, and a
+//     session deleted (with [InUseError] when something holds it).
+//   - smooth.go: smooth streaming of a reply's text to a UI.
+//   - wait.go: a plugin's call that waits for a time or an event.
+//   - errors.go: the sentinel errors (features.go and wait.go keep the
+//     ones of their own concern).
 //
 // The engine:
 //   - sessions.go: who may touch a session, under which lock (the lock
@@ -62,8 +69,13 @@
 //     the watchdog of a silent stream.
 //   - resume.go, sweep.go, lease.go: recovery by hand, recovery in bulk at
 //     boot, and several hosts.
-//   - compact.go, taskrun.go: features that steer the loop from outside,
-//     through its hooks.
+//   - compact.go, taskrun.go, runapproval.go: features that steer the
+//     loop from outside, through its hooks (a hook's approval request:
+//     [ApprovalNeededError]).
+//   - fence.go: the one rule of every operation that removes or replaces
+//     a session's data.
+//   - features.go: the ledger features the hosts sharing a store agree on
+//     (rolling upgrades).
 //   - telemetry.go: the OpenTelemetry spans and metrics of runs.
 //   - memstore.go: the private in-memory storage of ephemeral tasks.
 //   - blobs.go, blobsweep.go: parts and tool outputs kept by reference in
