@@ -144,6 +144,33 @@ func TestSweepKeepLast(t *testing.T) {
 	}
 }
 
+// TestSweepOverrideKeepDays: a session kept by its own keep_days does not
+// count among the policy's last N: the last N of the others are kept
+// beside it. The zero override removes it: the session then counts again.
+func TestSweepOverrideKeepDays(t *testing.T) {
+	store := memory.New()
+	hs := setup(t, store, 5) // s4 is the most recent
+	var kv storage.KV = store
+	if err := retention.SetOverride(t.Context(), kv, "s4", retention.Override{KeepDays: 100}); err != nil {
+		t.Fatal(err)
+	}
+	p := retention.Policy{KeepLast: 2, Action: retention.ActionDelete}
+	rep := sweep(t, hs, store, p, nil)
+	if got := sorted(rep.Deleted); !slices.Equal(got, []string{"s0", "s1"}) || rep.Kept != 3 {
+		t.Fatalf("report %+v, want s0 and s1 deleted, s2 and s3 kept as the last two beside s4", rep)
+	}
+	if err := retention.SetOverride(t.Context(), kv, "s4", retention.Override{}); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := retention.GetOverride(t.Context(), kv, "s4"); err != nil || o != (retention.Override{}) {
+		t.Fatalf("the override after the zero one: %+v, %v; want none", o, err)
+	}
+	rep = sweep(t, hs, store, p, nil)
+	if !slices.Equal(rep.Deleted, []string{"s2"}) || rep.Kept != 2 {
+		t.Fatalf("report %+v after the override was removed, want s2 deleted (s4 counts among the last two again)", rep)
+	}
+}
+
 // TestSweepSkips: a session parked for approval, one whose lease another
 // host holds (Redis), one with a run in progress here and one kept by its
 // own keep_days are left; the others past keep_days are deleted.

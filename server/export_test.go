@@ -35,3 +35,6 @@ func SetUploadHook(s *Server, f func()) { s.onUpload = f }
 // RefreshAgreement has the server read the hosts' announcements of the
 // ledger features they read now, rather than at its next renewal.
 func RefreshAgreement(s *Server) error { return s.agreement.Refresh(context.Background()) }
+
+// AuditNamespace is the key-value namespace of a tenant's audit log.
+var AuditNamespace = auditNamespace

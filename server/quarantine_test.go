@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/agentichost/agentic/plugins/plugintest"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
 )
 
 // TestPluginQuarantineAndAudit: through serve, a plugin whose calls trap
@@ -113,5 +116,24 @@ func TestPluginQuarantineAndAudit(t *testing.T) {
 	}
 	if code, _ := ts.do(t, ts.acme, "GET", "/v1/audit?limit=0", ""); code != 400 {
 		t.Errorf("limit=0: %d", code)
+	}
+	if code, _ := ts.do(t, ts.acme, "GET", "/v1/audit?limit=1001", ""); code != 400 {
+		t.Errorf("limit=1001: %d, want 400 (at most 1000)", code)
+	}
+	// Without ?limit, the last 100.
+	kv := ts.store.(storage.KV)
+	for i := range 150 {
+		b, _ := json.Marshal(map[string]any{"seq": i + 1000, "action": "loaded", "plugin": fmt.Sprintf("p%03d", i)})
+		if err := kv.Set(t.Context(), server.AuditNamespace("acme"), fmt.Sprintf("%020d", i+1000), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body = ts.do(t, ts.acme, "GET", "/v1/audit", "")
+	if e := decodeJSON[struct{ Entries []entry }](t, body).Entries; len(e) != 100 || e[0].Plugin != "p050" || e[99].Plugin != "p149" {
+		t.Errorf("the audit log without a limit: %d entries (%v … %v), want the last 100, p050 to p149", len(e), e[0], e[len(e)-1])
+	}
+	_, body = ts.do(t, ts.acme, "GET", "/v1/audit?limit=1000", "")
+	if e := decodeJSON[struct{ Entries []entry }](t, body).Entries; len(e) != 154 {
+		t.Errorf("limit=1000: %d entries, want all 154", len(e))
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host/hosttest"
+	"github.com/agentichost/agentic/retention"
 	"github.com/agentichost/agentic/server"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/memory"
 )
 
@@ -16,7 +18,7 @@ import (
 // archive) sweeps on POST /v1/retention/sweep; a session kept by PUT
 // /v1/sessions/{id}/retention stays; the archives land in the tenant's
 // directory; a second sweep does nothing; a tenant without a policy gets
-// 409.
+// 409; {} removes an override, and DELETE of a session removes its.
 func TestRetentionRoutes(t *testing.T) {
 	dir := t.TempDir()
 	ts := startServer(t, serverSetup{Mutate: func(c *server.Config) {
@@ -53,6 +55,27 @@ func TestRetentionRoutes(t *testing.T) {
 	}
 	if code, body := ts.do(t, ts.beta, "POST", "/v1/retention/sweep", ""); code != 409 || !strings.Contains(body, "no retention policy") {
 		t.Errorf("a sweep without a policy: %d %s", code, body)
+	}
+	// {} removes an override; a deleted session's override goes with it.
+	tenant, err := storage.Prefix(ts.store, "acme:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	override := func(id string) retention.Override {
+		o, err := retention.GetOverride(t.Context(), tenant.(storage.KV), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	if code, body := ts.do(t, ts.acme, "PUT", "/v1/sessions/new/retention", `{"keep_days":30}`); code != 200 || override("new").KeepDays != 30 {
+		t.Fatalf("PUT keep_days: %d %s, override %+v", code, body, override("new"))
+	}
+	if code, body := ts.do(t, ts.acme, "PUT", "/v1/sessions/new/retention", `{}`); code != 200 || override("new") != (retention.Override{}) {
+		t.Errorf("PUT {}: %d %s, override %+v; want none", code, body, override("new"))
+	}
+	if code, body := ts.do(t, ts.acme, "DELETE", "/v1/sessions/kept", ""); code != 200 || override("kept") != (retention.Override{}) {
+		t.Errorf("DELETE: %d %s, override %+v; want it gone with the session", code, body, override("kept"))
 	}
 }
 
