@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,6 +69,14 @@ func TestChatFlagsReachTheAgent(t *testing.T) {
 		t.Errorf("the model asked: %q, want AGENTIC_MODEL's", got)
 	}
 
+	// --system is the request's first message.
+	if code, _, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", "system", "--system", "Answer in haiku.", "hi"); code != 0 {
+		t.Fatalf("--system: exit %d\n%s", code, errOut)
+	}
+	if reqs := srv.Requests(); len(reqs[len(reqs)-1].Messages) == 0 || reqs[len(reqs)-1].Messages[0].Role != "system" || reqs[len(reqs)-1].Messages[0].Text != "Answer in haiku." {
+		t.Errorf("--system: the request's messages %+v, want the system prompt first", reqs[len(reqs)-1].Messages)
+	}
+
 	code, _, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", "loop", "--max-steps", "2", "loop")
 	if code != 1 || !strings.Contains(errOut, "the run reached its bound of 2 model passes while the model still called tools") {
 		t.Errorf("--max-steps 2: exit %d, %q", code, errOut)
@@ -76,9 +85,12 @@ func TestChatFlagsReachTheAgent(t *testing.T) {
 	// A reply that never starts: each attempt is cut at the first-chunk
 	// bound and retried, until the step's bound ends the run. A reply that
 	// falls silent after two chunks: the same, at the chunk bound.
+	// --idle-timeout is the model client's own bound on a silent
+	// connection: the same, in the client's words.
 	for _, tc := range []struct{ flag, text, retry string }{
 		{"--timeout-first-chunk", "silent", "the model sent nothing for 50ms after the request (first-chunk timeout)"},
 		{"--timeout-chunk", "pause", "the model stream was silent for 50ms (chunk timeout)"},
+		{"--idle-timeout", "pause", "no data for 50ms"},
 	} {
 		session := strings.TrimPrefix(tc.flag, "--timeout-")
 		code, _, errOut := runEnv(t, vars, "", "chat", "--storage", store, "--session", session, tc.flag, "50ms", "--timeout-step", "3s", tc.text)
@@ -152,5 +164,35 @@ func TestChatToolTimeout(t *testing.T) {
 		if code != 0 || !strings.Contains(out, tc.want) {
 			t.Errorf("%s: exit %d\nstdout %q\nstderr %q\nwant %q and the run completed", tc.ask, code, out, errOut, tc.want)
 		}
+	}
+}
+
+// TestChatCompactionLimit: --compaction-limit reaches the agent: with a
+// model of a 2,000-token window, three messages of about 200 tokens each
+// compact the session at 0.3 of the window, and not at 1.
+func TestChatCompactionLimit(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Models: map[string]int{"fake/small": 2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	store := "file:" + t.TempDir()
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", 30)
+	compactions := func(limit string) int {
+		session := "limit-" + strings.ReplaceAll(limit, ".", "")
+		for i := range 3 {
+			code, _, errOut := run(t, "", "chat", "--base-url", srv.URL(), "--model", "fake/small", "--storage", store,
+				"--session", session, "--compaction-limit", limit, fmt.Sprintf("message %d. %s", i, filler))
+			if code != 0 {
+				t.Fatalf("--compaction-limit %s, message %d: exit %d\n%s", limit, i, code, errOut)
+			}
+		}
+		return hosttest.CountKind(sessionEvents(t, store, session), ledger.KindCompaction)
+	}
+	if n := compactions("0.3"); n == 0 {
+		t.Errorf("--compaction-limit 0.3: no compaction in three messages")
+	}
+	if n := compactions("1"); n != 0 {
+		t.Errorf("--compaction-limit 1: %d compactions, want none", n)
 	}
 }
