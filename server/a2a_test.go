@@ -460,6 +460,26 @@ func TestA2A(t *testing.T) {
 	})
 }
 
+// TestA2AExtendedCard: agent/getAuthenticatedExtendedCard is not offered
+// (the card is already behind the key): it answers the HTTP status 200
+// with a JSON-RPC error -32007 (no extended card) carrying the request's
+// id and no result, with params or without, and changes nothing.
+func TestA2AExtendedCard(t *testing.T) {
+	ts := startServer(t, serverSetup{})
+	_, before := ts.do(t, ts.acme, "GET", "/v1/sessions", "")
+	code, ans := ts.rpc(t, ts.acme, "default", "agent/getAuthenticatedExtendedCard", nil)
+	if code != 200 || ans.Error == nil || ans.Error.Code != -32007 || !strings.Contains(ans.Error.Message, "no extended card") {
+		t.Fatalf("the extended card: %d %+v, want 200 with error -32007 saying there is no extended card", code, ans.Error)
+	}
+	if string(ans.ID) != "1" || ans.Result != nil {
+		t.Errorf("the answer's id %s and result %s, want the request's id 1 and no result", ans.ID, ans.Result)
+	}
+	ts.rpcError(t, ts.acme, "agent/getAuthenticatedExtendedCard", map[string]any{}, -32007, "no extended card")
+	if _, after := ts.do(t, ts.acme, "GET", "/v1/sessions", ""); after != before {
+		t.Errorf("asking for the extended card changed the sessions:\n%s\n%s", before, after)
+	}
+}
+
 // TestA2AStreamLimits: message/stream and tasks/resubscribe hold stream
 // slots like every stream: past the key's bound they are refused (429,
 // a JSON-RPC error), and a refused message/stream starts no run.
