@@ -561,3 +561,27 @@ func TestMultiHostChatOneShotRedis(t *testing.T) {
 		t.Errorf("transcript = %+v", tr.Items)
 	}
 }
+
+// TestChatNoticesAnotherHost: a chat whose session another host leads
+// says so on stderr, naming the host and how long it waits for its lease,
+// and the message is answered once that host's lease lapsed (the host is
+// gone: nobody renews it).
+func TestChatNoticesAnotherHost(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model, err := fakemodel.Start(fakemodel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	store := ledgerOf(t, srv.URL())
+	if _, err := store.AcquireLease(t.Context(), "s", "host-x", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "", "chat", "--storage", srv.URL(), "--base-url", model.URL(), "--session", "s", "hello")
+	if code != 0 || out != "You said: hello\n" {
+		t.Fatalf("chat: exit %d, %q\n%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "[host host-x runs session s: the message joins its run (if that host died, this one takes over: waiting up to ") {
+		t.Errorf("stderr %q, want the notice naming host-x and the wait for its lease", errOut)
+	}
+}
