@@ -185,3 +185,24 @@ func TestRunApprovalTranscript(t *testing.T) {
 		t.Errorf("the parked run's response %+v, want it waiting for approval", last)
 	}
 }
+
+// TestRunApprovalEphemeralTask: a run nobody can reach — an ephemeral
+// task's, whose session is not in the storage — cannot park on its own
+// request: it fails as it would without the request, saying why, and
+// nothing of it reaches the storage.
+func TestRunApprovalEphemeralTask(t *testing.T) {
+	store := memory.New()
+	hs := hosttest.New(t, host.Options{Storage: store, ApprovalSecret: approvalSecret, Hooks: []host.Hook{&askingHook{}}})
+	out := hs.Host.Task(context.Background(), host.TaskSpec{Prompt: "Write a title.", SessionID: "ephemeral", Ephemeral: true,
+		Deliverable: host.Deliverable{Schema: titleSchema}})
+	if out.Status != host.OutcomeFailed || !strings.Contains(out.Reason, "budget_exceeded: spent $1 of $1") ||
+		!strings.Contains(out.Reason, "this task is not durable, so nobody can give it") {
+		t.Fatalf("the outcome %+v, want failed, saying the approval cannot be given", out)
+	}
+	if inbox, err := hs.Host.PendingApprovals(context.Background()); err != nil || len(inbox) != 0 {
+		t.Errorf("inbox %+v, %v; want nothing", inbox, err)
+	}
+	if evs := hs.Events("ephemeral"); len(evs) != 0 {
+		t.Errorf("the ephemeral task left %d events in the storage", len(evs))
+	}
+}
