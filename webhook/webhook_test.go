@@ -478,3 +478,41 @@ func TestWebhooksRedirectNotFollowed(t *testing.T) {
 		t.Errorf("the endpoint was asked %d times, the redirect's target %d times; want it asked, the target never", asked.Load(), elsewhere.Load())
 	}
 }
+
+// TestWebhooksKeep: finished deliveries stay listed for Options.Keep (7
+// days by default), then a flush prunes them.
+func TestWebhooksKeep(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	rcv := newReceiver(t)
+	ob := newOutbox(t, store, rcv.srv.URL, nil)
+	hs := hosttest.New(t, host.Options{Storage: store, Outbox: ob})
+	if _, err := hs.Host.Session("s").Send(ctx, "hello", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 400 {
+		if err := ob.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if list, _ := ob.Deliveries(ctx, webhook.Query{State: webhook.StateDelivered}); len(list) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond) // older than the short Keep below
+	// Outboxes of other processes, on the same storage, prune on their
+	// first flush: with the default Keep the delivery stays; with 1ms it
+	// goes.
+	for _, tc := range []struct {
+		keep time.Duration
+		want int
+	}{{0, 1}, {time.Millisecond, 0}} {
+		o := newOutbox(t, store, rcv.srv.URL, func(o *webhook.Options) { o.Keep = tc.keep })
+		if err := o.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if list, err := o.Deliveries(ctx, webhook.Query{State: webhook.StateDelivered}); err != nil || len(list) != tc.want {
+			t.Errorf("Keep %v: %d delivered deliveries listed after a flush, %v; want %d", tc.keep, len(list), err, tc.want)
+		}
+	}
+}
