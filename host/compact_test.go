@@ -95,6 +95,25 @@ func TestChatSurvivesTwoCompactions(t *testing.T) {
 	// The model's last prompt no longer holds the first message: only the
 	// note carries the code.
 	reqs := hs.model.Requests()
+	// Session.Messages is the conversation as the model sees it: what it
+	// was last sent — the last compaction's note standing for what it
+	// summarised, then the turns after it — and its answer.
+	sent := reqs[len(reqs)-1].Messages
+	after, err := sess.Messages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(sent)+1 || after[len(after)-1].Role != ledger.RoleAssistant || after[len(after)-1].Text() != "Your code is ZEBRA42." {
+		t.Fatalf("Session.Messages has %d messages, want the last prompt's %d and the answer: %+v", len(after), len(sent), after)
+	}
+	for i, m := range sent {
+		if m.Role != string(after[i].Role) || m.Text != after[i].Text() {
+			t.Errorf("the model was sent %s %.60q, Session.Messages[%d] is %s %.60q", m.Role, m.Text, i, after[i].Role, after[i].Text())
+		}
+	}
+	if !strings.Contains(after[0].Text(), "NOTE:") {
+		t.Errorf("Session.Messages starts with %s %.60q, want the compaction's note", after[0].Role, after[0].Text())
+	}
 	for _, m := range reqs[len(reqs)-1].Messages {
 		if strings.Contains(m.Text, "Remember this") {
 			t.Error("the last prompt still holds the first message")

@@ -283,8 +283,10 @@ func (s *Session) Events(ctx context.Context) ([]ledger.Event, error) {
 	return s.h.store.Load(ctx, s.id)
 }
 
-// Messages returns the session's conversation as the model sees it next
-// (see ledger.ReplayMessages): the last compaction's summary standing for
+// Messages returns the session's conversation as the model sees it (see
+// ledger.ReplayMessages) — what its next pass is sent before a new
+// message, unless that run compacts first (the last pass crossed the
+// compaction limit): the last compaction's summary standing for
 // what it summarised, the turns of runs rolled back or restarted left out,
 // every tool call answered, parts kept by reference read back. The system
 // prompt, configuration rather than history, is not among them. It reads
