@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,5 +140,80 @@ func TestSessionDeleteLiveRun(t *testing.T) {
 	}
 	if hs.Host.IsRunning("live") {
 		t.Error("the run is still in flight")
+	}
+}
+
+// slowDeletes is a memory store whose removal of a session (the fenced
+// replacement a deletion makes) waits until released, and which counts the
+// reads and appends of that session made meanwhile.
+type slowDeletes struct {
+	*memory.Store
+	entered, release chan struct{}
+	deleting         atomic.Bool
+	during           atomic.Int32
+}
+
+func (s *slowDeletes) ReplaceSession(ctx context.Context, id, version string, events iter.Seq2[ledger.Event, error]) error {
+	s.deleting.Store(true)
+	close(s.entered)
+	<-s.release
+	defer s.deleting.Store(false)
+	return s.Store.ReplaceSession(ctx, id, version, events)
+}
+
+func (s *slowDeletes) Load(ctx context.Context, id string) ([]ledger.Event, error) {
+	if s.deleting.Load() {
+		s.during.Add(1)
+	}
+	return s.Store.Load(ctx, id)
+}
+
+func (s *slowDeletes) Append(ctx context.Context, id string, evs ...ledger.Event) error {
+	if s.deleting.Load() {
+		s.during.Add(1)
+	}
+	return s.Store.Append(ctx, id, evs...)
+}
+
+// TestSendWaitsForDelete: a message sent to this host while it deletes the
+// session waits for the deletion (it neither reads nor appends to the
+// ledger being deleted), then starts a new session of that id.
+func TestSendWaitsForDelete(t *testing.T) {
+	ctx := context.Background()
+	store := &slowDeletes{Store: memory.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	hs := hosttest.New(t, host.Options{Storage: store})
+	sess := hs.Host.Session("d")
+	if _, err := sess.Send(ctx, "old", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := sess.Delete(ctx, host.DeleteOptions{})
+		deleted <- err
+	}()
+	<-store.entered
+	sent := make(chan host.RunResult, 1)
+	go func() {
+		res, err := sess.Send(ctx, "new", host.SendOptions{})
+		if err != nil {
+			t.Error(err)
+		}
+		sent <- res
+	}()
+	// The send's chance to touch the ledger under deletion, if it did
+	// not wait (the assertions hold however long this is).
+	time.Sleep(100 * time.Millisecond)
+	close(store.release)
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	res := <-sent
+	if n := store.during.Load(); n != 0 {
+		t.Errorf("the send read or appended to the session %d times while it was deleted", n)
+	}
+	evs := hs.Events("d")
+	if res.Status != ledger.RunCompleted || len(evs) == 0 || evs[0].Input == nil || ledger.TextOf(evs[0].Input.Parts) != "new" ||
+		hosttest.CountKind(evs, ledger.KindInput) != 1 {
+		t.Errorf("after the deletion: %+v, ledger %s; want a new session holding the new message alone", res, hosttest.Kinds(evs))
 	}
 }
