@@ -276,6 +276,18 @@ func summarize(w io.Writer, r results) {
 	} else {
 		missing("accept p99 under load", "BenchmarkAcceptUnderLoad ./host")
 	}
+	for _, st := range []string{"file", "redis"} {
+		for _, op := range []string{"answer", "resume"} {
+			long, ok := r.median("host", "BenchmarkResumeLongSession/"+st+"/events=100000/"+op, "ns/op")
+			if !ok {
+				missing("a long session: "+op+", "+st, "BenchmarkResumeLongSession ./host")
+				continue
+			}
+			short, _ := r.median("host", "BenchmarkResumeLongSession/"+st+"/events=1000/"+op, "ns/op")
+			add(fmt.Sprintf("%s a message in a session of 100,000 events, %s", map[string]string{"answer": "answer", "resume": "resume a run"}[op], st),
+				n("ns/op", long), fmt.Sprintf("at 1,000 events %s: %.0f×", n("ns/op", short), long/short), "≤ 2× the 1,000")
+		}
+	}
 	if v, ok := r.median("host", "BenchmarkLoopStep/host", "ns/op"); ok {
 		withModel, _ := r.median("host", "BenchmarkLoopStep/host+fake-model", "ns/op")
 		modelOnly, _ := r.median("host", "BenchmarkLoopStep/fake-model-only", "ns/op")
