@@ -286,15 +286,32 @@ func TestPluginIdempotencyKeyKept(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != 3 {
-		t.Fatalf("the server saw %d requests, want 3", len(seen))
+	got := seen[:len(seen):len(seen)]
+	mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("the server saw %d requests, want 3", len(got))
 	}
-	if strings.Join(seen[0], ",") != "order-42" || strings.Join(seen[1], ",") != "order-43" {
-		t.Errorf("requests with the plugin's own key carried %q and %q, want order-42 and order-43 alone", seen[0], seen[1])
+	if strings.Join(got[0], ",") != "order-42" || strings.Join(got[1], ",") != "order-43" {
+		t.Errorf("requests with the plugin's own key carried %q and %q, want order-42 and order-43 alone", got[0], got[1])
 	}
-	if len(seen[2]) != 1 || !strings.HasPrefix(seen[2][0], "agentic-") || len(seen[2][0]) != len("agentic-")+40 {
-		t.Errorf("a request without a key carried %q, want the host's", seen[2])
+	if len(got[2]) != 1 || !strings.HasPrefix(got[2][0], "agentic-") || len(got[2][0]) != len("agentic-")+40 {
+		t.Errorf("a request without a key carried %q, want the host's", got[2])
+	}
+	// In a durable call, the journal records the key the server saw: the
+	// plugin's own (it is what an "outcome unknown" names).
+	j := &memJournal{}
+	call := host.ToolCall{ID: "call_1", SessionID: "sess_1", Name: "http", Input: json.RawMessage(request(srv.URL+"/", map[string]string{"Idempotency-Key": "order-44"})), Journal: j}
+	if _, err := moduleTool(t, m, "http").Call(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{}
+	for _, e := range hostCalls(j.entries) {
+		if e.Op == ledger.JournalHTTPSend {
+			keys = append(keys, e.Key)
+		}
+	}
+	if len(keys) != 1 || keys[0] != "order-44" {
+		t.Errorf("the journal's keys %q, want the plugin's own, order-44", keys)
 	}
 }
 

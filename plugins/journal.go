@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -250,6 +251,23 @@ func httpWhat(raw []byte) string {
 	return whatOf(w.Method + " " + w.URL)
 }
 
+// ownIdempotencyKey returns the Idempotency-Key a plugin's http_request
+// sets itself (its header's name in any case), or "".
+func ownIdempotencyKey(raw []byte) string {
+	var w struct {
+		Headers map[string]string `json:"headers"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return ""
+	}
+	for k, v := range w.Headers {
+		if http.CanonicalHeaderKey(k) == "Idempotency-Key" {
+			return v
+		}
+	}
+	return ""
+}
+
 // journalHTTP runs one http_request of a journaled call: from the
 // journal while it replays, live after.
 func (env *callEnv) journalHTTP(ctx context.Context, raw []byte, readErr error) []byte {
@@ -275,6 +293,9 @@ func (env *callEnv) journalHTTP(ctx context.Context, raw []byte, readErr error) 
 		env.idemKey = sent.Key
 	} else {
 		env.idemKey = idempotencyKey(j.keyBase, pos)
+		if own := ownIdempotencyKey(raw); own != "" {
+			env.idemKey = own // the plugin's own is what the server sees (httpguard.go)
+		}
 		j.record(ctx, ledger.JournalEntry{Op: ledger.JournalHTTPSend, Request: digest(req), What: what, Key: env.idemKey}, true)
 	}
 	answer := env.httpLive(ctx, raw, readErr)
