@@ -70,6 +70,15 @@ func (r *Run) enterSession(ctx context.Context, resumes int) error {
 	}
 	err = r.leadLocked(ctx, st, resumes > 0)
 	st.appendMu.Unlock()
+	if errors.Is(err, storage.ErrLeaseLost) && r.lostLeases < maxLostLeases {
+		// The lease lapsed before the run's first append (this
+		// host stalled past its ttl) and nothing was appended: another
+		// host may lead the session now. Enter again, as a retry would:
+		// the message joins that host's run, or this host leads again.
+		r.lostLeases++
+		h.log.Warn("the session's lease was lost before anything was appended; entering the session again", "session", st.key.id)
+		return r.enterSession(ctx, resumes)
+	}
 	if errors.Is(err, errRequestRaced) {
 		// Another host appended the message under its request id after
 		// the ledger was loaded: find it its run, as a retry would.
@@ -204,6 +213,10 @@ func (r *Run) leaveUnreadable(ctx context.Context, st *sessionState, cause error
 	return nil
 }
 
+// maxLostLeases bounds how often a message enters its session again after
+// the lease was lost before its first append.
+const maxLostLeases = 3
+
 // errRequestRaced is leadLocked's answer when the message it was to start
 // a run for was appended by another host under its request id since it
 // loaded the ledger (r.msgID now names that copy): the caller enters the
@@ -281,13 +294,13 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 	}()
 	// With several hosts on the store, lead the session only under its
 	// lease; the ledger loaded after taking it is the whole truth.
-	lease, err := h.takeLease(ctx, st)
+	lease, stopLease, err := h.takeLease(ctx, st)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if lease != nil && !launched {
-			lease.Release(context.WithoutCancel(ctx))
+		if !launched {
+			stopLease() // the renewals stop, the lease is given back
 		}
 	}()
 	events, err := st.store.Load(ctx, st.key.id)
@@ -429,6 +442,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		nr.bindTo(r.bind, r.msgID)
 		r.bound = nr
 	}
+	nr.stopLease = stopLease
 	launched = true
 	h.launch(nr, (*run).loop)
 	return nil

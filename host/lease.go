@@ -32,20 +32,25 @@ import (
 // over once the lease lapses.
 
 // takeLease acquires the session's lease for a run, when the store has
-// leases. It returns ErrLeadElsewhere when another host holds it.
-func (h *Host) takeLease(ctx context.Context, st *sessionState) (storage.Lease, error) {
+// leases, and renews it from then on (see holdLease): the load and the
+// checks before the run's first append — a long session's load may take
+// longer than the ttl — cannot let it lapse. stop ends the renewals and
+// gives the lease back; a run launched under the lease takes stop over
+// (run.stopLease). It returns ErrLeadElsewhere when another host holds the
+// lease; without leases, a nil lease and a stop that does nothing.
+func (h *Host) takeLease(ctx context.Context, st *sessionState) (lease storage.Lease, stop func(), err error) {
 	if st.leaser == nil {
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	id := st.key.id
 	l, err := st.leaser.AcquireLease(ctx, id, h.leaseOwner, h.leaseTTL)
 	if errors.Is(err, storage.ErrLeaseHeld) {
-		return nil, fmt.Errorf("%w: %w", ErrLeadElsewhere, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrLeadElsewhere, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host: take the lease of session %s: %w", id, err)
+		return nil, nil, fmt.Errorf("host: take the lease of session %s: %w", id, err)
 	}
-	return l, nil
+	return l, h.holdLease(st, l), nil
 }
 
 // holdLease renews the lease (when there is one) until the returned

@@ -128,7 +128,9 @@ func (h *Host) launch(r *run, body func(*run) outcome) {
 	st := r.st
 	h.adopt(st)
 	r.body = body
-	r.stopLease = h.holdLease(st, r.lease)
+	if r.stopLease == nil { // (a run under a lease its launcher took renews it already: takeLease)
+		r.stopLease = h.holdLease(st, r.lease)
+	}
 	r.stopWatch = h.watchRemote(st)
 	r.goLive()
 	h.spawn(r)

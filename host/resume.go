@@ -177,13 +177,13 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	}()
 	// Another host may lead the session (or be resuming it right now):
 	// only the lease holder resumes.
-	lease, err := h.takeLease(ctx, st)
+	lease, stopLease, err := h.takeLease(ctx, st)
 	if err != nil {
 		return nil, RunResult{}, err
 	}
 	defer func() {
-		if lease != nil && !launched {
-			lease.Release(context.WithoutCancel(ctx))
+		if !launched {
+			stopLease() // the renewals stop, the lease is given back
 		}
 	}()
 	events, err := st.store.Load(ctx, id)
@@ -254,6 +254,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 		r.bound = next
 	}
 	next.onLive = onLive
+	next.stopLease = stopLease
 	launched = true
 	h.launch(next, body)
 	return r, RunResult{}, nil

@@ -48,6 +48,9 @@ type Run struct {
 	parts     []ledger.Part      // the message's content (see newInput)
 	bind      context.Context    // the context bound to a run this caller starts; nil: none
 	parent    *ledger.ParentCall // the delegate call that sent the message (see Host.DelegateTool)
+	// lostLeases counts the leases lost before the run's first append
+	// (see enterSession), bounding the tries.
+	lostLeases int
 }
 
 // MessageID returns the durable id of the message.
