@@ -5,7 +5,6 @@ package host_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,48 +17,13 @@ import (
 	"github.com/agentichost/agentic/storage/redis"
 )
 
-// longHistory appends about n events to session id: completed turns of
-// input, run-start, step and run-end, with texts of a few hundred bytes,
-// and every 250 turns a compaction at the start of the turn's run (as a
-// long session keeps within its model's window), in batches of about a
+// longHistory appends hosttest.History(n) to session id, in batches of a
 // thousand events.
 func longHistory(b *testing.B, store storage.Storage, id string, n int) {
 	b.Helper()
-	ctx := context.Background()
-	para := strings.Repeat("The quick brown fox jumps over the lazy dog; ", 6)
-	now := time.Now().UTC().Add(-time.Hour)
-	batch := make([]ledger.Event, 0, 1000)
-	for turn := 0; turn*4+turn/250 < n; turn++ {
-		run, msg, resp := fmt.Sprintf("run_%06d", turn), fmt.Sprintf("msg_%06d", turn), fmt.Sprintf("resp_%06d", turn)
-		ev := func(kind ledger.Kind) ledger.Event {
-			return ledger.Event{ID: fmt.Sprintf("evt_%06d_%s", turn, kind), Kind: kind, Time: now, RunID: run}
-		}
-		in := ev(ledger.KindInput)
-		in.Input = &ledger.Input{MessageID: msg, Parts: []ledger.Part{ledger.TextPart(fmt.Sprintf("question %d: %s", turn, para))}}
-		start := ev(ledger.KindRunStart)
-		start.RunStart = &ledger.RunStart{Inputs: []string{msg}, ResponseID: resp, Agent: "default", Model: "fake/echo", MaxSteps: host.DefaultMaxSteps}
-		step := ev(ledger.KindStep)
-		step.Step = &ledger.Step{ResponseID: resp, Text: "answer: " + para, FinishReason: "stop", Model: "fake/echo",
-			Usage: ledger.Usage{PromptTokens: 400, CompletionTokens: 60, TotalTokens: 460}}
-		end := ev(ledger.KindRunEnd)
-		end.RunEnd = &ledger.RunEnd{Status: ledger.RunCompleted}
-		batch = append(batch, in, start)
-		if turn > 0 && turn%250 == 0 {
-			c := ev(ledger.KindCompaction)
-			c.Compaction = &ledger.Compaction{Summary: fmt.Sprintf("NOTE: %d turns about foxes and dogs.", turn),
-				Through: fmt.Sprintf("evt_%06d_%s", turn-1, ledger.KindRunEnd), Usage: ledger.Usage{PromptTokens: 100000, CompletionTokens: 500, TotalTokens: 100500}}
-			batch = append(batch, c)
-		}
-		batch = append(batch, step, end)
-		if len(batch) >= 1000 {
-			if err := store.Append(ctx, id, batch...); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		if err := store.Append(ctx, id, batch...); err != nil {
+	events := hosttest.History(n)
+	for i := 0; i < len(events); i += 1000 {
+		if err := store.Append(context.Background(), id, events[i:min(i+1000, len(events))]...); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -70,7 +34,8 @@ func longHistory(b *testing.B, store storage.Storage, id string, n int) {
 // in-process model at once: one run of one pass) and to resume a run left
 // interrupted in it (Host.Resume after an input and a run-start were
 // appended, as a dead host leaves them), at about 1,000 and 100,000 events
-// of history, on the file store and on Redis. The target (issue: costs
+// of history (hosttest.History: compacted every 250 turns), on the file
+// store and on Redis. The target (issue: costs
 // that stay flat) is the 100,000 figure within 2× the 1,000 one; every
 // iteration adds its own few events to the session.
 func BenchmarkResumeLongSession(b *testing.B) {

@@ -32,7 +32,7 @@ const recoveryEnv = "AGENTIC_RECOVERY"
 // Last-Event-ID, receives: on files (the next process on the same
 // directory, which resumes at boot) and on Redis (a second host, already
 // up, which takes over once the dead host's lease lapses; lease_ttl 15 s
-// and 3 s), for sessions of about 100 and 10,000 events. Each case also
+// and 3 s), for sessions of about 100, 10,000 and 100,000 events. Each case also
 // checks the run: resumed once, completed, its answer whole. The model
 // streams a chunk every 10 ms (its first after 10 ms): what is measured
 // is the host's part. Set AGENTIC_RECOVERY=1 to run it.
@@ -42,7 +42,7 @@ func TestRecoveryTime(t *testing.T) {
 	}
 	bin := needBinary(t)
 	rds := redistest.Start(t, redistest.Options{})
-	for _, events := range []int{100, 10_000} {
+	for _, events := range []int{100, 10_000, 100_000} {
 		history := longLedger(t, events)
 		for _, c := range []struct{ storage, ttl string }{{"file", ""}, {"redis", "15s"}, {"redis", "3s"}} {
 			name := fmt.Sprintf("%s%s/%d", c.storage, c.ttl, events)
@@ -201,12 +201,17 @@ var (
 
 // longLedger returns the ledger of a chat of at least n events (n/4
 // turns of a message and its answer), as a host in memory records it,
-// compactions included.
+// compactions included; past 10,000 events, hosttest.History's (a host
+// would take hours to record it: each turn loads the whole ledger).
 func longLedger(t *testing.T, n int) []ledger.Event {
 	ledgersMu.Lock()
 	defer ledgersMu.Unlock()
 	if evs, ok := ledgers[n]; ok {
 		return evs
+	}
+	if n > 10_000 {
+		ledgers[n] = hosttest.History(n)
+		return ledgers[n]
 	}
 	ctx := context.Background()
 	store := memory.New()
