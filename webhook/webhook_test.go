@@ -516,3 +516,54 @@ func TestWebhooksKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhooksBackoff: a failing endpoint's next attempt waits MinBackoff
+// (10 s by default) after its first failure, then twice as long after each
+// further one, up to MaxBackoff (an hour by default).
+func TestWebhooksBackoff(t *testing.T) {
+	ctx := context.Background()
+	waits := func(tune func(*webhook.Options), attempts int) []time.Duration {
+		t.Helper()
+		store := memory.New()
+		rcv := newReceiver(t)
+		rcv.fail.Store(1 << 40)
+		ob := newOutbox(t, store, rcv.srv.URL, tune)
+		end := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: "run_x",
+			RunEnd: &ledger.RunEnd{Status: ledger.RunCompleted}}
+		if err := ob.Stage(ctx, "s", []ledger.Event{end}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Append(ctx, "s", end); err != nil {
+			t.Fatal(err)
+		}
+		var got []time.Duration
+		for len(got) < attempts {
+			if err := ob.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			list, err := ob.Deliveries(ctx, webhook.Query{})
+			if err != nil || len(list) != 1 {
+				t.Fatalf("deliveries %+v, %v", list, err)
+			}
+			if tg := list[0].Targets[0]; tg.Attempts > len(got) {
+				got = append(got, tg.NextAt.Sub(tg.LastAt))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return got
+	}
+	if got := waits(func(o *webhook.Options) { o.MinBackoff, o.MaxBackoff = 0, 0 }, 1); got[0] != 10*time.Second {
+		t.Errorf("the default wait after a first failure: %v, want 10s", got[0])
+	}
+	got := waits(func(o *webhook.Options) { o.MinBackoff, o.MaxBackoff = 2*time.Millisecond, 10*time.Millisecond }, 5)
+	want := []time.Duration{2, 4, 8, 10, 10}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Errorf("the waits after each failure: %v, want %v ms", got, want)
+			break
+		}
+	}
+	if d := webhook.DefaultMaxBackoff; d != time.Hour {
+		t.Errorf("DefaultMaxBackoff %v, want an hour", d)
+	}
+}
