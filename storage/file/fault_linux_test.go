@@ -109,7 +109,7 @@ func TestFailedRollback(t *testing.T) {
 // the store outlasts it: an Append first closes the files the store keeps
 // open between Appends; with none of its own to close, an Append and a
 // Load wait for a descriptor to come free rather than fail, and give up
-// with EMFILE when their context ends. Like TestFailedWriteRollsBack, it
+// with EMFILE when their context ends, or after 5 s when it does not. Like TestFailedWriteRollsBack, it
 // changes a limit of the whole process and so does not run in parallel.
 func TestOutOfFileDescriptors(t *testing.T) {
 	var old syscall.Rlimit
@@ -181,6 +181,11 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	cancel()
 	if !errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("Load out of descriptors until its context ended = %v, want EMFILE", err)
+	}
+	// A context without end: the wait is bounded all the same (fdWait,
+	// 5 s), then the shortage's error.
+	if err := fresh.Append(context.WithoutCancel(ctx), "c", poke(1)); !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("Append out of descriptors with a context that never ends = %v, want EMFILE once its wait is over", err)
 	}
 
 	// A descriptor comes free while they wait: they go on (the Load
