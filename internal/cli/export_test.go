@@ -10,3 +10,6 @@ var ExpiryOf = expiryOf
 // ServePluginCacheDir is servePluginCacheDir, for the test of serve's
 // default plugin_cache_dir.
 var ServePluginCacheDir = servePluginCacheDir
+
+// OpenStorage is openStorage, for the test of --storage's options.
+var OpenStorage = openStorage

@@ -471,6 +471,9 @@ func (st *Store) rollback(s *session, id string, cause error) {
 	}
 }
 
+// Fsync reports whether the store fsyncs every Append (Options.Fsync).
+func (st *Store) Fsync() bool { return st.fsync }
+
 // Load returns the session's events in append order; an empty slice when
 // the session has no file. It drops a torn tail with a warning and fails
 // with a [*CorruptError] on damage in the middle of the file.
