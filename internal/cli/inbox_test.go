@@ -24,11 +24,11 @@ import (
 	"github.com/agentichost/agentic/server"
 )
 
-// slowProxy forwards TCP connections to a Redis server, holding back by
-// delay each write of a client whose bytes hold one of slow (a command's
-// name, as the client spells it): a key-value store that is slow to take a
-// value, and quick with everything else.
-func slowProxy(t *testing.T, target string, delay time.Duration, slow ...string) string {
+// filterProxy forwards TCP connections to target, the server's bytes as
+// they come, each write of a client through its connection's onWrite (the
+// bytes read; newFilter makes one for each connection) first; it returns
+// its address.
+func filterProxy(t *testing.T, target string, newFilter func() (onWrite func([]byte))) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,19 +50,14 @@ func slowProxy(t *testing.T, target string, delay time.Duration, slow ...string)
 				defer s.Close()
 				io.Copy(c, s)
 			}()
+			onWrite := newFilter()
 			go func() {
 				defer c.Close()
 				buf := make([]byte, 64<<10)
 				for {
 					n, err := c.Read(buf)
 					if n > 0 {
-						low := bytes.ToLower(buf[:n])
-						for _, w := range slow {
-							if bytes.Contains(low, []byte(w)) {
-								time.Sleep(delay)
-								break
-							}
-						}
+						onWrite(buf[:n])
 						if _, err := s.Write(buf[:n]); err != nil {
 							return
 						}
@@ -75,6 +70,25 @@ func slowProxy(t *testing.T, target string, delay time.Duration, slow ...string)
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// slowProxy forwards TCP connections to a Redis server, holding back by
+// delay each write of a client whose bytes hold one of slow (a command's
+// name, as the client spells it): a key-value store that is slow to take a
+// value, and quick with everything else.
+func slowProxy(t *testing.T, target string, delay time.Duration, slow ...string) string {
+	t.Helper()
+	return filterProxy(t, target, func() func([]byte) {
+		return func(b []byte) {
+			low := bytes.ToLower(b)
+			for _, w := range slow {
+				if bytes.Contains(low, []byte(w)) {
+					time.Sleep(delay)
+					return
+				}
+			}
+		}
+	})
 }
 
 // TestServeInboxNeverLagsTheState: whoever learns that a run waits for a

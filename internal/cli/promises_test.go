@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -314,50 +312,16 @@ func TestExportToStdout(t *testing.T) {
 func raceProxy(t *testing.T, target, key string, before func()) string {
 	t.Helper()
 	cmd := []byte(fmt.Sprintf("*2\r\n$3\r\ndel\r\n$%d\r\n%s\r\n", len(key), strings.ToLower(key)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	return filterProxy(t, target, func() func([]byte) {
+		var tail []byte // the end of the connection's last write, for a command split over two
+		return func(b []byte) {
+			seen := bytes.ToLower(append(tail, b...))
+			if bytes.Contains(seen, cmd) {
+				before()
 			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() {
-				defer s.Close()
-				io.Copy(c, s)
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				var tail []byte // the end of the last read, for a command split over two
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						seen := bytes.ToLower(append(tail, buf[:n]...))
-						if bytes.Contains(seen, cmd) {
-							before()
-						}
-						tail = append(tail[:0], seen[max(0, len(seen)-len(cmd)+1):]...)
-						if _, err := s.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
+			tail = append(tail[:0], seen[max(0, len(seen)-len(cmd)+1):]...)
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestMigrateRetriesRaces: on Redis, a session appended to while migrate
