@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -115,13 +116,16 @@ func userMsg(id, text string, extra ...any) map[string]any {
 }
 
 // a2aStream posts a streaming method and returns its events' results (or
-// errors), in order.
+// errors), in order. A stream that does not end within a minute fails the
+// test instead of hanging it.
 func (ts *testServer) a2aStream(t *testing.T, method string, params any) (*http.Response, []rpcAnswer) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": method, "params": params})
 	req, _ := newRequest(ts, ts.acme, "POST", "/a2a/default", string(b))
 	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +138,9 @@ func (ts *testServer) a2aStream(t *testing.T, method string, params any) (*http.
 			break
 		}
 		out = append(out, decodeJSON[rpcAnswer](t, e.Data))
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("%s: the stream did not end within a minute; it sent %s", method, kinds(t, out))
 	}
 	return res, out
 }

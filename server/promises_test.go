@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/agentichost/agentic/host/eval"
 	"github.com/agentichost/agentic/host/hosttest"
@@ -215,35 +213,6 @@ func TestMCPOAuthTokenHost(t *testing.T) {
 	}
 }
 
-// a2aStreamWithin is a2aStream bounded by a minute: a stream that does not
-// end fails the test instead of hanging it.
-func (ts *testServer) a2aStreamWithin(t *testing.T, method string, params any) []rpcAnswer {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": method, "params": params})
-	req, _ := newRequest(ts, ts.acme, "POST", "/a2a/default", string(b))
-	req.Header.Set("Accept", "text/event-stream")
-	res, err := http.DefaultClient.Do(req.WithContext(ctx))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var out []rpcAnswer
-	r := newSSEReader(res.Body)
-	for {
-		e, ok := r.next()
-		if !ok {
-			break
-		}
-		out = append(out, decodeJSON[rpcAnswer](t, e.Data))
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("%s: the stream did not end within a minute; it sent %s", method, kinds(t, out))
-	}
-	return out
-}
-
 // TestA2AStreamsAtRest: how an A2A stream ends when its run comes to rest
 // other than completed. message/stream of a run that waits for a person
 // ends with a final input-required status-update naming the request, and
@@ -265,7 +234,7 @@ func TestA2AStreamsAtRest(t *testing.T) {
 		return decodeJSON[a2aTaskJSON](t, string(events[len(events)-1].Result))
 	}
 
-	events := ts.a2aStreamWithin(t, "message/stream", map[string]any{"message": userMsg("m-publish", "publish_post title=Hello body=World")})
+	_, events := ts.a2aStream(t, "message/stream", map[string]any{"message": userMsg("m-publish", "publish_post title=Hello body=World")})
 	if got := kinds(t, events); !strings.HasPrefix(got, "task ") || !strings.HasSuffix(got, " status-update(input-required,final)") {
 		t.Fatalf("a run that parks: %s, want the task, then a final input-required status-update", got)
 	}
@@ -287,13 +256,14 @@ func TestA2AStreamsAtRest(t *testing.T) {
 		t.Errorf("after the stream closed, the session is %q, want approval_required", st)
 	}
 
-	if got := kinds(t, ts.a2aStreamWithin(t, "tasks/resubscribe", map[string]any{"id": task.ID})); got != "task status-update(input-required,final)" {
+	_, resub := ts.a2aStream(t, "tasks/resubscribe", map[string]any{"id": task.ID})
+	if got := kinds(t, resub); got != "task status-update(input-required,final)" {
 		t.Errorf("resubscribing to the parked task: %s, want the task and its final status-update at once", got)
 	}
 
 	decision := map[string]any{"kind": "message", "messageId": "m-decide", "role": "user", "taskId": task.ID,
 		"parts": []any{map[string]any{"kind": "data", "data": map[string]any{"approval_id": approvalID, "approve": true}}}}
-	events = ts.a2aStreamWithin(t, "message/stream", map[string]any{"message": decision})
+	_, events = ts.a2aStream(t, "message/stream", map[string]any{"message": decision})
 	if got := kinds(t, events); !strings.HasPrefix(got, "task ") || !strings.HasSuffix(got, " status-update(completed,final)") {
 		t.Fatalf("a decision streamed: %s, want the task, then a final completed status-update", got)
 	}
@@ -306,7 +276,7 @@ func TestA2AStreamsAtRest(t *testing.T) {
 	}
 
 	ts.model.Enqueue(hosttest.Reply{Err: &model.Error{StatusCode: 402, Message: "no credits"}})
-	events = ts.a2aStreamWithin(t, "message/stream", map[string]any{"message": userMsg("m-fail", "this fails")})
+	_, events = ts.a2aStream(t, "message/stream", map[string]any{"message": userMsg("m-fail", "this fails")})
 	if got := kinds(t, events); !strings.HasPrefix(got, "task ") || !strings.HasSuffix(got, " status-update(failed,final)") {
 		t.Fatalf("a run that fails: %s, want the task, then a final failed status-update", got)
 	}
