@@ -225,7 +225,11 @@ func TestHostileDirectoryHugeFiles(t *testing.T) {
 		t.Skip("no /dev/zero")
 	}
 	rt, _ := newRuntime(t)
-	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{})
+	// The healthy module's describe gets all the time it needs: beside
+	// -race and other packages' tests, a Go plugin's first instance may
+	// take longer than the default 5 s, and its speed is not what this
+	// test is about.
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: 2 * time.Minute} }})
 	t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	dir := t.TempDir()
 	writeAtomic(t, filepath.Join(dir, "get_account.wasm"), getAccountWasm(t))
