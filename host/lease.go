@@ -79,10 +79,15 @@ func (h *Host) holdLease(st *sessionState, lease storage.Lease) (stop func()) {
 				st.mu.Lock()
 				r := st.cur
 				st.mu.Unlock()
-				h.log.Error("lease lost: another host may lead the session; stopping the run", "session", st.key.id)
-				if r != nil {
-					r.cancel(&CancelledError{Reason: "the session's lease was lost to another host"})
+				if r == nil {
+					// Taken for a run not started yet (see takeLease): its
+					// first append is refused, and the message enters the
+					// session again (see enterSession).
+					h.log.Warn("lease lost before the run started: another host may lead the session", "session", st.key.id)
+					return
 				}
+				h.log.Error("lease lost: another host may lead the session; stopping the run", "session", st.key.id)
+				r.cancel(&CancelledError{Reason: "the session's lease was lost to another host"})
 				return
 			}
 			if err != nil {
