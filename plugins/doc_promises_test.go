@@ -313,6 +313,28 @@ func TestPluginIdempotencyKeyKept(t *testing.T) {
 	if len(keys) != 1 || keys[0] != "order-44" {
 		t.Errorf("the journal's keys %q, want the plugin's own, order-44", keys)
 	}
+	// Two spellings of the name: the journal records the one sent, every
+	// time (the headers' order is not the map's).
+	for range 8 {
+		j := &memJournal{}
+		call.Journal = j
+		call.Input = json.RawMessage(request(srv.URL+"/", map[string]string{"Idempotency-Key": "upper", "idempotency-key": "lower"}))
+		if _, err := moduleTool(t, m, "http").Call(context.Background(), call); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		sent := strings.Join(seen[len(seen)-1], ",")
+		mu.Unlock()
+		var journaled string
+		for _, e := range hostCalls(j.entries) {
+			if e.Op == ledger.JournalHTTPSend {
+				journaled = e.Key
+			}
+		}
+		if sent != "lower" || journaled != sent {
+			t.Fatalf("two spellings: the server saw %q, the journal %q; want the last in sorted order, lower, in both", sent, journaled)
+		}
+	}
 }
 
 // TestJavaScriptEngineSharedAcrossScripts: every TypeScript plugin of the

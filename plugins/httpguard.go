@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -284,7 +286,8 @@ func (g *httpGuard) exchange(ctx context.Context, env *callEnv, raw []byte) (req
 	if err != nil {
 		return req, res, nil, fmt.Errorf("bad request: %v", err)
 	}
-	for k, v := range w.Headers {
+	for _, k := range slices.Sorted(maps.Keys(w.Headers)) { // in order: of two spellings of a name, the same one wins every time
+		v := w.Headers[k]
 		switch http.CanonicalHeaderKey(k) {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Te", "Upgrade", "Proxy-Authorization", "Proxy-Connection":
 			continue

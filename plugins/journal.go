@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -252,7 +254,9 @@ func httpWhat(raw []byte) string {
 }
 
 // ownIdempotencyKey returns the Idempotency-Key a plugin's http_request
-// sets itself (its header's name in any case), or "".
+// sets itself (its header's name in any case; of several spellings, the
+// last in sorted order, the one the request carries: see httpguard.go),
+// or "".
 func ownIdempotencyKey(raw []byte) string {
 	var w struct {
 		Headers map[string]string `json:"headers"`
@@ -260,12 +264,13 @@ func ownIdempotencyKey(raw []byte) string {
 	if json.Unmarshal(raw, &w) != nil {
 		return ""
 	}
-	for k, v := range w.Headers {
+	own := ""
+	for _, k := range slices.Sorted(maps.Keys(w.Headers)) {
 		if http.CanonicalHeaderKey(k) == "Idempotency-Key" {
-			return v
+			own = w.Headers[k]
 		}
 	}
-	return ""
+	return own
 }
 
 // journalHTTP runs one http_request of a journaled call: from the
