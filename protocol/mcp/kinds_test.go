@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -246,3 +248,45 @@ func TestToolsetFailuresAreErrors(t *testing.T) {
 type goTools []host.Tool
 
 func (g goTools) Tools() []host.Tool { return g }
+
+// TestUnloadedMidCallIsUnavailable: a call whose plugin is unloaded after
+// the server resolved the tool and before the call started (here while the
+// policy decides) does not run: it is a tool error of the kind
+// unavailable, and the server serves the next call of another plugin.
+func TestUnloadedMidCallIsUnavailable(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	policy := mcp.PolicyFunc("hold", func(ctx context.Context, req mcp.PolicyRequest) (mcp.Decision, error) {
+		if req.Tool.Name == "ok" {
+			once.Do(func() { close(held) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return mcp.Decision{}, ctx.Err()
+			}
+		}
+		return mcp.Decision{Verdict: mcp.Allow}, nil
+	})
+	tools := goTools{host.NewTool(host.ToolSpec{Name: "fine"}, func(context.Context, host.ToolCall) (host.ToolResult, error) {
+		return host.ToolResult{Output: "fine"}, nil
+	})}
+	e := newEnv(t, map[string][]byte{"hostile.wasm": hostileWasm(t)}, plugins.Limits{},
+		mcp.Options{Policy: policy, Toolsets: []host.Toolset{tools}})
+	cs := e.connect(t, "stdio", "caller", nil)
+	done := make(chan *sdk.CallToolResult, 1)
+	go func() { done <- call(t, cs, "ok", nil) }()
+	select {
+	case <-held:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the call never reached the policy")
+	}
+	if err := os.Remove(filepath.Join(e.dir, "hostile.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitChange(t, plugins.Removed, "hostile")
+	close(release)
+	wantKind(t, "ok unloaded mid-call", <-done, mcp.KindUnavailable, "unloaded")
+	if res := call(t, cs, "fine", nil); res.IsError || text(res) != "fine" {
+		t.Fatalf("after the unload, fine answered %v %q", res.IsError, text(res))
+	}
+}
