@@ -24,7 +24,8 @@ import (
 // view implements [Leaser], [LeaseInspector], [Watcher] and
 // [RequestAppender] when store implements the first three (a store shared
 // by several hosts; AppendRequest fails with errors.ErrUnsupported when
-// store does not implement it), none otherwise;
+// store does not implement it), none otherwise; [Snapshotter] always
+// (failing with errors.ErrUnsupported when store keeps no snapshots);
 // [Counter] when store does; [Blobs] (and [BlobScoper]) when store
 // implements both, with blobs of the prefix's own scope, apart from the
 // store's and every other prefix's; and [Deleter] always (failing with
@@ -369,3 +370,31 @@ var (
 	_ LeaseInspector = (*sharedPrefixed)(nil)
 	_ Watcher        = (*sharedPrefixed)(nil)
 )
+
+// PutSnapshot implements [Snapshotter] when the view's store does;
+// otherwise it fails with an error matching errors.ErrUnsupported.
+func (p *prefixed) PutSnapshot(ctx context.Context, sessionID, eventID string, data []byte) error {
+	sn, ok := p.store.(Snapshotter)
+	if !ok {
+		return fmt.Errorf("storage: %T keeps no snapshots (storage.Snapshotter): %w", p.store, errors.ErrUnsupported)
+	}
+	id, err := p.id(sessionID)
+	if err != nil {
+		return err
+	}
+	return sn.PutSnapshot(ctx, id, eventID, data)
+}
+
+// LoadSnapshot implements [Snapshotter] when the view's store does;
+// otherwise it fails with an error matching errors.ErrUnsupported.
+func (p *prefixed) LoadSnapshot(ctx context.Context, sessionID string) ([]byte, string, []ledger.Event, error) {
+	sn, ok := p.store.(Snapshotter)
+	if !ok {
+		return nil, "", nil, fmt.Errorf("storage: %T keeps no snapshots (storage.Snapshotter): %w", p.store, errors.ErrUnsupported)
+	}
+	id, err := p.id(sessionID)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return sn.LoadSnapshot(ctx, id)
+}

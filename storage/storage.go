@@ -168,6 +168,46 @@ type LeaseRequestAppender interface {
 	AppendRequest(ctx context.Context, requestID string, events ...ledger.Event) error
 }
 
+// Snapshotter is implemented by stores that keep, beside a session's
+// ledger, one snapshot of it: bytes the host writes, opaque to the store
+// (what answering and resuming read from the events up to one event), so
+// that a load reads the snapshot and only the events after that event,
+// not the whole ledger. The ledger stays the truth: a snapshot names the
+// event it was taken at, and a load that does not find that event where
+// the snapshot put it (the ledger was replaced, rewritten, truncated by a
+// recovery, or the snapshot damaged) drops the snapshot and reads the
+// whole ledger. A store forgets a session's snapshot whenever it deletes,
+// replaces or rewrites the ledger.
+//
+// A view of another store (see [Prefix]) implements it and fails with
+// errors.ErrUnsupported when the store under it does not: the caller then
+// loads the whole ledger.
+type Snapshotter interface {
+	// PutSnapshot keeps data as the session's snapshot taken at the event
+	// whose id is eventID (data describes the events up to and including
+	// it), in place of the one before; a snapshot's writer may be any
+	// host, and a later snapshot may be taken at an earlier event. The
+	// event must be among the session's last [MaxSnapshotLag] events;
+	// otherwise nothing is kept and it fails with [ErrSnapshotPoint].
+	// data holds at most [MaxSnapshotBytes]. The invalid-id and ctx rules
+	// of [Storage] apply.
+	PutSnapshot(ctx context.Context, sessionID, eventID string, data []byte) error
+	// LoadSnapshot returns the session's snapshot, the id of the event it
+	// was taken at, and the events after that event, in order: what
+	// [Storage.Load] returns after it. Without a snapshot, or with one
+	// whose event is not where it was taken, data is nil, eventID "" and
+	// events the whole ledger, exactly as Load. Its errors are Load's.
+	LoadSnapshot(ctx context.Context, sessionID string) (data []byte, eventID string, events []ledger.Event, err error)
+}
+
+// MaxSnapshotBytes bounds a snapshot's data (see [Snapshotter]).
+const MaxSnapshotBytes = 16 << 20
+
+// MaxSnapshotLag is how far back from a session's last event a snapshot
+// may be taken (see [Snapshotter]): the store finds the event by looking
+// back from the end.
+const MaxSnapshotLag = 4096
+
 // Watcher is implemented by stores that can wake a host when a session
 // receives events from any host (or any handle on the same backend), so
 // that a host serving a session's readers learns of appends it did not
@@ -494,6 +534,10 @@ var (
 	// it was given: nothing was changed. The caller checks the session
 	// again, and decides again.
 	ErrSessionChanged = errors.New("storage: the session changed since it was checked")
+	// ErrSnapshotPoint is returned by [Snapshotter.PutSnapshot] when the
+	// event it names is not among the session's last [MaxSnapshotLag]
+	// events: nothing was kept.
+	ErrSnapshotPoint = errors.New("storage: the snapshot's event is not among the session's last events")
 )
 
 // LeaseHeldError is how a [Leaser] may tell who holds a session's lease and

@@ -35,6 +35,9 @@ func (st *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if s.closed {
 		return storage.ErrClosed
 	}
+	if err := st.dropSnapshot(sessionID); err != nil {
+		return err
+	}
 	st.forget(s)
 	s.gen++
 	err = os.Remove(st.path(sessionID))

@@ -1,8 +1,8 @@
 // Package file is a [storage.Storage] that keeps each session's ledger in a
 // JSON Lines file: the embedded default, zero setup. It implements
 // [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV],
-// [storage.NamespaceLister] and [storage.Blobs] (with
-// [storage.BlobScoper]).
+// [storage.NamespaceLister], [storage.Snapshotter] and [storage.Blobs]
+// (with [storage.BlobScoper]).
 //
 // # Layout
 //
@@ -10,7 +10,9 @@
 // <dir>/<id>.jsonl; ids are checked with [storage.ValidSessionID], so they
 // are safe file names. [Open] creates the directory (mode 0700) when it is
 // missing; session files are created with mode 0600 by the first Append of
-// the session. Files with other names are ignored.
+// the session. A session's snapshot, when the host keeps one, is
+// <dir>/<id>.snap (see [Store.PutSnapshot]). Files with other names are
+// ignored.
 //
 // # Framing
 //

@@ -98,6 +98,10 @@ func (st *Store) ReplaceSession(ctx context.Context, sessionID, version string, 
 		removeTmp()
 		return fmt.Errorf("file: replace session %q: %w", sessionID, storage.ErrSessionChanged)
 	}
+	if err := st.dropSnapshot(sessionID); err != nil {
+		removeTmp()
+		return err
+	}
 	st.forget(s)
 	s.gen++
 	path := st.path(sessionID)

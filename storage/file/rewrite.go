@@ -87,6 +87,9 @@ func (st *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []
 	if err := tmp.Close(); err != nil {
 		return fail(err)
 	}
+	if err := st.dropSnapshot(sessionID); err != nil {
+		return fail(err)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fail(err)
 	}

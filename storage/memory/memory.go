@@ -7,8 +7,8 @@
 // with the appended values or with other loads. The store implements
 // [storage.Lister], [storage.Closer], [storage.Deleter], [storage.KV] and
 // [storage.NamespaceLister] (values kept for the life of the Store, like
-// events) and [storage.Blobs] with [storage.BlobScoper] (blobs kept
-// likewise).
+// events), [storage.Snapshotter] and [storage.Blobs] with
+// [storage.BlobScoper] (blobs kept likewise).
 package memory
 
 import (
@@ -51,6 +51,7 @@ type session struct {
 	// replaced, so that an Append that found it before then starts again.
 	version uint64
 	gone    bool
+	snap    *snapshot // the session's snapshot, nil when none
 }
 
 // New returns an empty store.
@@ -117,14 +118,19 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, err
 	sess.mu.Lock()
 	encoded := sess.events[:len(sess.events):len(sess.events)]
 	sess.mu.Unlock()
-	events := make([]ledger.Event, len(encoded))
-	for i, b := range encoded {
+	return decodeAll(sessionID, encoded, 0)
+}
+
+// decodeAll decodes the encoded events from number from (0-based) on.
+func decodeAll(sessionID string, encoded [][]byte, from int) ([]ledger.Event, error) {
+	events := make([]ledger.Event, len(encoded)-from)
+	for i, b := range encoded[from:] {
 		// The encodings are never changed once appended: the events'
 		// strings may share them (and keep nothing the store does not).
 		e, err := ledger.DecodeOwned(b)
 		if err != nil {
 			// Only a codec that cannot read what it wrote gets here.
-			return nil, fmt.Errorf("memory: load session %q: event %d: %w", sessionID, i+1, err)
+			return nil, fmt.Errorf("memory: load session %q: event %d: %w", sessionID, from+i+1, err)
 		}
 		events[i] = e
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // DeleteSession implements [storage.Deleter]: one DEL of the session's
-// keys (its stream, lease, token and any rewrite in progress, which share
+// keys (its stream, lease, token, request ids, snapshot and any rewrite in
+// progress, which share
 // a hash slot) and a ZREM from the tenant's index. On a single server the
 // two run in one MULTI/EXEC, so that no Append comes between them (an
 // Append adds the session to the index only when its token key is new:
@@ -36,7 +37,8 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	if s.closed.Load() {
 		return storage.ErrClosed
 	}
-	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.rewriteKey(sessionID), s.requestsKey(sessionID)}
+	keys := []string{s.eventsKey(sessionID), s.leaseKey(sessionID), s.tokenKey(sessionID), s.rewriteKey(sessionID), s.requestsKey(sessionID),
+		s.snapshotKey(sessionID)}
 	if s.indexInScript {
 		_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 			p.Del(ctx, keys...)

@@ -3,8 +3,8 @@
 // Redis (a single server, with or without replicas behind Sentinel, or a
 // Redis Cluster) see the same ledgers and the same [storage.KV] values.
 // Besides [storage.Lister], [storage.Closer], [storage.Deleter],
-// [storage.NamespaceLister], [storage.KV] and [storage.Blobs] (with
-// [storage.BlobScoper]), it implements
+// [storage.NamespaceLister], [storage.KV], [storage.Snapshotter] and
+// [storage.Blobs] (with [storage.BlobScoper]), it implements
 // [storage.Leaser], so that one host at a time writes a session and a host
 // that lost its lease cannot append, and [storage.Watcher], so that a host
 // learns of appends made by another.
@@ -25,6 +25,11 @@
 //	                 message id and stream entry id, space-separated (the
 //	                 first message of each request id), only once a
 //	                 message carries one
+//	p:{t:s}:snapshot a hash, only once the host kept a snapshot: fields
+//	                 entry (the stream entry id it was taken at), event
+//	                 (that entry's event id), sum (the SHA-256 of the
+//	                 entry's encoding, hex) and data (see
+//	                 [storage.Snapshotter])
 //	p:{t:s}:rewrite  a stream, only while [Store.Rewrite] builds the new
 //	                 ledger it then renames over the session's stream
 //

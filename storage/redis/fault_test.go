@@ -2,7 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -499,6 +502,9 @@ func TestKeyLayout(t *testing.T) {
 	if err := st.AppendRequest(ctx, "s:1", "req-1", msg); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.PutSnapshot(ctx, "s:1", "evt-req", []byte("state")); err != nil {
+		t.Fatal(err)
+	}
 	lease, err := st.AcquireLease(ctx, "s:1", "me", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -512,6 +518,7 @@ func TestKeyLayout(t *testing.T) {
 		"app:agentic:{acme:s:1}:lease":    "string",
 		"app:agentic:{acme:s:1}:token":    "string",
 		"app:agentic:{acme:s:1}:requests": "hash",
+		"app:agentic:{acme:s:1}:snapshot": "hash",
 		"app:agentic:{acme}:sessions":     "zset",
 	}
 	if len(keys) != len(want) {
@@ -529,13 +536,18 @@ func TestKeyLayout(t *testing.T) {
 	if reqs := raw.HGetAll(ctx, "app:agentic:{acme:s:1}:requests").Val(); len(reqs) != 1 || !strings.HasPrefix(reqs["req-1"], "msg-1 ") {
 		t.Errorf("requests hash holds %v, want req-1 → msg-1", reqs)
 	}
+	msgs := raw.XRange(ctx, "app:agentic:{acme:s:1}:events", "-", "+").Val()
+	snap := raw.HGetAll(ctx, "app:agentic:{acme:s:1}:snapshot").Val()
+	if sum := sha256.Sum256([]byte(msgs[len(msgs)-1].Values["e"].(string))); len(snap) != 4 || snap["entry"] != msgs[len(msgs)-1].ID ||
+		snap["event"] != "evt-req" || snap["data"] != "state" || snap["sum"] != hex.EncodeToString(sum[:]) {
+		t.Errorf("snapshot hash holds %v, want entry %s, event evt-req, its sum and data state", snap, msgs[len(msgs)-1].ID)
+	}
 	if owner := raw.Get(ctx, "app:agentic:{acme:s:1}:lease").Val(); owner != "me" {
 		t.Errorf("lease key holds %q, want the owner token", owner)
 	}
 	if ttl := raw.PTTL(ctx, "app:agentic:{acme:s:1}:lease").Val(); ttl <= 0 || ttl > time.Minute {
 		t.Errorf("lease key PTTL %v, want at most a minute", ttl)
 	}
-	msgs := raw.XRange(ctx, "app:agentic:{acme:s:1}:events", "-", "+").Val()
 	for i, m := range msgs {
 		if _, ok := m.Values["e"]; !ok || len(m.Values) != 1 {
 			t.Errorf("entry %d has fields %v, want e only", i, m.Values)
@@ -625,5 +637,83 @@ func TestRequestOfAGoneEntry(t *testing.T) {
 	sameEvents(t, "the session after an old delete and the request again", mustLoad(t, st, "s"), []ledger.Event{msg("m3")})
 	if _, ok := errors.AsType[*storage.RequestSeenError](st.AppendRequest(ctx, "s", "req", msg("m4"))); !ok {
 		t.Fatal("the request's new message does not refuse another")
+	}
+}
+
+// TestSnapshotStale: a snapshot whose entry no longer holds what it was
+// taken of — the entry's encoding changed below the store (a rewrite keeps
+// entry ids), or the stream rebuilt with new entries by a build that knew
+// no snapshots and left the hash — is no snapshot: LoadSnapshot returns
+// the whole ledger, as Load does.
+func TestSnapshotStale(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{})
+	st := open(t, srv.URL(), redis.Options{Tenant: "acme"})
+	raw := rawClient(t, srv.Addr())
+	ctx := t.Context()
+	evs := pokes("s", 0, 4)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, key string)
+	}{
+		{"encoding", func(t *testing.T, key string) {
+			// The snapshot's entry rewritten in place, its id kept.
+			msgs := raw.XRange(ctx, key, "-", "+").Val()
+			e := evs[1]
+			e.Poke = &ledger.Poke{Text: "edited"}
+			b, err := ledger.Encode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := key + ":tmp"
+			for i, m := range msgs {
+				v := m.Values["e"]
+				if i == 1 {
+					v = string(b)
+				}
+				raw.XAdd(ctx, &goredis.XAddArgs{Stream: tmp, ID: m.ID, Values: []any{"e", v}})
+			}
+			raw.Rename(ctx, tmp, key)
+		}},
+		{"rebuilt earlier", func(t *testing.T, key string) {
+			// The same events in new entries, of ids before the
+			// snapshot's.
+			msgs := raw.XRange(ctx, key, "-", "+").Val()
+			raw.Del(ctx, key)
+			for i, m := range msgs {
+				raw.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: fmt.Sprintf("%d-1", i+1), Values: []any{"e", m.Values["e"]}})
+			}
+		}},
+		{"rebuilt later", func(t *testing.T, key string) {
+			// The events from the snapshot's on, in new entries of ids
+			// after the snapshot's: its entry's encoding comes first.
+			msgs := raw.XRange(ctx, key, "-", "+").Val()
+			raw.Del(ctx, key)
+			for i, m := range msgs[1:] {
+				raw.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: fmt.Sprintf("9999999999999-%d", i+1), Values: []any{"e", m.Values["e"]}})
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "stale-" + strings.ReplaceAll(tc.name, " ", "-")
+			if err := st.Append(ctx, id, evs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutSnapshot(ctx, id, evs[1].ID, []byte("state")); err != nil {
+				t.Fatal(err)
+			}
+			if data, at, tail, err := st.LoadSnapshot(ctx, id); err != nil || string(data) != "state" || at != evs[1].ID || len(tail) != 2 {
+				t.Fatalf("before the damage: %q at %q, %d events, %v", data, at, len(tail), err)
+			}
+			tc.damage(t, "agentic:{acme:"+id+"}:events")
+			full, err := st.Load(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, at, events, err := st.LoadSnapshot(ctx, id)
+			if err != nil || data != nil || at != "" || !reflect.DeepEqual(events, full) {
+				t.Errorf("after the damage: snapshot %q at %q, %d events, %v; want none and the whole ledger (%d)", data, at, len(events), err, len(full))
+			}
+		})
 	}
 }

@@ -36,8 +36,8 @@ return version()
 // session's, with the request ids of its messages, or deletes the session,
 // while its version is still the one given. KEYS: the stream, the token,
 // the built stream, the lease, the stream of a rewrite in progress, the
-// session's request ids, the built request ids, and (on a single server)
-// the index. ARGV: the version, the number of events built (0: delete),
+// session's request ids, the built request ids, the session's snapshot
+// (dropped with the stream it was taken of), and (on a single server) the index. ARGV: the version, the number of events built (0: delete),
 // the new token, the time in ms, the session id. It deletes what was
 // built when it refuses.
 var swapScript = goredis.NewScript(versionLua + `
@@ -47,9 +47,9 @@ if version() ~= ARGV[1] then
 end
 local n = tonumber(ARGV[2])
 if n == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-  if KEYS[8] then
-    redis.call('ZREM', KEYS[8], ARGV[5])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+  if KEYS[9] then
+    redis.call('ZREM', KEYS[9], ARGV[5])
   end
   return 0
 end
@@ -58,14 +58,14 @@ if redis.call('XLEN', KEYS[3]) ~= n then
   return redis.error_reply('` + codeChanged + ` the replacement was changed while it was built')
 end
 redis.call('RENAME', KEYS[3], KEYS[1])
-redis.call('DEL', KEYS[6])
+redis.call('DEL', KEYS[6], KEYS[8])
 if redis.call('EXISTS', KEYS[7]) == 1 then
   redis.call('RENAME', KEYS[7], KEYS[6])
 end
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('DEL', KEYS[5])
-if KEYS[8] then
-  redis.call('ZADD', KEYS[8], 'NX', ARGV[4], ARGV[5])
+if KEYS[9] then
+  redis.call('ZADD', KEYS[9], 'NX', ARGV[4], ARGV[5])
 end
 return n
 `)
@@ -173,7 +173,7 @@ func (s *Store) ReplaceSession(ctx context.Context, sessionID, version string, e
 	}
 	now := time.Now().UnixMilli()
 	keys := []string{s.eventsKey(sessionID), s.tokenKey(sessionID), built, s.leaseKey(sessionID), s.rewriteKey(sessionID),
-		s.requestsKey(sessionID), builtRequests}
+		s.requestsKey(sessionID), builtRequests, s.snapshotKey(sessionID)}
 	if s.indexInScript {
 		keys = append(keys, s.indexKey())
 	} else {

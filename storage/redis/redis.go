@@ -934,7 +934,11 @@ func (s *Store) Load(ctx context.Context, sessionID string) ([]ledger.Event, err
 // it in pages of [Options.PageSize], and stops at fn's first error. what
 // names the operation in the errors of the reads.
 func (s *Store) eachEntry(ctx context.Context, key, what string, fn func(goredis.XMessage) error) error {
-	start := "-"
+	return s.eachEntryFrom(ctx, key, "-", what, fn)
+}
+
+// eachEntryFrom is eachEntry from the entry start on (an XRANGE start).
+func (s *Store) eachEntryFrom(ctx context.Context, key, start, what string, fn func(goredis.XMessage) error) error {
 	for {
 		msgs, err := s.client.XRangeN(ctx, key, start, "+", int64(s.pageSize)).Result()
 		if err != nil {

@@ -18,8 +18,8 @@ func (s *Store) rewriteKey(sessionID string) string {
 
 // replaceScript puts the rewritten stream in place of the session's, in
 // one atomic step, while the rewriter holds the lease and nothing was
-// appended since it read the stream. KEYS: the stream, the rewritten
-// stream, the lease. ARGV: the rewriter's owner, the id of the last entry
+// appended since it read the stream, and drops the session's snapshot.
+// KEYS: the stream, the rewritten stream, the lease, the snapshot. ARGV: the rewriter's owner, the id of the last entry
 // it read, the number of entries.
 var replaceScript = goredis.NewScript(`
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then
@@ -33,6 +33,7 @@ if not last or last[1] ~= ARGV[2] or redis.call('XLEN', KEYS[1]) ~= n or redis.c
   return redis.error_reply('` + codeRaced + ` the stream changed while it was rewritten')
 end
 redis.call('RENAME', KEYS[2], KEYS[1])
+redis.call('DEL', KEYS[4])
 return n
 `)
 
@@ -126,7 +127,7 @@ func (s *Store) Rewrite(ctx context.Context, sessionID string, fn func(event []b
 		return stats, err
 	}
 	last := entries[len(entries)-1].id
-	if err := replaceScript.Run(ctx, s.client, []string{key, tmp, s.leaseKey(sessionID)}, owner, last, len(entries)).Err(); err != nil {
+	if err := replaceScript.Run(ctx, s.client, []string{key, tmp, s.leaseKey(sessionID), s.snapshotKey(sessionID)}, owner, last, len(entries)).Err(); err != nil {
 		return stats, s.fail(ctx, what, err)
 	}
 	return stats, nil

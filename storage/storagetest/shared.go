@@ -49,6 +49,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (a, b storage.Storage)) {
 		{"Visibility", testSharedVisibility},
 		{"Leaser", runLeaser},
 		{"RequestAppender", runRequestAppender},
+		{"Snapshotter", runSnapshotter},
 		{"Watcher", runWatcher},
 		{"KV", runKV},
 		{"Counter", runCounter},

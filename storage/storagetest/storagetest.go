@@ -162,6 +162,7 @@ func Run(t *testing.T, open func(t *testing.T) storage.Storage) {
 		{"KV", func(t *testing.T, s storage.Storage) { runKV(t, s, s) }},
 		{"Counter", func(t *testing.T, s storage.Storage) { runCounter(t, s, s) }},
 		{"Blobs", func(t *testing.T, s storage.Storage) { runBlobs(t, s, s) }},
+		{"Snapshotter", func(t *testing.T, s storage.Storage) { runSnapshotter(t, s, s) }},
 		{"Rewriter", runRewriter},
 		{"Deleter", runDeleter},
 		{"NamespaceLister", runNamespaceLister},

@@ -381,6 +381,16 @@ func (b *broken) DeleteMarkedBlob(ctx context.Context, digest, mark string) (boo
 	return b.Store.DeleteMarkedBlob(ctx, digest, mark)
 }
 
+// LoadSnapshot returns the whole ledger beside a snapshot when broken by
+// snapshot-whole.
+func (b *broken) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	data, at, events, err := b.Store.LoadSnapshot(ctx, id)
+	if b.mode == "snapshot-whole" && data != nil {
+		events, err = b.Store.Load(ctx, id)
+	}
+	return data, at, events, err
+}
+
 // TestBrokenStore is run in a subprocess by TestSuiteCatchesBrokenStores.
 func TestBrokenStore(t *testing.T) {
 	mode := os.Getenv("STORAGETEST_BROKEN")
@@ -431,6 +441,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"fence-static", "Fencer", "before and after an Append: every Append changes it"},
 		{"hold-nothing", "BlobFence", "DeleteMarkedBlob of a held blob = true, want false"},
 		{"mark-ignored", "BlobFence", "DeleteMarkedBlob of a blob put again after its mark = true, want false"},
+		{"snapshot-whole", "Snapshotter/Tail", "a snapshot in a batch: LoadSnapshot(\"snap-tail\") = 5 events after the snapshot, want 2"},
 	} {
 		t.Run(tc.mode+"/"+tc.subtest, func(t *testing.T) {
 			t.Parallel()
