@@ -263,6 +263,7 @@ func stopped(ctx context.Context, err error) error {
 func (a *Attachment) take(ctx context.Context) (snap *Snapshot, err error) {
 	st := a.st
 	var events []ledger.Event
+	var view *ledger.Snapshot // the snapshot the run's events are a view of
 	var live []ledger.Live
 	var cursor Cursor
 	st.mu.Lock()
@@ -272,7 +273,7 @@ func (a *Attachment) take(ctx context.Context) (snap *Snapshot, err error) {
 			return nil, nil
 		}
 		seq := r.hub.Len()
-		events = r.events[:len(r.events):len(r.events)]
+		events, view = r.events[:len(r.events):len(r.events)], r.snap
 		live = []ledger.Live{{RunID: r.id, ResponseID: r.live.responseID, Text: string(r.live.text), Reasoning: string(r.live.reasoning)}}
 		cursor = Cursor{RunID: r.id, Seq: seq}
 		a.run, a.sub = r, r.hub.Subscribe(seq)
@@ -287,6 +288,12 @@ func (a *Attachment) take(ctx context.Context) (snap *Snapshot, err error) {
 		}
 	}()
 	a.resume = false
+	if view != nil {
+		// The run's view of a snapshot: the whole ledger up to its end.
+		if events, err = a.s.h.wholeOf(ctx, a.s.id, events, view); err != nil {
+			return nil, err
+		}
+	}
 	if events == nil {
 		if events, err = st.store.Load(ctx, a.s.id); err != nil {
 			return nil, err

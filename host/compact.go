@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentichost/agentic/host/model"
@@ -101,7 +102,26 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 			break
 		}
 	}
-	older, err := r.replay(events[:cut])
+	through := events[cut-1].ID
+	var older []ledger.Message
+	var err error
+	if r.snap != nil && !replayable(events[:cut], len(r.snap.Carry)) {
+		// The replay up to the cut starts before the run's view (a
+		// compaction that cuts before the one the view starts at): it is
+		// read from the whole ledger.
+		all, werr := r.h.wholeOf(ctx, r.sessionID, events, r.snap)
+		if werr != nil {
+			return false, werr
+		}
+		at := slices.IndexFunc(all, func(e ledger.Event) bool { return e.ID == events[cut].ID })
+		if at <= 0 {
+			return false, fmt.Errorf("compaction: session %s: the ledger does not hold the cut's event %s", r.sessionID, events[cut].ID)
+		}
+		through = all[at-1].ID
+		older, err = r.replay(all[:at])
+	} else {
+		older, err = r.replay(events[:cut])
+	}
 	if err != nil {
 		return false, err
 	}
@@ -149,13 +169,28 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		}
 	}
 	e := r.newEvent(ledger.KindCompaction)
-	e.Compaction = &ledger.Compaction{Summary: summary, Through: events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
+	e.Compaction = &ledger.Compaction{Summary: summary, Through: through, PromptTokens: prompt, Usage: res.Usage}
 	if err := r.append(e); err != nil {
 		return false, err
 	}
 	r.h.log.Info("session compacted", "session", r.sessionID, "run", r.id, "prompt_tokens", prompt,
 		"through", e.Compaction.Through)
+	// What precedes this compaction's Through is behind the model's
+	// replay now: a snapshot may stand for it.
+	r.h.snapshotFrom(ctx, r.st, r.view(), r.snap)
 	return true, nil
+}
+
+// replayable reports whether the model's replay of events, whose first
+// base events a snapshot carried, starts after them: at a compaction whose
+// Through event is among the others.
+func replayable(events []ledger.Event, base int) bool {
+	for i := len(events) - 1; i >= base; i-- {
+		if c := events[i].Compaction; c != nil {
+			return slices.ContainsFunc(events[base:i], func(e ledger.Event) bool { return e.ID == c.Through })
+		}
+	}
+	return false
 }
 
 // compactionCut returns the index of the first event kept verbatim: the

@@ -168,6 +168,13 @@ func (s *slowDeletes) Load(ctx context.Context, id string) ([]ledger.Event, erro
 	return s.Store.Load(ctx, id)
 }
 
+func (s *slowDeletes) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	if s.deleting.Load() {
+		s.during.Add(1)
+	}
+	return s.Store.LoadSnapshot(ctx, id)
+}
+
 func (s *slowDeletes) Append(ctx context.Context, id string, evs ...ledger.Event) error {
 	if s.deleting.Load() {
 		s.during.Add(1)

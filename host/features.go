@@ -345,12 +345,13 @@ func (a *Agreement) Close(ctx context.Context) error {
 
 // checkWrite returns nil when every live host reads the features the events
 // use (see Agreement), or prior (the session's ledger so far, when the
-// caller has it) holds those they do not all read already: a host that
+// caller has it, or the view of snap) holds those they do not all read
+// already: a host that
 // lacks one cannot read that session anyway, and more of it loses nothing
 // (a durable call's journal goes on when an older host arrives). Else it
 // returns a *FeatureError. A host without an agreement (a store one host
 // uses) writes what it reads itself.
-func (h *Host) checkWrite(prior []ledger.Event, events ...ledger.Event) error {
+func (h *Host) checkWrite(prior []ledger.Event, snap *ledger.Snapshot, events ...ledger.Event) error {
 	var need []ledger.Feature
 	for i := range events {
 		need = append(need, events[i].Features()...)
@@ -360,10 +361,15 @@ func (h *Host) checkWrite(prior []ledger.Event, events ...ledger.Event) error {
 	}
 	err := h.featuresWritable(need...)
 	fe, ok := err.(*FeatureError)
-	if !ok || len(prior) == 0 {
+	if !ok || (len(prior) == 0 && snap == nil) {
 		return err
 	}
 	held := map[ledger.Feature]bool{}
+	if snap != nil {
+		for _, f := range snap.Features() {
+			held[f] = true
+		}
+	}
 	for i := range prior {
 		for _, f := range prior[i].Features() {
 			held[f] = true

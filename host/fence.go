@@ -294,7 +294,7 @@ func (h *Host) writable(events iter.Seq2[ledger.Event, error]) iter.Seq2[ledger.
 	return func(yield func(ledger.Event, error) bool) {
 		for e, err := range events {
 			if err == nil {
-				if err = h.checkWrite(nil, e); err != nil {
+				if err = h.checkWrite(nil, nil, e); err != nil {
 					yield(ledger.Event{}, err)
 					return
 				}

@@ -79,6 +79,7 @@ type Host struct {
 	agreement    *Agreement
 	ownAgreement bool
 	reads        []ledger.Feature
+	noSnapshots  bool       // Options.NoSnapshots
 	events       *eventBus  // the live events' queue; nil without Options.OnEvent
 	tel          *telemetry // spans and metrics; nil without Options.Telemetry
 	timeouts     Timeouts
@@ -241,6 +242,7 @@ func New(opts Options) (*Host, error) {
 		h.leaseTTL = DefaultLeaseTTL
 	}
 	h.leaseOwner = ledger.NewID(h.hostID)
+	h.noSnapshots = opts.NoSnapshots
 	h.reads = opts.Features
 	if h.reads == nil {
 		h.reads = ledger.Features()

@@ -229,12 +229,20 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 	if r.msgID != "" {
 		// Durable already (sent through another host): an ended run may
 		// have answered it.
-		if res, ok := resultFor(cur.view(), r.msgID); ok {
+		res, ok, err := r.h.resultForIn(ctx, cur.sessionID, cur.view(), cur.snap, r.msgID)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", cur.sessionID, err)
+		}
+		if ok {
 			r.w = answeredWaiter(res)
 			return nil
 		}
 	} else {
-		if id, res, done := requestSeen(cur.view(), r.requestID); id != "" {
+		id, res, done, err := r.h.requestSeenIn(ctx, cur.sessionID, cur.view(), cur.snap, r.requestID)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", cur.sessionID, err)
+		}
+		if id != "" {
 			r.msgID = id
 			if done {
 				r.w = answeredWaiter(res)
@@ -303,7 +311,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			stopLease() // the renewals stop, the lease is given back
 		}
 	}()
-	events, err := st.store.Load(ctx, st.key.id)
+	events, snap, err := h.loadView(ctx, st)
 	if err != nil && unreadable(err) {
 		return fmt.Errorf("%w: session %s: %w", ErrUnreadable, st.key.id, err)
 	}
@@ -311,7 +319,11 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		return fmt.Errorf("host: load session %s: %w", st.key.id, err)
 	}
 	if r.msgID == "" {
-		if id, res, done := requestSeen(events, r.requestID); id != "" {
+		id, res, done, err := h.requestSeenIn(ctx, st.key.id, events, snap, r.requestID)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+		}
+		if id != "" {
 			r.msgID = id
 			if done {
 				r.w = answeredWaiter(res)
@@ -328,7 +340,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			how = "rolled back"
 		}
 		out := parkedCancelEvents(events, runID, how+" by a new message", r.agent.Overlap == OverlapRollback)
-		err := h.stage(ctx, st, out, events)
+		err := h.stage(ctx, st, out, events, snap)
 		if err == nil && lease != nil {
 			err = lease.Append(ctx, out...)
 		} else if err == nil {
@@ -356,7 +368,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 			if err != nil {
 				return err
 			}
-			err = h.stage(ctx, st, []ledger.Event{input}, events)
+			err = h.stage(ctx, st, []ledger.Event{input}, events, snap)
 			if err == nil {
 				err = h.appendMessage(ctx, st, lease, r.requestID, input)
 			}
@@ -384,7 +396,7 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		}
 		r.supersede = false // for the run given up on, not for a later one
 	}
-	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events)
+	nr := h.newRun(st, ledger.NewID("run"), r.agent, r.hooks, lease, events, snap)
 	inputs := ledger.PendingInputs(events)
 	// A run left open by a process that died (and not resumed yet) is
 	// superseded: the new run's model sees its passes, and no resume will
@@ -411,7 +423,11 @@ func (r *Run) leadLocked(ctx context.Context, st *sessionState, mayResume bool) 
 		r.msgID = input.Input.MessageID
 	} else if !slices.Contains(inputs, r.msgID) {
 		// Another run answered the message meanwhile.
-		if res, ok := resultFor(events, r.msgID); ok {
+		res, ok, err := h.resultForIn(ctx, st.key.id, events, snap, r.msgID)
+		if err != nil {
+			return fmt.Errorf("host: load session %s: %w", st.key.id, err)
+		}
+		if ok {
 			r.w = answeredWaiter(res)
 			return nil
 		}
@@ -704,7 +720,7 @@ func (r *run) successorLocked() *run {
 		}
 	}
 	r.st.mu.Unlock()
-	next := r.h.newRun(r.st, ledger.NewID("run"), agent, nil, r.lease, events)
+	next := r.h.newRun(r.st, ledger.NewID("run"), agent, nil, r.lease, events, r.snap)
 	if err := next.appendLocked(next.startEvent(pending, time.Now().UTC())); err != nil {
 		r.h.log.Error("cannot start a run for the messages left pending; a resume will answer them",
 			"session", r.sessionID, "err", err)

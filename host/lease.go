@@ -217,7 +217,7 @@ func (h *Host) waitRemote(ctx context.Context, st *sessionState) error {
 // queued message that the leader folds in.
 func (h *Host) queueRemote(ctx context.Context, st *sessionState, input ledger.Event) error {
 	input.RunID = ""
-	if err := h.stage(ctx, st, []ledger.Event{input}, nil); err != nil {
+	if err := h.stage(ctx, st, []ledger.Event{input}, nil, nil); err != nil {
 		return fmt.Errorf("host: append message: %w", err)
 	}
 	if err := h.appendMessage(ctx, st, nil, input.Input.RequestID, input); err != nil {

@@ -3,9 +3,11 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
 )
 
 // A run's view of its session's ledger: the events appended so far, in one
@@ -58,7 +60,7 @@ func (r *run) writeLocked(ctx context.Context, evs ...ledger.Event) error {
 func (r *run) writeMessageLocked(ctx context.Context, requestID string, evs ...ledger.Event) error {
 	// r.events changes only under appendMu, which is held: read as is,
 	// no second lock on every append.
-	err := r.h.stage(ctx, r.st, evs, r.events)
+	err := r.h.stage(ctx, r.st, evs, r.events, r.snap)
 	if err != nil {
 		return err
 	}
@@ -77,12 +79,13 @@ func (r *run) writeMessageLocked(ctx context.Context, requestID string, evs ...l
 // stages nothing. Every append to a session goes through it, and it
 // refuses (a *FeatureError) events that use a ledger feature not every
 // live host reads, unless prior (the session's ledger, when the caller
-// has it) holds that feature already: no such event is written.
-func (h *Host) stage(ctx context.Context, st *sessionState, evs, prior []ledger.Event) error {
+// has it, or the view of snap) holds that feature already: no such event
+// is written.
+func (h *Host) stage(ctx context.Context, st *sessionState, evs, prior []ledger.Event, snap *ledger.Snapshot) error {
 	if st.key.private { // (stores are not compared: a store's type need not be comparable)
 		return nil
 	}
-	if err := h.checkWrite(prior, evs...); err != nil {
+	if err := h.checkWrite(prior, snap, evs...); err != nil {
 		return err
 	}
 	if h.outbox == nil {
@@ -112,7 +115,7 @@ func (r *run) reloadIfStale() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.h.timeouts.Append)
 	defer cancel()
-	events, err := r.st.store.Load(ctx, r.sessionID)
+	events, err := r.reload(ctx)
 	if err != nil {
 		r.st.stale.Store(true)
 		return err
@@ -123,6 +126,46 @@ func (r *run) reloadIfStale() error {
 	}
 	r.st.mu.Unlock()
 	return nil
+}
+
+// reload reads the session's ledger anew, as the run sees it: the whole
+// ledger, or, for a run on the view of a snapshot, that view — its own
+// events up to where the store's snapshot was taken (its own or a later
+// one, which another host or this run kept since), then the store's
+// events after it. The session's appendMu is held.
+func (r *run) reload(ctx context.Context) ([]ledger.Event, error) {
+	sn, ok := r.st.store.(storage.Snapshotter)
+	if r.snap == nil || !ok {
+		return r.st.store.Load(ctx, r.sessionID)
+	}
+	_, at, tail, err := sn.LoadSnapshot(ctx, r.sessionID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case at == r.snap.Through:
+		return r.snap.View(tail), nil
+	case at != "":
+		// A later snapshot, taken at an event of the run's view: r.events
+		// changes only under appendMu, which is held.
+		for i := len(r.events) - 1; i >= len(r.snap.Carry); i-- {
+			if r.events[i].ID == at {
+				return append(slices.Clip(r.events[:i+1]), tail...), nil
+			}
+		}
+		// One the run does not know (taken before the run's): the
+		// run's view of the whole ledger.
+		if tail, err = r.st.store.Load(ctx, r.sessionID); err != nil {
+			return nil, err
+		}
+	}
+	// tail is the whole ledger.
+	for i := len(tail) - 1; i >= 0; i-- {
+		if tail[i].ID == r.snap.Through {
+			return r.snap.View(tail[i+1:]), nil
+		}
+	}
+	return nil, fmt.Errorf("host: session %s: the ledger no longer holds event %s, which the run's snapshot was taken at", r.sessionID, r.snap.Through)
 }
 
 func (r *run) newEvent(kind ledger.Kind) ledger.Event {

@@ -64,11 +64,15 @@ type run struct {
 	delegateCalls, delegateTree atomic.Int64
 
 	// Guarded by st.mu.
-	events          []ledger.Event // the whole ledger, as this host knows it
-	live            liveView       // the item streaming
-	ending          bool           // the run decided to end: sends no longer queue into it
-	waiters         []*waiter      // the messages whose senders wait for the run's answer
-	firstWaiter     [1]*waiter     // room for the first of them, the common case
+	events []ledger.Event // the whole ledger as this host knows it, or the view of snap
+	// snap is the snapshot events is the view of (its first
+	// len(snap.Carry) events carried, then the ledger after it); nil when
+	// events is the whole ledger. Set at the run's start.
+	snap            *ledger.Snapshot
+	live            liveView   // the item streaming
+	ending          bool       // the run decided to end: sends no longer queue into it
+	waiters         []*waiter  // the messages whose senders wait for the run's answer
+	firstWaiter     [1]*waiter // room for the first of them, the common case
 	cancelRequested bool
 	// rollback marks a run a message sent with OverlapRollback cancelled:
 	// its run-end says it is rolled back (st.mu guards it).
@@ -103,13 +107,13 @@ type outcome struct {
 }
 
 // newRun returns a run of the session over events, not started yet.
-func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks, lease storage.Lease, events []ledger.Event) *run {
+func (h *Host) newRun(st *sessionState, id string, agent Agent, hooks *runHooks, lease storage.Lease, events []ledger.Event, snap *ledger.Snapshot) *run {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	// Room for the events of a one-pass run (message, run-start, step,
 	// run-end): its view grows once, here, instead of on every append.
 	events = slices.Grow(events, 4)
 	r := &run{h: h, st: st, sessionID: st.key.id, id: id, agent: agent, hooks: hooks, lease: lease,
-		ctx: ctx, base: ctx, cancel: cancel, events: events}
+		ctx: ctx, base: ctx, cancel: cancel, events: events, snap: snap}
 	r.hub.Init(hub.Options{Capacity: 8})
 	r.waiters = r.firstWaiter[:0]
 	if h.tel.tracing() {

@@ -51,6 +51,12 @@ type Options struct {
 	// [Compaction]). Default: nil, which compacts only when the provider
 	// reports a context overflow (then with the Compaction defaults).
 	Compaction *Compaction
+	// NoSnapshots makes the host read and write no snapshots of long
+	// sessions (storage.Snapshotter): every answer and resume loads the
+	// whole ledger. Default false: a session the host compacted twice is
+	// answered and resumed from its snapshot and the events after it (see
+	// docs/performance.md, "Long sessions").
+	NoSnapshots bool
 	// LeaseTTL is the time to live of a session's lease, when the storage
 	// has leases (storage.Leaser): how long a dead host's session stays
 	// locked before another host may resume it. The lease is renewed

@@ -490,7 +490,9 @@ func (r *run) uniqueCallIDs(calls []ledger.ToolCall) []ledger.ToolCall {
 	}
 	out, cloned := calls, false
 	for i, c := range calls {
-		if c.ID == "" || r.callIDs[c.ID] {
+		// A call id of the events a snapshot stands for may be taken (the
+		// set says maybe): renamed, as a taken one is.
+		if c.ID == "" || r.callIDs[c.ID] || (r.snap != nil && r.snap.MayHoldCall(c.ID)) {
 			if !cloned {
 				out, cloned = slices.Clone(calls), true // the model's result is not ours to change
 			}

@@ -42,10 +42,20 @@ func (s *staleLoads) appending(evs []ledger.Event) {
 
 func (s *staleLoads) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	evs, err := s.Store.Load(ctx, id)
+	return s.hidden(evs), err
+}
+
+func (s *staleLoads) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	data, at, evs, err := s.Store.LoadSnapshot(ctx, id)
+	return data, at, s.hidden(evs), err
+}
+
+// hidden is evs without the message hide names.
+func (s *staleLoads) hidden(evs []ledger.Event) []ledger.Event {
 	if rid := s.hide.Load(); rid != nil {
 		evs = slices.DeleteFunc(evs, func(e ledger.Event) bool { return e.Input != nil && e.Input.RequestID == *rid })
 	}
-	return evs, err
+	return evs
 }
 
 func (s *staleLoads) AppendRequest(ctx context.Context, id, requestID string, evs ...ledger.Event) error {
@@ -249,13 +259,24 @@ func (l *countedLease) Renew(ctx context.Context) error {
 }
 
 func (s *slowLoads) Load(ctx context.Context, id string) ([]ledger.Event, error) {
+	s.slow()
+	return s.Store.Load(ctx, id)
+}
+
+func (s *slowLoads) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	s.slow()
+	return s.Store.LoadSnapshot(ctx, id)
+}
+
+// slow makes the armed load last until the lease was renewed 3 times (or 4
+// TTLs passed).
+func (s *slowLoads) slow() {
 	if s.armed.CompareAndSwap(true, false) {
 		s.renewals.Store(0)
 		for deadline := time.Now().Add(4 * s.ttl); s.renewals.Load() < 3 && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	return s.Store.Load(ctx, id)
 }
 
 // TestLongLoadKeepsLease: the lease a host takes to lead a session is

@@ -186,7 +186,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			stopLease() // the renewals stop, the lease is given back
 		}
 	}()
-	events, err := st.store.Load(ctx, id)
+	events, snap, err := h.loadView(ctx, st)
 	if err != nil {
 		return nil, RunResult{}, fmt.Errorf("host: load session %s: %w", id, err)
 	}
@@ -199,7 +199,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 			// A fork's copies of its source's events are no news: only
 			// its own events go to the outbox and the observers.
 			news := forkOwn(add)
-			err = h.stage(ctx, st, news, events)
+			err = h.stage(ctx, st, news, events, snap)
 			if err == nil && lease != nil {
 				err = lease.Append(ctx, add...)
 			} else if err == nil {
@@ -225,12 +225,12 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	var res RunResult
 	var settled error // what settling the open runs came to, when it started no run
 	if len(open) > 0 {
-		next, body, res, settled = h.resumeOpen(st, agent, decide, events, open, lease)
+		next, body, res, settled = h.resumeOpen(st, agent, decide, events, snap, open, lease)
 		if next == nil {
 			if settled != nil && !errors.Is(settled, errReconciled) && !errors.Is(settled, ErrNothingToResume) {
 				return nil, res, settled
 			}
-			if events, err = st.store.Load(ctx, id); err != nil {
+			if events, snap, err = h.loadView(ctx, st); err != nil {
 				return nil, res, fmt.Errorf("host: load session %s: %w", id, err)
 			}
 		}
@@ -238,7 +238,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 	// Messages queued before the crash that no run picked up get a run of
 	// their own, batched into its first pass.
 	if pending := ledger.PendingInputs(events); next == nil && len(pending) > 0 && ledger.OpenRuns(events) == nil {
-		next, body = h.newRun(st, ledger.NewID("run"), agent, nil, lease, events), (*run).loop
+		next, body = h.newRun(st, ledger.NewID("run"), agent, nil, lease, events, snap), (*run).loop
 		if err := next.append(next.startEvent(pending, time.Now().UTC())); err != nil {
 			return nil, res, err
 		}
@@ -264,7 +264,7 @@ func (h *Host) resume(ctx context.Context, id string, agent Agent, bind context.
 // superseded, and deals with the last as decide says. It returns the run to
 // launch and what it runs first, or, when there is none, the result of
 // what it did.
-func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted) ResumeAction, events []ledger.Event,
+func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted) ResumeAction, events []ledger.Event, snap *ledger.Snapshot,
 	open []string, lease storage.Lease) (*run, func(*run) outcome, RunResult, error) {
 	// Runs never overlap: an open run that a later run followed is the
 	// leftover of an earlier crash, superseded since; close it.
@@ -277,7 +277,7 @@ func (h *Host) resumeOpen(st *sessionState, agent Agent, decide func(Interrupted
 	if open[len(open)-1] != lastStart {
 		open = append(open, "") // every open run is superseded: none to resume
 	}
-	r := h.newRun(st, open[len(open)-1], agent, nil, lease, events)
+	r := h.newRun(st, open[len(open)-1], agent, nil, lease, events, snap)
 	for _, old := range open[:len(open)-1] {
 		e := ledger.Event{ID: ledger.NewID("evt"), Kind: ledger.KindRunEnd, Time: time.Now().UTC(), RunID: old,
 			RunEnd: &ledger.RunEnd{Status: ledger.RunInterrupted, Reason: "superseded by a later run"}}

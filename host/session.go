@@ -382,7 +382,11 @@ func (s *Session) Overview(ctx context.Context) (Overview, error) {
 // view returns the session's events: those of the run in flight in this
 // host, with its live view, else the ledger loaded from storage.
 func (s *Session) view(ctx context.Context) ([]ledger.Event, []ledger.Live, error) {
-	if events, l, ok := s.h.snapshotLive(s.id); ok {
+	if events, snap, l, ok := s.h.snapshotLive(s.id); ok {
+		events, err := s.h.wholeOf(ctx, s.id, events, snap)
+		if err != nil {
+			return nil, nil, err
+		}
 		return events, []ledger.Live{l}, nil
 	}
 	events, err := s.h.store.Load(ctx, s.id)

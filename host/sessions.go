@@ -242,21 +242,22 @@ func (st *sessionState) free() {
 }
 
 // snapshotLive returns a consistent copy of the run in flight of a session,
-// if any: its events and the pass streaming.
-func (h *Host) snapshotLive(id string) ([]ledger.Event, ledger.Live, bool) {
+// if any: its events (the view of snap, when not nil: see wholeOf) and the
+// pass streaming.
+func (h *Host) snapshotLive(id string) ([]ledger.Event, *ledger.Snapshot, ledger.Live, bool) {
 	h.mu.Lock()
 	st := h.sessions[sessionKey{id, false}]
 	h.mu.Unlock()
 	if st == nil {
-		return nil, ledger.Live{}, false
+		return nil, nil, ledger.Live{}, false
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	r := st.cur
 	if r == nil {
-		return nil, ledger.Live{}, false
+		return nil, nil, ledger.Live{}, false
 	}
 	// The ledger is append-only: the slice up to its length never changes.
-	return r.events[:len(r.events):len(r.events)],
+	return r.events[:len(r.events):len(r.events)], r.snap,
 		ledger.Live{RunID: r.id, ResponseID: r.live.responseID, Text: string(r.live.text), Reasoning: string(r.live.reasoning)}, true
 }

@@ -16,10 +16,10 @@ import (
 // after it — gives the same answers as the whole ledger to what the host
 // reads on those paths: the pending messages and the open and parked runs,
 // with every event of theirs ([PendingInputs], [OpenRuns], [Parked],
-// [ProjectRun] of any such run); the model's replay ([ReplayMessages]),
-// and a new compaction's, provided that the cut is at or before the
-// Through event of the compaction before the last ([SnapshotCut]); the
-// fork record. What it cannot answer from the view it answers by maybe:
+// [ProjectRun] of any such run); the model's replay ([ReplayMessages]) of
+// the view and of every prefix of it that ends after the last compaction,
+// provided that the cut is at or before that compaction's Through event
+// ([SnapshotCut]); the fork record. What it cannot answer from the view it answers by maybe:
 // whether a request id, a message id or a tool call id was used before the
 // cut ([Snapshot.MayHoldRequest] and the others: a set that never says no
 // to an id it holds and wrongly says yes to about 1% of the others, when
@@ -52,19 +52,16 @@ type Snapshot struct {
 }
 
 // SnapshotCut returns where a snapshot of events may cut them: the index
-// of the Through event of the compaction before the last one, so that the
-// view keeps both compactions and what they kept (a compaction that finds
-// the context still too large after the last one cuts before it, and
-// builds on the one before). It returns 0, no cut, with fewer than two
-// compactions, or when that Through event is not among the events.
+// of the Through event of the last compaction, so that the view holds all
+// the model's replay reads. It returns 0, no cut, without a compaction, or
+// when its Through event is not among the events. (A compaction that finds
+// the context still too large after the last one may cut before that one,
+// and build on the compaction before it: that replay is not the view's,
+// and its caller reads the whole ledger.)
 func SnapshotCut(events []Event) int {
-	seen := 0
 	for i := len(events) - 1; i >= 0; i-- {
 		c := events[i].Compaction
 		if c == nil {
-			continue
-		}
-		if seen++; seen < 2 {
 			continue
 		}
 		for j := i - 1; j >= 0; j-- {

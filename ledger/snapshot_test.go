@@ -147,14 +147,13 @@ func checkView(t *testing.T, what string, s *Snapshot, view, full []Event, from 
 	if len(full) > 0 && full[0].Kind == KindFork && (len(view) == 0 || view[0].Kind != KindFork) {
 		t.Fatalf("%s: the fork record is not the view's first event", what)
 	}
-	// A replay of the events up to any event after from — the compaction
-	// before the last when the snapshot was taken (a later compaction
-	// that cuts before the last one replays from there) — is the same.
+	// A replay of the events up to any event after from — the last
+	// compaction when the snapshot was taken — is the same.
 	first := indexOf(full, s.Through) + 1 // the ledger's index of view[len(s.Carry)]
 	base := len(s.Carry) - first          // view[base+k] is full[k] for k >= first
 	for k := from + 1; k <= len(full); k += 3 {
 		if k < first {
-			t.Fatalf("%s: the view starts at event %d of the ledger, after the compaction before the last (%d)", what, first, from)
+			t.Fatalf("%s: the view starts at event %d of the ledger, after the last compaction's Through (%d)", what, first, from)
 		}
 		eq(fmt.Sprintf("ReplayMessages(events[:%d])", k), ReplayMessages(view[:base+k]), ReplayMessages(full[:k]))
 	}
@@ -195,15 +194,12 @@ func checkView(t *testing.T, what string, s *Snapshot, view, full []Event, from 
 	}
 }
 
-// compactionBeforeLast returns the index of the compaction before the
-// last one among events, -1 when there are fewer than two.
-func compactionBeforeLast(events []Event) int {
-	seen := 0
+// lastCompaction returns the index of the last compaction among events, -1
+// when there is none.
+func lastCompaction(events []Event) int {
 	for i := len(events) - 1; i >= 0; i-- {
 		if events[i].Compaction != nil {
-			if seen++; seen == 2 {
-				return i
-			}
+			return i
 		}
 	}
 	return -1
@@ -249,7 +245,7 @@ func TestSnapshotView(t *testing.T) {
 			// snapshot, taken from its view.
 			for _, q := range later(p, len(full)) {
 				view := s.View(full[cut:q])
-				checkView(t, fmt.Sprintf("seed %d, cut at %d of %d, read at %d", seed, cut, p, q), s, view, full[:q], compactionBeforeLast(full[:p]))
+				checkView(t, fmt.Sprintf("seed %d, cut at %d of %d, read at %d", seed, cut, p, q), s, view, full[:q], lastCompaction(full[:p]))
 				cut2 := SnapshotCut(view)
 				if cut2 <= len(s.Carry) {
 					continue
@@ -263,7 +259,7 @@ func TestSnapshotView(t *testing.T) {
 					t.Fatalf("seed %d: the view's cut is at event %d of the ledger, the ledger's at %d", seed, at, want)
 				}
 				for _, r := range later(q, len(full)) {
-					checkView(t, fmt.Sprintf("seed %d, cut at %d then %d, read at %d", seed, cut, at, r), s2, s2.View(full[at:r]), full[:r], compactionBeforeLast(full[:q]))
+					checkView(t, fmt.Sprintf("seed %d, cut at %d then %d, read at %d", seed, cut, at, r), s2, s2.View(full[at:r]), full[:r], lastCompaction(full[:q]))
 				}
 			}
 		}

@@ -28,7 +28,7 @@ const (
 	// Remove: Deleter.DeleteSession, or Fencer.ReplaceSession, of the
 	// session (what a deletion or a replacement does to it).
 	Remove = "remove"
-	// Load: Storage.Load of the session.
+	// Load: Storage.Load, or Snapshotter.LoadSnapshot, of the session.
 	Load = "load"
 )
 
@@ -104,6 +104,11 @@ func (s *File) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	return s.Store.Load(ctx, id)
 }
 
+func (s *File) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	s.G.at(ctx, Load, id)
+	return s.Store.LoadSnapshot(ctx, id)
+}
+
 func (s *File) DeleteSession(ctx context.Context, id string) error {
 	s.G.at(ctx, Remove, id)
 	return s.Store.DeleteSession(ctx, id)
@@ -130,6 +135,11 @@ func (s *Memory) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	return s.Store.Load(ctx, id)
 }
 
+func (s *Memory) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	s.G.at(ctx, Load, id)
+	return s.Store.LoadSnapshot(ctx, id)
+}
+
 func (s *Memory) DeleteSession(ctx context.Context, id string) error {
 	s.G.at(ctx, Remove, id)
 	return s.Store.DeleteSession(ctx, id)
@@ -154,6 +164,11 @@ func (s *Redis) Append(ctx context.Context, id string, events ...ledger.Event) e
 func (s *Redis) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	s.G.at(ctx, Load, id)
 	return s.Store.Load(ctx, id)
+}
+
+func (s *Redis) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	s.G.at(ctx, Load, id)
+	return s.Store.LoadSnapshot(ctx, id)
 }
 
 func (s *Redis) DeleteSession(ctx context.Context, id string) error {

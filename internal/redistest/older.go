@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/agentichost/agentic/ledger"
@@ -11,8 +12,9 @@ import (
 // OlderBuild is a Redis store as a build of agentic-host that reads only
 // the ledger features Reads sees it: its Load refuses a session with an
 // event that uses another, with a *ledger.DecodeError, as an older build's
-// decoder refuses a field it does not know. Every other method is the
-// store's. Give a host over it Options.Features = Reads (serve:
+// decoder refuses a field it does not know, and it keeps no snapshots (its
+// storage.Snapshotter methods fail with errors.ErrUnsupported, as a view
+// over a store without them does). Every other method is the store's. Give a host over it Options.Features = Reads (serve:
 // ledger_features) and it stands for that older build in a rolling
 // deploy's tests.
 type OlderBuild struct {
@@ -33,4 +35,14 @@ func (s OlderBuild) Load(ctx context.Context, sessionID string) ([]ledger.Event,
 		}
 	}
 	return events, nil
+}
+
+// PutSnapshot keeps nothing: an older build knows no snapshots.
+func (s OlderBuild) PutSnapshot(context.Context, string, string, []byte) error {
+	return fmt.Errorf("an older build keeps no snapshots: %w", errors.ErrUnsupported)
+}
+
+// LoadSnapshot reads none: an older build knows no snapshots.
+func (s OlderBuild) LoadSnapshot(context.Context, string) ([]byte, string, []ledger.Event, error) {
+	return nil, "", nil, fmt.Errorf("an older build keeps no snapshots: %w", errors.ErrUnsupported)
 }

@@ -1,0 +1,341 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/model"
+	"github.com/agentichost/agentic/host/provider"
+	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
+	"github.com/agentichost/agentic/storage/file"
+	"github.com/agentichost/agentic/storage/memory"
+)
+
+// countingStore counts the whole-ledger loads of a store that keeps
+// snapshots, and the loads its snapshots answered.
+type countingStore struct {
+	storage.Storage
+	sn         storage.Snapshotter
+	whole      atomic.Int64 // Load, or LoadSnapshot without a snapshot
+	fromSnap   atomic.Int64 // LoadSnapshot with one
+	snapshots  atomic.Int64 // PutSnapshot
+	noSnapshot bool         // LoadSnapshot answers none (a store that lost it)
+}
+
+func (c *countingStore) Load(ctx context.Context, id string) ([]ledger.Event, error) {
+	c.whole.Add(1)
+	return c.Storage.Load(ctx, id)
+}
+
+func (c *countingStore) PutSnapshot(ctx context.Context, id, at string, data []byte) error {
+	c.snapshots.Add(1)
+	return c.sn.PutSnapshot(ctx, id, at, data)
+}
+
+func (c *countingStore) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
+	data, at, events, err := c.sn.LoadSnapshot(ctx, id)
+	if c.noSnapshot && data != nil {
+		data, at = nil, ""
+		events, err = c.Storage.Load(ctx, id)
+	}
+	if data != nil {
+		c.fromSnap.Add(1)
+	} else {
+		c.whole.Add(1)
+	}
+	return data, at, events, err
+}
+
+// snapshotStores are the stores the snapshot tests run on.
+func snapshotStores(t *testing.T) map[string]func() storage.Storage {
+	return map[string]func() storage.Storage{
+		"memory": func() storage.Storage { return memory.New() },
+		"file": func() storage.Storage {
+			st, err := file.Open(t.TempDir(), file.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+	}
+}
+
+// longChat runs turns sends in session "long" of a host whose model
+// compacts every few turns, and returns what each send answered.
+func longChat(t *testing.T, hs *harness, turns int) []string {
+	t.Helper()
+	sess := hs.host.Session("long")
+	var answers []string
+	for i := range turns {
+		text := filler(i)
+		switch {
+		case i == 0:
+			text = "Remember this: my secret code is ZEBRA42. " + text
+		case i == turns-1:
+			text = "Tell me: what is my secret code?"
+		}
+		res, err := sess.Send(context.Background(), text, host.SendOptions{RequestID: fmt.Sprintf("req-%d", i)})
+		if err != nil || res.Status != ledger.RunCompleted {
+			t.Fatalf("turn %d: %+v %v", i, res, err)
+		}
+		answers = append(answers, res.Text)
+	}
+	return answers
+}
+
+// TestSnapshotAnswersLikeTheLedger: a long chat on a host that keeps
+// snapshots and one that does not (NoSnapshots), on each store: the model
+// is sent the same prompts, the answers and transcripts are the same, and
+// once the session was compacted twice, a snapshot is kept and every
+// later send reads it and the events after it — no send reads the whole
+// ledger. A request id sent again is answered from before the snapshot.
+func TestSnapshotAnswersLikeTheLedger(t *testing.T) {
+	for name, open := range snapshotStores(t) {
+		t.Run(name, func(t *testing.T) {
+			var hosts [2]*harness
+			var stores [2]*countingStore
+			for i, off := range []bool{false, true} {
+				inner := open()
+				stores[i] = &countingStore{Storage: inner, sn: inner.(storage.Snapshotter)}
+				hosts[i] = newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+					host.Agent{Model: "fake/small"}, func(o *host.Options) {
+						o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+						o.Storage = stores[i]
+						o.NoSnapshots = off
+					})
+			}
+			const turns = 24
+			with, without := longChat(t, hosts[0], turns), longChat(t, hosts[1], turns)
+			if !reflect.DeepEqual(with, without) {
+				t.Fatalf("answers with snapshots %q, without %q", with, without)
+			}
+			if with[turns-1] != "Your code is ZEBRA42." {
+				t.Errorf("the last answer is %q", with[turns-1])
+			}
+			prompts := func(hs *harness) []string {
+				var out []string
+				for _, r := range hs.model.Requests() {
+					var b strings.Builder
+					for _, m := range r.Messages {
+						fmt.Fprintf(&b, "%s: %s\n", m.Role, m.Text)
+					}
+					out = append(out, b.String())
+				}
+				return out
+			}
+			if a, b := prompts(hosts[0]), prompts(hosts[1]); !reflect.DeepEqual(a, b) {
+				for i := range min(len(a), len(b)) {
+					if a[i] != b[i] {
+						t.Fatalf("request %d of %d differs:\nwith snapshots:\n%s\nwithout:\n%s", i, len(a), a[i], b[i])
+					}
+				}
+				t.Fatalf("%d requests with snapshots, %d without", len(a), len(b))
+			}
+			ctx := context.Background()
+			ta, _ := hosts[0].host.Session("long").Transcript(ctx)
+			tb, _ := hosts[1].host.Session("long").Transcript(ctx)
+			if len(ta.Items) != 2*turns || len(tb.Items) != 2*turns {
+				t.Errorf("transcripts of %d and %d items, want %d", len(ta.Items), len(tb.Items), 2*turns)
+			}
+			compactions := 0
+			for _, e := range hosts[0].events("long") {
+				if e.Compaction != nil {
+					compactions++
+				}
+			}
+			if compactions < 4 || stores[0].snapshots.Load() < 2 {
+				t.Fatalf("%d compactions, %d snapshots kept; want at least 4 and 2", compactions, stores[0].snapshots.Load())
+			}
+			if stores[1].snapshots.Load() != 0 || stores[1].fromSnap.Load() != 0 {
+				t.Errorf("with NoSnapshots, %d snapshots kept and %d loads from one", stores[1].snapshots.Load(), stores[1].fromSnap.Load())
+			}
+			// The snapshot answers from now on: sends, and a request sent
+			// again from before it.
+			stores[0].whole.Store(0)
+			stores[0].fromSnap.Store(0)
+			sess := hosts[0].host.Session("long")
+			for i := range 3 {
+				if res, err := sess.Send(ctx, fmt.Sprintf("one more %d", i), host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+					t.Fatalf("a send after the snapshot: %+v %v", res, err)
+				}
+			}
+			if w, s := stores[0].whole.Load(), stores[0].fromSnap.Load(); w != 0 || s < 3 {
+				t.Errorf("3 sends after the snapshot read the whole ledger %d times and the snapshot %d times; want 0 and 3 or more", w, s)
+			}
+			n := len(hosts[0].events("long"))
+			res, err := sess.Send(ctx, "a retry", host.SendOptions{RequestID: "req-1"})
+			if err != nil || res.Text != with[1] {
+				t.Errorf("a request sent again from before the snapshot answered %q, %v; want its first answer %q", res.Text, err, with[1])
+			}
+			if m := len(hosts[0].events("long")); m != n {
+				t.Errorf("a request sent again from before the snapshot appended %d events", m-n)
+			}
+		})
+	}
+}
+
+// TestSnapshotDamagedIsRebuilt: a snapshot file damaged on disk is passed
+// over — the next send reads the whole ledger and answers as before — and
+// a new snapshot takes its place, which the send after reads.
+func TestSnapshotDamagedIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := file.Open(dir, file.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	store := &countingStore{Storage: fs, sn: fs}
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+		host.Agent{Model: "fake/small"}, func(o *host.Options) {
+			o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+			o.Storage = store
+		})
+	longChat(t, hs, 16)
+	path := filepath.Join(dir, "long.snap")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no snapshot after 16 turns: %v", err)
+	}
+	b[len(b)/2] ^= 0x20
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store.whole.Store(0)
+	store.fromSnap.Store(0)
+	before := store.snapshots.Load()
+	sess := hs.host.Session("long")
+	res, err := sess.Send(context.Background(), "Tell me: what is my secret code?", host.SendOptions{})
+	if err != nil || res.Text != "Your code is ZEBRA42." {
+		t.Fatalf("the send past a damaged snapshot: %+v %v", res, err)
+	}
+	if w := store.whole.Load(); w == 0 {
+		t.Error("the send past a damaged snapshot did not read the whole ledger")
+	}
+	if store.snapshots.Load() == before {
+		t.Fatal("no snapshot was kept in place of the damaged one")
+	}
+	store.whole.Store(0)
+	store.fromSnap.Store(0)
+	if _, err := sess.Send(context.Background(), "and again", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w, s := store.whole.Load(), store.fromSnap.Load(); w != 0 || s == 0 {
+		t.Errorf("the send after the rebuilt snapshot read the whole ledger %d times, the snapshot %d times", w, s)
+	}
+}
+
+// holdModel holds a pass whose last message says HOLD until release is
+// closed, telling held when it does.
+type holdModel struct {
+	host.Model
+	held, release chan struct{}
+	once          sync.Once
+}
+
+// ContextWindow is the client's (so that the host compacts).
+func (m *holdModel) ContextWindow(ctx context.Context, name string) (int, error) {
+	return m.Model.(interface {
+		ContextWindow(context.Context, string) (int, error)
+	}).ContextWindow(ctx, name)
+}
+
+func (m *holdModel) Stream(ctx context.Context, req model.Request, onDelta func(model.Delta)) (model.Result, error) {
+	if n := len(req.Messages); n > 0 && strings.Contains(req.Messages[n-1].Text(), "HOLD") {
+		m.once.Do(func() { close(m.held) })
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return model.Result{}, ctx.Err()
+		}
+	}
+	return m.Model.Stream(ctx, req, onDelta)
+}
+
+// TestSnapshotLiveRunReadsWhole: while a run that reads a snapshot's view
+// is in flight, what reads the whole session — its transcript, an
+// attachment's snapshot, a fork at its first message — sees every item,
+// not the view's.
+func TestSnapshotLiveRunReadsWhole(t *testing.T) {
+	srv, err := fakemodel.Start(fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	client, err := provider.New(provider.Config{BaseURL: srv.URL(), APIKey: "test", IdleTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm := &holdModel{Model: client, held: make(chan struct{}), release: make(chan struct{})}
+	store := memory.New()
+	counting := &countingStore{Storage: store, sn: store}
+	hs := newHarness(t, fakemodel.Options{}, host.Agent{Model: "fake/small"}, func(o *host.Options) {
+		o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+		o.Storage, o.Model = counting, hm
+	})
+	const turns = 16
+	longChat(t, hs, turns)
+	if counting.snapshots.Load() == 0 {
+		t.Fatal("no snapshot after the chat")
+	}
+	ctx := context.Background()
+	sess := hs.host.Session("long")
+	counting.fromSnap.Store(0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sess.Send(ctx, "HOLD on", host.SendOptions{})
+		done <- err
+	}()
+	select {
+	case <-hm.held:
+	case err := <-done:
+		t.Fatalf("the held send ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the send never reached the model")
+	}
+	if counting.fromSnap.Load() == 0 {
+		t.Fatal("the held run does not read the snapshot's view")
+	}
+	want := 2*turns + 2 // every turn, the held message and its answer streaming
+	tr, err := sess.Transcript(ctx)
+	if err != nil || len(tr.Items) != want {
+		t.Errorf("the transcript during the run: %d items, %v; want %d", len(tr.Items), err, want)
+	}
+	att, err := sess.Attach(ctx, host.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := att.Next(ctx)
+	att.Close()
+	if err != nil || u.Snapshot == nil || len(u.Snapshot.Transcript.Items) != want {
+		n := -1
+		if u.Snapshot != nil {
+			n = len(u.Snapshot.Transcript.Items)
+		}
+		t.Errorf("an attachment's snapshot during the run: %d items, %v; want %d", n, err, want)
+	}
+	if len(tr.Items) > 0 {
+		run, err := hs.host.Fork(ctx, host.ForkOptions{Source: "long", At: tr.Items[0].ID, SessionID: "forked"})
+		if err != nil {
+			t.Fatalf("a fork at the first message during the run: %v", err)
+		}
+		if _, err := run.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(hm.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
