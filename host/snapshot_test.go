@@ -339,3 +339,60 @@ func TestSnapshotLiveRunReadsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSnapshotCallIDsUnique: a model that names every call "call_0" calls
+// a tool before the session's snapshot and again after it: the later call
+// is renamed, as it would be with the whole ledger in view (the snapshot's
+// set of call ids says it may be taken), so that no two calls of the
+// ledger share an id.
+func TestSnapshotCallIDsUnique(t *testing.T) {
+	respond := func(req fakemodel.Request) fakemodel.Reply {
+		n := len(req.Messages)
+		if n > 0 && req.Messages[n-1].Role == "user" && strings.Contains(req.Messages[n-1].Text, "TOOL") {
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{ID: "call_0", Name: "lookup", Arguments: `{}`}}}
+		}
+		return rememberingModel(req)
+	}
+	var calls atomic.Int32
+	store := memory.New()
+	counting := &countingStore{Storage: store, sn: store}
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: respond},
+		host.Agent{Model: "fake/small", Tools: []host.Tool{counterTool("lookup", &calls)}}, func(o *host.Options) {
+			o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+			o.Storage = counting
+		})
+	sess := hs.host.Session("long")
+	ctx := context.Background()
+	if _, err := sess.Send(ctx, "TOOL first", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	longChat(t, hs, 16)
+	if counting.snapshots.Load() == 0 {
+		t.Fatal("no snapshot after the chat")
+	}
+	counting.whole.Store(0)
+	if _, err := sess.Send(ctx, "TOOL again", host.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := counting.whole.Load(); w != 0 {
+		t.Errorf("the send after the snapshot read the whole ledger %d times", w)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the tool ran %d times, want 2", n)
+	}
+	seen := map[string]bool{}
+	for _, e := range hs.events("long") {
+		if e.Step == nil {
+			continue
+		}
+		for _, c := range e.Step.ToolCalls {
+			if seen[c.ID] {
+				t.Errorf("call id %q recorded twice", c.ID)
+			}
+			seen[c.ID] = true
+		}
+	}
+	if len(seen) != 2 {
+		t.Errorf("%d calls recorded, want 2", len(seen))
+	}
+}
