@@ -84,6 +84,17 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 	}
 	events := r.view()
 	cut := compactionCut(events, cfg.KeepRecent)
+	if r.snap != nil && (cut <= len(r.snap.Carry) || !replayable(events[:cut], len(r.snap.Carry))) {
+		// The cut, or the replay up to it, reaches before the run's view
+		// of a snapshot (an agent that keeps more turns than the last
+		// compaction kept): this compaction reads the whole ledger.
+		all, err := r.h.wholeOf(ctx, r.sessionID, events, r.snap)
+		if err != nil {
+			return false, err
+		}
+		events = all
+		cut = compactionCut(events, cfg.KeepRecent)
+	}
 	if cut <= 0 {
 		return false, nil
 	}
@@ -102,26 +113,7 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 			break
 		}
 	}
-	through := events[cut-1].ID
-	var older []ledger.Message
-	var err error
-	if r.snap != nil && !replayable(events[:cut], len(r.snap.Carry)) {
-		// The replay up to the cut starts before the run's view (a
-		// compaction that cuts before the one the view starts at): it is
-		// read from the whole ledger.
-		all, werr := r.h.wholeOf(ctx, r.sessionID, events, r.snap)
-		if werr != nil {
-			return false, werr
-		}
-		at := slices.IndexFunc(all, func(e ledger.Event) bool { return e.ID == events[cut].ID })
-		if at <= 0 {
-			return false, fmt.Errorf("compaction: session %s: the ledger does not hold the cut's event %s", r.sessionID, events[cut].ID)
-		}
-		through = all[at-1].ID
-		older, err = r.replay(all[:at])
-	} else {
-		older, err = r.replay(events[:cut])
-	}
+	older, err := r.replay(events[:cut])
 	if err != nil {
 		return false, err
 	}
@@ -169,7 +161,7 @@ func (r *run) compact(ctx context.Context) (bool, error) {
 		}
 	}
 	e := r.newEvent(ledger.KindCompaction)
-	e.Compaction = &ledger.Compaction{Summary: summary, Through: through, PromptTokens: prompt, Usage: res.Usage}
+	e.Compaction = &ledger.Compaction{Summary: summary, Through: events[cut-1].ID, PromptTokens: prompt, Usage: res.Usage}
 	if err := r.append(e); err != nil {
 		return false, err
 	}

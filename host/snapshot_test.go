@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/host/hosttest"
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
@@ -394,5 +395,63 @@ func TestSnapshotCallIDsUnique(t *testing.T) {
 	}
 	if len(seen) != 2 {
 		t.Errorf("%d calls recorded, want 2", len(seen))
+	}
+}
+
+// TestSnapshotCompactionBeforeTheCut: a session whose last compaction kept
+// nothing (its Through just before it, as hosttest.History writes them),
+// answered by an agent that keeps more of the recent turns: its next
+// compaction cuts before that compaction's Through, where the snapshot's
+// view does not reach — it reads the whole ledger for that, and the model
+// is sent what it is sent without snapshots.
+func TestSnapshotCompactionBeforeTheCut(t *testing.T) {
+	var hosts [2]*harness
+	var stores [2]*countingStore
+	for i, off := range []bool{false, true} {
+		inner := memory.New()
+		history := hosttest.History(1001) // 251 turns, compacted at the last
+		if err := inner.Append(context.Background(), "long", history...); err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = &countingStore{Storage: inner, sn: inner}
+		hosts[i] = newHarness(t, fakemodel.Options{Models: map[string]int{"fake/echo": 10000}, Respond: rememberingModel},
+			host.Agent{Model: "fake/echo"}, func(o *host.Options) {
+				// Every pass compacts (the last pass's tokens pass 1% of
+				// the window), and the summary requests fit the window.
+				o.Compaction = &host.Compaction{Limit: 0.01, KeepRecent: 8}
+				o.Storage = stores[i]
+				o.NoSnapshots = off
+			})
+	}
+	ctx := context.Background()
+	for i, hs := range hosts {
+		for _, text := range []string{"first since the boot", "second"} {
+			if res, err := hs.host.Session("long").Send(ctx, text, host.SendOptions{}); err != nil || res.Status != ledger.RunCompleted {
+				t.Fatalf("host %d, %q: %+v %v", i, text, res, err)
+			}
+		}
+	}
+	if stores[0].snapshots.Load() == 0 || stores[0].fromSnap.Load() == 0 {
+		t.Fatalf("%d snapshots kept, %d loads from one: want the second send to read one", stores[0].snapshots.Load(), stores[0].fromSnap.Load())
+	}
+	compactions := func(hs *harness) (n int) {
+		for _, e := range hs.events("long") {
+			if e.Compaction != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if a, b := compactions(hosts[0]), compactions(hosts[1]); a != b || a < 2 {
+		t.Fatalf("%d and %d compactions, want the same, past History's", a, b)
+	}
+	ra, rb := hosts[0].model.Requests(), hosts[1].model.Requests()
+	if len(ra) != len(rb) {
+		t.Fatalf("%d model requests with snapshots, %d without", len(ra), len(rb))
+	}
+	for i := range ra {
+		if !reflect.DeepEqual(ra[i].Messages, rb[i].Messages) {
+			t.Fatalf("model request %d differs: %d messages with snapshots, %d without", i, len(ra[i].Messages), len(rb[i].Messages))
+		}
 	}
 }
