@@ -17,6 +17,7 @@ import (
 	"github.com/agentichost/agentic/host/model"
 	"github.com/agentichost/agentic/host/provider"
 	"github.com/agentichost/agentic/internal/fakemodel"
+	"github.com/agentichost/agentic/internal/redistest"
 	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
@@ -58,10 +59,15 @@ func (c *countingStore) LoadSnapshot(ctx context.Context, id string) ([]byte, st
 	return data, at, events, err
 }
 
-// snapshotStores are the stores the snapshot tests run on.
+// snapshotStores are the stores the snapshot tests run on. (Wrapped in a
+// countingStore, a Redis store keeps its snapshots and loses its leases:
+// the host runs as the only one.)
 func snapshotStores(t *testing.T) map[string]func() storage.Storage {
 	return map[string]func() storage.Storage{
 		"memory": func() storage.Storage { return memory.New() },
+		"redis": func() storage.Storage {
+			return mhOpen(t, redistest.Start(t, redistest.Options{}).URL())
+		},
 		"file": func() storage.Storage {
 			st, err := file.Open(t.TempDir(), file.Options{})
 			if err != nil {
@@ -452,6 +458,43 @@ func TestSnapshotCompactionBeforeTheCut(t *testing.T) {
 	for i := range ra {
 		if !reflect.DeepEqual(ra[i].Messages, rb[i].Messages) {
 			t.Fatalf("model request %d differs: %d messages with snapshots, %d without", i, len(ra[i].Messages), len(rb[i].Messages))
+		}
+	}
+}
+
+// TestSnapshotAcrossHostsOnRedis: two hosts on one Redis, with leases. Host
+// A chats until the session keeps a snapshot; host B, which never saw the
+// session, answers from it — a question whose answer is in the compaction
+// notes, and a retry of a message from before the snapshot, answered as
+// first and appended once — then A answers after B.
+func TestSnapshotAcrossHostsOnRedis(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	model := mhModel(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel})
+	storeA, storeB := mhOpen(t, srv.URL()), mhOpen(t, srv.URL())
+	small := func(o *host.Options) {
+		o.Agent = host.Agent{Model: "fake/small"}
+		o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+	}
+	hostA := mhHost(t, storeA, "host-a", model.URL(), small)
+	hostB := mhHost(t, storeB, "host-b", model.URL(), small)
+	answers := longChat(t, &harness{host: hostA}, 16)
+	ctx := context.Background()
+	data, _, _, err := storeB.LoadSnapshot(ctx, "long")
+	if err != nil || data == nil {
+		t.Fatalf("no snapshot on Redis after host A's chat: %v", err)
+	}
+	before := len(hosttest.Load(t, storeB, "long"))
+	res, err := hostB.Session("long").Send(ctx, "a retry", host.SendOptions{RequestID: "req-1"})
+	if err != nil || res.Text != answers[1] {
+		t.Errorf("host B's retry of a message from before the snapshot: %q, %v; want %q", res.Text, err, answers[1])
+	}
+	if n := len(hosttest.Load(t, storeB, "long")); n != before {
+		t.Errorf("host B's retry appended %d events", n-before)
+	}
+	for i, h := range []*host.Host{hostB, hostA} {
+		res, err := h.Session("long").Send(ctx, "Tell me: what is my secret code?", host.SendOptions{})
+		if err != nil || res.Text != "Your code is ZEBRA42." {
+			t.Errorf("host %c: %q, %v", "BA"[i], res.Text, err)
 		}
 	}
 }
