@@ -156,10 +156,16 @@ func (h *Host) snapshotFrom(ctx context.Context, st *sessionState, events []ledg
 			err = sn.PutSnapshot(ctx, st.key.id, next.Through, data)
 		}
 	}
-	if errors.Is(err, errors.ErrUnsupported) {
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, storage.ErrSnapshotPoint):
+		// The last compaction is further back than the store looks (a
+		// session of many small events since): the next compaction's
+		// cut is near the end.
+		h.log.Debug("no snapshot of the session: its cut is too far back", "session", st.key.id, "err", err)
+		return nil
+	case err != nil:
 		h.log.Warn("cannot keep a snapshot of the session; its loads read more", "session", st.key.id, "err", err)
 		return nil
 	}
