@@ -285,7 +285,7 @@ func summarize(w io.Writer, r results) {
 			}
 			short, _ := r.median("host", "BenchmarkResumeLongSession/"+st+"/events=1000/"+op, "ns/op")
 			add(fmt.Sprintf("%s a message in a session of 100,000 events, %s", map[string]string{"answer": "answer", "resume": "resume a run"}[op], st),
-				n("ns/op", long), fmt.Sprintf("at 1,000 events %s: %.0f×", n("ns/op", short), long/short), "≤ 2× the 1,000")
+				n("ns/op", long), fmt.Sprintf("at 1,000 events %s: %.2f×", n("ns/op", short), long/short), "≤ 2× the 1,000")
 		}
 	}
 	if v, ok := r.median("host", "BenchmarkLoopStep/host", "ns/op"); ok {
