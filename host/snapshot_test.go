@@ -35,6 +35,10 @@ type countingStore struct {
 	noSnapshot bool         // LoadSnapshot answers none (a store that lost it)
 }
 
+func (c *countingStore) ListSessions(ctx context.Context) ([]string, error) {
+	return c.Storage.(storage.Lister).ListSessions(ctx)
+}
+
 func (c *countingStore) Load(ctx context.Context, id string) ([]ledger.Event, error) {
 	c.whole.Add(1)
 	return c.Storage.Load(ctx, id)
@@ -496,5 +500,65 @@ func TestSnapshotAcrossHostsOnRedis(t *testing.T) {
 		if err != nil || res.Text != "Your code is ZEBRA42." {
 			t.Errorf("host %c: %q, %v", "BA"[i], res.Text, err)
 		}
+	}
+}
+
+// TestSnapshotBootSweep: a host booting over a session with a snapshot and
+// a run a dead host left open resumes it from the snapshot's view: the
+// boot sweep's look and the resume read no whole ledger, and the resumed
+// run answers from the compaction notes.
+func TestSnapshotBootSweep(t *testing.T) {
+	dir := t.TempDir()
+	open := func() *countingStore {
+		fs, err := file.Open(dir, file.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fs.Close() })
+		return &countingStore{Storage: fs, sn: fs}
+	}
+	small := func(o *host.Options) {
+		o.Compaction = &host.Compaction{Limit: 0.3, KeepRecent: 2}
+	}
+	first := open()
+	hs := newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+		host.Agent{Model: "fake/small"}, small, func(o *host.Options) { o.Storage = first })
+	longChat(t, hs, 16)
+	if first.snapshots.Load() == 0 {
+		t.Fatal("no snapshot after the chat")
+	}
+	hs.host.Close(context.Background())
+	// A dead host's run: its message and run-start, nothing after.
+	now := time.Now().UTC()
+	if err := first.Append(context.Background(), "long",
+		ledger.Event{ID: "evt_dead_in", Kind: ledger.KindInput, Time: now, RunID: "run_dead",
+			Input: &ledger.Input{MessageID: "msg_dead", Parts: []ledger.Part{ledger.TextPart("Tell me: what is my secret code?")}}},
+		ledger.Event{ID: "evt_dead_start", Kind: ledger.KindRunStart, Time: now, RunID: "run_dead",
+			RunStart: &ledger.RunStart{Inputs: []string{"msg_dead"}, ResponseID: "resp_dead", Agent: "default", Model: "fake/small", MaxSteps: host.DefaultMaxSteps}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	second := open()
+	resumed := make(chan host.RunResult, 1)
+	newHarness(t, fakemodel.Options{Models: map[string]int{"fake/small": 2000}, Respond: rememberingModel},
+		host.Agent{Model: "fake/small"}, small, func(o *host.Options) {
+			o.Storage = second
+			o.AutoResume = &host.AutoResume{OnResumed: func(_ string, res host.RunResult, err error) {
+				if err != nil {
+					t.Errorf("the resume: %v", err)
+				}
+				resumed <- res
+			}}
+		})
+	select {
+	case res := <-resumed:
+		if res.Status != ledger.RunCompleted || res.Text != "Your code is ZEBRA42." {
+			t.Errorf("the resumed run: %+v", res)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the boot sweep resumed nothing")
+	}
+	if w, s := second.whole.Load(), second.fromSnap.Load(); w != 0 || s < 2 {
+		t.Errorf("the boot sweep and the resume read the whole ledger %d times and the snapshot %d times; want 0 and 2 or more", w, s)
 	}
 }

@@ -92,7 +92,10 @@ func (h *Host) sweepOnce(ctx context.Context) (SweepReport, func(), error) {
 		if ctx.Err() != nil {
 			break
 		}
-		events, err := h.store.Load(ctx, id)
+		// The view of the session's snapshot answers the sweep's
+		// questions (open and parked runs, pending messages, the parked
+		// runs' approval requests: all carried) as the whole ledger does.
+		events, _, err := h.loadView(ctx, &sessionState{key: sessionKey{id, false}, store: h.store})
 		if err != nil && unreadable(err) {
 			// Never failed for that: a host that reads it takes it.
 			h.log.Warn("auto-resume: this host cannot read the session (written by a newer build?); left to a host that can", "session", id, "err", err)
