@@ -17,10 +17,13 @@ import (
 // (transcripts, usage, attachments, forks) rebuilds it from storage
 // (wholeOf). Requests, messages and tool call ids the view does not hold
 // but the snapshot may are looked for in the whole ledger. The host writes
-// a snapshot under the session's lease: when a compaction leaves a cut
-// (ledger.SnapshotCut) past the last snapshot's, and when it had to load a
-// whole ledger that has a cut (no snapshot yet, or one the store or the
-// host passed over: damaged, stale, of another version).
+// a snapshot when a compaction leaves a cut (ledger.SnapshotCut) past the
+// last snapshot's, and when it had to load a whole ledger that has a cut
+// (no snapshot yet, or one the store or the host passed over: damaged,
+// stale, of another version) — under the session's lease, but for the
+// boot sweep's look: a snapshot needs no fence, since it stands for events
+// of the ledger, whose appends are fenced, and every load checks it
+// against the ledger.
 
 // loadView loads the session's ledger for answering or resuming: the view
 // of its snapshot when the store keeps one this host can use, else the
