@@ -316,6 +316,12 @@ func (r *Registry) endCanary(ctx context.Context, tenant string, c *canary, prom
 	r.mu.Unlock()
 	info := c.info()
 	if promote {
+		// A listener (serve) writes the promoted version into the
+		// module's file when told (OnChange, below): until then a
+		// directory watcher's read of that file — the version before —
+		// must not take the promoted one's place.
+		written := r.FileWriting(tenant, c.Name)
+		defer written()
 		// Approved: it widens nothing a person did not approve over the
 		// version it replaces (beginCanary), which has served since it
 		// started (another would have ended it).
