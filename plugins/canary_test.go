@@ -2,8 +2,13 @@ package plugins_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -381,5 +386,96 @@ func TestCanaryHammer(t *testing.T) {
 	leftOnce(seen, "C", "B")
 	if got := versionIn(t, reg, "s0"); got != "B" {
 		t.Errorf("after the rollback: %s", got)
+	}
+}
+
+// signalHandler is a slog handler that sends the message of every record
+// that contains want on ch (without blocking).
+type signalHandler struct {
+	want string
+	ch   chan string
+}
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h signalHandler) WithGroup(string) slog.Handler            { return h }
+func (h signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.want) {
+		select {
+		case h.ch <- r.Message:
+		default:
+		}
+	}
+	return nil
+}
+
+// TestCanaryPromotionHoldsFileReads: while a canary's promotion is told to
+// its listeners — serve writes the promoted version into the module's file
+// then — a directory watcher's read of that file, which still holds an
+// older version, does not put that version in the promoted one's place
+// (serve's CI once saw it do so, the version before coming back right
+// after a promotion). The test writes another version into the file while
+// the promotion is told, and waits for the watcher to decide on it.
+func TestCanaryPromotionHoldsFileReads(t *testing.T) {
+	ctx := context.Background()
+	superseded := make(chan string, 1)
+	rt := plugintest.Runtime(t, plugins.Options{Logger: slog.New(signalHandler{want: "read before another version loaded", ch: superseded})})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "v.wasm")
+	if err := os.WriteFile(file, versionWasm(t, "A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale := versionWasm(t, "D")
+	sum := sha256.Sum256(stale)
+	staleHash := "sha256:" + hex.EncodeToString(sum[:])
+	replacedByStale := make(chan struct{}, 1)
+	decided := make(chan error, 1)
+	var once sync.Once
+	reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+		Limits: func(string) plugins.Limits { return plugins.Limits{Fuel: 1 << 40, CallTimeout: time.Minute} },
+		OnChange: func(c plugins.Change) {
+			switch {
+			case c.Kind == plugins.Replaced && c.Hash == staleHash:
+				select {
+				case replacedByStale <- struct{}{}:
+				default:
+				}
+			case c.Kind == plugins.CanaryPromoted:
+				once.Do(func() {
+					if err := os.WriteFile(file, stale, 0o644); err != nil {
+						decided <- err
+						return
+					}
+					select {
+					case <-superseded:
+						decided <- nil
+					case <-replacedByStale:
+						decided <- errors.New("the watcher's read replaced the promoted version while its promotion was told")
+					case <-time.After(2 * time.Minute):
+						decided <- errors.New("the watcher never decided on the file")
+					}
+				})
+			}
+		}})
+	t.Cleanup(func() { reg.Close(context.Background()) })
+	if _, err := reg.Watch(ctx, "acme", dir, plugins.WatchOptions{Debounce: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	// B serves, loaded by a person (its file not written here); C is its
+	// canary, promoted.
+	if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "B")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.StartCanary(ctx, "acme", plugins.Source{Name: "v", Wasm: versionWasm(t, "C")}, plugins.CanaryOptions{Share: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.PromoteCanary(ctx, "acme", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-decided; err != nil {
+		t.Fatal(err)
+	}
+	if got := versionIn(t, reg, "any"); got != "C" {
+		t.Errorf("after the promotion, version %s serves, want C", got)
 	}
 }
