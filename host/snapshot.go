@@ -59,7 +59,9 @@ func (h *Host) loadView(ctx context.Context, st *sessionState) ([]ledger.Event, 
 	case snap.Through != at:
 		h.log.Warn("a session's snapshot names another event than the store's; loading the whole ledger, and keeping a new one", "session", st.key.id,
 			"snapshot", snap.Through, "store", at)
-	case len(ledger.MissingFeatures(h.reads, snap.Carry...)) > 0 || slices.ContainsFunc(snap.Features(), func(f ledger.Feature) bool { return !slices.Contains(h.reads, f) }):
+	case slices.ContainsFunc(snap.Features(), func(f ledger.Feature) bool { return !slices.Contains(h.reads, f) }):
+		// (The snapshot's features are those of every event it stands
+		// for, its carried ones among them.)
 		// The whole ledger says what this host cannot read; a host that
 		// can keeps the snapshots.
 		rebuild = false
@@ -139,10 +141,10 @@ func (h *Host) resultForIn(ctx context.Context, id string, events []ledger.Event
 // of snap, or the whole ledger when snap is nil) the caller read under the
 // session's lease, when they leave a cut past snap's. A failure is
 // logged: the next load reads more, nothing else.
-func (h *Host) snapshotFrom(ctx context.Context, st *sessionState, events []ledger.Event, snap *ledger.Snapshot) *ledger.Snapshot {
+func (h *Host) snapshotFrom(ctx context.Context, st *sessionState, events []ledger.Event, snap *ledger.Snapshot) {
 	sn, ok := st.store.(storage.Snapshotter)
 	if !ok || h.noSnapshots || st.key.private {
-		return nil
+		return
 	}
 	base := 0
 	if snap != nil {
@@ -150,7 +152,7 @@ func (h *Host) snapshotFrom(ctx context.Context, st *sessionState, events []ledg
 	}
 	cut := ledger.SnapshotCut(events)
 	if cut <= base {
-		return nil
+		return
 	}
 	next, err := ledger.NewSnapshot(snap, events, base, cut)
 	if err == nil {
@@ -161,17 +163,16 @@ func (h *Host) snapshotFrom(ctx context.Context, st *sessionState, events []ledg
 	}
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
-		return nil
+		return
 	case errors.Is(err, storage.ErrSnapshotPoint):
 		// The last compaction is further back than the store looks (a
 		// session of many small events since): the next compaction's
 		// cut is near the end.
 		h.log.Debug("no snapshot of the session: its cut is too far back", "session", st.key.id, "err", err)
-		return nil
+		return
 	case err != nil:
 		h.log.Warn("cannot keep a snapshot of the session; its loads read more", "session", st.key.id, "err", err)
-		return nil
+		return
 	}
 	h.log.Debug("kept a snapshot of the session", "session", st.key.id, "through", next.Through, "events", next.Events, "carried", len(next.Carry))
-	return next
 }

@@ -28,11 +28,10 @@ import (
 // snapshots, and the loads its snapshots answered.
 type countingStore struct {
 	storage.Storage
-	sn         storage.Snapshotter
-	whole      atomic.Int64 // Load, or LoadSnapshot without a snapshot
-	fromSnap   atomic.Int64 // LoadSnapshot with one
-	snapshots  atomic.Int64 // PutSnapshot
-	noSnapshot bool         // LoadSnapshot answers none (a store that lost it)
+	sn        storage.Snapshotter
+	whole     atomic.Int64 // Load, or LoadSnapshot without a snapshot
+	fromSnap  atomic.Int64 // LoadSnapshot with one
+	snapshots atomic.Int64 // PutSnapshot
 }
 
 func (c *countingStore) ListSessions(ctx context.Context) ([]string, error) {
@@ -51,10 +50,6 @@ func (c *countingStore) PutSnapshot(ctx context.Context, id, at string, data []b
 
 func (c *countingStore) LoadSnapshot(ctx context.Context, id string) ([]byte, string, []ledger.Event, error) {
 	data, at, events, err := c.sn.LoadSnapshot(ctx, id)
-	if c.noSnapshot && data != nil {
-		data, at = nil, ""
-		events, err = c.Storage.Load(ctx, id)
-	}
 	if data != nil {
 		c.fromSnap.Add(1)
 	} else {
