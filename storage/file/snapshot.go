@@ -39,6 +39,9 @@ type snapHeader struct {
 	Data   string `json:"data"`   // SHA-256 of the data, hex
 }
 
+// snapMaxHeader bounds a snapshot file's header line.
+const snapMaxHeader = 4 << 10
+
 // snapLookBack is how many bytes PutSnapshot reads from the end of the file
 // at first, looking for the snapshot's event; it doubles until it finds
 // it, passes storage.MaxSnapshotLag events or reaches the start.
@@ -188,12 +191,22 @@ func (st *Store) LoadSnapshot(ctx context.Context, sessionID string) ([]byte, st
 // none or it is damaged (logged).
 func (st *Store) readSnapshot(sessionID string) (data []byte, hd snapHeader, ok bool) {
 	path := st.snapPath(sessionID)
-	b, err := os.ReadFile(path)
+	bad := func(why string) ([]byte, snapHeader, bool) {
+		st.log.Warn("file: ignoring a session's snapshot", "session", sessionID, "path", path, "reason", why)
+		return nil, hd, false
+	}
+	// What the file holds when opened, bounded: a snapshot the store
+	// wrote is its data and a header line; anything larger (or a device
+	// behind a link) is not one, and is not read whole.
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, hd, false
 	}
-	bad := func(why string) ([]byte, snapHeader, bool) {
-		st.log.Warn("file: ignoring a session's snapshot", "session", sessionID, "path", path, "reason", why)
+	if err == nil && fi.Size() > storage.MaxSnapshotBytes+snapMaxHeader {
+		return bad(fmt.Sprintf("%d bytes, more than a snapshot holds", fi.Size()))
+	}
+	b, err := readFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, hd, false
 	}
 	if err != nil {

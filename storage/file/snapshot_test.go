@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentichost/agentic/ledger"
+	"github.com/agentichost/agentic/storage"
 	"github.com/agentichost/agentic/storage/file"
 )
 
@@ -62,6 +63,23 @@ func TestSnapshotDamage(t *testing.T) {
 			writeFile(t, p, append([]byte("{not json\n"), "state"...))
 		}, "header"},
 		{"no header", func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "s.snap"), []byte("state")) }, "header"},
+		{"huge", func(t *testing.T, dir string) {
+			// Larger than any snapshot (sparse: no disk spent): not read.
+			if err := os.Truncate(filepath.Join(dir, "s.snap"), storage.MaxSnapshotBytes+1<<20); err != nil {
+				t.Fatal(err)
+			}
+		}, "more than a snapshot holds"},
+		{"device", func(t *testing.T, dir string) {
+			// A link to a device that never ends: read as it was
+			// when opened (empty), not forever.
+			p := filepath.Join(dir, "s.snap")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/dev/zero", p); err != nil {
+				t.Fatal(err)
+			}
+		}, "header"},
 		{"record", func(t *testing.T, dir string) {
 			// The batch that holds the snapshot's event, changed below
 			// the store with the same length and ids.
