@@ -226,7 +226,11 @@ func (a *Attachment) TryNext() (u Update, ok bool) {
 }
 
 // progressAt is the update of the followed run's event e at seq, the
-// cursor moved past it.
+// cursor moved past it. It is a call of its own so that its copies of the
+// event stay out of NextOrWake's frame, which an idle viewer's stack
+// holds while it waits (see server's BenchmarkIdleViewers).
+//
+//go:noinline
 func (a *Attachment) progressAt(e event, seq int) Update {
 	p := a.run.progress(e, seq)
 	a.cursor = Cursor{RunID: a.run.id, Seq: seq}

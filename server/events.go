@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +56,7 @@ func eventID(c host.Cursor) string {
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	conn    *streamConn   // the connection taken over from net/http (newEventStream); nil: w
 	timeout time.Duration // 0: DefaultStreamWrite
 	buf     []byte        // an event's bytes, reused
 	pending bool          // written since the last flush
@@ -66,6 +70,10 @@ func (s *sse) deadline() {
 	if d <= 0 {
 		d = DefaultStreamWrite
 	}
+	if s.conn != nil {
+		s.conn.conn.SetWriteDeadline(time.Now().Add(d))
+		return
+	}
 	s.rc.SetWriteDeadline(time.Now().Add(d))
 }
 
@@ -77,6 +85,10 @@ func (s *sse) write(b []byte) error {
 	if !s.pending {
 		s.deadline()
 		s.pending = true
+	}
+	if s.conn != nil {
+		s.conn.pending = append(s.conn.pending, b...)
+		return nil
 	}
 	if _, err := s.w.Write(b); err != nil {
 		s.err = err
@@ -181,10 +193,104 @@ func (s *sse) flush() error {
 	if cap(s.buf) > maxIdleBuffer {
 		s.buf = nil // a snapshot's bytes are not kept for an idle stream
 	}
+	if s.conn != nil {
+		s.err = s.conn.flush()
+		return s.err
+	}
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err
 	}
 	return s.err
+}
+
+// streamConn is the connection of an event stream that its relay took
+// over from net/http (HTTP/1.x): an idle viewer then costs one goroutine,
+// the relay's, instead of net/http's connection goroutine and its
+// background read of the connection, and none of net/http's buffers for
+// the connection. What is written is sent as HTTP/1.1 chunks, as net/http
+// sends a stream, and the connection closes with the stream. Since
+// nothing reads the connection, a client that left is seen at the next
+// write, at the next heartbeat (alive), or when a stream of its bound is
+// refused (sweepStreams).
+type streamConn struct {
+	conn    net.Conn
+	pending []byte // the bytes written since the last flush
+	frame   []byte // a chunk's framing, reused
+}
+
+// newEventStream starts an event stream as newSSE does, and takes its
+// connection over from net/http when it can (a GET over HTTP/1.x; HTTP/2
+// multiplexes its streams on net/http's goroutines, and a HEAD has no
+// body): the stream is then the caller's to end (sse.end).
+func newEventStream(w http.ResponseWriter, r *http.Request) *sse {
+	if r.ProtoMajor != 1 || r.Method != http.MethodGet {
+		return newSSE(w)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return newSSE(w)
+	}
+	// The response's head, as net/http would write it. The reader net/http
+	// hands over holds nothing of use: a client sends nothing after the
+	// GET, and "Connection: close" tells it not to.
+	h.Set("Transfer-Encoding", "chunked")
+	h.Set("Connection", "close")
+	h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	var head strings.Builder
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	h.Write(&head)
+	head.WriteString("\r\n")
+	s := &sse{conn: &streamConn{conn: conn}} // no reference to w: net/http's buffers for the connection go
+	s.deadline()
+	if _, err := io.WriteString(conn, head.String()); err != nil {
+		s.err = err
+	}
+	return s
+}
+
+// flush sends what was written as one chunk.
+func (c *streamConn) flush() error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	c.frame = strconv.AppendInt(c.frame[:0], int64(len(c.pending)), 16)
+	c.frame = append(c.frame, "\r\n"...)
+	bufs := net.Buffers{c.frame, c.pending, crlf}
+	_, err := bufs.WriteTo(c.conn)
+	c.reset()
+	return err
+}
+
+var crlf = []byte("\r\n")
+
+// reset empties pending, and lets a large one go.
+func (c *streamConn) reset() {
+	if cap(c.pending) > maxIdleBuffer {
+		c.pending = nil
+	} else {
+		c.pending = c.pending[:0]
+	}
+}
+
+// end ends a stream that newEventStream took over: the last chunk, when
+// every write before it went whole, and the connection closed. After a
+// write that failed midway nothing more is written: the client's HTTP
+// reader then sees the stream cut short (an error, and no event made of
+// the torn chunk and what would follow it). A stream net/http serves ends
+// with its handler.
+func (s *sse) end() {
+	if s.conn == nil {
+		return
+	}
+	if s.err == nil {
+		s.conn.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(s.conn.conn, "0\r\n\r\n")
+	}
+	s.conn.conn.Close()
 }
 
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
@@ -201,19 +307,56 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 		s.startError(w, err)
 		return
 	}
-	defer a.Close()
 	s.metrics.streams.Add(context.Background(), 1)
-	defer s.metrics.streams.Add(context.Background(), -1)
-	out := newSSE(w)
-	s.stream(r.Context(), out, a, apiKey(r), t, "", func(u host.Update, cur host.Cursor) error {
-		if u.Snapshot != nil {
-			return out.event("snapshot", eventID(cur), u.Snapshot)
-		}
-		return out.event("progress", eventID(cur), u.Progress)
-	}, func(code, message string) {
-		if code != codeUnavailable { // at shutdown the stream just ends: the client reconnects
-			out.event("error", "", map[string]string{"code": code, "message": message})
-		}
+	key := apiKey(r)
+	relay := func(ctx context.Context, out *sse) {
+		defer a.Close()
+		defer s.metrics.streams.Add(context.Background(), -1)
+		s.stream(ctx, out, a, key, t, "", func(u host.Update, cur host.Cursor) error {
+			if u.Snapshot != nil {
+				return out.event("snapshot", eventID(cur), u.Snapshot)
+			}
+			return out.event("progress", eventID(cur), u.Progress)
+		}, func(code, message string) {
+			if code != codeUnavailable { // at shutdown the stream just ends: the client reconnects
+				out.event("error", "", map[string]string{"code": code, "message": message})
+			}
+		})
+	}
+	out := newEventStream(w, r)
+	if out.conn == nil {
+		relay(r.Context(), out)
+		return
+	}
+	// The connection is the stream's: net/http's goroutine and buffers for
+	// it go, and a goroutine of the stream's own relays it. Its context
+	// keeps the request's values and deadline (stream_max_age), not its
+	// end (net/http's, when the handler returns); the lease's cancel ends
+	// it, so that a sweep that finds the client gone ends the stream.
+	lease := detach(r.Context())
+	base := context.WithoutCancel(r.Context())
+	ctx, cancel := context.WithCancel(base)
+	if dl, ok := r.Context().Deadline(); ok {
+		cancel()
+		ctx, cancel = context.WithDeadline(base, dl)
+	}
+	if lease != nil {
+		ended := lease.cancel
+		lease.cancel = func() { cancel(); ended() }
+		lease.hold(out.conn.alive)
+	}
+	s.relays.Go(func() {
+		defer cancel()
+		defer lease.close()
+		defer out.end()
+		defer func() {
+			// As net/http does for a handler: the stream ends, the
+			// process goes on.
+			if v := recover(); v != nil {
+				s.log.Error("event stream panicked", "tenant", t.name, "session", id, "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
+		relay(ctx, out)
 	})
 }
 
@@ -256,16 +399,8 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		}
 	}
 	smoothFor(agent)
-	sendOut := func(o host.Smoothed[host.Cursor]) error {
-		var cur host.Cursor
-		if o.Tagged {
-			cur = o.Tag
-		}
-		if o.Progress.Type == host.ProgressText || o.Progress.Type == host.ProgressReasoning {
-			lastChunk = time.Now()
-		}
-		p := o.Progress
-		return send(host.Update{Progress: &p}, cur)
+	sendOut := func(o *host.Smoothed[host.Cursor]) error {
+		return sendSmoothed(o, &lastChunk, send)
 	}
 	// arm sets when the next chunk goes, when a whole one waits.
 	arm := func() {
@@ -301,8 +436,8 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		if sm != nil {
 			outs = sm.Push(u.Progress, cur)
 		}
-		for _, o := range outs {
-			if err := sendOut(o); err != nil {
+		for i := range outs {
+			if err := sendOut(&outs[i]); err != nil {
 				return false
 			}
 		}
@@ -350,10 +485,8 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		if !paceAt.IsZero() && !now.Before(paceAt) {
 			paceAt = time.Time{}
 			if sm != nil { // (a snapshot may have named an agent that does not pace)
-				if o, ok := sm.Next(); ok {
-					if err := sendOut(o); err != nil {
-						return
-					}
+				if sendPaced(sm, &lastChunk, send) != nil {
+					return
 				}
 				if out.flushPending() != nil {
 					return
@@ -363,6 +496,9 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 		}
 		if !now.Before(nextBeat) {
 			nextBeat = now.Add(heartbeat)
+			if out.conn != nil && !out.conn.alive() {
+				return // the client left
+			}
 			if why := s.revoked(ctx, key, t); why != "" {
 				stopped(codeUnauthorized, why)
 				return
@@ -372,6 +508,35 @@ func (s *Server) stream(ctx context.Context, out *sse, a *host.Attachment, key s
 			}
 		}
 	}
+}
+
+// sendSmoothed sends a paced chunk of text (stream), with its cursor when
+// it completes a progress event, and notes when text went (lastChunk).
+func sendSmoothed(o *host.Smoothed[host.Cursor], lastChunk *time.Time, send func(host.Update, host.Cursor) error) error {
+	var cur host.Cursor
+	if o.Tagged {
+		cur = o.Tag
+	}
+	if o.Progress.Type == host.ProgressText || o.Progress.Type == host.ProgressReasoning {
+		*lastChunk = time.Now()
+	}
+	p := o.Progress
+	return send(host.Update{Progress: &p}, cur)
+}
+
+// sendPaced sends the next paced chunk, if one is whole. It is a call of
+// its own so that the chunk's copies stay out of stream's frame: the
+// stack of an idle viewer's relay holds that frame, and a frame small
+// enough lets the runtime shrink the stack back after the first
+// snapshot's encoding grew it (BenchmarkIdleViewers).
+//
+//go:noinline
+func sendPaced(sm *host.Smoother[host.Cursor], lastChunk *time.Time, send func(host.Update, host.Cursor) error) error {
+	o, ok := sm.Next()
+	if !ok {
+		return nil
+	}
+	return sendSmoothed(&o, lastChunk, send)
 }
 
 // revoked tells, at a stream's heartbeat, that key no longer opens tenant

@@ -76,6 +76,9 @@ type Server struct {
 	// admitting counts the admissions of new runs in progress, for the
 	// process's bound (max_runs; see admitProcess).
 	admitting atomic.Int64
+	// relays are the goroutines of the event streams that took their
+	// connections over from net/http (newEventStream).
+	relays sync.WaitGroup
 	// runq is the queue of new runs past max_runs (queue_runs); nil
 	// without one.
 	runq     *runQueue
@@ -585,6 +588,14 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.tasks.Wait()
+	// The event streams' own goroutines end with their hosts (a write to
+	// a client that stopped reading, with its deadline).
+	relays := make(chan struct{})
+	go func() { s.relays.Wait(); close(relays) }()
+	select {
+	case <-relays:
+	case <-ctx.Done():
+	}
 	if s.agreement != nil {
 		// Withdrawn once this process writes nothing more.
 		if err := s.agreement.Close(context.WithoutCancel(ctx)); err != nil {

@@ -21,15 +21,54 @@ import (
 // goroutines' stacks (after a GC), against the process before they came.
 func BenchmarkIdleViewers(b *testing.B) {
 	const viewers = 500
-	ts := startServer(b, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.RateLimit.StreamsPerKey, tc.RateLimit.Streams = viewers, viewers })})
+	ts := viewedSession(b, viewers)
+	for b.Loop() {
+		b.StopTimer()
+		goroutines, heap, stacks := idleViewers(b, ts, viewers)
+		b.ReportMetric(goroutines, "goroutines/viewer")
+		b.ReportMetric(heap/1024, "heapKiB/viewer")
+		b.ReportMetric(stacks/1024, "stackKiB/viewer")
+		b.StartTimer()
+	}
+}
+
+// TestIdleViewerCost: an idle SSE viewer of a session costs the server
+// one goroutine (its relay's: the stream took its connection over from
+// net/http) and at most 32 KiB of heap and stacks. The memory is not
+// checked under the race detector, which makes every frame larger.
+func TestIdleViewerCost(t *testing.T) {
+	const viewers = 200
+	ts := viewedSession(t, viewers)
+	goroutines, heap, stacks := idleViewers(t, ts, viewers)
+	t.Logf("a viewer: %.2f goroutines, %.1f KiB heap, %.1f KiB stacks", goroutines, heap/1024, stacks/1024)
+	if goroutines > 1.02 { // 4 of the server's own may come and go meanwhile
+		t.Errorf("an idle viewer costs %.2f goroutines, want 1", goroutines)
+	}
+	if !raceBuild && heap+stacks > 32<<10 {
+		t.Errorf("an idle viewer costs %.1f KiB, want at most 32", (heap+stacks)/1024)
+	}
+}
+
+// viewedSession starts a server whose tenant acme takes viewers streams
+// on one key, with one session, s, answered once.
+func viewedSession(tb testing.TB, viewers int) *testServer {
+	ts := startServer(tb, serverSetup{Mutate: withTenant("acme", func(tc *server.TenantConfig) { tc.RateLimit.StreamsPerKey, tc.RateLimit.Streams = viewers, viewers })})
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/sessions/s/messages?wait=true", strings.NewReader(`{"text":"hello"}`))
 	req.Header.Set("Authorization", "Bearer "+ts.acme)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil || res.StatusCode != 200 {
-		b.Fatalf("the session's message: %v %v", res, err)
+		tb.Fatalf("the session's message: %v %v", res, err)
 	}
 	res.Body.Close()
 	http.DefaultClient.CloseIdleConnections()
+	return ts
+}
+
+// idleViewers opens viewers raw connections that follow session s past
+// their first snapshot, and returns what each costs the server: its
+// goroutines, and the bytes of heap and of stacks (after a GC), against
+// the process before they came. The connections are closed on return.
+func idleViewers(tb testing.TB, ts *testServer, viewers int) (goroutines, heap, stacks float64) {
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	measure := func() (goroutines int, heap, stacks uint64) {
 		runtime.GC()
@@ -38,37 +77,33 @@ func BenchmarkIdleViewers(b *testing.B) {
 		runtime.ReadMemStats(&ms)
 		return runtime.NumGoroutine(), ms.HeapInuse, ms.StackInuse
 	}
-	for b.Loop() {
-		b.StopTimer()
-		g0, h0, s0 := measure()
-		conns := make([]net.Conn, 0, viewers)
-		for range viewers {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-			fmt.Fprintf(c, "GET /v1/sessions/s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ts.acme)
-			c.SetReadDeadline(time.Now().Add(time.Minute)) // a guard against a hang
-			r := bufio.NewReader(c)
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					b.Fatalf("a viewer's stream: %v", err)
-				}
-				if strings.HasPrefix(line, "event: snapshot") {
-					break
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond) // the snapshots' writes settle
-		g1, h1, s1 := measure()
-		b.ReportMetric(float64(g1-g0)/viewers, "goroutines/viewer")
-		b.ReportMetric(float64(int64(h1)-int64(h0))/viewers/1024, "heapKiB/viewer")
-		b.ReportMetric(float64(int64(s1)-int64(s0))/viewers/1024, "stackKiB/viewer")
+	g0, h0, s0 := measure()
+	conns := make([]net.Conn, 0, viewers)
+	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
-		b.StartTimer()
+	}()
+	for range viewers {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Fprintf(c, "GET /v1/sessions/s/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", ts.acme)
+		c.SetReadDeadline(time.Now().Add(time.Minute)) // a guard against a hang
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				tb.Fatalf("a viewer's stream: %v", err)
+			}
+			if strings.HasPrefix(line, "event: snapshot") {
+				break
+			}
+		}
 	}
+	g1, h1, s1 := measure()
+	n := float64(viewers)
+	return float64(g1-g0) / n, float64(int64(h1)-int64(h0)) / n, float64(int64(s1)-int64(s0)) / n
 }
