@@ -270,6 +270,13 @@ func summarize(w io.Writer, r results) {
 	} else {
 		missing("heap per idle session", "BenchmarkIdleSessions ./host")
 	}
+	if g, ok := r.median("server", "BenchmarkIdleViewers", "goroutines/viewer"); ok {
+		heap, _ := r.median("server", "BenchmarkIdleViewers", "heapKiB/viewer")
+		stacks, _ := r.median("server", "BenchmarkIdleViewers", "stackKiB/viewer")
+		add("one idle SSE viewer of a session (500 at once)", fmt.Sprintf("%.2f goroutines, %.1f KiB (%.1f heap, %.1f stacks)", g, heap+stacks, heap, stacks), "—", "≤ 32 KiB, ≤ 1 goroutine")
+	} else {
+		missing("an idle SSE viewer", "BenchmarkIdleViewers ./server")
+	}
 	if v, ok := r.median("host", "BenchmarkAcceptUnderLoad/streaming", "accept-p99-ms"); ok {
 		floor, _ := r.median("host", "BenchmarkAcceptUnderLoad/instant", "accept-p99-ms")
 		add("accept p99, 5,000 runs streaming at once", fmt.Sprintf("%.1f ms", v), fmt.Sprintf("the same against an instant model: %.1f ms", floor), "≤ 10 ms")

@@ -151,12 +151,14 @@ func (r report) print() {
 	fmt.Printf("  storage append latency         p50 %v  p99 %v  (%d appends)\n", round(r.appendP50), round(r.appendP99), r.appends)
 	fmt.Printf("  SSE events delivered           %d in %v: %.0f events/s (%d runs completed)\n",
 		r.accept.Events, round(r.accept.Elapsed), float64(r.accept.Events)/r.accept.Elapsed.Seconds(), r.accept.Completed)
+	// The goal is an idle viewer's (≤ 32 KiB, ≤ 1 goroutine); the figure
+	// holds the session's own cost too.
 	verdict := "within"
-	if r.idleHeap+r.idleStacks > 64<<10 {
+	if r.idleHeap+r.idleStacks > 32<<10 || r.goroutines > 1.05 {
 		verdict = "ABOVE"
 	}
-	fmt.Printf("  memory per idle session        %.1f KiB (%.1f KiB heap + %.1f KiB stacks, its SSE viewer attached; %s the 64 KiB goal), %.1f goroutines\n",
-		(r.idleHeap+r.idleStacks)/1024, r.idleHeap/1024, r.idleStacks/1024, verdict, r.goroutines)
+	fmt.Printf("  memory per idle session        %.1f KiB (%.1f KiB heap + %.1f KiB stacks, its SSE viewer attached), %.1f goroutines: %s the goal of 32 KiB and 1 goroutine\n",
+		(r.idleHeap+r.idleStacks)/1024, r.idleHeap/1024, r.idleStacks/1024, r.goroutines, verdict)
 }
 
 func round(d time.Duration) time.Duration {
@@ -478,6 +480,10 @@ func runClient(url string, n, words int) error {
 		<-ended
 	}
 	elapsed := time.Since(first)
+	// The connections the POSTs left idle are this client's pool, not a
+	// session's cost: closed before the server measures, so that what it
+	// counts is each session with its viewer.
+	hc.CloseIdleConnections()
 	rep := clientReport{AcceptP50: percentile(accepts, 0.5), AcceptP99: percentile(accepts, 0.99), AcceptMax: percentile(accepts, 1),
 		Events: int(events.Load()), Elapsed: elapsed, Completed: int(done.Load()), Errors: errs}
 	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
