@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentichost/agentic/host"
+	"github.com/agentichost/agentic/ledger"
 	"github.com/agentichost/agentic/protocol/uistream"
 )
 
@@ -24,7 +25,9 @@ import (
 // event it names, with no character twice and none missing (or, when that
 // run has ended, with a snapshot). Comments keep an idle stream open; the
 // stream closes when the key is revoked, the server shuts down, or the
-// client falls too far behind (it reconnects from its last id).
+// client falls too far behind (it reconnects from its last id). A
+// snapshot's transcript is the transcript API's (ledger.WireTranscript);
+// with ?limit=N, only its last N items and a page (eventSnapshot).
 
 // parseEventID reads a Last-Event-ID: "RUN:SEQ".
 func parseEventID(id string) (host.Cursor, bool) {
@@ -298,6 +301,14 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 	if !ok || !s.exists(w, r, t, id) {
 		return
 	}
+	q, ok := pageQuery(w, r)
+	if !ok {
+		return
+	}
+	if q.After != "" || q.Before != "" {
+		writeError(w, http.StatusBadRequest, codeInvalid, "after and before page the transcript (GET /v1/sessions/{id}/transcript); an event stream takes limit alone")
+		return
+	}
 	var after host.Cursor
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		after, _ = parseEventID(v)
@@ -314,7 +325,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 		defer s.metrics.streams.Add(context.Background(), -1)
 		s.stream(ctx, out, a, key, t, "", func(u host.Update, cur host.Cursor) error {
 			if u.Snapshot != nil {
-				return out.event("snapshot", eventID(cur), u.Snapshot)
+				return out.event("snapshot", eventID(cur), wireSnapshot(u.Snapshot, q.Limit))
 			}
 			return out.event("progress", eventID(cur), u.Progress)
 		}, func(code, message string) {
@@ -358,6 +369,29 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, t *tenant) {
 		}()
 		relay(ctx, out)
 	})
+}
+
+// eventSnapshot is a snapshot as a session's event stream sends it: its
+// transcript as the transcript API gives it (ledger.WireTranscript: no raw
+// provider payloads, no bodies of tool calls' traffic), and with a limit
+// (?limit=N) the last N items of it and what lies before them (Page).
+type eventSnapshot struct {
+	Transcript ledger.Transcript `json:"transcript"`
+	Status     host.Status       `json:"status"`
+	Cursor     host.Cursor       `json:"cursor"`
+	Page       *transcriptPage   `json:"page,omitempty"`
+}
+
+// wireSnapshot makes snap an eventSnapshot, of its last limit items when
+// limit > 0.
+func wireSnapshot(snap *host.Snapshot, limit int) eventSnapshot {
+	tr := snap.Transcript
+	var page *transcriptPage
+	if limit > 0 {
+		items, pg, _ := transcriptQuery{Limit: limit}.page(tr.Items) // (the last items: no id to miss)
+		tr.Items, page = items, &pg
+	}
+	return eventSnapshot{Transcript: ledger.WireTranscript(tr), Status: snap.Status, Cursor: snap.Cursor, Page: page}
 }
 
 // stream relays an attachment's updates through send until the client
