@@ -237,6 +237,9 @@ func newEventStream(w http.ResponseWriter, r *http.Request) *sse {
 	if err != nil {
 		return newSSE(w)
 	}
+	// A read deadline net/http may have left (the server's ReadTimeout)
+	// would read as the client's leaving at the next heartbeat (alive).
+	conn.SetReadDeadline(time.Time{})
 	// The response's head, as net/http would write it. The reader net/http
 	// hands over holds nothing of use: a client sends nothing after the
 	// GET, and "Connection: close" tells it not to.

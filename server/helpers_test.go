@@ -129,6 +129,9 @@ type serverSetup struct {
 	// Options changes the server's options before it is built (its
 	// schedules' clock). Default: none.
 	Options func(*server.Options)
+	// HTTP changes the test server's http.Server before it starts.
+	// Default: none.
+	HTTP func(*http.Server)
 }
 
 // startServer is newTestServer with a setup.
@@ -161,6 +164,9 @@ func startServer(t testing.TB, setup serverSetup) *testServer {
 	ts.Server = httptest.NewUnstartedServer(srv)
 	if setup.Listener != nil {
 		ts.Server.Listener = setup.Listener(ts.Server.Listener)
+	}
+	if setup.HTTP != nil {
+		setup.HTTP(ts.Server.Config)
 	}
 	ts.Server.Start()
 	t.Cleanup(func() {

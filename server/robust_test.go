@@ -514,3 +514,41 @@ func TestEventStreamViewerLeaves(t *testing.T) {
 		return again.StatusCode == 200
 	})
 }
+
+// TestEventStreamPastReadTimeout: a session's event stream, whose relay
+// took its connection over from net/http, outlives the http.Server's
+// ReadTimeout (the read deadline net/http left on the connection is not
+// taken for the client's leaving at a heartbeat).
+func TestEventStreamPastReadTimeout(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	ts := startServer(t, serverSetup{
+		Mutate: func(c *server.Config) { c.Heartbeat = server.Duration(10 * time.Millisecond) },
+		HTTP:   func(hs *http.Server) { hs.ReadTimeout = readTimeout },
+	})
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages?wait=true", `{"text":"one"}`); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	req, _ := newRequest(ts, ts.acme, "GET", "/v1/sessions/s/events", "")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	events := newSSEReader(res.Body)
+	if e, ok := events.next(); !ok || e.Name != "snapshot" {
+		t.Fatalf("first event %+v", e)
+	}
+	time.Sleep(3 * readTimeout) // past the request's read deadline, heartbeats meanwhile
+	if code, body := ts.do(t, ts.acme, "POST", "/v1/sessions/s/messages", `{"text":"two"}`); code != 202 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for {
+		e, ok := events.next()
+		if !ok {
+			t.Fatal("the stream ended past the server's read timeout")
+		}
+		if strings.Contains(e.Data, `"type":"run-end"`) || strings.Contains(e.Data, "You said: two") {
+			return
+		}
+	}
+}
