@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -83,8 +84,8 @@ func KVDelete(key string) error {
 // start with "denied:" wrap ErrHostDenied.
 func hostError(fn string, msg []byte) error {
 	s := string(msg)
-	if len(s) >= 7 && s[:7] == "denied:" {
-		return fmt.Errorf("%w: %s: %s", ErrHostDenied, fn, s[7:])
+	if reason, ok := strings.CutPrefix(s, "denied:"); ok {
+		return fmt.Errorf("%w: %s: %s", ErrHostDenied, fn, strings.TrimLeft(reason, " "))
 	}
 	return fmt.Errorf("pdk: %s: %s", fn, s)
 }

@@ -164,3 +164,16 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// TestHostError: a host's refusal wraps ErrHostDenied and reads as one
+// sentence: the function, then the host's reason.
+func TestHostError(t *testing.T) {
+	err := hostError("wait_event", []byte("denied: bad key: empty"))
+	if !errors.Is(err, ErrHostDenied) || err.Error() != "pdk: denied by the host: wait_event: bad key: empty" {
+		t.Errorf("a refusal: %q", err)
+	}
+	err = hostError("kv_get", []byte("the store is down"))
+	if errors.Is(err, ErrHostDenied) || err.Error() != "pdk: kv_get: the store is down" {
+		t.Errorf("a failure: %q", err)
+	}
+}
