@@ -409,6 +409,37 @@ func (r *run) callTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolC
 	})
 }
 
+// toolDeadlineKey carries the deadline of a tool call's own time in its
+// context (WithToolTimeout).
+type toolDeadlineKey struct{}
+
+// WithToolTimeout bounds ctx by a tool call's own time (ToolSpec.Timeout,
+// AgentTimeouts.Tool, Options.ToolTimeout), as the host does for every
+// call, and marks the deadline as the call's own: a tool that tells a
+// failure of its own from a caller that gave up (a plugin runtime's
+// quarantine) reads it with [ToolDeadline].
+func WithToolTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	before, bounded := ctx.Deadline()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	d, _ := ctx.Deadline()
+	if bounded && d.Equal(before) {
+		return ctx, cancel // the caller's deadline comes first: the call's own never ends it
+	}
+	return context.WithValue(ctx, toolDeadlineKey{}, d), cancel
+}
+
+// ToolDeadline reports whether ctx ended at its tool call's own deadline
+// (WithToolTimeout): the call ran for all the time it had, and no earlier
+// deadline of its caller's (a run's total time) or cancellation ended it.
+func ToolDeadline(ctx context.Context) bool {
+	d, ok := ctx.Value(toolDeadlineKey{}).(time.Time)
+	if !ok || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	cd, _ := ctx.Deadline()
+	return cd.Equal(d)
+}
+
 // invokeTool is callTool without its telemetry.
 func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (res ToolResult, err error) {
 	timeout := r.h.toolTimeout
@@ -420,7 +451,7 @@ func (r *run) invokeTool(ctx context.Context, tool Tool, spec ToolSpec, call Too
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = WithToolTimeout(ctx, timeout)
 		defer cancel()
 	}
 	defer func() {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentichost/agentic/host"
 )
 
 // Quarantine: under RegistryOptions.Quarantine, a module whose calls fail
@@ -18,7 +20,8 @@ import (
 // person releases it (Registry.Release) or a new version replaces it (a
 // new version is a new module, not quarantined). The plugin's own error
 // answers, invalid inputs, a busy sandbox and calls whose caller gave up
-// (the context ended) do not count: they say nothing of the module's
+// (the context ended, other than at the call's own deadline: see
+// host.WithToolTimeout) do not count: they say nothing of the module's
 // health. The registry reports a Quarantined change, and a Released one.
 //
 // Each Registry counts its own calls: with several hosts, each host
@@ -122,7 +125,10 @@ func (r *Registry) observe(ctx context.Context, tenant string, m *Module, err er
 		return
 	}
 	p := r.opts.Quarantine(tenant)
-	if p.Failures <= 0 || ctx.Err() != nil || !failureCounts(err) {
+	// A call whose context ended counts only when that was the call's own
+	// deadline (host.WithToolTimeout: the tool's timeout, which the host
+	// applies as the plugin's): then the plugin ran for all its time.
+	if p.Failures <= 0 || (ctx.Err() != nil && !host.ToolDeadline(ctx)) || !failureCounts(err) {
 		return
 	}
 	window := p.Window

@@ -140,3 +140,70 @@ func customSection(name string) []byte {
 	body := append(append([]byte{byte(len(name))}, name...), 0) // a byte of content
 	return append([]byte{0, byte(len(body))}, body...)
 }
+
+// TestQuarantineOwnTimeout: a call that runs until its own time ends —
+// the deadline the host sets as the tool's timeout (host.WithToolTimeout)
+// — counts towards quarantine, as a timeout the runtime sets does; one
+// whose caller's deadline came first (a run's total time), or whose
+// caller cancelled it, does not.
+func TestQuarantineOwnTimeout(t *testing.T) {
+	rt, _ := newRuntime(t)
+	wasm := jsHostileWasm(t)
+	spin := func(t *testing.T, bound func(context.Context) (context.Context, context.CancelFunc)) []plugins.Quarantine {
+		t.Helper()
+		ctx := context.Background()
+		reg := plugins.NewRegistry(rt, plugins.RegistryOptions{
+			Quarantine: func(string) plugins.QuarantinePolicy {
+				return plugins.QuarantinePolicy{Failures: 2, Window: time.Minute}
+			},
+			Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute} },
+		})
+		t.Cleanup(func() { reg.Close(ctx) })
+		if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "hostile_js", Wasm: wasm}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			tool, _ := reg.Tool("acme", "spin")
+			cctx, cancel := bound(ctx)
+			_, err := tool.Call(cctx, hostCall("spin", `{}`))
+			cancel()
+			if !errors.Is(err, plugins.ErrTimeout) && !errors.Is(err, context.Canceled) {
+				t.Fatalf("spin %d: %v, want it interrupted", i+1, err)
+			}
+		}
+		return reg.Quarantined("acme")
+	}
+	const short = 200 * time.Millisecond
+	t.Run("own", func(t *testing.T) {
+		if q := spin(t, func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return host.WithToolTimeout(ctx, short)
+		}); len(q) != 1 {
+			t.Errorf("two calls past their own time: quarantined %v, want the module", q)
+		}
+	})
+	t.Run("caller's deadline", func(t *testing.T) {
+		if q := spin(t, func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, short)
+		}); len(q) != 0 {
+			t.Errorf("two calls whose caller's deadline came: quarantined %v", q)
+		}
+	})
+	t.Run("caller's deadline first", func(t *testing.T) {
+		if q := spin(t, func(ctx context.Context) (context.Context, context.CancelFunc) {
+			run, cancelRun := context.WithTimeout(ctx, short)
+			call, cancelCall := host.WithToolTimeout(run, time.Minute)
+			return call, func() { cancelCall(); cancelRun() }
+		}); len(q) != 0 {
+			t.Errorf("two calls whose run's deadline came first: quarantined %v", q)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		if q := spin(t, func(ctx context.Context) (context.Context, context.CancelFunc) {
+			call, cancelCall := host.WithToolTimeout(ctx, time.Minute)
+			time.AfterFunc(short, cancelCall)
+			return call, cancelCall
+		}); len(q) != 0 {
+			t.Errorf("two cancelled calls: quarantined %v", q)
+		}
+	})
+}
