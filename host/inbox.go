@@ -262,11 +262,9 @@ func (r *Run) joinLocked(ctx context.Context, cur *run) error {
 			err = cur.writeMessageLocked(ctx, r.requestID, input)
 			if seen, ok := errors.AsType[*storage.RequestSeenError](err); ok {
 				// Another host queued it since the run's view was
-				// loaded: the run folds that copy in. Its view is stale
-				// for certain, whether or not the session's watch has
-				// told it yet: its next look at its messages reloads.
+				// loaded: the run folds that copy in (writeMessageLocked
+				// marked its view stale).
 				r.msgID = seen.MessageID
-				cur.st.stale.Store(true)
 			} else if err != nil {
 				return fmt.Errorf("host: append message: %w", err)
 			} else {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -65,6 +66,12 @@ func (r *run) writeMessageLocked(ctx context.Context, requestID string, evs ...l
 		return err
 	}
 	if err := r.h.appendMessage(ctx, r.st, r.lease, requestID, evs...); err != nil {
+		if _, ok := errors.AsType[*storage.RequestSeenError](err); ok {
+			// The store holds a message the run's view does not: the view
+			// is stale, whether or not the session's watch has said so
+			// yet, and the run's next look at its messages reloads.
+			r.st.stale.Store(true)
+		}
 		return err
 	}
 	r.st.mu.Lock()
