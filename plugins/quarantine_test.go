@@ -156,13 +156,20 @@ func TestQuarantineOwnTimeout(t *testing.T) {
 			Quarantine: func(string) plugins.QuarantinePolicy {
 				return plugins.QuarantinePolicy{Failures: 2, Window: time.Minute}
 			},
-			Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute} },
+			// Fuel for far longer than the calls last: they end at a deadline.
+			Limits: func(string) plugins.Limits { return plugins.Limits{CallTimeout: time.Minute, Fuel: 1 << 50} },
 		})
 		t.Cleanup(func() { reg.Close(ctx) })
 		if _, err := reg.Load(ctx, "acme", plugins.Source{Name: "hostile_js", Wasm: wasm}); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 2 {
+			// An instance made before the deadline starts: the call runs
+			// when it begins, however long making one takes.
+			ok, _ := reg.Tool("acme", "ok")
+			if _, err := ok.Call(ctx, hostCall("ok", `{}`)); err != nil {
+				t.Fatalf("ok %d: %v", i+1, err)
+			}
 			tool, _ := reg.Tool("acme", "spin")
 			cctx, cancel := bound(ctx)
 			_, err := tool.Call(cctx, hostCall("spin", `{}`))
@@ -173,7 +180,7 @@ func TestQuarantineOwnTimeout(t *testing.T) {
 		}
 		return reg.Quarantined("acme")
 	}
-	const short = 200 * time.Millisecond
+	const short = 500 * time.Millisecond
 	t.Run("own", func(t *testing.T) {
 		if q := spin(t, func(ctx context.Context) (context.Context, context.CancelFunc) {
 			return host.WithToolTimeout(ctx, short)

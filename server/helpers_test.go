@@ -220,7 +220,7 @@ func decodeJSON[T any](t *testing.T, body string) T {
 
 // waitFor polls cond every 10ms until it holds, failing the test with what
 // after 15s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {

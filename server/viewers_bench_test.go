@@ -33,20 +33,15 @@ func BenchmarkIdleViewers(b *testing.B) {
 		b.ReportMetric(heap/1024, "heapKiB/viewer")
 		b.ReportMetric(stacks/1024, "stackKiB/viewer")
 		b.StopTimer()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		waitFor(b, "the streams of the viewers that left to end", func() bool {
 			res, err := http.Get(ts.URL + "/metrics")
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer res.Body.Close()
 			body, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			if metricValue(string(body), "agentic_http_event_streams") == "0" {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("the viewers that left still have their streams")
-			}
-		}
+			return metricValue(string(body), "agentic_http_event_streams") == "0"
+		})
 		b.StartTimer()
 	}
 }
